@@ -1,0 +1,385 @@
+#include "rpc/connection.h"
+
+#include <algorithm>
+
+#include "rpc/constants.h"
+#include "rpc/inbound_call.h"
+#include "rpc/messenger.h"
+#include "rpc/negotiation.h"
+#include "rpc/reactor.h"
+#include "rpc/wire_codec.h"
+
+namespace rrpc::rpc {
+
+namespace {
+// Reads per readable event before yielding to other connections (fairness).
+constexpr int kMaxReadsPerEvent = 16;
+// iovecs per writev: enough to batch many small responses in one syscall.
+constexpr int kMaxIovecs = 64;
+}  // namespace
+
+Connection::Connection(Reactor* reactor, Direction direction, Socket socket,
+                       const Sockaddr& remote)
+    : reactor_(reactor),
+      direction_(direction),
+      remote_(remote),
+      options_(reactor->options()),
+      transport_(std::make_unique<TcpTransport>(std::move(socket))),
+      state_(direction == Direction::kClient ? State::kConnecting : State::kNegotiating),
+      reader_(options_.max_message_size, options_.read_block_size),
+      created_(MonoTime::Now()),
+      last_activity_(created_) {}
+
+Connection::~Connection() {
+  DCHECK(state_ == State::kClosed) << "connection destroyed while open";
+}
+
+void Connection::Start() {
+  DCHECK(reactor_->IsCurrentThread());
+  ev_io_init(&read_watcher_, &Connection::OnReadable, transport_->fd(), EV_READ);
+  read_watcher_.data = this;
+  ev_io_init(&write_watcher_, &Connection::OnWritable, transport_->fd(), EV_WRITE);
+  write_watcher_.data = this;
+  ev_timer_init(&negotiation_timer_, &Connection::OnNegotiationTimeout,
+                options_.negotiation_timeout.ToSeconds(), 0.0);
+  negotiation_timer_.data = this;
+  ev_timer_start(reactor_->loop(), &negotiation_timer_);
+  if (direction_ == Direction::kClient) {
+    // Writable means the connect finished (or failed).
+    ArmWriteWatcher(true);
+  } else {
+    ev_io_start(reactor_->loop(), &read_watcher_);
+  }
+}
+
+size_t Connection::calls_in_flight() const {
+  if (direction_ == Direction::kClient) return awaiting_response_.size() + pending_calls_.size();
+  return static_cast<size_t>(inbound_in_flight_.load(std::memory_order_relaxed));
+}
+
+bool Connection::IsIdle() const { return calls_in_flight() == 0 && write_queue_.empty(); }
+
+// ---- Client side: calls out.
+
+void Connection::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
+  DCHECK(reactor_->IsCurrentThread());
+  DCHECK(direction_ == Direction::kClient);
+  if (state_ == State::kClosed) {
+    call->FinishWithError(Status::NetworkError("connection closed", remote_.ToString()));
+    return;
+  }
+  call->StartTimer(reactor_->loop(), &Connection::OnCallTimeout, this);
+  if (call->finished()) return;  // deadline already passed and the callback ran
+  if (state_ != State::kOpen) {
+    pending_calls_.push_back(std::move(call));
+    return;
+  }
+  OutboundCall* raw = call.get();
+  awaiting_response_.emplace(raw->call_id(), std::move(call));
+  raw->AddRef();  // the write queue's reference, dropped in TransferDone/TransferAborted
+  QueueTransfer(raw);
+}
+
+void Connection::OnCallTimeout(OutboundCall* call, void* arg) {
+  auto* conn = static_cast<Connection*>(arg);
+  scoped_refptr<Connection> self(conn);
+  if (conn->awaiting_response_.erase(call->call_id()) == 0) {
+    auto it = std::find_if(conn->pending_calls_.begin(), conn->pending_calls_.end(),
+                           [call](const auto& c) { return c.get() == call; });
+    if (it != conn->pending_calls_.end()) conn->pending_calls_.erase(it);
+  }
+  if (call->started() && !call->OutboundTransfer::finished()) {
+    call->DeferTimeoutUntilWritten();
+  } else {
+    call->FinishTimedOut();
+  }
+}
+
+// ---- Server side: responses out.
+
+void Connection::QueueResponse(InboundCall* call) {
+  DCHECK(reactor_->IsCurrentThread());
+  if (state_ == State::kClosed) {
+    call->TransferAborted(Status::NetworkError("connection closed", remote_.ToString()));
+    return;
+  }
+  QueueTransfer(call);
+}
+
+void Connection::QueueTransfer(OutboundTransfer* transfer) {
+  const bool was_empty = write_queue_.empty();
+  write_queue_.push_back(transfer);
+  if (was_empty && !write_armed_) reactor_->ScheduleFlush(this);
+}
+
+void Connection::Flush() {
+  DCHECK(reactor_->IsCurrentThread());
+  if (state_ == State::kClosed || state_ == State::kConnecting) return;
+  scoped_refptr<Connection> self(this);
+  iovec iov[kMaxIovecs];
+  while (!write_queue_.empty()) {
+    // Drop finished calls that never started out: nobody waits for them any more.
+    OutboundTransfer* front = write_queue_.front();
+    if (front->cancelled()) {
+      write_queue_.pop_front();
+      front->TransferAborted(Status::Aborted("call finished before it was sent"));
+      continue;
+    }
+    // Gather consecutive transfers, stopping before any cancelled one.
+    int n = 0;
+    for (OutboundTransfer* t : write_queue_) {
+      if (n == kMaxIovecs || t->cancelled()) break;
+      n += t->FillIovecs(iov + n, kMaxIovecs - n);
+    }
+    Result<size_t> written = transport_->Writev(iov, n);
+    if (!written.ok()) {
+      Shutdown(written.status().CloneAndPrepend("write to " + remote_.ToString()));
+      return;
+    }
+    if (*written == 0) {
+      ArmWriteWatcher(true);
+      return;
+    }
+    bytes_sent_ += *written;
+    size_t left = *written;
+    while (left > 0) {
+      OutboundTransfer* t = write_queue_.front();
+      left = t->Advance(left);
+      if (!t->finished()) break;
+      write_queue_.pop_front();
+      t->TransferDone();
+    }
+  }
+  ArmWriteWatcher(false);
+}
+
+void Connection::ArmWriteWatcher(bool on) {
+  if (on == write_armed_) return;
+  write_armed_ = on;
+  if (on) {
+    ev_io_start(reactor_->loop(), &write_watcher_);
+  } else {
+    ev_io_stop(reactor_->loop(), &write_watcher_);
+  }
+}
+
+// ---- Events.
+
+void Connection::OnReadable(struct ev_loop*, ev_io* w, int) {
+  static_cast<Connection*>(w->data)->HandleReadable();
+}
+
+void Connection::OnWritable(struct ev_loop*, ev_io* w, int) {
+  static_cast<Connection*>(w->data)->HandleWritable();
+}
+
+void Connection::OnNegotiationTimeout(struct ev_loop*, ev_timer* w, int) {
+  auto* conn = static_cast<Connection*>(w->data);
+  conn->Shutdown(Status::TimedOut(
+      conn->state_ == State::kConnecting ? "connect timed out" : "negotiation timed out",
+      conn->remote_.ToString()));
+}
+
+void Connection::HandleWritable() {
+  scoped_refptr<Connection> self(this);
+  if (state_ == State::kConnecting) {
+    Status s = static_cast<TcpTransport*>(transport_.get())->socket()->GetSockError();
+    if (!s.ok()) {
+      Shutdown(s.CloneAndPrepend("connect to " + remote_.ToString()));
+      return;
+    }
+    static_cast<TcpTransport*>(transport_.get())->socket()->SetNoDelay(true);
+    state_ = State::kNegotiating;
+    ArmWriteWatcher(false);
+    ev_io_start(reactor_->loop(), &read_watcher_);
+    SendNegotiationRequest();
+    return;
+  }
+  ArmWriteWatcher(false);
+  Flush();
+}
+
+void Connection::HandleReadable() {
+  scoped_refptr<Connection> self(this);
+  ReadIncoming();
+}
+
+bool Connection::ReadIncoming() {
+  if (direction_ == Direction::kServer && preamble_received_ < kPreambleSize) {
+    Status s = ReadPreamble();
+    if (!s.ok()) {
+      Shutdown(s);
+      return false;
+    }
+    if (preamble_received_ < kPreambleSize) return true;
+  }
+  for (int i = 0; i < kMaxReadsPerEvent && state_ != State::kClosed; i++) {
+    const size_t room = reader_.writable_size();
+    Result<size_t> got = transport_->Recv(reader_.writable_data(), room);
+    if (!got.ok()) {
+      Status s = got.status();
+      if (s.IsEndOfFile()) s = Status::NetworkError("connection closed by peer", remote_.ToString());
+      Shutdown(s);
+      return false;
+    }
+    if (*got == 0) break;
+    reader_.Commit(*got);
+    bytes_received_ += *got;
+    last_activity_ = MonoTime::Now();
+    BlockSlice frame;
+    while (state_ != State::kClosed) {
+      Result<bool> next = reader_.NextFrame(&frame);
+      if (!next.ok()) {
+        Shutdown(next.status().CloneAndPrepend("bad frame from " + remote_.ToString()));
+        return false;
+      }
+      if (!*next) break;
+      Status s = HandleFrame(std::move(frame));
+      if (!s.ok()) {
+        Shutdown(s.CloneAndPrepend("bad frame from " + remote_.ToString()));
+        return false;
+      }
+    }
+    if (*got < room) break;  // the socket is drained
+  }
+  return state_ != State::kClosed;
+}
+
+Status Connection::ReadPreamble() {
+  Result<size_t> got = transport_->Recv(preamble_ + preamble_received_,
+                                        kPreambleSize - preamble_received_);
+  if (!got.ok()) {
+    if (got.status().IsEndOfFile()) {
+      return Status::NetworkError("connection closed during negotiation", remote_.ToString());
+    }
+    return got.status();
+  }
+  preamble_received_ += *got;
+  bytes_received_ += *got;
+  if (preamble_received_ < kPreambleSize) return Status::OK();
+  Status s = CheckPreamble(preamble_);
+  if (!s.ok()) SendNegotiationResponse(s);
+  return s;
+}
+
+Status Connection::HandleFrame(BlockSlice frame) {
+  if (state_ == State::kNegotiating) return HandleNegotiationFrame(std::move(frame));
+  if (direction_ == Direction::kServer) return HandleCallFrame(std::move(frame));
+  return HandleResponseFrame(std::move(frame));
+}
+
+// ---- Negotiation.
+
+void Connection::SendNegotiationRequest() {
+  QueueTransfer(new BytesTransfer(BuildClientHello(reactor_->messenger()->name())));
+}
+
+void Connection::SendNegotiationResponse(const Status& error) {
+  NegotiatePB empty;
+  ErrorStatusPB::RpcErrorCodePB code =
+      error.IsNotSupported() ? ErrorStatusPB::FATAL_VERSION_MISMATCH
+                             : ErrorStatusPB::FATAL_INVALID_FRAME;
+  QueueTransfer(new BytesTransfer(BuildServerReply(empty, error, code)));
+  Flush();
+}
+
+Status Connection::HandleNegotiationFrame(BlockSlice frame) {
+  if (direction_ == Direction::kServer) {
+    NegotiatePB request;
+    Status s = ParseClientNegotiation(frame.slice, &request);
+    if (!s.ok()) {
+      SendNegotiationResponse(s);
+      return s;
+    }
+    QueueTransfer(new BytesTransfer(BuildServerReply(request, Status::OK(), {})));
+    MarkOpen();
+    return Status::OK();
+  }
+  NegotiatePB reply;
+  RRPC_RETURN_NOT_OK(ParseServerReply(frame.slice, &reply));
+  MarkOpen();
+  return Status::OK();
+}
+
+void Connection::MarkOpen() {
+  state_ = State::kOpen;
+  ev_timer_stop(reactor_->loop(), &negotiation_timer_);
+  if (direction_ == Direction::kServer) {
+    static_cast<TcpTransport*>(transport_.get())->socket()->SetNoDelay(true);
+    return;
+  }
+  std::deque<scoped_refptr<OutboundCall>> pending;
+  pending.swap(pending_calls_);
+  for (auto& call : pending) {
+    if (call->finished()) continue;
+    OutboundCall* raw = call.get();
+    awaiting_response_.emplace(raw->call_id(), std::move(call));
+    raw->AddRef();  // the write queue's reference
+    QueueTransfer(raw);
+  }
+}
+
+// ---- Calls and responses.
+
+Status Connection::HandleCallFrame(BlockSlice frame) {
+  auto call = std::make_unique<InboundCall>(scoped_refptr<Connection>(this));
+  RRPC_RETURN_NOT_OK(call->ParseFrom(std::move(frame), last_activity_));
+  if (call->call_id() < 0) {
+    return Status::InvalidArgument("unexpected connection-level frame, call id " +
+                                   std::to_string(call->call_id()));
+  }
+  if (!call->header().has_remote_method()) {
+    return Status::InvalidArgument("call frame without a remote method");
+  }
+  inbound_in_flight_.fetch_add(1, std::memory_order_relaxed);
+  reactor_->messenger()->QueueInboundCall(std::move(call));
+  return Status::OK();
+}
+
+Status Connection::HandleResponseFrame(BlockSlice frame) {
+  ResponseHeader header;
+  Slice body, tail;
+  RRPC_RETURN_NOT_OK(ParseFrame(frame.slice, &header, &body, &tail));
+  auto it = awaiting_response_.find(header.call_id());
+  if (it == awaiting_response_.end()) {
+    // Usually a response that came after its call timed out.
+    VLOG(1) << "response to unknown or finished call " << header.call_id() << " from "
+            << remote_.ToString();
+    return Status::OK();
+  }
+  scoped_refptr<OutboundCall> call = std::move(it->second);
+  awaiting_response_.erase(it);
+  call->FinishWithResponse(std::move(frame), header, body, tail);
+  return Status::OK();
+}
+
+// ---- Teardown.
+
+void Connection::Shutdown(const Status& reason) {
+  DCHECK(reactor_->IsCurrentThread());
+  if (state_ == State::kClosed) return;
+  scoped_refptr<Connection> self(this);
+  VLOG(1) << (direction_ == Direction::kClient ? "client" : "server") << " connection to "
+          << remote_.ToString() << " closing: " << reason.ToString();
+  state_ = State::kClosed;
+  struct ev_loop* loop = reactor_->loop();
+  ev_io_stop(loop, &read_watcher_);
+  ev_io_stop(loop, &write_watcher_);
+  ev_timer_stop(loop, &negotiation_timer_);
+  write_armed_ = false;
+  transport_.reset(new TcpTransport(Socket()));  // closes the socket
+
+  // Calls first (their callbacks see the failure), then the unsent bytes.
+  std::deque<scoped_refptr<OutboundCall>> pending;
+  pending.swap(pending_calls_);
+  for (auto& call : pending) call->FinishWithError(reason);
+  std::unordered_map<int32_t, scoped_refptr<OutboundCall>> awaiting;
+  awaiting.swap(awaiting_response_);
+  for (auto& [id, call] : awaiting) call->FinishWithError(reason);
+  std::deque<OutboundTransfer*> unsent;
+  unsent.swap(write_queue_);
+  for (OutboundTransfer* t : unsent) t->TransferAborted(reason);
+  reactor_->ConnectionClosed(this);
+}
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,126 @@
+// Connection: one TCP connection, client or server side, owned by one reactor. Only the reactor's
+// thread touches its socket, buffers and queues. It negotiates (preamble and feature exchange, as
+// a non-blocking state machine with a timeout), then:
+//  - server side: cuts frames into InboundCalls and hands them to the service pool; writes the
+//    responses the reactor hands back;
+//  - client side: writes OutboundCalls and matches responses to them by call id.
+// Writes go out at once with writev; the write watcher is armed only after a partial write.
+// Reference counted because in-flight InboundCalls point back to it from worker threads; the
+// reactor drops its socket and watchers in Shutdown(), so a late reference is harmless.
+#pragma once
+
+#include <ev.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "rpc/frame_reader.h"
+#include "rpc/outbound_call.h"
+#include "rpc/transport.h"
+#include "util/monotime.h"
+#include "util/ref_counted.h"
+#include "util/sockaddr.h"
+#include "util/status.h"
+
+namespace rrpc::rpc {
+
+class InboundCall;
+class Reactor;
+struct MessengerOptions;
+
+class Connection : public RefCounted<Connection> {
+ public:
+  enum class Direction { kClient, kServer };
+  enum class State { kConnecting, kNegotiating, kOpen, kClosed };
+
+  // Reactor thread. `socket` is connected (server) or connecting (client).
+  Connection(Reactor* reactor, Direction direction, Socket socket, const Sockaddr& remote);
+  ~Connection();
+
+  // Reactor thread: registers the watchers and starts negotiating.
+  void Start();
+  // Reactor thread: client side; queues the call (it is sent once negotiation is done).
+  void QueueOutboundCall(scoped_refptr<OutboundCall> call);
+  // Reactor thread: server side; queues a response transfer (the connection now owns `call`).
+  void QueueResponse(InboundCall* call);
+  // Reactor thread: writes what is queued, as far as the socket takes it.
+  void Flush();
+  // Reactor thread: closes the socket, fails every call waiting on it with `reason`, stops the
+  // watchers. Idempotent.
+  void Shutdown(const Status& reason);
+
+  Direction direction() const { return direction_; }
+  State state() const { return state_; }
+  bool is_open() const { return state_ == State::kOpen; }
+  const Sockaddr& remote() const { return remote_; }
+  Reactor* reactor() const { return reactor_; }
+  const char* transport_name() const { return transport_->name(); }
+  MonoTime last_activity() const { return last_activity_; }
+  MonoTime created() const { return created_; }
+  // Calls this connection waits on (client) or has in flight in the server (server).
+  size_t calls_in_flight() const;
+  // True when nothing is in flight or queued: the connection may be closed as idle.
+  bool IsIdle() const;
+  uint64_t bytes_received() const { return bytes_received_; }
+  uint64_t bytes_sent() const { return bytes_sent_; }
+
+  // Server side, any thread: an InboundCall of this connection finished (response queued or
+  // dropped). Used for calls_in_flight().
+  void InboundCallDone() { inbound_in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+
+ private:
+  static void OnReadable(struct ev_loop* loop, ev_io* w, int revents);
+  static void OnWritable(struct ev_loop* loop, ev_io* w, int revents);
+  static void OnNegotiationTimeout(struct ev_loop* loop, ev_timer* w, int revents);
+  static void OnCallTimeout(OutboundCall* call, void* arg);
+
+  void HandleReadable();
+  void HandleWritable();
+  // Reads what the socket has; returns false if the connection was shut down.
+  bool ReadIncoming();
+  Status ReadPreamble();
+  Status HandleFrame(BlockSlice frame);
+  Status HandleNegotiationFrame(BlockSlice frame);
+  Status HandleCallFrame(BlockSlice frame);
+  Status HandleResponseFrame(BlockSlice frame);
+  void SendNegotiationRequest();
+  void SendNegotiationResponse(const Status& error);
+  void MarkOpen();
+  void QueueTransfer(OutboundTransfer* transfer);
+  void ArmWriteWatcher(bool on);
+
+  Reactor* const reactor_;
+  const Direction direction_;
+  const Sockaddr remote_;
+  const MessengerOptions& options_;
+  std::unique_ptr<Transport> transport_;
+  State state_;
+  FrameReader reader_;
+
+  ev_io read_watcher_;
+  ev_io write_watcher_;
+  ev_timer negotiation_timer_;
+  bool write_armed_ = false;
+
+  // Server side: preamble bytes received so far.
+  uint8_t preamble_[6];
+  size_t preamble_received_ = 0;
+
+  // Transfers to write, in order. The connection owns the references they represent.
+  std::deque<OutboundTransfer*> write_queue_;
+  // Client side: calls queued before negotiation finished, sent when it does.
+  std::deque<scoped_refptr<OutboundCall>> pending_calls_;
+  // Client side: calls sent (or being sent) and awaiting their response, by call id.
+  std::unordered_map<int32_t, scoped_refptr<OutboundCall>> awaiting_response_;
+  // Server side: calls handed to the service pool and not yet answered.
+  std::atomic<int64_t> inbound_in_flight_{0};
+
+  MonoTime created_;
+  MonoTime last_activity_;
+  uint64_t bytes_received_ = 0;
+  uint64_t bytes_sent_ = 0;
+};
+
+}  // namespace rrpc::rpc

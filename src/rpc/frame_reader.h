@@ -1,0 +1,50 @@
+// FrameReader: cuts a connection's incoming byte stream into frames without copying them. The
+// connection reads socket bytes into writable_space(); each complete frame comes out of
+// NextFrame() as a BlockSlice sharing the read block, so a call holds its bytes by reference.
+// An idle connection holds no block at all (memory per idle connection matters with 10,000s of
+// them): the block is dropped once every byte in it is consumed.
+//
+// The length prefix is checked against the maximum before any byte of the frame is buffered
+// beyond the read block, so an oversized frame is refused without allocating for it.
+// Owned and used by one connection on its reactor thread; not thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "util/block.h"
+#include "util/status.h"
+
+namespace rrpc::rpc {
+
+class FrameReader {
+ public:
+  // `read_block_size`: bytes read per recv when no frame is pending (frames larger than this get
+  // a block of their own size).
+  FrameReader(size_t max_frame_size, size_t read_block_size);
+
+  // Room to read into (never empty). Call Commit() with the bytes actually read.
+  uint8_t* writable_data();
+  size_t writable_size() const;
+  void Commit(size_t n);
+
+  // Yields the next complete frame (the bytes after its length prefix) in `frame`. Returns false
+  // when more bytes are needed, or a Corruption/InvalidArgument status when the stream is bad
+  // (zero or oversized length): the connection must then close.
+  Result<bool> NextFrame(BlockSlice* frame);
+
+  // Bytes received but not yet returned as frames.
+  size_t buffered() const { return end_ - start_; }
+
+ private:
+  // Moves the pending partial frame into a block with room for `needed` bytes from its start.
+  void Relocate(size_t needed);
+
+  const size_t max_frame_size_;
+  const size_t read_block_size_;
+  BlockRef block_;
+  size_t start_ = 0;  // first unconsumed byte
+  size_t end_ = 0;    // one past the last received byte
+};
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,91 @@
+#include "rpc/inbound_call.h"
+
+#include "rpc/connection.h"
+#include "rpc/constants.h"
+#include "rpc/reactor.h"
+#include "rpc/wire_codec.h"
+
+namespace rrpc::rpc {
+
+InboundCall::InboundCall(scoped_refptr<Connection> connection)
+    : connection_(std::move(connection)) {}
+
+InboundCall::~InboundCall() = default;
+
+Status InboundCall::ParseFrom(BlockSlice frame, MonoTime arrival) {
+  arrival_ = arrival;
+  Slice tail;
+  RRPC_RETURN_NOT_OK(ParseFrame(frame.slice, &header_, &body_, &tail));
+  RRPC_RETURN_NOT_OK(SplitSidecars(tail, header_.sidecar_offsets(), &inbound_sidecars_));
+  frame_block_ = std::move(frame.block);
+  if (header_.timeout_millis() > 0) {
+    deadline_ = arrival + MonoDelta::FromMilliseconds(header_.timeout_millis());
+  }
+  return Status::OK();
+}
+
+const Sockaddr& InboundCall::remote_address() const { return connection_->remote(); }
+
+int InboundCall::AddOutboundSidecar(BlockSlice sidecar) {
+  outbound_sidecars_.push_back(std::move(sidecar));
+  return static_cast<int>(outbound_sidecars_.size()) - 1;
+}
+
+void InboundCall::RespondSuccess(const google::protobuf::MessageLite& response) {
+  Respond(response, /*is_error=*/false);
+}
+
+void InboundCall::RespondFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status) {
+  ErrorStatusPB error;
+  error.set_message(status.message());
+  error.set_code(code);
+  outbound_sidecars_.clear();
+  Respond(error, /*is_error=*/true);
+}
+
+void InboundCall::RespondApplicationError(const Status& status) {
+  ErrorStatusPB error;
+  error.set_message(status.message());
+  error.set_code(ErrorStatusPB::ERROR_APPLICATION);
+  error.set_app_status_code(static_cast<int32_t>(status.code()));
+  outbound_sidecars_.clear();
+  Respond(error, /*is_error=*/true);
+}
+
+void InboundCall::Respond(const google::protobuf::MessageLite& body, bool is_error) {
+  ResponseHeader header;
+  header.set_call_id(header_.call_id());
+  if (is_error) header.set_is_error(true);
+  uint32_t offset = 0;
+  for (const auto& sidecar : outbound_sidecars_) {
+    header.add_sidecar_offsets(offset);
+    offset += static_cast<uint32_t>(sidecar.slice.size());
+  }
+  // The client enforces its own maximum; a response too large for ours becomes an error.
+  const size_t max_size = connection_->reactor()->options().max_message_size;
+  Result<BlockSlice> head = SerializeFrameHead(header, body, offset, max_size);
+  if (!head.ok()) {
+    CHECK(!is_error) << "error response too large: " << head.status().ToString();
+    RespondFailure(ErrorStatusPB::ERROR_APPLICATION,
+                   head.status().CloneAndPrepend("response not sent"));
+    return;
+  }
+  SetPayload(std::move(head).value(), std::move(outbound_sidecars_));
+  // From here the reactor owns this call.
+  Connection* conn = connection_.get();
+  conn->reactor()->QueueResponse(this);
+}
+
+void InboundCall::TransferDone() {
+  connection_->InboundCallDone();
+  delete this;
+}
+
+void InboundCall::TransferAborted(const Status& status) {
+  VLOG(1) << "response to call " << call_id() << " from " << remote_address().ToString()
+          << " not sent: " << status.ToString();
+  connection_->InboundCallDone();
+  delete this;
+}
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,90 @@
+// InboundCall: one request received by a server, from the frame's arrival until its response has
+// been written. The reactor makes it (arrival time and deadline are fixed then, once), the service
+// pool queues it and a worker runs it; Respond*() serializes the response on the calling thread
+// and hands the call back to its connection's reactor, which writes it and then deletes it.
+// One thread at a time owns it, as it moves along that path.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <google/protobuf/message.h>
+
+#include "rpc/outbound_transfer.h"
+#include "rpc/rpc_header.pb.h"
+#include "util/block.h"
+#include "util/monotime.h"
+#include "util/ref_counted.h"
+#include "util/sockaddr.h"
+#include "util/status.h"
+
+namespace rrpc::rpc {
+
+class Connection;
+class ServiceIf;
+struct RpcMethodInfo;
+
+class InboundCall final : public OutboundTransfer {
+ public:
+  explicit InboundCall(scoped_refptr<Connection> connection);
+  ~InboundCall() override;
+
+  // Reactor thread. Parses the frame's header and finds the body and sidecars (kept by reference
+  // into the frame's block). Fixes the deadline: arrival + the header's timeout.
+  Status ParseFrom(BlockSlice frame, MonoTime arrival);
+
+  const RequestHeader& header() const { return header_; }
+  int32_t call_id() const { return header_.call_id(); }
+  const std::string& service_name() const { return header_.remote_method().service_name(); }
+  const std::string& method_name() const { return header_.remote_method().method_name(); }
+  Slice serialized_request() const { return body_; }
+  size_t num_inbound_sidecars() const { return inbound_sidecars_.size(); }
+  Slice inbound_sidecar(size_t i) const { return inbound_sidecars_[i]; }
+  const Sockaddr& remote_address() const;
+  Connection* connection() const { return connection_.get(); }
+
+  MonoTime arrival_time() const { return arrival_; }
+  // Computed once at arrival and cached: MonoTime::Max() when the client set no timeout.
+  MonoTime deadline() const { return deadline_; }
+
+  // The method this call runs, set by the service pool when it resolves the name.
+  void set_method(const ServiceIf* service, const RpcMethodInfo* method) {
+    service_ = service;
+    method_ = method;
+  }
+  const RpcMethodInfo* method() const { return method_; }
+
+  // Timeline, for metrics and /rpcz.
+  void RecordHandlingStarted() { handling_started_ = MonoTime::Now(); }
+  MonoTime handling_started() const { return handling_started_; }
+
+  int AddOutboundSidecar(BlockSlice sidecar);
+
+  // Any thread, once. Serialize the response (or error) and pass the call to the reactor, which
+  // owns it from then on.
+  void RespondSuccess(const google::protobuf::MessageLite& response);
+  void RespondFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status);
+  void RespondApplicationError(const Status& status);
+
+  // OutboundTransfer: the response has been written, or the connection is gone.
+  void TransferDone() override;
+  void TransferAborted(const Status& status) override;
+
+ private:
+  void Respond(const google::protobuf::MessageLite& body, bool is_error);
+
+  scoped_refptr<Connection> connection_;
+  RequestHeader header_;
+  BlockRef frame_block_;  // keeps body_ and inbound_sidecars_ alive
+  Slice body_;
+  std::vector<Slice> inbound_sidecars_;
+  std::vector<BlockSlice> outbound_sidecars_;
+  MonoTime arrival_;
+  MonoTime deadline_ = MonoTime::Max();
+  MonoTime handling_started_;
+  const ServiceIf* service_ = nullptr;
+  const RpcMethodInfo* method_ = nullptr;
+};
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,125 @@
+#include "rpc/messenger.h"
+
+#include "rpc/inbound_call.h"
+#include "rpc/outbound_call.h"
+#include "rpc/service_if.h"
+#include "rpc/service_pool.h"
+
+namespace rrpc::rpc {
+
+namespace {
+// Spreads a process's calling threads over the reactors: each thread gets its own salt, so two
+// threads calling the same remote use two connections on two reactors.
+size_t ThreadSalt() {
+  static std::atomic<size_t> next{0};
+  thread_local size_t salt = next.fetch_add(1, std::memory_order_relaxed);
+  return salt;
+}
+}  // namespace
+
+Result<std::shared_ptr<Messenger>> MessengerBuilder::Build() {
+  if (options_.num_reactors < 1) return Status::InvalidArgument("need at least one reactor");
+  if (options_.num_workers < 1) return Status::InvalidArgument("need at least one worker");
+  if (options_.service_queue_length < 1) {
+    return Status::InvalidArgument("service queue length must be positive");
+  }
+  if (options_.max_message_size < 64) return Status::InvalidArgument("max message size too small");
+  std::shared_ptr<Messenger> messenger(new Messenger(options_));
+  RRPC_RETURN_NOT_OK(messenger->Init());
+  return messenger;
+}
+
+Messenger::Messenger(MessengerOptions options) : options_(std::move(options)) {}
+
+Messenger::~Messenger() { Shutdown(); }
+
+Status Messenger::Init() {
+  ServicePoolOptions pool_options;
+  pool_options.name = options_.name;
+  pool_options.num_workers = options_.num_workers;
+  pool_options.queue_length = options_.service_queue_length;
+  service_pool_ = std::make_unique<ServicePool>(pool_options);
+  for (int i = 0; i < options_.num_reactors; i++) {
+    reactors_.push_back(std::make_unique<Reactor>(this, i));
+    RRPC_RETURN_NOT_OK(reactors_.back()->Start());
+  }
+  return Status::OK();
+}
+
+Status Messenger::Listen(const Sockaddr& addr, Sockaddr* bound) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (listening_) return Status::IllegalState("messenger already listening");
+  if (closing()) return Status::IllegalState("messenger shut down");
+  // One SO_REUSEPORT socket per reactor, all on the same port: the kernel spreads new
+  // connections over them, so each reactor accepts its own.
+  std::vector<Socket> listeners;
+  Sockaddr actual = addr;
+  for (int i = 0; i < options_.num_reactors; i++) {
+    RRPC_ASSIGN_OR_RETURN(Socket sock, Socket::CreateTcp(addr.family()));
+    RRPC_RETURN_NOT_OK(sock.SetReuseAddr(true));
+    RRPC_RETURN_NOT_OK(sock.SetReusePort(true));
+    RRPC_RETURN_NOT_OK(sock.Bind(actual));
+    RRPC_RETURN_NOT_OK(sock.Listen(options_.listen_backlog));
+    if (i == 0) {
+      RRPC_ASSIGN_OR_RETURN(actual, sock.GetSocketAddress());
+    }
+    listeners.push_back(std::move(sock));
+  }
+  RRPC_RETURN_NOT_OK(service_pool_->Start());
+  for (int i = 0; i < options_.num_reactors; i++) {
+    reactors_[i]->StartAccepting(std::move(listeners[i]));
+  }
+  listening_ = true;
+  listen_address_ = actual;
+  if (bound != nullptr) *bound = actual;
+  return Status::OK();
+}
+
+Sockaddr Messenger::listen_address() const {
+  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+  return listen_address_;
+}
+
+Status Messenger::RegisterService(std::unique_ptr<ServiceIf> service) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (listening_) return Status::IllegalState("register services before Listen()");
+  return service_pool_->RegisterService(std::move(service));
+}
+
+void Messenger::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
+  if (closing()) {
+    call->FailBeforeSend(Status::Aborted("messenger shut down"));
+    return;
+  }
+  const size_t index = (call->remote().Hash() + ThreadSalt()) % reactors_.size();
+  reactors_[index]->QueueOutboundCall(std::move(call));
+}
+
+void Messenger::QueueInboundCall(std::unique_ptr<InboundCall> call) {
+  service_pool_->QueueInboundCall(std::move(call));
+}
+
+int32_t Messenger::NextCallId() {
+  // Wraps from INT32_MAX back to 0; ids only need to be unique among a connection's calls in
+  // flight.
+  return next_call_id_.fetch_add(1, std::memory_order_relaxed) & 0x7fffffff;
+}
+
+std::vector<ConnectionInfo> Messenger::DumpConnections() {
+  std::vector<ConnectionInfo> out;
+  for (auto& reactor : reactors_) {
+    auto part = reactor->DumpConnections();
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  return out;
+}
+
+void Messenger::Shutdown() {
+  if (closing_.exchange(true)) return;
+  // Reactors first: no more calls arrive and every connection's calls fail (callbacks run once).
+  // Then the workers: queued calls are answered "unavailable" into closed connections.
+  for (auto& reactor : reactors_) reactor->Shutdown();
+  service_pool_->Shutdown();
+}
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,100 @@
+// Messenger: the root object of rrpc. It owns the reactor threads (client and server
+// connections), the listeners, the services and the worker pool that runs their handlers.
+// Build one with MessengerBuilder; share it (shared_ptr) with every Proxy that uses it.
+// Thread-safe unless noted.
+//
+//   RRPC_ASSIGN_OR_RETURN(auto messenger, MessengerBuilder("kv").set_num_reactors(4).Build());
+//   RRPC_RETURN_NOT_OK(messenger->RegisterService(std::make_unique<MyService>()));
+//   RRPC_RETURN_NOT_OK(messenger->Listen(Sockaddr::Loopback(0), &bound));
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "rpc/messenger_options.h"
+#include "rpc/reactor.h"
+#include "util/ref_counted.h"
+#include "util/sockaddr.h"
+#include "util/status.h"
+
+namespace rrpc::rpc {
+
+class InboundCall;
+class OutboundCall;
+class ServiceIf;
+class ServicePool;
+
+class Messenger : public std::enable_shared_from_this<Messenger> {
+ public:
+  ~Messenger();
+
+  // Listens on `addr` with one SO_REUSEPORT socket per reactor; `bound` gets the real address
+  // (port 0 picks one). Once per messenger.
+  Status Listen(const Sockaddr& addr, Sockaddr* bound);
+  // Before Listen(); the worker pool starts with Listen().
+  Status RegisterService(std::unique_ptr<ServiceIf> service);
+  // Stops accepting and reading, answers nothing more, fails the calls still in flight (every
+  // callback runs once), stops the workers. Idempotent; the destructor calls it.
+  void Shutdown();
+
+  // Any thread: hands a serialized call to the reactor owning its remote's connection.
+  void QueueOutboundCall(scoped_refptr<OutboundCall> call);
+  // Reactor thread: an inbound call is parsed; route it to its service.
+  void QueueInboundCall(std::unique_ptr<InboundCall> call);
+  // Unique per messenger; never negative.
+  int32_t NextCallId();
+
+  const MessengerOptions& options() const { return options_; }
+  const std::string& name() const { return options_.name; }
+  bool closing() const { return closing_.load(std::memory_order_acquire); }
+  ServicePool* service_pool() const { return service_pool_.get(); }
+  std::vector<ConnectionInfo> DumpConnections();
+  // The bound listen address (unset before Listen).
+  Sockaddr listen_address() const;
+
+ private:
+  friend class MessengerBuilder;
+  explicit Messenger(MessengerOptions options);
+  Status Init();
+
+  const MessengerOptions options_;
+  std::vector<std::unique_ptr<Reactor>> reactors_;
+  std::unique_ptr<ServicePool> service_pool_;
+  std::mutex mu_;  // guards listening_, service_pool_ creation
+  bool listening_ = false;
+  Sockaddr listen_address_;
+  std::atomic<bool> closing_{false};
+  std::atomic<int32_t> next_call_id_{0};
+};
+
+class MessengerBuilder {
+ public:
+  explicit MessengerBuilder(std::string name) { options_.name = std::move(name); }
+  explicit MessengerBuilder(MessengerOptions options) : options_(std::move(options)) {}
+  MessengerBuilder& set_num_reactors(int n) { options_.num_reactors = n; return *this; }
+  MessengerBuilder& set_num_workers(int n) { options_.num_workers = n; return *this; }
+  MessengerBuilder& set_service_queue_length(size_t n) {
+    options_.service_queue_length = n;
+    return *this;
+  }
+  MessengerBuilder& set_max_message_size(size_t n) { options_.max_message_size = n; return *this; }
+  MessengerBuilder& set_negotiation_timeout(MonoDelta d) {
+    options_.negotiation_timeout = d;
+    return *this;
+  }
+  MessengerBuilder& set_idle_timeout(MonoDelta d) { options_.idle_timeout = d; return *this; }
+  MessengerBuilder& set_idle_scan_period(MonoDelta d) {
+    options_.idle_scan_period = d;
+    return *this;
+  }
+  MessengerOptions* mutable_options() { return &options_; }
+  Result<std::shared_ptr<Messenger>> Build();
+
+ private:
+  MessengerOptions options_;
+};
+
+}  // namespace rrpc::rpc

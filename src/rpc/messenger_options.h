@@ -1,0 +1,34 @@
+// MessengerOptions: every knob of a messenger, as plain values. Libraries take this struct;
+// binaries fill it from flags (messenger_flags.h).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "util/monotime.h"
+
+namespace rrpc::rpc {
+
+struct MessengerOptions {
+  // Shows up in thread names, logs and the server's connection page.
+  std::string name = "rrpc";
+  // Reactor threads; each accepts on its own SO_REUSEPORT listener.
+  int num_reactors = 2;
+  // Worker threads running handlers (only used once a service is registered).
+  int num_workers = 2;
+  // Calls waiting for a worker; more are refused with ERROR_SERVER_TOO_BUSY.
+  size_t service_queue_length = 64;
+  // Largest frame accepted or sent, checked from the length prefix before buffering.
+  size_t max_message_size = 64 * 1024 * 1024;
+  // Bytes read per recv() when no large frame is pending.
+  size_t read_block_size = 64 * 1024;
+  // Time allowed for connect + negotiation.
+  MonoDelta negotiation_timeout = MonoDelta::FromSeconds(3);
+  // A connection with nothing in flight for this long is closed; Max() keeps it forever.
+  MonoDelta idle_timeout = MonoDelta::FromSeconds(65);
+  // How often each reactor looks for idle connections.
+  MonoDelta idle_scan_period = MonoDelta::FromSeconds(1);
+  int listen_backlog = 1024;
+};
+
+}  // namespace rrpc::rpc

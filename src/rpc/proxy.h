@@ -1,0 +1,53 @@
+// Proxy: the client side of one remote service at one address. Generated proxies
+// (protoc-gen-rrpc) derive from it and add typed methods. Thread-safe: many threads may call
+// through one proxy at once; calls share the messenger's connection to the remote.
+//
+//   auto proxy = rtest::EchoServiceProxy(messenger, Sockaddr::Loopback(port));
+//   RpcController ctl;
+//   ctl.set_timeout(MonoDelta::FromSeconds(1));
+//   Status s = proxy.Echo(request, &response, &ctl);
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <google/protobuf/message.h>
+
+#include "util/sockaddr.h"
+#include "util/status.h"
+
+namespace rrpc::rpc {
+
+class Messenger;
+class RpcController;
+
+// Runs once when an asynchronous call finishes (success, failure or timeout), on a reactor thread:
+// it must not block. The outcome is in the call's RpcController.
+using ResponseCallback = std::function<void()>;
+
+class Proxy {
+ public:
+  Proxy(std::shared_ptr<Messenger> messenger, const Sockaddr& remote, std::string service_name);
+  virtual ~Proxy();
+
+  // Sends `request`; fills `response` and calls `callback` when the call finishes. `request` may
+  // be destroyed when this returns (it is serialized here); `response` and `controller` must live
+  // until the callback.
+  void AsyncRequest(const std::string& method, const google::protobuf::Message& request,
+                    google::protobuf::Message* response, RpcController* controller,
+                    ResponseCallback callback) const;
+  // Blocks until the call finishes; returns controller->status(). Must not run on a reactor.
+  Status SyncRequest(const std::string& method, const google::protobuf::Message& request,
+                     google::protobuf::Message* response, RpcController* controller) const;
+
+  const Sockaddr& remote() const { return remote_; }
+  const std::string& service_name() const { return service_name_; }
+
+ private:
+  std::shared_ptr<Messenger> messenger_;
+  Sockaddr remote_;
+  std::string service_name_;
+};
+
+}  // namespace rrpc::rpc

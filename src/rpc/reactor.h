@@ -1,0 +1,118 @@
+// Reactor: one thread running a libev loop that owns a set of connections and does all their
+// socket I/O. It accepts on its own SO_REUSEPORT listener (so accepting scales with reactors),
+// keeps the client connections it opened, and takes work from other threads through a queue and
+// one ev_async wakeup: outbound calls from callers, responses from workers, and tasks.
+// Everything not marked "any thread" runs on the reactor thread only.
+#pragma once
+
+#include <ev.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "rpc/messenger_options.h"
+#include "util/ref_counted.h"
+#include "util/sockaddr.h"
+#include "util/socket.h"
+#include "util/status.h"
+
+namespace rrpc::rpc {
+
+class Connection;
+class InboundCall;
+class Messenger;
+class OutboundCall;
+
+// What the connections page shows about one connection.
+struct ConnectionInfo {
+  std::string remote;
+  std::string direction;  // "client" / "server"
+  std::string state;
+  std::string transport;
+  int reactor = 0;
+  uint64_t bytes_received = 0;
+  uint64_t bytes_sent = 0;
+  size_t calls_in_flight = 0;
+  double age_seconds = 0;
+};
+
+class Reactor {
+ public:
+  Reactor(Messenger* messenger, int index);
+  ~Reactor();
+
+  // Starts the thread.
+  Status Start();
+  // Any thread: this reactor accepts connections on `listener` (listening, non-blocking) from
+  // now on. Returns once the reactor watches it.
+  void StartAccepting(Socket listener);
+  // Any thread but this reactor's: closes every connection (failing their calls with `reason`),
+  // stops the loop and joins the thread. Idempotent.
+  void Shutdown();
+
+  // Any thread. Queue work for the loop; one wakeup serves a batch.
+  void QueueOutboundCall(scoped_refptr<OutboundCall> call);
+  void QueueResponse(InboundCall* call);
+  void RunOnReactor(std::function<void()> task);
+  // Any thread. Snapshot of the connections (runs on the reactor; waits for it).
+  std::vector<ConnectionInfo> DumpConnections();
+
+  bool IsCurrentThread() const { return std::this_thread::get_id() == thread_id_; }
+  struct ev_loop* loop() const { return loop_; }
+  Messenger* messenger() const { return messenger_; }
+  const MessengerOptions& options() const;
+  int index() const { return index_; }
+
+  // Reactor thread: a connection closed itself; forget it.
+  void ConnectionClosed(Connection* conn);
+  // Reactor thread: the connection wants Flush() at the end of this loop iteration.
+  void ScheduleFlush(Connection* conn);
+
+ private:
+  static void OnAsync(struct ev_loop* loop, ev_async* w, int revents);
+  static void OnAccept(struct ev_loop* loop, ev_io* w, int revents);
+  static void OnIdleScan(struct ev_loop* loop, ev_timer* w, int revents);
+  static void OnPrepare(struct ev_loop* loop, ev_prepare* w, int revents);
+  void FlushScheduled();
+  void RunLoop();
+  void DrainIncomingWork();
+  void AcceptConnections();
+  void AssignOutboundCall(scoped_refptr<OutboundCall> call);
+  void CloseIdleConnections();
+  void CloseAll(const Status& reason);
+  void WakeUp();
+
+  Messenger* const messenger_;
+  const int index_;
+  struct ev_loop* loop_ = nullptr;
+  std::thread thread_;
+  std::thread::id thread_id_;
+
+  Socket listener_;
+  ev_io accept_watcher_;
+  ev_async async_watcher_;
+  ev_timer idle_timer_;
+  ev_prepare prepare_watcher_;  // flushes batched writes before the loop blocks
+
+  // Incoming work from other threads. GUARDED_BY(mu_).
+  std::mutex mu_;
+  std::vector<scoped_refptr<OutboundCall>> incoming_calls_;
+  std::vector<InboundCall*> incoming_responses_;
+  std::vector<std::function<void()>> incoming_tasks_;
+  bool wakeup_pending_ = false;
+  bool accepting_work_ = true;  // false once the loop has stopped for good
+
+  // Reactor thread only.
+  std::unordered_map<Connection*, scoped_refptr<Connection>> connections_;
+  std::unordered_map<Sockaddr, Connection*> client_connections_;  // by remote address
+  std::vector<Connection*> flush_list_;
+  std::atomic<bool> stopped_{false};
+};
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,43 @@
+#include "rpc/rpc_context.h"
+
+#include "rpc/inbound_call.h"
+#include "rpc/rpc_controller.h"
+
+namespace rrpc::rpc {
+
+RpcContext::RpcContext(std::unique_ptr<InboundCall> call,
+                       std::unique_ptr<google::protobuf::Message> request,
+                       std::unique_ptr<google::protobuf::Message> response)
+    : call_(std::move(call)), request_(std::move(request)), response_(std::move(response)) {}
+
+RpcContext::~RpcContext() = default;
+
+void RpcContext::RespondSuccess() {
+  call_.release()->RespondSuccess(*response_);
+  delete this;
+}
+
+void RpcContext::RespondFailure(const Status& status) {
+  call_.release()->RespondApplicationError(status);
+  delete this;
+}
+
+void RpcContext::RespondRpcFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status) {
+  call_.release()->RespondFailure(code, status);
+  delete this;
+}
+
+int RpcContext::AddOutboundSidecar(BlockSlice sidecar) {
+  return call_->AddOutboundSidecar(std::move(sidecar));
+}
+size_t RpcContext::num_inbound_sidecars() const { return call_->num_inbound_sidecars(); }
+Slice RpcContext::inbound_sidecar(size_t i) const { return call_->inbound_sidecar(i); }
+MonoTime RpcContext::deadline() const { return call_->deadline(); }
+void RpcContext::InheritDeadline(RpcController* controller) const {
+  controller->set_deadline(call_->deadline());
+}
+const Sockaddr& RpcContext::remote_address() const { return call_->remote_address(); }
+const std::string& RpcContext::service_name() const { return call_->service_name(); }
+const std::string& RpcContext::method_name() const { return call_->method_name(); }
+
+}  // namespace rrpc::rpc

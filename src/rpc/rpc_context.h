@@ -1,0 +1,64 @@
+// RpcContext: a handler's view of one server-side call: the request, the response to fill, the
+// caller's deadline and sidecars, and the Respond*() calls that finish it. The service pool makes
+// one per call and passes it to the handler; exactly one Respond*() must follow, from any thread,
+// and it deletes the context (so the handler must not touch it, nor the request or response,
+// afterwards). Not thread-safe: one thread at a time uses it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <google/protobuf/message.h>
+
+#include "rpc/rpc_header.pb.h"
+#include "util/block.h"
+#include "util/monotime.h"
+#include "util/sockaddr.h"
+#include "util/status.h"
+
+namespace rrpc::rpc {
+
+class InboundCall;
+class RpcController;
+
+class RpcContext {
+ public:
+  // Takes ownership of all three.
+  RpcContext(std::unique_ptr<InboundCall> call,
+             std::unique_ptr<google::protobuf::Message> request,
+             std::unique_ptr<google::protobuf::Message> response);
+  ~RpcContext();
+  RpcContext(const RpcContext&) = delete;
+  RpcContext& operator=(const RpcContext&) = delete;
+
+  const google::protobuf::Message* request() const { return request_.get(); }
+  google::protobuf::Message* response() { return response_.get(); }
+
+  // Sends response() to the caller.
+  void RespondSuccess();
+  // Fails the call with the handler's own error: the client sees a RemoteError whose
+  // ErrorStatusPB has code ERROR_APPLICATION, this message and this status code.
+  void RespondFailure(const Status& status);
+  // Fails the call with an RPC-level error code (e.g. ERROR_INVALID_REQUEST).
+  void RespondRpcFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status);
+
+  // Bytes sent after the response body without copying; kept alive until written.
+  int AddOutboundSidecar(BlockSlice sidecar);
+  size_t num_inbound_sidecars() const;
+  Slice inbound_sidecar(size_t i) const;
+
+  // When the caller stops waiting (arrival + its timeout); MonoTime::Max() if it set none.
+  MonoTime deadline() const;
+  // Makes a downstream call made while handling this one share its deadline.
+  void InheritDeadline(RpcController* controller) const;
+  const Sockaddr& remote_address() const;
+  const std::string& service_name() const;
+  const std::string& method_name() const;
+
+ private:
+  std::unique_ptr<InboundCall> call_;
+  std::unique_ptr<google::protobuf::Message> request_;
+  std::unique_ptr<google::protobuf::Message> response_;
+};
+
+}  // namespace rrpc::rpc

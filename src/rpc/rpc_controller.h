@@ -1,0 +1,66 @@
+// RpcController: the client's handle on one call: its timeout, its outcome and its sidecars.
+// Set it up before the call; read it after the callback (async) or the return (sync). One call at
+// a time; Reset() before reuse. Not thread-safe: the caller owns it for the call's lifetime.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rpc/rpc_header.pb.h"
+#include "util/block.h"
+#include "util/monotime.h"
+#include "util/slice.h"
+#include "util/status.h"
+
+namespace rrpc::rpc {
+
+class OutboundCall;
+
+class RpcController {
+ public:
+  RpcController();
+  ~RpcController();
+  RpcController(const RpcController&) = delete;
+  RpcController& operator=(const RpcController&) = delete;
+
+  // Time allowed for the call, counted from when it is sent. Sets the deadline too.
+  void set_timeout(MonoDelta timeout);
+  // An absolute deadline (e.g. inherited from the server call being handled).
+  void set_deadline(MonoTime deadline);
+  MonoDelta timeout() const { return timeout_; }
+  MonoTime deadline() const { return deadline_; }
+
+  // Attaches bytes that travel after the request body without being copied. The bytes must stay
+  // valid until the call finishes; a BlockSlice keeps its block alive itself. Returns the index.
+  int AddOutboundSidecar(BlockSlice sidecar);
+  int AddOutboundSidecar(Slice borrowed);
+
+  // After the call: OK, or why it failed. RemoteError carries the server's ErrorStatusPB.
+  const Status& status() const { return status_; }
+  bool finished() const { return finished_; }
+  // The server's error, when status() is a RemoteError (or a server-produced timeout / too busy).
+  const ErrorStatusPB* error_response() const { return error_.get(); }
+  // True when the failure is worth retrying (server too busy or shutting down).
+  bool IsRetriable() const;
+
+  // The response's sidecars, valid until Reset() or destruction.
+  size_t num_inbound_sidecars() const { return inbound_sidecars_.size(); }
+  Slice inbound_sidecar(size_t i) const { return inbound_sidecars_[i]; }
+
+  void Reset();
+
+ private:
+  friend class OutboundCall;
+  MonoDelta timeout_ = MonoDelta::Max();
+  MonoTime deadline_ = MonoTime::Max();
+  std::vector<BlockSlice> outbound_sidecars_;
+  // Set by OutboundCall when the call finishes (before the callback runs).
+  bool finished_ = false;
+  Status status_;
+  std::unique_ptr<ErrorStatusPB> error_;
+  BlockRef response_block_;  // keeps the inbound sidecars' bytes alive
+  std::vector<Slice> inbound_sidecars_;
+};
+
+}  // namespace rrpc::rpc

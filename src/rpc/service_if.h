@@ -1,0 +1,47 @@
+// ServiceIf: what a service implementation looks like to the RPC server. Generated service bases
+// (protoc-gen-rrpc) derive from it and fill its method table; users derive from the generated base
+// and implement the typed methods. Handlers run on worker threads, never on reactors.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include <google/protobuf/message.h>
+
+namespace rrpc::rpc {
+
+class RpcContext;
+
+// One method of a service: how to make its messages and how to run it.
+struct RpcMethodInfo {
+  std::string method_name;
+  // Default instances; the server calls New() on them to make a call's request and response.
+  const google::protobuf::Message* request_prototype = nullptr;
+  const google::protobuf::Message* response_prototype = nullptr;
+  // Runs the method. It must finish the call through exactly one of context->Respond*(), now or
+  // later from any thread.
+  std::function<void(const google::protobuf::Message* request,
+                     google::protobuf::Message* response, RpcContext* context)>
+      handler;
+};
+
+class ServiceIf {
+ public:
+  virtual ~ServiceIf() = default;
+  // Fully qualified protobuf name, e.g. "rrpc.rtest.EchoService".
+  virtual const std::string& service_name() const = 0;
+  // nullptr when the service has no such method. Thread-safe (the table is immutable once built).
+  const RpcMethodInfo* FindMethod(std::string_view method_name) const;
+
+ protected:
+  // Generated constructors call this once per method.
+  void AddMethod(RpcMethodInfo info);
+
+ private:
+  std::unordered_map<std::string_view, std::unique_ptr<RpcMethodInfo>> methods_;
+};
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,133 @@
+#include "rpc/service_pool.h"
+
+#include "rpc/rpc_context.h"
+#include "rpc/service_if.h"
+#include "util/thread.h"
+
+namespace rrpc::rpc {
+
+ServicePool::ServicePool(ServicePoolOptions options)
+    : options_(std::move(options)), queue_(options_.queue_length) {}
+
+ServicePool::~ServicePool() { Shutdown(); }
+
+Status ServicePool::RegisterService(std::unique_ptr<ServiceIf> service) {
+  if (started_.load()) return Status::IllegalState("services must be registered before start");
+  const std::string name = service->service_name();
+  if (!services_.emplace(name, std::move(service)).second) {
+    return Status::AlreadyPresent("service already registered", name);
+  }
+  return Status::OK();
+}
+
+Status ServicePool::Start() {
+  if (started_.exchange(true)) return Status::OK();
+  for (int i = 0; i < options_.num_workers; i++) {
+    RRPC_ASSIGN_OR_RETURN(std::thread t,
+                          StartThread("worker", options_.name + "-worker-" + std::to_string(i),
+                                      [this] { RunWorker(); }));
+    workers_.push_back(std::move(t));
+  }
+  return Status::OK();
+}
+
+void ServicePool::Shutdown() {
+  if (shut_down_.exchange(true)) return;
+  for (InboundCall* call : queue_.Shutdown()) {
+    call->RespondFailure(ErrorStatusPB::ERROR_UNAVAILABLE,
+                         Status::ServiceUnavailable("server shutting down"));
+  }
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+}
+
+const ServiceIf* ServicePool::FindService(const std::string& name) const {
+  auto it = services_.find(name);
+  return it == services_.end() ? nullptr : it->second.get();
+}
+
+std::vector<const ServiceIf*> ServicePool::services() const {
+  std::vector<const ServiceIf*> out;
+  for (const auto& [name, service] : services_) out.push_back(service.get());
+  return out;
+}
+
+void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
+  // Responding hands the call to its reactor: from here on it is managed by hand.
+  InboundCall* raw = call.release();
+  const ServiceIf* service = FindService(raw->service_name());
+  if (service == nullptr) {
+    stats_.no_such_method.fetch_add(1, std::memory_order_relaxed);
+    raw->RespondFailure(ErrorStatusPB::ERROR_NO_SUCH_SERVICE,
+                        Status::NotFound("no such service: " + raw->service_name()));
+    return;
+  }
+  const RpcMethodInfo* method = service->FindMethod(raw->method_name());
+  if (method == nullptr) {
+    stats_.no_such_method.fetch_add(1, std::memory_order_relaxed);
+    raw->RespondFailure(ErrorStatusPB::ERROR_NO_SUCH_METHOD,
+                        Status::NotFound("no such method: " + raw->service_name() + "." +
+                                         raw->method_name()));
+    return;
+  }
+  raw->set_method(service, method);
+  InboundCall* evicted = nullptr;
+  switch (queue_.Put(raw, &evicted)) {
+    case decltype(queue_)::PutResult::kHandedOff:
+      stats_.calls_handed_off.fetch_add(1, std::memory_order_relaxed);
+      return;
+    case decltype(queue_)::PutResult::kQueued:
+      stats_.calls_queued.fetch_add(1, std::memory_order_relaxed);
+      return;
+    case decltype(queue_)::PutResult::kQueuedEvictedOther:
+      stats_.calls_queued.fetch_add(1, std::memory_order_relaxed);
+      raw = evicted;  // refuse the one with the latest deadline instead
+      [[fallthrough]];
+    case decltype(queue_)::PutResult::kRejected:
+      stats_.rejected_too_busy.fetch_add(1, std::memory_order_relaxed);
+      raw->RespondFailure(ErrorStatusPB::ERROR_SERVER_TOO_BUSY,
+                          Status::ServiceUnavailable(
+                              "server too busy: service queue of " +
+                              std::to_string(options_.queue_length) + " calls is full"));
+      return;
+    case decltype(queue_)::PutResult::kShutdown:
+      raw->RespondFailure(ErrorStatusPB::ERROR_UNAVAILABLE,
+                          Status::ServiceUnavailable("server shutting down"));
+      return;
+  }
+}
+
+void ServicePool::RunWorker() {
+  while (InboundCall* call = queue_.BlockingGet()) {
+    RunCall(call);
+  }
+}
+
+void ServicePool::RunCall(InboundCall* call) {
+  call->RecordHandlingStarted();
+  if (call->handling_started() > call->deadline()) {
+    stats_.expired_in_queue.fetch_add(1, std::memory_order_relaxed);
+    call->RespondFailure(ErrorStatusPB::ERROR_TIMED_OUT,
+                         Status::TimedOut("call expired in the service queue after " +
+                                          (call->handling_started() - call->arrival_time())
+                                              .ToString()));
+    return;
+  }
+  const RpcMethodInfo* method = call->method();
+  std::unique_ptr<google::protobuf::Message> request(method->request_prototype->New());
+  const Slice body = call->serialized_request();
+  if (!request->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+    stats_.invalid_requests.fetch_add(1, std::memory_order_relaxed);
+    call->RespondFailure(ErrorStatusPB::ERROR_INVALID_REQUEST,
+                         Status::InvalidArgument("request does not parse as " +
+                                                     request->GetTypeName(),
+                                                 request->InitializationErrorString()));
+    return;
+  }
+  std::unique_ptr<google::protobuf::Message> response(method->response_prototype->New());
+  auto* context = new RpcContext(std::unique_ptr<InboundCall>(call), std::move(request),
+                                 std::move(response));
+  method->handler(context->request(), context->response(), context);
+}
+
+}  // namespace rrpc::rpc

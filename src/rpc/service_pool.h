@@ -1,0 +1,77 @@
+// ServicePool: the services a messenger serves and the workers that run their handlers. A reactor
+// resolves each InboundCall's method at arrival (unknown ones are answered at once) and puts it in
+// the bounded service queue, ordered earliest-deadline-first; an idle worker takes it directly.
+// A full queue refuses the call with the latest deadline (retriable ERROR_SERVER_TOO_BUSY); a
+// call whose deadline passed while queued is answered ERROR_TIMED_OUT without running.
+// Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "rpc/inbound_call.h"
+#include "util/deadline_queue.h"
+#include "util/status.h"
+
+namespace rrpc::rpc {
+
+class ServiceIf;
+
+struct ServicePoolOptions {
+  std::string name = "rrpc";
+  int num_workers = 2;
+  size_t queue_length = 64;
+};
+
+// Counters the pool keeps; read them any time (relaxed).
+struct ServicePoolStats {
+  std::atomic<uint64_t> calls_queued{0};
+  std::atomic<uint64_t> calls_handed_off{0};
+  std::atomic<uint64_t> rejected_too_busy{0};
+  std::atomic<uint64_t> expired_in_queue{0};
+  std::atomic<uint64_t> no_such_method{0};
+  std::atomic<uint64_t> invalid_requests{0};
+};
+
+class ServicePool {
+ public:
+  explicit ServicePool(ServicePoolOptions options);
+  ~ServicePool();
+
+  // Before Start().
+  Status RegisterService(std::unique_ptr<ServiceIf> service);
+  Status Start();
+  // Stops the workers after they finish the handler they run; calls still queued are answered
+  // ERROR_UNAVAILABLE. Idempotent.
+  void Shutdown();
+
+  // Reactor thread: routes one parsed call. Errors are answered here; the rest is queued.
+  void QueueInboundCall(std::unique_ptr<InboundCall> call);
+
+  const ServiceIf* FindService(const std::string& name) const;
+  std::vector<const ServiceIf*> services() const;
+  const ServicePoolStats& stats() const { return stats_; }
+  size_t queue_size() const { return queue_.size(); }
+
+ private:
+  struct CallDeadline {
+    MonoTime operator()(const InboundCall* call) const { return call->deadline(); }
+  };
+  void RunWorker();
+  void RunCall(InboundCall* call);
+
+  const ServicePoolOptions options_;
+  std::unordered_map<std::string, std::unique_ptr<ServiceIf>> services_;
+  DeadlineQueue<InboundCall, CallDeadline> queue_;
+  std::vector<std::thread> workers_;
+  std::atomic<bool> started_{false};
+  std::atomic<bool> shut_down_{false};
+  ServicePoolStats stats_;
+};
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,73 @@
+// CountDownLatch: lets threads wait until a count, set at construction, has been counted down to
+// zero (e.g. "all 4 reactors have started"). Thread-safe: any thread may count down or wait.
+// Once the count reaches zero it stays there; every later Wait() returns at once.
+//
+//   CountDownLatch started(num_threads);
+//   ... each thread calls started.CountDown() when ready ...
+//   started.Wait();
+#pragma once
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+#include "util/monotime.h"
+
+namespace rrpc {
+
+class CountDownLatch {
+ public:
+  explicit CountDownLatch(int64_t count) : count_(count) { DCHECK_GE(count, 0); }
+  CountDownLatch(const CountDownLatch&) = delete;
+  CountDownLatch& operator=(const CountDownLatch&) = delete;
+
+  // Subtracts `n` (default 1) from the count, stopping at zero; wakes the waiters when it gets
+  // there. The latch may be destroyed as soon as a waiter returns: nothing here touches it after
+  // the waiters can run (the wake-up happens while the mutex is held).
+  void CountDown(int64_t n = 1) {
+    DCHECK_GE(n, 0);
+    std::lock_guard<std::mutex> l(mu_);
+    if (count_ == 0) return;
+    count_ = std::max<int64_t>(0, count_ - n);
+    if (count_ == 0) cv_.notify_all();
+  }
+
+  // Blocks until the count is zero.
+  void Wait() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [this] { return count_ == 0; });
+  }
+
+  // Blocks until the count is zero (true) or `timeout` has passed (false).
+  bool WaitFor(MonoDelta timeout) { return WaitUntil(MonoTime::Now() + timeout); }
+
+  // Blocks until the count is zero (true) or `deadline` has passed (false). MonoTime::Max()
+  // waits forever.
+  bool WaitUntil(MonoTime deadline) {
+    std::unique_lock<std::mutex> l(mu_);
+    while (count_ != 0) {
+      const MonoDelta remaining = deadline - MonoTime::Now();
+      if (remaining.ToNanoseconds() <= 0) return false;
+      // Slices of at most an hour keep "forever" from overflowing the std::chrono arithmetic.
+      const MonoDelta slice = std::min(remaining, MonoDelta::FromSeconds(3600));
+      cv_.wait_for(l, std::chrono::nanoseconds(slice.ToNanoseconds()));
+    }
+    return true;
+  }
+
+  int64_t count() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return count_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t count_;  // Guarded by mu_.
+};
+
+}  // namespace rrpc

@@ -1,0 +1,166 @@
+#include "util/socket.h"
+
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace rrpc {
+
+namespace {
+Status SetIntOption(int fd, int level, int opt, int value, const char* name) {
+  if (setsockopt(fd, level, opt, &value, sizeof(value)) != 0) {
+    return Status::FromErrno(name, errno);
+  }
+  return Status::OK();
+}
+}  // namespace
+
+Result<Socket> Socket::CreateTcp(int family) {
+  int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno("socket", errno);
+  return Socket(fd);
+}
+
+void Socket::Close() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+Status Socket::SetNoDelay(bool on) {
+  return SetIntOption(fd_, IPPROTO_TCP, TCP_NODELAY, on, "setsockopt(TCP_NODELAY)");
+}
+Status Socket::SetReuseAddr(bool on) {
+  return SetIntOption(fd_, SOL_SOCKET, SO_REUSEADDR, on, "setsockopt(SO_REUSEADDR)");
+}
+Status Socket::SetReusePort(bool on) {
+  return SetIntOption(fd_, SOL_SOCKET, SO_REUSEPORT, on, "setsockopt(SO_REUSEPORT)");
+}
+Status Socket::SetSendBuffer(int bytes) {
+  return SetIntOption(fd_, SOL_SOCKET, SO_SNDBUF, bytes, "setsockopt(SO_SNDBUF)");
+}
+Status Socket::SetRecvBuffer(int bytes) {
+  return SetIntOption(fd_, SOL_SOCKET, SO_RCVBUF, bytes, "setsockopt(SO_RCVBUF)");
+}
+
+Status Socket::SetNonBlocking(bool on) {
+  int flags = fcntl(fd_, F_GETFL, 0);
+  if (flags < 0) return Status::FromErrno("fcntl(F_GETFL)", errno);
+  flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  if (fcntl(fd_, F_SETFL, flags) < 0) return Status::FromErrno("fcntl(F_SETFL)", errno);
+  return Status::OK();
+}
+
+Status Socket::Bind(const Sockaddr& addr) {
+  if (::bind(fd_, addr.addr(), addr.addrlen()) != 0) {
+    return Status::FromErrno("bind", errno, addr.ToString());
+  }
+  return Status::OK();
+}
+
+Status Socket::Listen(int backlog) {
+  if (::listen(fd_, backlog) != 0) return Status::FromErrno("listen", errno);
+  return Status::OK();
+}
+
+Result<Sockaddr> Socket::GetSocketAddress() const {
+  sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  if (getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    return Status::FromErrno("getsockname", errno);
+  }
+  return Sockaddr::FromRaw(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+Result<Sockaddr> Socket::GetPeerAddress() const {
+  sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  if (getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    return Status::FromErrno("getpeername", errno);
+  }
+  return Sockaddr::FromRaw(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+Status Socket::Accept(Socket* out, Sockaddr* peer) {
+  sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  int fd = accept4(fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) return Status::FromErrno("accept", errno);
+  *out = Socket(fd);
+  *peer = Sockaddr::FromRaw(reinterpret_cast<sockaddr*>(&ss), len);
+  return Status::OK();
+}
+
+Status Socket::ConnectNonBlocking(const Sockaddr& addr) {
+  if (::connect(fd_, addr.addr(), addr.addrlen()) == 0 || errno == EINPROGRESS) {
+    return Status::OK();
+  }
+  return Status::FromErrno("connect", errno, addr.ToString());
+}
+
+Status Socket::GetSockError() const {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+    return Status::FromErrno("getsockopt(SO_ERROR)", errno);
+  }
+  if (err != 0) return Status::FromErrno("connect", err);
+  return Status::OK();
+}
+
+Result<size_t> Socket::Recv(uint8_t* buf, size_t len) {
+  while (true) {
+    ssize_t n = ::recv(fd_, buf, len, 0);
+    if (n > 0) return static_cast<size_t>(n);
+    if (n == 0) return Status::EndOfFile("connection closed by peer");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
+    return Status::FromErrno("recv", errno);
+  }
+}
+
+Result<size_t> Socket::Writev(const iovec* iov, int iovcnt) {
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(iov);
+  msg.msg_iovlen = iovcnt;
+  while (true) {
+    ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
+    return Status::FromErrno("sendmsg", errno);
+  }
+}
+
+Status Socket::BlockingWrite(const uint8_t* buf, size_t len) {
+  while (len > 0) {
+    ssize_t n = ::send(fd_, buf, len, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("send", errno);
+    }
+    buf += n;
+    len -= static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+Status Socket::BlockingRecv(uint8_t* buf, size_t len) {
+  while (len > 0) {
+    ssize_t n = ::recv(fd_, buf, len, 0);
+    if (n == 0) return Status::EndOfFile("connection closed by peer");
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("recv", errno);
+    }
+    buf += n;
+    len -= static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+}  // namespace rrpc

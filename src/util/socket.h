@@ -1,0 +1,79 @@
+// Socket: owns one file descriptor of a TCP socket (closed on destruction) and wraps the calls
+// rrpc makes on it, each returning Status/Result with the peer in the message. Not thread-safe:
+// a socket belongs to one thread at a time (a reactor, once its connection is registered).
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+
+#include "util/monotime.h"
+#include "util/sockaddr.h"
+#include "util/status.h"
+
+namespace rrpc {
+
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  ~Socket() { Close(); }
+  Socket(Socket&& o) noexcept : fd_(o.Release()) {}
+  Socket& operator=(Socket&& o) noexcept {
+    if (this != &o) {
+      Close();
+      fd_ = o.Release();
+    }
+    return *this;
+  }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  // A non-blocking, close-on-exec TCP socket of the address's family.
+  static Result<Socket> CreateTcp(int family);
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int Release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void Close();
+
+  Status SetNoDelay(bool on);
+  Status SetReuseAddr(bool on);
+  Status SetReusePort(bool on);
+  Status SetNonBlocking(bool on);
+  Status SetSendBuffer(int bytes);
+  Status SetRecvBuffer(int bytes);
+
+  Status Bind(const Sockaddr& addr);
+  Status Listen(int backlog);
+  Result<Sockaddr> GetSocketAddress() const;
+  Result<Sockaddr> GetPeerAddress() const;
+
+  // Non-blocking accept: Socket (non-blocking, cloexec) and its peer, or an error whose
+  // posix_code() is EAGAIN when nothing is pending.
+  Status Accept(Socket* out, Sockaddr* peer);
+  // Non-blocking connect: OK when connected or in progress (EINPROGRESS); the caller then waits
+  // for writability and checks GetSockError().
+  Status ConnectNonBlocking(const Sockaddr& addr);
+  // The pending socket error (SO_ERROR), as a Status.
+  Status GetSockError() const;
+
+  // Reads up to `len` bytes. Returns bytes read (> 0), 0 when nothing is available (EAGAIN),
+  // or an error; a closed peer is Status::EndOfFile.
+  Result<size_t> Recv(uint8_t* buf, size_t len);
+  // Writes from `iov`; returns bytes written, 0 on EAGAIN. Never raises SIGPIPE.
+  Result<size_t> Writev(const iovec* iov, int iovcnt);
+
+  // Blocking helpers for tests and tools (the socket must be blocking).
+  Status BlockingWrite(const uint8_t* buf, size_t len);
+  Status BlockingRecv(uint8_t* buf, size_t len);  // exactly len bytes or an error
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace rrpc
