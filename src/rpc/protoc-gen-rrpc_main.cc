@@ -6,9 +6,7 @@
 //   protoc --proto_path=src --cpp_out=OUT --plugin=protoc-gen-rrpc=PATH --rrpc_out=OUT foo.proto
 //
 // Single-threaded: protoc runs the plugin once per invocation.
-#include <algorithm>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <set>
 #include <string>

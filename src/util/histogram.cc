@@ -1,11 +1,11 @@
 #include "util/histogram.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
-
-#include <glog/logging.h>
 
 namespace rrpc {
 
@@ -66,7 +66,8 @@ void Histogram::Merge(const Histogram& other) {
       const uint64_t v = BucketUpperBound(i);
       counts_[BucketIndex(std::min(v, overflow_start_))] += other.counts_[i];
     }
-    counts_[BucketIndex(std::min(other.max_, overflow_start_))] += other.counts_[other.num_buckets_];
+    counts_[BucketIndex(std::min(other.max_, overflow_start_))] +=
+        other.counts_[other.num_buckets_];
   }
   count_ += other.count_;
   sum_ += other.sum_;
@@ -102,8 +103,8 @@ uint64_t Histogram::ValueAtPercentile(double percentile) const {
 
 std::string Histogram::ToString() const {
   std::ostringstream out;
-  out << "count=" << count_ << " mean=" << mean() << " min=" << min() << " p50="
-      << ValueAtPercentile(50) << " p99=" << ValueAtPercentile(99) << " max=" << max_;
+  out << "count=" << count_ << " mean=" << mean() << " min=" << min()
+      << " p50=" << ValueAtPercentile(50) << " p99=" << ValueAtPercentile(99) << " max=" << max_;
   return out.str();
 }
 

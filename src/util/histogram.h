@@ -102,8 +102,8 @@ class Histogram {
   static uint64_t BucketUpperBound(size_t index);
 
  private:
-  size_t num_buckets_;        // finite buckets; counts_ has one more slot for the overflow
-  uint64_t overflow_start_;   // lowest value that goes to the overflow slot
+  size_t num_buckets_;       // finite buckets; counts_ has one more slot for the overflow
+  uint64_t overflow_start_;  // lowest value that goes to the overflow slot
   std::unique_ptr<uint64_t[]> counts_;
   uint64_t count_ = 0;
   uint64_t sum_ = 0;

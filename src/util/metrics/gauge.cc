@@ -1,8 +1,8 @@
 #include "util/metrics/gauge.h"
 
-#include <utility>
-
 #include <glog/logging.h>
+
+#include <utility>
 
 namespace rrpc {
 

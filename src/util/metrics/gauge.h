@@ -68,8 +68,8 @@ class CallbackGauge final : public Metric {
   // Held while the callback runs, so detaching waits for a running call. A callback must not
   // read its own gauge.
   mutable std::mutex mu_;
-  Callback callback_;          // Guarded by mu_.
-  mutable int64_t last_ = 0;   // Guarded by mu_: the value after detaching.
+  Callback callback_;         // Guarded by mu_.
+  mutable int64_t last_ = 0;  // Guarded by mu_: the value after detaching.
 };
 
 }  // namespace rrpc

@@ -1,8 +1,8 @@
 #include "util/metrics/histogram_metric.h"
 
-#include <algorithm>
-
 #include <glog/logging.h>
+
+#include <algorithm>
 
 namespace rrpc {
 

@@ -13,8 +13,8 @@
 namespace rrpc {
 namespace {
 
-constexpr MetricPrototype kCalls = MetricPrototype::Counter(
-    "calls_total", "Calls", MetricUnit::kRequests, "Calls handled.");
+constexpr MetricPrototype kCalls =
+    MetricPrototype::Counter("calls_total", "Calls", MetricUnit::kRequests, "Calls handled.");
 constexpr MetricPrototype kConns = MetricPrototype::Gauge(
     "open_connections", "Connections", MetricUnit::kConnections, "Connections open now.");
 constexpr MetricPrototype kHandlerTime = MetricPrototype::Histogram(
@@ -78,12 +78,12 @@ TEST(JsonWriterTest, KeepsValidUtf8AndReplacesInvalidBytes) {
   EXPECT_EQ(Json("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"),
             "\"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80\"");
   const std::string fffd = "\xEF\xBF\xBD";
-  EXPECT_EQ(Json("a\xFF" "b"), "\"a" + fffd + "b\"");          // never valid
-  EXPECT_EQ(Json("\xC3"), "\"" + fffd + "\"");                  // truncated
-  EXPECT_EQ(Json("\xC0\xAF"), "\"" + fffd + fffd + "\"");       // overlong '/'
-  EXPECT_EQ(Json("\xED\xA0\x80"), "\"" + fffd + fffd + fffd + "\"");  // a surrogate
+  EXPECT_EQ(Json(std::string("a\xFF") + "b"), "\"a" + fffd + "b\"");             // never valid
+  EXPECT_EQ(Json("\xC3"), "\"" + fffd + "\"");                                   // truncated
+  EXPECT_EQ(Json("\xC0\xAF"), "\"" + fffd + fffd + "\"");                        // overlong '/'
+  EXPECT_EQ(Json("\xED\xA0\x80"), "\"" + fffd + fffd + fffd + "\"");             // a surrogate
   EXPECT_EQ(Json("\xF4\x90\x80\x80"), "\"" + fffd + fffd + fffd + fffd + "\"");  // > U+10FFFF
-  EXPECT_EQ(Json("\x80"), "\"" + fffd + "\"");                  // stray continuation
+  EXPECT_EQ(Json("\x80"), "\"" + fffd + "\"");  // stray continuation
 }
 
 TEST(JsonWriterTest, PythonParsesOutputWithHostileStrings) {
@@ -106,7 +106,8 @@ TEST(JsonWriterTest, PythonParsesOutputWithHostileStrings) {
       "assert e[\"attributes\"] == {\"key\\t\": \"val\\\"ue\"}\n"
       "assert e[\"metrics\"][0][\"value\"] == 3\n"
       "assert e[\"metrics\"][1][\"p99\"] == 7\n"
-      "' " + path;
+      "' " +
+      path;
   EXPECT_EQ(system(check.c_str()), 0);
 }
 

@@ -1,9 +1,9 @@
 #include "util/metrics/metric_entity.h"
 
+#include <glog/logging.h>
+
 #include <utility>
 #include <vector>
-
-#include <glog/logging.h>
 
 namespace rrpc {
 

@@ -51,8 +51,8 @@ const char* MetricUnitName(MetricUnit unit);
 uint64_t MetricUnitsPerSecond(MetricUnit unit);
 
 struct MetricPrototype {
-  const char* name;         // unique within an entity, snake_case: "handler_time_us"
-  const char* label;        // a short human title: "Handler time"
+  const char* name;   // unique within an entity, snake_case: "handler_time_us"
+  const char* label;  // a short human title: "Handler time"
   MetricUnit unit;
   const char* description;  // help text: what is counted, and when
   MetricType type;

@@ -18,8 +18,8 @@
 namespace rrpc {
 namespace {
 
-constexpr MetricPrototype kCalls = MetricPrototype::Counter(
-    "calls_total", "Calls", MetricUnit::kRequests, "Calls handled.");
+constexpr MetricPrototype kCalls =
+    MetricPrototype::Counter("calls_total", "Calls", MetricUnit::kRequests, "Calls handled.");
 constexpr MetricPrototype kBytes = MetricPrototype::Counter(
     "received_bytes_total", "Bytes received", MetricUnit::kBytes, "Bytes read from sockets.");
 constexpr MetricPrototype kInFlight = MetricPrototype::Gauge(
@@ -120,7 +120,9 @@ TEST(HistogramMetricTest, ConcurrentRecordsMergeToTheSingleThreadedResult) {
   const int threads = HistogramMetric::kMaxStripes + 3;  // some stripes are shared
   // Each thread records its own deterministic values; the merged result must equal recording
   // them all on one thread, bucket for bucket.
-  auto value_of = [](int t, int i) { return static_cast<uint64_t>((i * 7919 + t * 104729) % 2000000); };
+  auto value_of = [](int t, int i) {
+    return static_cast<uint64_t>((i * 7919 + t * 104729) % 2000000);
+  };
   constexpr int kPerThread = 20000;
   for (int t = 0; t < threads; t++) {
     for (int i = 0; i < kPerThread; i++) expected.Record(value_of(t, i));
@@ -194,8 +196,7 @@ TEST(MetricRegistryTest, EntitiesAreKeyedByTypeAndIdAndKeepAttributes) {
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
   EXPECT_EQ(registry.num_entities(), 2u);
-  EXPECT_EQ(a->attributes(),
-            (MetricEntity::Attributes{{"method", "Echo"}, {"service", "svc"}}));
+  EXPECT_EQ(a->attributes(), (MetricEntity::Attributes{{"method", "Echo"}, {"service", "svc"}}));
   EXPECT_EQ(registry.FindEntity("method", "svc.Echo"), a);
   EXPECT_FALSE(registry.FindEntity("method", "nope"));
 }

@@ -17,8 +17,8 @@
 namespace rrpc {
 namespace {
 
-constexpr MetricPrototype kCalls = MetricPrototype::Counter(
-    "calls_total", "Calls", MetricUnit::kRequests, "Calls handled.");
+constexpr MetricPrototype kCalls =
+    MetricPrototype::Counter("calls_total", "Calls", MetricUnit::kRequests, "Calls handled.");
 constexpr MetricPrototype kSentBytes = MetricPrototype::Counter(
     "sent_bytes_total", "Bytes sent", MetricUnit::kBytes, "Bytes written to sockets.");
 constexpr MetricPrototype kBusyTime = MetricPrototype::Counter(
@@ -27,8 +27,8 @@ constexpr MetricPrototype kConns = MetricPrototype::Gauge(
     "open_connections", "Connections", MetricUnit::kConnections, "Connections open now.");
 constexpr MetricPrototype kMemory = MetricPrototype::Gauge(
     "memory", "Memory", MetricUnit::kBytes, "Memory in use.\nSecond line \\ backslash.");
-constexpr MetricPrototype kUptime = MetricPrototype::Gauge(
-    "uptime_ms", "Uptime", MetricUnit::kMilliseconds, "Time since start.");
+constexpr MetricPrototype kUptime =
+    MetricPrototype::Gauge("uptime_ms", "Uptime", MetricUnit::kMilliseconds, "Time since start.");
 constexpr MetricPrototype kHandlerTime = MetricPrototype::Histogram(
     "handler_time_us", "Handler time", MetricUnit::kMicroseconds, "Time in the handler.");
 constexpr MetricPrototype kPayload = MetricPrototype::Histogram(
@@ -167,8 +167,7 @@ TEST(PrometheusWriterTest, ValuesReadBackThroughAParser) {
   EXPECT_EQ(e.Value("rrpc_memory_bytes", Labels("server", "s1")), "1048576");
   EXPECT_EQ(e.help["rrpc_memory_bytes"], kMemory.description);
   EXPECT_DOUBLE_EQ(std::stod(e.Value("rrpc_uptime_seconds", Labels("server", "s1"))), 2.5);
-  EXPECT_DOUBLE_EQ(std::stod(e.Value("rrpc_busy_time_seconds_total", Labels("server", "s1"))),
-                   1.5);
+  EXPECT_DOUBLE_EQ(std::stod(e.Value("rrpc_busy_time_seconds_total", Labels("server", "s1"))), 1.5);
 
   // The histogram: cumulative buckets at the exact recorded values (all below 256 except 300
   // and 1000, whose buckets end at 301 and 1003), +Inf, sum and count, all in seconds.

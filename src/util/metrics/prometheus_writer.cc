@@ -1,13 +1,13 @@
 #include "util/metrics/prometheus_writer.h"
 
+#include <glog/logging.h>
+
 #include <charconv>
 #include <cmath>
 #include <map>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <glog/logging.h>
 
 #include "util/metrics/utf8.h"
 
@@ -21,9 +21,9 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
 
 // Suffixes that name a time unit in our metric names; replaced by Prometheus' "_seconds".
 constexpr std::string_view kTimeSuffixes[] = {
-    "_nanoseconds", "_microseconds", "_milliseconds", "_seconds", "_nanos", "_micros",
-    "_millis",      "_nsec",         "_usec",         "_msec",    "_sec",   "_ns",
-    "_us",          "_ms",           "_s"};
+    "_nanoseconds", "_microseconds", "_milliseconds", "_seconds", "_nanos",
+    "_micros",      "_millis",       "_nsec",         "_usec",    "_msec",
+    "_sec",         "_ns",           "_us",           "_ms",      "_s"};
 
 template <typename Int>
 void AppendInt(Int v, std::string* out) {
