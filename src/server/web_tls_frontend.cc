@@ -85,8 +85,7 @@ Status WebTlsFrontend::Bind(const std::string& host, uint16_t port) {
   // Renegotiation only gives a client a way to make us burn CPU mid-connection.
   SSL_CTX_set_options(ssl_ctx_, SSL_OP_NO_RENEGOTIATION);
   const std::string& cert = options_.certificate_path;
-  const std::string& key =
-      options_.private_key_path.empty() ? cert : options_.private_key_path;
+  const std::string& key = options_.private_key_path.empty() ? cert : options_.private_key_path;
   if (SSL_CTX_use_certificate_chain_file(ssl_ctx_, cert.c_str()) != 1) {
     return Status::InvalidArgument("cannot load TLS certificate " + cert, OpenSslErrors());
   }
@@ -214,8 +213,8 @@ void WebTlsFrontend::Relay(int client_fd, const std::string& client_addr) {
   addr.sin_port = htons(backend_port_);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   uint16_t local_port = 0;
-  bool connected = backend >= 0 &&
-                   connect(backend, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  bool connected =
+      backend >= 0 && connect(backend, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   if (connected) {
     SetIoTimeouts(backend, options_.io_timeout_ms);
     socklen_t len = sizeof(addr);

@@ -3,6 +3,7 @@
 #include "server/webserver.h"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -13,13 +14,12 @@
 
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "server/web_assets.h"
 #include "server/web_dashboard.h"
@@ -103,13 +103,26 @@ HttpReply Get(uint16_t port, const std::string& target) {
   return Http(port, "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
 }
 
+// The local "ip:port" of a connected socket.
+std::string LocalAddress(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  char ip[INET_ADDRSTRLEN] = "";
+  inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
+  return std::string(ip) + ":" + std::to_string(ntohs(addr.sin_port));
+}
+
 // The same over TLS, trusting only `ca_file`. Returns "" and fails the test on TLS errors.
-std::string SendTls(uint16_t port, const std::string& request, const std::string& ca_file) {
+// Stores the client's own address in `*client` if given.
+std::string SendTls(uint16_t port, const std::string& request, const std::string& ca_file,
+                    std::string* client = nullptr) {
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
   CHECK(ctx != nullptr);
   EXPECT_EQ(SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr), 1);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
   int fd = ConnectLoopback(port);
+  if (client != nullptr) *client = LocalAddress(fd);
   SSL* ssl = SSL_new(ctx);
   SSL_set_fd(ssl, fd);
   std::string out;
@@ -150,9 +163,11 @@ class TempDir {
 
 // Runs `openssl req` to make a self-signed certificate for 127.0.0.1 (an EC key: fast).
 bool MakeSelfSignedCert(const std::string& dir) {
-  std::string cmd = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
-                    " -days 2 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1"
-                    " -keyout '" + dir + "/key.pem' -out '" + dir + "/cert.pem' >/dev/null 2>&1";
+  std::string cmd =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+      " -days 2 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1"
+      " -keyout '" +
+      dir + "/key.pem' -out '" + dir + "/cert.pem' >/dev/null 2>&1";
   int rc = std::system(cmd.c_str());
   return rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
 }
@@ -163,6 +178,7 @@ void EchoPage(const WebRequest& req, WebResponse* resp) {
   for (const auto& [k, v] : req.query_params) resp->body += "param:" + k + "=" + v + "\n";
   resp->body += "body=" + req.body + "\n";
   resp->body += "header:x-test=" + req.GetHeader("x-test") + "\n";
+  resp->body += "remote=" + req.remote_address + "\n";
 }
 
 class WebserverTest : public ::testing::Test {
@@ -188,8 +204,8 @@ TEST_F(WebserverTest, BindsEphemeralPortAndReportsIt) {
 
 TEST_F(WebserverTest, ServesRegisteredPageWithDecodedQueryParams) {
   StartServer();
-  HttpReply r = Http(port_,
-                     "GET /echo?a=1&b=x%20y&c&d=p+q&a=2 HTTP/1.1\r\nHost: h\r\nX-Test: yes\r\n\r\n");
+  HttpReply r = Http(
+      port_, "GET /echo?a=1&b=x%20y&c&d=p+q&a=2&e=%zz HTTP/1.1\r\nHost: h\r\nX-Test: yes\r\n\r\n");
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.headers["content-type"], "text/plain; charset=utf-8");
   EXPECT_EQ(r.headers["content-length"], std::to_string(r.body.size()));
@@ -200,6 +216,7 @@ TEST_F(WebserverTest, ServesRegisteredPageWithDecodedQueryParams) {
   EXPECT_NE(r.body.find("param:b=x y\n"), std::string::npos);
   EXPECT_NE(r.body.find("param:c=\n"), std::string::npos);
   EXPECT_NE(r.body.find("param:d=p q\n"), std::string::npos);
+  EXPECT_NE(r.body.find("param:e=%zz\n"), std::string::npos);
   EXPECT_NE(r.body.find("header:x-test=yes\n"), std::string::npos);
 }
 
@@ -274,8 +291,7 @@ TEST_F(WebserverTest, OversizedBodyIs413) {
   opts.max_body_bytes = 1024;
   StartServer(opts);
   // Declared too large: rejected from the headers alone, the body is never sent.
-  HttpReply r =
-      Http(port_, "POST /post HTTP/1.1\r\nHost: h\r\nContent-Length: 10000000\r\n\r\n");
+  HttpReply r = Http(port_, "POST /post HTTP/1.1\r\nHost: h\r\nContent-Length: 10000000\r\n\r\n");
   EXPECT_EQ(r.status, 413);
   EXPECT_NE(r.body.find("exceeds the limit of 1024"), std::string::npos) << r.body;
   // Chunked, so the size shows only while reading.
@@ -293,8 +309,8 @@ TEST_F(WebserverTest, OversizedHeadersAre431Or400) {
   opts.max_header_bytes = 1024;
   StartServer(opts);
   // Over our limit but inside civetweb's buffer: the precise 431.
-  HttpReply r = Http(port_, "GET /echo HTTP/1.1\r\nHost: h\r\nX-Big: " + std::string(1500, 'a') +
-                                "\r\n\r\n");
+  HttpReply r =
+      Http(port_, "GET /echo HTTP/1.1\r\nHost: h\r\nX-Big: " + std::string(1500, 'a') + "\r\n\r\n");
   EXPECT_EQ(r.status, 431);
   EXPECT_NE(r.body.find("exceed 1024 bytes"), std::string::npos) << r.body;
   // Far beyond: civetweb's buffer overflows and it can only say 400, with our explanation.
@@ -333,8 +349,7 @@ TEST_F(WebserverTest, ServesStaticAssetsWithContentType) {
   EXPECT_EQ(r.headers["content-type"], "text/css; charset=utf-8");
   EXPECT_EQ(r.headers["cache-control"], "no-cache");
   EXPECT_EQ(r.body, "body { color: red }");
-  EXPECT_EQ(Http(port_, "POST /static/a.css HTTP/1.1\r\nContent-Length: 0\r\n\r\n").status,
-            405);
+  EXPECT_EQ(Http(port_, "POST /static/a.css HTTP/1.1\r\nContent-Length: 0\r\n\r\n").status, 405);
 }
 
 TEST_F(WebserverTest, ServesEmbeddedDashboard) {
@@ -398,8 +413,8 @@ TEST_F(WebserverTest, StopIsIdempotentAndClosesThePort) {
 }
 
 TEST(WebserverStartTest, RejectsBadBindAddresses) {
-  for (const char* bad : {"localhost:80", "127.0.0.1", "127.0.0.1:http", "127.0.0.1:70000",
-                          ":80", "1.2.3:80"}) {
+  for (const char* bad :
+       {"localhost:80", "127.0.0.1", "127.0.0.1:http", "127.0.0.1:70000", ":80", "1.2.3:80"}) {
     WebserverOptions opts;
     opts.bind_address = bad;
     Webserver web(opts);
@@ -431,20 +446,78 @@ TEST(WebserverTlsTest, ServesHttpsWithSelfSignedCertificate) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(web.url(), "https://127.0.0.1:" + std::to_string(web.bound_port()));
 
-  HttpReply r = ParseReply(SendTls(web.bound_port(),
-                                   "GET /echo?via=tls HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
-                                   opts.tls_certificate_path));
+  std::string client;
+  HttpReply r =
+      ParseReply(SendTls(web.bound_port(), "GET /echo?via=tls HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                         opts.tls_certificate_path, &client));
   EXPECT_EQ(r.status, 200);
   EXPECT_NE(r.body.find("param:via=tls\n"), std::string::npos) << r.body;
+  // The page sees the TLS client, not the loopback relay.
+  EXPECT_NE(r.body.find("remote=" + client + "\n"), std::string::npos) << r.body;
+  EXPECT_EQ(r.headers["content-length"], std::to_string(r.body.size()));
   r = ParseReply(SendTls(web.bound_port(), "GET /missing HTTP/1.1\r\nHost: h\r\n\r\n",
                          opts.tls_certificate_path));
   EXPECT_EQ(r.status, 404);
 
   // Plain HTTP to the HTTPS port gets no page; the server keeps serving TLS.
   EXPECT_EQ(Get(web.bound_port(), "/echo").status, 0);
+  // civetweb's private port refuses whoever goes around TLS.
+  ASSERT_NE(web.civetweb_port(), web.bound_port());
+  r = Get(web.civetweb_port(), "/echo");
+  EXPECT_EQ(r.status, 403);
+  EXPECT_EQ(r.body.find("param:"), std::string::npos);
   r = ParseReply(SendTls(web.bound_port(), "GET /echo HTTP/1.1\r\nHost: h\r\n\r\n",
                          opts.tls_certificate_path));
   EXPECT_EQ(r.status, 200);
+}
+
+TEST(WebserverTlsTest, ConcurrentHttpsClientsAreAllServed) {
+  TempDir dir;
+  ASSERT_TRUE(MakeSelfSignedCert(dir.path())) << "openssl req failed";
+  WebserverOptions opts;
+  opts.tls_certificate_path = dir.path() + "/cert.pem";
+  opts.tls_private_key_path = dir.path() + "/key.pem";
+  Webserver web(opts);
+  // A body larger than one TLS record (16 KiB) and than the relay buffer.
+  const std::string big(100000, 'z');
+  web.RegisterPage("/big", [&big](const WebRequest&, WebResponse* resp) { resp->body = big; });
+  ASSERT_TRUE(web.Start().ok());
+  std::atomic<int> ok{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 3; ++t) {
+    clients.emplace_back([&] {
+      for (int i = 0; i < 5; ++i) {
+        HttpReply r = ParseReply(SendTls(web.bound_port(), "GET /big HTTP/1.1\r\nHost: h\r\n\r\n",
+                                         opts.tls_certificate_path));
+        if (r.status == 200 && r.body == big) ok++;
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  EXPECT_EQ(ok.load(), 15);
+}
+
+TEST(WebserverTlsTest, StalledTlsClientIsCutOffAtStop) {
+  TempDir dir;
+  ASSERT_TRUE(MakeSelfSignedCert(dir.path())) << "openssl req failed";
+  WebserverOptions opts;
+  opts.tls_certificate_path = dir.path() + "/cert.pem";
+  opts.num_threads = 1;
+  opts.tls_private_key_path = dir.path() + "/key.pem";
+  opts.request_timeout_ms = 60000;
+  Webserver web(opts);
+  ASSERT_TRUE(web.Start().ok());
+  // Connects and never sends a ClientHello: the only relay thread waits in the handshake.
+  int fd = ConnectLoopback(web.bound_port());
+  // Stop cuts the handshake instead of waiting out its 60 s timeout (30 s is far from both).
+  auto start = std::chrono::steady_clock::now();
+  web.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  char c;
+  ssize_t n = recv(fd, &c, 1, 0);
+  int err = errno;
+  EXPECT_TRUE(n == 0 || (n < 0 && err == ECONNRESET)) << "connection left open: " << n;
+  close(fd);
 }
 
 TEST(WebserverTlsTest, BadKeyFailsStartWithReason) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -56,18 +57,18 @@ Status ParseBindAddress(const std::string& addr, std::string* host, uint16_t* po
   return Status::OK();
 }
 
-// URL-decodes a query component ('+' is a space). Returns false on a malformed escape.
-bool DecodeQueryComponent(std::string_view in, std::string* out) {
-  out->assign(in.size() + 1, '\0');
-  int n = mg_url_decode(in.data(), static_cast<int>(in.size()), out->data(),
-                        static_cast<int>(out->size()), /*is_form_url_encoded=*/1);
-  if (n < 0) return false;
-  out->resize(static_cast<size_t>(n));
-  return true;
+// URL-decodes a query component ('+' is a space; a malformed escape such as "%zz" is kept as
+// is, civetweb's lenient decoding).
+std::string DecodeQueryComponent(std::string_view in) {
+  std::string out(in.size() + 1, '\0');  // Decoding never lengthens.
+  int n = mg_url_decode(in.data(), static_cast<int>(in.size()), out.data(),
+                        static_cast<int>(out.size()), /*is_form_url_encoded=*/1);
+  out.resize(n < 0 ? 0 : static_cast<size_t>(n));
+  return out;
 }
 
-bool ParseQuery(const char* query, std::map<std::string, std::string>* params) {
-  if (query == nullptr) return true;
+void ParseQuery(const char* query, std::map<std::string, std::string>* params) {
+  if (query == nullptr) return;
   std::string_view rest(query);
   while (!rest.empty()) {
     size_t amp = rest.find('&');
@@ -75,14 +76,10 @@ bool ParseQuery(const char* query, std::map<std::string, std::string>* params) {
     rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
     if (item.empty()) continue;
     size_t eq = item.find('=');
-    std::string key, value;
-    if (!DecodeQueryComponent(item.substr(0, eq), &key)) return false;
-    if (eq != std::string_view::npos && !DecodeQueryComponent(item.substr(eq + 1), &value)) {
-      return false;
-    }
-    (*params)[std::move(key)] = std::move(value);
+    std::string value =
+        eq == std::string_view::npos ? std::string() : DecodeQueryComponent(item.substr(eq + 1));
+    (*params)[DecodeQueryComponent(item.substr(0, eq))] = std::move(value);
   }
-  return true;
 }
 
 // Writes a complete response. `head_only` omits the body (HEAD), keeping Content-Length.
@@ -131,8 +128,8 @@ void WriteError(mg_connection* conn, int status, std::string_view detail, bool h
 int ReadBody(mg_connection* conn, const mg_request_info* ri, size_t max_bytes, std::string* body,
              std::string* why) {
   if (ri->content_length > 0 && static_cast<unsigned long long>(ri->content_length) > max_bytes) {
-    *why = "request body of " + std::to_string(ri->content_length) + " bytes exceeds the limit of " +
-           std::to_string(max_bytes);
+    *why = "request body of " + std::to_string(ri->content_length) +
+           " bytes exceeds the limit of " + std::to_string(max_bytes);
     return 413;
   }
   bool chunked = false;
@@ -165,8 +162,8 @@ int ReadBody(mg_connection* conn, const mg_request_info* ri, size_t max_bytes, s
 // Bytes of the request line and headers as parsed, to enforce max_header_bytes below civetweb's
 // own (larger) buffer. Counts what arrived apart from line-ending whitespace differences.
 size_t RequestHeadBytes(const mg_request_info* ri) {
-  size_t n = strlen(ri->request_method) + 1 + strlen(ri->request_uri) + 1 +
-             strlen("HTTP/") + strlen(ri->http_version) + 2;
+  size_t n = strlen(ri->request_method) + 1 + strlen(ri->request_uri) + 1 + strlen("HTTP/") +
+             strlen(ri->http_version) + 2;
   if (ri->query_string != nullptr) n += 1 + strlen(ri->query_string);
   for (int i = 0; i < ri->num_headers; ++i) {
     n += strlen(ri->http_headers[i].name) + 2 + strlen(ri->http_headers[i].value) + 2;
@@ -201,31 +198,56 @@ void PokePort(const std::string& host, uint16_t port) {
 
 const char* HttpStatusReason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 204: return "No Content";
-    case 301: return "Moved Permanently";
-    case 302: return "Found";
-    case 304: return "Not Modified";
-    case 307: return "Temporary Redirect";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 413: return "Payload Too Large";
-    case 414: return "URI Too Long";
-    case 415: return "Unsupported Media Type";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 204:
+      return "No Content";
+    case 301:
+      return "Moved Permanently";
+    case 302:
+      return "Found";
+    case 304:
+      return "Not Modified";
+    case 307:
+      return "Temporary Redirect";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Payload Too Large";
+    case 414:
+      return "URI Too Long";
+    case 415:
+      return "Unsupported Media Type";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Unknown";
   }
 }
 
@@ -256,14 +278,13 @@ void Webserver::RegisterStaticAsset(std::string path, std::string content_type,
                                     std::string_view data) {
   // Shared by every copy of the handler; immutable once built.
   auto content = std::make_shared<const std::string>(data);
-  RegisterPage(std::move(path),
-               [content, content_type = std::move(content_type)](const WebRequest&,
-                                                                 WebResponse* resp) {
-                 resp->content_type = content_type;
-                 resp->body = *content;
-                 // The assets change only with the binary; revalidating each load is cheap.
-                 resp->headers.emplace_back("Cache-Control", "no-cache");
-               });
+  RegisterPage(std::move(path), [content, content_type = std::move(content_type)](
+                                    const WebRequest&, WebResponse* resp) {
+    resp->content_type = content_type;
+    resp->body = *content;
+    // The assets change only with the binary; revalidating each load is cheap.
+    resp->headers.emplace_back("Cache-Control", "no-cache");
+  });
 }
 
 std::shared_ptr<const Webserver::Page> Webserver::FindPage(const std::string& path) const {
@@ -309,16 +330,18 @@ Status Webserver::Start() {
   // precise 431 from HandleRequest; beyond it civetweb answers 400 (see HandleHttpError).
   std::string request_size = std::to_string(options_.max_header_bytes * 2);
   std::string timeout = std::to_string(options_.request_timeout_ms);
+  // No document_root: civetweb never serves files, runs CGI or lists directories; every
+  // request goes through HandleRequest.
+  // clang-format off
   const char* cw_options[] = {
       "listening_ports", listening.c_str(),
       "num_threads", threads.c_str(),
       "max_request_size", request_size.c_str(),
       "request_timeout_ms", timeout.c_str(),
       "enable_keep_alive", "no",
-      // No document_root: civetweb never serves files, runs CGI or lists directories; every
-      // request goes through HandleRequest.
       nullptr,
   };
+  // clang-format on
 
   mg_callbacks callbacks;
   memset(&callbacks, 0, sizeof(callbacks));
@@ -402,7 +425,7 @@ int Webserver::HandleHttpErrorThunk(mg_connection* conn, int status, const char*
 }
 
 int Webserver::LogMessageThunk(const mg_connection* conn, const char* message) {
-  // civetweb reports client mistakes (bad TLS handshakes, resets) here; they are noise at
+  // civetweb reports client mistakes (malformed requests, resets) here; they are noise at
   // default verbosity.
   VLOG(1) << "civetweb: " << message;
   return 1;  // Handled: civetweb prints nothing itself.
@@ -417,10 +440,10 @@ int Webserver::HandleRequest(mg_connection* conn) {
     return 400;
   }
   if (RequestHeadBytes(ri) > options_.max_header_bytes) {
-    WriteError(conn, 431,
-               "request line and headers exceed " + std::to_string(options_.max_header_bytes) +
-                   " bytes",
-               head_only);
+    WriteError(
+        conn, 431,
+        "request line and headers exceed " + std::to_string(options_.max_header_bytes) + " bytes",
+        head_only);
     return 431;
   }
 
@@ -454,10 +477,7 @@ int Webserver::HandleRequest(mg_connection* conn) {
     WriteError(conn, body_status, why, head_only);
     return body_status;
   }
-  if (!ParseQuery(ri->query_string, &req.query_params)) {
-    WriteError(conn, 400, "malformed escape in the query string", head_only);
-    return 400;
-  }
+  ParseQuery(ri->query_string, &req.query_params);
   for (int i = 0; i < ri->num_headers; ++i) {
     req.headers.emplace_back(ri->http_headers[i].name, ri->http_headers[i].value);
   }

@@ -6,6 +6,8 @@
 // stall the web UI, never a reactor or an RPC worker. Requests it cannot serve get a 4xx:
 // 400 malformed, 404 unknown path, 405 method not allowed for the page, 411 body of unknown
 // length, 413 body larger than max_body_bytes, 431 headers larger than max_header_bytes.
+// With TLS, civetweb listens on a private loopback port behind WebTlsFrontend and answers 403
+// to anything that did not come through the frontend.
 //
 // Thread-safety: RegisterPage/RegisterStaticAsset may be called from any thread, before or
 // after Start(). Start() and Stop() must not race with each other. Handlers run on civetweb's
@@ -68,11 +70,11 @@ struct WebRequest {
   std::string method;  // "GET", "HEAD", "POST".
   std::string path;    // URL-decoded path without the query, e.g. "/metrics.json".
   // URL-decoded query parameters ("a=1&b=x%20y" -> {a: "1", b: "x y"}); the last of repeated
-  // keys wins; a key without '=' maps to "".
+  // keys wins; a key without '=' maps to ""; a malformed escape ("%zz") is kept literally.
   std::map<std::string, std::string> query_params;
   // Request headers as received (names in the client's case).
   std::vector<std::pair<std::string, std::string>> headers;
-  std::string body;  // At most WebserverOptions::max_body_bytes.
+  std::string body;            // At most WebserverOptions::max_body_bytes.
   std::string remote_address;  // "ip:port" of the client.
 
   // Value of query parameter `key`, or `default_value` when absent.
@@ -126,6 +128,9 @@ class Webserver {
   uint16_t bound_port() const { return bound_port_; }
   // "http://127.0.0.1:8080" or "https://...": the bound address as a URL.
   std::string url() const;
+  // The port civetweb itself listens on: bound_port() without TLS; with TLS a private loopback
+  // port that only answers connections relayed by the TLS frontend (others get 403).
+  uint16_t civetweb_port() const { return civetweb_port_; }
 
  private:
   struct Page {

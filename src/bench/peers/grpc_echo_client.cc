@@ -1,10 +1,10 @@
 #include "bench/peers/grpc_echo_client.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "bench/peers/echo.grpc.pb.h"
 #include "bench/peers/payload_pattern.h"
@@ -35,8 +35,8 @@ void CheckOrFail(uint64_t seq, const grpc::Status& status, const EchoResponse& r
   }
   const std::string& payload = response.payload();
   if (payload.size() != pattern.response_bytes()) {
-    Fail("response %llu has %zu payload bytes, expected %zu",
-         static_cast<unsigned long long>(seq), payload.size(), pattern.response_bytes());
+    Fail("response %llu has %zu payload bytes, expected %zu", static_cast<unsigned long long>(seq),
+         payload.size(), pattern.response_bytes());
   }
   if (!pattern.CheckResponse(seq, payload.data(), payload.size())) {
     Fail("response %llu: content mismatch", static_cast<unsigned long long>(seq));
@@ -91,8 +91,10 @@ void RunPipelined(const PeerConfig& config, const ClientThreadArgs& args) {
     }
     std::unique_ptr<PendingCall> call(static_cast<PendingCall*>(tag));
     --outstanding;
-    if (!ok) Fail("call %llu: completion queue reported failure",
-                  static_cast<unsigned long long>(call->seq));
+    if (!ok) {
+      Fail("call %llu: completion queue reported failure",
+           static_cast<unsigned long long>(call->seq));
+    }
     CheckOrFail(call->seq, call->status, call->response, pattern);
     const Clock::time_point now = Clock::now();
     args.stats->Record(call->issued, now, window);

@@ -1,8 +1,8 @@
 #include "bench/peers/grpc_echo_server.h"
 
-#include <chrono>
-
 #include <gflags/gflags.h>
+
+#include <chrono>
 
 #include "bench/peers/payload_pattern.h"
 

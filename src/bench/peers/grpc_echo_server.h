@@ -6,13 +6,13 @@
 // Start() and Shutdown() are for the main thread; each ServerCall lives on its CQ's thread.
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "bench/peers/echo.grpc.pb.h"
 #include "bench/peers/peer_runner.h"

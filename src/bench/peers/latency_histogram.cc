@@ -10,7 +10,7 @@ LatencyHistogram::LatencyHistogram() { buckets_.fill(0); }
 int LatencyHistogram::BucketFor(uint64_t nanos) {
   if (nanos < 2 * kSubBuckets) return static_cast<int>(nanos);
   const int msb = 63 - __builtin_clzll(nanos);
-  const int shift = msb - kSubBits;  // >= 1 here
+  const int shift = msb - kSubBits;     // >= 1 here
   const uint64_t top = nanos >> shift;  // in [kSubBuckets, 2 * kSubBuckets)
   return static_cast<int>(shift * kSubBuckets + top);
 }

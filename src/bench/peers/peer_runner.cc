@@ -1,5 +1,6 @@
 #include "bench/peers/peer_runner.h"
 
+#include <gflags/gflags.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -10,8 +11,6 @@
 #include <cstring>
 #include <thread>
 #include <vector>
-
-#include <gflags/gflags.h>
 
 // The same flags as rpc-bench, so one command line drives every implementation.
 DEFINE_string(mode, "throughput",
@@ -257,9 +256,9 @@ int RunPeerMain(const char* impl, const ServerFactory& start_server,
   const double sys_s = cpu_end.sys_s - cpu_start.sys_s;
   const int conc = config.client_threads * config.Depth();
 
-  printf("%s %s: %zu B requests, %zu B responses; %d client thread(s) x %d outstanding; %s\n",
-         impl, ModeName(config.mode), config.payload_bytes, config.response_bytes,
-         config.client_threads, config.Depth(),
+  printf("%s %s: %zu B requests, %zu B responses; %d client thread(s) x %d outstanding; %s\n", impl,
+         ModeName(config.mode), config.payload_bytes, config.response_bytes, config.client_threads,
+         config.Depth(),
          server != nullptr ? "in-process server" : ("server at " + server_addr).c_str());
   printf("  %llu %s in %.2f s = %.1f/s\n", static_cast<unsigned long long>(completed),
          config.mode == BenchMode::kCps ? "connections" : "calls", config.run_seconds,
@@ -270,8 +269,8 @@ int RunPeerMain(const char* impl, const ServerFactory& start_server,
   printf(
       "RESULT impl=%s mode=%s transport=tcp payload=%zu conc=%d reqs_per_sec=%.1f p50_us=%.2f "
       "p99_us=%.2f p999_us=%.2f user_cpu_s=%.3f sys_cpu_s=%.3f rss_kb=%ld\n",
-      impl, ModeName(config.mode), config.payload_bytes, conc, reqs_per_sec, p50, p99, p999,
-      user_s, sys_s, rss_kb);
+      impl, ModeName(config.mode), config.payload_bytes, conc, reqs_per_sec, p50, p99, p999, user_s,
+      sys_s, rss_kb);
   fflush(stdout);
   return 0;
 }

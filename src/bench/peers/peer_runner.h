@@ -32,7 +32,7 @@ struct PeerConfig {
   double run_seconds = 5;
   double warmup_seconds = 1;
   size_t payload_bytes = 64;
-  size_t response_bytes = 64;   // what clients expect
+  size_t response_bytes = 64;       // what clients expect
   long server_response_bytes = -1;  // what servers send; -1 echoes each request's size
   int client_threads = 1;
   int async_call_concurrency = 64;

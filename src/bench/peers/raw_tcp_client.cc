@@ -104,8 +104,7 @@ void CheckBodyOrFail(uint64_t seq, const char* body, const PayloadPattern& patte
   }
 }
 
-void RunPipelined(const PeerConfig& config, const ClientThreadArgs& args,
-                  const sockaddr_in& addr) {
+void RunPipelined(const PeerConfig& config, const ClientThreadArgs& args, const sockaddr_in& addr) {
   const MeasureWindow& window = *args.window;
   const PayloadPattern pattern(config.payload_bytes, config.response_bytes);
   const size_t depth = config.Depth();

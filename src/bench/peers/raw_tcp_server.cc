@@ -72,7 +72,9 @@ class RawTcpEchoLoop {
     return true;
   }
 
-  void Start() { thread_ = std::thread([this] { Run(); }); }
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
 
   void Stop() {
     if (!thread_.joinable()) return;  // never started: Start() failed part way
@@ -241,8 +243,7 @@ class RawTcpEchoLoop {
   std::unordered_map<Connection*, std::unique_ptr<Connection>> conns_;
 };
 
-std::unique_ptr<PeerServer> RawTcpEchoServer::Start(const PeerConfig& config,
-                                                    std::string* error) {
+std::unique_ptr<PeerServer> RawTcpEchoServer::Start(const PeerConfig& config, std::string* error) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   if (inet_pton(AF_INET, config.bind_host.c_str(), &addr.sin_addr) != 1) {
@@ -258,8 +259,8 @@ std::unique_ptr<PeerServer> RawTcpEchoServer::Start(const PeerConfig& config,
       return nullptr;
     }
     // The loop owns the listener from here on, so every error path below closes it.
-    server->loops_.push_back(std::make_unique<RawTcpEchoLoop>(
-        fd, config.server_response_bytes, config.corrupt_responses_for_test));
+    server->loops_.push_back(std::make_unique<RawTcpEchoLoop>(fd, config.server_response_bytes,
+                                                              config.corrupt_responses_for_test));
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {

@@ -38,9 +38,15 @@
 
   function fmtMicros(us) {
     if (us === null || us === undefined || !isFinite(us)) return '–';
+    if (us === 0) return '0';
     if (us < 1000) return (us < 10 ? us.toFixed(1) : us.toFixed(0)) + ' µs';
     if (us < 1e6) return (us / 1e3).toFixed(us < 1e4 ? 2 : 1) + ' ms';
     return (us / 1e6).toFixed(2) + ' s';
+  }
+
+  // Axis labels: "2.00 ms" reads better as "2 ms", "1.50 ms" as "1.5 ms".
+  function axisLabel(format) {
+    return (v) => format(v).replace(/(\.\d*?)0+(?=\D*$)/, '$1').replace(/\.(?=\D*$)/, '');
   }
 
   function fmtBytes(b) {
@@ -303,8 +309,8 @@
 
     v = {
       card: card,
-      rateChart: new LineChart(rateCanvas, [{ color: '--rate', fill: true }], fmtRate),
-      latChart: new LineChart(latCanvas, [{ color: '--p50' }, { color: '--p99' }], fmtMicros),
+      rateChart: new LineChart(rateCanvas, [{ color: '--rate', fill: true }], axisLabel(fmtRate)),
+      latChart: new LineChart(latCanvas, [{ color: '--p50' }, { color: '--p99' }], axisLabel(fmtMicros)),
       latTitle: latTitle,
       rateEl: rateEl, p50El: p50El, p99El: p99El, callsEl: callsEl,
       prevCalls: null, prevT: null, rate: null,
@@ -328,7 +334,7 @@
   }
 
   function updateMethods(methods, t) {
-    let totalRate = null, totalCalls = 0, active = 0;
+    let totalRate = null, totalCalls = 0, active = 0, totalErrors = null;
     let slowest = null;
     const seen = new Set();
     for (const e of methods) {
@@ -342,6 +348,8 @@
         if (calls >= v.prevCalls) rate = ((calls - v.prevCalls) * 1000) / (t - v.prevT);
       }
       if (calls !== null) { v.prevCalls = calls; v.prevT = t; totalCalls += calls; }
+      const errors = findMetric(e, 'errors_total');
+      if (errors && isFinite(errors.value)) totalErrors = (totalErrors || 0) + errors.value;
       if (rate !== null) {
         v.rateChart.push(t, [rate]);
         totalRate = (totalRate || 0) + rate;
@@ -370,6 +378,8 @@
     big.appendChild(document.createTextNode(fmtRate(totalRate)));
     big.appendChild(el('small', '', 'req/s'));
     setText('card-calls', fmtNum(totalCalls));
+    setText('card-calls-sub', totalErrors === null ? '' : fmtNum(totalErrors) + ' errors (' +
+      (totalCalls > 0 ? (100 * totalErrors / totalCalls).toFixed(2) : '0') + '%)');
     setText('card-methods', String(active));
     setText('card-methods-sub', 'of ' + methods.length + ' method' + (methods.length === 1 ? '' : 's') + ' serving now');
     setText('card-p99', slowest ? fmtMicros(slowest.p99) : '–');
@@ -459,6 +469,9 @@
       const metrics = Array.isArray(e.metrics) ? e.metrics : [];
       if (metrics.length) {
         const table = el('table', 'metrics');
+        const colgroup = el('colgroup');
+        for (const c of ['c-name', 'c-type', 'c-value', 'c-help']) colgroup.appendChild(el('col', c));
+        table.appendChild(colgroup);
         const hr = el('tr');
         for (const h of ['Metric', 'Type', 'Value', 'Description']) hr.appendChild(el('th', '', h));
         const thead = el('thead');
@@ -468,7 +481,9 @@
         for (const m of metrics) {
           const tr = el('tr');
           tr.appendChild(el('td', 'name', m.name));
-          tr.appendChild(el('td', 'type', m.type + (m.unit ? ' · ' + m.unit : '')));
+          const type = el('td', 'type', m.type);
+          if (m.unit) type.title = 'unit: ' + m.unit;
+          tr.appendChild(type);
           const td = el('td', 'value');
           valueCells.set(entityKey(e) + '|' + m.name, td);
           tr.appendChild(td);
@@ -540,7 +555,7 @@
   }
 
   function init() {
-    totalChart = new LineChart(document.getElementById('total-chart'), [{ color: '--rate', fill: true }], fmtRate);
+    totalChart = new LineChart(document.getElementById('total-chart'), [{ color: '--rate', fill: true }], axisLabel(fmtRate));
     totalChart.draw();
     document.getElementById('filter').addEventListener('input', applyFilter);
     let resizeTimer = null;

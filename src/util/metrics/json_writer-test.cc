@@ -2,6 +2,7 @@
 #include "util/metrics/json_writer.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -93,7 +94,7 @@ TEST(JsonWriterTest, PythonParsesOutputWithHostileStrings) {
                                        {{"key\t", "val\"ue"}});
   e->FindOrCreateCounter(&kCalls)->IncrementBy(3);
   e->FindOrCreateHistogram(&kHandlerTime)->Record(7);
-  const std::string path = testing::TempDir() + "/metrics.json";
+  const std::string path = testing::TempDir() + "metrics-" + std::to_string(getpid()) + ".json";
   {
     std::ofstream out(path);
     out << FormatJson(registry.TakeSnapshot());
@@ -109,6 +110,7 @@ TEST(JsonWriterTest, PythonParsesOutputWithHostileStrings) {
       "' " +
       path;
   EXPECT_EQ(system(check.c_str()), 0);
+  unlink(path.c_str());
 }
 
 }  // namespace

@@ -258,7 +258,7 @@ TEST(PrometheusWriterTest, PromtoolAcceptsEveryMetricType) {
   method->FindOrCreateHistogram(&kHandlerTime);  // an entity with an empty one, too
   registry.FindOrCreateEntity("messenger", "m")->FindOrCreateHistogram(&kHandlerTime);
 
-  const std::string path = testing::TempDir() + "/metrics.prom";
+  const std::string path = testing::TempDir() + "metrics-" + std::to_string(getpid()) + ".prom";
   {
     std::ofstream out(path);
     out << FormatPrometheus(registry.TakeSnapshot());
@@ -271,6 +271,7 @@ TEST(PrometheusWriterTest, PromtoolAcceptsEveryMetricType) {
   size_t n;
   while ((n = fread(buf, 1, sizeof(buf), p)) > 0) output.append(buf, n);
   const int rc = pclose(p);
+  unlink(path.c_str());
   EXPECT_EQ(rc, 0) << output;
   EXPECT_EQ(output, "");
 }

@@ -1,0 +1,46 @@
+// BenchConfig: one rpc-bench run's settings as plain values. rpc_bench_main.cc fills it from the
+// flags; the mode runners (bench_modes.h) read it and never touch gflags. Immutable once built.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "util/monotime.h"
+#include "util/sockaddr.h"
+
+namespace rrpc::bench {
+
+enum class BenchMode { kThroughput, kLatency, kCps, kSparse };
+
+const char* ModeName(BenchMode mode);
+
+struct BenchConfig {
+  BenchMode mode = BenchMode::kThroughput;
+  // Where the clients connect: the in-process server's bound address or --server_addr.
+  Sockaddr server;
+  // True when this process also runs the server (client and server threads then share the
+  // process, and usage is split between them by thread name).
+  bool in_process_server = true;
+
+  int client_reactors = 2;
+  int client_threads = 2;
+  // Outstanding calls per client thread (throughput mode).
+  int async_call_concurrency = 64;
+  double run_seconds = 5;
+  double warmup_seconds = 1;
+  size_t payload_bytes = 64;
+  size_t response_bytes = 64;
+  size_t sidecar_bytes = 0;
+  // Deadline of each call; a call that misses it fails the run.
+  MonoDelta call_timeout = MonoDelta::FromSeconds(10);
+  // sparse mode.
+  int connections = 10000;
+  int senders = 2;
+  int64_t sleep_us = 1000;
+
+  // Calls (or connections) in flight at once over the whole run: the RESULT line's conc.
+  int Concurrency() const;
+};
+
+}  // namespace rrpc::bench

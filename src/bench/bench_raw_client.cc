@@ -1,0 +1,171 @@
+#include "bench/bench_raw_client.h"
+
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <limits>
+#include <vector>
+
+#include "rpc/constants.h"
+#include "rpc/negotiation.h"
+#include "rpc/rpc_header.pb.h"
+#include "rpc/wire_codec.h"
+#include "util/block.h"
+
+namespace rrpc::bench {
+
+namespace {
+
+// Largest response frame accepted: rrpc's default maximum message size.
+constexpr size_t kMaxFrameSize = 64 * 1024 * 1024;
+
+Status SetTimeouts(int fd, MonoDelta timeout) {
+  timeval tv;
+  const int64_t us = timeout.ToMicroseconds();
+  tv.tv_sec = static_cast<time_t>(us / 1000000);
+  tv.tv_usec = static_cast<suseconds_t>(us % 1000000);
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
+    return Status::FromErrno("setsockopt(SO_RCVTIMEO/SO_SNDTIMEO)", errno);
+  }
+  return Status::OK();
+}
+
+// A blocking socket call that ran out of time reports EAGAIN: say so plainly.
+Status Explain(const Status& s, const std::string& what) {
+  if (s.posix_code() == EAGAIN || s.posix_code() == EWOULDBLOCK) {
+    return Status::TimedOut(what + " timed out");
+  }
+  return s.CloneAndPrepend(what);
+}
+
+}  // namespace
+
+std::string RawRpcConnection::PeerName() const {
+  Result<Sockaddr> peer = socket_.GetPeerAddress();
+  return peer.ok() ? peer->ToString() : std::string("server");
+}
+
+Status RawRpcConnection::Open(const Sockaddr& server, MonoDelta io_timeout,
+                              const std::string& client_name) {
+  CloseAbortively();
+  timeout_ms_ = static_cast<uint32_t>(std::max<int64_t>(1, io_timeout.ToMilliseconds()));
+  RRPC_ASSIGN_OR_RETURN(Socket sock, Socket::CreateTcp(server.family()));
+  RRPC_RETURN_NOT_OK(sock.SetNonBlocking(false));
+  RRPC_RETURN_NOT_OK(SetTimeouts(sock.fd(), io_timeout));
+  // A blocking connect; SO_SNDTIMEO bounds it (it then fails with EINPROGRESS).
+  while (::connect(sock.fd(), server.addr(), server.addrlen()) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EINPROGRESS) return Status::TimedOut("connect timed out", server.ToString());
+    return Status::FromErrno("connect", errno, server.ToString());
+  }
+  RRPC_RETURN_NOT_OK(sock.SetNoDelay(true));
+  socket_ = std::move(sock);
+
+  BlockSlice hello = rpc::BuildClientHello(client_name);
+  Status s = socket_.BlockingWrite(hello.slice.data(), hello.slice.size());
+  if (!s.ok()) return Explain(s, "sending the negotiation request to " + server.ToString());
+  std::string frame;
+  RRPC_RETURN_NOT_OK(ReadFrame(&frame));
+  rpc::NegotiatePB reply;
+  return rpc::ParseServerReply(Slice(frame), &reply);
+}
+
+Status RawRpcConnection::Call(const std::string& service, const std::string& method,
+                              const google::protobuf::Message& request, Slice request_sidecar,
+                              google::protobuf::Message* response, std::string* scratch,
+                              Slice* response_sidecar) {
+  if (!is_open()) return Status::IllegalState("connection is not open");
+  const int32_t call_id = next_call_id_;
+  next_call_id_ = (next_call_id_ + 1) & 0x7fffffff;
+  rpc::RequestHeader header;
+  header.set_call_id(call_id);
+  header.mutable_remote_method()->set_service_name(service);
+  header.mutable_remote_method()->set_method_name(method);
+  header.set_timeout_millis(timeout_ms_);
+  if (!request_sidecar.empty()) header.add_sidecar_offsets(0);
+  RRPC_ASSIGN_OR_RETURN(BlockSlice head, rpc::SerializeFrameHead(header, request,
+                                                                 request_sidecar.size(),
+                                                                 kMaxFrameSize));
+  iovec iov[2];
+  iov[0].iov_base = const_cast<uint8_t*>(head.slice.data());
+  iov[0].iov_len = head.slice.size();
+  iov[1].iov_base = const_cast<uint8_t*>(request_sidecar.data());
+  iov[1].iov_len = request_sidecar.size();
+  RRPC_RETURN_NOT_OK(WriteAll(iov, request_sidecar.empty() ? 1 : 2));
+
+  RRPC_RETURN_NOT_OK(ReadFrame(scratch));
+  rpc::ResponseHeader response_header;
+  Slice body, tail;
+  RRPC_RETURN_NOT_OK(rpc::ParseFrame(Slice(*scratch), &response_header, &body, &tail));
+  if (response_header.call_id() != call_id) {
+    return Status::Corruption("response for call " + std::to_string(response_header.call_id()) +
+                              ", expected call " + std::to_string(call_id));
+  }
+  if (response_header.is_error()) {
+    rpc::ErrorStatusPB error;
+    if (!error.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+      return Status::Corruption("error response does not parse");
+    }
+    return Status::RemoteError(rpc::ErrorStatusPB::RpcErrorCodePB_Name(error.code()),
+                               error.message());
+  }
+  if (!response->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+    return Status::Corruption("response does not parse", response->InitializationErrorString());
+  }
+  if (response_sidecar != nullptr) {
+    std::vector<Slice> sidecars;
+    RRPC_RETURN_NOT_OK(rpc::SplitSidecars(tail, response_header.sidecar_offsets(), &sidecars));
+    *response_sidecar = sidecars.empty() ? Slice() : sidecars[0];
+  }
+  return Status::OK();
+}
+
+Status RawRpcConnection::WriteAll(iovec* iov, int iovcnt) {
+  while (iovcnt > 0) {
+    Result<size_t> written = socket_.Writev(iov, iovcnt);
+    if (!written.ok()) return written.status().CloneAndPrepend("sending a call to " + PeerName());
+    // A blocking socket writes nothing only when SO_SNDTIMEO expired.
+    if (*written == 0) return Status::TimedOut("sending a call timed out", PeerName());
+    size_t left = *written;
+    while (iovcnt > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      iov++;
+      iovcnt--;
+    }
+    if (iovcnt > 0) {
+      iov->iov_base = static_cast<uint8_t*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+  return Status::OK();
+}
+
+Status RawRpcConnection::ReadFrame(std::string* frame) {
+  uint8_t prefix[rpc::kFrameLengthSize];
+  Status s = socket_.BlockingRecv(prefix, sizeof(prefix));
+  if (!s.ok()) return Explain(s, "waiting for a response from " + PeerName());
+  const uint32_t length = rpc::DecodeBigEndian32(prefix);
+  if (length == 0 || length > kMaxFrameSize) {
+    return Status::Corruption("response frame of " + std::to_string(length) + " bytes");
+  }
+  frame->resize(length);
+  s = socket_.BlockingRecv(reinterpret_cast<uint8_t*>(frame->data()), length);
+  if (!s.ok()) return Explain(s, "reading a response from " + PeerName());
+  return Status::OK();
+}
+
+void RawRpcConnection::CloseAbortively() {
+  if (!socket_.valid()) return;
+  linger lg;
+  lg.l_onoff = 1;
+  lg.l_linger = 0;
+  // Best effort: if it fails the close is merely graceful.
+  (void)setsockopt(socket_.fd(), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+  socket_.Close();
+}
+
+}  // namespace rrpc::bench

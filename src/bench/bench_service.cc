@@ -1,0 +1,54 @@
+#include "bench/bench_service.h"
+
+#include <cstring>
+#include <string>
+
+#include "bench/bench_payload.h"
+#include "rpc/rpc_context.h"
+#include "util/block.h"
+
+namespace rrpc::bench {
+
+void BenchEchoService::Echo(const BenchRequestPB* req, BenchResponsePB* resp,
+                            rpc::RpcContext* context) {
+  const std::string& in = req->payload();
+  const size_t out_size = req->has_response_size() ? req->response_size() : in.size();
+  std::string* out = resp->mutable_payload();
+  if (out_size == in.size()) {
+    *out = in;
+  } else {
+    out->resize(out_size);
+    BuildEcho(Slice(in), out->data(), out_size);
+  }
+  // A copy, not a borrow: RpcContext does not promise the inbound sidecar's bytes outlive the
+  // response, and a storage server would send its own buffers anyway.
+  for (size_t i = 0; i < context->num_inbound_sidecars(); i++) {
+    const Slice sidecar = context->inbound_sidecar(i);
+    BlockRef block = Block::Allocate(sidecar.size());
+    if (!sidecar.empty()) memcpy(block->data(), sidecar.data(), sidecar.size());
+    context->AddOutboundSidecar(BlockSlice{block, Slice(block->data(), sidecar.size())});
+  }
+  if (corrupt_responses_) {
+    if (out->empty()) {
+      out->push_back('x');
+    } else {
+      (*out)[out->size() / 2] ^= 0x5a;
+    }
+  }
+  context->RespondSuccess();
+}
+
+Result<std::shared_ptr<rpc::Messenger>> StartBenchServer(const BenchServerOptions& options,
+                                                         Sockaddr* bound) {
+  rpc::MessengerBuilder builder("server");
+  builder.set_num_reactors(options.reactors)
+      .set_num_workers(options.workers)
+      .set_service_queue_length(options.service_queue_length);
+  RRPC_ASSIGN_OR_RETURN(std::shared_ptr<rpc::Messenger> messenger, builder.Build());
+  RRPC_RETURN_NOT_OK(messenger->RegisterService(
+      std::make_unique<BenchEchoService>(options.corrupt_responses_for_test)));
+  RRPC_RETURN_NOT_OK(messenger->Listen(options.bind_address, bound));
+  return messenger;
+}
+
+}  // namespace rrpc::bench

@@ -1,0 +1,39 @@
+#include "rpc/messenger_flags.h"
+
+#include <gflags/gflags.h>
+
+DEFINE_int32(rpc_num_reactors, 2,
+             "Reactor threads per messenger. Each accepts on its own SO_REUSEPORT socket and owns "
+             "its connections; more reactors spread socket work over more cores.");
+DEFINE_int32(rpc_num_workers, 2,
+             "Worker threads running RPC handlers. Handlers that block on disk need more.");
+DEFINE_int32(rpc_service_queue_length, 64,
+             "Calls that may wait for a worker. Beyond it the call with the latest deadline is "
+             "refused with a retriable 'server too busy'. Longer queues absorb bursts but add "
+             "queueing delay.");
+DEFINE_int64(rpc_max_message_size, 64 * 1024 * 1024,
+             "Largest frame (bytes) accepted or sent. Checked from the length prefix before "
+             "anything is buffered, so a peer cannot make the server allocate more.");
+DEFINE_int32(rpc_negotiation_timeout_ms, 3000,
+             "Milliseconds allowed for connect plus negotiation of a connection.");
+DEFINE_int32(rpc_idle_timeout_ms, 65000,
+             "Milliseconds after which a connection with nothing in flight is closed; "
+             "0 keeps idle connections forever.");
+
+namespace rrpc::rpc {
+
+MessengerOptions MessengerOptionsFromFlags(std::string name) {
+  MessengerOptions options;
+  options.name = std::move(name);
+  options.num_reactors = FLAGS_rpc_num_reactors;
+  options.num_workers = FLAGS_rpc_num_workers;
+  options.service_queue_length = static_cast<size_t>(FLAGS_rpc_service_queue_length);
+  options.max_message_size = static_cast<size_t>(FLAGS_rpc_max_message_size);
+  options.negotiation_timeout = MonoDelta::FromMilliseconds(FLAGS_rpc_negotiation_timeout_ms);
+  options.idle_timeout = FLAGS_rpc_idle_timeout_ms > 0
+                             ? MonoDelta::FromMilliseconds(FLAGS_rpc_idle_timeout_ms)
+                             : MonoDelta::Max();
+  return options;
+}
+
+}  // namespace rrpc::rpc
