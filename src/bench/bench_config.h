@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "rpc/messenger_options.h"
 #include "util/monotime.h"
 #include "util/sockaddr.h"
 
@@ -23,6 +24,9 @@ struct BenchConfig {
   // process, and usage is split between them by thread name).
   bool in_process_server = true;
 
+  // The client messenger (throughput, latency modes); its name becomes "client" and its reactor
+  // count client_reactors.
+  rpc::MessengerOptions client_messenger;
   int client_reactors = 2;
   int client_threads = 2;
   // Outstanding calls per client thread (throughput mode).

@@ -47,8 +47,9 @@ Status CheckEcho(Slice request, Slice response, size_t expected_len, const char*
                               std::to_string(expected_len));
   }
   auto mismatch = [&](size_t i) {
-    return Status::Corruption(std::string("response ") + what + " differs from the request at byte " +
-                              std::to_string(i) + " of " + std::to_string(expected_len));
+    return Status::Corruption(std::string("response ") + what +
+                              " differs from the request at byte " + std::to_string(i) + " of " +
+                              std::to_string(expected_len));
   };
   const char* got = response.char_data();
   if (request.empty()) {

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <limits>
-#include <vector>
 
 #include "rpc/constants.h"
 #include "rpc/negotiation.h"
@@ -77,7 +76,7 @@ Status RawRpcConnection::Open(const Sockaddr& server, MonoDelta io_timeout,
 Status RawRpcConnection::Call(const std::string& service, const std::string& method,
                               const google::protobuf::Message& request, Slice request_sidecar,
                               google::protobuf::Message* response, std::string* scratch,
-                              Slice* response_sidecar) {
+                              std::vector<Slice>* response_sidecars) {
   if (!is_open()) return Status::IllegalState("connection is not open");
   const int32_t call_id = next_call_id_;
   next_call_id_ = (next_call_id_ + 1) & 0x7fffffff;
@@ -87,9 +86,9 @@ Status RawRpcConnection::Call(const std::string& service, const std::string& met
   header.mutable_remote_method()->set_method_name(method);
   header.set_timeout_millis(timeout_ms_);
   if (!request_sidecar.empty()) header.add_sidecar_offsets(0);
-  RRPC_ASSIGN_OR_RETURN(BlockSlice head, rpc::SerializeFrameHead(header, request,
-                                                                 request_sidecar.size(),
-                                                                 kMaxFrameSize));
+  RRPC_ASSIGN_OR_RETURN(
+      BlockSlice head,
+      rpc::SerializeFrameHead(header, request, request_sidecar.size(), kMaxFrameSize));
   iovec iov[2];
   iov[0].iov_base = const_cast<uint8_t*>(head.slice.data());
   iov[0].iov_len = head.slice.size();
@@ -116,12 +115,8 @@ Status RawRpcConnection::Call(const std::string& service, const std::string& met
   if (!response->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
     return Status::Corruption("response does not parse", response->InitializationErrorString());
   }
-  if (response_sidecar != nullptr) {
-    std::vector<Slice> sidecars;
-    RRPC_RETURN_NOT_OK(rpc::SplitSidecars(tail, response_header.sidecar_offsets(), &sidecars));
-    *response_sidecar = sidecars.empty() ? Slice() : sidecars[0];
-  }
-  return Status::OK();
+  response_sidecars->clear();
+  return rpc::SplitSidecars(tail, response_header.sidecar_offsets(), response_sidecars);
 }
 
 Status RawRpcConnection::WriteAll(iovec* iov, int iovcnt) {

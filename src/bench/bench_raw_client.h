@@ -11,14 +11,15 @@
 //
 //   RawRpcConnection conn;
 //   RRPC_RETURN_NOT_OK(conn.Open(server, MonoDelta::FromSeconds(10), "rpc-bench"));
-//   RRPC_RETURN_NOT_OK(conn.Call(service, method, req, Slice(), &resp, &scratch, &sidecar));
+//   RRPC_RETURN_NOT_OK(conn.Call(service, method, req, Slice(), &resp, &scratch, &sidecars));
 //   conn.CloseAbortively();
 #pragma once
 
+#include <google/protobuf/message.h>
+
 #include <cstdint>
 #include <string>
-
-#include <google/protobuf/message.h>
+#include <vector>
 
 #include "util/monotime.h"
 #include "util/slice.h"
@@ -38,13 +39,13 @@ class RawRpcConnection {
   Status Open(const Sockaddr& server, MonoDelta io_timeout, const std::string& client_name);
 
   // Sends one call to service.method with `request` and at most one sidecar (none when empty)
-  // and waits for its response. Parses the body into `response`; `response_sidecar` (if not null)
-  // gets the first response sidecar, or an empty slice. `scratch` holds the response frame: the
-  // sidecar points into it until the next use. A server error is a RemoteError with its message.
+  // and waits for its response. Parses the body into `response` and the response's sidecars into
+  // `response_sidecars` (replaced). `scratch` holds the response frame: the sidecars point into
+  // it until its next use. A server error is a RemoteError with its code and message.
   Status Call(const std::string& service, const std::string& method,
               const google::protobuf::Message& request, Slice request_sidecar,
               google::protobuf::Message* response, std::string* scratch,
-              Slice* response_sidecar);
+              std::vector<Slice>* response_sidecars);
 
   // Closes with a reset (SO_LINGER 0): no TIME_WAIT is left behind, so a cps run does not use up
   // the ephemeral ports. Idempotent.

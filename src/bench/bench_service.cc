@@ -40,10 +40,12 @@ void BenchEchoService::Echo(const BenchRequestPB* req, BenchResponsePB* resp,
 
 Result<std::shared_ptr<rpc::Messenger>> StartBenchServer(const BenchServerOptions& options,
                                                          Sockaddr* bound) {
-  rpc::MessengerBuilder builder("server");
-  builder.set_num_reactors(options.reactors)
-      .set_num_workers(options.workers)
-      .set_service_queue_length(options.service_queue_length);
+  rpc::MessengerOptions messenger_options = options.messenger;
+  messenger_options.name = "server";
+  messenger_options.num_reactors = options.reactors;
+  messenger_options.num_workers = options.workers;
+  messenger_options.service_queue_length = options.service_queue_length;
+  rpc::MessengerBuilder builder(std::move(messenger_options));
   RRPC_ASSIGN_OR_RETURN(std::shared_ptr<rpc::Messenger> messenger, builder.Build());
   RRPC_RETURN_NOT_OK(messenger->RegisterService(
       std::make_unique<BenchEchoService>(options.corrupt_responses_for_test)));

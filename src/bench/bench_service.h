@@ -13,6 +13,7 @@
 
 #include "bench/bench.rrpc.h"
 #include "rpc/messenger.h"
+#include "rpc/messenger_options.h"
 #include "util/sockaddr.h"
 #include "util/status.h"
 
@@ -31,6 +32,9 @@ class BenchEchoService : public BenchServiceIf {
 };
 
 struct BenchServerOptions {
+  // Everything else about the server messenger (timeouts, message size limit, ...); its name,
+  // reactors, workers and queue length are replaced by the fields below.
+  rpc::MessengerOptions messenger;
   Sockaddr bind_address = Sockaddr::Loopback(0);
   int reactors = 2;
   int workers = 2;

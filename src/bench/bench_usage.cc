@@ -97,8 +97,7 @@ UsageSnapshot TakeUsageSnapshot() {
     ThreadSample sample;
     sample.tid = static_cast<pid_t>(atoi(entry->d_name));
     const std::string base = std::string("/proc/self/task/") + entry->d_name;
-    if (!ParseStatTimes(ReadSmallFile(base + "/stat"), &sample.utime_ticks,
-                        &sample.stime_ticks)) {
+    if (!ParseStatTimes(ReadSmallFile(base + "/stat"), &sample.utime_ticks, &sample.stime_ticks)) {
       continue;  // exited while we looked
     }
     const std::string status = ReadSmallFile(base + "/status");
@@ -139,6 +138,10 @@ UsageDelta SubtractUsage(const UsageSnapshot& start, const UsageSnapshot& end) {
     AddThreadCost(t, s, tick_s, totals);
   }
   d.threads_lost = static_cast<int>(before.size());
+  for (const auto& [tid, sample] : before) {
+    if (!d.lost_names.empty()) d.lost_names += ", ";
+    d.lost_names += sample->name;
+  }
   return d;
 }
 
@@ -158,11 +161,11 @@ Status EnsureFileLimit(uint64_t needed) {
   if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < needed) want.rlim_max = needed;
   if (setrlimit(RLIMIT_NOFILE, &want) != 0) {
     const int err = errno;
-    return Status::IllegalState(
-        "cannot raise the open file limit to " + std::to_string(needed) + " (soft " +
-            std::to_string(lim.rlim_cur) + ", hard " + std::to_string(lim.rlim_max) +
-            "): lower --connections or raise the hard limit (ulimit -Hn)",
-        strerror(err));
+    return Status::IllegalState("cannot raise the open file limit to " + std::to_string(needed) +
+                                    " (soft " + std::to_string(lim.rlim_cur) + ", hard " +
+                                    std::to_string(lim.rlim_max) +
+                                    "): lower --connections or raise the hard limit (ulimit -Hn)",
+                                strerror(err));
   }
   return Status::OK();
 }

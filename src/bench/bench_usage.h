@@ -66,6 +66,7 @@ struct UsageDelta {
   // Threads seen at the start but gone at the end: their share is missing from the role split
   // (not from `process`).
   int threads_lost = 0;
+  std::string lost_names;  // their names, comma-separated
 };
 
 // end - start. Threads born inside the interval count from zero.

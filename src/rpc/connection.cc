@@ -7,6 +7,7 @@
 #include "rpc/messenger.h"
 #include "rpc/negotiation.h"
 #include "rpc/reactor.h"
+#include "rpc/rpc_metrics.h"
 #include "rpc/wire_codec.h"
 
 namespace rrpc::rpc {
@@ -28,7 +29,10 @@ Connection::Connection(Reactor* reactor, Direction direction, Socket socket,
       state_(direction == Direction::kClient ? State::kConnecting : State::kNegotiating),
       reader_(options_.max_message_size, options_.read_block_size),
       created_(MonoTime::Now()),
-      last_activity_(created_) {}
+      last_activity_(created_) {
+  MessengerMetrics* m = reactor_->metrics();
+  if (m != nullptr) m->ConnectionOpened(/*accepted=*/direction == Direction::kServer);
+}
 
 Connection::~Connection() {
   DCHECK(state_ == State::kClosed) << "connection destroyed while open";
@@ -127,7 +131,7 @@ void Connection::Flush() {
     }
     // Gather consecutive transfers, stopping before any cancelled one.
     int n = 0;
-    for (OutboundTransfer* t : write_queue_) {
+    for (OutboundTransfer* t = write_queue_.front(); t != nullptr; t = TransferQueue::next(t)) {
       if (n == kMaxIovecs || t->cancelled()) break;
       n += t->FillIovecs(iov + n, kMaxIovecs - n);
     }
@@ -141,6 +145,7 @@ void Connection::Flush() {
       return;
     }
     bytes_sent_ += *written;
+    if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(*written);
     size_t left = *written;
     while (left > 0) {
       OutboundTransfer* t = write_queue_.front();
@@ -214,8 +219,12 @@ bool Connection::ReadIncoming() {
     if (preamble_received_ < kPreambleSize) return true;
   }
   for (int i = 0; i < kMaxReadsPerEvent && state_ != State::kClosed; i++) {
+    // writable_data() first: it makes the room (a block full up to a partial length prefix is
+    // relocated there). Asked before it, writable_size() could be 0, and recv() of 0 bytes
+    // returns 0, which reads as "peer closed" and dropped healthy connections.
+    uint8_t* const buf = reader_.writable_data();
     const size_t room = reader_.writable_size();
-    Result<size_t> got = transport_->Recv(reader_.writable_data(), room);
+    Result<size_t> got = transport_->Recv(buf, room);
     if (!got.ok()) {
       Status s = got.status();
       if (s.IsEndOfFile()) s = Status::NetworkError("connection closed by peer", remote_.ToString());
@@ -225,18 +234,25 @@ bool Connection::ReadIncoming() {
     if (*got == 0) break;
     reader_.Commit(*got);
     bytes_received_ += *got;
+    if (MessengerMetrics* m = reactor_->metrics()) m->received_bytes->IncrementBy(*got);
     last_activity_ = MonoTime::Now();
     BlockSlice frame;
     while (state_ != State::kClosed) {
       Result<bool> next = reader_.NextFrame(&frame);
       if (!next.ok()) {
-        Shutdown(next.status().CloneAndPrepend("bad frame from " + remote_.ToString()));
+        // Logged here (Shutdown only VLOGs): a peer breaking the protocol, e.g. a frame above
+        // max_message_size, is the operator's only clue why the connection dropped.
+        Status bad = next.status().CloneAndPrepend("bad frame from " + remote_.ToString());
+        LOG(WARNING) << bad.ToString();
+        Shutdown(bad);
         return false;
       }
       if (!*next) break;
       Status s = HandleFrame(std::move(frame));
       if (!s.ok()) {
-        Shutdown(s.CloneAndPrepend("bad frame from " + remote_.ToString()));
+        Status bad = s.CloneAndPrepend("bad frame from " + remote_.ToString());
+        LOG(WARNING) << bad.ToString();
+        Shutdown(bad);
         return false;
       }
     }
@@ -256,6 +272,7 @@ Status Connection::ReadPreamble() {
   }
   preamble_received_ += *got;
   bytes_received_ += *got;
+  if (MessengerMetrics* m = reactor_->metrics()) m->received_bytes->IncrementBy(*got);
   if (preamble_received_ < kPreambleSize) return Status::OK();
   Status s = CheckPreamble(preamble_);
   if (!s.ok()) SendNegotiationResponse(s);
@@ -308,7 +325,7 @@ void Connection::MarkOpen() {
     static_cast<TcpTransport*>(transport_.get())->socket()->SetNoDelay(true);
     return;
   }
-  std::deque<scoped_refptr<OutboundCall>> pending;
+  std::vector<scoped_refptr<OutboundCall>> pending;
   pending.swap(pending_calls_);
   for (auto& call : pending) {
     if (call->finished()) continue;
@@ -370,15 +387,15 @@ void Connection::Shutdown(const Status& reason) {
   transport_.reset(new TcpTransport(Socket()));  // closes the socket
 
   // Calls first (their callbacks see the failure), then the unsent bytes.
-  std::deque<scoped_refptr<OutboundCall>> pending;
+  std::vector<scoped_refptr<OutboundCall>> pending;
   pending.swap(pending_calls_);
   for (auto& call : pending) call->FinishWithError(reason);
   std::unordered_map<int32_t, scoped_refptr<OutboundCall>> awaiting;
   awaiting.swap(awaiting_response_);
   for (auto& [id, call] : awaiting) call->FinishWithError(reason);
-  std::deque<OutboundTransfer*> unsent;
-  unsent.swap(write_queue_);
-  for (OutboundTransfer* t : unsent) t->TransferAborted(reason);
+  TransferQueue unsent = write_queue_.TakeAll();
+  while (!unsent.empty()) unsent.pop_front()->TransferAborted(reason);
+  if (MessengerMetrics* m = reactor_->metrics()) m->ConnectionClosed();
   reactor_->ConnectionClosed(this);
 }
 

@@ -11,10 +11,10 @@
 
 #include <ev.h>
 
-#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "rpc/frame_reader.h"
 #include "rpc/outbound_call.h"
@@ -109,9 +109,9 @@ class Connection : public RefCounted<Connection> {
   size_t preamble_received_ = 0;
 
   // Transfers to write, in order. The connection owns the references they represent.
-  std::deque<OutboundTransfer*> write_queue_;
+  TransferQueue write_queue_;
   // Client side: calls queued before negotiation finished, sent when it does.
-  std::deque<scoped_refptr<OutboundCall>> pending_calls_;
+  std::vector<scoped_refptr<OutboundCall>> pending_calls_;
   // Client side: calls sent (or being sent) and awaiting their response, by call id.
   std::unordered_map<int32_t, scoped_refptr<OutboundCall>> awaiting_response_;
   // Server side: calls handed to the service pool and not yet answered.

@@ -25,6 +25,8 @@ class FrameReader {
 
   // Room to read into (never empty). Call Commit() with the bytes actually read.
   uint8_t* writable_data();
+  // The room writable_data() made. REQUIRES: writable_data() called first (until it has made
+  // room, a block full up to a partial frame reports 0).
   size_t writable_size() const;
   void Commit(size_t n);
 

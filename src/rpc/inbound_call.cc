@@ -3,6 +3,7 @@
 #include "rpc/connection.h"
 #include "rpc/constants.h"
 #include "rpc/reactor.h"
+#include "rpc/rpc_metrics.h"
 #include "rpc/wire_codec.h"
 
 namespace rrpc::rpc {
@@ -14,6 +15,7 @@ InboundCall::~InboundCall() = default;
 
 Status InboundCall::ParseFrom(BlockSlice frame, MonoTime arrival) {
   arrival_ = arrival;
+  frame_bytes_ = kFrameLengthSize + frame.slice.size();
   Slice tail;
   RRPC_RETURN_NOT_OK(ParseFrame(frame.slice, &header_, &body_, &tail));
   RRPC_RETURN_NOT_OK(SplitSidecars(tail, header_.sidecar_offsets(), &inbound_sidecars_));
@@ -39,6 +41,7 @@ void InboundCall::RespondFailure(ErrorStatusPB::RpcErrorCodePB code, const Statu
   ErrorStatusPB error;
   error.set_message(status.message());
   error.set_code(code);
+  if (metrics_ != nullptr) metrics_->CountError(code);
   outbound_sidecars_.clear();
   Respond(error, /*is_error=*/true);
 }
@@ -48,6 +51,7 @@ void InboundCall::RespondApplicationError(const Status& status) {
   error.set_message(status.message());
   error.set_code(ErrorStatusPB::ERROR_APPLICATION);
   error.set_app_status_code(static_cast<int32_t>(status.code()));
+  if (metrics_ != nullptr) metrics_->CountError(ErrorStatusPB::ERROR_APPLICATION);
   outbound_sidecars_.clear();
   Respond(error, /*is_error=*/true);
 }
@@ -71,12 +75,16 @@ void InboundCall::Respond(const google::protobuf::MessageLite& body, bool is_err
     return;
   }
   SetPayload(std::move(head).value(), std::move(outbound_sidecars_));
+  if (metrics_ != nullptr) metrics_->ResponseQueued(arrival_, total_bytes());
+  // An error's body is the ErrorStatusPB that RespondFailure/RespondApplicationError made.
+  rpcz_entry_.MarkResponded(is_error ? static_cast<const ErrorStatusPB*>(&body) : nullptr);
   // From here the reactor owns this call.
   Connection* conn = connection_.get();
   conn->reactor()->QueueResponse(this);
 }
 
 void InboundCall::TransferDone() {
+  rpcz_entry_.Finish(/*sent=*/true);
   connection_->InboundCallDone();
   delete this;
 }
@@ -84,6 +92,7 @@ void InboundCall::TransferDone() {
 void InboundCall::TransferAborted(const Status& status) {
   VLOG(1) << "response to call " << call_id() << " from " << remote_address().ToString()
           << " not sent: " << status.ToString();
+  rpcz_entry_.Finish(/*sent=*/false);
   connection_->InboundCallDone();
   delete this;
 }

@@ -13,6 +13,7 @@
 
 #include "rpc/outbound_transfer.h"
 #include "rpc/rpc_header.pb.h"
+#include "rpc/rpcz_store.h"
 #include "util/block.h"
 #include "util/monotime.h"
 #include "util/ref_counted.h"
@@ -22,6 +23,7 @@
 namespace rrpc::rpc {
 
 class Connection;
+struct MethodMetrics;
 class ServiceIf;
 struct RpcMethodInfo;
 
@@ -41,6 +43,11 @@ class InboundCall final : public OutboundTransfer {
   Slice serialized_request() const { return body_; }
   size_t num_inbound_sidecars() const { return inbound_sidecars_.size(); }
   Slice inbound_sidecar(size_t i) const { return inbound_sidecars_[i]; }
+  // The same bytes, sharing the frame's block: keeps them alive without a copy (e.g. to echo
+  // them back as a response sidecar, or to keep a value after the call).
+  BlockSlice inbound_sidecar_block(size_t i) const {
+    return BlockSlice{frame_block_, inbound_sidecars_[i]};
+  }
   const Sockaddr& remote_address() const;
   Connection* connection() const { return connection_.get(); }
 
@@ -54,10 +61,20 @@ class InboundCall final : public OutboundTransfer {
     method_ = method;
   }
   const RpcMethodInfo* method() const { return method_; }
+  // The method's metrics (nullptr: none), set along with the method; Respond*() records there.
+  void set_metrics(MethodMetrics* metrics) { metrics_ = metrics; }
+  MethodMetrics* metrics() const { return metrics_; }
+  // Bytes of the request frame, its length prefix included.
+  size_t frame_bytes() const { return frame_bytes_; }
 
   // Timeline, for metrics and /rpcz.
-  void RecordHandlingStarted() { handling_started_ = MonoTime::Now(); }
+  void RecordHandlingStarted() {
+    handling_started_ = MonoTime::Now();
+    rpcz_entry_.MarkStarted(handling_started_);
+  }
   MonoTime handling_started() const { return handling_started_; }
+  // The call's part of the /rpcz store (rpcz_store.h).
+  RpczCallEntry* rpcz_entry() { return &rpcz_entry_; }
 
   int AddOutboundSidecar(BlockSlice sidecar);
 
@@ -85,6 +102,10 @@ class InboundCall final : public OutboundTransfer {
   MonoTime handling_started_;
   const ServiceIf* service_ = nullptr;
   const RpcMethodInfo* method_ = nullptr;
+  MethodMetrics* metrics_ = nullptr;
+  size_t frame_bytes_ = 0;
+  // Last member: destroyed first, so /rpcz never sees a call whose header is gone.
+  RpczCallEntry rpcz_entry_;
 };
 
 }  // namespace rrpc::rpc

@@ -2,6 +2,7 @@
 
 #include "rpc/inbound_call.h"
 #include "rpc/outbound_call.h"
+#include "rpc/rpc_metrics.h"
 #include "rpc/service_if.h"
 #include "rpc/service_pool.h"
 
@@ -34,11 +35,24 @@ Messenger::Messenger(MessengerOptions options) : options_(std::move(options)) {}
 Messenger::~Messenger() { Shutdown(); }
 
 Status Messenger::Init() {
+  if (options_.enable_metrics) {
+    metric_registry_ = options_.metric_registry;
+    if (metric_registry_ == nullptr) {
+      owned_registry_ = std::make_unique<MetricRegistry>();
+      metric_registry_ = owned_registry_.get();
+    }
+    metrics_ = std::make_unique<MessengerMetrics>(metric_registry_, options_.name);
+  }
   ServicePoolOptions pool_options;
   pool_options.name = options_.name;
   pool_options.num_workers = options_.num_workers;
   pool_options.queue_length = options_.service_queue_length;
+  pool_options.metrics = metrics_.get();
   service_pool_ = std::make_unique<ServicePool>(pool_options);
+  if (metrics_) {
+    ServicePool* pool = service_pool_.get();
+    metrics_->AttachServiceQueueLength([pool] { return static_cast<int64_t>(pool->queue_size()); });
+  }
   for (int i = 0; i < options_.num_reactors; i++) {
     reactors_.push_back(std::make_unique<Reactor>(this, i));
     RRPC_RETURN_NOT_OK(reactors_.back()->Start());
@@ -91,6 +105,13 @@ void Messenger::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
     call->FailBeforeSend(Status::Aborted("messenger shut down"));
     return;
   }
+  // A call made on one of our reactors (typically from a callback) stays there: no cross-thread
+  // hand-off and the connection it already uses.
+  Reactor* current = Reactor::Current();
+  if (current != nullptr && current->messenger() == this) {
+    current->QueueOutboundCall(std::move(call));
+    return;
+  }
   const size_t index = (call->remote().Hash() + ThreadSalt()) % reactors_.size();
   reactors_[index]->QueueOutboundCall(std::move(call));
 }
@@ -120,6 +141,8 @@ void Messenger::Shutdown() {
   // Then the workers: queued calls are answered "unavailable" into closed connections.
   for (auto& reactor : reactors_) reactor->Shutdown();
   service_pool_->Shutdown();
+  // The registry may outlive the pool the gauge reads.
+  if (metrics_) metrics_->DetachServiceQueueLength();
 }
 
 }  // namespace rrpc::rpc

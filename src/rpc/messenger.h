@@ -23,6 +23,7 @@
 namespace rrpc::rpc {
 
 class InboundCall;
+class MessengerMetrics;
 class OutboundCall;
 class ServiceIf;
 class ServicePool;
@@ -54,6 +55,11 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   std::vector<ConnectionInfo> DumpConnections();
   // The bound listen address (unset before Listen).
   Sockaddr listen_address() const;
+  // Where this messenger's metrics are (options().metric_registry, or its own); nullptr when
+  // metrics are disabled.
+  MetricRegistry* metric_registry() const { return metric_registry_; }
+  // The cached metric pointers of the call path (rpc_metrics.h); nullptr when disabled.
+  MessengerMetrics* metrics() const { return metrics_.get(); }
 
  private:
   friend class MessengerBuilder;
@@ -61,6 +67,10 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   Status Init();
 
   const MessengerOptions options_;
+  // Declared before the reactors and the service pool, which use them: destroyed after them.
+  std::unique_ptr<MetricRegistry> owned_registry_;  // when options_ named none
+  MetricRegistry* metric_registry_ = nullptr;
+  std::unique_ptr<MessengerMetrics> metrics_;
   std::vector<std::unique_ptr<Reactor>> reactors_;
   std::unique_ptr<ServicePool> service_pool_;
   std::mutex mu_;  // guards listening_, service_pool_ creation

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "rpc/rpc_controller.h"
+#include "rpc/rpc_metrics.h"
 #include "rpc/wire_codec.h"
 
 namespace rrpc::rpc {
@@ -136,6 +137,7 @@ void OutboundCall::Finish(Status status, std::unique_ptr<ErrorStatusPB> error) {
     ev_timer_stop(loop_, &timer_);
     timer_active_ = false;
   }
+  if (metrics_ != nullptr) metrics_->CallFinished(status, sent_at_);
   controller_->status_ = std::move(status);
   controller_->error_ = std::move(error);
   controller_->finished_ = true;

@@ -26,6 +26,7 @@ namespace rrpc::rpc {
 
 class RpcController;
 class Reactor;
+struct ClientMethodMetrics;
 
 class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTransfer {
  public:
@@ -38,6 +39,9 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   // exceeds `max_message_size`.
   Status Serialize(const google::protobuf::Message& request, int32_t call_id,
                    size_t max_message_size);
+
+  // Caller thread, before Serialize(): where Finish records the outcome (nullptr: nowhere).
+  void set_metrics(ClientMethodMetrics* metrics) { metrics_ = metrics; }
 
   int32_t call_id() const { return call_id_; }
   const Sockaddr& remote() const { return remote_; }
@@ -84,6 +88,7 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   State state_ = State::kCreated;
   MonoTime sent_at_;
   bool timeout_deferred_ = false;
+  ClientMethodMetrics* metrics_ = nullptr;  // owned by the messenger
 
   // Timer state: reactor thread only.
   struct ev_loop* loop_ = nullptr;

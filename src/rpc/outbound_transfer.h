@@ -6,6 +6,7 @@
 
 #include <sys/uio.h>
 
+#include <utility>
 #include <vector>
 
 #include "util/block.h"
@@ -43,10 +44,48 @@ class OutboundTransfer {
   void ClearPayload();
 
  private:
+  friend class TransferQueue;
+  OutboundTransfer* next_in_queue_ = nullptr;  // TransferQueue's link
   BlockSlice head_;
   std::vector<BlockSlice> sidecars_;
   size_t total_bytes_ = 0;
   size_t bytes_written_ = 0;
+};
+
+// A FIFO of transfers linked through the transfers themselves: two pointers when empty (an idle
+// connection pays for nothing more) and no allocation per queued frame.
+class TransferQueue {
+ public:
+  bool empty() const { return head_ == nullptr; }
+  OutboundTransfer* front() const { return head_; }
+  void push_back(OutboundTransfer* t) {
+    t->next_in_queue_ = nullptr;
+    if (tail_ == nullptr) {
+      head_ = tail_ = t;
+    } else {
+      tail_->next_in_queue_ = t;
+      tail_ = t;
+    }
+  }
+  OutboundTransfer* pop_front() {
+    OutboundTransfer* t = head_;
+    head_ = t->next_in_queue_;
+    if (head_ == nullptr) tail_ = nullptr;
+    t->next_in_queue_ = nullptr;
+    return t;
+  }
+  static OutboundTransfer* next(const OutboundTransfer* t) { return t->next_in_queue_; }
+  // Takes every transfer, leaving this queue empty.
+  TransferQueue TakeAll() {
+    TransferQueue out;
+    std::swap(out.head_, head_);
+    std::swap(out.tail_, tail_);
+    return out;
+  }
+
+ private:
+  OutboundTransfer* head_ = nullptr;
+  OutboundTransfer* tail_ = nullptr;
 };
 
 // Connection-level bytes (preamble, negotiation) that nobody waits on; deletes itself when done.

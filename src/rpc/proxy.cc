@@ -19,6 +19,9 @@ void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Mess
   CHECK(!controller->finished()) << "RpcController reused without Reset()";
   scoped_refptr<OutboundCall> call(new OutboundCall(remote_, service_name_, method, response,
                                                     controller, std::move(callback)));
+  if (MessengerMetrics* metrics = messenger_->metrics()) {
+    call->set_metrics(client_metrics_.Get(metrics, service_name_, method));
+  }
   Status s = call->Serialize(request, messenger_->NextCallId(),
                              messenger_->options().max_message_size);
   if (!s.ok()) {

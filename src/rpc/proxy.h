@@ -14,6 +14,7 @@
 
 #include <google/protobuf/message.h>
 
+#include "rpc/rpc_metrics.h"
 #include "util/sockaddr.h"
 #include "util/status.h"
 
@@ -48,6 +49,8 @@ class Proxy {
   std::shared_ptr<Messenger> messenger_;
   Sockaddr remote_;
   std::string service_name_;
+  // The client metrics of the methods called through this proxy, found without a lock.
+  mutable ClientMetricsCache client_metrics_;
 };
 
 }  // namespace rrpc::rpc

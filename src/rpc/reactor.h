@@ -27,6 +27,7 @@ namespace rrpc::rpc {
 class Connection;
 class InboundCall;
 class Messenger;
+class MessengerMetrics;
 class OutboundCall;
 
 // What the connections page shows about one connection.
@@ -63,11 +64,15 @@ class Reactor {
   // Any thread. Snapshot of the connections (runs on the reactor; waits for it).
   std::vector<ConnectionInfo> DumpConnections();
 
-  bool IsCurrentThread() const { return std::this_thread::get_id() == thread_id_; }
+  bool IsCurrentThread() const { return Current() == this; }
+  // The reactor whose thread is calling, or nullptr on any other thread.
+  static Reactor* Current();
   struct ev_loop* loop() const { return loop_; }
   Messenger* messenger() const { return messenger_; }
   const MessengerOptions& options() const;
   int index() const { return index_; }
+  // The messenger's metrics; nullptr when disabled.
+  MessengerMetrics* metrics() const { return metrics_; }
 
   // Reactor thread: a connection closed itself; forget it.
   void ConnectionClosed(Connection* conn);
@@ -79,6 +84,9 @@ class Reactor {
   static void OnAccept(struct ev_loop* loop, ev_io* w, int revents);
   static void OnIdleScan(struct ev_loop* loop, ev_timer* w, int revents);
   static void OnPrepare(struct ev_loop* loop, ev_prepare* w, int revents);
+  static void OnCheck(struct ev_loop* loop, ev_check* w, int revents);
+  // Adds the time since the loop woke up (OnCheck) to reactor_busy_time_us.
+  void RecordBusyTime();
   void FlushScheduled();
   void RunLoop();
   void DrainIncomingWork();
@@ -99,6 +107,13 @@ class Reactor {
   ev_async async_watcher_;
   ev_timer idle_timer_;
   ev_prepare prepare_watcher_;  // flushes batched writes before the loop blocks
+  ev_check check_watcher_;      // with metrics: notes when the loop wakes up
+
+  MessengerMetrics* const metrics_;  // the messenger's; nullptr when disabled
+  // Reactor thread only: when the loop last woke up (0: not yet), and the nanoseconds of busy
+  // time not yet counted in whole microseconds.
+  MonoTime busy_since_;
+  int64_t busy_ns_carry_ = 0;
 
   // Incoming work from other threads. GUARDED_BY(mu_).
   std::mutex mu_;

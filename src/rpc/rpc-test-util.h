@@ -138,11 +138,19 @@ class RpcTestBase : public ::testing::Test {
     client_ = std::move(built).value();
   }
   void TearDown() override {
+    gate_.Open();  // a test that stopped early must not leave workers blocked
     if (client_) client_->Shutdown();
     if (server_) server_->Shutdown();
   }
   rtest::EchoServiceProxy Proxy() { return rtest::EchoServiceProxy(client_, server_addr_); }
 
+  // Makes every Echo wait at gate_ (see HandlerGate) until the test opens it.
+  void BlockEchoes() {
+    service_->set_echo_hook([this](const rtest::EchoRequestPB&, RpcContext*) { gate_.Pass(); });
+  }
+
+  // Lives as long as the fixture, so handlers never wait on a destroyed gate.
+  HandlerGate gate_;
   std::shared_ptr<Messenger> server_;
   std::shared_ptr<Messenger> client_;
   TestEchoService* service_ = nullptr;

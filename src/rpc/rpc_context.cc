@@ -32,6 +32,9 @@ int RpcContext::AddOutboundSidecar(BlockSlice sidecar) {
 }
 size_t RpcContext::num_inbound_sidecars() const { return call_->num_inbound_sidecars(); }
 Slice RpcContext::inbound_sidecar(size_t i) const { return call_->inbound_sidecar(i); }
+BlockSlice RpcContext::inbound_sidecar_block(size_t i) const {
+  return call_->inbound_sidecar_block(i);
+}
 MonoTime RpcContext::deadline() const { return call_->deadline(); }
 void RpcContext::InheritDeadline(RpcController* controller) const {
   controller->set_deadline(call_->deadline());

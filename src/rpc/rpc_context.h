@@ -46,6 +46,8 @@ class RpcContext {
   int AddOutboundSidecar(BlockSlice sidecar);
   size_t num_inbound_sidecars() const;
   Slice inbound_sidecar(size_t i) const;
+  // The sidecar's bytes with a reference to their block: zero copy beyond the call's life.
+  BlockSlice inbound_sidecar_block(size_t i) const;
 
   // When the caller stops waiting (arrival + its timeout); MonoTime::Max() if it set none.
   MonoTime deadline() const;

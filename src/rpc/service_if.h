@@ -14,6 +14,7 @@
 namespace rrpc::rpc {
 
 class RpcContext;
+struct MethodMetrics;
 
 // One method of a service: how to make its messages and how to run it.
 struct RpcMethodInfo {
@@ -26,6 +27,10 @@ struct RpcMethodInfo {
   std::function<void(const google::protobuf::Message* request,
                      google::protobuf::Message* response, RpcContext* context)>
       handler;
+  // The method's server metrics (rpc_metrics.h), owned by the messenger. Set by the service pool
+  // at registration, before any call, so reading it on the call path needs no lock; nullptr
+  // when metrics are disabled.
+  MethodMetrics* metrics = nullptr;
 };
 
 class ServiceIf {
@@ -41,6 +46,8 @@ class ServiceIf {
   void AddMethod(RpcMethodInfo info);
 
  private:
+  friend class ServicePool;  // sets each method's `metrics` at registration
+
   std::unordered_map<std::string_view, std::unique_ptr<RpcMethodInfo>> methods_;
 };
 

@@ -1,6 +1,7 @@
 #include "rpc/service_pool.h"
 
 #include "rpc/rpc_context.h"
+#include "rpc/rpc_metrics.h"
 #include "rpc/service_if.h"
 #include "util/thread.h"
 
@@ -14,8 +15,12 @@ ServicePool::~ServicePool() { Shutdown(); }
 Status ServicePool::RegisterService(std::unique_ptr<ServiceIf> service) {
   if (started_.load()) return Status::IllegalState("services must be registered before start");
   const std::string name = service->service_name();
-  if (!services_.emplace(name, std::move(service)).second) {
-    return Status::AlreadyPresent("service already registered", name);
+  auto [it, inserted] = services_.emplace(name, std::move(service));
+  if (!inserted) return Status::AlreadyPresent("service already registered", name);
+  if (options_.metrics != nullptr) {
+    for (auto& [method_name, info] : it->second->methods_) {
+      info->metrics = options_.metrics->ServerMethod(name, info->method_name);
+    }
   }
   return Status::OK();
 }
@@ -58,6 +63,7 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
   const ServiceIf* service = FindService(raw->service_name());
   if (service == nullptr) {
     stats_.no_such_method.fetch_add(1, std::memory_order_relaxed);
+    if (options_.metrics != nullptr) options_.metrics->no_such_method->Increment();
     raw->RespondFailure(ErrorStatusPB::ERROR_NO_SUCH_SERVICE,
                         Status::NotFound("no such service: " + raw->service_name()));
     return;
@@ -65,12 +71,18 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
   const RpcMethodInfo* method = service->FindMethod(raw->method_name());
   if (method == nullptr) {
     stats_.no_such_method.fetch_add(1, std::memory_order_relaxed);
+    if (options_.metrics != nullptr) options_.metrics->no_such_method->Increment();
     raw->RespondFailure(ErrorStatusPB::ERROR_NO_SUCH_METHOD,
                         Status::NotFound("no such method: " + raw->service_name() + "." +
                                          raw->method_name()));
     return;
   }
   raw->set_method(service, method);
+  if (method->metrics != nullptr) {
+    raw->set_metrics(method->metrics);
+    method->metrics->CallRouted(raw->frame_bytes());
+  }
+  rpcz_store_.TrackInboundCall(raw);
   InboundCall* evicted = nullptr;
   switch (queue_.Put(raw, &evicted)) {
     case decltype(queue_)::PutResult::kHandedOff:
@@ -85,6 +97,7 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
       [[fallthrough]];
     case decltype(queue_)::PutResult::kRejected:
       stats_.rejected_too_busy.fetch_add(1, std::memory_order_relaxed);
+      if (options_.metrics != nullptr) options_.metrics->service_queue_overflows->Increment();
       raw->RespondFailure(ErrorStatusPB::ERROR_SERVER_TOO_BUSY,
                           Status::ServiceUnavailable(
                               "server too busy: service queue of " +
@@ -105,8 +118,14 @@ void ServicePool::RunWorker() {
 
 void ServicePool::RunCall(InboundCall* call) {
   call->RecordHandlingStarted();
+  MethodMetrics* const metrics = call->metrics();  // read now: the handler may delete the call
+  const MonoTime started = call->handling_started();
+  if (metrics != nullptr) {
+    metrics->queue_time_us->Record(MethodMetrics::ElapsedMicros(call->arrival_time(), started));
+  }
   if (call->handling_started() > call->deadline()) {
     stats_.expired_in_queue.fetch_add(1, std::memory_order_relaxed);
+    if (metrics != nullptr) metrics->messenger->calls_expired_in_queue->Increment();
     call->RespondFailure(ErrorStatusPB::ERROR_TIMED_OUT,
                          Status::TimedOut("call expired in the service queue after " +
                                           (call->handling_started() - call->arrival_time())
@@ -128,6 +147,9 @@ void ServicePool::RunCall(InboundCall* call) {
   auto* context = new RpcContext(std::unique_ptr<InboundCall>(call), std::move(request),
                                  std::move(response));
   method->handler(context->request(), context->response(), context);
+  if (metrics != nullptr) {
+    metrics->handler_time_us->Record(MethodMetrics::ElapsedMicros(started, MonoTime::Now()));
+  }
 }
 
 }  // namespace rrpc::rpc

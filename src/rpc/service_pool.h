@@ -15,17 +15,21 @@
 #include <vector>
 
 #include "rpc/inbound_call.h"
+#include "rpc/rpcz_store.h"
 #include "util/deadline_queue.h"
 #include "util/status.h"
 
 namespace rrpc::rpc {
 
+class MessengerMetrics;
 class ServiceIf;
 
 struct ServicePoolOptions {
   std::string name = "rrpc";
   int num_workers = 2;
   size_t queue_length = 64;
+  // The messenger's metrics (it owns them and outlives the pool); nullptr: none.
+  MessengerMetrics* metrics = nullptr;
 };
 
 // Counters the pool keeps; read them any time (relaxed).
@@ -57,6 +61,8 @@ class ServicePool {
   std::vector<const ServiceIf*> services() const;
   const ServicePoolStats& stats() const { return stats_; }
   size_t queue_size() const { return queue_.size(); }
+  // The calls in flight and the recent slow and failed ones, for /rpcz.
+  RpczStore* rpcz_store() { return &rpcz_store_; }
 
  private:
   struct CallDeadline {
@@ -66,6 +72,7 @@ class ServicePool {
   void RunCall(InboundCall* call);
 
   const ServicePoolOptions options_;
+  RpczStore rpcz_store_;  // Declared before the queue and workers: outlives the calls they hold.
   std::unordered_map<std::string, std::unique_ptr<ServiceIf>> services_;
   DeadlineQueue<InboundCall, CallDeadline> queue_;
   std::vector<std::thread> workers_;

@@ -1,0 +1,76 @@
+// Latency mode: one client thread on one connection makes one synchronous call at a time, so
+// each call's time is the whole round trip with nothing queued ahead of it.
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "bench/bench.rrpc.h"
+#include "bench/bench_modes.h"
+#include "bench/bench_payload.h"
+#include "rpc/messenger.h"
+#include "rpc/rpc_controller.h"
+#include "util/thread.h"
+
+namespace rrpc::bench {
+
+namespace {
+
+// The client thread's loop: until the run stops or fails.
+void RunLatencyClient(const BenchConfig& config, const BenchServiceProxy& proxy,
+                      RunControl* control, LatencyRecorders* recorders) {
+  LatencyRecorders::PerThread* recorder = recorders->Local();
+  BenchRequestPB request;
+  InitRequest(config, /*stream=*/0, &request);
+  std::string sidecar(config.sidecar_bytes, '\0');
+  FillPattern(/*stream=*/1ULL << 32, sidecar.data(), sidecar.size());
+  BenchResponsePB response;
+  rpc::RpcController ctl;
+  for (uint64_t seq = 0; !control->stopping(); seq++) {
+    StampCall(seq, &request, &sidecar);
+    ctl.Reset();
+    ctl.set_timeout(config.call_timeout);
+    if (!sidecar.empty()) ctl.AddOutboundSidecar(Slice(sidecar));
+    const MonoTime start = MonoTime::Now();
+    Status s = proxy.Echo(request, &response, &ctl);
+    const MonoTime end = MonoTime::Now();
+    if (s.ok()) {
+      s = CheckResponse(config, request, response, Slice(sidecar), ctl.num_inbound_sidecars(),
+                        ctl.num_inbound_sidecars() > 0 ? ctl.inbound_sidecar(0) : Slice());
+    }
+    if (!s.ok()) {
+      control->Fail(s.CloneAndPrepend("Echo call " + std::to_string(seq)));
+      return;
+    }
+    if (control->measuring()) {
+      recorder->completed++;
+      recorder->latency_ns.Record(static_cast<uint64_t>((end - start).ToNanoseconds()));
+    }
+  }
+}
+
+}  // namespace
+
+Status RunLatencyMode(const BenchConfig& config, RunControl* control, ModeOutput* out) {
+  rpc::MessengerOptions options = config.client_messenger;
+  options.name = "client";
+  options.num_reactors = config.client_reactors;
+  rpc::MessengerBuilder builder(std::move(options));
+  RRPC_ASSIGN_OR_RETURN(std::shared_ptr<rpc::Messenger> client, builder.Build());
+  const BenchServiceProxy proxy(client, config.server);
+  LatencyRecorders recorders;
+  RRPC_ASSIGN_OR_RETURN(std::thread thread, StartThread("bench", "client-bench-0", [&] {
+                          RunLatencyClient(config, proxy, control, &recorders);
+                        }));
+  control->RunWindow(config.warmup_seconds, config.run_seconds, &out->window_start,
+                     &out->window_end);
+  out->measured = control->measured();
+  // Bounded: the thread's call in flight ends by its timeout at the latest.
+  thread.join();
+  client->Shutdown();
+  recorders.Merge(&out->completed, &out->latency_ns);
+  if (control->failed()) return control->error();
+  return Status::OK();
+}
+
+}  // namespace rrpc::bench

@@ -1,0 +1,182 @@
+// Tests of rpc-bench's pieces: the payload rule, the raw client against a real server, the usage
+// accounting, and every mode run briefly end to end (including a server that damages responses,
+// which must fail the run).
+#include "bench/bench_modes.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "bench/bench.rrpc.h"
+#include "bench/bench_payload.h"
+#include "bench/bench_raw_client.h"
+#include "bench/bench_service.h"
+#include "bench/bench_usage.h"
+#include "util/thread.h"
+
+namespace rrpc::bench {
+namespace {
+
+TEST(BenchPayloadTest, EchoOfAnySizePassesTheCheck) {
+  std::string request(100, '\0');
+  FillPattern(7, request.data(), request.size());
+  StampSequence(12345, request.data(), request.size());
+  for (size_t len : {0, 1, 99, 100, 101, 250}) {
+    std::string response(len, '\0');
+    BuildEcho(Slice(request), response.data(), len);
+    EXPECT_TRUE(CheckEcho(Slice(request), Slice(response), len, "payload").ok()) << len;
+  }
+  std::string empty_echo(30, '\0');
+  BuildEcho(Slice(), empty_echo.data(), empty_echo.size());
+  EXPECT_TRUE(CheckEcho(Slice(), Slice(empty_echo), 30, "payload").ok());
+}
+
+TEST(BenchPayloadTest, CheckCatchesWrongSizeWrongByteAndAnotherCallsBytes) {
+  std::string request(64, '\0');
+  FillPattern(1, request.data(), request.size());
+  StampSequence(1, request.data(), request.size());
+  std::string response = request;
+  EXPECT_TRUE(CheckEcho(Slice(request), Slice(response), 64, "payload").ok());
+  EXPECT_TRUE(CheckEcho(Slice(request), Slice(response), 65, "payload").IsCorruption());
+  response[40] ^= 1;
+  Status s = CheckEcho(Slice(request), Slice(response), 64, "payload");
+  EXPECT_TRUE(s.IsCorruption());
+  EXPECT_NE(std::string::npos, s.ToString().find("byte 40")) << s.ToString();
+  // The answer to call 2 of the same stream is not an answer to call 1.
+  std::string other = request;
+  StampSequence(2, other.data(), other.size());
+  EXPECT_TRUE(CheckEcho(Slice(request), Slice(other), 64, "payload").IsCorruption());
+}
+
+TEST(BenchUsageTest, ClassifiesThreadsByNamePrefix) {
+  EXPECT_EQ(ThreadRole::kServer, RoleOfThreadName("server-reactor-0"));
+  EXPECT_EQ(ThreadRole::kServer, RoleOfThreadName("server-worker-1"));
+  EXPECT_EQ(ThreadRole::kClient, RoleOfThreadName("client-reactor-1"));
+  EXPECT_EQ(ThreadRole::kClient, RoleOfThreadName("client-bench-0"));
+  EXPECT_EQ(ThreadRole::kOther, RoleOfThreadName("rpc-bench"));
+}
+
+TEST(BenchUsageTest, SnapshotListsTheCallingThreadUnderItsRegisteredName) {
+  UsageSnapshot snap;
+  std::thread t =
+      StartThread("bench", "client-usage-test", [&snap] { snap = TakeUsageSnapshot(); }).value();
+  t.join();
+  bool found = false;
+  for (const ThreadSample& s : snap.threads) {
+    if (s.name == "client-usage-test") {
+      found = true;
+      EXPECT_EQ(ThreadRole::kClient, s.role);
+    }
+  }
+  EXPECT_TRUE(found);
+  EXPECT_GT(ReadProcessStatusKb("VmRSS"), 0);
+}
+
+class BenchModesTest : public ::testing::Test {
+ protected:
+  void StartServer(bool corrupt = false) {
+    BenchServerOptions options;
+    options.corrupt_responses_for_test = corrupt;
+    auto started = StartBenchServer(options, &config_.server);
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    server_ = std::move(started).value();
+    config_.in_process_server = true;
+    config_.run_seconds = 0.3;
+    config_.warmup_seconds = 0.05;
+    config_.async_call_concurrency = 8;
+    config_.connections = 50;
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+  Status Run(BenchMode mode, ModeOutput* out) {
+    config_.mode = mode;
+    RunControl control;
+    switch (mode) {
+      case BenchMode::kThroughput:
+        return RunThroughputMode(config_, &control, out);
+      case BenchMode::kLatency:
+        return RunLatencyMode(config_, &control, out);
+      case BenchMode::kCps:
+        return RunCpsMode(config_, &control, out);
+      case BenchMode::kSparse:
+        return RunSparseMode(config_, &control, out);
+    }
+    return Status::OK();
+  }
+
+  BenchConfig config_;
+  std::shared_ptr<rpc::Messenger> server_;
+};
+
+TEST_F(BenchModesTest, EveryModeCompletesCheckedCalls) {
+  StartServer();
+  for (BenchMode mode :
+       {BenchMode::kThroughput, BenchMode::kLatency, BenchMode::kCps, BenchMode::kSparse}) {
+    ModeOutput out;
+    Status s = Run(mode, &out);
+    ASSERT_TRUE(s.ok()) << ModeName(mode) << ": " << s.ToString();
+    EXPECT_GT(out.completed, 0u) << ModeName(mode);
+    EXPECT_EQ(out.completed, out.latency_ns.count()) << ModeName(mode);
+  }
+}
+
+TEST_F(BenchModesTest, SparseReportsItsConnectionsAndMemory) {
+  StartServer();
+  ModeOutput out;
+  Status s = Run(BenchMode::kSparse, &out);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(50, out.connections);
+  EXPECT_GT(out.rss_before_open_kb, 0);
+  EXPECT_GT(out.rss_all_open_kb, 0);
+  EXPECT_GT(out.rss_after_run_kb, 0);
+}
+
+TEST_F(BenchModesTest, SidecarsAndOtherResponseSizesAreEchoedAndChecked) {
+  StartServer();
+  config_.payload_bytes = 100;
+  config_.response_bytes = 333;
+  config_.sidecar_bytes = 5000;
+  for (BenchMode mode : {BenchMode::kThroughput, BenchMode::kLatency, BenchMode::kCps}) {
+    ModeOutput out;
+    Status s = Run(mode, &out);
+    ASSERT_TRUE(s.ok()) << ModeName(mode) << ": " << s.ToString();
+    EXPECT_GT(out.completed, 0u);
+  }
+}
+
+TEST_F(BenchModesTest, DamagedResponsesFailTheRun) {
+  StartServer(/*corrupt=*/true);
+  for (BenchMode mode :
+       {BenchMode::kThroughput, BenchMode::kLatency, BenchMode::kCps, BenchMode::kSparse}) {
+    ModeOutput out;
+    Status s = Run(mode, &out);
+    EXPECT_TRUE(s.IsCorruption()) << ModeName(mode) << ": " << s.ToString();
+  }
+}
+
+TEST_F(BenchModesTest, RawConnectionReportsServerErrors) {
+  StartServer();
+  RawRpcConnection conn;
+  ASSERT_TRUE(conn.Open(config_.server, MonoDelta::FromSeconds(10), "test").ok());
+  BenchRequestPB request;
+  request.set_payload("abc");
+  BenchResponsePB response;
+  std::string scratch;
+  std::vector<Slice> sidecars;
+  Status s = conn.Call(BenchServiceIf::static_service_name(), "NoSuchMethod", request, Slice(),
+                       &response, &scratch, &sidecars);
+  EXPECT_TRUE(s.IsRemoteError()) << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find("ERROR_NO_SUCH_METHOD")) << s.ToString();
+  // The connection stays usable after an error response.
+  ASSERT_TRUE(conn.Call(BenchServiceIf::static_service_name(), "Echo", request, Slice(), &response,
+                        &scratch, &sidecars)
+                  .ok());
+  EXPECT_EQ("abc", response.payload());
+  conn.CloseAbortively();
+  EXPECT_FALSE(conn.is_open());
+}
+
+}  // namespace
+}  // namespace rrpc::bench

@@ -1,0 +1,42 @@
+// The four rpc-bench modes. Each runs its clients against config.server, drives the warmup and
+// the measuring window through `control`, checks every response, and returns what it measured.
+// A failed or wrong call fails the run: the mode returns the first failure (control->error()).
+// Called from the main thread; each starts and joins its own threads before returning.
+//
+//  - throughput: a client Messenger; each client thread keeps async_call_concurrency calls in
+//    flight, each completion (on a reactor thread) issuing the next call at once.
+//  - latency: one client thread, one connection, one synchronous call at a time.
+//  - cps: each client thread opens a fresh connection (RawRpcConnection), negotiates, makes one
+//    call and closes it, in a loop; counts connections.
+//  - sparse: opens config.connections connections (RawRpcConnection), then config.senders
+//    threads go round them making one call each and sleeping sleep_us in between; measures RSS
+//    per connection.
+#pragma once
+
+#include "bench/bench.pb.h"
+#include "bench/bench_config.h"
+#include "bench/bench_runner.h"
+#include "util/slice.h"
+#include "util/status.h"
+
+namespace rrpc::bench {
+
+Status RunThroughputMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
+Status RunLatencyMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
+Status RunCpsMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
+Status RunSparseMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
+
+// Shared by the modes (bench_modes.cc).
+
+// A request of config.payload_bytes of stream `stream`'s pattern, asking for
+// config.response_bytes back (the field is left out when they are equal).
+void InitRequest(const BenchConfig& config, uint64_t stream, BenchRequestPB* request);
+// Stamps call `seq` into the request's payload and into `sidecar` (may be empty).
+void StampCall(uint64_t seq, BenchRequestPB* request, std::string* sidecar);
+// OK when the response echoes the request (bench_payload.h) and, when a sidecar was sent, exactly
+// one response sidecar echoes it.
+Status CheckResponse(const BenchConfig& config, const BenchRequestPB& request,
+                     const BenchResponsePB& response, Slice request_sidecar,
+                     size_t num_response_sidecars, Slice response_sidecar);
+
+}  // namespace rrpc::bench

@@ -1,0 +1,269 @@
+// rpc-bench: rrpc's benchmark. Runs an echo server (in this process, or elsewhere with
+// --server_addr, or only the server with --server_only) and clients in one of four modes, checks
+// every response, and prints a summary and one RESULT line (bench_report.h). See --help.
+//
+//   rpc-bench --mode=throughput --run_seconds=5 --payload_bytes=64
+//   rpc-bench --server_only --port=7000 &   rpc-bench --server_addr=127.0.0.1:7000
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+#include <signal.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "bench/bench_config.h"
+#include "bench/bench_modes.h"
+#include "bench/bench_report.h"
+#include "bench/bench_runner.h"
+#include "bench/bench_service.h"
+#include "bench/bench_usage.h"
+#include "rpc/messenger.h"
+#include "rpc/messenger_flags.h"
+
+DEFINE_string(mode, "throughput",
+              "throughput: async calls kept in flight; latency: one synchronous call at a time; "
+              "cps: a new connection per call; sparse: many connections, each called rarely");
+DEFINE_string(transport, "tcp", "Transport; only tcp exists so far");
+DEFINE_string(server_addr, "",
+              "host:port of a running rpc-bench server (--server_only); empty runs the server in "
+              "this process on 127.0.0.1 with an ephemeral port");
+DEFINE_int32(server_reactors, 2, "Server reactor threads (each accepts and does socket I/O)");
+DEFINE_int32(worker_threads, 2, "Server worker threads running the echo handler");
+DEFINE_int32(client_reactors, 2, "Client messenger reactor threads (throughput, latency)");
+DEFINE_int32(client_threads, 2,
+             "Client threads: each starts its share of calls (throughput) or opens connections "
+             "in a loop (cps); latency mode always uses one");
+DEFINE_int32(async_call_concurrency, 64,
+             "throughput: calls each client thread keeps in flight; more raises throughput until "
+             "the server saturates, then only adds queueing latency");
+DEFINE_double(run_seconds, 5, "Length of the measuring window, in seconds");
+DEFINE_double(warmup_seconds, 1, "Seconds of load before the window opens (not counted)");
+DEFINE_int32(payload_bytes, 64, "Request payload, in bytes");
+DEFINE_int32(response_bytes, -1, "Response payload, in bytes; -1: the same as --payload_bytes");
+DEFINE_int32(sidecar_bytes, 0,
+             "Bytes of one request sidecar, echoed back as a response sidecar; 0: none");
+DEFINE_int32(service_queue_length, 1024,
+             "Server: calls that may wait for a worker; beyond it calls fail as too busy (which "
+             "fails the run)");
+DEFINE_int32(call_timeout_ms, 10000,
+             "Deadline of each call (and of each socket wait of cps/sparse clients); a call that "
+             "misses it fails the run");
+DEFINE_bool(json, false, "Also print the result as one JSON object");
+DEFINE_int32(connections, 10000, "sparse: connections held open");
+DEFINE_int32(senders, 2, "sparse: threads that go round the connections making calls");
+DEFINE_int64(sleep_us, 1000, "sparse: each sender's pause between calls, in microseconds");
+DEFINE_bool(server_only, false,
+            "Run only the server, on --bind_host:--port, until SIGINT or SIGTERM");
+DEFINE_string(bind_host, "127.0.0.1", "--server_only: address to listen on");
+DEFINE_int32(port, 0, "--server_only: port to listen on; 0 picks a free one (printed)");
+DEFINE_bool(corrupt_responses_for_test, false,
+            "Testing only: the server damages every response, which must fail the run");
+
+namespace rrpc::bench {
+namespace {
+
+// Exit codes: 0 success, 1 the run failed (a call failed or a response was wrong), 2 bad flags.
+constexpr int kExitRunFailed = 1;
+constexpr int kExitUsage = 2;
+// rrpc's default maximum message size; requests and responses must fit in it.
+constexpr int64_t kMaxMessageBytes = 64 * 1024 * 1024;
+
+// Checks the flags and fills everything but the server address. A message on a bad value.
+bool ConfigFromFlags(BenchConfig* c, std::string* error) {
+  if (FLAGS_mode == "throughput") {
+    c->mode = BenchMode::kThroughput;
+  } else if (FLAGS_mode == "latency") {
+    c->mode = BenchMode::kLatency;
+  } else if (FLAGS_mode == "cps") {
+    c->mode = BenchMode::kCps;
+  } else if (FLAGS_mode == "sparse") {
+    c->mode = BenchMode::kSparse;
+  } else {
+    *error = "--mode must be throughput, latency, cps or sparse, not '" + FLAGS_mode + "'";
+    return false;
+  }
+  if (FLAGS_transport != "tcp") {
+    *error = "--transport=" + FLAGS_transport +
+             " is not supported yet: rpc-bench only runs over tcp for now";
+    return false;
+  }
+  struct PositiveFlag {
+    const char* name;
+    int64_t value;
+  };
+  for (const PositiveFlag& f :
+       {PositiveFlag{"server_reactors", FLAGS_server_reactors},
+        PositiveFlag{"worker_threads", FLAGS_worker_threads},
+        PositiveFlag{"client_reactors", FLAGS_client_reactors},
+        PositiveFlag{"client_threads", FLAGS_client_threads},
+        PositiveFlag{"async_call_concurrency", FLAGS_async_call_concurrency},
+        PositiveFlag{"service_queue_length", FLAGS_service_queue_length},
+        PositiveFlag{"call_timeout_ms", FLAGS_call_timeout_ms},
+        PositiveFlag{"connections", FLAGS_connections}, PositiveFlag{"senders", FLAGS_senders}}) {
+    if (f.value < 1) {
+      *error = std::string("--") + f.name + " must be at least 1";
+      return false;
+    }
+  }
+  if (!(FLAGS_run_seconds > 0) || !(FLAGS_warmup_seconds >= 0)) {
+    *error = "--run_seconds must be positive and --warmup_seconds not negative";
+    return false;
+  }
+  if (FLAGS_payload_bytes < 0 || FLAGS_response_bytes < -1 || FLAGS_sidecar_bytes < 0 ||
+      FLAGS_sleep_us < 0) {
+    *error = "sizes and --sleep_us must not be negative (--response_bytes may be -1)";
+    return false;
+  }
+  const int64_t response = FLAGS_response_bytes < 0 ? FLAGS_payload_bytes : FLAGS_response_bytes;
+  // Leave room for headers below the message size limit.
+  if (FLAGS_payload_bytes + int64_t{FLAGS_sidecar_bytes} > kMaxMessageBytes - 4096 ||
+      response + int64_t{FLAGS_sidecar_bytes} > kMaxMessageBytes - 4096) {
+    *error = "payload, response and sidecar must fit in rrpc's 64 MiB message limit";
+    return false;
+  }
+  c->client_messenger = rpc::MessengerOptionsFromFlags("client");
+  c->client_reactors = FLAGS_client_reactors;
+  c->client_threads = c->mode == BenchMode::kLatency ? 1 : FLAGS_client_threads;
+  c->async_call_concurrency = FLAGS_async_call_concurrency;
+  c->run_seconds = FLAGS_run_seconds;
+  c->warmup_seconds = FLAGS_warmup_seconds;
+  c->payload_bytes = static_cast<size_t>(FLAGS_payload_bytes);
+  c->response_bytes = static_cast<size_t>(response);
+  c->sidecar_bytes = static_cast<size_t>(FLAGS_sidecar_bytes);
+  c->call_timeout = MonoDelta::FromMilliseconds(FLAGS_call_timeout_ms);
+  c->connections = FLAGS_connections;
+  c->senders = FLAGS_senders;
+  c->sleep_us = FLAGS_sleep_us;
+  return true;
+}
+
+BenchServerOptions ServerOptionsFromFlags() {
+  BenchServerOptions options;
+  options.messenger = rpc::MessengerOptionsFromFlags("server");
+  options.reactors = FLAGS_server_reactors;
+  options.workers = FLAGS_worker_threads;
+  options.service_queue_length = static_cast<size_t>(FLAGS_service_queue_length);
+  options.corrupt_responses_for_test = FLAGS_corrupt_responses_for_test;
+  return options;
+}
+
+int RunServerOnly() {
+  if (FLAGS_port < 0 || FLAGS_port > 65535) {
+    fprintf(stderr, "rpc-bench: --port must be in [0, 65535]\n");
+    return kExitUsage;
+  }
+  Result<Sockaddr> bind =
+      Sockaddr::Parse(FLAGS_bind_host.find(':') != std::string::npos
+                          ? "[" + FLAGS_bind_host + "]:" + std::to_string(FLAGS_port)
+                          : FLAGS_bind_host + ":" + std::to_string(FLAGS_port));
+  if (!bind.ok()) {
+    fprintf(stderr, "rpc-bench: bad --bind_host: %s\n", bind.status().ToString().c_str());
+    return kExitUsage;
+  }
+  // Block the stop signals in every thread (the server's threads inherit this mask) and take
+  // them with sigwait on this one.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  BenchServerOptions options = ServerOptionsFromFlags();
+  options.bind_address = *bind;
+  Sockaddr bound;
+  Result<std::shared_ptr<rpc::Messenger>> server = StartBenchServer(options, &bound);
+  if (!server.ok()) {
+    fprintf(stderr, "rpc-bench: cannot start the server: %s\n", server.status().ToString().c_str());
+    return kExitRunFailed;
+  }
+  printf("rpc-bench server listening on %s (%d reactors, %d workers); SIGINT or SIGTERM stops it\n",
+         bound.ToString().c_str(), options.reactors, options.workers);
+  fflush(stdout);
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  // Memory before the shutdown closes the connections (sparse runs against this server).
+  const int64_t rss_kb = ReadProcessStatusKb("VmRSS");
+  (*server)->Shutdown();
+  printf("rpc-bench server stopped by signal %d; RSS %" PRId64 " kB, peak %" PRId64 " kB\n", sig,
+         rss_kb, ReadProcessStatusKb("VmHWM"));
+  return 0;
+}
+
+int Run() {
+  if (FLAGS_server_only) return RunServerOnly();
+  BenchConfig config;
+  std::string error;
+  if (!ConfigFromFlags(&config, &error)) {
+    fprintf(stderr, "rpc-bench: %s\n", error.c_str());
+    return kExitUsage;
+  }
+
+  std::shared_ptr<rpc::Messenger> server;
+  if (FLAGS_server_addr.empty()) {
+    Result<std::shared_ptr<rpc::Messenger>> started =
+        StartBenchServer(ServerOptionsFromFlags(), &config.server);
+    if (!started.ok()) {
+      fprintf(stderr, "rpc-bench: cannot start the in-process server: %s\n",
+              started.status().ToString().c_str());
+      return kExitRunFailed;
+    }
+    server = std::move(started).value();
+    config.in_process_server = true;
+  } else {
+    Result<Sockaddr> addr = Sockaddr::Parse(FLAGS_server_addr);
+    if (!addr.ok()) {
+      fprintf(stderr, "rpc-bench: bad --server_addr: %s\n", addr.status().ToString().c_str());
+      return kExitUsage;
+    }
+    config.server = *addr;
+    config.in_process_server = false;
+  }
+
+  RunControl control;
+  ModeOutput output;
+  Status s;
+  switch (config.mode) {
+    case BenchMode::kThroughput:
+      s = RunThroughputMode(config, &control, &output);
+      break;
+    case BenchMode::kLatency:
+      s = RunLatencyMode(config, &control, &output);
+      break;
+    case BenchMode::kCps:
+      s = RunCpsMode(config, &control, &output);
+      break;
+    case BenchMode::kSparse:
+      s = RunSparseMode(config, &control, &output);
+      break;
+  }
+  if (s.ok() && output.completed == 0) {
+    s = Status::IllegalState("no call completed inside the measuring window");
+  }
+  if (!s.ok()) {
+    if (server) server->Shutdown();
+    fprintf(stderr, "rpc-bench: FAILED: %s\n", s.ToString().c_str());
+    return kExitRunFailed;
+  }
+  // Report before stopping the server so its memory still counts in the RSS figures.
+  PrintReport(config, output, FLAGS_json, stdout);
+  if (server) server->Shutdown();
+  return 0;
+}
+
+}  // namespace
+}  // namespace rrpc::bench
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "rrpc's benchmark: an echo server and clients in one of four modes; prints a summary and "
+      "one RESULT line. The --rpc_* messenger flags apply to both messengers, except that "
+      "--server_reactors, --worker_threads, --service_queue_length and --client_reactors "
+      "replace --rpc_num_reactors, --rpc_num_workers and --rpc_service_queue_length");
+  // Logs go to stderr unless asked otherwise: a benchmark run should leave no log files behind.
+  gflags::SetCommandLineOptionWithMode("logtostderr", "true", gflags::SET_FLAGS_DEFAULT);
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  google::InitGoogleLogging(argv[0]);
+  return rrpc::bench::Run();
+}

@@ -1,0 +1,468 @@
+// Client-side behaviour against a real server: timeouts, refused connections, server restarts,
+// shutdown with calls in flight (every callback exactly once), sidecars, and message size limits.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rpc/raw-socket-test-util.h"
+#include "rpc/rpc-test-util.h"
+#include "rpc/service_pool.h"
+
+namespace rrpc::rpc {
+namespace {
+
+class ClientTest : public RpcTestBase {
+ protected:
+  Status Echo(const std::string& data, MonoDelta timeout = MonoDelta::FromSeconds(60),
+              rtest::EchoResponsePB* resp_out = nullptr) {
+    rtest::EchoRequestPB req;
+    req.set_data(data);
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    ctl.set_timeout(timeout);
+    Status s = Proxy().Echo(req, &resp, &ctl);
+    if (s.ok() && resp.data() != data) return Status::Corruption("echo mismatch");
+    if (resp_out != nullptr) *resp_out = resp;
+    return s;
+  }
+};
+
+// A call whose callback counts how often it ran.
+struct CountedCall {
+  rtest::EchoRequestPB req;
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  std::atomic<int> callbacks{0};
+};
+
+TEST_F(ClientTest, TimesOutWhileTheServerIsSlowThenIgnoresTheLateResponse) {
+  StartServer();
+  StartClient();
+  ASSERT_TRUE(Echo("warm up").ok());  // the connection exists
+  BlockEchoes();
+  // Long enough that the request surely reaches the server before the client gives up.
+  Status s = Echo("slow", MonoDelta::FromMilliseconds(500));
+  EXPECT_TRUE(s.IsTimedOut()) << s.ToString();
+  ASSERT_TRUE(gate_.WaitForEntered(1));
+  auto conns = client_->DumpConnections();
+  ASSERT_EQ(1u, conns.size());
+  const uint64_t received_before = conns[0].bytes_received;
+
+  // The handler answers after all: the response reaches the client, which drops it.
+  gate_.Open();
+  ASSERT_TRUE(WaitForCondition([&] {
+    auto now = client_->DumpConnections();
+    return now.size() == 1 && now[0].bytes_received > received_before;
+  })) << "late response never arrived";
+  EXPECT_EQ(0u, client_->DumpConnections()[0].calls_in_flight);
+  // The same connection keeps working.
+  ASSERT_TRUE(Echo("after").ok());
+  EXPECT_EQ(1u, client_->DumpConnections().size());
+  EXPECT_EQ(1u, server_->DumpConnections().size());
+}
+
+TEST_F(ClientTest, TimedOutCallsAmongFastOnesDoNotDisturbTheOthers) {
+  StartServer();
+  StartClient();
+  service_->set_echo_hook([this](const rtest::EchoRequestPB& req, RpcContext*) {
+    if (req.data() == "slow") gate_.Pass();
+  });
+  CountedCall slow;
+  slow.req.set_data("slow");
+  slow.ctl.set_timeout(MonoDelta::FromMilliseconds(500));
+  CountDownLatch slow_done(1);
+  Proxy().EchoAsync(slow.req, &slow.resp, &slow.ctl, [&] {
+    slow.callbacks++;
+    slow_done.CountDown();
+  });
+  ASSERT_TRUE(gate_.WaitForEntered(1));
+  ASSERT_TRUE(slow_done.WaitFor(MonoDelta::FromSeconds(60)));
+  EXPECT_TRUE(slow.ctl.status().IsTimedOut());
+  for (int i = 0; i < 20; i++) ASSERT_TRUE(Echo("fast " + std::to_string(i)).ok());
+  gate_.Open();
+  ASSERT_TRUE(Echo("after").ok());
+  EXPECT_EQ(1, slow.callbacks.load());
+}
+
+TEST_F(ClientTest, CallWhoseDeadlineAlreadyPassedTimesOut) {
+  StartServer();
+  StartClient();
+  rtest::EchoRequestPB req;
+  req.set_data("too late");
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  ctl.set_deadline(MonoTime::Now() - MonoDelta::FromSeconds(1));
+  Status s = Proxy().Echo(req, &resp, &ctl);
+  EXPECT_TRUE(s.IsTimedOut()) << s.ToString();
+  ASSERT_TRUE(Echo("next").ok());
+}
+
+TEST_F(ClientTest, ConnectionRefusedIsNetworkError) {
+  // A bound socket that does not listen: connecting to it is refused, and nobody else can take
+  // the port while we hold it.
+  Result<Socket> sock = Socket::CreateTcp(AF_INET);
+  ASSERT_TRUE(sock.ok());
+  ASSERT_TRUE(sock->Bind(Sockaddr::Loopback(0)).ok());
+  Result<Sockaddr> addr = sock->GetSocketAddress();
+  ASSERT_TRUE(addr.ok());
+  StartClient();
+  rtest::EchoServiceProxy proxy(client_, *addr);
+  for (int i = 0; i < 3; i++) {  // every attempt, not just the first
+    rtest::EchoRequestPB req;
+    req.set_data("x");
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    ctl.set_timeout(MonoDelta::FromSeconds(60));
+    Status s = proxy.Echo(req, &resp, &ctl);
+    EXPECT_TRUE(s.IsNetworkError()) << s.ToString();
+    EXPECT_EQ(ECONNREFUSED, s.posix_code()) << s.ToString();
+    EXPECT_EQ(nullptr, ctl.error_response());
+  }
+  EXPECT_TRUE(WaitForCondition([&] { return client_->DumpConnections().empty(); }));
+}
+
+TEST_F(ClientTest, NegotiationTimeoutFailsTheWaitingCall) {
+  // A listener that never accepts: the kernel completes the TCP handshake, nobody answers the
+  // preamble.
+  RawListener silent;
+  ASSERT_TRUE(silent.status().ok());
+  MessengerOptions o;
+  o.negotiation_timeout = MonoDelta::FromMilliseconds(200);
+  StartClient(o);
+  rtest::EchoServiceProxy proxy(client_, silent.addr());
+  rtest::EchoRequestPB req;
+  req.set_data("x");
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(600));
+  Status s = proxy.Echo(req, &resp, &ctl);
+  EXPECT_TRUE(s.IsTimedOut()) << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find("negotiation")) << s.ToString();
+}
+
+TEST_F(ClientTest, ReconnectsToAServerRestartedOnTheSamePort) {
+  StartServer();
+  StartClient();
+  ASSERT_TRUE(Echo("before restart").ok());
+  const uint16_t port = server_addr_.port();
+  server_->Shutdown();
+  server_.reset();
+  // While the server is down: a call fails with a network error (refused or reset), never hangs.
+  Status down = Echo("while down");
+  EXPECT_TRUE(down.IsNetworkError()) << down.ToString();
+
+  StartServer({}, port);
+  ASSERT_EQ(port, server_addr_.port());
+  // The client may still hold the old connection until it reads its close; a bounded number of
+  // attempts gets through, each failing fast with a network error if it fails.
+  Status s;
+  for (int attempt = 0; attempt < 50; attempt++) {
+    s = Echo("after restart");
+    if (s.ok()) break;
+    ASSERT_TRUE(s.IsNetworkError()) << s.ToString();
+    SleepFor(MonoDelta::FromMilliseconds(20));
+  }
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  for (int i = 0; i < 10; i++) ASSERT_TRUE(Echo("again " + std::to_string(i)).ok());
+}
+
+TEST_F(ClientTest, ShutdownWithCallsInFlightRunsEveryCallbackExactlyOnce) {
+  MessengerOptions server_options;
+  server_options.num_workers = 2;
+  server_options.service_queue_length = 1000;
+  StartServer(server_options);
+  MessengerOptions client_options;
+  client_options.num_reactors = 3;
+  StartClient(client_options);
+  BlockEchoes();
+
+  constexpr int kThreads = 3;
+  constexpr int kCallsPerThread = 50;
+  std::vector<std::unique_ptr<CountedCall>> calls;
+  for (int i = 0; i < kThreads * kCallsPerThread; i++) {
+    calls.push_back(std::make_unique<CountedCall>());
+    calls.back()->req.set_data("in flight " + std::to_string(i));
+    calls.back()->ctl.set_timeout(MonoDelta::FromSeconds(600));
+  }
+  // Several threads, so the calls spread over the client's reactors and connections.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      auto proxy = Proxy();
+      for (int i = t * kCallsPerThread; i < (t + 1) * kCallsPerThread; i++) {
+        CountedCall* c = calls[i].get();
+        proxy.EchoAsync(c->req, &c->resp, &c->ctl, [c] { c->callbacks++; });
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  // Two calls are in handlers, the rest wait in the server's queue: all in flight.
+  ASSERT_TRUE(gate_.WaitForEntered(2));
+  ASSERT_TRUE(WaitForCondition([&] {
+    return server_->service_pool()->queue_size() == calls.size() - 2;
+  }));
+
+  client_->Shutdown();
+  // Shutdown returns after every callback ran, each exactly once, with a failure.
+  for (size_t i = 0; i < calls.size(); i++) {
+    EXPECT_EQ(1, calls[i]->callbacks.load()) << "call " << i;
+    EXPECT_TRUE(calls[i]->ctl.finished());
+    const Status& s = calls[i]->ctl.status();
+    EXPECT_TRUE(s.IsAborted() || s.IsNetworkError()) << s.ToString();
+  }
+
+  // After shutdown: calls fail at once with Aborted, callbacks exactly once.
+  for (int i = 0; i < 10; i++) {
+    CountedCall late;
+    late.req.set_data("late");
+    late.ctl.set_timeout(MonoDelta::FromSeconds(600));
+    Proxy().EchoAsync(late.req, &late.resp, &late.ctl, [&late] { late.callbacks++; });
+    EXPECT_EQ(1, late.callbacks.load());  // ran before EchoAsync returned
+    EXPECT_TRUE(late.ctl.status().IsAborted()) << late.ctl.status().ToString();
+  }
+  Status sync = Echo("late sync");
+  EXPECT_TRUE(sync.IsAborted()) << sync.ToString();
+
+  gate_.Open();
+  // Nothing fires twice later, when the server answers into the closed connections.
+  server_->Shutdown();
+  for (size_t i = 0; i < calls.size(); i++) EXPECT_EQ(1, calls[i]->callbacks.load()) << i;
+}
+
+TEST_F(ClientTest, ShutdownRacingWithCallersRunsEveryCallbackExactlyOnce) {
+  MessengerOptions server_options;
+  server_options.service_queue_length = 100000;
+  StartServer(server_options);
+  MessengerOptions client_options;
+  client_options.num_reactors = 2;
+  StartClient(client_options);
+  constexpr int kThreads = 3;
+  constexpr int kMaxCallsPerThread = 2000;
+  std::vector<std::vector<std::unique_ptr<CountedCall>>> calls(kThreads);
+  std::atomic<int> started{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    calls[t].reserve(kMaxCallsPerThread);
+    threads.emplace_back([&, t] {
+      auto proxy = Proxy();
+      for (int i = 0; i < kMaxCallsPerThread; i++) {
+        calls[t].push_back(std::make_unique<CountedCall>());
+        CountedCall* c = calls[t].back().get();
+        c->req.set_data(std::to_string(i));
+        c->ctl.set_timeout(MonoDelta::FromSeconds(600));
+        // Seen closing before the call: the call must fail at once, on this thread (so its
+        // controller may be read here).
+        const bool closing = client_->closing();
+        proxy.EchoAsync(c->req, &c->resp, &c->ctl, [c] { c->callbacks++; });
+        started++;
+        if (closing) {
+          EXPECT_EQ(1, c->callbacks.load());
+          EXPECT_TRUE(c->ctl.status().IsAborted()) << c->ctl.status().ToString();
+          break;
+        }
+      }
+    });
+  }
+  // Shut down while the callers are (very likely) still calling; correctness does not depend
+  // on the timing, only the coverage does.
+  WaitForCondition([&] { return started.load() >= 300; });
+  client_->Shutdown();
+  for (auto& th : threads) th.join();
+  int total = 0;
+  for (auto& per_thread : calls) {
+    for (auto& c : per_thread) {
+      total++;
+      EXPECT_EQ(1, c->callbacks.load());
+      EXPECT_TRUE(c->ctl.finished());
+    }
+  }
+  EXPECT_GT(total, 0);
+}
+
+TEST_F(ClientTest, ServerShutdownWithCallsQueuedAndRunningFailsThemAll) {
+  MessengerOptions server_options;
+  server_options.num_workers = 1;
+  server_options.service_queue_length = 100;
+  StartServer(server_options);
+  StartClient();
+  BlockEchoes();
+  constexpr int kCalls = 10;
+  std::vector<std::unique_ptr<CountedCall>> calls;
+  CountDownLatch done(kCalls);
+  auto proxy = Proxy();
+  for (int i = 0; i < kCalls; i++) {
+    calls.push_back(std::make_unique<CountedCall>());
+    CountedCall* c = calls.back().get();
+    c->req.set_data(std::to_string(i));
+    c->ctl.set_timeout(MonoDelta::FromSeconds(600));
+    proxy.EchoAsync(c->req, &c->resp, &c->ctl, [c, &done] {
+      c->callbacks++;
+      done.CountDown();
+    });
+  }
+  ASSERT_TRUE(gate_.WaitForEntered(1));
+  ASSERT_TRUE(WaitForCondition(
+      [&] { return server_->service_pool()->queue_size() == static_cast<size_t>(kCalls - 1); }));
+
+  // The server closes its connections first, so clients learn at once, while its worker is
+  // still inside the handler (Shutdown then waits for that handler to return).
+  std::thread shutdown([this] { server_->Shutdown(); });
+  const bool all_failed = done.WaitFor(MonoDelta::FromSeconds(60));
+  gate_.Open();
+  shutdown.join();
+  ASSERT_TRUE(all_failed) << "clients still waiting after the server shut down";
+  for (auto& c : calls) {
+    EXPECT_EQ(1, c->callbacks.load());
+    EXPECT_TRUE(c->ctl.status().IsNetworkError()) << c->ctl.status().ToString();
+  }
+  // The client itself is fine: a call to a dead server fails fast.
+  Status s = Echo("after");
+  EXPECT_TRUE(s.IsNetworkError()) << s.ToString();
+}
+
+// ---- Sidecars.
+
+std::string Pattern(size_t n, int seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; i++) s[i] = static_cast<char>((i * 7 + seed * 13 + (i >> 10)) & 0xff);
+  return s;
+}
+
+TEST_F(ClientTest, SidecarsOfManySizesRoundTripOnRequestAndResponse) {
+  StartServer();
+  StartClient();
+  const std::vector<size_t> sizes = {0, 1, 2, 100, 4096, 65536 + 3, 1 << 20, 0};
+  std::vector<std::string> payloads;
+  for (size_t i = 0; i < sizes.size(); i++) payloads.push_back(Pattern(sizes[i], i));
+  for (int round = 0; round < 3; round++) {
+    rtest::EchoRequestPB req;
+    req.set_data("with sidecars");
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    ctl.set_timeout(MonoDelta::FromSeconds(60));
+    for (size_t i = 0; i < payloads.size(); i++) {
+      if (i % 2 == 0) {
+        ctl.AddOutboundSidecar(Slice(payloads[i]));  // borrowed
+      } else {
+        BlockRef block = Block::Allocate(payloads[i].size());
+        memcpy(block->data(), payloads[i].data(), payloads[i].size());
+        ctl.AddOutboundSidecar(BlockSlice{block, Slice(block->data(), payloads[i].size())});
+      }
+    }
+    Status s = Proxy().Echo(req, &resp, &ctl);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ("with sidecars", resp.data());
+    // The server echoed each sidecar back as a response sidecar.
+    ASSERT_EQ(payloads.size(), ctl.num_inbound_sidecars());
+    for (size_t i = 0; i < payloads.size(); i++) {
+      EXPECT_EQ(payloads[i].size(), ctl.inbound_sidecar(i).size()) << i;
+      EXPECT_TRUE(ctl.inbound_sidecar(i) == Slice(payloads[i])) << "sidecar " << i;
+    }
+  }
+}
+
+TEST_F(ClientTest, SidecarsOfConcurrentCallsDoNotMix) {
+  StartServer();
+  StartClient();
+  constexpr int kCalls = 50;
+  std::vector<std::string> payloads;
+  std::vector<rtest::EchoRequestPB> reqs(kCalls);
+  std::vector<rtest::EchoResponsePB> resps(kCalls);
+  std::vector<RpcController> ctls(kCalls);
+  for (int i = 0; i < kCalls; i++) payloads.push_back(Pattern(1000 + i * 997, i));
+  CountDownLatch done(kCalls);
+  auto proxy = Proxy();
+  for (int i = 0; i < kCalls; i++) {
+    reqs[i].set_data(std::to_string(i));
+    ctls[i].set_timeout(MonoDelta::FromSeconds(60));
+    ctls[i].AddOutboundSidecar(Slice(payloads[i]));
+    proxy.EchoAsync(reqs[i], &resps[i], &ctls[i], [&done] { done.CountDown(); });
+  }
+  ASSERT_TRUE(done.WaitFor(MonoDelta::FromSeconds(120)));
+  for (int i = 0; i < kCalls; i++) {
+    ASSERT_TRUE(ctls[i].status().ok()) << ctls[i].status().ToString();
+    ASSERT_EQ(1u, ctls[i].num_inbound_sidecars());
+    EXPECT_TRUE(ctls[i].inbound_sidecar(0) == Slice(payloads[i])) << i;
+  }
+}
+
+// ---- Message size limits.
+
+constexpr size_t k16MiB = 16u << 20;
+
+TEST_F(ClientTest, RequestAboveTheClientsLimitIsRefusedBeforeSending) {
+  StartServer();
+  MessengerOptions o;
+  o.max_message_size = 8u << 20;
+  StartClient(o);
+  const std::string big(k16MiB, 'b');
+  {
+    // In the body.
+    rtest::EchoResponsePB resp;
+    Status s = Echo(big, MonoDelta::FromSeconds(60), &resp);
+    EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString().substr(0, 200);
+    EXPECT_NE(std::string::npos, s.ToString().find("exceeds the maximum")) << s.ToString();
+  }
+  {
+    // In a sidecar.
+    rtest::EchoRequestPB req;
+    req.set_data("small");
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    ctl.set_timeout(MonoDelta::FromSeconds(60));
+    ctl.AddOutboundSidecar(Slice(big));
+    Status s = Proxy().Echo(req, &resp, &ctl);
+    EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+    EXPECT_NE(std::string::npos, s.ToString().find("exceeds the maximum")) << s.ToString();
+  }
+  // Nothing reached the server, and the client still works.
+  EXPECT_EQ(0, service_->calls());
+  ASSERT_TRUE(Echo("small").ok());
+}
+
+TEST_F(ClientTest, RequestAboveTheServersLimitClosesTheConnection) {
+  MessengerOptions server_options;
+  server_options.max_message_size = 8u << 20;
+  StartServer(server_options);
+  StartClient();  // default limit, 64 MiB: it sends the 16 MiB request
+  ASSERT_TRUE(Echo("before").ok());
+  Status s = Echo(std::string(k16MiB, 'b'));
+  // The server refuses the frame from its length prefix and closes the connection: the client
+  // sees the connection closed or reset under it.
+  EXPECT_TRUE(s.IsNetworkError()) << s.ToString();
+  EXPECT_EQ(1, service_->calls());
+  // A new connection serves the next call.
+  Status after;
+  for (int attempt = 0; attempt < 50; attempt++) {
+    after = Echo("after");
+    if (after.ok()) break;
+    ASSERT_TRUE(after.IsNetworkError()) << after.ToString();
+    SleepFor(MonoDelta::FromMilliseconds(20));
+  }
+  EXPECT_TRUE(after.ok()) << after.ToString();
+}
+
+TEST_F(ClientTest, ResponseAboveTheClientsLimitFailsTheCallWithAClearError) {
+  StartServer();  // default limit: it sends the 16 MiB response
+  MessengerOptions client_options;
+  client_options.max_message_size = 8u << 20;
+  StartClient(client_options);
+  service_->set_echo_hook([](const rtest::EchoRequestPB& req, RpcContext* context) {
+    if (req.data() != "big response") return;
+    BlockRef block = Block::Allocate(k16MiB);
+    memset(block->data(), 'r', k16MiB);
+    context->AddOutboundSidecar(BlockSlice{block, Slice(block->data(), k16MiB)});
+  });
+  ASSERT_TRUE(Echo("before").ok());
+  Status s = Echo("big response");
+  EXPECT_TRUE(s.IsInvalidArgument() || s.IsNetworkError()) << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find("exceeds the maximum")) << s.ToString();
+  ASSERT_TRUE(Echo("after").ok());
+}
+
+}  // namespace
+}  // namespace rrpc::rpc
