@@ -202,9 +202,8 @@ TEST_F(ClientTest, ShutdownWithCallsInFlightRunsEveryCallbackExactlyOnce) {
   for (auto& th : threads) th.join();
   // Two calls are in handlers, the rest wait in the server's queue: all in flight.
   ASSERT_TRUE(gate_.WaitForEntered(2));
-  ASSERT_TRUE(WaitForCondition([&] {
-    return server_->service_pool()->queue_size() == calls.size() - 2;
-  }));
+  ASSERT_TRUE(
+      WaitForCondition([&] { return server_->service_pool()->queue_size() == calls.size() - 2; }));
 
   client_->Shutdown();
   // Shutdown returns after every callback ran, each exactly once, with a failure.
@@ -322,6 +321,41 @@ TEST_F(ClientTest, ServerShutdownWithCallsQueuedAndRunningFailsThemAll) {
   // The client itself is fine: a call to a dead server fails fast.
   Status s = Echo("after");
   EXPECT_TRUE(s.IsNetworkError()) << s.ToString();
+}
+
+TEST_F(ClientTest, TimeoutFiresEvenWhenThePeerStopsReadingMidRequest) {
+  // A server that negotiates and then never reads: a large request stalls half written.
+  RawListener listener;
+  ASSERT_TRUE(listener.status().ok());
+  CountDownLatch release(1);
+  std::thread server([&] {
+    Result<Socket> sock = listener.Accept();
+    if (!sock.ok()) return;
+    RawConnection conn(std::move(sock).value());
+    if (!conn.AcceptNegotiation().ok()) return;
+    release.WaitFor(MonoDelta::FromSeconds(120));
+  });
+  StartClient();
+  rtest::EchoServiceProxy proxy(client_, listener.addr());
+  const std::string big(32u << 20, 'x');  // far more than the socket buffers hold
+  const std::string borrowed(4u << 20, 's');
+  CountedCall call;
+  call.req.set_data(big);
+  call.ctl.set_timeout(MonoDelta::FromMilliseconds(500));
+  call.ctl.AddOutboundSidecar(Slice(borrowed));
+  CountDownLatch done(1);
+  proxy.EchoAsync(call.req, &call.resp, &call.ctl, [&] {
+    call.callbacks++;
+    done.CountDown();
+  });
+  // The deadline is honoured although the frame can never be completed.
+  const bool finished = done.WaitFor(MonoDelta::FromSeconds(60));
+  release.CountDown();
+  server.join();
+  ASSERT_TRUE(finished) << "callback still pending long after the deadline";
+  EXPECT_TRUE(call.ctl.status().IsTimedOut()) << call.ctl.status().ToString();
+  client_->Shutdown();
+  EXPECT_EQ(1, call.callbacks.load());
 }
 
 // ---- Sidecars.

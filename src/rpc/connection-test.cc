@@ -168,7 +168,7 @@ TEST_F(ConnectionTest, BadVarintClosesOnlyThatConnection) {
 
 TEST_F(ConnectionTest, HeaderLengthPastTheFrameClosesOnlyThatConnection) {
   auto raw = NegotiatedRaw();
-  ASSERT_TRUE(raw->Write(RawFrame("\x7f" "abc")).ok());
+  ASSERT_TRUE(raw->Write(RawFrame(std::string("\x7f") + "abc")).ok());
   ExpectClosedAndServerHealthy(raw.get());
 }
 
@@ -184,9 +184,9 @@ TEST_F(ConnectionTest, HeaderMissingItsCallIdClosesOnlyThatConnection) {
   header.mutable_remote_method()->set_service_name(kEchoService);
   header.mutable_remote_method()->set_method_name("Echo");
   const std::string h = header.SerializePartialAsString();
-  ASSERT_TRUE(raw->Write(RawFrame(std::string(1, static_cast<char>(h.size())) + h +
-                                  std::string(1, '\0')))
-                  .ok());
+  ASSERT_TRUE(
+      raw->Write(RawFrame(std::string(1, static_cast<char>(h.size())) + h + std::string(1, '\0')))
+          .ok());
   ExpectClosedAndServerHealthy(raw.get());
 }
 

@@ -54,7 +54,8 @@ std::vector<std::string> SampleFrames() {
   // Sizes around the small read blocks used below, including ones whose prefix straddles them.
   std::vector<std::string> frames;
   int seed = 0;
-  for (size_t n : {1, 2, 3, 5, 13, 16, 17, 60, 61, 200, 1, 4, 1000}) frames.push_back(MakeFrame(n, seed++));
+  for (size_t n : {1, 2, 3, 5, 13, 16, 17, 60, 61, 200, 1, 4, 1000})
+    frames.push_back(MakeFrame(n, seed++));
   return frames;
 }
 

@@ -20,6 +20,10 @@ DEFINE_int32(rpc_idle_timeout_ms, 65000,
              "Milliseconds after which a connection with nothing in flight is closed; "
              "0 keeps idle connections forever.");
 
+DEFINE_bool(rpc_enable_metrics, true,
+            "Keep per-method and per-messenger metrics (counters and histograms updated on every "
+            "call). Off saves their cost, measured in docs/performance.md.");
+
 namespace rrpc::rpc {
 
 MessengerOptions MessengerOptionsFromFlags(std::string name) {
@@ -33,6 +37,7 @@ MessengerOptions MessengerOptionsFromFlags(std::string name) {
   options.idle_timeout = FLAGS_rpc_idle_timeout_ms > 0
                              ? MonoDelta::FromMilliseconds(FLAGS_rpc_idle_timeout_ms)
                              : MonoDelta::Max();
+  options.enable_metrics = FLAGS_rpc_enable_metrics;
   return options;
 }
 

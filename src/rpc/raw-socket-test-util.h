@@ -3,6 +3,7 @@
 // docs/wire-format.md is the reference for every byte written here.
 #pragma once
 
+#include <google/protobuf/message_lite.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -12,8 +13,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <google/protobuf/message_lite.h>
 
 #include "rpc/constants.h"
 #include "rpc/negotiation.h"

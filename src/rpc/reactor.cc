@@ -77,6 +77,22 @@ void Reactor::StartAccepting(Socket listener) {
   watching->Wait();
 }
 
+void Reactor::StopAccepting() {
+  CHECK(!IsCurrentThread()) << "a reactor cannot wait for itself";
+  auto closed = std::make_shared<CountDownLatch>(1);
+  RunOnReactor([this, closed] {
+    if (listener_.valid()) {
+      ev_io_stop(loop_, &accept_watcher_);
+      listener_.Close();
+    }
+    closed->CountDown();
+  });
+  // A reactor already shut down never runs the task (nor accepts); don't wait for it then.
+  while (!closed->WaitFor(MonoDelta::FromMilliseconds(100))) {
+    if (stopped_.load()) return;
+  }
+}
+
 void Reactor::RunLoop() {
   ev_run(loop_, 0);
   VLOG(1) << "reactor " << index_ << " stopped";

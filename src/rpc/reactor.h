@@ -53,6 +53,9 @@ class Reactor {
   // Any thread: this reactor accepts connections on `listener` (listening, non-blocking) from
   // now on. Returns once the reactor watches it.
   void StartAccepting(Socket listener);
+  // Any thread but this reactor's: stops accepting and closes the listener; connections already
+  // accepted stay open. Returns once the listener is closed. Idempotent.
+  void StopAccepting();
   // Any thread but this reactor's: closes every connection (failing their calls with `reason`),
   // stops the loop and joins the thread. Idempotent.
   void Shutdown();

@@ -96,8 +96,7 @@ TEST_F(RpcErrorsTest, HandlerFailureIsRemoteErrorWithApplicationCode) {
   EXPECT_EQ(ErrorStatusPB::ERROR_APPLICATION, ctl.error_response()->code());
   EXPECT_EQ("the disk is on fire", ctl.error_response()->message());
   // The handler failed with IllegalState; its code travels in app_status_code.
-  EXPECT_EQ(static_cast<int>(Status::Code::kIllegalState),
-            ctl.error_response()->app_status_code());
+  EXPECT_EQ(static_cast<int>(Status::Code::kIllegalState), ctl.error_response()->app_status_code());
   EXPECT_NE(std::string::npos, s.ToString().find("the disk is on fire"));
   EXPECT_FALSE(ctl.IsRetriable());
 }
@@ -189,7 +188,8 @@ TEST_F(TooBusyTest, CallExpiredInTheQueueIsAnsweredTimedOutOnTheWire) {
 // `respond` returns for it (a whole frame, or anything else). Runs until the client goes away.
 class ScriptedServer {
  public:
-  using Responder = std::function<std::string(const RequestHeader& header, const std::string& body)>;
+  using Responder =
+      std::function<std::string(const RequestHeader& header, const std::string& body)>;
   explicit ScriptedServer(Responder respond)
       : respond_(std::move(respond)), thread_([this] { Run(); }) {}
   ~ScriptedServer() {

@@ -52,9 +52,12 @@ size_t NextPowerOfTwo(size_t n) {
 
 const char* RpczCallStateName(RpczCallState state) {
   switch (state) {
-    case RpczCallState::kQueued: return "queued";
-    case RpczCallState::kRunning: return "running";
-    case RpczCallState::kSending: return "sending";
+    case RpczCallState::kQueued:
+      return "queued";
+    case RpczCallState::kRunning:
+      return "running";
+    case RpczCallState::kSending:
+      return "sending";
   }
   return "unknown";
 }
@@ -190,8 +193,8 @@ void RpczStore::Finish(RpczCallEntry* entry, bool sent) {
     stripe.size--;
   }
   const bool failed = !sent || entry->error_code_ >= 0;
-  const bool slow =
-      (done - entry->info_.arrival).ToNanoseconds() >= slow_threshold_ns_.load(std::memory_order_relaxed);
+  const bool slow = (done - entry->info_.arrival).ToNanoseconds() >=
+                    slow_threshold_ns_.load(std::memory_order_relaxed);
   if (failed || slow) Sample(entry, done, sent, failed);
   entry->store_ = nullptr;
 }
@@ -203,6 +206,8 @@ RpczStore::MethodSamples* RpczStore::FindOrCreateMethod(const RpczCallInfo& info
     MethodSamples* m = methods_[i].load(std::memory_order_acquire);
     if (m == nullptr) {
       // A new method: claim the slot (the table is at most half full, so probing stays short).
+      // The load first keeps a full table from being a contended counter on the call path.
+      if (num_methods_.load(std::memory_order_relaxed) >= options_.max_methods) return nullptr;
       if (num_methods_.fetch_add(1, std::memory_order_relaxed) >= options_.max_methods) {
         num_methods_.fetch_sub(1, std::memory_order_relaxed);
         return nullptr;
@@ -297,7 +302,7 @@ RpczInFlightList RpczStore::ListInFlight(size_t limit) const {
       r.call.call_id = e->info_.call_id;
       const int64_t started = e->started_ns_.load(std::memory_order_relaxed);
       const int64_t responded = e->responded_ns_.load(std::memory_order_relaxed);
-      r.call.state = responded != 0  ? RpczCallState::kSending
+      r.call.state = responded != 0 ? RpczCallState::kSending
                      : started != 0 ? RpczCallState::kRunning
                                     : RpczCallState::kQueued;
       r.call.elapsed = now - arrival;

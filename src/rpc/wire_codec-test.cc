@@ -54,10 +54,10 @@ TEST(WireCodecTest, MatchesTheWorkedExampleOfTheWireFormatDoc) {
   body.set_data("hi");
   auto head = SerializeFrameHead(SampleRequestHeader(), body, 0, kNoLimit);
   ASSERT_TRUE(head.ok()) << head.status().ToString();
-  const std::string expected = Bytes({0x00, 0x00, 0x00, 0x2b, 0x25, 0x08, 0x07, 0x12, 0x1e, 0x0a,
-                                      0x16}) +
-                               "rrpc.rtest.EchoService" + Bytes({0x12, 0x04}) + "Echo" +
-                               Bytes({0x18, 0xe8, 0x07, 0x04, 0x0a, 0x02}) + "hi";
+  const std::string expected =
+      Bytes({0x00, 0x00, 0x00, 0x2b, 0x25, 0x08, 0x07, 0x12, 0x1e, 0x0a, 0x16}) +
+      "rrpc.rtest.EchoService" + Bytes({0x12, 0x04}) + "Echo" +
+      Bytes({0x18, 0xe8, 0x07, 0x04, 0x0a, 0x02}) + "hi";
   EXPECT_EQ(expected, head->slice.ToString());
 }
 

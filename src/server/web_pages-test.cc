@@ -107,8 +107,7 @@ HttpReply Get(uint16_t port, const std::string& target) {
 
 // Runs `command` with `input` on its standard input; returns its exit code and output.
 int RunWithInput(const std::string& command, const std::string& input, std::string* output) {
-  const std::string path =
-      testing::TempDir() + "web_pages-" + std::to_string(getpid()) + "-input";
+  const std::string path = testing::TempDir() + "web_pages-" + std::to_string(getpid()) + "-input";
   {
     std::ofstream out(path, std::ios::binary);
     out << input;
@@ -134,7 +133,8 @@ void ExpectValidJson(const std::string& body) {
   if (!HaveCommand("python3")) return;
   std::string output;
   EXPECT_EQ(0, RunWithInput("python3 -c 'import json,sys; json.load(sys.stdin)'", body, &output))
-      << output << "\n" << body;
+      << output << "\n"
+      << body;
 }
 
 bool Contains(const std::string& haystack, const std::string& needle) {
@@ -267,7 +267,8 @@ TEST_F(WebPagesTest, ConnectionsListsTheClientsConnection) {
   EXPECT_EQ(0u, r.headers["content-type"].rfind("application/json", 0));
   ExpectValidJson(r.body);
   EXPECT_TRUE(Contains(r.body, "\"total\":2")) << r.body;
-  EXPECT_TRUE(Contains(r.body, "{\"peer\":\"" + raw_peer + "\",\"direction\":\"server\"")) << r.body;
+  EXPECT_TRUE(Contains(r.body, "{\"peer\":\"" + raw_peer + "\",\"direction\":\"server\""))
+      << r.body;
   // The echo client's connection: open, over TCP, with the call's bytes counted.
   EXPECT_TRUE(Contains(r.body, "\"direction\":\"server\",\"state\":\"open\",\"transport\":\"tcp\""))
       << r.body;
@@ -310,8 +311,8 @@ TEST_F(WebPagesTest, RpczShowsACallBlockedInItsHandlerAsRunning) {
   ASSERT_EQ(200, r.status);
   ExpectValidJson(r.body);
   EXPECT_TRUE(Contains(r.body, "\"in_flight_total\":2")) << r.body;
-  EXPECT_TRUE(Contains(r.body,
-                       "\"service\":\"rrpc.rtest.EchoService\",\"method\":\"Echo\",\"peer\":\"127"))
+  EXPECT_TRUE(
+      Contains(r.body, "\"service\":\"rrpc.rtest.EchoService\",\"method\":\"Echo\",\"peer\":\"127"))
       << r.body;
   EXPECT_TRUE(Contains(r.body, "\"state\":\"running\"")) << r.body;
   EXPECT_TRUE(Contains(r.body, "\"state\":\"queued\"")) << r.body;
@@ -347,7 +348,8 @@ TEST_F(WebPagesTest, RpczShowsRecentSlowAndFailedCallsWithTimelines) {
   ASSERT_EQ(200, r.status);
   ExpectValidJson(r.body);
   EXPECT_TRUE(Contains(r.body, "\"slow_threshold_us\":10000")) << r.body;
-  EXPECT_TRUE(Contains(r.body, "\"error_code\":\"ERROR_APPLICATION\",\"error_message\":\"boom <b>\""))
+  EXPECT_TRUE(
+      Contains(r.body, "\"error_code\":\"ERROR_APPLICATION\",\"error_message\":\"boom <b>\""))
       << r.body;
   for (const char* field : {"\"arrival_unix_us\":", "\"queued_us\":", "\"started_us\":",
                             "\"responded_us\":", "\"done_us\":"}) {
@@ -379,8 +381,9 @@ TEST_F(WebPagesTest, VarzListsFlagsWithValueAndDefault) {
       << r.body;
   EXPECT_TRUE(Contains(r.body, "\"name\":\"logtostderr\"")) << r.body;  // glog's, too
   EXPECT_FALSE(Contains(r.body, "hunter2")) << r.body;
-  EXPECT_TRUE(Contains(r.body, "\"name\":\"web_pages_test_password\",\"type\":\"string\","
-                               "\"value\":\"<redacted>\""))
+  EXPECT_TRUE(Contains(r.body,
+                       "\"name\":\"web_pages_test_password\",\"type\":\"string\","
+                       "\"value\":\"<redacted>\""))
       << r.body;
 
   r = Fetch("/varz");
@@ -415,8 +418,8 @@ TEST_F(WebPagesTest, ThreadzListsRrpcThreadsWithTheirCpuTime) {
   EXPECT_TRUE(saw_worker);
   EXPECT_TRUE(Contains(r.body, "\"user_cpu_s\":")) << r.body;
   // This test's own thread is not rrpc's, yet the page lists it.
-  EXPECT_TRUE(Contains(r.body, "\"tid\":" + std::to_string(GetCurrentThreadTid()) +
-                                   ",\"registered\":false"))
+  EXPECT_TRUE(Contains(
+      r.body, "\"tid\":" + std::to_string(GetCurrentThreadTid()) + ",\"registered\":false"))
       << r.body;
 
   r = Fetch("/threadz");
@@ -438,8 +441,8 @@ TEST_F(WebPagesTest, HtmlPagesShareTheDashboardsLookAndNav) {
     EXPECT_TRUE(Contains(r.body, "<link rel=\"stylesheet\" href=\"/static/pages.css\">"));
     EXPECT_TRUE(Contains(r.body, "<span class=\"server\">server</span>"));  // messenger's name
     EXPECT_TRUE(Contains(r.body, "<a href=\"" + page + "\" class=\"active\""));
-    for (const char* link : {"/metrics", "/rpcz", "/varz", "/threadz", "/connections",
-                             "/healthz"}) {
+    for (const char* link :
+         {"/metrics", "/rpcz", "/varz", "/threadz", "/connections", "/healthz"}) {
       EXPECT_TRUE(Contains(r.body, std::string("<a href=\"") + link + "\"")) << link;
     }
     EXPECT_TRUE(Contains(r.body, "<a href=\"" + page + "?format=json\">JSON</a>"));

@@ -36,12 +36,19 @@ constexpr char kHtmlContentType[] = "text/html; charset=utf-8";
 
 // The pages' own styles, on top of the dashboard's (whose variables, top bar and panels they
 // reuse). Served as a file: the content policy refuses inline styles.
-constexpr char kPagesCss[] = R"css(/* rrpc data pages (/rpcz, /varz, ...): tables on the dashboard's look. */
+constexpr char kPagesCss[] =
+    R"css(/* rrpc data pages (/rpcz, /varz, ...): tables on the dashboard's look. */
 a.brand { color: inherit; text-decoration: none; }
 a.brand:hover { text-decoration: none; }
 .links a.active { background: rgba(255, 255, 255, 0.14); color: #fff; }
 
-.page-head { display: flex; flex-wrap: wrap; align-items: baseline; gap: 6px 14px; margin: 4px 0 18px; }
+.page-head {
+  display: flex;
+  flex-wrap: wrap;
+  align-items: baseline;
+  gap: 6px 14px;
+  margin: 4px 0 18px;
+}
 .page-head h1 { font-size: 20px; font-weight: 700; margin: 0; }
 .page-head .sub { color: var(--muted); }
 .page-head .formats { margin-left: auto; font-size: 12.5px; }
@@ -122,12 +129,23 @@ constexpr NavLink kNavLinks[] = {
 void AppendEscaped(std::string_view s, std::string* out) {
   for (char c : s) {
     switch (c) {
-      case '&': *out += "&amp;"; break;
-      case '<': *out += "&lt;"; break;
-      case '>': *out += "&gt;"; break;
-      case '"': *out += "&quot;"; break;
-      case '\'': *out += "&#39;"; break;
-      default: out->push_back(c);
+      case '&':
+        *out += "&amp;";
+        break;
+      case '<':
+        *out += "&lt;";
+        break;
+      case '>':
+        *out += "&gt;";
+        break;
+      case '"':
+        *out += "&quot;";
+        break;
+      case '\'':
+        *out += "&#39;";
+        break;
+      default:
+        out->push_back(c);
     }
   }
 }
@@ -440,8 +458,8 @@ struct SampleRow {
   const rpc::RpczSample* sample;
 };
 
-std::vector<SampleRow> MergeSamples(const std::vector<rpc::RpczMethodSamples>& methods,
-                                    bool failed, uint64_t* seen) {
+std::vector<SampleRow> MergeSamples(const std::vector<rpc::RpczMethodSamples>& methods, bool failed,
+                                    uint64_t* seen) {
   std::vector<SampleRow> rows;
   *seen = 0;
   for (const auto& m : methods) {
@@ -528,8 +546,7 @@ std::string RpczHtml(const PageEnv& env, rpc::RpczStore* store, size_t max_calls
   for (const rpc::RpczInFlightCall& c : in_flight.calls) {
     const int64_t elapsed = c.elapsed.ToMicroseconds();
     const int64_t started = c.started.ToNanoseconds() < 0 ? -1 : c.started.ToMicroseconds();
-    const int64_t responded =
-        c.responded.ToNanoseconds() < 0 ? -1 : c.responded.ToMicroseconds();
+    const int64_t responded = c.responded.ToNanoseconds() < 0 ? -1 : c.responded.ToMicroseconds();
     const int64_t waited = started < 0 ? elapsed : started;
     const int64_t handler = started < 0 ? -1 : (responded < 0 ? elapsed : responded) - started;
     out += "<tr>";
@@ -546,9 +563,10 @@ std::string RpczHtml(const PageEnv& env, rpc::RpczStore* store, size_t max_calls
   EndTable(&out);
 
   const std::string threshold = FormatMicros(store->slow_threshold().ToMicroseconds());
-  AppendSampleTable("Recent slow calls", "successful calls that took " + threshold +
-                                              " or more; times on each call's timeline",
-                    /*failed=*/false, methods, &out);
+  AppendSampleTable(
+      "Recent slow calls",
+      "successful calls that took " + threshold + " or more; times on each call's timeline",
+      /*failed=*/false, methods, &out);
   AppendSampleTable("Recent failed calls",
                     "answered with an error, or whose response could not be sent",
                     /*failed=*/true, methods, &out);
@@ -696,12 +714,13 @@ std::string VarzHtml(const PageEnv& env) {
   BeginPage(env, "Flags", "/varz", "every command-line flag, its current value and its default",
             true, &out);
   BeginTable("Flags", std::to_string(flags.size()) + " (" + std::to_string(changed) + " set)",
-             "flags that were set are highlighted", {{"Name", false},
-                                                   {"Value", false},
-                                                   {"Default", false},
-                                                   {"Type", false},
-                                                   {"Description", false},
-                                                   {"Defined in", false}},
+             "flags that were set are highlighted",
+             {{"Name", false},
+              {"Value", false},
+              {"Default", false},
+              {"Type", false},
+              {"Description", false},
+              {"Defined in", false}},
              &out);
   for (const auto& f : flags) {
     out += f.is_default ? "<tr>" : "<tr class=\"changed\">";
@@ -759,7 +778,8 @@ bool ReadTaskStat(pid_t tid, std::string* comm, char* state, double* user_s, dou
   if (fields.size() < 13) return false;
   static const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
   *state = fields[0].empty() ? '?' : fields[0][0];
-  *user_s = static_cast<double>(std::strtoull(std::string(fields[11]).c_str(), nullptr, 10)) / ticks;
+  *user_s =
+      static_cast<double>(std::strtoull(std::string(fields[11]).c_str(), nullptr, 10)) / ticks;
   *system_s =
       static_cast<double>(std::strtoull(std::string(fields[12]).c_str(), nullptr, 10)) / ticks;
   return true;
@@ -836,14 +856,14 @@ std::string ThreadzHtml(const PageEnv& env) {
   BeginPage(env, "Threads", "/threadz",
             "rrpc's threads, then the process's others; CPU time from /proc since each started",
             true, &out);
-  BeginTable("Threads",
-             std::to_string(rows.size()) + " (" + std::to_string(registered) + " rrpc)",
-             "state: R running, S sleeping, D disk wait", {{"Category", false},
-                                                           {"Name", false},
-                                                           {"TID", true},
-                                                           {"State", false},
-                                                           {"User CPU", true},
-                                                           {"System CPU", true}},
+  BeginTable("Threads", std::to_string(rows.size()) + " (" + std::to_string(registered) + " rrpc)",
+             "state: R running, S sleeping, D disk wait",
+             {{"Category", false},
+              {"Name", false},
+              {"TID", true},
+              {"State", false},
+              {"User CPU", true},
+              {"System CPU", true}},
              &out);
   for (const ThreadRow& t : rows) {
     out += "<tr>";

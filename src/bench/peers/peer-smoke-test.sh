@@ -43,7 +43,7 @@ expect_result() {
   line=$(grep '^RESULT ' "$tmp/out" | tail -n 1)
   local re="^RESULT impl=$impl mode=$mode transport=tcp payload=$payload conc=$conc "
   re+="reqs_per_sec=$num p50_us=$num p99_us=$num p999_us=$num user_cpu_s=$num sys_cpu_s=$num "
-  re+="rss_kb=[0-9]+$"
+  re+="rss_kb=[0-9]+ cpu_us_per_req=$num cs_per_req=$num$"
   if [[ $line =~ $re ]]; then pass "$name"; else fail "$name (RESULT line: '$line')"; fi
 }
 
@@ -62,7 +62,7 @@ expect_failure() {
 
 expect_result throughput throughput 64 16 --mode=throughput --client_threads=2 \
   --async_call_concurrency=8
-expect_result latency latency 64 1 --mode=latency
+expect_result latency latency 64 1 --mode=latency --client_threads=3
 expect_result cps cps 64 2 --mode=cps --client_threads=2
 expect_result larger-response throughput 100 4 --async_call_concurrency=4 --payload_bytes=100 \
   --response_bytes=1000

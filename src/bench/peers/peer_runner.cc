@@ -23,7 +23,9 @@ DEFINE_int32(payload_bytes, 64, "Request payload size in bytes");
 DEFINE_int32(response_bytes, -1,
              "Response payload size in bytes; -1 = same as --payload_bytes. With --server_only "
              "the server must be given the same value as its clients");
-DEFINE_int32(client_threads, 1, "Client threads; each owns one connection (cps: one at a time)");
+DEFINE_int32(client_threads, 1,
+             "Client threads; each owns one connection (cps: one at a time); latency mode always "
+             "uses one");
 DEFINE_int32(async_call_concurrency, 64,
              "Calls outstanding per client thread in throughput mode; more hides latency but "
              "queues more in the server");
@@ -47,6 +49,7 @@ namespace {
 struct CpuTimes {
   double user_s = 0;
   double sys_s = 0;
+  uint64_t context_switches = 0;  // voluntary + involuntary
 };
 
 double TimevalSeconds(const timeval& tv) { return tv.tv_sec + tv.tv_usec / 1e6; }
@@ -55,7 +58,8 @@ CpuTimes ProcessCpuNow() {
   rusage ru;
   memset(&ru, 0, sizeof(ru));
   getrusage(RUSAGE_SELF, &ru);
-  return CpuTimes{TimevalSeconds(ru.ru_utime), TimevalSeconds(ru.ru_stime)};
+  return CpuTimes{TimevalSeconds(ru.ru_utime), TimevalSeconds(ru.ru_stime),
+                  static_cast<uint64_t>(ru.ru_nvcsw + ru.ru_nivcsw)};
 }
 
 // Peak resident set size of the process (VmHWM), in kB; -1 if /proc is unreadable.
@@ -221,7 +225,7 @@ int RunPeerMain(const char* impl, const ServerFactory& start_server,
 
   std::vector<std::unique_ptr<ClientStats>> stats;
   std::vector<std::thread> threads;
-  for (int i = 0; i < config.client_threads; ++i) {
+  for (int i = 0; i < config.ClientThreads(); ++i) {
     stats.push_back(std::make_unique<ClientStats>());
     ClientThreadArgs args;
     args.index = i;
@@ -254,23 +258,30 @@ int RunPeerMain(const char* impl, const ServerFactory& start_server,
   const double p999 = latency.ValueAtPercentile(99.9) / 1e3;
   const double user_s = cpu_end.user_s - cpu_start.user_s;
   const double sys_s = cpu_end.sys_s - cpu_start.sys_s;
-  const int conc = config.client_threads * config.Depth();
+  const double context_switches =
+      static_cast<double>(cpu_end.context_switches - cpu_start.context_switches);
+  const double n = static_cast<double>(completed);
+  const int conc = config.ClientThreads() * config.Depth();
 
   printf("%s %s: %zu B requests, %zu B responses; %d client thread(s) x %d outstanding; %s\n", impl,
-         ModeName(config.mode), config.payload_bytes, config.response_bytes, config.client_threads,
+         ModeName(config.mode), config.payload_bytes, config.response_bytes, config.ClientThreads(),
          config.Depth(),
          server != nullptr ? "in-process server" : ("server at " + server_addr).c_str());
   printf("  %llu %s in %.2f s = %.1f/s\n", static_cast<unsigned long long>(completed),
          config.mode == BenchMode::kCps ? "connections" : "calls", config.run_seconds,
          reqs_per_sec);
   printf("  latency (us): p50 %.2f  p99 %.2f  p99.9 %.2f\n", p50, p99, p999);
-  printf("  process CPU in the window: user %.3f s, sys %.3f s (%.2f cores); peak RSS %ld kB\n",
-         user_s, sys_s, (user_s + sys_s) / config.run_seconds, rss_kb);
+  printf(
+      "  process CPU in the window: user %.3f s, sys %.3f s (%.2f cores), %.2f us and %.3f "
+      "context switches per %s; peak RSS %ld kB\n",
+      user_s, sys_s, (user_s + sys_s) / config.run_seconds, (user_s + sys_s) * 1e6 / n,
+      context_switches / n, config.mode == BenchMode::kCps ? "connection" : "call", rss_kb);
   printf(
       "RESULT impl=%s mode=%s transport=tcp payload=%zu conc=%d reqs_per_sec=%.1f p50_us=%.2f "
-      "p99_us=%.2f p999_us=%.2f user_cpu_s=%.3f sys_cpu_s=%.3f rss_kb=%ld\n",
+      "p99_us=%.2f p999_us=%.2f user_cpu_s=%.3f sys_cpu_s=%.3f rss_kb=%ld cpu_us_per_req=%.3f "
+      "cs_per_req=%.4f\n",
       impl, ModeName(config.mode), config.payload_bytes, conc, reqs_per_sec, p50, p99, p999, user_s,
-      sys_s, rss_kb);
+      sys_s, rss_kb, (user_s + sys_s) * 1e6 / n, context_switches / n);
   fflush(stdout);
   return 0;
 }

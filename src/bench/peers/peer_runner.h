@@ -45,6 +45,8 @@ struct PeerConfig {
 
   // Outstanding calls per client thread: 1 in latency and cps mode.
   int Depth() const { return mode == BenchMode::kThroughput ? async_call_concurrency : 1; }
+  // Latency mode always runs one client thread: one connection, one call at a time.
+  int ClientThreads() const { return mode == BenchMode::kLatency ? 1 : client_threads; }
 };
 
 // Reads and validates the flags. False with a message on a bad value.
