@@ -4,9 +4,11 @@
 //
 //   rpc-bench --mode=throughput --run_seconds=5 --payload_bytes=64
 //   rpc-bench --server_only --port=7000 &   rpc-bench --server_addr=127.0.0.1:7000
+//   rpc-bench --webserver_port=8080 --run_seconds=60   (then open http://127.0.0.1:8080/)
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cinttypes>
 #include <cstdio>
@@ -21,6 +23,10 @@
 #include "bench/bench_usage.h"
 #include "rpc/messenger.h"
 #include "rpc/messenger_flags.h"
+#include "server/web_dashboard.h"
+#include "server/web_pages.h"
+#include "server/webserver.h"
+#include "util/metrics/metric_registry.h"
 
 DEFINE_string(mode, "throughput",
               "throughput: async calls kept in flight; latency: one synchronous call at a time; "
@@ -58,6 +64,13 @@ DEFINE_bool(server_only, false,
             "Run only the server, on --bind_host:--port, until SIGINT or SIGTERM");
 DEFINE_string(bind_host, "127.0.0.1", "--server_only: address to listen on");
 DEFINE_int32(port, 0, "--server_only: port to listen on; 0 picks a free one (printed)");
+DEFINE_int32(webserver_port, 0,
+             "Serve the web UI (dashboard, /metrics, /rpcz, ...) of the in-process server on "
+             "127.0.0.1:<port> while the benchmark runs; 0: no web UI. The server's metrics are "
+             "kept unless --rpc_enable_metrics=false");
+DEFINE_double(webserver_linger_seconds, 0,
+              "With --webserver_port: seconds to keep serving the web UI after the run's report "
+              "(the server stays up, idle), so the final numbers can be looked at");
 DEFINE_bool(corrupt_responses_for_test, false,
             "Testing only: the server damages every response, which must fail the run");
 
@@ -149,6 +162,48 @@ BenchServerOptions ServerOptionsFromFlags() {
   return options;
 }
 
+// The web UI of the server messenger, when --webserver_port asks for one. Stop it before the
+// messenger is destroyed (its pages read the messenger and its registry).
+Result<std::unique_ptr<Webserver>> StartWebUi(rpc::Messenger* server) {
+  if (FLAGS_webserver_port == 0) return std::unique_ptr<Webserver>();
+  WebserverOptions options;
+  options.bind_address = "127.0.0.1:" + std::to_string(FLAGS_webserver_port);
+  auto web = std::make_unique<Webserver>(std::move(options));
+  RegisterDashboard(web.get());
+  if (server->metric_registry() != nullptr) {
+    // The dashboard names the process after its "server" entity (top bar, page title).
+    server->metric_registry()->FindOrCreateEntity(
+        "server", "rpc-bench",
+        {{"name", "rpc-bench"}, {"mode", FLAGS_mode}, {"pid", std::to_string(getpid())}});
+  }
+  WebPagesOptions pages;
+  pages.server_name = "rpc-bench";
+  RegisterRpcPages(web.get(), server, server->metric_registry(), std::move(pages));
+  RRPC_RETURN_NOT_OK(web->Start());
+  // Tests parse this line for the address; keep its shape.
+  printf("rpc-bench web UI at %s/\n", web->url().c_str());
+  fflush(stdout);
+  return web;
+}
+
+bool CheckWebFlags() {
+  if (FLAGS_webserver_port < 0 || FLAGS_webserver_port > 65535) {
+    fprintf(stderr, "rpc-bench: --webserver_port must be in [0, 65535]\n");
+    return false;
+  }
+  if (!(FLAGS_webserver_linger_seconds >= 0)) {
+    fprintf(stderr, "rpc-bench: --webserver_linger_seconds must not be negative\n");
+    return false;
+  }
+  if (FLAGS_webserver_port != 0 && !FLAGS_server_only && !FLAGS_server_addr.empty()) {
+    fprintf(stderr,
+            "rpc-bench: --webserver_port shows the in-process server; it does not work with "
+            "--server_addr (give it to the --server_only process instead)\n");
+    return false;
+  }
+  return true;
+}
+
 int RunServerOnly() {
   if (FLAGS_port < 0 || FLAGS_port > 65535) {
     fprintf(stderr, "rpc-bench: --port must be in [0, 65535]\n");
@@ -181,10 +236,17 @@ int RunServerOnly() {
   printf("rpc-bench server listening on %s (%d reactors, %d workers); SIGINT or SIGTERM stops it\n",
          bound.ToString().c_str(), options.reactors, options.workers);
   fflush(stdout);
+  Result<std::unique_ptr<Webserver>> web = StartWebUi(server->get());
+  if (!web.ok()) {
+    (*server)->Shutdown();
+    fprintf(stderr, "rpc-bench: cannot start the web UI: %s\n", web.status().ToString().c_str());
+    return kExitRunFailed;
+  }
   int sig = 0;
   sigwait(&stop_signals, &sig);
   // Memory before the shutdown closes the connections (sparse runs against this server).
   const int64_t rss_kb = ReadProcessStatusKb("VmRSS");
+  if (*web) (*web)->Stop();
   (*server)->Shutdown();
   printf("rpc-bench server stopped by signal %d; RSS %" PRId64 " kB, peak %" PRId64 " kB\n", sig,
          rss_kb, ReadProcessStatusKb("VmHWM"));
@@ -192,6 +254,7 @@ int RunServerOnly() {
 }
 
 int Run() {
+  if (!CheckWebFlags()) return kExitUsage;
   if (FLAGS_server_only) return RunServerOnly();
   BenchConfig config;
   std::string error;
@@ -220,6 +283,17 @@ int Run() {
     config.server = *addr;
     config.in_process_server = false;
   }
+  std::unique_ptr<Webserver> web;
+  if (server) {
+    Result<std::unique_ptr<Webserver>> started = StartWebUi(server.get());
+    if (!started.ok()) {
+      server->Shutdown();
+      fprintf(stderr, "rpc-bench: cannot start the web UI: %s\n",
+              started.status().ToString().c_str());
+      return kExitRunFailed;
+    }
+    web = std::move(started).value();
+  }
 
   RunControl control;
   ModeOutput output;
@@ -242,12 +316,22 @@ int Run() {
     s = Status::IllegalState("no call completed inside the measuring window");
   }
   if (!s.ok()) {
+    if (web) web->Stop();
     if (server) server->Shutdown();
     fprintf(stderr, "rpc-bench: FAILED: %s\n", s.ToString().c_str());
     return kExitRunFailed;
   }
   // Report before stopping the server so its memory still counts in the RSS figures.
   PrintReport(config, output, FLAGS_json, stdout);
+  if (web) {
+    if (FLAGS_webserver_linger_seconds > 0) {
+      printf("rpc-bench: the web UI stays up for %.0f s more at %s/\n",
+             FLAGS_webserver_linger_seconds, web->url().c_str());
+      fflush(stdout);
+      SleepFor(MonoDelta::FromSeconds(FLAGS_webserver_linger_seconds));
+    }
+    web->Stop();
+  }
   if (server) server->Shutdown();
   return 0;
 }

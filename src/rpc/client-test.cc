@@ -324,38 +324,89 @@ TEST_F(ClientTest, ServerShutdownWithCallsQueuedAndRunningFailsThemAll) {
 }
 
 TEST_F(ClientTest, TimeoutFiresEvenWhenThePeerStopsReadingMidRequest) {
-  // A server that negotiates and then never reads: a large request stalls half written.
+  // A server that negotiates, then reads nothing until released: a large request stalls half
+  // written. Released, it reads that request whole and answers the next one.
+  const std::string sidecar_bytes(4u << 20, 's');
   RawListener listener;
   ASSERT_TRUE(listener.status().ok());
   CountDownLatch release(1);
+  Status server_status;
+  std::string received_sidecar;
   std::thread server([&] {
     Result<Socket> sock = listener.Accept();
-    if (!sock.ok()) return;
+    if (!sock.ok()) {
+      server_status = sock.status();
+      return;
+    }
     RawConnection conn(std::move(sock).value());
-    if (!conn.AcceptNegotiation().ok()) return;
+    server_status = conn.AcceptNegotiation();
+    if (!server_status.ok()) return;
+    auto answer = [&conn](int32_t call_id, const std::string& data) {
+      ResponseHeader rh;
+      rh.set_call_id(call_id);
+      rtest::EchoResponsePB resp;
+      resp.set_data(data);
+      return conn.Write(FrameBytes(rh, resp));
+    };
+    RequestHeader header;
+    std::string body;
+    server_status = conn.ReadParsedFrame(&header, &body);
+    if (server_status.ok()) server_status = answer(header.call_id(), "warm up");
+    if (!server_status.ok()) return;
     release.WaitFor(MonoDelta::FromSeconds(120));
+    server_status = conn.ReadParsedFrame(&header, &body, &received_sidecar);
+    if (!server_status.ok()) return;
+    server_status = conn.ReadParsedFrame(&header, &body);
+    if (server_status.ok()) server_status = answer(header.call_id(), "second");
+    conn.WaitForClose();
   });
   StartClient();
   rtest::EchoServiceProxy proxy(client_, listener.addr());
-  const std::string big(32u << 20, 'x');  // far more than the socket buffers hold
-  const std::string borrowed(4u << 20, 's');
-  CountedCall call;
-  call.req.set_data(big);
-  call.ctl.set_timeout(MonoDelta::FromMilliseconds(500));
-  call.ctl.AddOutboundSidecar(Slice(borrowed));
-  CountDownLatch done(1);
-  proxy.EchoAsync(call.req, &call.resp, &call.ctl, [&] {
-    call.callbacks++;
-    done.CountDown();
+  {
+    // The connection is open before the big call: its bytes start out in the same reactor
+    // iteration it is queued in, before its timer can fire.
+    rtest::EchoRequestPB req;
+    req.set_data("warm up");
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    ctl.set_timeout(MonoDelta::FromSeconds(60));
+    ASSERT_TRUE(proxy.Echo(req, &resp, &ctl).ok()) << ctl.status().ToString();
+  }
+
+  // Far more than the socket buffers hold; the sidecar is borrowed from memory the test frees as
+  // soon as the call has finished.
+  auto borrowed = std::make_unique<std::string>(sidecar_bytes);
+  CountedCall first;
+  first.req.set_data(std::string(32u << 20, 'x'));
+  first.ctl.set_timeout(MonoDelta::FromMilliseconds(500));
+  first.ctl.AddOutboundSidecar(Slice(*borrowed));
+  CountDownLatch first_done(1);
+  proxy.EchoAsync(first.req, &first.resp, &first.ctl, [&] {
+    first.callbacks++;
+    first_done.CountDown();
   });
-  // The deadline is honoured although the frame can never be completed.
-  const bool finished = done.WaitFor(MonoDelta::FromSeconds(60));
-  release.CountDown();
-  server.join();
+  // The deadline is honoured although the peer reads nothing.
+  const bool finished = first_done.WaitFor(MonoDelta::FromSeconds(60));
+  if (!finished) release.CountDown();  // let the frame drain so the test can end
   ASSERT_TRUE(finished) << "callback still pending long after the deadline";
-  EXPECT_TRUE(call.ctl.status().IsTimedOut()) << call.ctl.status().ToString();
+  EXPECT_TRUE(first.ctl.status().IsTimedOut()) << first.ctl.status().ToString();
+  borrowed.reset();  // the caller may free its sidecar once the call finished
+
+  // The half-sent frame still completes intact, and the connection carries the next call.
+  CountedCall second;
+  second.req.set_data("second");
+  second.ctl.set_timeout(MonoDelta::FromSeconds(60));
+  CountDownLatch second_done(1);
+  proxy.EchoAsync(second.req, &second.resp, &second.ctl, [&] { second_done.CountDown(); });
+  release.CountDown();
+  ASSERT_TRUE(second_done.WaitFor(MonoDelta::FromSeconds(60)));
+  EXPECT_TRUE(second.ctl.status().ok()) << second.ctl.status().ToString();
+  EXPECT_EQ("second", second.resp.data());
   client_->Shutdown();
-  EXPECT_EQ(1, call.callbacks.load());
+  server.join();
+  EXPECT_TRUE(server_status.ok()) << server_status.ToString();
+  EXPECT_TRUE(received_sidecar == sidecar_bytes) << "sidecar corrupted after the timeout";
+  EXPECT_EQ(1, first.callbacks.load());
 }
 
 // ---- Sidecars.

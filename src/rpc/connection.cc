@@ -92,11 +92,11 @@ void Connection::OnCallTimeout(OutboundCall* call, void* arg) {
                            [call](const auto& c) { return c.get() == call; });
     if (it != conn->pending_calls_.end()) conn->pending_calls_.erase(it);
   }
-  if (call->started() && !call->OutboundTransfer::finished()) {
-    call->DeferTimeoutUntilWritten();
-  } else {
-    call->FinishTimedOut();
-  }
+  // A half-written frame stays in the write queue until complete, but the caller is answered
+  // at its deadline all the same: waiting for the frame to drain used to hang the call for as
+  // long as a stalled peer kept its receive window shut.
+  if (call->started() && !call->OutboundTransfer::finished()) call->DetachUnsentPayload();
+  call->FinishTimedOut();
 }
 
 // ---- Server side: responses out.

@@ -135,6 +135,27 @@ std::vector<ConnectionInfo> Messenger::DumpConnections() {
   return out;
 }
 
+void Messenger::StopAccepting() {
+  for (auto& reactor : reactors_) reactor->StopAccepting();
+}
+
+void Messenger::RefuseNewCalls() { service_pool_->RefuseNewCalls(); }
+
+size_t Messenger::inbound_calls_in_flight() const {
+  // The rpcz store already links every routed call until its response is written; counting
+  // there costs the call path nothing more.
+  return service_pool_->rpcz_store()->ListInFlight(0).total;
+}
+
+bool Messenger::WaitForInboundCallsDone(MonoTime deadline) const {
+  // Polled: a drain happens once per process life, and the call path stays free of wakeups.
+  while (inbound_calls_in_flight() > 0) {
+    if (MonoTime::Now() >= deadline) return false;
+    SleepFor(MonoDelta::FromMilliseconds(2));
+  }
+  return true;
+}
+
 void Messenger::Shutdown() {
   if (closing_.exchange(true)) return;
   // Reactors first: no more calls arrive and every connection's calls fail (callbacks run once).

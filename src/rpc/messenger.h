@@ -41,6 +41,18 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   // callback runs once), stops the workers. Idempotent; the destructor calls it.
   void Shutdown();
 
+  // Graceful drain, in this order, before Shutdown():
+  // Stops accepting connections: every reactor closes its listener; open connections stay.
+  // Idempotent; not on a reactor thread.
+  void StopAccepting();
+  // Calls arriving from now on are refused with retriable ERROR_UNAVAILABLE; queued and running
+  // calls go on (ServicePool::RefuseNewCalls).
+  void RefuseNewCalls();
+  // Inbound calls received and not yet answered and written (or dropped with their connection).
+  size_t inbound_calls_in_flight() const;
+  // Blocks until inbound_calls_in_flight() is zero (true) or `deadline` passes (false).
+  bool WaitForInboundCallsDone(MonoTime deadline) const;
+
   // Any thread: hands a serialized call to the reactor owning its remote's connection.
   void QueueOutboundCall(scoped_refptr<OutboundCall> call);
   // Reactor thread: an inbound call is parsed; route it to its service.

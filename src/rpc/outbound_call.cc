@@ -148,7 +148,6 @@ void OutboundCall::Finish(Status status, std::unique_ptr<ErrorStatusPB> error) {
 
 void OutboundCall::TransferDone() {
   ClearPayload();
-  if (timeout_deferred_) FinishTimedOut();
   Release();
 }
 

@@ -67,10 +67,11 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
 
   // A finished call whose frame has not started out need not be sent.
   bool cancelled() const override { return state_ == State::kFinished && !started(); }
-  // Reactor thread: the deadline passed while the frame was half written. The call finishes
-  // (timed out) once the frame is complete on the wire, so borrowed sidecars stay valid until
-  // the callback.
-  void DeferTimeoutUntilWritten() { timeout_deferred_ = true; }
+  // Reactor thread: the deadline passed while the frame was half written. The rest of the frame
+  // must still go out (the stream would be corrupt otherwise), but the caller must not wait for
+  // a peer that may never read it: the unsent borrowed sidecars are copied, so the call can
+  // finish (timed out) now and the caller may free them.
+  void DetachUnsentPayload() { CopyUnsentBorrowedSidecars(); }
 
  private:
   enum class State { kCreated, kSerialized, kFinished };
@@ -87,7 +88,6 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   int32_t call_id_ = 0;
   State state_ = State::kCreated;
   MonoTime sent_at_;
-  bool timeout_deferred_ = false;
   ClientMethodMetrics* metrics_ = nullptr;  // owned by the messenger
 
   // Timer state: reactor thread only.

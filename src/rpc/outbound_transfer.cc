@@ -1,6 +1,7 @@
 #include "rpc/outbound_transfer.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace rrpc::rpc {
 
@@ -15,6 +16,20 @@ void OutboundTransfer::SetPayload(BlockSlice head, std::vector<BlockSlice> sidec
 void OutboundTransfer::ClearPayload() {
   head_ = BlockSlice();
   sidecars_.clear();
+}
+
+void OutboundTransfer::CopyUnsentBorrowedSidecars() {
+  size_t offset = head_.slice.size();  // where the sidecar starts in the frame's bytes
+  for (BlockSlice& s : sidecars_) {
+    const size_t size = s.slice.size();
+    const bool unsent = offset + size > bytes_written_;
+    offset += size;
+    if (s.block || size == 0 || !unsent) continue;
+    BlockRef copy = Block::Allocate(size);
+    memcpy(copy->data(), s.slice.data(), size);
+    const Slice bytes(copy->data(), size);
+    s = BlockSlice{std::move(copy), bytes};
+  }
 }
 
 int OutboundTransfer::FillIovecs(iovec* iov, int max) const {

@@ -42,6 +42,10 @@ class OutboundTransfer {
   // Sets the bytes to send; the transfer keeps references to their blocks.
   void SetPayload(BlockSlice head, std::vector<BlockSlice> sidecars);
   void ClearPayload();
+  // Copies the unwritten borrowed sidecars (those without a block) into blocks of their own, so
+  // the rest of the frame can still be written after the owner of the borrowed bytes has let
+  // them go. Fully written sidecars are left alone: only their sizes are read again.
+  void CopyUnsentBorrowedSidecars();
 
  private:
   friend class TransferQueue;

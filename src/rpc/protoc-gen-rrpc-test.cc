@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <google/protobuf/descriptor.h>
 #include <gtest/gtest.h>
 
 #include "rpc/rtest.rrpc.h"
@@ -160,6 +161,7 @@ TEST_F(ProtocGenRrpcTest, GeneratesBaseAndProxyForEveryServiceOfRtestProto) {
       "EchoServiceIf(); ~EchoServiceIf() override;",
       "const ::std::string& service_name() const override;",
       "static const ::std::string& static_service_name();",
+      "const ::google::protobuf::ServiceDescriptor* service_descriptor() const override;",
       "virtual void Echo(const ::rrpc::rtest::EchoRequestPB* req, "
       "::rrpc::rtest::EchoResponsePB* resp, ::rrpc::rpc::RpcContext* context) = 0;",
       "virtual void Add(const ::rrpc::rtest::AddRequestPB* req, "
@@ -185,6 +187,9 @@ TEST_F(ProtocGenRrpcTest, GeneratesBaseAndProxyForEveryServiceOfRtestProto) {
   const std::vector<std::string> expected_source = {
       "new ::std::string(\"rrpc.rtest.EchoService\")",
       "new ::std::string(\"rrpc.rtest.CalculatorService\")",
+      "::rrpc::rtest::EchoRequestPB::descriptor()->file()->FindServiceByName(\"EchoService\")",
+      "::rrpc::rtest::AddRequestPB::descriptor()->file()->FindServiceByName("
+      "\"CalculatorService\")",
       "info.request_prototype = &::rrpc::rtest::EchoRequestPB::default_instance();",
       "info.response_prototype = &::rrpc::rtest::EchoResponsePB::default_instance();",
       "return ::rrpc::rpc::Proxy::SyncRequest(EchoService_MethodNames::Echo(), req, resp, "
@@ -258,6 +263,33 @@ TEST_F(ProtocGenRrpcTest, MapsPackagesAndForeignMessagesToQualifiedCppNames) {
   EXPECT_NE(std::string::npos, cc.find("new ::std::string(\"p.q.r.Relay\")"));
   EXPECT_NE(std::string::npos, cc.find("new ::std::string(\"p.q.r.Small\")"));
   EXPECT_NE(std::string::npos, cc.find("&::x::common::Outer_Inner::default_instance()"));
+  // Relay's descriptor is found through its one local message, Small's through its first.
+  EXPECT_NE(std::string::npos,
+            cc.find("::p::q::r::Local_Nested::descriptor()->file()->FindServiceByName(\"Relay\")"))
+      << cc;
+  EXPECT_NE(std::string::npos,
+            cc.find("::p::q::r::Local::descriptor()->file()->FindServiceByName(\"Small\")"));
+}
+
+TEST_F(ProtocGenRrpcTest, ServiceOfForeignMessagesFindsItsDescriptorByName) {
+  WriteProto("a/common.proto", R"(
+    syntax = "proto3";
+    package x.common;
+    message Ping { int32 n = 1; }
+  )");
+  WriteProto("b/foreign.proto", R"(
+    syntax = "proto3";
+    package p;
+    import "a/common.proto";
+    service Foreign { rpc Ping(x.common.Ping) returns (x.common.Ping); }
+  )");
+  ProtocRun run = RunProtocOnScratch({"b/foreign.proto"});
+  ASSERT_EQ(0, run.exit_code) << run.output;
+  const std::string cc = Flatten(Output("b/foreign.rrpc.cc"));
+  EXPECT_NE(std::string::npos,
+            cc.find("::google::protobuf::DescriptorPool::generated_pool()->FindServiceByName("
+                    "\"p.Foreign\")"))
+      << cc;
 }
 
 TEST_F(ProtocGenRrpcTest, FileWithoutPackageStaysInGlobalNamespace) {
@@ -343,6 +375,8 @@ TEST_F(ProtocGenRrpcTest, RejectsLiteMessagesAndNamesThatWouldClash) {
        "c.S.Get: its asynchronous proxy method would clash with method 'GetAsync'"},
       {"message M {} service S { rpc SyncRequest(M) returns (M); }",
        "c.S.SyncRequest: method name 'SyncRequest' clashes"},
+      {"message M {} service S { rpc service_descriptor(M) returns (M); }",
+       "c.S.service_descriptor: method name 'service_descriptor' clashes"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.body);
@@ -433,6 +467,23 @@ TEST(GeneratedServiceTest, ServiceNameIsTheFullProtoNameBuiltOnce) {
   EXPECT_EQ(&echo.service_name(), &rtest::EchoServiceIf::static_service_name());
   EXPECT_EQ(&rtest::EchoServiceIf::static_service_name(),
             &rtest::EchoServiceIf::static_service_name());
+}
+
+TEST(GeneratedServiceTest, ExposesItsDescriptorFromTheGeneratedPool) {
+  TestEchoService echo;
+  TestCalculatorService calculator;
+  const google::protobuf::ServiceDescriptor* descriptor = echo.service_descriptor();
+  ASSERT_NE(nullptr, descriptor);
+  EXPECT_EQ("rrpc.rtest.EchoService", descriptor->full_name());
+  EXPECT_EQ(google::protobuf::DescriptorPool::generated_pool(), descriptor->file()->pool());
+  ASSERT_EQ(2, descriptor->method_count());
+  ASSERT_NE(nullptr, descriptor->FindMethodByName("Echo"));
+  EXPECT_EQ(rtest::EchoRequestPB::descriptor(), descriptor->FindMethodByName("Echo")->input_type());
+  EXPECT_EQ(rtest::AddResponsePB::descriptor(), descriptor->FindMethodByName("Add")->output_type());
+  ASSERT_NE(nullptr, calculator.service_descriptor());
+  EXPECT_EQ("rrpc.rtest.CalculatorService", calculator.service_descriptor()->full_name());
+  // The same object on every call (looked up once).
+  EXPECT_EQ(descriptor, echo.service_descriptor());
 }
 
 TEST(GeneratedServiceTest, EachServiceHasOnlyItsOwnMethods) {

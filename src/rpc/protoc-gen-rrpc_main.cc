@@ -32,9 +32,11 @@ constexpr size_t kColumns = 100;
 // would hide or clash with them.
 const std::set<std::string>& ReservedMethodNames() {
   static const auto* const names =
-      new std::set<std::string>{"service_name", "static_service_name", "FindMethod",
-                                "AddMethod",    "SyncRequest",         "AsyncRequest",
-                                "remote",       "ServiceIf",           "Proxy"};
+      new std::set<std::string>{"service_name",       "static_service_name",
+                                "service_descriptor", "FindMethod",
+                                "AddMethod",          "SyncRequest",
+                                "AsyncRequest",       "remote",
+                                "ServiceIf",          "Proxy"};
   return *names;
 }
 
@@ -298,7 +300,9 @@ void PrintServiceBaseDecl(const pb::ServiceDescriptor* service, pb::io::Printer*
       "\n"
       "// \"$full$\"\n"
       "const ::std::string& service_name() const override;\n"
-      "static const ::std::string& static_service_name();\n",
+      "static const ::std::string& static_service_name();\n"
+      "// The service's descriptor in protobuf's generated pool (for reflection).\n"
+      "const ::google::protobuf::ServiceDescriptor* service_descriptor() const override;\n",
       "full", service->full_name());
   for (const MethodInfo& m : Methods(service)) {
     p->Print("\n");
@@ -372,6 +376,38 @@ void PrintMethodNames(const pb::ServiceDescriptor* service, pb::io::Printer* p) 
   p->Print("};\n");
 }
 
+// service_descriptor(): found through a message of the service's own file when it has one, since
+// calling that message's descriptor() also makes the linker keep the file's .pb.o (and with it the
+// file's registration in the generated pool); otherwise looked up by name in the generated pool.
+void PrintServiceDescriptorDef(const pb::ServiceDescriptor* service, pb::io::Printer* p) {
+  const std::string cls = service->name() + "If";
+  std::string lookup =
+      "::google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(\"" +
+      service->full_name() + "\")";
+  for (const MethodInfo& m : Methods(service)) {
+    const pb::Descriptor* local = nullptr;
+    if (m.descriptor->input_type()->file() == service->file()) {
+      local = m.descriptor->input_type();
+    } else if (m.descriptor->output_type()->file() == service->file()) {
+      local = m.descriptor->output_type();
+    }
+    if (local != nullptr) {
+      lookup = CppMessage(local) + "::descriptor()->file()->FindServiceByName(\"" +
+               service->name() + "\")";
+      break;
+    }
+  }
+  PrintLines(
+      Member("const ::google::protobuf::ServiceDescriptor* " + cls, "service_descriptor() const {"),
+      p);
+  p->Indent();
+  PrintLines(
+      Assign(2, "static const ::google::protobuf::ServiceDescriptor* const descriptor", lookup), p);
+  p->Print("return descriptor;\n");
+  p->Outdent();
+  p->Print("}\n");
+}
+
 void PrintServiceBaseDefs(const pb::ServiceDescriptor* service, pb::io::Printer* p) {
   const std::string cls = service->name() + "If";
   const std::string names = service->name() + "_MethodNames";
@@ -421,7 +457,8 @@ void PrintServiceBaseDefs(const pb::ServiceDescriptor* service, pb::io::Printer*
   p->Indent();
   PrintStaticString(2, service->full_name(), p);
   p->Outdent();
-  p->Print("}\n");
+  p->Print("}\n\n");
+  PrintServiceDescriptorDef(service, p);
 }
 
 void PrintProxyDefs(const pb::ServiceDescriptor* service, pb::io::Printer* p) {
@@ -461,7 +498,9 @@ void GenerateSource(const pb::FileDescriptor* file, pb::io::Printer* p) {
   PrintBanner(file, p);
   p->Print("#include \"$h$\"\n", "h", StripProto(file->name()) + ".rrpc.h");
   if (file->service_count() == 0) return;
-  p->Print("\n#include <memory>\n#include <string>\n#include <utility>\n\n");
+  p->Print(
+      "\n#include <memory>\n#include <string>\n#include <utility>\n\n"
+      "#include <google/protobuf/descriptor.h>\n\n");
   const std::string ns = CppNamespace(file);
   OpenNamespace(ns, p);
   p->Print("namespace {\n\n");

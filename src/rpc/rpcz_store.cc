@@ -149,7 +149,6 @@ void RpczStore::Track(RpczCallEntry* entry, const RpczCallInfo& info, size_t str
   entry->store_ = this;
   entry->stripe_ = stripe_hint % kNumStripes;
   entry->info_ = info;
-  entry->queued_ = MonoTime::Now();
   Stripe& stripe = stripes_[entry->stripe_];
   std::lock_guard<std::mutex> lock(stripe.mu);
   entry->prev_ = nullptr;
@@ -245,7 +244,6 @@ void RpczStore::Sample(RpczCallEntry* entry, MonoTime done, bool sent, bool fail
                                   std::chrono::system_clock::now().time_since_epoch())
                                   .count();
   sample.arrival_unix_us = now_unix_us - age_us;
-  sample.queued_us = OffsetUs(arrival, entry->queued_.ToNanoseconds());
   sample.started_us = OffsetUs(arrival, entry->started_ns_.load(std::memory_order_relaxed));
   sample.responded_us = OffsetUs(arrival, entry->responded_ns_.load(std::memory_order_relaxed));
   sample.done_us = age_us;

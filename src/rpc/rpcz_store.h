@@ -1,6 +1,7 @@
 // RpczStore: what the /rpcz page shows about a server's calls: the calls in flight now (method,
 // peer, elapsed time, queued / running / sending), and per method the last few slow calls and
-// the last few failed calls, each with its timeline (arrival, queued, started, responded, done).
+// the last few failed calls, each with its timeline: arrival, started (so the time it waited in
+// the service queue), responded (the time in its handler) and done (the time to send).
 //
 // It is built to sit on the call path at almost no cost:
 //  - In-flight calls are an intrusive doubly linked list: the links live in an RpczCallEntry
@@ -8,7 +9,8 @@
 //    one per reactor (the reactor links a call when it queues it and unlinks it when the
 //    response is written, so each stripe's mutex is in practice taken only by its own reactor
 //    and, rarely, by a page reading the list). There is no global lock.
-//  - The timeline stamps set by workers are relaxed atomic stores.
+//  - The timeline stamps set by workers are relaxed atomic stores. Tracking adds two clock reads
+//    per call (responded, done) to those the call path takes anyway (arrival, started).
 //  - Only a slow or failed call costs more: it is copied into a fixed-size ring of its method.
 //    Rings are found through a lock-free table keyed by method; a ring's own mutex is only
 //    try-locked on the call path (a sample is dropped rather than waited for), and at most one
@@ -67,12 +69,12 @@ struct RpczInFlightList {
 };
 
 // A finished call kept as a sample. Offsets are microseconds since arrival; -1 when the call
-// never got there (a call refused by a full queue never starts).
+// never got there (a call refused by a full queue never starts). Queue wait = started, handler
+// time = responded - started, send time = done - responded.
 struct RpczSample {
   std::string peer;
   int32_t call_id = 0;
   int64_t arrival_unix_us = 0;  // Wall clock, microseconds since the Unix epoch.
-  int64_t queued_us = -1;       // Put in the service queue.
   int64_t started_us = -1;      // A worker took it.
   int64_t responded_us = -1;    // The response (or error) was serialized.
   int64_t done_us = -1;         // The response was written, or dropped.
@@ -133,7 +135,6 @@ class RpczCallEntry {
   RpczCallEntry* next_ = nullptr;  // Guarded by the stripe's mutex.
   size_t stripe_ = 0;
   RpczCallInfo info_;
-  MonoTime queued_;
   // 0 until reached; written by the owning thread, read by ListInFlight() under the stripe lock.
   std::atomic<int64_t> started_ns_{0};
   std::atomic<int64_t> responded_ns_{0};

@@ -38,6 +38,9 @@ class ServiceIf {
   virtual ~ServiceIf() = default;
   // Fully qualified protobuf name, e.g. "rrpc.rtest.EchoService".
   virtual const std::string& service_name() const = 0;
+  // The service's protobuf descriptor, for reflection (generated bases return theirs); nullptr
+  // when unknown. Thread-safe.
+  virtual const google::protobuf::ServiceDescriptor* service_descriptor() const { return nullptr; }
   // nullptr when the service has no such method. Thread-safe (the table is immutable once built).
   const RpcMethodInfo* FindMethod(std::string_view method_name) const;
 

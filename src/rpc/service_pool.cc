@@ -83,6 +83,12 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
     method->metrics->CallRouted(raw->frame_bytes());
   }
   rpcz_store_.TrackInboundCall(raw);
+  if (refusing_calls_.load(std::memory_order_acquire)) {
+    // Tracked first, so a drain waiting for the calls in flight also waits for this answer.
+    raw->RespondFailure(ErrorStatusPB::ERROR_UNAVAILABLE,
+                        Status::ServiceUnavailable("server shutting down"));
+    return;
+  }
   InboundCall* evicted = nullptr;
   switch (queue_.Put(raw, &evicted)) {
     case decltype(queue_)::PutResult::kHandedOff:

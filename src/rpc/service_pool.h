@@ -53,6 +53,9 @@ class ServicePool {
   // Stops the workers after they finish the handler they run; calls still queued are answered
   // ERROR_UNAVAILABLE. Idempotent.
   void Shutdown();
+  // From now on calls that arrive are answered at once with retriable ERROR_UNAVAILABLE ("server
+  // shutting down"); calls already queued or running go on. For a graceful drain. Any thread.
+  void RefuseNewCalls() { refusing_calls_.store(true, std::memory_order_release); }
 
   // Reactor thread: routes one parsed call. Errors are answered here; the rest is queued.
   void QueueInboundCall(std::unique_ptr<InboundCall> call);
@@ -78,6 +81,7 @@ class ServicePool {
   std::vector<std::thread> workers_;
   std::atomic<bool> started_{false};
   std::atomic<bool> shut_down_{false};
+  std::atomic<bool> refusing_calls_{false};
   ServicePoolStats stats_;
 };
 

@@ -165,8 +165,10 @@ std::string FormatMicros(int64_t us) {
   return Printf("%.2f s", static_cast<double>(us) / 1e6);
 }
 
-// "+1.20 ms": an offset on a call's timeline.
-std::string FormatOffset(int64_t us) { return us < 0 ? "—" : "+" + FormatMicros(us); }
+// The time from `from_us` to `to_us` on a call's timeline, or "—" if it never got to either.
+std::string FormatPhase(int64_t from_us, int64_t to_us) {
+  return from_us < 0 || to_us < 0 ? "—" : FormatMicros(to_us - from_us);
+}
 
 std::string FormatBytes(uint64_t bytes) {
   if (bytes < 1024) return std::to_string(bytes) + " B";
@@ -387,7 +389,6 @@ void AppendSampleJson(const rpc::RpczSample& s, std::string* out) {
   o.Str("peer", s.peer)
       .Int("call_id", s.call_id)
       .Int("arrival_unix_us", s.arrival_unix_us)
-      .IntOrNull("queued_us", s.queued_us)
       .IntOrNull("started_us", s.started_us)
       .IntOrNull("responded_us", s.responded_us)
       .IntOrNull("done_us", s.done_us)
@@ -483,10 +484,10 @@ void AppendSampleTable(std::string_view heading, std::string_view note, bool fai
                 {"Method", false},
                 {"Peer", false},
                 {"Call id", true},
-                {"Queued", true},
-                {"Started", true},
-                {"Responded", true},
-                {"Done", true},
+                {"In queue", true},
+                {"In handler", true},
+                {"Sending", true},
+                {"Total", true},
                 {"Error", false},
                 {"Message", false}},
                out);
@@ -496,10 +497,10 @@ void AppendSampleTable(std::string_view heading, std::string_view note, bool fai
                 {"Method", false},
                 {"Peer", false},
                 {"Call id", true},
-                {"Queued", true},
-                {"Started", true},
-                {"Responded", true},
-                {"Done", true}},
+                {"In queue", true},
+                {"In handler", true},
+                {"Sending", true},
+                {"Total", true}},
                out);
   }
   for (const SampleRow& row : rows) {
@@ -509,10 +510,10 @@ void AppendSampleTable(std::string_view heading, std::string_view note, bool fai
     MethodCell(row.method->service, row.method->method, out);
     Cell("mono", s.peer, out);
     Cell("num", std::to_string(s.call_id), out);
-    Cell("num", FormatOffset(s.queued_us), out);
-    Cell("num", FormatOffset(s.started_us), out);
-    Cell("num", FormatOffset(s.responded_us), out);
-    Cell("num", FormatOffset(s.done_us), out);
+    Cell("num", FormatPhase(0, s.started_us), out);
+    Cell("num", FormatPhase(s.started_us, s.responded_us), out);
+    Cell("num", FormatPhase(s.responded_us, s.done_us), out);
+    Cell("num", FormatMicros(s.done_us), out);
     if (failed) {
       Cell("err", s.error_code, out);
       Cell("", s.error_message, out);
@@ -540,7 +541,7 @@ std::string RpczHtml(const PageEnv& env, rpc::RpczStore* store, size_t max_calls
               {"Call id", true},
               {"State", false},
               {"Elapsed", true},
-              {"Waited in queue", true},
+              {"In queue", true},
               {"In handler", true}},
              &out);
   for (const rpc::RpczInFlightCall& c : in_flight.calls) {
@@ -563,10 +564,8 @@ std::string RpczHtml(const PageEnv& env, rpc::RpczStore* store, size_t max_calls
   EndTable(&out);
 
   const std::string threshold = FormatMicros(store->slow_threshold().ToMicroseconds());
-  AppendSampleTable(
-      "Recent slow calls",
-      "successful calls that took " + threshold + " or more; times on each call's timeline",
-      /*failed=*/false, methods, &out);
+  AppendSampleTable("Recent slow calls", "successful calls that took " + threshold + " or more",
+                    /*failed=*/false, methods, &out);
   AppendSampleTable("Recent failed calls",
                     "answered with an error, or whose response could not be sent",
                     /*failed=*/true, methods, &out);

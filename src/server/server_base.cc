@@ -1,0 +1,202 @@
+#include "server/server_base.h"
+
+#include <fcntl.h>
+#include <glog/logging.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "rpc/messenger.h"
+#include "rpc/service_if.h"
+#include "server/server_status.h"
+#include "server/web_dashboard.h"
+#include "server/web_pages.h"
+#include "server/webserver.h"
+#include "util/metrics/metric_registry.h"
+
+namespace rrpc {
+
+namespace {
+
+// The write end of the self-pipe of the server in RunUntilSignalled(), or -1. Read by the
+// signal handler, so a lock-free atomic.
+std::atomic<int> g_signal_pipe{-1};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+// Async-signal-safe: only write(2), with errno preserved.
+void OnSignal(int signo) {
+  const int saved_errno = errno;
+  const int fd = g_signal_pipe.load();
+  if (fd >= 0) {
+    const unsigned char byte = static_cast<unsigned char>(signo);
+    ssize_t ignored = write(fd, &byte, 1);
+    (void)ignored;  // a full pipe already holds a wakeup
+  }
+  errno = saved_errno;
+}
+
+constexpr unsigned char kStopByte = 0;  // RequestStop(); signal numbers are never 0
+
+Status InstallHandler(int signo, void (*handler)(int)) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  if (sigaction(signo, &sa, nullptr) != 0) {
+    return Status::IOError("sigaction", strerror(errno));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+ServerBase::ServerBase(ServerBaseOptions options) : options_(std::move(options)) {
+  // Non-blocking write end: a handler must never block, and one pending byte is enough.
+  PCHECK(pipe2(stop_pipe_, O_CLOEXEC) == 0) << "pipe2";
+  PCHECK(fcntl(stop_pipe_[1], F_SETFL, O_NONBLOCK) == 0);
+}
+
+ServerBase::~ServerBase() {
+  Shutdown();
+  close(stop_pipe_[0]);
+  close(stop_pipe_[1]);
+}
+
+Status ServerBase::RegisterService(std::unique_ptr<rpc::ServiceIf> service) {
+  const State state = state_.load();
+  if (state == State::kNew) {
+    pending_services_.push_back(std::move(service));
+    return Status::OK();
+  }
+  if (state != State::kInitialized) return Status::IllegalState("register services before Start()");
+  return messenger_->RegisterService(std::move(service));
+}
+
+Status ServerBase::Init() {
+  if (state_.load() != State::kNew) return Status::IllegalState("server already initialized");
+  metric_registry_ = std::make_unique<MetricRegistry>();
+  rpc::MessengerOptions mopts = options_.messenger;
+  mopts.name = options_.name;
+  mopts.metric_registry = metric_registry_.get();
+  RRPC_ASSIGN_OR_RETURN(messenger_, rpc::MessengerBuilder(mopts).Build());
+  RRPC_RETURN_NOT_OK(messenger_->RegisterService(std::make_unique<ServerStatusServiceImpl>(this)));
+  for (auto& service : pending_services_) {
+    RRPC_RETURN_NOT_OK(messenger_->RegisterService(std::move(service)));
+  }
+  pending_services_.clear();
+  state_.store(State::kInitialized);
+  return Status::OK();
+}
+
+Status ServerBase::Start() {
+  if (state_.load() == State::kNew) RRPC_RETURN_NOT_OK(Init());
+  if (state_.load() != State::kInitialized) return Status::IllegalState("server already started");
+  RRPC_ASSIGN_OR_RETURN(Sockaddr bind, Sockaddr::Parse(options_.rpc_bind_address));
+  start_time_ = MonoTime::Now();
+  RRPC_RETURN_NOT_OK(messenger_->Listen(bind, &rpc_address_));
+  if (!options_.webserver_bind_address.empty()) {
+    WebserverOptions wopts;
+    wopts.bind_address = options_.webserver_bind_address;
+    web_ = std::make_unique<Webserver>(wopts);
+    RegisterDashboard(web_.get());
+    WebPagesOptions popts;
+    popts.server_name = options_.name;
+    popts.health_check = [this] { return Health(); };
+    RegisterRpcPages(web_.get(), messenger_.get(), metric_registry_.get(), popts);
+    Status s = web_->Start();
+    if (!s.ok()) {
+      messenger_->Shutdown();
+      state_.store(State::kStopped);
+      return s.CloneAndPrepend("web UI");
+    }
+  }
+  state_.store(State::kRunning);
+  LOG(INFO) << options_.name << ": RPC on " << rpc_address_.ToString()
+            << (web_ ? ", web UI at " + web_->url() : std::string(", no web UI"));
+  return Status::OK();
+}
+
+void ServerBase::Shutdown() {
+  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  const State state = state_.load();
+  if (state == State::kStopped) return;
+  if (messenger_ && state == State::kRunning) {
+    const MonoTime deadline = MonoTime::Now() + options_.shutdown_timeout;
+    LOG(INFO) << options_.name << ": draining (up to " << options_.shutdown_timeout.ToString()
+              << ")";
+    // Refusing first: once Health() says "draining", no new call runs any more.
+    messenger_->RefuseNewCalls();
+    state_.store(State::kDraining);  // /healthz and GetStatus say so from now on
+    messenger_->StopAccepting();
+    if (!messenger_->WaitForInboundCallsDone(deadline)) {
+      LOG(WARNING) << options_.name << ": " << messenger_->inbound_calls_in_flight()
+                   << " calls still in flight after the shutdown timeout; closing anyway";
+    }
+  }
+  state_.store(State::kDraining);
+  if (web_) web_->Stop();
+  if (messenger_) messenger_->Shutdown();
+  state_.store(State::kStopped);
+  LOG(INFO) << options_.name << ": stopped";
+}
+
+Status ServerBase::RunUntilSignalled() {
+  int expected = -1;
+  if (!g_signal_pipe.compare_exchange_strong(expected, stop_pipe_[1])) {
+    return Status::IllegalState("another server already handles signals");
+  }
+  for (int signo : {SIGTERM, SIGINT, SIGHUP}) RRPC_RETURN_NOT_OK(InstallHandler(signo, OnSignal));
+  int stop_signal = -1;
+  while (stop_signal < 0) {
+    unsigned char byte = 0;
+    const ssize_t n = read(stop_pipe_[0], &byte, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != 1) {
+      PLOG(ERROR) << "reading the signal pipe";
+      stop_signal = 0;
+      break;
+    }
+    if (byte == SIGHUP) {
+      LOG(INFO) << options_.name << ": SIGHUP: reload: nothing to reload yet";
+      continue;
+    }
+    stop_signal = byte;
+  }
+  // Default actions again: a second SIGTERM / SIGINT during the drain ends the process at once.
+  for (int signo : {SIGTERM, SIGINT}) (void)InstallHandler(signo, SIG_DFL);
+  (void)InstallHandler(SIGHUP, SIG_IGN);
+  g_signal_pipe.store(-1);
+  if (stop_signal == kStopByte) {
+    LOG(INFO) << options_.name << ": stop requested";
+  } else {
+    LOG(INFO) << options_.name << ": " << strsignal(stop_signal) << ": shutting down";
+  }
+  Shutdown();
+  return Status::OK();
+}
+
+void ServerBase::RequestStop() {
+  const unsigned char byte = kStopByte;
+  ssize_t ignored = write(stop_pipe_[1], &byte, 1);
+  (void)ignored;
+}
+
+Status ServerBase::Health() const {
+  switch (state_.load()) {
+    case State::kRunning:
+      return Status::OK();
+    case State::kDraining:
+      return Status::ServiceUnavailable("draining");
+    case State::kStopped:
+      return Status::ServiceUnavailable("stopped");
+    default:
+      return Status::ServiceUnavailable("starting");
+  }
+}
+
+std::string ServerBase::web_url() const { return web_ ? web_->url() : std::string(); }
+
+}  // namespace rrpc

@@ -1,0 +1,33 @@
+// The flags of ServerBaseOptions::FromFlags(): only binaries read them.
+#include <gflags/gflags.h>
+
+#include "rpc/messenger_flags.h"
+#include "server/server_base.h"
+
+DEFINE_string(rpc_bind, "127.0.0.1:7050",
+              "host:port the RPC server listens on (port 0 picks a free one). Use 0.0.0.0 only "
+              "where the network is trusted: RPCs are not authenticated yet.");
+DEFINE_string(webserver_bind, "127.0.0.1:8050",
+              "ipv4:port of the operator web UI (dashboard, /metrics, /rpcz, /healthz, ...); "
+              "empty disables it.");
+DEFINE_string(data_dir, "",
+              "Directory where the server keeps its data; empty: the server's default, under "
+              "the working directory.");
+DEFINE_int32(shutdown_timeout_ms, 30000,
+             "On SIGTERM/SIGINT, milliseconds to wait for calls in flight to be answered before "
+             "closing their connections. Longer drains lose fewer calls but delay restarts.");
+
+namespace rrpc {
+
+ServerBaseOptions ServerBaseOptions::FromFlags(std::string name) {
+  ServerBaseOptions options;
+  options.messenger = rpc::MessengerOptionsFromFlags(name);
+  options.name = std::move(name);
+  options.rpc_bind_address = FLAGS_rpc_bind;
+  options.webserver_bind_address = FLAGS_webserver_bind;
+  options.data_dir = FLAGS_data_dir;
+  options.shutdown_timeout = MonoDelta::FromMilliseconds(FLAGS_shutdown_timeout_ms);
+  return options;
+}
+
+}  // namespace rrpc

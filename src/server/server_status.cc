@@ -1,0 +1,38 @@
+#include "server/server_status.h"
+
+#include <gflags/gflags.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "rpc/rpc_context.h"
+#include "server/server_base.h"
+
+#ifndef RRPC_VERSION
+#define RRPC_VERSION "unknown"
+#endif
+
+namespace rrpc {
+
+const char* RrpcVersion() { return RRPC_VERSION; }
+
+void ServerStatusServiceImpl::GetStatus(const server::GetStatusRequestPB* /*req*/,
+                                        server::GetStatusResponsePB* resp,
+                                        rpc::RpcContext* context) {
+  resp->set_version(RrpcVersion());
+  resp->set_uptime_seconds((MonoTime::Now() - server_->start_time()).ToSeconds());
+  resp->set_server_name(server_->name());
+  std::vector<gflags::CommandLineFlagInfo> flags;
+  gflags::GetAllFlags(&flags);  // sorted by name
+  for (const auto& flag : flags) {
+    server::ServerFlagPB* pb = resp->add_flags();
+    pb->set_name(flag.name);
+    pb->set_value(flag.current_value);
+  }
+  const Status health = server_->Health();
+  resp->set_healthy(health.ok());
+  resp->set_health(health.ok() ? "OK" : health.message());
+  context->RespondSuccess();
+}
+
+}  // namespace rrpc
