@@ -141,6 +141,7 @@ void ServerBase::Shutdown() {
   if (messenger_) messenger_->Shutdown();
   state_.store(State::kStopped);
   LOG(INFO) << options_.name << ": stopped";
+  RequestStop();  // a RunUntilSignalled() in another thread returns too
 }
 
 Status ServerBase::RunUntilSignalled() {

@@ -76,7 +76,8 @@ class ServerBase {
   // worker of this server.
   void Shutdown();
 
-  // Blocks until SIGTERM or SIGINT (then drains with Shutdown() and returns) or RequestStop().
+  // Blocks until SIGTERM or SIGINT (then drains with Shutdown() and returns), RequestStop() or
+  // Shutdown() from another thread.
   // SIGHUP is logged and ignored (nothing to reload yet). The handler only writes the signal
   // number into a pipe; all work happens on the calling thread. One server per process at a time.
   Status RunUntilSignalled();
