@@ -332,16 +332,20 @@ TEST_F(RrpcCliTest, DrivesTheKvServerEndToEnd) {
       << ReadFile(scratch_ / "kv.err");
   const std::string addr = "127.0.0.1:" + std::to_string(std::stoi(ReadFile(port_file)));
 
-  const std::vector<std::string> protos = {
-      "--proto=server/kv/kv.proto,server/server_status.proto", "--proto_path=" + SourceDir()};
-  CliRun status = Run({protos[0], protos[1], "status", addr});
+  // ServerBase registers the reflection service: no .proto files needed.
+  CliRun list = Run({"list", addr});
+  EXPECT_EQ(0, list.exit_code) << list.err;
+  EXPECT_TRUE(Contains(list.out, "rrpc.kv.KvService\n  Put(rrpc.kv.PutRequestPB)")) << list.out;
+  EXPECT_TRUE(Contains(list.out, "rrpc.server.ServerStatusService\n")) << list.out;
+
+  CliRun status = Run({"status", addr});
   EXPECT_EQ(0, status.exit_code) << status.err;
   EXPECT_TRUE(Contains(status.out, "server_name: \"kv-server\"")) << status.out;
 
-  CliRun put = Run({protos[0], protos[1], "call", addr, "rrpc.kv.KvService.Put", "key: 'k1' value: 'v1'"});
+  CliRun put = Run({"call", addr, "rrpc.kv.KvService.Put", "key: 'k1' value: 'v1'"});
   EXPECT_EQ(0, put.exit_code) << put.err;
   EXPECT_EQ("", put.out);
-  CliRun get = Run({protos[0], protos[1], "call", addr, "rrpc.kv.KvService.Get", "key: 'k1'"});
+  CliRun get = Run({"call", addr, "rrpc.kv.KvService.Get", "key: 'k1'"});
   EXPECT_EQ(0, get.exit_code) << get.err;
   EXPECT_EQ("found: true\nvalue: \"v1\"\n", get.out);
 }

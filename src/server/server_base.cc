@@ -10,6 +10,7 @@
 
 #include "rpc/messenger.h"
 #include "rpc/service_if.h"
+#include "server/reflection_service.h"
 #include "server/server_status.h"
 #include "server/web_dashboard.h"
 #include "server/web_pages.h"
@@ -83,6 +84,8 @@ Status ServerBase::Init() {
   mopts.metric_registry = metric_registry_.get();
   RRPC_ASSIGN_OR_RETURN(messenger_, rpc::MessengerBuilder(mopts).Build());
   RRPC_RETURN_NOT_OK(messenger_->RegisterService(std::make_unique<ServerStatusServiceImpl>(this)));
+  // Lets generic clients (rrpc-cli) fetch the descriptors of everything registered here.
+  RRPC_RETURN_NOT_OK(messenger_->RegisterService(server::MakeReflectionService(messenger_.get())));
   for (auto& service : pending_services_) {
     RRPC_RETURN_NOT_OK(messenger_->RegisterService(std::move(service)));
   }

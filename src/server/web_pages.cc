@@ -880,6 +880,19 @@ std::string ThreadzHtml(const PageEnv& env) {
   return out;
 }
 
+// A page served as HTML, or as JSON when the request asks for it (?format=json); never cached.
+void RegisterHtmlOrJsonPage(Webserver* web, const std::string& path,
+                            std::function<std::string()> html,
+                            std::function<std::string()> json) {
+  web->RegisterPage(path, [html = std::move(html), json = std::move(json)](
+                              const WebRequest& req, WebResponse* resp) {
+    const bool as_json = WantsJson(req);
+    resp->content_type = as_json ? kJsonContentType : kHtmlContentType;
+    resp->body = as_json ? json() : html();
+    NoStore(resp);
+  });
+}
+
 }  // namespace
 
 std::string EscapeHtml(std::string_view s) {
@@ -914,48 +927,18 @@ void RegisterRpcPages(Webserver* web, rpc::Messenger* messenger, MetricRegistry*
   if (messenger != nullptr) {
     rpc::RpczStore* store = messenger->service_pool()->rpcz_store();
     const size_t max_calls = options.max_rpcz_calls;
-    web->RegisterPage("/rpcz", [env, store, max_calls](const WebRequest& req, WebResponse* resp) {
-      if (WantsJson(req)) {
-        resp->content_type = kJsonContentType;
-        resp->body = RpczJson(store, max_calls);
-      } else {
-        resp->content_type = kHtmlContentType;
-        resp->body = RpczHtml(*env, store, max_calls);
-      }
-      NoStore(resp);
-    });
-    web->RegisterPage("/connections", [env, messenger](const WebRequest& req, WebResponse* resp) {
-      if (WantsJson(req)) {
-        resp->content_type = kJsonContentType;
-        resp->body = ConnectionsJson(messenger);
-      } else {
-        resp->content_type = kHtmlContentType;
-        resp->body = ConnectionsHtml(*env, messenger);
-      }
-      NoStore(resp);
-    });
+    RegisterHtmlOrJsonPage(
+        web, "/rpcz", [env, store, max_calls] { return RpczHtml(*env, store, max_calls); },
+        [store, max_calls] { return RpczJson(store, max_calls); });
+    RegisterHtmlOrJsonPage(
+        web, "/connections", [env, messenger] { return ConnectionsHtml(*env, messenger); },
+        [messenger] { return ConnectionsJson(messenger); });
   }
 
-  web->RegisterPage("/varz", [env](const WebRequest& req, WebResponse* resp) {
-    if (WantsJson(req)) {
-      resp->content_type = kJsonContentType;
-      resp->body = VarzJson();
-    } else {
-      resp->content_type = kHtmlContentType;
-      resp->body = VarzHtml(*env);
-    }
-    NoStore(resp);
-  });
-  web->RegisterPage("/threadz", [env](const WebRequest& req, WebResponse* resp) {
-    if (WantsJson(req)) {
-      resp->content_type = kJsonContentType;
-      resp->body = ThreadzJson();
-    } else {
-      resp->content_type = kHtmlContentType;
-      resp->body = ThreadzHtml(*env);
-    }
-    NoStore(resp);
-  });
+  RegisterHtmlOrJsonPage(
+      web, "/varz", [env] { return VarzHtml(*env); }, [] { return VarzJson(); });
+  RegisterHtmlOrJsonPage(
+      web, "/threadz", [env] { return ThreadzHtml(*env); }, [] { return ThreadzJson(); });
 
   auto health_check = std::move(options.health_check);
   web->RegisterPage("/healthz", [messenger, health_check](const WebRequest&, WebResponse* resp) {
