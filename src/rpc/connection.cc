@@ -366,7 +366,7 @@ Status Connection::HandleResponseFrame(BlockSlice frame) {
   }
   scoped_refptr<OutboundCall> call = std::move(it->second);
   awaiting_response_.erase(it);
-  call->FinishWithResponse(std::move(frame), header, body, tail);
+  call->FinishWithResponse(std::move(frame), header, body, tail, last_activity_);
   return Status::OK();
 }
 

@@ -75,9 +75,12 @@ void InboundCall::Respond(const google::protobuf::MessageLite& body, bool is_err
     return;
   }
   SetPayload(std::move(head).value(), std::move(outbound_sidecars_));
-  if (metrics_ != nullptr) metrics_->ResponseQueued(arrival_, total_bytes());
-  // An error's body is the ErrorStatusPB that RespondFailure/RespondApplicationError made.
-  rpcz_entry_.MarkResponded(is_error ? static_cast<const ErrorStatusPB*>(&body) : nullptr);
+  if (metrics_ != nullptr || rpcz_entry_.tracked()) {
+    const MonoTime now = MonoTime::Now();  // one clock read serves both
+    if (metrics_ != nullptr) metrics_->ResponseQueued(arrival_, now, total_bytes());
+    // An error's body is the ErrorStatusPB that RespondFailure/RespondApplicationError made.
+    rpcz_entry_.MarkResponded(now, is_error ? static_cast<const ErrorStatusPB*>(&body) : nullptr);
+  }
   // From here the reactor owns this call.
   Connection* conn = connection_.get();
   conn->reactor()->QueueResponse(this);

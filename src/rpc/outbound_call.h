@@ -55,7 +55,9 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   void StartTimer(struct ev_loop* loop, void (*on_timeout)(OutboundCall* call, void* arg),
                   void* arg);
   // Reactor thread. Each finishes the call (if not finished yet) and runs the callback.
-  void FinishWithResponse(BlockSlice frame, const ResponseHeader& header, Slice body, Slice tail);
+  // `received_at`: when the reactor read the response (saves a clock read).
+  void FinishWithResponse(BlockSlice frame, const ResponseHeader& header, Slice body, Slice tail,
+                          MonoTime received_at);
   void FinishWithError(const Status& status);
   void FinishTimedOut();
   // Caller thread, before the call reached any reactor (e.g. messenger shut down).
@@ -88,6 +90,7 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   int32_t call_id_ = 0;
   State state_ = State::kCreated;
   MonoTime sent_at_;
+  MonoTime received_at_;  // unset unless a response arrived
   ClientMethodMetrics* metrics_ = nullptr;  // owned by the messenger
 
   // Timer state: reactor thread only.

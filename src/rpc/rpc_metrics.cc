@@ -30,8 +30,8 @@ void MethodMetrics::CountError(ErrorStatusPB::RpcErrorCodePB code) {
   }
 }
 
-void ClientMethodMetrics::CallFinished(const Status& status, MonoTime sent_at) {
-  latency_us->Record(MethodMetrics::ElapsedMicros(sent_at, MonoTime::Now()));
+void ClientMethodMetrics::CallFinished(const Status& status, MonoTime sent_at, MonoTime now) {
+  latency_us->Record(MethodMetrics::ElapsedMicros(sent_at, now));
   if (status.ok()) return;
   errors->Increment();
   if (status.IsTimedOut()) timeouts->Increment();

@@ -155,8 +155,8 @@ struct MethodMetrics {
   // The call is about to be answered with `code` (any error but success).
   void CountError(ErrorStatusPB::RpcErrorCodePB code);
   // A response of `frame_bytes` was queued for the call that arrived at `arrival`.
-  void ResponseQueued(MonoTime arrival, size_t frame_bytes) {
-    total_time_us->Record(ElapsedMicros(arrival, MonoTime::Now()));
+  void ResponseQueued(MonoTime arrival, MonoTime now, size_t frame_bytes) {
+    total_time_us->Record(ElapsedMicros(arrival, now));
     response_bytes->IncrementBy(static_cast<int64_t>(frame_bytes));
   }
 
@@ -175,7 +175,7 @@ struct ClientMethodMetrics {
   Counter* retries;  // no retry layer yet: stays 0
 
   // A call sent at `sent_at` finished with `status`.
-  void CallFinished(const Status& status, MonoTime sent_at);
+  void CallFinished(const Status& status, MonoTime sent_at, MonoTime now);
 };
 
 // The metrics of one messenger, and the owner of its methods' and clients' metric structs (which

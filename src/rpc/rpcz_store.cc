@@ -104,12 +104,12 @@ void RpczCallEntry::MarkResponded(MonoTime t, int error_code, std::string_view e
   responded_ns_.store(t.ToNanoseconds(), std::memory_order_relaxed);
 }
 
-void RpczCallEntry::MarkResponded(const ErrorStatusPB* error) {
+void RpczCallEntry::MarkResponded(MonoTime t, const ErrorStatusPB* error) {
   if (store_ == nullptr) return;
   if (error == nullptr) {
-    MarkResponded(MonoTime::Now(), -1, {});
+    MarkResponded(t, -1, {});
   } else {
-    MarkResponded(MonoTime::Now(), error->code(), error->message());
+    MarkResponded(t, error->code(), error->message());
   }
 }
 

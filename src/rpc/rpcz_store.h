@@ -116,7 +116,7 @@ class RpczCallEntry {
   void MarkStarted(MonoTime t) { started_ns_.store(t.ToNanoseconds(), std::memory_order_relaxed); }
   // The call's response was serialized now; `error` is its error, or null for success. No-op
   // (not even a clock read) when the call is not tracked.
-  void MarkResponded(const ErrorStatusPB* error);
+  void MarkResponded(MonoTime t, const ErrorStatusPB* error);
   // The same with the time and error given: `error_code` is an ErrorStatusPB code, or -1 for
   // success. The message is copied only for errors.
   void MarkResponded(MonoTime t, int error_code, std::string_view error_message);

@@ -315,8 +315,8 @@ TEST_F(RrpcCliTest, UsageErrorsExitWithBadInput) {
 // The example storage server, as an operator would use the CLI on it: status, a write and a read.
 TEST_F(RrpcCliTest, DrivesTheKvServerEndToEnd) {
   const fs::path port_file = scratch_ / "port";
-  pid_t server = Spawn({KvServerPath(), "--rpc_bind=127.0.0.1:0", "--webserver_bind=",
-                        "--data_dir=" + (scratch_ / "data").string(),
+  pid_t server = Spawn({KvServerPath(), "--rpc_bind=127.0.0.1:0",
+                        "--webserver_bind=", "--data_dir=" + (scratch_ / "data").string(),
                         "--port_file=" + port_file.string()},
                        scratch_ / "kv.out", scratch_ / "kv.err");
   ASSERT_GT(server, 0);
