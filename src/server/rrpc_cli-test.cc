@@ -106,6 +106,11 @@ class FakeStatusService : public ServerStatusServiceIf {
     resp->set_health("OK");
     context->RespondSuccess();
   }
+  void GetMetrics(const GetMetricsRequestPB* req, GetMetricsResponsePB* resp,
+                  rpc::RpcContext* context) override {
+    resp->set_prometheus_text("# TYPE rrpc_fake_total counter\nrrpc_fake_total 3\n");
+    context->RespondSuccess();
+  }
 };
 
 class RrpcCliTest : public ::testing::Test {
@@ -286,9 +291,14 @@ TEST_F(RrpcCliTest, StatusCallsTheStatusServiceByReflection) {
   EXPECT_TRUE(Contains(missing.err, "no service rrpc.server.ServerStatusService")) << missing.err;
 }
 
-TEST_F(RrpcCliTest, MetricsReadsTheWebUiOrSaysHowTo) {
+TEST_F(RrpcCliTest, MetricsComeFromTheStatusServiceOrTheWebUi) {
   const std::string addr = StartServer(/*with_reflection=*/true, /*with_status=*/true);
-  CliRun without = Run({"metrics", addr});
+  CliRun over_rpc = Run({"metrics", addr});
+  EXPECT_EQ(0, over_rpc.exit_code) << over_rpc.err;
+  EXPECT_EQ("# TYPE rrpc_fake_total counter\nrrpc_fake_total 3\n", over_rpc.out);
+
+  const std::string bare = StartServer(/*with_reflection=*/true);
+  CliRun without = Run({"metrics", bare});
   EXPECT_EQ(kCliExitBadInput, without.exit_code);
   EXPECT_TRUE(Contains(without.err, "--webserver")) << without.err;
 
@@ -348,6 +358,12 @@ TEST_F(RrpcCliTest, DrivesTheKvServerEndToEnd) {
   CliRun get = Run({"call", addr, "rrpc.kv.KvService.Get", "key: 'k1'"});
   EXPECT_EQ(0, get.exit_code) << get.err;
   EXPECT_EQ("found: true\nvalue: \"v1\"\n", get.out);
+
+  // Over RPC (ServerStatusService.GetMetrics): the Put above shows in its method's counter.
+  CliRun metrics = Run({"metrics", addr});
+  EXPECT_EQ(0, metrics.exit_code) << metrics.err;
+  EXPECT_TRUE(Contains(metrics.out, "# TYPE rrpc_calls_total counter")) << metrics.out;
+  EXPECT_TRUE(Contains(metrics.out, "id=\"rrpc.kv.KvService.Put\"")) << metrics.out;
 }
 #endif
 

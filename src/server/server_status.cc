@@ -7,6 +7,8 @@
 
 #include "rpc/rpc_context.h"
 #include "server/server_base.h"
+#include "util/metrics/metric_registry.h"
+#include "util/metrics/prometheus_writer.h"
 
 #ifndef RRPC_VERSION
 #define RRPC_VERSION "unknown"
@@ -32,6 +34,18 @@ void ServerStatusServiceImpl::GetStatus(const server::GetStatusRequestPB* /*req*
   const Status health = server_->Health();
   resp->set_healthy(health.ok());
   resp->set_health(health.ok() ? "OK" : health.message());
+  context->RespondSuccess();
+}
+
+void ServerStatusServiceImpl::GetMetrics(const server::GetMetricsRequestPB* /*req*/,
+                                         server::GetMetricsResponsePB* resp,
+                                         rpc::RpcContext* context) {
+  MetricRegistry* registry = server_->metric_registry();
+  if (registry == nullptr) {
+    context->RespondFailure(Status::NotFound("this server keeps no metrics"));
+    return;
+  }
+  resp->set_prometheus_text(FormatPrometheus(registry->TakeSnapshot()));
   context->RespondSuccess();
 }
 

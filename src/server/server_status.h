@@ -1,4 +1,5 @@
-// ServerStatusService: answers GetStatus (version, uptime, name, flags, health) for a
+// ServerStatusService: answers GetStatus (version, uptime, name, flags, health) and GetMetrics
+// (Prometheus text) for a
 // ServerBase, which registers it on every server. Handlers run on worker threads and are
 // thread-safe; the ServerBase must outlive the service (it owns it through its messenger).
 #pragma once
@@ -15,6 +16,8 @@ class ServerStatusServiceImpl : public server::ServerStatusServiceIf {
 
   void GetStatus(const server::GetStatusRequestPB* req, server::GetStatusResponsePB* resp,
                  rpc::RpcContext* context) override;
+  void GetMetrics(const server::GetMetricsRequestPB* req, server::GetMetricsResponsePB* resp,
+                  rpc::RpcContext* context) override;
 
  private:
   const ServerBase* const server_;
