@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rpc/constants.h"
@@ -310,6 +311,52 @@ TEST_F(SmallReadBlockConnectionTest, PipelinedCallsStraddlingReadBlocksAreAllAns
     if (failed++ < 5) ADD_FAILURE() << "call " << i << ": " << ctls[i].status().ToString();
   }
   EXPECT_EQ(0, failed);
+}
+
+// A client that sends calls but does not read their responses: the server stops reading from it
+// once megabytes of responses wait (so its memory stays bounded), and resumes when the client
+// reads again. Every call is still answered.
+class BackpressureConnectionTest : public ConnectionTest {
+ protected:
+  MessengerOptions ServerOptions() override {
+    MessengerOptions o;
+    o.service_queue_length = 10000;
+    return o;
+  }
+};
+
+TEST_F(BackpressureConnectionTest, ServerStopsReadingFromAClientThatDoesNotReadResponses) {
+  constexpr int kCalls = 400;
+  constexpr size_t kBytes = 256 * 1024;  // 100 MiB of responses in all: more than any buffer
+  auto raw = NegotiatedRaw();
+  rtest::EchoRequestPB req;
+  req.set_data(std::string(kBytes, 'b'));
+  const std::string frame = CallFrame(1, kEchoService, "Echo", req);
+  std::thread sender([&] {
+    for (int i = 0; i < kCalls; i++) {
+      if (!raw->Write(frame).ok()) return;  // blocks while the server does not read
+    }
+  });
+  auto raw_paused = [&] {
+    for (const ConnectionInfo& c : server_->DumpConnections()) {
+      if (c.reads_paused) return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(WaitForCondition(raw_paused)) << "the server kept reading";
+  EXPECT_LT(service_->calls(), kCalls);
+  ASSERT_NO_FATAL_FAILURE(ExpectHealthyCall());  // other connections are unaffected
+
+  int answered = 0;
+  for (; answered < kCalls; answered++) {
+    ResponseHeader header;
+    std::string body;
+    if (!raw->ReadParsedFrame(&header, &body).ok()) break;
+    if (header.is_error()) break;
+  }
+  sender.join();
+  EXPECT_EQ(kCalls, answered);
+  EXPECT_FALSE(raw_paused());
 }
 
 // ---- Timeouts that close connections.

@@ -17,6 +17,11 @@ namespace {
 constexpr int kMaxReadsPerEvent = 16;
 // iovecs per writev: enough to batch many small responses in one syscall.
 constexpr int kMaxIovecs = 64;
+// Server side: a client that sends calls but does not read their responses would make the server
+// buffer without bound. Above this many unsent response bytes the connection stops reading (no
+// new calls from it) until the socket drains below the low mark.
+constexpr size_t kPauseReadsAboveBytes = 8 << 20;
+constexpr size_t kResumeReadsBelowBytes = 1 << 20;
 }  // namespace
 
 Connection::Connection(Reactor* reactor, Direction direction, Socket socket,
@@ -113,7 +118,22 @@ void Connection::QueueResponse(InboundCall* call) {
 void Connection::QueueTransfer(OutboundTransfer* transfer) {
   const bool was_empty = write_queue_.empty();
   write_queue_.push_back(transfer);
+  unsent_bytes_ += transfer->total_bytes() - transfer->bytes_written();
   if (was_empty && !write_armed_) reactor_->ScheduleFlush(this);
+  ApplyBackpressure();
+}
+
+void Connection::ApplyBackpressure() {
+  if (direction_ != Direction::kServer || state_ != State::kOpen) return;
+  if (!reads_paused_ && unsent_bytes_ > kPauseReadsAboveBytes) {
+    reads_paused_ = true;
+    ev_io_stop(reactor_->loop(), &read_watcher_);
+    VLOG(1) << "pausing reads from " << remote_.ToString() << ": " << unsent_bytes_
+            << " response bytes unsent";
+  } else if (reads_paused_ && unsent_bytes_ < kResumeReadsBelowBytes) {
+    reads_paused_ = false;
+    ev_io_start(reactor_->loop(), &read_watcher_);
+  }
 }
 
 void Connection::Flush() {
@@ -126,6 +146,7 @@ void Connection::Flush() {
     OutboundTransfer* front = write_queue_.front();
     if (front->cancelled()) {
       write_queue_.pop_front();
+      unsent_bytes_ -= front->total_bytes();
       front->TransferAborted(Status::Aborted("call finished before it was sent"));
       continue;
     }
@@ -145,6 +166,7 @@ void Connection::Flush() {
       return;
     }
     bytes_sent_ += *written;
+    unsent_bytes_ -= *written;
     if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(*written);
     size_t left = *written;
     while (left > 0) {
@@ -156,6 +178,7 @@ void Connection::Flush() {
     }
   }
   ArmWriteWatcher(false);
+  ApplyBackpressure();
 }
 
 void Connection::ArmWriteWatcher(bool on) {
@@ -218,7 +241,7 @@ bool Connection::ReadIncoming() {
     }
     if (preamble_received_ < kPreambleSize) return true;
   }
-  for (int i = 0; i < kMaxReadsPerEvent && state_ != State::kClosed; i++) {
+  for (int i = 0; i < kMaxReadsPerEvent && state_ != State::kClosed && !reads_paused_; i++) {
     // writable_data() first: it makes the room (a block full up to a partial length prefix is
     // relocated there). Asked before it, writable_size() could be 0, and recv() of 0 bytes
     // returns 0, which reads as "peer closed" and dropped healthy connections.

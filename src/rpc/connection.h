@@ -65,6 +65,7 @@ class Connection : public RefCounted<Connection> {
   bool IsIdle() const;
   uint64_t bytes_received() const { return bytes_received_; }
   uint64_t bytes_sent() const { return bytes_sent_; }
+  bool reads_paused() const { return reads_paused_; }
 
   // Server side, any thread: an InboundCall of this connection finished (response queued or
   // dropped). Used for calls_in_flight().
@@ -89,6 +90,8 @@ class Connection : public RefCounted<Connection> {
   void SendNegotiationResponse(const Status& error);
   void MarkOpen();
   void QueueTransfer(OutboundTransfer* transfer);
+  // Server side: stops or restarts reading from the socket by how many response bytes wait.
+  void ApplyBackpressure();
   void ArmWriteWatcher(bool on);
 
   Reactor* const reactor_;
@@ -103,6 +106,9 @@ class Connection : public RefCounted<Connection> {
   ev_io write_watcher_;
   ev_timer negotiation_timer_;
   bool write_armed_ = false;
+  // Bytes of the write queue not yet written; reads pause while it is too high (server side).
+  size_t unsent_bytes_ = 0;
+  bool reads_paused_ = false;
 
   // Server side: preamble bytes received so far.
   uint8_t preamble_[6];

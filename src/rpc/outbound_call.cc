@@ -15,8 +15,9 @@ Status StatusFromError(const ErrorStatusPB& error) {
   const std::string& msg = error.message();
   switch (error.code()) {
     case ErrorStatusPB::ERROR_APPLICATION: return Status::RemoteError(msg);
-    case ErrorStatusPB::ERROR_NO_SUCH_SERVICE: return Status::NotFound("no such service", msg);
-    case ErrorStatusPB::ERROR_NO_SUCH_METHOD: return Status::NotSupported("no such method", msg);
+    // The server's message already names what is missing ("no such method: S.M").
+    case ErrorStatusPB::ERROR_NO_SUCH_SERVICE: return Status::NotFound(msg);
+    case ErrorStatusPB::ERROR_NO_SUCH_METHOD: return Status::NotSupported(msg);
     case ErrorStatusPB::ERROR_SERVER_TOO_BUSY: return Status::ServiceUnavailable(msg);
     case ErrorStatusPB::ERROR_INVALID_REQUEST: return Status::InvalidArgument(msg);
     case ErrorStatusPB::ERROR_TIMED_OUT: return Status::TimedOut(msg);

@@ -202,6 +202,7 @@ std::vector<ConnectionInfo> Reactor::DumpConnections() {
       info.bytes_received = conn->bytes_received();
       info.bytes_sent = conn->bytes_sent();
       info.calls_in_flight = conn->calls_in_flight();
+      info.reads_paused = conn->reads_paused();
       info.age_seconds = (now - conn->created()).ToSeconds();
       out.push_back(std::move(info));
     }

@@ -40,6 +40,8 @@ struct ConnectionInfo {
   uint64_t bytes_received = 0;
   uint64_t bytes_sent = 0;
   size_t calls_in_flight = 0;
+  // The server stopped reading: the peer leaves too many responses unread.
+  bool reads_paused = false;
   double age_seconds = 0;
 };
 

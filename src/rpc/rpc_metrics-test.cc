@@ -418,6 +418,9 @@ TEST_F(RpcMetricsTest, ExternalRegistryIsUsedAndOutlivesTheMessenger) {
   EXPECT_EQ(MetricsView(&registry).Count("client", kAdd, "client_latency_us"), 1u);
 
   // The messengers go; their counts stay readable and the queue gauge no longer reads the pool.
+  // Shut down explicitly: `proxy` still holds the client messenger, so reset() alone would leave
+  // its connection to close later, when it notices the server is gone.
+  client_->Shutdown();
   client_.reset();
   server_.reset();
   const MetricsView after(&registry);

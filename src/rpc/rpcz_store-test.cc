@@ -194,9 +194,11 @@ TEST(RpczStoreTest, FullMethodTableStillTracksCallsInFlight) {
   options.max_methods = 1;
   RpczStore store(options);
   const int keys[3] = {};
+  // The store keeps views of the method names: they must outlive the calls.
+  const std::string names[3] = {"M0", "M1", "M2"};
   for (int i = 0; i < 3; i++) {
     RpczCallEntry e;
-    store.Track(&e, Info(&keys[i], "M" + std::to_string(i), i, MonoTime::Now()), 0);
+    store.Track(&e, Info(&keys[i], names[i], i, MonoTime::Now()), 0);
     EXPECT_EQ(1u, store.ListInFlight(10).total);
     e.Finish(/*sent=*/false);
   }

@@ -36,17 +36,39 @@
 
   function fmtRate(v) { return fmtNum(v); }
 
+  // A duration given in microseconds, in the most readable scale: "750 ns", "5 µs", "1.25 ms".
   function fmtMicros(us) {
     if (us === null || us === undefined || !isFinite(us)) return '–';
-    if (us === 0) return '0';
-    if (us < 1000) return (us < 10 ? us.toFixed(1) : us.toFixed(0)) + ' µs';
+    if (us === 0) return '0 µs';
+    if (us < 1) return (us * 1e3).toFixed(0) + ' ns';
+    if (us < 10) return (Number.isInteger(us) ? String(us) : us.toFixed(1)) + ' µs';
+    if (us < 1000) return us.toFixed(0) + ' µs';
     if (us < 1e6) return (us / 1e3).toFixed(us < 1e4 ? 2 : 1) + ' ms';
-    return (us / 1e6).toFixed(2) + ' s';
+    if (us < 120e6) return (us / 1e6).toFixed(2) + ' s';
+    return fmtSeconds(us / 1e6);
   }
 
-  // Axis labels: "2.00 ms" reads better as "2 ms", "1.50 ms" as "1.5 ms".
+  // A latency percentile or mean from a histogram of whole microseconds: a value below 1 was
+  // recorded as 0 (the call took under a microsecond), which "0" would misstate.
+  function fmtLatency(us) {
+    if (us === null || us === undefined || !isFinite(us)) return '–';
+    return us < 1 ? '<1 µs' : fmtMicros(us);
+  }
+
+  // Axis labels: "2.00 ms" reads better as "2 ms", "1.50 ms" as "1.5 ms"; the baseline is "0".
   function axisLabel(format) {
-    return (v) => format(v).replace(/(\.\d*?)0+(?=\D*$)/, '$1').replace(/\.(?=\D*$)/, '');
+    return (v) => (v === 0 ? '0' :
+      format(v).replace(/(\.\d*?)0+(?=\D*$)/, '$1').replace(/\.(?=\D*$)/, ''));
+  }
+
+  // "1 connection", "2 connections": the singular of each count unit the server reports.
+  const SINGULAR_UNITS = {
+    requests: 'request', calls: 'call', errors: 'error', connections: 'connection',
+    messages: 'message', entries: 'entry', threads: 'thread', methods: 'method',
+  };
+
+  function plural(n, unit) {
+    return n === 1 && SINGULAR_UNITS[unit] ? SINGULAR_UNITS[unit] : unit;
   }
 
   function fmtBytes(b) {
@@ -64,15 +86,21 @@
     return (d ? d + 'd ' : '') + (d || h ? h + 'h ' : '') + m + 'm';
   }
 
-  // A value with its unit, in the most readable scale.
-  function fmtByUnit(v, unit) {
+  const TIME_UNIT_MICROS = { nanoseconds: 1e-3, microseconds: 1, milliseconds: 1e3, seconds: 1e6 };
+  const TIME_UNIT_SHORT = { nanoseconds: 'ns', microseconds: 'µs', milliseconds: 'ms', seconds: 's' };
+
+  // A value with its unit, in the most readable scale. fromHistogram: v is a percentile, mean,
+  // min or max of a histogram of whole units, where a time below 1 unit reads "<1 µs".
+  function fmtByUnit(v, unit, fromHistogram) {
+    if (v === null || v === undefined || !isFinite(v)) return '–';
+    if (unit in TIME_UNIT_MICROS) {
+      if (fromHistogram && v < 1) return '<1 ' + TIME_UNIT_SHORT[unit];
+      return fmtMicros(v * TIME_UNIT_MICROS[unit]);
+    }
     switch (unit) {
-      case 'microseconds': return fmtMicros(v);
-      case 'milliseconds': return fmtMicros(v * 1e3);
-      case 'seconds': return fmtSeconds(v);
       case 'bytes': return fmtBytes(v);
-      case undefined: case null: case '': return fmtNum(v);
-      default: return fmtNum(v) + ' ' + unit;
+      case undefined: case null: case '': case 'units': return fmtNum(v);
+      default: return fmtNum(v) + ' ' + plural(v, unit);
     }
   }
 
@@ -249,6 +277,12 @@
     return null;
   }
 
+  // "rrpc.bench.BenchService.Echo" -> "BenchService.Echo".
+  function shortMethodName(id) {
+    const parts = id.split('.');
+    return parts.length > 2 ? parts.slice(-2).join('.') : id;
+  }
+
   function splitMethodId(id) {
     const dot = id.lastIndexOf('.');
     return dot < 0 ? ['', id] : [id.slice(0, dot + 1), id.slice(dot + 1)];
@@ -273,6 +307,7 @@
     name.appendChild(el('span', 'fn', fn));
     name.title = id;
     const stats = el('div', 'method-stats');
+    // The number in <b> (which the browser tests read), then its label as a text node.
     const stat = (label) => {
       const s = el('span');
       const b = el('b', '', '–');
@@ -357,15 +392,17 @@
       }
       v.rate = rate;
       const hist = latencyHistogram(e);
+      const hasCalls = hist && hist.count > 0;
       if (hist) {
-        v.latChart.push(t, [hist.p50, hist.p99]);
+        v.latChart.push(t, hasCalls ? [hist.p50, hist.p99] : [null, null]);
         v.latTitle.textContent = 'Latency p50 / p99 (' + hist.name.replace(/_time_us$/, '') + ')';
         if (hist.count > 0 && (!slowest || hist.p99 > slowest.p99)) slowest = { id: e.id, p99: hist.p99 };
       }
       v.rateEl.textContent = fmtRate(rate);
-      v.p50El.textContent = hist ? fmtMicros(hist.p50) : '–';
-      v.p99El.textContent = hist ? fmtMicros(hist.p99) : '–';
+      v.p50El.textContent = hasCalls ? fmtLatency(hist.p50) : '–';
+      v.p99El.textContent = hasCalls ? fmtLatency(hist.p99) : '–';
       v.callsEl.textContent = fmtNum(calls);
+      v.callsEl.nextSibling.textContent = ' ' + plural(calls, 'calls');
     }
     for (const [id, v] of methodViews) {
       if (!seen.has(id)) { v.card.remove(); methodViews.delete(id); }
@@ -378,12 +415,17 @@
     big.appendChild(document.createTextNode(fmtRate(totalRate)));
     big.appendChild(el('small', '', 'req/s'));
     setText('card-calls', fmtNum(totalCalls));
-    setText('card-calls-sub', totalErrors === null ? '' : fmtNum(totalErrors) + ' errors (' +
+    setText('card-calls-sub', totalErrors === null ? '' :
+      fmtNum(totalErrors) + ' ' + plural(totalErrors, 'errors') + ' (' +
       (totalCalls > 0 ? (100 * totalErrors / totalCalls).toFixed(2) : '0') + '%)');
     setText('card-methods', String(active));
-    setText('card-methods-sub', 'of ' + methods.length + ' method' + (methods.length === 1 ? '' : 's') + ' serving now');
-    setText('card-p99', slowest ? fmtMicros(slowest.p99) : '–');
-    setText('card-p99-sub', slowest ? slowest.id : 'no calls yet');
+    setText('card-methods-sub', 'of ' + methods.length + ' ' + plural(methods.length, 'methods') +
+      ' serving now');
+    setText('card-p99', slowest ? fmtLatency(slowest.p99) : '–');
+    // "Service.Method" fits the card; the full id is in the tooltip.
+    const p99Sub = document.getElementById('card-p99-sub');
+    setText('card-p99-sub', slowest ? shortMethodName(slowest.id) : 'no calls yet');
+    p99Sub.title = slowest ? slowest.id : '';
   }
 
   // ---------------------------------------------------------------- entity tables
@@ -401,13 +443,15 @@
         s.appendChild(el('b', '', value));
         box.appendChild(s);
       };
+      // An empty histogram reports zeros, which are no measurement: show dashes.
+      const stat = (v) => (m.count > 0 ? fmtByUnit(v, m.unit, true) : '–');
       add('count', fmtNum(m.count));
-      add('mean', fmtByUnit(m.mean, m.unit));
-      add('p50', fmtByUnit(m.p50, m.unit));
-      add('p95', fmtByUnit(m.p95, m.unit));
-      add('p99', fmtByUnit(m.p99, m.unit));
-      add('p99.9', fmtByUnit(m.p999, m.unit));
-      add('max', fmtByUnit(m.max, m.unit));
+      add('mean', stat(m.mean));
+      add('p50', stat(m.p50));
+      add('p95', stat(m.p95));
+      add('p99', stat(m.p99));
+      add('p99.9', stat(m.p999));
+      add('max', stat(m.max));
       td.appendChild(box);
     } else {
       td.textContent = fmtByUnit(m.value, m.unit);

@@ -169,30 +169,31 @@ TEST(PrometheusWriterTest, ValuesReadBackThroughAParser) {
   EXPECT_DOUBLE_EQ(std::stod(e.Value("rrpc_uptime_seconds", Labels("server", "s1"))), 2.5);
   EXPECT_DOUBLE_EQ(std::stod(e.Value("rrpc_busy_time_seconds_total", Labels("server", "s1"))), 1.5);
 
-  // The histogram: cumulative buckets at the exact recorded values (all below 256 except 300
-  // and 1000, whose buckets end at 301 and 1003), +Inf, sum and count, all in seconds.
+  // The histogram: cumulative counts at the fixed 1-2-5 ladder from 1 us to 50 s (the default
+  // 60 s range), +Inf, sum and count, all in seconds. 5 and 20 have fine buckets of their own
+  // and count at their own boundaries; 300 (fine bucket 300..301) counts at 500; 1000 shares the
+  // fine bucket 1000..1003, so it counts at 2000, never at a boundary below a possible value.
   EXPECT_EQ(e.type["rrpc_handler_time_seconds"], "histogram");
-  std::vector<std::pair<double, std::string>> buckets;
   std::vector<std::string> les;
+  std::map<std::string, std::string> cumulative;
   for (const Sample& s : e.samples) {
     if (s.name != "rrpc_handler_time_seconds_bucket") continue;
     EXPECT_EQ(s.labels.at("entity"), "method");
     const std::string& le = s.labels.at("le");
     les.push_back(le);
-    buckets.emplace_back(le == "+Inf" ? 1e300 : std::stod(le), s.value);
+    cumulative[le] = s.value;
   }
-  ASSERT_EQ(buckets.size(), 5u);
-  EXPECT_DOUBLE_EQ(buckets[0].first, 5e-6);
-  EXPECT_EQ(buckets[0].second, "2");
-  EXPECT_DOUBLE_EQ(buckets[1].first, 20e-6);
-  EXPECT_EQ(buckets[1].second, "3");
-  EXPECT_DOUBLE_EQ(buckets[2].first, 301e-6);
-  EXPECT_EQ(buckets[2].second, "4");
-  EXPECT_DOUBLE_EQ(buckets[3].first, 1003e-6);
-  EXPECT_EQ(buckets[3].second, "5");
-  EXPECT_EQ(buckets[4].second, "5");  // +Inf
   // Bounds print in their shortest decimal form, free of binary rounding noise.
-  EXPECT_EQ(les, (std::vector<std::string>{"5e-06", "2e-05", "0.000301", "0.001003", "+Inf"}));
+  EXPECT_EQ(les,
+            (std::vector<std::string>{
+                "1e-06", "2e-06", "5e-06", "1e-05", "2e-05", "5e-05", "0.0001", "0.0002", "0.0005",
+                "0.001", "0.002", "0.005", "0.01",  "0.02",  "0.05",  "0.1",    "0.2",    "0.5",
+                "1",     "2",     "5",     "10",    "20",    "50",    "+Inf"}));
+  const std::map<std::string, std::string> expected_counts = {
+      {"1e-06", "0"}, {"2e-06", "0"},  {"5e-06", "2"},  {"1e-05", "2"},  {"2e-05", "3"},
+      {"5e-05", "3"}, {"0.0001", "3"}, {"0.0002", "3"}, {"0.0005", "4"}, {"0.001", "4"},
+      {"0.002", "5"}, {"50", "5"},     {"+Inf", "5"}};
+  for (const auto& [le, count] : expected_counts) EXPECT_EQ(cumulative[le], count) << "le=" << le;
   const auto echo_labels = Labels("method", "rtest.EchoService.Echo");
   EXPECT_DOUBLE_EQ(std::stod(e.Value("rrpc_handler_time_seconds_sum", echo_labels)), 1330e-6);
   EXPECT_EQ(e.Value("rrpc_handler_time_seconds_count", echo_labels), "5");
@@ -224,15 +225,88 @@ TEST(PrometheusWriterTest, LabelValuesAreEscapedAndReadBack) {
   EXPECT_EQ(e.Value("rrpc_calls_total", Labels("client", id)), "1");
 }
 
-TEST(PrometheusWriterTest, EmptyHistogramHasOnlyInfSumAndCount) {
+// The le values of one histogram's bucket lines, in order.
+std::vector<std::string> BucketLes(const std::string& text, const std::string& bucket_name) {
+  std::vector<std::string> les;
+  for (const Sample& s : Parse(text).samples) {
+    if (s.name == bucket_name) les.push_back(s.labels.at("le"));
+  }
+  return les;
+}
+
+TEST(PrometheusWriterTest, BucketBoundariesDoNotDependOnRecordedValues) {
+  MetricRegistry empty_registry;
+  empty_registry.FindOrCreateEntity("method", "m")->FindOrCreateHistogram(&kHandlerTime);
+  MetricRegistry full_registry;
+  HistogramMetric* h =
+      full_registry.FindOrCreateEntity("method", "m")->FindOrCreateHistogram(&kHandlerTime);
+  for (uint64_t v = 0; v < 100'000'000; v = v * 7 + 1) h->Record(v);
+
+  const std::string empty_text = FormatPrometheus(empty_registry.TakeSnapshot());
+  const std::vector<std::string> empty_les =
+      BucketLes(empty_text, "rrpc_handler_time_seconds_bucket");
+  EXPECT_EQ(empty_les.size(), 25u);  // 1 us ... 50 s, +Inf
+  EXPECT_EQ(
+      BucketLes(FormatPrometheus(full_registry.TakeSnapshot()), "rrpc_handler_time_seconds_bucket"),
+      empty_les);
+  // An empty histogram still lists every boundary, at zero.
+  EXPECT_NE(
+      empty_text.find("rrpc_handler_time_seconds_bucket{entity=\"method\",id=\"m\",le=\"1e-06\"}"
+                      " 0\n"),
+      std::string::npos)
+      << empty_text;
+  EXPECT_NE(empty_text.find("rrpc_handler_time_seconds_count{entity=\"method\",id=\"m\"} 0\n"),
+            std::string::npos);
+}
+
+TEST(PrometheusWriterTest, LadderFollowsTheUnitAndRange) {
+  // Tracks up to 1 ms.
+  static constexpr MetricPrototype kQueueNs = MetricPrototype::Histogram(
+      "queue_time_ns", "Queue time", MetricUnit::kNanoseconds, "x", 1'000'000);
   MetricRegistry registry;
-  registry.FindOrCreateEntity("method", "m")->FindOrCreateHistogram(&kHandlerTime);
-  EXPECT_EQ(FormatPrometheus(registry.TakeSnapshot()),
-            "# HELP rrpc_handler_time_seconds Time in the handler.\n"
-            "# TYPE rrpc_handler_time_seconds histogram\n"
-            "rrpc_handler_time_seconds_bucket{entity=\"method\",id=\"m\",le=\"+Inf\"} 0\n"
-            "rrpc_handler_time_seconds_sum{entity=\"method\",id=\"m\"} 0\n"
-            "rrpc_handler_time_seconds_count{entity=\"method\",id=\"m\"} 0\n");
+  auto e = registry.FindOrCreateEntity("method", "m");
+  e->FindOrCreateHistogram(&kQueueNs)->Record(0);
+  e->FindOrCreateHistogram(&kPayload)->Record(4096);
+  const std::string text = FormatPrometheus(registry.TakeSnapshot());
+
+  // Nanoseconds up to 1 ms (rounded up to a bucket end): 1 ns ... 1 ms, in seconds.
+  const std::vector<std::string> ns_les = BucketLes(text, "rrpc_queue_time_seconds_bucket");
+  ASSERT_EQ(ns_les.size(), 20u) << text;
+  EXPECT_EQ(ns_les.front(), "1e-09");
+  EXPECT_EQ(ns_les[ns_les.size() - 2], "0.001");
+  // Bytes up to the default 1 GiB: 1 ... 1e9 bytes, printed as integers.
+  const std::vector<std::string> byte_les = BucketLes(text, "rrpc_request_size_bytes_bucket");
+  ASSERT_EQ(byte_les.size(), 29u) << text;
+  EXPECT_EQ(byte_les.front(), "1");
+  EXPECT_EQ(byte_les[byte_les.size() - 2], "1000000000");
+
+  Exposition parsed = Parse(text);
+  auto le = [](const char* v) {
+    auto labels = Labels("method", "m");
+    labels["le"] = v;
+    return labels;
+  };
+  // 0 ns counts at the first boundary; 4096 bytes at 5000, not at 2000.
+  EXPECT_EQ(parsed.Value("rrpc_queue_time_seconds_bucket", le("1e-09")), "1");
+  EXPECT_EQ(parsed.Value("rrpc_request_size_bytes_bucket", le("2000")), "0");
+  EXPECT_EQ(parsed.Value("rrpc_request_size_bytes_bucket", le("5000")), "1");
+}
+
+TEST(PrometheusWriterTest, ValuesPastTheRangeCountOnlyInInf) {
+  MetricRegistry registry;
+  HistogramMetric* h =
+      registry.FindOrCreateEntity("method", "m")->FindOrCreateHistogram(&kHandlerTime);
+  h->Record(40'000'000);  // 40 s: within range, counts at le=50
+  h->Record(70'000'000);  // 70 s: past the 60 s range; its exact value is not known
+  Exposition e = Parse(FormatPrometheus(registry.TakeSnapshot()));
+  auto labels = Labels("method", "m");
+  labels["le"] = "20";
+  EXPECT_EQ(e.Value("rrpc_handler_time_seconds_bucket", labels), "0");
+  labels["le"] = "50";
+  EXPECT_EQ(e.Value("rrpc_handler_time_seconds_bucket", labels), "1");
+  labels["le"] = "+Inf";
+  EXPECT_EQ(e.Value("rrpc_handler_time_seconds_bucket", labels), "2");
+  EXPECT_DOUBLE_EQ(std::stod(e.Value("rrpc_handler_time_seconds_sum", Labels("method", "m"))), 110);
 }
 
 TEST(PrometheusWriterTest, PromtoolAcceptsEveryMetricType) {

@@ -107,22 +107,52 @@ void AppendScalar(const std::string& name, const Sample& s, std::string* out) {
   out->push_back('\n');
 }
 
+// The `le` boundaries of a histogram, in the metric's unit: 1, 2 and 5 times each power of ten,
+// from 1 up to the largest such value the histogram tracks with full precision (for a latency
+// histogram in microseconds with the default 60 s range: 1 us ... 50 s, 24 boundaries). They
+// depend only on the histogram's range, never on what was recorded, so a scraper sees the same
+// series on every scrape. The ladder stops at max_value() because values above it are known only
+// to exceed it: they count in "+Inf" alone, and every finite bucket stays a true upper bound.
+std::vector<uint64_t> BucketBoundaries(uint64_t max_value) {
+  std::vector<uint64_t> bounds;
+  for (uint64_t decade = 1;; decade *= 10) {
+    for (uint64_t step : {1, 2, 5}) {
+      // Compared before multiplying, so no product overflows (and decade stays <= 10^18).
+      if (decade > max_value / step) return bounds;
+      bounds.push_back(decade * step);
+    }
+  }
+}
+
 void AppendHistogram(const std::string& name, const Sample& s, std::string* out) {
   const uint64_t units_per_second = MetricUnitsPerSecond(s.metric->prototype->unit);
   const Histogram* h = s.metric->histogram.get();
-  uint64_t cumulative = 0;
   if (h != nullptr) {
+    const std::vector<uint64_t> bounds = BucketBoundaries(h->max_value());
+    // Each fine bucket's whole count goes to the first boundary >= the bucket's upper bound, so a
+    // boundary's cumulative count is exact in the direction Prometheus needs: it never includes
+    // a value above le. The price: a fine bucket straddling a boundary (values below 256 have a
+    // bucket each; above, a bucket spans at most 0.78% of its value) moves its values at or just
+    // below le to the next boundary up (1000 us shares the fine bucket 1000..1003 and so counts
+    // at le=0.002). Fine buckets above the last boundary count in "+Inf" only.
+    std::vector<uint64_t> counts(bounds.size(), 0);
+    size_t next = 0;
     h->ForEachNonEmptyBucket([&](uint64_t upper_bound, uint64_t count) {
-      cumulative += count;
+      while (next < bounds.size() && bounds[next] < upper_bound) next++;
+      if (next < bounds.size()) counts[next] += count;
+    });
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < bounds.size(); i++) {
+      cumulative += counts[i];
       out->append(name);
       out->append("_bucket");
       AppendLabelsOpen(*s.entity, out);
       out->append(",le=\"");
-      AppendValue(upper_bound, units_per_second, out);
+      AppendValue(bounds[i], units_per_second, out);
       out->append("\"} ");
       AppendInt(cumulative, out);
       out->push_back('\n');
-    });
+    }
   }
   const uint64_t count = h == nullptr ? 0 : h->count();
   const uint64_t sum = h == nullptr ? 0 : h->sum();

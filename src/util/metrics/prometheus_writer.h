@@ -3,7 +3,11 @@
 //
 //   # HELP rrpc_handler_time_seconds Time in the handler.
 //   # TYPE rrpc_handler_time_seconds histogram
+//   rrpc_handler_time_seconds_bucket{entity="method",id="rtest.EchoService.Echo",le="1e-06"} 0
+//   ...
 //   rrpc_handler_time_seconds_bucket{entity="method",id="rtest.EchoService.Echo",le="2e-05"} 3
+//   ...
+//   rrpc_handler_time_seconds_bucket{entity="method",id="rtest.EchoService.Echo",le="50"} 5
 //   rrpc_handler_time_seconds_bucket{entity="method",id="rtest.EchoService.Echo",le="+Inf"} 5
 //   rrpc_handler_time_seconds_sum{entity="method",id="rtest.EchoService.Echo"} 0.000123
 //   rrpc_handler_time_seconds_count{entity="method",id="rtest.EchoService.Echo"} 5
@@ -11,8 +15,11 @@
 // Names follow Prometheus' conventions (see PrometheusMetricName); time values are converted to
 // seconds. All samples of one name form one group, whatever entity they come from; the entity's
 // type and id are the labels (attributes are left to the JSON output, to keep label sets small
-// and stable). A histogram lists one bucket per non-empty Histogram bucket (exact: `le` is the
-// bucket's highest value), so its bucket set only grows over time, then "+Inf".
+// and stable). A histogram lists cumulative counts at a fixed ladder of `le` boundaries, 1, 2 and
+// 5 times each power of ten of its unit up to the histogram's range (1 us ... 50 s for a latency
+// histogram in microseconds), then "+Inf": the same series on every scrape, whatever was
+// recorded. The counts come from the fine Histogram buckets and never include a value above le
+// (see AppendHistogram in the .cc for how a fine bucket straddling a boundary is counted).
 #pragma once
 
 #include <string>
