@@ -185,14 +185,14 @@ TEST(PrometheusWriterTest, ValuesReadBackThroughAParser) {
   }
   // Bounds print in their shortest decimal form, free of binary rounding noise.
   EXPECT_EQ(les,
-            (std::vector<std::string>{
-                "1e-06", "2e-06", "5e-06", "1e-05", "2e-05", "5e-05", "0.0001", "0.0002", "0.0005",
-                "0.001", "0.002", "0.005", "0.01",  "0.02",  "0.05",  "0.1",    "0.2",    "0.5",
-                "1",     "2",     "5",     "10",    "20",    "50",    "+Inf"}));
+            (std::vector<std::string>{"1e-06", "2e-06", "5e-06", "1e-05", "2e-05", "5e-05", "1e-04",
+                                      "2e-04", "5e-04", "0.001", "0.002", "0.005", "0.01",  "0.02",
+                                      "0.05",  "0.1",   "0.2",   "0.5",   "1",     "2",     "5",
+                                      "10",    "20",    "50",    "+Inf"}));
   const std::map<std::string, std::string> expected_counts = {
-      {"1e-06", "0"}, {"2e-06", "0"},  {"5e-06", "2"},  {"1e-05", "2"},  {"2e-05", "3"},
-      {"5e-05", "3"}, {"0.0001", "3"}, {"0.0002", "3"}, {"0.0005", "4"}, {"0.001", "4"},
-      {"0.002", "5"}, {"50", "5"},     {"+Inf", "5"}};
+      {"1e-06", "0"}, {"2e-06", "0"}, {"5e-06", "2"}, {"1e-05", "2"}, {"2e-05", "3"},
+      {"5e-05", "3"}, {"1e-04", "3"}, {"2e-04", "3"}, {"5e-04", "4"}, {"0.001", "4"},
+      {"0.002", "5"}, {"50", "5"},    {"+Inf", "5"}};
   for (const auto& [le, count] : expected_counts) EXPECT_EQ(cumulative[le], count) << "le=" << le;
   const auto echo_labels = Labels("method", "rtest.EchoService.Echo");
   EXPECT_DOUBLE_EQ(std::stod(e.Value("rrpc_handler_time_seconds_sum", echo_labels)), 1330e-6);
