@@ -228,10 +228,11 @@ void RpczStore::Sample(RpczCallEntry* entry, MonoTime done, bool sent, bool fail
   if (m == nullptr) return;
   MethodSamples::Ring& ring = failed ? m->failed : m->slow;
   // The rate limit: one relaxed load in the common case of a storm.
+  // With no interval, never skip: another thread's later `done` may already be stored, and the
+  // negative difference would otherwise read as "too soon".
+  const int64_t interval_ns = options_.min_sample_interval.ToNanoseconds();
   const int64_t last = ring.last_sample_ns.load(std::memory_order_relaxed);
-  if (last != 0 && done.ToNanoseconds() - last < options_.min_sample_interval.ToNanoseconds()) {
-    return;
-  }
+  if (interval_ns > 0 && last != 0 && done.ToNanoseconds() - last < interval_ns) return;
   if (options_.samples_per_method == 0) return;
 
   // Build the sample before taking the lock, which is then held only to move it in.

@@ -548,7 +548,8 @@
     setText('card-entities', String(entities.length));
     const parts = [];
     for (const t of TYPE_ORDER.concat(Object.keys(counts).filter((k) => !TYPE_ORDER.includes(k)))) {
-      if (counts[t]) parts.push(counts[t] + ' ' + t + (counts[t] === 1 ? '' : 's'));
+      // A no-break space keeps "1 method" together when the card wraps the line.
+      if (counts[t]) parts.push(counts[t] + '\u00a0' + t + (counts[t] === 1 ? '' : 's'));
     }
     setText('card-entities-sub', parts.join(' · '));
     const server = entities.find((e) => e.type === 'server');
