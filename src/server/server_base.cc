@@ -103,6 +103,8 @@ Status ServerBase::Start() {
   if (!options_.webserver_bind_address.empty()) {
     WebserverOptions wopts;
     wopts.bind_address = options_.webserver_bind_address;
+    wopts.tls_certificate_path = options_.webserver_tls_certificate_path;
+    wopts.tls_private_key_path = options_.webserver_tls_private_key_path;
     web_ = std::make_unique<Webserver>(wopts);
     RegisterDashboard(web_.get());
     WebPagesOptions popts;
@@ -147,6 +149,20 @@ void ServerBase::Shutdown() {
   RequestStop();  // a RunUntilSignalled() in another thread returns too
 }
 
+void ServerBase::ReloadOnSighup() {
+  if (web_ == nullptr || !web_->is_tls()) {
+    LOG(INFO) << options_.name << ": SIGHUP: nothing to reload (no TLS)";
+    return;
+  }
+  Status s = web_->ReloadTlsCertificates();
+  if (s.ok()) {
+    LOG(INFO) << options_.name << ": SIGHUP: web UI TLS certificate reloaded";
+  } else {
+    LOG(WARNING) << options_.name << ": SIGHUP: web UI TLS certificate not reloaded, keeping the "
+                 << "old one: " << s.ToString();
+  }
+}
+
 Status ServerBase::RunUntilSignalled() {
   int expected = -1;
   if (!g_signal_pipe.compare_exchange_strong(expected, stop_pipe_[1])) {
@@ -164,7 +180,7 @@ Status ServerBase::RunUntilSignalled() {
       break;
     }
     if (byte == SIGHUP) {
-      LOG(INFO) << options_.name << ": SIGHUP: reload: nothing to reload yet";
+      ReloadOnSighup();
       continue;
     }
     stop_signal = byte;

@@ -43,6 +43,10 @@ struct ServerBaseOptions {
   std::string rpc_bind_address = "127.0.0.1:0";
   // "ipv4:port" of the web UI; empty: no web UI.
   std::string webserver_bind_address;
+  // TLS for the web UI: PEM certificate (chain) and key; empty certificate: plain HTTP. The RPC
+  // port has no TLS transport yet.
+  std::string webserver_tls_certificate_path;
+  std::string webserver_tls_private_key_path;
   // Reactors, workers, service queue length and the rest of the RPC knobs. Its name and
   // metric_registry are overwritten by ServerBase.
   rpc::MessengerOptions messenger;
@@ -78,7 +82,7 @@ class ServerBase {
 
   // Blocks until SIGTERM or SIGINT (then drains with Shutdown() and returns), RequestStop() or
   // Shutdown() from another thread.
-  // SIGHUP is logged and ignored (nothing to reload yet). The handler only writes the signal
+  // SIGHUP reloads the web UI's TLS certificate (if any) and logs it. The handler only writes the signal
   // number into a pipe; all work happens on the calling thread. One server per process at a time.
   Status RunUntilSignalled();
   // Makes RunUntilSignalled() drain and return, as SIGTERM would. Thread-safe (also
@@ -100,6 +104,8 @@ class ServerBase {
 
  private:
   enum class State { kNew, kInitialized, kRunning, kDraining, kStopped };
+  // SIGHUP: reloads what can be reloaded (the web UI's TLS certificate) and logs the outcome.
+  void ReloadOnSighup();
 
   const ServerBaseOptions options_;
   std::unique_ptr<MetricRegistry> metric_registry_;  // outlives the messenger and web UI

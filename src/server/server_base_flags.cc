@@ -10,6 +10,11 @@ DEFINE_string(rpc_bind, "127.0.0.1:7050",
 DEFINE_string(webserver_bind, "127.0.0.1:8050",
               "ipv4:port of the operator web UI (dashboard, /metrics, /rpcz, /healthz, ...); "
               "empty disables it.");
+DEFINE_string(webserver_tls_certificate, "",
+              "PEM certificate (and chain) for the web UI; set: the UI speaks only HTTPS.");
+DEFINE_string(webserver_tls_private_key, "",
+              "PEM private key for --webserver_tls_certificate; empty: read from the certificate "
+              "file.");
 DEFINE_string(data_dir, "",
               "Directory where the server keeps its data; empty: the server's default, under "
               "the working directory.");
@@ -25,6 +30,8 @@ ServerBaseOptions ServerBaseOptions::FromFlags(std::string name) {
   options.name = std::move(name);
   options.rpc_bind_address = FLAGS_rpc_bind;
   options.webserver_bind_address = FLAGS_webserver_bind;
+  options.webserver_tls_certificate_path = FLAGS_webserver_tls_certificate;
+  options.webserver_tls_private_key_path = FLAGS_webserver_tls_private_key;
   options.data_dir = FLAGS_data_dir;
   options.shutdown_timeout = MonoDelta::FromMilliseconds(FLAGS_shutdown_timeout_ms);
   return options;

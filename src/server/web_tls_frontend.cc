@@ -76,26 +76,46 @@ WebTlsFrontend::~WebTlsFrontend() {
   if (ssl_ctx_ != nullptr) SSL_CTX_free(ssl_ctx_);
 }
 
-Status WebTlsFrontend::Bind(const std::string& host, uint16_t port) {
-  CHECK(ssl_ctx_ == nullptr) << "Bind called twice";
+Result<SSL_CTX*> WebTlsFrontend::LoadContext() const {
   ERR_clear_error();
-  ssl_ctx_ = SSL_CTX_new(TLS_server_method());
-  if (ssl_ctx_ == nullptr) return Status::RuntimeError("SSL_CTX_new failed", OpenSslErrors());
-  SSL_CTX_set_min_proto_version(ssl_ctx_, TLS1_2_VERSION);
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  if (ctx == nullptr) return Status::RuntimeError("SSL_CTX_new failed", OpenSslErrors());
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   // Renegotiation only gives a client a way to make us burn CPU mid-connection.
-  SSL_CTX_set_options(ssl_ctx_, SSL_OP_NO_RENEGOTIATION);
+  SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
   const std::string& cert = options_.certificate_path;
   const std::string& key = options_.private_key_path.empty() ? cert : options_.private_key_path;
-  if (SSL_CTX_use_certificate_chain_file(ssl_ctx_, cert.c_str()) != 1) {
-    return Status::InvalidArgument("cannot load TLS certificate " + cert, OpenSslErrors());
+  Status s;
+  if (SSL_CTX_use_certificate_chain_file(ctx, cert.c_str()) != 1) {
+    s = Status::InvalidArgument("cannot load TLS certificate " + cert, OpenSslErrors());
+  } else if (SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1) {
+    s = Status::InvalidArgument("cannot load TLS private key " + key, OpenSslErrors());
+  } else if (SSL_CTX_check_private_key(ctx) != 1) {
+    s = Status::InvalidArgument("TLS private key " + key + " does not match certificate " + cert);
   }
-  if (SSL_CTX_use_PrivateKey_file(ssl_ctx_, key.c_str(), SSL_FILETYPE_PEM) != 1) {
-    return Status::InvalidArgument("cannot load TLS private key " + key, OpenSslErrors());
+  if (!s.ok()) {
+    SSL_CTX_free(ctx);
+    return s;
   }
-  if (SSL_CTX_check_private_key(ssl_ctx_) != 1) {
-    return Status::InvalidArgument("TLS private key " + key + " does not match certificate " +
-                                   cert);
+  return ctx;
+}
+
+Status WebTlsFrontend::ReloadCertificates() {
+  RRPC_ASSIGN_OR_RETURN(SSL_CTX * fresh, LoadContext());
+  SSL_CTX* old;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    old = ssl_ctx_;
+    ssl_ctx_ = fresh;
   }
+  // Connections already open hold their own reference to the old context (SSL_new takes one).
+  if (old != nullptr) SSL_CTX_free(old);
+  return Status::OK();
+}
+
+Status WebTlsFrontend::Bind(const std::string& host, uint16_t port) {
+  CHECK(ssl_ctx_ == nullptr) << "Bind called twice";
+  RRPC_ASSIGN_OR_RETURN(ssl_ctx_, LoadContext());
 
   listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) return Status::FromErrno("socket", errno);
@@ -198,7 +218,11 @@ void WebTlsFrontend::Relay(int client_fd, const std::string& client_addr) {
   SetIoTimeouts(client_fd, options_.io_timeout_ms);
   int one = 1;
   setsockopt(client_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  SSL* ssl = SSL_new(ssl_ctx_);
+  SSL* ssl;
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // ReloadCertificates() may swap the context
+    ssl = SSL_new(ssl_ctx_);
+  }
   if (ssl == nullptr) return;
   SSL_set_fd(ssl, client_fd);
   if (SSL_accept(ssl) != 1) {

@@ -56,18 +56,24 @@ class WebTlsFrontend {
   // Closes the listener, cuts every open connection and joins all threads. Idempotent.
   void Stop();
 
+  // Reads the certificate and key files again; new connections use them, open ones keep theirs.
+  // On error the old ones stay. Thread-safe (e.g. from a SIGHUP handler's thread).
+  Status ReloadCertificates();
+
   // If `backend_local_port` is the local port of one of our live loopback connections to the
   // backend, stores the TLS client's "ip:port" in `client` and returns true.
   bool LookupClient(uint16_t backend_local_port, std::string* client) const;
 
  private:
+  // A server context from the certificate and key files; the caller owns it.
+  Result<SSL_CTX*> LoadContext() const;
   void AcceptLoop();
   void RelayLoop();
   // Serves one accepted TLS connection to completion (or timeout / Stop).
   void Relay(int client_fd, const std::string& client_addr);
 
   const Options options_;
-  SSL_CTX* ssl_ctx_ = nullptr;  // Owned.
+  SSL_CTX* ssl_ctx_ = nullptr;  // Owned. Guarded by mu_ once Start() ran.
   int listen_fd_ = -1;          // Owned.
   uint16_t bound_port_ = 0;
   uint16_t backend_port_ = 0;

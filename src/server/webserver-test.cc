@@ -471,6 +471,45 @@ TEST(WebserverTlsTest, ServesHttpsWithSelfSignedCertificate) {
   EXPECT_EQ(r.status, 200);
 }
 
+TEST(WebserverTlsTest, ReloadServesTheNewCertificateAndKeepsTheOldOneOnError) {
+  TempDir live, fresh;
+  ASSERT_TRUE(MakeSelfSignedCert(live.path())) << "openssl req failed";
+  ASSERT_TRUE(MakeSelfSignedCert(fresh.path())) << "openssl req failed";
+  const std::string cert = live.path() + "/cert.pem";
+  const std::string key = live.path() + "/key.pem";
+  const std::string old_ca = live.path() + "/old-cert.pem";
+  ASSERT_EQ(0, std::system(("cp '" + cert + "' '" + old_ca + "'").c_str()));
+  WebserverOptions opts;
+  opts.tls_certificate_path = cert;
+  opts.tls_private_key_path = key;
+  Webserver web(opts);
+  web.RegisterPage("/echo", &EchoPage);
+  ASSERT_TRUE(web.Start().ok());
+  const std::string request = "GET /echo HTTP/1.1\r\nHost: h\r\n\r\n";
+  EXPECT_EQ(200, ParseReply(SendTls(web.bound_port(), request, old_ca)).status);
+
+  // A broken certificate file: the reload fails and the old certificate keeps being served.
+  ASSERT_EQ(0, std::system(("echo broken > '" + cert + "'").c_str()));
+  EXPECT_FALSE(web.ReloadTlsCertificates().ok());
+  EXPECT_EQ(200, ParseReply(SendTls(web.bound_port(), request, old_ca)).status);
+
+  // The rotated pair: new connections verify against the new certificate only.
+  ASSERT_EQ(0, std::system(("cp '" + fresh.path() + "/cert.pem' '" + cert + "' && cp '" +
+                            fresh.path() + "/key.pem' '" + key + "'")
+                               .c_str()));
+  Status s = web.ReloadTlsCertificates();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(200, ParseReply(SendTls(web.bound_port(), request, fresh.path() + "/cert.pem")).status);
+  web.Stop();
+}
+
+TEST(WebserverTlsTest, ReloadWithoutTlsIsRefused) {
+  Webserver web(WebserverOptions{});
+  ASSERT_TRUE(web.Start().ok());
+  EXPECT_TRUE(web.ReloadTlsCertificates().IsIllegalState());
+  web.Stop();
+}
+
 TEST(WebserverTlsTest, ConcurrentHttpsClientsAreAllServed) {
   TempDir dir;
   ASSERT_TRUE(MakeSelfSignedCert(dir.path())) << "openssl req failed";

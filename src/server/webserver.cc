@@ -391,6 +391,11 @@ Status Webserver::Start() {
   return Status::OK();
 }
 
+Status Webserver::ReloadTlsCertificates() {
+  if (tls_frontend_ == nullptr) return Status::IllegalState("web UI is not serving TLS");
+  return tls_frontend_->ReloadCertificates();
+}
+
 void Webserver::Stop() {
   if (ctx_ == nullptr) return;
   if (tls_frontend_ != nullptr) tls_frontend_->Stop();

@@ -121,6 +121,10 @@ class Webserver {
   // Stops accepting, waits for in-flight requests to finish and joins civetweb's threads.
   // Idempotent. Must not be called from a PageHandler.
   void Stop();
+  // With TLS: reads the certificate and key files again (new connections use them; on error the
+  // old ones stay). Without TLS or before Start(): IllegalState. Thread-safe against handlers,
+  // not against Start()/Stop().
+  Status ReloadTlsCertificates();
 
   bool is_running() const { return ctx_ != nullptr; }
   bool is_tls() const { return !options_.tls_certificate_path.empty(); }
