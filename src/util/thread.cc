@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <system_error>
 #include <tuple>
 #include <utility>
@@ -74,10 +75,34 @@ ScopedThreadRegistration::~ScopedThreadRegistration() {
   ThreadRegistry::Get()->UnregisterCurrentThread();
 }
 
+namespace {
+// Blocks the process-directed signals a server acts on for the scope's lifetime. A thread starts
+// with its creator's mask, so threads started inside the scope never take these signals: the
+// kernel delivers them to a thread that waits for them on purpose (ServerBase's controlling
+// thread), not to a worker parked in a futex, which (under TSAN) would defer the handler for as
+// long as it sleeps.
+class ScopedBlockProcessSignals {
+ public:
+  ScopedBlockProcessSignals() {
+    sigset_t block;
+    sigemptyset(&block);
+    for (int signo : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE}) {
+      sigaddset(&block, signo);
+    }
+    pthread_sigmask(SIG_BLOCK, &block, &saved_);
+  }
+  ~ScopedBlockProcessSignals() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+
+ private:
+  sigset_t saved_;
+};
+}  // namespace
+
 Result<std::thread> StartThread(std::string category, std::string name, std::function<void()> fn) {
   // Lives on this stack; the new thread touches it only before this function can return.
   CountDownLatch registered(1);
   std::thread thread;
+  ScopedBlockProcessSignals no_process_signals_in_new_thread;
   try {
     thread = std::thread([category, name, fn = std::move(fn), &registered]() mutable {
       ScopedThreadRegistration registration(std::move(category), std::move(name));

@@ -67,6 +67,8 @@ class ScopedThreadRegistration {
 };
 
 // Starts `fn` on a new thread with OS name `name`, listed in ThreadRegistry under `category`.
+// The thread blocks SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1/2 and SIGPIPE: process signals go to
+// the program's own threads (e.g. ServerBase::RunUntilSignalled), never to an rrpc thread.
 // The listing is in place before this returns and is removed when `fn` returns (so before a
 // join() completes). Returns RuntimeError instead of throwing when the OS cannot create a thread.
 // The caller owns the returned thread and must join or detach it.
