@@ -602,6 +602,7 @@ std::string ConnectionsJson(rpc::Messenger* messenger) {
         .Uint("bytes_received", c.bytes_received)
         .Uint("bytes_sent", c.bytes_sent)
         .Uint("calls_in_flight", c.calls_in_flight)
+        .Bool("reads_paused", c.reads_paused)
         .Double("age_seconds", c.age_seconds);
     o.Close();
   }
@@ -632,7 +633,8 @@ std::string ConnectionsHtml(const PageEnv& env, rpc::Messenger* messenger) {
     out += "<tr>";
     Cell("mono", c.remote, &out);
     Cell("", c.direction, &out);
-    PillCell(c.state, &out);
+    // A server connection whose peer leaves its responses unread stops being read from.
+    PillCell(c.reads_paused ? c.state + " (reads paused)" : c.state, &out);
     Cell("", c.transport, &out);
     Cell("num", std::to_string(c.reactor), &out);
     Cell("num", FormatBytes(c.bytes_received), &out);
