@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds from nothing and runs every test under ctest:
+# the RelWithDebInfo build, then the ASAN+UBSAN build (skip it with RRPC_SKIP_SANITIZERS=1).
+# Usage: build-support/run-tests.sh [extra ctest args]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bash thirdparty/install-deps.sh
+jobs=$(nproc)
+# Let ccache share results between checkouts in different folders (CI clones afresh).
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
+
+run_suite() {  # run_suite BUILD_DIR CMAKE_ARGS...
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  ninja -C "$dir" -j "$jobs"
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" "${CTEST_ARGS[@]}")
+}
+
+CTEST_ARGS=("$@")
+echo "=== tests: RelWithDebInfo build ==="
+run_suite build/ci -DCMAKE_BUILD_TYPE=RelWithDebInfo
+if [ "${RRPC_SKIP_SANITIZERS:-0}" != 1 ]; then
+  echo "=== tests: ASAN+UBSAN build ==="
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    run_suite build/ci-asan -DCMAKE_BUILD_TYPE=Debug -DRRPC_SANITIZE=address -DRRPC_BUILD_PEERS=OFF
+fi

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds and runs the whole suite under ASAN+UBSAN and under TSAN (one after the other).
+# Usage: build-support/sanitizers.sh [address|thread]...   (default: both)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bash thirdparty/install-deps.sh
+kinds=("$@")
+[ ${#kinds[@]} -gt 0 ] || kinds=(address thread)
+for kind in "${kinds[@]}"; do
+  dir=build/san-$kind
+  echo "=== $kind sanitizer ==="
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRRPC_SANITIZE="$kind" \
+    -DRRPC_BUILD_PEERS=OFF >/dev/null
+  ninja -C "$dir" -j "$(nproc)"
+  # TSAN cannot map memory with ASLR's high-entropy layout on newer kernels; setarch -R fixes it.
+  wrap=()
+  [ "$kind" = thread ] && command -v setarch >/dev/null && wrap=(setarch "$(uname -m)" -R)
+  # Under TSAN, a signal that lands on a thread parked inside an uninstrumented library (RocksDB's
+  # and civetweb's threads) has its handler deferred until that thread wakes, so a kv-server child
+  # may never see SIGTERM. The two tests that stop a child server by signal run in the other builds.
+  filter=()
+  [ "$kind" = thread ] && filter=(env "GTEST_FILTER=-*SigtermDuringLoad*:*DrivesTheKvServerEndToEnd*")
+  tsan_options="halt_on_error=1:second_deadlock_stack=1"
+  tsan_options+=":suppressions=$root/build-support/tsan-suppressions.txt"
+  (cd "$dir" && ASAN_OPTIONS=detect_leaks=1 TSAN_OPTIONS="$tsan_options" \
+    "${filter[@]}" "${wrap[@]}" ctest --output-on-failure -j "$(nproc)")
+done
