@@ -27,6 +27,9 @@ function(rrpc_tests dir)
     add_executable(${test_name} ${test_src})
     target_link_libraries(${test_name} PRIVATE ${ARGN} GTest::gmock GTest::gtest rrpc_test_main)
     rrpc_target_warnings(${test_name})
+    # Tests that read source files (.proto) find them here, not through __FILE__ (which ccache's
+    # base_dir makes relative).
+    target_compile_definitions(${test_name} PRIVATE RRPC_SOURCE_DIR="${PROJECT_SOURCE_DIR}/src")
     add_test(NAME ${test_name} COMMAND ${test_name})
     set_tests_properties(${test_name} PROPERTIES TIMEOUT 300)
   endforeach()

@@ -15,12 +15,8 @@ namespace {
 
 namespace pb = google::protobuf;
 
-std::string SourceDir() {
-  // src/server/cli_call-test.cc -> src
-  std::string file = __FILE__;
-  file = file.substr(0, file.rfind('/'));
-  return file.substr(0, file.rfind('/'));
-}
+// The include root holding rpc/rtest.proto (set for every test by rrpc_tests()).
+std::string SourceDir() { return RRPC_SOURCE_DIR; }
 
 TEST(CliCallTest, ParsesDottedAndSlashedMethodNames) {
   auto dotted = ParseMethodName("rrpc.rtest.EchoService.Echo");
