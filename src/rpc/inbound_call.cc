@@ -13,6 +13,11 @@ InboundCall::InboundCall(scoped_refptr<Connection> connection)
 
 InboundCall::~InboundCall() = default;
 
+MonoTime& InboundCall::LastRespondTimeOnThisThread() {
+  thread_local MonoTime last;
+  return last;
+}
+
 Status InboundCall::ParseFrom(BlockSlice frame, MonoTime arrival) {
   arrival_ = arrival;
   frame_bytes_ = kFrameLengthSize + frame.slice.size();
@@ -76,7 +81,8 @@ void InboundCall::Respond(const google::protobuf::MessageLite& body, bool is_err
   }
   SetPayload(std::move(head).value(), std::move(outbound_sidecars_));
   if (metrics_ != nullptr || rpcz_entry_.tracked()) {
-    const MonoTime now = MonoTime::Now();  // one clock read serves both
+    const MonoTime now = MonoTime::Now();  // one clock read serves both, and the worker
+    LastRespondTimeOnThisThread() = now;
     if (metrics_ != nullptr) metrics_->ResponseQueued(arrival_, now, total_bytes());
     // An error's body is the ErrorStatusPB that RespondFailure/RespondApplicationError made.
     rpcz_entry_.MarkResponded(now, is_error ? static_cast<const ErrorStatusPB*>(&body) : nullptr);

@@ -29,6 +29,10 @@ struct RpcMethodInfo;
 
 class InboundCall final : public OutboundTransfer {
  public:
+  // When the calling thread last responded to a call, if it read the clock to do so; the worker
+  // uses it to end handler_time_us without reading the clock again. Per thread.
+  static MonoTime& LastRespondTimeOnThisThread();
+
   explicit InboundCall(scoped_refptr<Connection> connection);
   ~InboundCall() override;
 

@@ -152,9 +152,13 @@ void ServicePool::RunCall(InboundCall* call) {
   std::unique_ptr<google::protobuf::Message> response(method->response_prototype->New());
   auto* context = new RpcContext(std::unique_ptr<InboundCall>(call), std::move(request),
                                  std::move(response));
+  MonoTime& responded_at = InboundCall::LastRespondTimeOnThisThread();
+  responded_at = MonoTime();
   method->handler(context->request(), context->response(), context);
   if (metrics != nullptr) {
-    metrics->handler_time_us->Record(MethodMetrics::ElapsedMicros(started, MonoTime::Now()));
+    // A handler that answered inline ends at its response (already timed); others at return.
+    const MonoTime end = responded_at != MonoTime() ? responded_at : MonoTime::Now();
+    metrics->handler_time_us->Record(MethodMetrics::ElapsedMicros(started, end));
   }
 }
 
