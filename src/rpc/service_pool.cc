@@ -92,13 +92,9 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
   InboundCall* evicted = nullptr;
   switch (queue_.Put(raw, &evicted)) {
     case decltype(queue_)::PutResult::kHandedOff:
-      stats_.calls_handed_off.fetch_add(1, std::memory_order_relaxed);
-      return;
     case decltype(queue_)::PutResult::kQueued:
-      stats_.calls_queued.fetch_add(1, std::memory_order_relaxed);
       return;
     case decltype(queue_)::PutResult::kQueuedEvictedOther:
-      stats_.calls_queued.fetch_add(1, std::memory_order_relaxed);
       raw = evicted;  // refuse the one with the latest deadline instead
       [[fallthrough]];
     case decltype(queue_)::PutResult::kRejected:

@@ -32,10 +32,10 @@ struct ServicePoolOptions {
   MessengerMetrics* metrics = nullptr;
 };
 
-// Counters the pool keeps; read them any time (relaxed).
+// Counters of the pool's rare outcomes; read them any time (relaxed). Per-call counts live in the
+// striped metrics (rpc_metrics.h): a shared atomic bumped by every reactor on every call would
+// bounce its cache line between cores.
 struct ServicePoolStats {
-  std::atomic<uint64_t> calls_queued{0};
-  std::atomic<uint64_t> calls_handed_off{0};
   std::atomic<uint64_t> rejected_too_busy{0};
   std::atomic<uint64_t> expired_in_queue{0};
   std::atomic<uint64_t> no_such_method{0};
