@@ -23,6 +23,7 @@
 #include "rpc/rpc-test-util.h"
 #include "rpc/rpcz_store.h"
 #include "rpc/service_pool.h"
+#include "server/http-test-util.h"
 #include "server/web_dashboard.h"
 #include "server/webserver.h"
 #include "util/metrics/metric_registry.h"
@@ -38,72 +39,6 @@ using rpc::HandlerGate;
 using rpc::MessengerOptions;
 using rpc::RpcController;
 using rpc::WaitForCondition;
-
-struct HttpReply {
-  int status = 0;
-  std::map<std::string, std::string> headers;  // Lower-case names.
-  std::string body;
-};
-
-// Connects to 127.0.0.1:port; receive and send time out after 20 s so no test hangs on a socket.
-int ConnectLoopback(uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  CHECK_GE(fd, 0);
-  timeval tv{20, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  CHECK_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << strerror(errno);
-  return fd;
-}
-
-// The local "127.0.0.1:port" of a connected socket: how the server names this peer.
-std::string LocalAddress(int fd) {
-  sockaddr_in addr{};
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  char ip[INET_ADDRSTRLEN] = "";
-  inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
-  return std::string(ip) + ":" + std::to_string(ntohs(addr.sin_port));
-}
-
-HttpReply Get(uint16_t port, const std::string& target) {
-  const std::string request = "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-  int fd = ConnectLoopback(port);
-  CHECK_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
-           static_cast<ssize_t>(request.size()));
-  std::string raw;
-  char buf[16384];
-  for (;;) {
-    ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    raw.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-
-  HttpReply reply;
-  const size_t head_end = raw.find("\r\n\r\n");
-  if (raw.compare(0, 9, "HTTP/1.1 ") != 0 || head_end == std::string::npos) return reply;
-  reply.status = std::atoi(raw.c_str() + 9);
-  size_t pos = raw.find("\r\n") + 2;
-  while (pos < head_end) {
-    const size_t eol = raw.find("\r\n", pos);
-    const std::string line = raw.substr(pos, eol - pos);
-    const size_t colon = line.find(':');
-    if (colon != std::string::npos) {
-      std::string name = line.substr(0, colon);
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      const size_t v = line.find_first_not_of(' ', colon + 1);
-      reply.headers[name] = v == std::string::npos ? "" : line.substr(v);
-    }
-    pos = eol + 2;
-  }
-  reply.body = raw.substr(head_end + 4);
-  return reply;
-}
 
 // Runs `command` with `input` on its standard input; returns its exit code and output.
 int RunWithInput(const std::string& command, const std::string& input, std::string* output) {
