@@ -24,8 +24,7 @@ constexpr size_t kPauseReadsAboveBytes = 8 << 20;
 constexpr size_t kResumeReadsBelowBytes = 1 << 20;
 }  // namespace
 
-Connection::Connection(Reactor* reactor, Direction direction, Socket socket,
-                       const Sockaddr& remote)
+Connection::Connection(Reactor* reactor, Direction direction, Socket socket, const Sockaddr& remote)
     : reactor_(reactor),
       direction_(direction),
       remote_(remote),
@@ -39,9 +38,7 @@ Connection::Connection(Reactor* reactor, Direction direction, Socket socket,
   if (m != nullptr) m->ConnectionOpened(/*accepted=*/direction == Direction::kServer);
 }
 
-Connection::~Connection() {
-  DCHECK(state_ == State::kClosed) << "connection destroyed while open";
-}
+Connection::~Connection() { DCHECK(state_ == State::kClosed) << "connection destroyed while open"; }
 
 void Connection::Start() {
   DCHECK(reactor_->IsCurrentThread());
@@ -250,7 +247,8 @@ bool Connection::ReadIncoming() {
     Result<size_t> got = transport_->Recv(buf, room);
     if (!got.ok()) {
       Status s = got.status();
-      if (s.IsEndOfFile()) s = Status::NetworkError("connection closed by peer", remote_.ToString());
+      if (s.IsEndOfFile())
+        s = Status::NetworkError("connection closed by peer", remote_.ToString());
       Shutdown(s);
       return false;
     }
@@ -285,8 +283,8 @@ bool Connection::ReadIncoming() {
 }
 
 Status Connection::ReadPreamble() {
-  Result<size_t> got = transport_->Recv(preamble_ + preamble_received_,
-                                        kPreambleSize - preamble_received_);
+  Result<size_t> got =
+      transport_->Recv(preamble_ + preamble_received_, kPreambleSize - preamble_received_);
   if (!got.ok()) {
     if (got.status().IsEndOfFile()) {
       return Status::NetworkError("connection closed during negotiation", remote_.ToString());
@@ -316,9 +314,9 @@ void Connection::SendNegotiationRequest() {
 
 void Connection::SendNegotiationResponse(const Status& error) {
   NegotiatePB empty;
-  ErrorStatusPB::RpcErrorCodePB code =
-      error.IsNotSupported() ? ErrorStatusPB::FATAL_VERSION_MISMATCH
-                             : ErrorStatusPB::FATAL_INVALID_FRAME;
+  ErrorStatusPB::RpcErrorCodePB code = error.IsNotSupported()
+                                           ? ErrorStatusPB::FATAL_VERSION_MISMATCH
+                                           : ErrorStatusPB::FATAL_INVALID_FRAME;
   QueueTransfer(new BytesTransfer(BuildServerReply(empty, error, code)));
   Flush();
 }

@@ -5,11 +5,11 @@
 // One thread at a time owns it, as it moves along that path.
 #pragma once
 
+#include <google/protobuf/message.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <google/protobuf/message.h>
 
 #include "rpc/outbound_transfer.h"
 #include "rpc/rpc_header.pb.h"

@@ -96,18 +96,30 @@ class MessengerBuilder {
  public:
   explicit MessengerBuilder(std::string name) { options_.name = std::move(name); }
   explicit MessengerBuilder(MessengerOptions options) : options_(std::move(options)) {}
-  MessengerBuilder& set_num_reactors(int n) { options_.num_reactors = n; return *this; }
-  MessengerBuilder& set_num_workers(int n) { options_.num_workers = n; return *this; }
+  MessengerBuilder& set_num_reactors(int n) {
+    options_.num_reactors = n;
+    return *this;
+  }
+  MessengerBuilder& set_num_workers(int n) {
+    options_.num_workers = n;
+    return *this;
+  }
   MessengerBuilder& set_service_queue_length(size_t n) {
     options_.service_queue_length = n;
     return *this;
   }
-  MessengerBuilder& set_max_message_size(size_t n) { options_.max_message_size = n; return *this; }
+  MessengerBuilder& set_max_message_size(size_t n) {
+    options_.max_message_size = n;
+    return *this;
+  }
   MessengerBuilder& set_negotiation_timeout(MonoDelta d) {
     options_.negotiation_timeout = d;
     return *this;
   }
-  MessengerBuilder& set_idle_timeout(MonoDelta d) { options_.idle_timeout = d; return *this; }
+  MessengerBuilder& set_idle_timeout(MonoDelta d) {
+    options_.idle_timeout = d;
+    return *this;
+  }
   MessengerBuilder& set_idle_scan_period(MonoDelta d) {
     options_.idle_scan_period = d;
     return *this;

@@ -14,15 +14,23 @@ namespace {
 Status StatusFromError(const ErrorStatusPB& error) {
   const std::string& msg = error.message();
   switch (error.code()) {
-    case ErrorStatusPB::ERROR_APPLICATION: return Status::RemoteError(msg);
+    case ErrorStatusPB::ERROR_APPLICATION:
+      return Status::RemoteError(msg);
     // The server's message already names what is missing ("no such method: S.M").
-    case ErrorStatusPB::ERROR_NO_SUCH_SERVICE: return Status::NotFound(msg);
-    case ErrorStatusPB::ERROR_NO_SUCH_METHOD: return Status::NotSupported(msg);
-    case ErrorStatusPB::ERROR_SERVER_TOO_BUSY: return Status::ServiceUnavailable(msg);
-    case ErrorStatusPB::ERROR_INVALID_REQUEST: return Status::InvalidArgument(msg);
-    case ErrorStatusPB::ERROR_TIMED_OUT: return Status::TimedOut(msg);
-    case ErrorStatusPB::ERROR_UNAVAILABLE: return Status::Aborted(msg);
-    default: return Status::RemoteError(msg);
+    case ErrorStatusPB::ERROR_NO_SUCH_SERVICE:
+      return Status::NotFound(msg);
+    case ErrorStatusPB::ERROR_NO_SUCH_METHOD:
+      return Status::NotSupported(msg);
+    case ErrorStatusPB::ERROR_SERVER_TOO_BUSY:
+      return Status::ServiceUnavailable(msg);
+    case ErrorStatusPB::ERROR_INVALID_REQUEST:
+      return Status::InvalidArgument(msg);
+    case ErrorStatusPB::ERROR_TIMED_OUT:
+      return Status::TimedOut(msg);
+    case ErrorStatusPB::ERROR_UNAVAILABLE:
+      return Status::Aborted(msg);
+    default:
+      return Status::RemoteError(msg);
   }
 }
 
@@ -108,8 +116,7 @@ void OutboundCall::FinishWithResponse(BlockSlice frame, const ResponseHeader& he
     return;
   }
   if (!response_->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
-    Finish(Status::Corruption("response does not parse",
-                              response_->InitializationErrorString()),
+    Finish(Status::Corruption("response does not parse", response_->InitializationErrorString()),
            nullptr);
     return;
   }
@@ -126,9 +133,8 @@ void OutboundCall::FinishWithResponse(BlockSlice frame, const ResponseHeader& he
 void OutboundCall::FinishWithError(const Status& status) { Finish(status, nullptr); }
 
 void OutboundCall::FinishTimedOut() {
-  Finish(Status::TimedOut("call " + method_name_ + " to " +
-                          remote_.ToString() + " timed out after " +
-                          (MonoTime::Now() - sent_at_).ToString()),
+  Finish(Status::TimedOut("call " + method_name_ + " to " + remote_.ToString() +
+                          " timed out after " + (MonoTime::Now() - sent_at_).ToString()),
          nullptr);
 }
 

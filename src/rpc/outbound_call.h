@@ -9,11 +9,10 @@
 #pragma once
 
 #include <ev.h>
+#include <google/protobuf/message.h>
 
 #include <memory>
 #include <string>
-
-#include <google/protobuf/message.h>
 
 #include "rpc/outbound_transfer.h"
 #include "rpc/proxy.h"
@@ -90,7 +89,7 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   int32_t call_id_ = 0;
   State state_ = State::kCreated;
   MonoTime sent_at_;
-  MonoTime received_at_;  // unset unless a response arrived
+  MonoTime received_at_;                    // unset unless a response arrived
   ClientMethodMetrics* metrics_ = nullptr;  // owned by the messenger
 
   // Timer state: reactor thread only.

@@ -5,6 +5,8 @@
 // Paths come from compile definitions when the build sets them (RRPC_PROTOC_PATH,
 // RRPC_PLUGIN_PATH, RRPC_SOURCE_DIR); otherwise protoc is taken from PATH, the plugin from this
 // binary's directory (both are built in src/rpc) and the source tree from this file's path.
+#include <google/protobuf/descriptor.h>
+#include <gtest/gtest.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +20,6 @@
 #include <string>
 #include <type_traits>
 #include <vector>
-
-#include <google/protobuf/descriptor.h>
-#include <gtest/gtest.h>
 
 #include "rpc/rtest.rrpc.h"
 #include "rpc/service_if.h"

@@ -6,12 +6,6 @@
 //   protoc --proto_path=src --cpp_out=OUT --plugin=protoc-gen-rrpc=PATH --rrpc_out=OUT foo.proto
 //
 // Single-threaded: protoc runs the plugin once per invocation.
-#include <cstdint>
-#include <memory>
-#include <set>
-#include <string>
-#include <vector>
-
 #include <google/protobuf/compiler/code_generator.h>
 #include <google/protobuf/compiler/cpp/names.h>
 #include <google/protobuf/compiler/plugin.h>
@@ -19,6 +13,12 @@
 #include <google/protobuf/descriptor.pb.h>
 #include <google/protobuf/io/printer.h>
 #include <google/protobuf/io/zero_copy_stream.h>
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
 
 namespace rrpc::codegen {
 namespace {

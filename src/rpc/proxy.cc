@@ -7,8 +7,7 @@
 
 namespace rrpc::rpc {
 
-Proxy::Proxy(std::shared_ptr<Messenger> messenger, const Sockaddr& remote,
-             std::string service_name)
+Proxy::Proxy(std::shared_ptr<Messenger> messenger, const Sockaddr& remote, std::string service_name)
     : messenger_(std::move(messenger)), remote_(remote), service_name_(std::move(service_name)) {}
 
 Proxy::~Proxy() = default;
@@ -17,13 +16,13 @@ void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Mess
                          google::protobuf::Message* response, RpcController* controller,
                          ResponseCallback callback) const {
   CHECK(!controller->finished()) << "RpcController reused without Reset()";
-  scoped_refptr<OutboundCall> call(new OutboundCall(remote_, service_name_, method, response,
-                                                    controller, std::move(callback)));
+  scoped_refptr<OutboundCall> call(
+      new OutboundCall(remote_, service_name_, method, response, controller, std::move(callback)));
   if (MessengerMetrics* metrics = messenger_->metrics()) {
     call->set_metrics(client_metrics_.Get(metrics, service_name_, method));
   }
-  Status s = call->Serialize(request, messenger_->NextCallId(),
-                             messenger_->options().max_message_size);
+  Status s =
+      call->Serialize(request, messenger_->NextCallId(), messenger_->options().max_message_size);
   if (!s.ok()) {
     call->FailBeforeSend(s);
     return;

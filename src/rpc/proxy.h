@@ -8,11 +8,11 @@
 //   Status s = proxy.Echo(request, &response, &ctl);
 #pragma once
 
+#include <google/protobuf/message.h>
+
 #include <functional>
 #include <memory>
 #include <string>
-
-#include <google/protobuf/message.h>
 
 #include "rpc/rpc_metrics.h"
 #include "util/sockaddr.h"

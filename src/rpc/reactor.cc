@@ -51,15 +51,14 @@ Status Reactor::Start() {
   idle_timer_.data = this;
   ev_timer_start(loop_, &idle_timer_);
   CountDownLatch started(1);
-  RRPC_ASSIGN_OR_RETURN(thread_, StartThread("reactor",
-                                             messenger_->name() + "-reactor-" +
-                                                 std::to_string(index_),
-                                             [this, &started] {
-                                               thread_id_ = std::this_thread::get_id();
-                                               tls_current_reactor = this;
-                                               started.CountDown();
-                                               RunLoop();
-                                             }));
+  RRPC_ASSIGN_OR_RETURN(
+      thread_, StartThread("reactor", messenger_->name() + "-reactor-" + std::to_string(index_),
+                           [this, &started] {
+                             thread_id_ = std::this_thread::get_id();
+                             tls_current_reactor = this;
+                             started.CountDown();
+                             RunLoop();
+                           }));
   started.Wait();
   return Status::OK();
 }
@@ -192,10 +191,18 @@ std::vector<ConnectionInfo> Reactor::DumpConnections() {
       info.remote = conn->remote().ToString();
       info.direction = conn->direction() == Connection::Direction::kClient ? "client" : "server";
       switch (conn->state()) {
-        case Connection::State::kConnecting: info.state = "connecting"; break;
-        case Connection::State::kNegotiating: info.state = "negotiating"; break;
-        case Connection::State::kOpen: info.state = "open"; break;
-        case Connection::State::kClosed: info.state = "closed"; break;
+        case Connection::State::kConnecting:
+          info.state = "connecting";
+          break;
+        case Connection::State::kNegotiating:
+          info.state = "negotiating";
+          break;
+        case Connection::State::kOpen:
+          info.state = "open";
+          break;
+        case Connection::State::kClosed:
+          info.state = "closed";
+          break;
       }
       info.transport = conn->transport_name();
       info.reactor = index_;

@@ -72,7 +72,9 @@ class Reactor {
   bool IsCurrentThread() const { return Current() == this; }
   // The reactor whose thread is calling, or nullptr on any other thread.
   static Reactor* Current();
-  struct ev_loop* loop() const { return loop_; }
+  struct ev_loop* loop() const {
+    return loop_;
+  }
   Messenger* messenger() const { return messenger_; }
   const MessengerOptions& options() const;
   int index() const { return index_; }

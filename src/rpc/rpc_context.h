@@ -5,10 +5,10 @@
 // afterwards). Not thread-safe: one thread at a time uses it.
 #pragma once
 
+#include <google/protobuf/message.h>
+
 #include <memory>
 #include <string>
-
-#include <google/protobuf/message.h>
 
 #include "rpc/rpc_header.pb.h"
 #include "util/block.h"
@@ -24,8 +24,7 @@ class RpcController;
 class RpcContext {
  public:
   // Takes ownership of all three.
-  RpcContext(std::unique_ptr<InboundCall> call,
-             std::unique_ptr<google::protobuf::Message> request,
+  RpcContext(std::unique_ptr<InboundCall> call, std::unique_ptr<google::protobuf::Message> request,
              std::unique_ptr<google::protobuf::Message> response);
   ~RpcContext();
   RpcContext(const RpcContext&) = delete;

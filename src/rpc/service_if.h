@@ -3,13 +3,13 @@
 // and implement the typed methods. Handlers run on worker threads, never on reactors.
 #pragma once
 
+#include <google/protobuf/message.h>
+
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
-
-#include <google/protobuf/message.h>
 
 namespace rrpc::rpc {
 
@@ -24,8 +24,8 @@ struct RpcMethodInfo {
   const google::protobuf::Message* response_prototype = nullptr;
   // Runs the method. It must finish the call through exactly one of context->Respond*(), now or
   // later from any thread.
-  std::function<void(const google::protobuf::Message* request,
-                     google::protobuf::Message* response, RpcContext* context)>
+  std::function<void(const google::protobuf::Message* request, google::protobuf::Message* response,
+                     RpcContext* context)>
       handler;
   // The method's server metrics (rpc_metrics.h), owned by the messenger. Set by the service pool
   // at registration, before any call, so reading it on the call path needs no lock; nullptr

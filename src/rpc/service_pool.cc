@@ -72,9 +72,9 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
   if (method == nullptr) {
     stats_.no_such_method.fetch_add(1, std::memory_order_relaxed);
     if (options_.metrics != nullptr) options_.metrics->no_such_method->Increment();
-    raw->RespondFailure(ErrorStatusPB::ERROR_NO_SUCH_METHOD,
-                        Status::NotFound("no such method: " + raw->service_name() + "." +
-                                         raw->method_name()));
+    raw->RespondFailure(
+        ErrorStatusPB::ERROR_NO_SUCH_METHOD,
+        Status::NotFound("no such method: " + raw->service_name() + "." + raw->method_name()));
     return;
   }
   raw->set_method(service, method);
@@ -100,10 +100,10 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
     case decltype(queue_)::PutResult::kRejected:
       stats_.rejected_too_busy.fetch_add(1, std::memory_order_relaxed);
       if (options_.metrics != nullptr) options_.metrics->service_queue_overflows->Increment();
-      raw->RespondFailure(ErrorStatusPB::ERROR_SERVER_TOO_BUSY,
-                          Status::ServiceUnavailable(
-                              "server too busy: service queue of " +
-                              std::to_string(options_.queue_length) + " calls is full"));
+      raw->RespondFailure(
+          ErrorStatusPB::ERROR_SERVER_TOO_BUSY,
+          Status::ServiceUnavailable("server too busy: service queue of " +
+                                     std::to_string(options_.queue_length) + " calls is full"));
       return;
     case decltype(queue_)::PutResult::kShutdown:
       raw->RespondFailure(ErrorStatusPB::ERROR_UNAVAILABLE,
@@ -128,10 +128,10 @@ void ServicePool::RunCall(InboundCall* call) {
   if (call->handling_started() > call->deadline()) {
     stats_.expired_in_queue.fetch_add(1, std::memory_order_relaxed);
     if (metrics != nullptr) metrics->messenger->calls_expired_in_queue->Increment();
-    call->RespondFailure(ErrorStatusPB::ERROR_TIMED_OUT,
-                         Status::TimedOut("call expired in the service queue after " +
-                                          (call->handling_started() - call->arrival_time())
-                                              .ToString()));
+    call->RespondFailure(
+        ErrorStatusPB::ERROR_TIMED_OUT,
+        Status::TimedOut("call expired in the service queue after " +
+                         (call->handling_started() - call->arrival_time()).ToString()));
     return;
   }
   const RpcMethodInfo* method = call->method();
@@ -139,15 +139,15 @@ void ServicePool::RunCall(InboundCall* call) {
   const Slice body = call->serialized_request();
   if (!request->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
     stats_.invalid_requests.fetch_add(1, std::memory_order_relaxed);
-    call->RespondFailure(ErrorStatusPB::ERROR_INVALID_REQUEST,
-                         Status::InvalidArgument("request does not parse as " +
-                                                     request->GetTypeName(),
-                                                 request->InitializationErrorString()));
+    call->RespondFailure(
+        ErrorStatusPB::ERROR_INVALID_REQUEST,
+        Status::InvalidArgument("request does not parse as " + request->GetTypeName(),
+                                request->InitializationErrorString()));
     return;
   }
   std::unique_ptr<google::protobuf::Message> response(method->response_prototype->New());
-  auto* context = new RpcContext(std::unique_ptr<InboundCall>(call), std::move(request),
-                                 std::move(response));
+  auto* context =
+      new RpcContext(std::unique_ptr<InboundCall>(call), std::move(request), std::move(response));
   MonoTime& responded_at = InboundCall::LastRespondTimeOnThisThread();
   responded_at = MonoTime();
   method->handler(context->request(), context->response(), context);

@@ -16,10 +16,9 @@ Result<BlockSlice> SerializeFrameHead(const google::protobuf::MessageLite& heade
                                       size_t sidecar_bytes, size_t max_frame_size) {
   const size_t header_size = header.ByteSizeLong();
   const size_t body_size = body.ByteSizeLong();
-  const size_t head_size = CodedOutputStream::VarintSize32(static_cast<uint32_t>(header_size)) +
-                           header_size +
-                           CodedOutputStream::VarintSize32(static_cast<uint32_t>(body_size)) +
-                           body_size;
+  const size_t head_size =
+      CodedOutputStream::VarintSize32(static_cast<uint32_t>(header_size)) + header_size +
+      CodedOutputStream::VarintSize32(static_cast<uint32_t>(body_size)) + body_size;
   const size_t frame_size = head_size + sidecar_bytes;
   if (frame_size > max_frame_size) {
     return Status::InvalidArgument("message of " + std::to_string(frame_size) +
@@ -59,8 +58,7 @@ Status ParseFrame(Slice frame, google::protobuf::MessageLite* header, Slice* bod
     return Status::Corruption("frame header length is malformed or exceeds the frame");
   }
   if (!header->ParseFromArray(header_bytes.data(), static_cast<int>(header_bytes.size()))) {
-    return Status::Corruption("frame header does not parse",
-                              header->InitializationErrorString());
+    return Status::Corruption("frame header does not parse", header->InitializationErrorString());
   }
   if (!ReadDelimited(&frame, body)) {
     return Status::Corruption("frame body length is malformed or exceeds the frame");

@@ -4,9 +4,9 @@
 //   [sidecars...]
 #pragma once
 
-#include <cstdint>
-
 #include <google/protobuf/message_lite.h>
+
+#include <cstdint>
 
 #include "util/block.h"
 #include "util/slice.h"

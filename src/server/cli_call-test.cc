@@ -2,11 +2,11 @@
 // text-format requests (the end-to-end behaviour is in rrpc_cli-test.cc).
 #include "server/cli_call.h"
 
-#include <memory>
-#include <string>
-
 #include <google/protobuf/dynamic_message.h>
 #include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
 
 #include "server/cli_descriptors.h"
 

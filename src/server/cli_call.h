@@ -8,11 +8,11 @@
 //                         CallMethodWithText(messenger, addr, &source, name, "data: 'hi'", 5s));
 #pragma once
 
-#include <memory>
-#include <string>
-
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
+
+#include <memory>
+#include <string>
 
 #include "server/cli_descriptors.h"
 #include "util/monotime.h"

@@ -1,10 +1,10 @@
 #include "server/cli_commands.h"
 
-#include <memory>
-
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/dynamic_message.h>
 #include <google/protobuf/text_format.h>
+
+#include <memory>
 
 #include "rpc/messenger.h"
 #include "server/cli_call.h"

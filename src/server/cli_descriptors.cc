@@ -1,10 +1,9 @@
 #include "server/cli_descriptors.h"
 
+#include <google/protobuf/descriptor.pb.h>
 #include <unistd.h>
 
 #include <algorithm>
-
-#include <google/protobuf/descriptor.pb.h>
 
 #include "rpc/messenger.h"
 #include "rpc/rpc_controller.h"

@@ -7,12 +7,12 @@
 //   RRPC_ASSIGN_OR_RETURN(const auto* service, source->FindService("rrpc.kv.KvService"));
 #pragma once
 
+#include <google/protobuf/compiler/importer.h>
+#include <google/protobuf/descriptor.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <google/protobuf/compiler/importer.h>
-#include <google/protobuf/descriptor.h>
 
 #include "util/monotime.h"
 #include "util/sockaddr.h"

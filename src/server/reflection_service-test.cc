@@ -2,14 +2,14 @@
 // a real loopback RPC, for the RPC tests' services and for a hand-built file graph with imports.
 #include "server/reflection_service.h"
 
-#include <memory>
-#include <string>
-#include <vector>
-
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/descriptor.pb.h>
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "rpc/messenger.h"
 #include "rpc/rpc-test-util.h"

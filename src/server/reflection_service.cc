@@ -1,10 +1,10 @@
 #include "server/reflection_service.h"
 
+#include <google/protobuf/descriptor.pb.h>
+
 #include <algorithm>
 #include <functional>
 #include <set>
-
-#include <google/protobuf/descriptor.pb.h>
 
 #include "rpc/messenger.h"
 #include "rpc/rpc_context.h"

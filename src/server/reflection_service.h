@@ -7,11 +7,11 @@
 //   RRPC_RETURN_NOT_OK(messenger->RegisterService(server::MakeReflectionService(messenger.get())));
 #pragma once
 
+#include <google/protobuf/descriptor.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <google/protobuf/descriptor.h>
 
 #include "rpc/service_if.h"
 #include "server/reflection.rrpc.h"

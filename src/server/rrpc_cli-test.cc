@@ -2,8 +2,9 @@
 // that serves the RPC tests' echo service and the reflection service (and, for `status`, a fake
 // status service); the tests check its stdout, stderr and exit code.
 #include <fcntl.h>
-#include <spawn.h>
+#include <gtest/gtest.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,8 +16,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "rpc/messenger.h"
 #include "rpc/rpc-test-util.h"

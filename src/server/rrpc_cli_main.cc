@@ -1,12 +1,12 @@
 // rrpc-cli: the generic command-line client of rrpc servers (see server/cli_commands.h, or run
 // `rrpc-cli --help`). Flags are parsed here and nowhere else.
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gflags/gflags.h>
-#include <glog/logging.h>
 
 #include "server/cli_commands.h"
 

@@ -82,8 +82,9 @@ class ServerBase {
 
   // Blocks until SIGTERM or SIGINT (then drains with Shutdown() and returns), RequestStop() or
   // Shutdown() from another thread.
-  // SIGHUP reloads the web UI's TLS certificate (if any) and logs it. The handler only writes the signal
-  // number into a pipe; all work happens on the calling thread. One server per process at a time.
+  // SIGHUP reloads the web UI's TLS certificate (if any) and logs it. The handler only writes the
+  // signal number into a pipe; all work happens on the calling thread. One server per process at a
+  // time.
   Status RunUntilSignalled();
   // Makes RunUntilSignalled() drain and return, as SIGTERM would. Thread-safe (also
   // async-signal-safe).

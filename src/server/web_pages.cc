@@ -884,10 +884,9 @@ std::string ThreadzHtml(const PageEnv& env) {
 
 // A page served as HTML, or as JSON when the request asks for it (?format=json); never cached.
 void RegisterHtmlOrJsonPage(Webserver* web, const std::string& path,
-                            std::function<std::string()> html,
-                            std::function<std::string()> json) {
-  web->RegisterPage(path, [html = std::move(html), json = std::move(json)](
-                              const WebRequest& req, WebResponse* resp) {
+                            std::function<std::string()> html, std::function<std::string()> json) {
+  web->RegisterPage(path, [html = std::move(html), json = std::move(json)](const WebRequest& req,
+                                                                           WebResponse* resp) {
     const bool as_json = WantsJson(req);
     resp->content_type = as_json ? kJsonContentType : kHtmlContentType;
     resp->body = as_json ? json() : html();

@@ -12,7 +12,8 @@ class Slice {
  public:
   constexpr Slice() = default;
   constexpr Slice(const uint8_t* data, size_t size) : data_(data), size_(size) {}
-  Slice(const char* data, size_t size) : data_(reinterpret_cast<const uint8_t*>(data)), size_(size) {}
+  Slice(const char* data, size_t size)
+      : data_(reinterpret_cast<const uint8_t*>(data)), size_(size) {}
   Slice(const std::string& s)  // NOLINT(runtime/explicit)
       : data_(reinterpret_cast<const uint8_t*>(s.data())), size_(s.size()) {}
   Slice(std::string_view s)  // NOLINT(runtime/explicit)
@@ -26,7 +27,10 @@ class Slice {
   bool empty() const { return size_ == 0; }
   uint8_t operator[](size_t i) const { return data_[i]; }
 
-  void remove_prefix(size_t n) { data_ += n; size_ -= n; }
+  void remove_prefix(size_t n) {
+    data_ += n;
+    size_ -= n;
+  }
   void truncate(size_t n) { size_ = n; }
   Slice sub(size_t pos, size_t len) const { return Slice(data_ + pos, len); }
 

@@ -12,14 +12,16 @@ Result<Sockaddr> Sockaddr::Parse(const std::string& host_port) {
   std::string port_str;
   if (!host_port.empty() && host_port[0] == '[') {
     size_t close = host_port.find(']');
-    if (close == std::string::npos || close + 1 >= host_port.size() || host_port[close + 1] != ':') {
+    if (close == std::string::npos || close + 1 >= host_port.size() ||
+        host_port[close + 1] != ':') {
       return Status::InvalidArgument("bad address, want [v6]:port", host_port);
     }
     host = host_port.substr(1, close - 1);
     port_str = host_port.substr(close + 2);
   } else {
     size_t colon = host_port.rfind(':');
-    if (colon == std::string::npos) return Status::InvalidArgument("address lacks a port", host_port);
+    if (colon == std::string::npos)
+      return Status::InvalidArgument("address lacks a port", host_port);
     host = host_port.substr(0, colon);
     port_str = host_port.substr(colon + 1);
   }
@@ -60,7 +62,8 @@ Sockaddr Sockaddr::FromRaw(const sockaddr* addr, socklen_t len) {
 
 uint16_t Sockaddr::port() const {
   if (family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&storage_)->sin_port);
-  if (family() == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage_)->sin6_port);
+  if (family() == AF_INET6)
+    return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage_)->sin6_port);
   return 0;
 }
 
@@ -72,7 +75,8 @@ void Sockaddr::set_port(uint16_t port) {
 std::string Sockaddr::host() const {
   char buf[INET6_ADDRSTRLEN] = {0};
   if (family() == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage_)->sin_addr, buf, sizeof(buf));
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage_)->sin_addr, buf,
+              sizeof(buf));
   } else if (family() == AF_INET6) {
     inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage_)->sin6_addr, buf,
               sizeof(buf));

@@ -34,21 +34,36 @@ std::string Status::message() const { return state_ ? state_->msg : std::string(
 
 const char* Status::CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "OK";
-    case Code::kNotFound: return "Not found";
-    case Code::kCorruption: return "Corruption";
-    case Code::kNotSupported: return "Not supported";
-    case Code::kInvalidArgument: return "Invalid argument";
-    case Code::kIOError: return "IO error";
-    case Code::kAlreadyPresent: return "Already present";
-    case Code::kRuntimeError: return "Runtime error";
-    case Code::kNetworkError: return "Network error";
-    case Code::kIllegalState: return "Illegal state";
-    case Code::kAborted: return "Aborted";
-    case Code::kRemoteError: return "Remote error";
-    case Code::kServiceUnavailable: return "Service unavailable";
-    case Code::kTimedOut: return "Timed out";
-    case Code::kEndOfFile: return "End of file";
+    case Code::kOk:
+      return "OK";
+    case Code::kNotFound:
+      return "Not found";
+    case Code::kCorruption:
+      return "Corruption";
+    case Code::kNotSupported:
+      return "Not supported";
+    case Code::kInvalidArgument:
+      return "Invalid argument";
+    case Code::kIOError:
+      return "IO error";
+    case Code::kAlreadyPresent:
+      return "Already present";
+    case Code::kRuntimeError:
+      return "Runtime error";
+    case Code::kNetworkError:
+      return "Network error";
+    case Code::kIllegalState:
+      return "Illegal state";
+    case Code::kAborted:
+      return "Aborted";
+    case Code::kRemoteError:
+      return "Remote error";
+    case Code::kServiceUnavailable:
+      return "Service unavailable";
+    case Code::kTimedOut:
+      return "Timed out";
+    case Code::kEndOfFile:
+      return "End of file";
   }
   return "Unknown";
 }

@@ -2,14 +2,14 @@
 // line. A Status is one pointer wide; OK allocates nothing.
 #pragma once
 
+#include <glog/logging.h>
+
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
 #include <utility>
-
-#include <glog/logging.h>
 
 namespace rrpc {
 
@@ -34,7 +34,8 @@ class Status {
   };
 
   Status() = default;  // OK
-  Status(const Status& other) : state_(other.state_ ? std::make_unique<State>(*other.state_) : nullptr) {}
+  Status(const Status& other)
+      : state_(other.state_ ? std::make_unique<State>(*other.state_) : nullptr) {}
   Status& operator=(const Status& other) {
     if (this != &other) state_ = other.state_ ? std::make_unique<State>(*other.state_) : nullptr;
     return *this;
@@ -95,7 +96,7 @@ inline std::ostream& operator<<(std::ostream& os, const Status& s) { return os <
 template <typename T>
 class Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(runtime/explicit)
+  Result(T value) : value_(std::move(value)) {}         // NOLINT(runtime/explicit)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(runtime/explicit)
     DCHECK(!status_.ok()) << "Result built from an OK status carries no value";
   }
@@ -126,10 +127,10 @@ class Result {
 }  // namespace rrpc
 
 // Returns the Status from the enclosing function if `expr` fails.
-#define RRPC_RETURN_NOT_OK(expr)          \
-  do {                                    \
-    ::rrpc::Status _s = (expr);           \
-    if (!_s.ok()) return _s;              \
+#define RRPC_RETURN_NOT_OK(expr) \
+  do {                           \
+    ::rrpc::Status _s = (expr);  \
+    if (!_s.ok()) return _s;     \
   } while (0)
 
 #define RRPC_CONCAT_INNER(a, b) a##b
@@ -142,8 +143,8 @@ class Result {
   if (!tmp.ok()) return tmp.status();               \
   lhs = std::move(tmp).value()
 
-#define RRPC_CHECK_OK(expr)                     \
-  do {                                          \
-    ::rrpc::Status _s = (expr);                 \
-    CHECK(_s.ok()) << _s.ToString();            \
+#define RRPC_CHECK_OK(expr)          \
+  do {                               \
+    ::rrpc::Status _s = (expr);      \
+    CHECK(_s.ok()) << _s.ToString(); \
   } while (0)
