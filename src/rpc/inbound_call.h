@@ -24,7 +24,6 @@ namespace rrpc::rpc {
 
 class Connection;
 struct MethodMetrics;
-class ServiceIf;
 struct RpcMethodInfo;
 
 class InboundCall final : public OutboundTransfer {
@@ -60,10 +59,7 @@ class InboundCall final : public OutboundTransfer {
   MonoTime deadline() const { return deadline_; }
 
   // The method this call runs, set by the service pool when it resolves the name.
-  void set_method(const ServiceIf* service, const RpcMethodInfo* method) {
-    service_ = service;
-    method_ = method;
-  }
+  void set_method(const RpcMethodInfo* method) { method_ = method; }
   const RpcMethodInfo* method() const { return method_; }
   // The method's metrics (nullptr: none), set along with the method; Respond*() records there.
   void set_metrics(MethodMetrics* metrics) { metrics_ = metrics; }
@@ -104,7 +100,6 @@ class InboundCall final : public OutboundTransfer {
   MonoTime arrival_;
   MonoTime deadline_ = MonoTime::Max();
   MonoTime handling_started_;
-  const ServiceIf* service_ = nullptr;
   const RpcMethodInfo* method_ = nullptr;
   MethodMetrics* metrics_ = nullptr;
   size_t frame_bytes_ = 0;

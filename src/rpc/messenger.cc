@@ -90,7 +90,7 @@ Status Messenger::Listen(const Sockaddr& addr, Sockaddr* bound) {
 }
 
 Sockaddr Messenger::listen_address() const {
-  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+  std::lock_guard<std::mutex> lock(mu_);
   return listen_address_;
 }
 

@@ -85,7 +85,7 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   std::unique_ptr<MessengerMetrics> metrics_;
   std::vector<std::unique_ptr<Reactor>> reactors_;
   std::unique_ptr<ServicePool> service_pool_;
-  std::mutex mu_;  // guards listening_, service_pool_ creation
+  mutable std::mutex mu_;  // guards listening_ and listen_address_
   bool listening_ = false;
   Sockaddr listen_address_;
   std::atomic<bool> closing_{false};

@@ -54,7 +54,6 @@ Status Reactor::Start() {
   RRPC_ASSIGN_OR_RETURN(
       thread_, StartThread("reactor", messenger_->name() + "-reactor-" + std::to_string(index_),
                            [this, &started] {
-                             thread_id_ = std::this_thread::get_id();
                              tls_current_reactor = this;
                              started.CountDown();
                              RunLoop();

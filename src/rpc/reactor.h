@@ -107,7 +107,6 @@ class Reactor {
   const int index_;
   struct ev_loop* loop_ = nullptr;
   std::thread thread_;
-  std::thread::id thread_id_;
 
   Socket listener_;
   ev_io accept_watcher_;
