@@ -31,6 +31,10 @@ struct BenchConfig {
   int client_threads = 2;
   // Outstanding calls per client thread (throughput mode).
   int async_call_concurrency = 64;
+  // Latency mode: each call is made with the synchronous proxy from a client thread (true), or
+  // from the previous call's completion callback on the client reactor (false: no application
+  // thread wakeup in the round trip).
+  bool latency_sync_calls = false;
   double run_seconds = 5;
   double warmup_seconds = 1;
   size_t payload_bytes = 64;

@@ -1,5 +1,10 @@
-// Latency mode: one client thread on one connection makes one synchronous call at a time, so
-// each call's time is the whole round trip with nothing queued ahead of it.
+// Latency mode: one call at a time on one connection, so each call's time is the whole round trip
+// with nothing queued ahead of it. Two ways to make the calls:
+//  - async (default): each call's completion callback, on the client reactor, checks the response
+//    and issues the next call; this is throughput mode with one slot. The round trip then crosses
+//    the same threads as a raw TCP ping-pong: client reactor, server, client reactor.
+//  - sync (config.latency_sync_calls): a client thread calls the synchronous proxy, which adds the
+//    hand-offs from the caller to the client reactor and back.
 
 #include <memory>
 #include <string>
@@ -52,6 +57,12 @@ void RunLatencyClient(const BenchConfig& config, const BenchServiceProxy& proxy,
 }  // namespace
 
 Status RunLatencyMode(const BenchConfig& config, RunControl* control, ModeOutput* out) {
+  if (!config.latency_sync_calls) {
+    BenchConfig one_slot = config;
+    one_slot.client_threads = 1;
+    one_slot.async_call_concurrency = 1;
+    return RunThroughputMode(one_slot, control, out);
+  }
   rpc::MessengerOptions options = config.client_messenger;
   options.name = "client";
   options.num_reactors = config.client_reactors;

@@ -75,9 +75,10 @@ TEST(BenchUsageTest, SnapshotListsTheCallingThreadUnderItsRegisteredName) {
 
 class BenchModesTest : public ::testing::Test {
  protected:
-  void StartServer(bool corrupt = false) {
+  void StartServer(bool corrupt = false, bool inline_handlers = false) {
     BenchServerOptions options;
     options.corrupt_responses_for_test = corrupt;
+    options.inline_handlers = inline_handlers;
     auto started = StartBenchServer(options, &config_.server);
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     server_ = std::move(started).value();
@@ -120,6 +121,21 @@ TEST_F(BenchModesTest, EveryModeCompletesCheckedCalls) {
     EXPECT_GT(out.completed, 0u) << ModeName(mode);
     EXPECT_EQ(out.completed, out.latency_ns.count()) << ModeName(mode);
   }
+}
+
+TEST_F(BenchModesTest, LatencyModeBothWaysAndInlineHandlersCompleteCheckedCalls) {
+  StartServer(/*corrupt=*/false, /*inline_handlers=*/true);
+  for (bool sync : {false, true}) {
+    config_.latency_sync_calls = sync;
+    ModeOutput out;
+    Status s = Run(BenchMode::kLatency, &out);
+    ASSERT_TRUE(s.ok()) << (sync ? "sync: " : "async: ") << s.ToString();
+    EXPECT_GT(out.completed, 0u);
+    EXPECT_EQ(out.completed, out.latency_ns.count());
+  }
+  ModeOutput out;
+  ASSERT_TRUE(Run(BenchMode::kThroughput, &out).ok());
+  EXPECT_GT(out.completed, 0u);
 }
 
 TEST_F(BenchModesTest, SparseReportsItsConnectionsAndMemory) {

@@ -5,7 +5,8 @@
 //
 //  - throughput: a client Messenger; each client thread keeps async_call_concurrency calls in
 //    flight, each completion (on a reactor thread) issuing the next call at once.
-//  - latency: one client thread, one connection, one synchronous call at a time.
+//  - latency: one connection, one call at a time: made from the previous call's callback, or
+//    with the synchronous proxy from a client thread (config.latency_sync_calls).
 //  - cps: each client thread opens a fresh connection (RawRpcConnection), negotiates, makes one
 //    call and closes it, in a loop; counts connections.
 //  - sparse: opens config.connections connections (RawRpcConnection), then config.senders

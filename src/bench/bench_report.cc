@@ -57,7 +57,9 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
               config.async_call_concurrency);
       break;
     case BenchMode::kLatency:
-      fprintf(out, "1 synchronous call at a time\n");
+      fprintf(out, "1 call at a time (%s)\n",
+              config.latency_sync_calls ? "synchronous calls from a client thread"
+                                        : "each issued by the last one's callback");
       break;
     case BenchMode::kCps:
       fprintf(out, "%d client threads, one connection per call\n", config.client_threads);

@@ -47,8 +47,9 @@ Result<std::shared_ptr<rpc::Messenger>> StartBenchServer(const BenchServerOption
   messenger_options.service_queue_length = options.service_queue_length;
   rpc::MessengerBuilder builder(std::move(messenger_options));
   RRPC_ASSIGN_OR_RETURN(std::shared_ptr<rpc::Messenger> messenger, builder.Build());
-  RRPC_RETURN_NOT_OK(messenger->RegisterService(
-      std::make_unique<BenchEchoService>(options.corrupt_responses_for_test)));
+  auto service = std::make_unique<BenchEchoService>(options.corrupt_responses_for_test);
+  if (options.inline_handlers) RRPC_RETURN_NOT_OK(service->SetRunInline("Echo"));
+  RRPC_RETURN_NOT_OK(messenger->RegisterService(std::move(service)));
   RRPC_RETURN_NOT_OK(messenger->Listen(options.bind_address, bound));
   return messenger;
 }

@@ -1,7 +1,7 @@
 // The server side of rpc-bench: the echo service and a helper that starts a messenger serving it.
 // The service follows bench_payload.h's rule, so the client can check every byte it gets back.
-// Handlers run on the messenger's worker threads; the service keeps no state, so any number of
-// workers may run it at once.
+// Handlers run on the messenger's worker threads, or on its reactors with inline_handlers; the
+// service keeps no state and never blocks, so either is safe.
 //
 //   RRPC_ASSIGN_OR_RETURN(auto server, StartBenchServer(options, &bound));
 //   ... clients call bound ...
@@ -39,6 +39,9 @@ struct BenchServerOptions {
   int reactors = 2;
   int workers = 2;
   size_t service_queue_length = 1024;
+  // Echo runs on the server reactor that read the call (RpcMethodInfo::run_inline), not on a
+  // worker.
+  bool inline_handlers = false;
   bool corrupt_responses_for_test = false;
 };
 

@@ -29,7 +29,7 @@
 #include "util/metrics/metric_registry.h"
 
 DEFINE_string(mode, "throughput",
-              "throughput: async calls kept in flight; latency: one synchronous call at a time; "
+              "throughput: async calls kept in flight; latency: one call at a time; "
               "cps: a new connection per call; sparse: many connections, each called rarely");
 DEFINE_string(transport, "tcp", "Transport; only tcp exists so far");
 DEFINE_string(server_addr, "",
@@ -37,6 +37,12 @@ DEFINE_string(server_addr, "",
               "this process on 127.0.0.1 with an ephemeral port");
 DEFINE_int32(server_reactors, 2, "Server reactor threads (each accepts and does socket I/O)");
 DEFINE_int32(worker_threads, 2, "Server worker threads running the echo handler");
+DEFINE_bool(inline_handlers, false,
+            "Server: run the echo handler on the reactor that read the call instead of a worker "
+            "(RpcMethodInfo::run_inline)");
+DEFINE_string(latency_calls, "async",
+              "latency mode: async: each call is issued by the previous call's callback on the "
+              "client reactor; sync: a client thread makes synchronous calls");
 DEFINE_int32(client_reactors, 2, "Client messenger reactor threads (throughput, latency)");
 DEFINE_int32(client_threads, 2,
              "Client threads: each starts its share of calls (throughput) or opens connections "
@@ -140,6 +146,11 @@ bool ConfigFromFlags(BenchConfig* c, std::string* error) {
   c->client_reactors = FLAGS_client_reactors;
   c->client_threads = c->mode == BenchMode::kLatency ? 1 : FLAGS_client_threads;
   c->async_call_concurrency = FLAGS_async_call_concurrency;
+  if (FLAGS_latency_calls != "async" && FLAGS_latency_calls != "sync") {
+    *error = "--latency_calls must be async or sync";
+    return false;
+  }
+  c->latency_sync_calls = FLAGS_latency_calls == "sync";
   c->run_seconds = FLAGS_run_seconds;
   c->warmup_seconds = FLAGS_warmup_seconds;
   c->payload_bytes = static_cast<size_t>(FLAGS_payload_bytes);
@@ -159,6 +170,7 @@ BenchServerOptions ServerOptionsFromFlags() {
   options.workers = FLAGS_worker_threads;
   options.service_queue_length = static_cast<size_t>(FLAGS_service_queue_length);
   options.corrupt_responses_for_test = FLAGS_corrupt_responses_for_test;
+  options.inline_handlers = FLAGS_inline_handlers;
   return options;
 }
 

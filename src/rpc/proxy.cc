@@ -2,6 +2,7 @@
 
 #include "rpc/messenger.h"
 #include "rpc/outbound_call.h"
+#include "rpc/reactor.h"
 #include "rpc/rpc_controller.h"
 #include "util/countdown_latch.h"
 
@@ -32,6 +33,13 @@ void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Mess
 
 Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Message& request,
                           google::protobuf::Message* response, RpcController* controller) const {
+  if (Reactor::Current() != nullptr) {
+    // The reactor would wait for a response that only a reactor can deliver: with one reactor,
+    // or the connection on this one, it never comes.
+    return Status::IllegalState(
+        "synchronous call from a reactor thread (a callback or an inline handler): use the "
+        "asynchronous call");
+  }
   CountDownLatch latch(1);
   AsyncRequest(method, request, response, controller, [&latch] { latch.CountDown(); });
   latch.Wait();

@@ -38,7 +38,8 @@ class Proxy {
   void AsyncRequest(const std::string& method, const google::protobuf::Message& request,
                     google::protobuf::Message* response, RpcController* controller,
                     ResponseCallback callback) const;
-  // Blocks until the call finishes; returns controller->status(). Must not run on a reactor.
+  // Blocks until the call finishes; returns controller->status(). On a reactor thread (a callback
+  // or an inline handler) it would wait for itself: it returns IllegalState at once instead.
   Status SyncRequest(const std::string& method, const google::protobuf::Message& request,
                      google::protobuf::Message* response, RpcController* controller) const;
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "rpc/messenger.h"
 #include "rpc/rpc_context.h"
@@ -120,13 +121,18 @@ class TestEchoService : public rtest::EchoServiceIf {
 class RpcTestBase : public ::testing::Test {
  protected:
   // `port` 0 picks a free one; a test restarting the server passes the old one.
-  void StartServer(MessengerOptions options = {}, uint16_t port = 0) {
+  // `inline_methods` run on the server's reactors (RpcMethodInfo::run_inline).
+  void StartServer(MessengerOptions options = {}, uint16_t port = 0,
+                   const std::vector<std::string>& inline_methods = {}) {
     options.name = "server";
     auto built = MessengerBuilder(options).Build();
     ASSERT_TRUE(built.ok()) << built.status().ToString();
     server_ = std::move(built).value();
     auto service = std::make_unique<TestEchoService>();
     service_ = service.get();
+    for (const std::string& method : inline_methods) {
+      ASSERT_TRUE(service->SetRunInline(method).ok()) << method;
+    }
     ASSERT_TRUE(server_->RegisterService(std::move(service)).ok());
     Status s = server_->Listen(Sockaddr::Loopback(port), &server_addr_);
     ASSERT_TRUE(s.ok()) << s.ToString();

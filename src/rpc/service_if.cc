@@ -9,6 +9,15 @@ const RpcMethodInfo* ServiceIf::FindMethod(std::string_view method_name) const {
   return it == methods_.end() ? nullptr : it->second.get();
 }
 
+Status ServiceIf::SetRunInline(std::string_view method_name, bool run_inline) {
+  auto it = methods_.find(method_name);
+  if (it == methods_.end()) {
+    return Status::NotFound("no such method", service_name() + "." + std::string(method_name));
+  }
+  it->second->run_inline = run_inline;
+  return Status::OK();
+}
+
 void ServiceIf::AddMethod(RpcMethodInfo info) {
   auto owned = std::make_unique<RpcMethodInfo>(std::move(info));
   std::string_view key = owned->method_name;  // points into the owned struct: stable

@@ -1,6 +1,7 @@
 // ServiceIf: what a service implementation looks like to the RPC server. Generated service bases
 // (protoc-gen-rrpc) derive from it and fill its method table; users derive from the generated base
-// and implement the typed methods. Handlers run on worker threads, never on reactors.
+// and implement the typed methods. Handlers run on worker threads, except the methods marked to
+// run inline: those run on the reactor thread that read the call (see RpcMethodInfo::run_inline).
 #pragma once
 
 #include <google/protobuf/message.h>
@@ -10,6 +11,8 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+
+#include "util/status.h"
 
 namespace rrpc::rpc {
 
@@ -27,6 +30,12 @@ struct RpcMethodInfo {
   std::function<void(const google::protobuf::Message* request, google::protobuf::Message* response,
                      RpcContext* context)>
       handler;
+  // Run the handler on the reactor thread that read the call instead of handing it to a worker:
+  // no queue, no thread switch. Only for handlers that never block (no locks held for long, no
+  // disk, no synchronous RPC): while one runs, every connection of that reactor waits. Inline
+  // calls skip the service queue, so they are neither bounded by its length nor ordered by
+  // deadline, and they are never refused as too busy (the reactor's own reading is the limit).
+  bool run_inline = false;
   // The method's server metrics (rpc_metrics.h), owned by the messenger. Set by the service pool
   // at registration, before any call, so reading it on the call path needs no lock; nullptr
   // when metrics are disabled.
@@ -43,6 +52,9 @@ class ServiceIf {
   virtual const google::protobuf::ServiceDescriptor* service_descriptor() const { return nullptr; }
   // nullptr when the service has no such method. Thread-safe (the table is immutable once built).
   const RpcMethodInfo* FindMethod(std::string_view method_name) const;
+  // Before the service is registered: makes `method_name`'s handler run on the reactor thread
+  // (RpcMethodInfo::run_inline). NotFound if the service has no such method.
+  Status SetRunInline(std::string_view method_name, bool run_inline = true);
 
  protected:
   // Generated constructors call this once per method.

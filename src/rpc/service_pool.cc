@@ -89,6 +89,11 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
                         Status::ServiceUnavailable("server shutting down"));
     return;
   }
+  if (method->run_inline) {
+    // On this reactor thread, now: a response it gives at once is flushed with this read's batch.
+    RunCall(raw);
+    return;
+  }
   InboundCall* evicted = nullptr;
   switch (queue_.Put(raw, &evicted)) {
     case decltype(queue_)::PutResult::kHandedOff:

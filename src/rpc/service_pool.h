@@ -2,7 +2,8 @@
 // resolves each InboundCall's method at arrival (unknown ones are answered at once) and puts it in
 // the bounded service queue, ordered earliest-deadline-first; an idle worker takes it directly.
 // A full queue refuses the call with the latest deadline (retriable ERROR_SERVER_TOO_BUSY); a
-// call whose deadline passed while queued is answered ERROR_TIMED_OUT without running.
+// call whose deadline passed while queued is answered ERROR_TIMED_OUT without running. Methods
+// marked run_inline skip the queue: the reactor runs them on the spot.
 // Thread-safe.
 #pragma once
 
@@ -57,7 +58,8 @@ class ServicePool {
   // shutting down"); calls already queued or running go on. For a graceful drain. Any thread.
   void RefuseNewCalls() { refusing_calls_.store(true, std::memory_order_release); }
 
-  // Reactor thread: routes one parsed call. Errors are answered here; the rest is queued.
+  // Reactor thread: routes one parsed call. Errors are answered here, inline methods run here;
+  // the rest is queued.
   void QueueInboundCall(std::unique_ptr<InboundCall> call);
 
   const ServiceIf* FindService(const std::string& name) const;
