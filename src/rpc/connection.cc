@@ -366,9 +366,6 @@ Status Connection::HandleCallFrame(BlockSlice frame) {
     return Status::InvalidArgument("unexpected connection-level frame, call id " +
                                    std::to_string(call->call_id()));
   }
-  if (!call->header().has_remote_method()) {
-    return Status::InvalidArgument("call frame without a remote method");
-  }
   inbound_in_flight_.fetch_add(1, std::memory_order_relaxed);
   reactor_->messenger()->QueueInboundCall(std::move(call));
   return Status::OK();

@@ -4,6 +4,7 @@
 #include "rpc/constants.h"
 #include "rpc/reactor.h"
 #include "rpc/rpc_metrics.h"
+#include "rpc/service_if.h"
 #include "rpc/wire_codec.h"
 
 namespace rrpc::rpc {
@@ -21,14 +22,27 @@ MonoTime& InboundCall::LastRespondTimeOnThisThread() {
 Status InboundCall::ParseFrom(BlockSlice frame, MonoTime arrival) {
   arrival_ = arrival;
   frame_bytes_ = kFrameLengthSize + frame.slice.size();
+  thread_local RequestHeader header;  // ParseFrame clears it; strings keep their capacity
   Slice tail;
-  RRPC_RETURN_NOT_OK(ParseFrame(frame.slice, &header_, &body_, &tail));
-  RRPC_RETURN_NOT_OK(SplitSidecars(tail, header_.sidecar_offsets(), &inbound_sidecars_));
+  RRPC_RETURN_NOT_OK(ParseFrame(frame.slice, &header, &body_, &tail));
+  if (!header.has_remote_method()) {
+    return Status::InvalidArgument("call frame without a remote method");
+  }
+  RRPC_RETURN_NOT_OK(SplitSidecars(tail, header.sidecar_offsets(), &inbound_sidecars_));
   frame_block_ = std::move(frame.block);
-  if (header_.timeout_millis() > 0) {
-    deadline_ = arrival + MonoDelta::FromMilliseconds(header_.timeout_millis());
+  call_id_ = header.call_id();
+  service_name_ = &header.remote_method().service_name();
+  method_name_ = &header.remote_method().method_name();
+  if (header.timeout_millis() > 0) {
+    deadline_ = arrival + MonoDelta::FromMilliseconds(header.timeout_millis());
   }
   return Status::OK();
+}
+
+void InboundCall::set_method(const std::string& service_name, const RpcMethodInfo* method) {
+  service_name_ = &service_name;
+  method_name_ = &method->method_name;
+  method_ = method;
 }
 
 const Sockaddr& InboundCall::remote_address() const { return connection_->remote(); }
@@ -63,7 +77,7 @@ void InboundCall::RespondApplicationError(const Status& status) {
 
 void InboundCall::Respond(const google::protobuf::MessageLite& body, bool is_error) {
   ResponseHeader header;
-  header.set_call_id(header_.call_id());
+  header.set_call_id(call_id_);
   if (is_error) header.set_is_error(true);
   uint32_t offset = 0;
   for (const auto& sidecar : outbound_sidecars_) {

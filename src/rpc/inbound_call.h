@@ -36,13 +36,18 @@ class InboundCall final : public OutboundTransfer {
   ~InboundCall() override;
 
   // Reactor thread. Parses the frame's header and finds the body and sidecars (kept by reference
-  // into the frame's block). Fixes the deadline: arrival + the header's timeout.
+  // into the frame's block). Fixes the deadline: arrival + the header's timeout. The header is
+  // parsed into a message reused by the thread, so a call allocates nothing for it; what the call
+  // needs later is copied out. InvalidArgument when the header names no method.
   Status ParseFrom(BlockSlice frame, MonoTime arrival);
 
-  const RequestHeader& header() const { return header_; }
-  int32_t call_id() const { return header_.call_id(); }
-  const std::string& service_name() const { return header_.remote_method().service_name(); }
-  const std::string& method_name() const { return header_.remote_method().method_name(); }
+  int32_t call_id() const { return call_id_; }
+  // The names the caller sent. Until set_method() they point into the reactor's reused header and
+  // are valid only until the reactor parses its next frame (the service pool routes the call, or
+  // answers it, before that); from set_method() on they are the registered service's and method's
+  // own names.
+  const std::string& service_name() const { return *service_name_; }
+  const std::string& method_name() const { return *method_name_; }
   Slice serialized_request() const { return body_; }
   size_t num_inbound_sidecars() const { return inbound_sidecars_.size(); }
   Slice inbound_sidecar(size_t i) const { return inbound_sidecars_[i]; }
@@ -58,8 +63,8 @@ class InboundCall final : public OutboundTransfer {
   // Computed once at arrival and cached: MonoTime::Max() when the client set no timeout.
   MonoTime deadline() const { return deadline_; }
 
-  // The method this call runs, set by the service pool when it resolves the name.
-  void set_method(const RpcMethodInfo* method) { method_ = method; }
+  // The method this call runs, set by the service pool when it resolves the names.
+  void set_method(const std::string& service_name, const RpcMethodInfo* method);
   const RpcMethodInfo* method() const { return method_; }
   // The method's metrics (nullptr: none), set along with the method; Respond*() records there.
   void set_metrics(MethodMetrics* metrics) { metrics_ = metrics; }
@@ -92,7 +97,9 @@ class InboundCall final : public OutboundTransfer {
   void Respond(const google::protobuf::MessageLite& body, bool is_error);
 
   scoped_refptr<Connection> connection_;
-  RequestHeader header_;
+  int32_t call_id_ = 0;
+  const std::string* service_name_ = nullptr;
+  const std::string* method_name_ = nullptr;
   BlockRef frame_block_;  // keeps body_ and inbound_sidecars_ alive
   Slice body_;
   std::vector<Slice> inbound_sidecars_;

@@ -77,7 +77,7 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
         Status::NotFound("no such method: " + raw->service_name() + "." + raw->method_name()));
     return;
   }
-  raw->set_method(method);
+  raw->set_method(service->service_name(), method);
   if (method->metrics != nullptr) {
     raw->set_metrics(method->metrics);
     method->metrics->CallRouted(raw->frame_bytes());
