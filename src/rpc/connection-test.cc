@@ -428,6 +428,29 @@ TEST_F(IdleTimeoutConnectionTest, ClosesIdleClientConnectionsAndTheNextCallRecon
   EXPECT_EQ(1u, client_->DumpConnections().size());
 }
 
+TEST_F(IdleTimeoutConnectionTest, ClosesAConnectionWhosePeerStoppedReading) {
+  // The raw client sends calls with large responses and never reads: the responses fill the
+  // socket buffers, the server pauses reading, and after the idle timeout without write progress
+  // it gives up on the connection (it is not idle: bytes wait, so the idle rule alone would keep
+  // it forever).
+  constexpr int kCalls = 64;
+  constexpr size_t kBytes = 256 * 1024;  // 16 MiB of responses: above the 8 MiB read pause
+  auto raw = NegotiatedRaw();
+  rtest::EchoRequestPB req;
+  req.set_data(std::string(kBytes, 's'));
+  const std::string frame = CallFrame(1, kEchoService, "Echo", req);
+  std::thread sender([&] {
+    for (int i = 0; i < kCalls; i++) {
+      if (!raw->Write(frame).ok()) return;  // fails once the server closes the connection
+    }
+  });
+  EXPECT_TRUE(WaitForCondition([&] { return server_->DumpConnections().empty(); }))
+      << "a connection whose peer stopped reading was never closed";
+  raw->ShutdownBoth();  // unblocks the sender if the server still had room for its frames
+  sender.join();
+  ASSERT_NO_FATAL_FAILURE(ExpectHealthyCall());  // the server is fine
+}
+
 TEST_F(IdleTimeoutConnectionTest, ConnectionWithACallInFlightIsNotIdle) {
   BlockEchoes();
   rtest::EchoRequestPB req;

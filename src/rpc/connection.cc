@@ -114,6 +114,7 @@ void Connection::QueueResponse(InboundCall* call) {
 
 void Connection::QueueTransfer(OutboundTransfer* transfer) {
   const bool was_empty = write_queue_.empty();
+  if (was_empty) last_write_progress_ = last_activity_;  // a recent time, without a clock read
   write_queue_.push_back(transfer);
   unsent_bytes_ += transfer->total_bytes() - transfer->bytes_written();
   if (was_empty && !write_armed_) reactor_->ScheduleFlush(this);
@@ -221,7 +222,10 @@ void Connection::HandleWritable() {
     return;
   }
   ArmWriteWatcher(false);
+  const uint64_t sent_before = bytes_sent_;
   Flush();
+  // Only here after a full socket: the clock read is rare.
+  if (bytes_sent_ != sent_before) last_write_progress_ = MonoTime::Now();
 }
 
 void Connection::HandleReadable() {

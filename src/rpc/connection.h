@@ -63,6 +63,12 @@ class Connection : public RefCounted<Connection> {
   size_t calls_in_flight() const;
   // True when nothing is in flight or queued: the connection may be closed as idle.
   bool IsIdle() const;
+  // True when bytes wait to be written and none has gone out since `since`: the peer stopped
+  // reading (a server's responses pile up, paused reads keep its memory bounded, but the
+  // connection would stay forever).
+  bool IsWriteStalledSince(MonoTime since) const {
+    return !write_queue_.empty() && last_write_progress_ < since;
+  }
   uint64_t bytes_received() const { return bytes_received_; }
   uint64_t bytes_sent() const { return bytes_sent_; }
   bool reads_paused() const { return reads_paused_; }
@@ -125,6 +131,8 @@ class Connection : public RefCounted<Connection> {
 
   MonoTime created_;
   MonoTime last_activity_;
+  // When the write queue last went from empty to non-empty or the socket last took bytes.
+  MonoTime last_write_progress_;
   uint64_t bytes_received_ = 0;
   uint64_t bytes_sent_ = 0;
 };

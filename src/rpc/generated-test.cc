@@ -6,11 +6,37 @@
 #include <string>
 #include <vector>
 
+#include "rpc/reactor.h"
 #include "rpc/rpc-test-util.h"
+#include "rpc/rtest_inline.rrpc.h"
 #include "rpc/service_if.h"
 
 namespace rrpc::rpc {
 namespace {
+
+// Records whether each handler ran on a reactor thread; Sub subtracts.
+class TestInlineEchoService : public rtest::InlineEchoServiceIf {
+ public:
+  void Echo(const rtest::EchoRequestPB* req, rtest::EchoResponsePB* resp,
+            RpcContext* context) override {
+    echo_on_reactor_ = Reactor::Current() != nullptr;
+    resp->set_data(req->data());
+    context->RespondSuccess();
+  }
+  void Add(const rtest::AddRequestPB* req, rtest::AddResponsePB* resp,
+           RpcContext* context) override {
+    add_on_reactor_ = Reactor::Current() != nullptr;
+    resp->set_sum(req->a() + req->b());
+    context->RespondSuccess();
+  }
+  void Sub(const rtest::AddRequestPB* req, rtest::AddResponsePB* resp,
+           RpcContext* context) override {
+    resp->set_sum(req->a() - req->b());
+    context->RespondSuccess();
+  }
+  std::atomic<bool> echo_on_reactor_{false};
+  std::atomic<bool> add_on_reactor_{true};
+};
 
 // Adds with an offset, so a response shows which service answered.
 class TestCalculatorService : public rtest::CalculatorServiceIf {
@@ -200,6 +226,43 @@ TEST_F(GeneratedCodeTest, ControllerResetAllowsReuseForTheNextCall) {
     ASSERT_TRUE(proxy.Echo(req, &resp, &ctl).ok()) << ctl.status().ToString();
     EXPECT_EQ(std::to_string(i), resp.data());
   }
+}
+
+TEST(GeneratedInlineOptionTest, InlineHandlerOptionMarksExactlyThoseMethods) {
+  TestInlineEchoService service;
+  EXPECT_TRUE(service.FindMethod("Echo")->run_inline);
+  EXPECT_FALSE(service.FindMethod("Add")->run_inline);
+  EXPECT_FALSE(service.FindMethod("Sub")->run_inline);
+}
+
+TEST(GeneratedInlineOptionTest, InlineMethodRunsOnTheReactorOthersOnWorkers) {
+  auto server = MessengerBuilder(MessengerOptions{}).Build();
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto owned = std::make_unique<TestInlineEchoService>();
+  TestInlineEchoService* service = owned.get();
+  ASSERT_TRUE((*server)->RegisterService(std::move(owned)).ok());
+  Sockaddr addr;
+  ASSERT_TRUE((*server)->Listen(Sockaddr::Loopback(0), &addr).ok());
+  auto client = MessengerBuilder(MessengerOptions{}).Build();
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  rtest::InlineEchoServiceProxy proxy(*client, addr);
+  rtest::EchoRequestPB req;
+  req.set_data("inline");
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  ASSERT_TRUE(proxy.Echo(req, &resp, &ctl).ok()) << ctl.status().ToString();
+  EXPECT_EQ("inline", resp.data());
+  rtest::AddRequestPB add;
+  add.set_a(5);
+  add.set_b(3);
+  rtest::AddResponsePB sum;
+  ctl.Reset();
+  ASSERT_TRUE(proxy.Add(add, &sum, &ctl).ok()) << ctl.status().ToString();
+  EXPECT_EQ(8, sum.sum());
+  EXPECT_TRUE(service->echo_on_reactor_.load());
+  EXPECT_FALSE(service->add_on_reactor_.load());
+  (*client)->Shutdown();
+  (*server)->Shutdown();
 }
 
 }  // namespace

@@ -28,7 +28,8 @@ struct MessengerOptions {
   size_t read_block_size = 64 * 1024;
   // Time allowed for connect + negotiation.
   MonoDelta negotiation_timeout = MonoDelta::FromSeconds(3);
-  // A connection with nothing in flight for this long is closed; Max() keeps it forever.
+  // A connection with nothing in flight for this long is closed; Max() keeps it forever. So is
+  // one whose queued bytes have not moved for this long (a peer that stopped reading).
   MonoDelta idle_timeout = MonoDelta::FromSeconds(65);
   // How often each reactor looks for idle connections.
   MonoDelta idle_scan_period = MonoDelta::FromSeconds(1);

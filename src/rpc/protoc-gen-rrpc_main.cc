@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "rpc/rrpc_options.pb.h"
+
 namespace rrpc::codegen {
 namespace {
 
@@ -420,6 +422,9 @@ void PrintServiceBaseDefs(const pb::ServiceDescriptor* service, pb::io::Printer*
     PrintLines(Assign(4, "info.method_name", names + "::" + m.name + "()"), p);
     PrintLines(Assign(4, "info.request_prototype", "&" + m.request + "::default_instance()"), p);
     PrintLines(Assign(4, "info.response_prototype", "&" + m.response + "::default_instance()"), p);
+    if (m.descriptor->options().GetExtension(::rrpc::inline_handler)) {
+      p->Print("info.run_inline = true;  // option (rrpc.inline_handler)\n");
+    }
     // The server makes a call's messages from the prototypes above, so the downcasts are exact.
     p->Print(
         "info.handler = [this](const ::google::protobuf::Message* req, "

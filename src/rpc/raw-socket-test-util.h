@@ -135,6 +135,8 @@ class RawConnection {
 
   // Stops sending (the peer reads EOF) but keeps reading.
   void ShutdownWrite() { ::shutdown(socket_.fd(), SHUT_WR); }
+  // Both directions: a thread blocked writing or reading on it returns.
+  void ShutdownBoth() { ::shutdown(socket_.fd(), SHUT_RDWR); }
 
   // True once the peer has closed the connection (EOF or reset) within `timeout`; whatever it
   // sent before closing is read and dropped. Bounded by `timeout`.

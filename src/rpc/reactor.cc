@@ -341,14 +341,21 @@ void Reactor::OnIdleScan(struct ev_loop*, ev_timer* w, int) {
 void Reactor::CloseIdleConnections() {
   if (options().idle_timeout == MonoDelta::Max()) return;
   const MonoTime now = MonoTime::Now();
-  std::vector<scoped_refptr<Connection>> idle;
+  const MonoTime cutoff = now - options().idle_timeout;
+  std::vector<scoped_refptr<Connection>> idle, stalled;
   for (const auto& [raw, conn] : connections_) {
-    if (conn->is_open() && conn->IsIdle() && now - conn->last_activity() > options().idle_timeout) {
-      idle.push_back(conn);
-    }
+    if (!conn->is_open()) continue;
+    if (conn->IsIdle() && conn->last_activity() < cutoff) idle.push_back(conn);
+    if (conn->IsWriteStalledSince(cutoff)) stalled.push_back(conn);
   }
   for (auto& conn : idle) {
     conn->Shutdown(Status::NetworkError("connection idle for longer than " +
+                                        options().idle_timeout.ToString()));
+  }
+  for (auto& conn : stalled) {
+    LOG(WARNING) << "closing connection to " << conn->remote().ToString()
+                 << ": the peer read nothing for longer than " << options().idle_timeout.ToString();
+    conn->Shutdown(Status::NetworkError("peer stopped reading for longer than " +
                                         options().idle_timeout.ToString()));
   }
 }
