@@ -63,7 +63,16 @@ size_t Connection::calls_in_flight() const {
   return static_cast<size_t>(inbound_in_flight_.load(std::memory_order_relaxed));
 }
 
-bool Connection::IsIdle() const { return calls_in_flight() == 0 && write_queue_.empty(); }
+bool Connection::IsIdle() {
+  if (calls_in_flight() != 0) return false;
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return write_queue_.empty();
+}
+
+bool Connection::IsWriteStalledSince(MonoTime since) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return !write_queue_.empty() && last_write_progress_ < since;
+}
 
 // ---- Client side: calls out.
 
@@ -113,22 +122,60 @@ void Connection::QueueResponse(InboundCall* call) {
 }
 
 void Connection::QueueTransfer(OutboundTransfer* transfer) {
-  const bool was_empty = write_queue_.empty();
-  if (was_empty) last_write_progress_ = last_activity_;  // a recent time, without a clock read
-  write_queue_.push_back(transfer);
-  unsent_bytes_ += transfer->total_bytes() - transfer->bytes_written();
+  bool was_empty;
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    was_empty = write_queue_.empty();
+    if (was_empty) last_write_progress_ = last_activity_;  // a recent time, without a clock read
+    write_queue_.push_back(transfer);
+    unsent_bytes_.fetch_add(transfer->total_bytes() - transfer->bytes_written(),
+                            std::memory_order_relaxed);
+  }
   if (was_empty && !write_armed_) reactor_->ScheduleFlush(this);
   ApplyBackpressure();
 }
 
+bool Connection::TryWriteLoneResponse(InboundCall* call) {
+  // Another call in flight means more responses are coming: let the reactor batch them.
+  if (inbound_in_flight_.load(std::memory_order_relaxed) != 1) return false;
+  std::unique_lock<std::mutex> lock(write_mu_);
+  if (write_closed_ || !write_queue_.empty()) return false;
+  iovec iov[kMaxIovecs];
+  const int n = call->FillIovecs(iov, kMaxIovecs);
+  Result<size_t> written = transport_->Writev(iov, n);
+  const size_t w = written.ok() ? *written : 0;
+  if (w > 0) {
+    bytes_sent_.fetch_add(w, std::memory_order_relaxed);
+    if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(w);
+    call->Advance(w);
+  }
+  if (call->finished()) {
+    lock.unlock();
+    call->TransferDone();  // deletes the call
+    return true;
+  }
+  // The socket took part of it, or none, or failed: the reactor writes the rest (arming the
+  // write watcher) or meets the error and closes the connection.
+  VLOG(2) << "lone response to " << remote_.ToString() << ": " << w << " of "
+          << call->total_bytes() << " bytes written by the worker, the reactor writes the rest";
+  write_queue_.push_back(call);
+  unsent_bytes_.fetch_add(call->total_bytes() - call->bytes_written(), std::memory_order_relaxed);
+  last_write_progress_ = MonoTime::Now();
+  lock.unlock();
+  scoped_refptr<Connection> self(this);
+  reactor_->RunOnReactor([self] { self->Flush(); });
+  return true;
+}
+
 void Connection::ApplyBackpressure() {
   if (direction_ != Direction::kServer || state_ != State::kOpen) return;
-  if (!reads_paused_ && unsent_bytes_ > kPauseReadsAboveBytes) {
+  const size_t unsent = unsent_bytes_.load(std::memory_order_relaxed);
+  if (!reads_paused_ && unsent > kPauseReadsAboveBytes) {
     reads_paused_ = true;
     ev_io_stop(reactor_->loop(), &read_watcher_);
-    VLOG(1) << "pausing reads from " << remote_.ToString() << ": " << unsent_bytes_
+    VLOG(1) << "pausing reads from " << remote_.ToString() << ": " << unsent
             << " response bytes unsent";
-  } else if (reads_paused_ && unsent_bytes_ < kResumeReadsBelowBytes) {
+  } else if (reads_paused_ && unsent < kResumeReadsBelowBytes) {
     reads_paused_ = false;
     ev_io_start(reactor_->loop(), &read_watcher_);
   }
@@ -138,44 +185,58 @@ void Connection::Flush() {
   DCHECK(reactor_->IsCurrentThread());
   if (state_ == State::kClosed || state_ == State::kConnecting) return;
   scoped_refptr<Connection> self(this);
-  iovec iov[kMaxIovecs];
-  while (!write_queue_.empty()) {
-    // Drop finished calls that never started out: nobody waits for them any more.
-    OutboundTransfer* front = write_queue_.front();
-    if (front->cancelled()) {
-      write_queue_.pop_front();
-      unsent_bytes_ -= front->total_bytes();
-      front->TransferAborted(Status::Aborted("call finished before it was sent"));
-      continue;
-    }
-    // Gather consecutive transfers, stopping before any cancelled one.
-    int n = 0;
-    for (OutboundTransfer* t = write_queue_.front(); t != nullptr; t = TransferQueue::next(t)) {
-      if (n == kMaxIovecs || t->cancelled()) break;
-      n += t->FillIovecs(iov + n, kMaxIovecs - n);
-    }
-    Result<size_t> written = transport_->Writev(iov, n);
-    if (!written.ok()) {
-      Shutdown(written.status().CloneAndPrepend("write to " + remote_.ToString()));
-      return;
-    }
-    if (*written == 0) {
-      ArmWriteWatcher(true);
-      return;
-    }
-    bytes_sent_ += *written;
-    unsent_bytes_ -= *written;
-    if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(*written);
-    size_t left = *written;
-    while (left > 0) {
-      OutboundTransfer* t = write_queue_.front();
-      left = t->Advance(left);
-      if (!t->finished()) break;
-      write_queue_.pop_front();
-      t->TransferDone();
+  // Transfers that left the queue, finished after unlocking: their callbacks may queue more.
+  TransferQueue written, dropped;
+  Status error;
+  bool socket_full = false;
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    iovec iov[kMaxIovecs];
+    while (!write_queue_.empty()) {
+      // Drop finished calls that never started out: nobody waits for them any more.
+      OutboundTransfer* front = write_queue_.front();
+      if (front->cancelled()) {
+        write_queue_.pop_front();
+        unsent_bytes_.fetch_sub(front->total_bytes(), std::memory_order_relaxed);
+        dropped.push_back(front);
+        continue;
+      }
+      // Gather consecutive transfers, stopping before any cancelled one.
+      int n = 0;
+      for (OutboundTransfer* t = write_queue_.front(); t != nullptr; t = TransferQueue::next(t)) {
+        if (n == kMaxIovecs || t->cancelled()) break;
+        n += t->FillIovecs(iov + n, kMaxIovecs - n);
+      }
+      Result<size_t> w = transport_->Writev(iov, n);
+      if (!w.ok()) {
+        error = w.status().CloneAndPrepend("write to " + remote_.ToString());
+        break;
+      }
+      if (*w == 0) {
+        socket_full = true;
+        break;
+      }
+      bytes_sent_.fetch_add(*w, std::memory_order_relaxed);
+      unsent_bytes_.fetch_sub(*w, std::memory_order_relaxed);
+      if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(*w);
+      size_t left = *w;
+      while (left > 0) {
+        OutboundTransfer* t = write_queue_.front();
+        left = t->Advance(left);
+        if (!t->finished()) break;
+        written.push_back(write_queue_.pop_front());
+      }
     }
   }
-  ArmWriteWatcher(false);
+  while (!dropped.empty()) {
+    dropped.pop_front()->TransferAborted(Status::Aborted("call finished before it was sent"));
+  }
+  while (!written.empty()) written.pop_front()->TransferDone();
+  if (!error.ok()) {
+    Shutdown(error);
+    return;
+  }
+  ArmWriteWatcher(socket_full);
   ApplyBackpressure();
 }
 
@@ -222,10 +283,13 @@ void Connection::HandleWritable() {
     return;
   }
   ArmWriteWatcher(false);
-  const uint64_t sent_before = bytes_sent_;
+  const uint64_t sent_before = bytes_sent();
   Flush();
-  // Only here after a full socket: the clock read is rare.
-  if (bytes_sent_ != sent_before) last_write_progress_ = MonoTime::Now();
+  if (bytes_sent() != sent_before) {
+    // Only here after a full socket: the clock read is rare.
+    std::lock_guard<std::mutex> lock(write_mu_);
+    last_write_progress_ = MonoTime::Now();
+  }
 }
 
 void Connection::HandleReadable() {
@@ -406,6 +470,15 @@ void Connection::Shutdown(const Status& reason) {
   ev_io_stop(loop, &write_watcher_);
   ev_timer_stop(loop, &negotiation_timer_);
   write_armed_ = false;
+  TransferQueue unsent;
+  {
+    // After this no worker writes (TryWriteLoneResponse checks write_closed_ under the lock), so
+    // the socket can close.
+    std::lock_guard<std::mutex> lock(write_mu_);
+    write_closed_ = true;
+    unsent = write_queue_.TakeAll();
+    unsent_bytes_.store(0, std::memory_order_relaxed);
+  }
   transport_.reset(new TcpTransport(Socket()));  // closes the socket
 
   // Calls first (their callbacks see the failure), then the unsent bytes.
@@ -415,7 +488,6 @@ void Connection::Shutdown(const Status& reason) {
   std::unordered_map<int32_t, scoped_refptr<OutboundCall>> awaiting;
   awaiting.swap(awaiting_response_);
   for (auto& [id, call] : awaiting) call->FinishWithError(reason);
-  TransferQueue unsent = write_queue_.TakeAll();
   while (!unsent.empty()) unsent.pop_front()->TransferAborted(reason);
   if (MessengerMetrics* m = reactor_->metrics()) m->ConnectionClosed();
   reactor_->ConnectionClosed(this);

@@ -1,6 +1,8 @@
-// Connection: one TCP connection, client or server side, owned by one reactor. Only the reactor's
-// thread touches its socket, buffers and queues. It negotiates (preamble and feature exchange, as
-// a non-blocking state machine with a timeout), then:
+// Connection: one TCP connection, client or server side, owned by one reactor. The reactor's
+// thread does all its reading and owns its state, with one exception: the write side (write
+// queue, unsent byte count, writing to the socket) is guarded by write_mu_, because a worker may
+// write a lone response itself (TryWriteLoneResponse). It negotiates (preamble and feature
+// exchange, as a non-blocking state machine with a timeout), then:
 //  - server side: cuts frames into InboundCalls and hands them to the service pool; writes the
 //    responses the reactor hands back;
 //  - client side: writes OutboundCalls and matches responses to them by call id.
@@ -11,7 +13,9 @@
 
 #include <ev.h>
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -47,6 +51,13 @@ class Connection : public RefCounted<Connection> {
   void QueueResponse(InboundCall* call);
   // Reactor thread: writes what is queued, as far as the socket takes it.
   void Flush();
+  // A worker thread, server side, after `call` has its response: when the call is the only one
+  // this connection has in flight and nothing waits to be written, there is no batch for the
+  // reactor to join it to, so the worker writes it now and saves the hand-off to the reactor
+  // (and that thread's wakeup). Returns false, having done nothing, otherwise: the caller then
+  // hands the call to the reactor. On true the connection owns the call (it is written, or
+  // queued for the reactor to finish).
+  bool TryWriteLoneResponse(InboundCall* call);
   // Reactor thread: closes the socket, fails every call waiting on it with `reason`, stops the
   // watchers. Idempotent.
   void Shutdown(const Status& reason);
@@ -62,15 +73,13 @@ class Connection : public RefCounted<Connection> {
   // Calls this connection waits on (client) or has in flight in the server (server).
   size_t calls_in_flight() const;
   // True when nothing is in flight or queued: the connection may be closed as idle.
-  bool IsIdle() const;
+  bool IsIdle();
   // True when bytes wait to be written and none has gone out since `since`: the peer stopped
   // reading (a server's responses pile up, paused reads keep its memory bounded, but the
   // connection would stay forever).
-  bool IsWriteStalledSince(MonoTime since) const {
-    return !write_queue_.empty() && last_write_progress_ < since;
-  }
+  bool IsWriteStalledSince(MonoTime since);
   uint64_t bytes_received() const { return bytes_received_; }
-  uint64_t bytes_sent() const { return bytes_sent_; }
+  uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   bool reads_paused() const { return reads_paused_; }
 
   // Server side, any thread: an InboundCall of this connection finished (response queued or
@@ -112,16 +121,23 @@ class Connection : public RefCounted<Connection> {
   ev_io write_watcher_;
   ev_timer negotiation_timer_;
   bool write_armed_ = false;
-  // Bytes of the write queue not yet written; reads pause while it is too high (server side).
-  size_t unsent_bytes_ = 0;
   bool reads_paused_ = false;
 
   // Server side: preamble bytes received so far.
   uint8_t preamble_[6];
   size_t preamble_received_ = 0;
 
+  // The write side. Held while writing to the socket, so one thread writes at a time; never held
+  // while a transfer's TransferDone/TransferAborted runs (those may queue more work).
+  std::mutex write_mu_;
   // Transfers to write, in order. The connection owns the references they represent.
+  // GUARDED_BY(write_mu_).
   TransferQueue write_queue_;
+  // Bytes of the write queue not yet written; reads pause while it is too high (server side).
+  // Changed under write_mu_; read without it for backpressure.
+  std::atomic<size_t> unsent_bytes_{0};
+  // Set by Shutdown: no thread writes to the socket any more. GUARDED_BY(write_mu_).
+  bool write_closed_ = false;
   // Client side: calls queued before negotiation finished, sent when it does.
   std::vector<scoped_refptr<OutboundCall>> pending_calls_;
   // Client side: calls sent (or being sent) and awaiting their response, by call id.
@@ -131,10 +147,11 @@ class Connection : public RefCounted<Connection> {
 
   MonoTime created_;
   MonoTime last_activity_;
-  // When the write queue last went from empty to non-empty or the socket last took bytes.
+  // When the write queue last went from empty to non-empty or the socket last took bytes after
+  // being full. GUARDED_BY(write_mu_).
   MonoTime last_write_progress_;
   uint64_t bytes_received_ = 0;
-  uint64_t bytes_sent_ = 0;
+  std::atomic<uint64_t> bytes_sent_{0};  // changed under write_mu_
 };
 
 }  // namespace rrpc::rpc

@@ -101,9 +101,11 @@ void InboundCall::Respond(const google::protobuf::MessageLite& body, bool is_err
     // An error's body is the ErrorStatusPB that RespondFailure/RespondApplicationError made.
     rpcz_entry_.MarkResponded(now, is_error ? static_cast<const ErrorStatusPB*>(&body) : nullptr);
   }
-  // From here the reactor owns this call.
+  // From here the connection (or its reactor) owns this call.
   Connection* conn = connection_.get();
-  conn->reactor()->QueueResponse(this);
+  Reactor* reactor = conn->reactor();
+  if (!reactor->IsCurrentThread() && conn->TryWriteLoneResponse(this)) return;
+  reactor->QueueResponse(this);
 }
 
 void InboundCall::TransferDone() {

@@ -1,5 +1,8 @@
 // Transport: how a connection moves bytes: plain TCP now, TLS and RDMA later. A connection owns
-// exactly one and calls it only on its reactor thread.
+// exactly one. Recv runs on its reactor thread; Writev runs under the connection's write lock on
+// the reactor or on a worker writing a lone response, so it may overlap a Recv: a transport
+// whose reads and writes share state (a TLS session) must not allow that (see
+// Connection::TryWriteLoneResponse).
 #pragma once
 
 #include <sys/uio.h>
