@@ -49,7 +49,7 @@ std::string RawRpcConnection::PeerName() const {
 }
 
 Status RawRpcConnection::Open(const Sockaddr& server, MonoDelta io_timeout,
-                              const std::string& client_name) {
+                              const std::string& client_name, bool await_reply) {
   CloseAbortively();
   timeout_ms_ = static_cast<uint32_t>(std::max<int64_t>(1, io_timeout.ToMilliseconds()));
   RRPC_ASSIGN_OR_RETURN(Socket sock, Socket::CreateTcp(server.family()));
@@ -67,6 +67,13 @@ Status RawRpcConnection::Open(const Sockaddr& server, MonoDelta io_timeout,
   BlockSlice hello = rpc::BuildClientHello(client_name);
   Status s = socket_.BlockingWrite(hello.slice.data(), hello.slice.size());
   if (!s.ok()) return Explain(s, "sending the negotiation request to " + server.ToString());
+  reply_pending_ = true;
+  if (!await_reply) return Status::OK();
+  return ReadNegotiationReply();
+}
+
+Status RawRpcConnection::ReadNegotiationReply() {
+  reply_pending_ = false;
   std::string frame;
   RRPC_RETURN_NOT_OK(ReadFrame(&frame));
   rpc::NegotiatePB reply;
@@ -95,6 +102,7 @@ Status RawRpcConnection::Call(const std::string& service, const std::string& met
   iov[1].iov_base = const_cast<uint8_t*>(request_sidecar.data());
   iov[1].iov_len = request_sidecar.size();
   RRPC_RETURN_NOT_OK(WriteAll(iov, request_sidecar.empty() ? 1 : 2));
+  if (reply_pending_) RRPC_RETURN_NOT_OK(ReadNegotiationReply());
 
   RRPC_RETURN_NOT_OK(ReadFrame(scratch));
   rpc::ResponseHeader response_header;

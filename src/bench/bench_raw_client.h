@@ -36,7 +36,10 @@ class RawRpcConnection {
   RawRpcConnection& operator=(RawRpcConnection&&) noexcept = default;
 
   // Connects, sends the preamble and the negotiation request and waits for the server's reply.
-  Status Open(const Sockaddr& server, MonoDelta io_timeout, const std::string& client_name);
+  // With `await_reply` false it does not wait: like rrpc's own client, the first call follows the
+  // request at once and Call() reads the reply (and fails on a refusal) before the response.
+  Status Open(const Sockaddr& server, MonoDelta io_timeout, const std::string& client_name,
+              bool await_reply = true);
 
   // Sends one call to service.method with `request` and at most one sidecar (none when empty)
   // and waits for its response. Parses the body into `response` and the response's sidecars into
@@ -54,6 +57,8 @@ class RawRpcConnection {
   bool is_open() const { return socket_.valid(); }
 
  private:
+  // Reads and checks the server's negotiation reply.
+  Status ReadNegotiationReply();
   // Reads one frame (the bytes after its length prefix) into `frame`.
   Status ReadFrame(std::string* frame);
   Status WriteAll(iovec* iov, int iovcnt);
@@ -64,6 +69,7 @@ class RawRpcConnection {
   Socket socket_;
   uint32_t timeout_ms_ = 0;
   int32_t next_call_id_ = 0;
+  bool reply_pending_ = false;  // the server's negotiation reply is still unread
 };
 
 }  // namespace rrpc::bench

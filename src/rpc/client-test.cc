@@ -144,6 +144,82 @@ TEST_F(ClientTest, NegotiationTimeoutFailsTheWaitingCall) {
   EXPECT_NE(std::string::npos, s.ToString().find("negotiation")) << s.ToString();
 }
 
+// A hand-made server that reads the preamble, the negotiation request and then the first call
+// frame *before* it answers anything: it only gets that frame if the client sent the call right
+// behind its negotiation request. `refuse`: the negotiation reply is an error.
+void ServeOneCallReadBeforeTheNegotiationReply(RawListener* listener, bool refuse,
+                                               Status* status) {
+  Result<Socket> sock = listener->Accept();
+  if (!sock.ok()) {
+    *status = sock.status();
+    return;
+  }
+  RawConnection conn(std::move(sock).value());
+  std::string hello, call;
+  NegotiatePB request;
+  *status = conn.ReadBytes(kPreambleSize, &hello);
+  if (status->ok()) *status = conn.ReadFrame(&hello);
+  if (status->ok()) *status = ParseClientNegotiation(Slice(hello), &request);
+  if (status->ok()) *status = conn.ReadFrame(&call);  // blocks (bounded) if the call waited
+  if (!status->ok()) return;
+  if (refuse) {
+    *status = conn.Write(BuildServerReply(request, Status::NotSupported("no calls today"),
+                                          ErrorStatusPB::FATAL_VERSION_MISMATCH)
+                             .slice.ToString());
+    return;
+  }
+  RequestHeader header;
+  Slice body, tail;
+  *status = ParseFrame(Slice(call), &header, &body, &tail);
+  if (!status->ok()) return;
+  ResponseHeader rh;
+  rh.set_call_id(header.call_id());
+  rtest::EchoResponsePB resp;
+  resp.set_data("pipelined");
+  *status = conn.Write(BuildServerReply(request, Status::OK(), {}).slice.ToString() +
+                       FrameBytes(rh, resp));
+}
+
+TEST_F(ClientTest, FirstCallFollowsTheNegotiationRequestWithoutWaitingForTheReply) {
+  RawListener listener;
+  ASSERT_TRUE(listener.status().ok());
+  Status server_status;
+  std::thread server(
+      [&] { ServeOneCallReadBeforeTheNegotiationReply(&listener, false, &server_status); });
+  StartClient();
+  rtest::EchoServiceProxy proxy(client_, listener.addr());
+  rtest::EchoRequestPB req;
+  req.set_data("x");
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(60));
+  Status s = proxy.Echo(req, &resp, &ctl);
+  server.join();
+  ASSERT_TRUE(server_status.ok()) << server_status.ToString();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ("pipelined", resp.data());
+}
+
+TEST_F(ClientTest, CallsSentAheadOfARefusedNegotiationFailWithTheServersReason) {
+  RawListener listener;
+  ASSERT_TRUE(listener.status().ok());
+  Status server_status;
+  std::thread server(
+      [&] { ServeOneCallReadBeforeTheNegotiationReply(&listener, true, &server_status); });
+  StartClient();
+  rtest::EchoServiceProxy proxy(client_, listener.addr());
+  rtest::EchoRequestPB req;
+  req.set_data("x");
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(60));
+  Status s = proxy.Echo(req, &resp, &ctl);
+  server.join();
+  ASSERT_TRUE(server_status.ok()) << server_status.ToString();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(std::string::npos, s.ToString().find("no calls today")) << s.ToString();
+}
+
 TEST_F(ClientTest, ReconnectsToAServerRestartedOnTheSamePort) {
   StartServer();
   StartClient();

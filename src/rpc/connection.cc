@@ -85,7 +85,7 @@ void Connection::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
   }
   call->StartTimer(reactor_->loop(), &Connection::OnCallTimeout, this);
   if (call->finished()) return;  // deadline already passed and the callback ran
-  if (state_ != State::kOpen) {
+  if (!sending_calls_) {
     pending_calls_.push_back(std::move(call));
     return;
   }
@@ -138,6 +138,9 @@ void Connection::QueueTransfer(OutboundTransfer* transfer) {
 bool Connection::TryWriteLoneResponse(InboundCall* call) {
   // Another call in flight means more responses are coming: let the reactor batch them.
   if (inbound_in_flight_.load(std::memory_order_relaxed) != 1) return false;
+  // Until the call is written or queued, its reference keeps this connection alive; once queued,
+  // the reactor may close the connection and delete the call at any moment.
+  scoped_refptr<Connection> self(this);
   std::unique_lock<std::mutex> lock(write_mu_);
   if (write_closed_ || !write_queue_.empty()) return false;
   iovec iov[kMaxIovecs];
@@ -162,7 +165,6 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
   unsent_bytes_.fetch_add(call->total_bytes() - call->bytes_written(), std::memory_order_relaxed);
   last_write_progress_ = MonoTime::Now();
   lock.unlock();
-  scoped_refptr<Connection> self(this);
   reactor_->RunOnReactor([self] { self->Flush(); });
   return true;
 }
@@ -378,6 +380,25 @@ Status Connection::HandleFrame(BlockSlice frame) {
 
 void Connection::SendNegotiationRequest() {
   QueueTransfer(new BytesTransfer(BuildClientHello(reactor_->messenger()->name())));
+  // Nothing the server can answer changes how frames are written on plain TCP, so the calls
+  // follow the hello at once instead of a round trip later (the server reads frames in order:
+  // the hello, then the calls). A refused negotiation closes the connection and fails them with
+  // the server's reason, as it would have failed them waiting. A transport whose negotiation
+  // changes the byte stream (TLS) must wait for the reply instead.
+  SendPendingCalls();
+}
+
+void Connection::SendPendingCalls() {
+  sending_calls_ = true;
+  std::vector<scoped_refptr<OutboundCall>> pending;
+  pending.swap(pending_calls_);
+  for (auto& call : pending) {
+    if (call->finished()) continue;
+    OutboundCall* raw = call.get();
+    awaiting_response_.emplace(raw->call_id(), std::move(call));
+    raw->AddRef();  // the write queue's reference
+    QueueTransfer(raw);
+  }
 }
 
 void Connection::SendNegotiationResponse(const Status& error) {
@@ -414,15 +435,7 @@ void Connection::MarkOpen() {
     static_cast<TcpTransport*>(transport_.get())->socket()->SetNoDelay(true);
     return;
   }
-  std::vector<scoped_refptr<OutboundCall>> pending;
-  pending.swap(pending_calls_);
-  for (auto& call : pending) {
-    if (call->finished()) continue;
-    OutboundCall* raw = call.get();
-    awaiting_response_.emplace(raw->call_id(), std::move(call));
-    raw->AddRef();  // the write queue's reference
-    QueueTransfer(raw);
-  }
+  if (!sending_calls_) SendPendingCalls();
 }
 
 // ---- Calls and responses.

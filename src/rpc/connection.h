@@ -102,6 +102,8 @@ class Connection : public RefCounted<Connection> {
   Status HandleCallFrame(BlockSlice frame);
   Status HandleResponseFrame(BlockSlice frame);
   void SendNegotiationRequest();
+  // Client side: queues the calls that waited for the connection, and sends later ones at once.
+  void SendPendingCalls();
   void SendNegotiationResponse(const Status& error);
   void MarkOpen();
   void QueueTransfer(OutboundTransfer* transfer);
@@ -138,8 +140,11 @@ class Connection : public RefCounted<Connection> {
   std::atomic<size_t> unsent_bytes_{0};
   // Set by Shutdown: no thread writes to the socket any more. GUARDED_BY(write_mu_).
   bool write_closed_ = false;
-  // Client side: calls queued before negotiation finished, sent when it does.
+  // Client side: calls made before the connection could take them (while connecting), sent right
+  // after the negotiation request.
   std::vector<scoped_refptr<OutboundCall>> pending_calls_;
+  // Client side: calls go out as they come (set once the negotiation request is queued).
+  bool sending_calls_ = false;
   // Client side: calls sent (or being sent) and awaiting their response, by call id.
   std::unordered_map<int32_t, scoped_refptr<OutboundCall>> awaiting_response_;
   // Server side: calls handed to the service pool and not yet answered.
