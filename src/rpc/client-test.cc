@@ -147,8 +147,7 @@ TEST_F(ClientTest, NegotiationTimeoutFailsTheWaitingCall) {
 // A hand-made server that reads the preamble, the negotiation request and then the first call
 // frame *before* it answers anything: it only gets that frame if the client sent the call right
 // behind its negotiation request. `refuse`: the negotiation reply is an error.
-void ServeOneCallReadBeforeTheNegotiationReply(RawListener* listener, bool refuse,
-                                               Status* status) {
+void ServeOneCallReadBeforeTheNegotiationReply(RawListener* listener, bool refuse, Status* status) {
   Result<Socket> sock = listener->Accept();
   if (!sock.ok()) {
     *status = sock.status();

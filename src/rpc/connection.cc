@@ -159,8 +159,8 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
   }
   // The socket took part of it, or none, or failed: the reactor writes the rest (arming the
   // write watcher) or meets the error and closes the connection.
-  VLOG(2) << "lone response to " << remote_.ToString() << ": " << w << " of "
-          << call->total_bytes() << " bytes written by the worker, the reactor writes the rest";
+  VLOG(2) << "lone response to " << remote_.ToString() << ": " << w << " of " << call->total_bytes()
+          << " bytes written by the worker, the reactor writes the rest";
   write_queue_.push_back(call);
   unsent_bytes_.fetch_add(call->total_bytes() - call->bytes_written(), std::memory_order_relaxed);
   last_write_progress_ = MonoTime::Now();
