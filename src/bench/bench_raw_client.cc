@@ -65,19 +65,24 @@ Status RawRpcConnection::Open(const Sockaddr& server, MonoDelta io_timeout,
   socket_ = std::move(sock);
 
   BlockSlice hello = rpc::BuildClientHello(client_name);
+  reply_pending_ = true;
+  if (!await_reply) {
+    unsent_hello_ = hello.slice.ToString();
+    return Status::OK();
+  }
   Status s = socket_.BlockingWrite(hello.slice.data(), hello.slice.size());
   if (!s.ok()) return Explain(s, "sending the negotiation request to " + server.ToString());
-  reply_pending_ = true;
-  if (!await_reply) return Status::OK();
-  return ReadNegotiationReply();
+  reply_pending_ = false;
+  std::string buf;
+  size_t have = 0, used = 0;
+  Slice frame;
+  RRPC_RETURN_NOT_OK(ReadFrame(&buf, &have, &used, &frame));
+  return CheckNegotiationReply(frame);
 }
 
-Status RawRpcConnection::ReadNegotiationReply() {
-  reply_pending_ = false;
-  std::string frame;
-  RRPC_RETURN_NOT_OK(ReadFrame(&frame));
+Status RawRpcConnection::CheckNegotiationReply(Slice frame) {
   rpc::NegotiatePB reply;
-  return rpc::ParseServerReply(Slice(frame), &reply);
+  return rpc::ParseServerReply(frame, &reply);
 }
 
 Status RawRpcConnection::Call(const std::string& service, const std::string& method,
@@ -96,18 +101,30 @@ Status RawRpcConnection::Call(const std::string& service, const std::string& met
   RRPC_ASSIGN_OR_RETURN(
       BlockSlice head,
       rpc::SerializeFrameHead(header, request, request_sidecar.size(), kMaxFrameSize));
-  iovec iov[2];
-  iov[0].iov_base = const_cast<uint8_t*>(head.slice.data());
-  iov[0].iov_len = head.slice.size();
-  iov[1].iov_base = const_cast<uint8_t*>(request_sidecar.data());
-  iov[1].iov_len = request_sidecar.size();
-  RRPC_RETURN_NOT_OK(WriteAll(iov, request_sidecar.empty() ? 1 : 2));
-  if (reply_pending_) RRPC_RETURN_NOT_OK(ReadNegotiationReply());
+  iovec iov[3];
+  int iovcnt = 0;
+  if (!unsent_hello_.empty()) {
+    iov[iovcnt++] = {unsent_hello_.data(), unsent_hello_.size()};
+  }
+  iov[iovcnt++] = {const_cast<uint8_t*>(head.slice.data()), head.slice.size()};
+  if (!request_sidecar.empty()) {
+    iov[iovcnt++] = {const_cast<uint8_t*>(request_sidecar.data()), request_sidecar.size()};
+  }
+  RRPC_RETURN_NOT_OK(WriteAll(iov, iovcnt));
+  unsent_hello_.clear();
+  unsent_hello_.shrink_to_fit();
 
-  RRPC_RETURN_NOT_OK(ReadFrame(scratch));
+  size_t have = 0, used = 0;
+  Slice frame;
+  if (reply_pending_) {
+    reply_pending_ = false;
+    RRPC_RETURN_NOT_OK(ReadFrame(scratch, &have, &used, &frame));
+    RRPC_RETURN_NOT_OK(CheckNegotiationReply(frame));
+  }
+  RRPC_RETURN_NOT_OK(ReadFrame(scratch, &have, &used, &frame));
   rpc::ResponseHeader response_header;
   Slice body, tail;
-  RRPC_RETURN_NOT_OK(rpc::ParseFrame(Slice(*scratch), &response_header, &body, &tail));
+  RRPC_RETURN_NOT_OK(rpc::ParseFrame(frame, &response_header, &body, &tail));
   if (response_header.call_id() != call_id) {
     return Status::Corruption("response for call " + std::to_string(response_header.call_id()) +
                               ", expected call " + std::to_string(call_id));
@@ -147,17 +164,36 @@ Status RawRpcConnection::WriteAll(iovec* iov, int iovcnt) {
   return Status::OK();
 }
 
-Status RawRpcConnection::ReadFrame(std::string* frame) {
-  uint8_t prefix[rpc::kFrameLengthSize];
-  Status s = socket_.BlockingRecv(prefix, sizeof(prefix));
-  if (!s.ok()) return Explain(s, "waiting for a response from " + PeerName());
-  const uint32_t length = rpc::DecodeBigEndian32(prefix);
+Status RawRpcConnection::ReadFrame(std::string* buf, size_t* have, size_t* used, Slice* frame) {
+  // Receives until `n` bytes from `*used` on are in `buf`.
+  auto fill = [&](size_t n) -> Status {
+    constexpr size_t kReadChunk = 4096;
+    while (*have - *used < n) {
+      const size_t room = std::max(*used + n, *have + kReadChunk);
+      if (buf->size() < room) buf->resize(room);
+      Result<size_t> got = socket_.Recv(reinterpret_cast<uint8_t*>(buf->data()) + *have,
+                                        buf->size() - *have);
+      if (!got.ok()) {
+        Status s = got.status();
+        if (s.IsEndOfFile()) s = Status::NetworkError("the server closed the connection");
+        return Explain(s, "waiting for a response from " + PeerName());
+      }
+      // A blocking socket returns nothing only when SO_RCVTIMEO expired.
+      if (*got == 0) return Status::TimedOut("waiting for a response from " + PeerName());
+      *have += *got;
+    }
+    return Status::OK();
+  };
+  RRPC_RETURN_NOT_OK(fill(rpc::kFrameLengthSize));
+  const uint32_t length =
+      rpc::DecodeBigEndian32(reinterpret_cast<const uint8_t*>(buf->data()) + *used);
   if (length == 0 || length > kMaxFrameSize) {
     return Status::Corruption("response frame of " + std::to_string(length) + " bytes");
   }
-  frame->resize(length);
-  s = socket_.BlockingRecv(reinterpret_cast<uint8_t*>(frame->data()), length);
-  if (!s.ok()) return Explain(s, "reading a response from " + PeerName());
+  RRPC_RETURN_NOT_OK(fill(rpc::kFrameLengthSize + length));
+  *frame = Slice(reinterpret_cast<const uint8_t*>(buf->data()) + *used + rpc::kFrameLengthSize,
+                 length);
+  *used += rpc::kFrameLengthSize + length;
   return Status::OK();
 }
 

@@ -37,7 +37,8 @@ class RawRpcConnection {
 
   // Connects, sends the preamble and the negotiation request and waits for the server's reply.
   // With `await_reply` false it does not wait: like rrpc's own client, the first call follows the
-  // request at once and Call() reads the reply (and fails on a refusal) before the response.
+  // request at once (in the same write) and Call() reads the reply (and fails on a refusal)
+  // before the response.
   Status Open(const Sockaddr& server, MonoDelta io_timeout, const std::string& client_name,
               bool await_reply = true);
 
@@ -57,10 +58,12 @@ class RawRpcConnection {
   bool is_open() const { return socket_.valid(); }
 
  private:
-  // Reads and checks the server's negotiation reply.
-  Status ReadNegotiationReply();
-  // Reads one frame (the bytes after its length prefix) into `frame`.
-  Status ReadFrame(std::string* frame);
+  // Checks the server's negotiation reply.
+  static Status CheckNegotiationReply(Slice frame);
+  // The next frame (the bytes after its length prefix) from the socket, read through `buf`:
+  // `*have` bytes of it are received, `*used` consumed. Receives as much as the socket has at a
+  // time (one recv for a small frame and anything behind it), as rrpc's own client does.
+  Status ReadFrame(std::string* buf, size_t* have, size_t* used, Slice* frame);
   Status WriteAll(iovec* iov, int iovcnt);
 
   // The peer's address for error messages (kept out of the object: sparse mode holds 10,000s).
@@ -70,6 +73,7 @@ class RawRpcConnection {
   uint32_t timeout_ms_ = 0;
   int32_t next_call_id_ = 0;
   bool reply_pending_ = false;  // the server's negotiation reply is still unread
+  std::string unsent_hello_;    // with await_reply false: goes out with the first call
 };
 
 }  // namespace rrpc::bench
