@@ -171,8 +171,8 @@ Status RawRpcConnection::ReadFrame(std::string* buf, size_t* have, size_t* used,
     while (*have - *used < n) {
       const size_t room = std::max(*used + n, *have + kReadChunk);
       if (buf->size() < room) buf->resize(room);
-      Result<size_t> got = socket_.Recv(reinterpret_cast<uint8_t*>(buf->data()) + *have,
-                                        buf->size() - *have);
+      Result<size_t> got =
+          socket_.Recv(reinterpret_cast<uint8_t*>(buf->data()) + *have, buf->size() - *have);
       if (!got.ok()) {
         Status s = got.status();
         if (s.IsEndOfFile()) s = Status::NetworkError("the server closed the connection");
@@ -191,8 +191,8 @@ Status RawRpcConnection::ReadFrame(std::string* buf, size_t* have, size_t* used,
     return Status::Corruption("response frame of " + std::to_string(length) + " bytes");
   }
   RRPC_RETURN_NOT_OK(fill(rpc::kFrameLengthSize + length));
-  *frame = Slice(reinterpret_cast<const uint8_t*>(buf->data()) + *used + rpc::kFrameLengthSize,
-                 length);
+  *frame =
+      Slice(reinterpret_cast<const uint8_t*>(buf->data()) + *used + rpc::kFrameLengthSize, length);
   *used += rpc::kFrameLengthSize + length;
   return Status::OK();
 }

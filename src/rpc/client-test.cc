@@ -179,42 +179,38 @@ void ServeOneCallReadBeforeTheNegotiationReply(RawListener* listener, bool refus
                        FrameBytes(rh, resp));
 }
 
-TEST_F(ClientTest, FirstCallFollowsTheNegotiationRequestWithoutWaitingForTheReply) {
-  RawListener listener;
-  ASSERT_TRUE(listener.status().ok());
-  Status server_status;
-  std::thread server(
-      [&] { ServeOneCallReadBeforeTheNegotiationReply(&listener, false, &server_status); });
-  StartClient();
-  rtest::EchoServiceProxy proxy(client_, listener.addr());
-  rtest::EchoRequestPB req;
-  req.set_data("x");
+class PipelinedNegotiationTest : public ClientTest {
+ protected:
+  // One Echo call to ServeOneCallReadBeforeTheNegotiationReply; returns the call's status.
+  Status EchoToAServerThatReadsTheCallFirst(bool refuse, rtest::EchoResponsePB* resp) {
+    RawListener listener;
+    if (!listener.status().ok()) return listener.status();
+    Status server_status;
+    std::thread server(
+        [&] { ServeOneCallReadBeforeTheNegotiationReply(&listener, refuse, &server_status); });
+    StartClient();
+    rtest::EchoServiceProxy proxy(client_, listener.addr());
+    rtest::EchoRequestPB req;
+    req.set_data("x");
+    RpcController ctl;
+    ctl.set_timeout(MonoDelta::FromSeconds(60));
+    Status s = proxy.Echo(req, resp, &ctl);
+    server.join();
+    EXPECT_TRUE(server_status.ok()) << server_status.ToString();
+    return s;
+  }
+};
+
+TEST_F(PipelinedNegotiationTest, FirstCallFollowsTheNegotiationRequestWithoutWaitingForTheReply) {
   rtest::EchoResponsePB resp;
-  RpcController ctl;
-  ctl.set_timeout(MonoDelta::FromSeconds(60));
-  Status s = proxy.Echo(req, &resp, &ctl);
-  server.join();
-  ASSERT_TRUE(server_status.ok()) << server_status.ToString();
+  Status s = EchoToAServerThatReadsTheCallFirst(/*refuse=*/false, &resp);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ("pipelined", resp.data());
 }
 
-TEST_F(ClientTest, CallsSentAheadOfARefusedNegotiationFailWithTheServersReason) {
-  RawListener listener;
-  ASSERT_TRUE(listener.status().ok());
-  Status server_status;
-  std::thread server(
-      [&] { ServeOneCallReadBeforeTheNegotiationReply(&listener, true, &server_status); });
-  StartClient();
-  rtest::EchoServiceProxy proxy(client_, listener.addr());
-  rtest::EchoRequestPB req;
-  req.set_data("x");
+TEST_F(PipelinedNegotiationTest, CallsSentAheadOfARefusedNegotiationFailWithTheServersReason) {
   rtest::EchoResponsePB resp;
-  RpcController ctl;
-  ctl.set_timeout(MonoDelta::FromSeconds(60));
-  Status s = proxy.Echo(req, &resp, &ctl);
-  server.join();
-  ASSERT_TRUE(server_status.ok()) << server_status.ToString();
+  Status s = EchoToAServerThatReadsTheCallFirst(/*refuse=*/true, &resp);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(std::string::npos, s.ToString().find("no calls today")) << s.ToString();
 }
