@@ -207,10 +207,10 @@ TEST_F(KvTest, ClientRetriesTooBusyWithinItsDeadline) {
   rpc::RpcController ctl1, ctl2;
   ctl1.set_timeout(MonoDelta::FromSeconds(60));
   ctl2.set_timeout(MonoDelta::FromMilliseconds(100));
-  CountDownLatch done(2);
-  proxy.PutAsync(req, &resp1, &ctl1, [&] { done.CountDown(); });
+  CountDownLatch done1(1), done2(1);
+  proxy.PutAsync(req, &resp1, &ctl1, [&] { done1.CountDown(); });
   ASSERT_TRUE(gate_.WaitForEntered(1));
-  proxy.PutAsync(req, &resp2, &ctl2, [&] { done.CountDown(); });
+  proxy.PutAsync(req, &resp2, &ctl2, [&] { done2.CountDown(); });
   rpc::ServicePool* pool = server_->base()->messenger()->service_pool();
   ASSERT_TRUE(WaitForCondition([&] { return pool->queue_size() == 1; }));
 
@@ -226,13 +226,20 @@ TEST_F(KvTest, ClientRetriesTooBusyWithinItsDeadline) {
   const uint64_t rejected_before = pool->stats().rejected_too_busy.load();
   ASSERT_TRUE(WaitForCondition(
       [&] { return pool->stats().rejected_too_busy.load() >= rejected_before + 3; }));
+  // Call 2 must have expired before the worker frees up: the client gave up on it at its
+  // deadline, so the server finds it expired in the queue. (Opening the gate sooner let a fast
+  // machine run call 2 inside its 100 ms: the client above gives up early when its next
+  // backoff would overrun its deadline, so less than 100 ms may have passed by now.)
+  ASSERT_TRUE(done2.WaitFor(MonoDelta::FromSeconds(60)));
   gate_.Open();
   writer.join();
   EXPECT_TRUE(retried.ok()) << retried.ToString();
   EXPECT_GE(client->retries(), 3u);
-  done.Wait();
+  done1.Wait();
   EXPECT_TRUE(ctl1.status().ok());
-  EXPECT_FALSE(ctl2.status().ok());  // expired
+  EXPECT_TRUE(ctl2.status().IsTimedOut()) << ctl2.status().ToString();  // expired
+  // ... and the server answered it without running the handler.
+  EXPECT_TRUE(WaitForCondition([&] { return pool->stats().expired_in_queue.load() >= 1; }));
   std::string v;
   ASSERT_TRUE(client->Get("k", &v).ok());
   EXPECT_EQ("v", v);
