@@ -1,19 +1,33 @@
 #include "rpc/rpc_context.h"
 
 #include "rpc/inbound_call.h"
+#include "rpc/message_cache.h"
 #include "rpc/rpc_controller.h"
+#include "rpc/service_if.h"
 
 namespace rrpc::rpc {
 
 RpcContext::RpcContext(std::unique_ptr<InboundCall> call,
                        std::unique_ptr<google::protobuf::Message> request,
                        std::unique_ptr<google::protobuf::Message> response)
-    : call_(std::move(call)), request_(std::move(request)), response_(std::move(response)) {}
+    : call_(std::move(call)),
+      method_(call_->method()),
+      request_bytes_(call_->serialized_request().size()),
+      request_(std::move(request)),
+      response_(std::move(response)) {}
 
-RpcContext::~RpcContext() = default;
+RpcContext::~RpcContext() {
+  MessageCache::Give(*method_->request_prototype, std::move(request_), request_bytes_);
+  // A response that was never serialized may hold anything: only a sent one has a known size.
+  if (response_serialized_) {
+    const size_t bytes = static_cast<size_t>(response_->GetCachedSize());
+    MessageCache::Give(*method_->response_prototype, std::move(response_), bytes);
+  }
+}
 
 void RpcContext::RespondSuccess() {
   call_.release()->RespondSuccess(*response_);
+  response_serialized_ = true;  // its cached size is now its serialized size
   delete this;
 }
 

@@ -20,6 +20,7 @@ namespace rrpc::rpc {
 
 class InboundCall;
 class RpcController;
+struct RpcMethodInfo;
 
 class RpcContext {
  public:
@@ -58,6 +59,11 @@ class RpcContext {
 
  private:
   std::unique_ptr<InboundCall> call_;
+  // The call's method (its message prototypes) and the request's size: when the context goes,
+  // small messages go back to the thread's MessageCache.
+  const RpcMethodInfo* const method_;
+  const size_t request_bytes_;
+  bool response_serialized_ = false;
   std::unique_ptr<google::protobuf::Message> request_;
   std::unique_ptr<google::protobuf::Message> response_;
 };

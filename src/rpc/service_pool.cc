@@ -1,5 +1,6 @@
 #include "rpc/service_pool.h"
 
+#include "rpc/message_cache.h"
 #include "rpc/rpc_context.h"
 #include "rpc/rpc_metrics.h"
 #include "rpc/service_if.h"
@@ -140,7 +141,8 @@ void ServicePool::RunCall(InboundCall* call) {
     return;
   }
   const RpcMethodInfo* method = call->method();
-  std::unique_ptr<google::protobuf::Message> request(method->request_prototype->New());
+  std::unique_ptr<google::protobuf::Message> request =
+      MessageCache::Take(*method->request_prototype);
   const Slice body = call->serialized_request();
   if (!request->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
     stats_.invalid_requests.fetch_add(1, std::memory_order_relaxed);
@@ -150,7 +152,8 @@ void ServicePool::RunCall(InboundCall* call) {
                                 request->InitializationErrorString()));
     return;
   }
-  std::unique_ptr<google::protobuf::Message> response(method->response_prototype->New());
+  std::unique_ptr<google::protobuf::Message> response =
+      MessageCache::Take(*method->response_prototype);
   auto* context =
       new RpcContext(std::unique_ptr<InboundCall>(call), std::move(request), std::move(response));
   MonoTime& responded_at = InboundCall::LastRespondTimeOnThisThread();
