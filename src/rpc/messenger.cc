@@ -47,6 +47,7 @@ Status Messenger::Init() {
   pool_options.name = options_.name;
   pool_options.num_workers = options_.num_workers;
   pool_options.queue_length = options_.service_queue_length;
+  pool_options.worker_idle_spin = options_.worker_idle_spin;
   pool_options.metrics = metrics_.get();
   service_pool_ = std::make_unique<ServicePool>(pool_options);
   if (metrics_) {

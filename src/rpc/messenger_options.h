@@ -22,6 +22,15 @@ struct MessengerOptions {
   int num_workers = 2;
   // Calls waiting for a worker; more are refused with ERROR_SERVER_TOO_BUSY.
   size_t service_queue_length = 64;
+  // How long a worker that runs out of calls polls for the next one before it sleeps. Polling
+  // saves the reactor a futex wake and the worker a context switch per hand-off under load; one
+  // worker at most polls, and it stops polling while calls come slower than this.
+  MonoDelta worker_idle_spin = MonoDelta::FromMicroseconds(50);
+  // How long a thread making a synchronous call polls for the response before it sleeps; a
+  // response within it saves the reactor a wake-up of the caller. Off by default: on the VMs
+  // measured, round trips mostly outlast a short poll, and it cost CPU without cutting latency
+  // (docs/performance.md, third round).
+  MonoDelta sync_call_poll;
   // Largest frame accepted or sent, checked from the length prefix before buffering.
   size_t max_message_size = 64 * 1024 * 1024;
   // Bytes read per recv() when no large frame is pending.

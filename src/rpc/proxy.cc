@@ -1,10 +1,13 @@
 #include "rpc/proxy.h"
 
+#include <atomic>
+
 #include "rpc/messenger.h"
 #include "rpc/outbound_call.h"
 #include "rpc/reactor.h"
 #include "rpc/rpc_controller.h"
 #include "util/countdown_latch.h"
+#include "util/spin_wait.h"
 
 namespace rrpc::rpc {
 
@@ -40,8 +43,20 @@ Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Mes
         "synchronous call from a reactor thread (a callback or an inline handler): use the "
         "asynchronous call");
   }
+  // `done` lets the caller poll for a quick response (util/spin_wait.h) before it sleeps on the
+  // latch; the latch is still waited on, so the callback is out of it before it goes away.
+  std::atomic<bool> done{false};
   CountDownLatch latch(1);
-  AsyncRequest(method, request, response, controller, [&latch] { latch.CountDown(); });
+  AsyncRequest(method, request, response, controller, [&done, &latch] {
+    done.store(true, std::memory_order_release);
+    latch.CountDown();
+  });
+  // Per calling thread: a thread whose responses come slowly soon stops polling.
+  thread_local PollPolicy poll_policy;
+  const MonoDelta poll = messenger_->options().sync_call_poll;
+  if (poll > MonoDelta() && poll_policy.BeginPoll()) {
+    poll_policy.EndPoll(SpinUntil([&done] { return done.load(std::memory_order_acquire); }, poll));
+  }
   latch.Wait();
   return controller->status();
 }

@@ -9,7 +9,7 @@
 namespace rrpc::rpc {
 
 ServicePool::ServicePool(ServicePoolOptions options)
-    : options_(std::move(options)), queue_(options_.queue_length) {}
+    : options_(std::move(options)), queue_(options_.queue_length, options_.worker_idle_spin) {}
 
 ServicePool::~ServicePool() { Shutdown(); }
 

@@ -29,6 +29,8 @@ struct ServicePoolOptions {
   std::string name = "rrpc";
   int num_workers = 2;
   size_t queue_length = 64;
+  // How long an idle worker polls for the next call before it sleeps (DeadlineQueue).
+  MonoDelta worker_idle_spin;
   // The messenger's metrics (it owns them and outlives the pool); nullptr: none.
   MessengerMetrics* metrics = nullptr;
 };

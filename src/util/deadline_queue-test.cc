@@ -305,7 +305,7 @@ TEST(DeadlineQueueTest, ShutdownReturnsLeftoversAndRefusesMore) {
 
 // Producers and workers race through a small queue; every item must end up in exactly one place:
 // a worker, a rejection, an eviction or the shutdown leftovers.
-TEST(DeadlineQueueTest, StressDeliversEveryItemExactlyOnce) {
+void StressDeliversEveryItemExactlyOnce(MonoDelta idle_spin) {
   constexpr int kProducers = 3;
   constexpr int kWorkers = 4;
   constexpr int kItemsPerProducer = 20000;
@@ -316,7 +316,7 @@ TEST(DeadlineQueueTest, StressDeliversEveryItemExactlyOnce) {
     items[i].id = i;
     items[i].deadline = At(static_cast<int64_t>(rng() % 1000));
   }
-  Queue q(8);
+  Queue q(8, idle_spin);
   std::vector<std::atomic<int>> outcomes(kTotal);
   for (auto& o : outcomes) o = 0;
   std::atomic<int> handed_off{0}, queued{0}, rejected{0}, evicted{0}, processed{0};
@@ -373,6 +373,48 @@ TEST(DeadlineQueueTest, StressDeliversEveryItemExactlyOnce) {
   EXPECT_EQ(handed_off + queued - static_cast<int>(left.size()), processed.load());
   LOG(INFO) << "handed off " << handed_off << ", queued " << queued << ", evicted " << evicted
             << ", rejected " << rejected << ", left " << left.size();
+}
+
+TEST(DeadlineQueueTest, StressDeliversEveryItemExactlyOnce) {
+  StressDeliversEveryItemExactlyOnce(MonoDelta());
+}
+
+// The same race with idle workers polling before they sleep: hand-offs land both on the poller
+// and on sleepers, and polls time out and back off, all while items fly.
+TEST(DeadlineQueueTest, StressWithPollingWorkersDeliversEveryItemExactlyOnce) {
+  StressDeliversEveryItemExactlyOnce(MonoDelta::FromMicroseconds(20));
+}
+
+// A poll long enough never to run out here: an item put while the worker polls reaches it
+// without a futex wake, and is counted as a hit.
+TEST(DeadlineQueueTest, PollingWorkerTakesAHandOffWithoutSleeping) {
+  Calls calls;
+  Queue q(10, MonoDelta::FromSeconds(600));
+  FakeCall* got = nullptr;
+  std::thread worker([&] { got = q.BlockingGet(); });
+  ASSERT_TRUE(WaitUntilTrue([&] { return q.waiting_workers() == 1; }));
+  EXPECT_EQ(PutResult::kHandedOff, PutNoEvict(&q, calls.Make(1)));
+  worker.join();
+  EXPECT_EQ(calls[0], got);
+  EXPECT_EQ(1u, q.poll_stats().polls);
+  EXPECT_EQ(1u, q.poll_stats().hits);
+  EXPECT_TRUE(q.Shutdown().empty());
+}
+
+// Only one idle worker polls; the others sleep at once. With two idle workers and a poll that
+// cannot run out, exactly one of the two hand-offs is a polled one.
+TEST(DeadlineQueueTest, OnlyOneWorkerPollsAtATime) {
+  Calls calls;
+  Queue q(10, MonoDelta::FromSeconds(600));
+  std::vector<std::thread> workers;
+  for (int i = 0; i < 2; i++) workers.emplace_back([&] { CHECK(q.BlockingGet() != nullptr); });
+  ASSERT_TRUE(WaitUntilTrue([&] { return q.waiting_workers() == 2; }));
+  EXPECT_EQ(PutResult::kHandedOff, PutNoEvict(&q, calls.Make(1)));
+  EXPECT_EQ(PutResult::kHandedOff, PutNoEvict(&q, calls.Make(2)));
+  for (auto& w : workers) w.join();
+  EXPECT_EQ(1u, q.poll_stats().polls);
+  EXPECT_EQ(1u, q.poll_stats().hits);
+  EXPECT_TRUE(q.Shutdown().empty());
 }
 
 }  // namespace

@@ -12,6 +12,9 @@
 //  - Idle workers wait on a LIFO stack, each on its own futex word, so Put wakes exactly one
 //    thread: the most recently idle one, whose caches are still warm. With a waiting worker an
 //    item goes straight to it without touching the heap.
+//  - An idle worker may first poll its word for a while (`idle_spin`) before it sleeps: a hand-off
+//    it sees while polling costs neither side a syscall or a context switch. One worker polls at
+//    a time, and polling backs off while it keeps finding nothing (docs/architecture.md).
 //
 //   struct CallDeadline {
 //     MonoTime operator()(const InboundCall* c) const { return c->deadline(); }
@@ -29,6 +32,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -37,6 +41,7 @@
 #include <vector>
 
 #include "util/monotime.h"
+#include "util/spin_wait.h"
 
 namespace rrpc {
 
@@ -179,28 +184,38 @@ class MinMaxHeap {
 };
 
 // One idle worker's wake-up slot, on that worker's stack. The waker stores the result and flips
-// `state_` after releasing the queue mutex, then wakes the futex: one syscall, no second trip
-// through the mutex. A wake that lands after the waiter returned is harmless: FUTEX_WAKE only
-// uses the address as a key, and every futex wait here re-checks its word.
+// `state_` after releasing the queue mutex; only a waiter that went to sleep costs it a futex
+// wake. A wake that lands after the waiter returned is harmless: FUTEX_WAKE only uses the
+// address as a key, and every futex wait here re-checks its word.
 struct Waiter {
-  void Wait() {
-    while (state_.load(std::memory_order_acquire) == kWaiting) {
-      syscall(SYS_futex, FutexWord(), FUTEX_WAIT_PRIVATE, kWaiting, nullptr, nullptr, 0);
+  // Polls for a hand-off for up to `spin` (zero: not at all; see util/spin_wait.h for why), then
+  // sleeps on the futex. Returns whether the hand-off came while polling.
+  bool Wait(MonoDelta spin) {
+    SpinUntil([this] { return state_.load(std::memory_order_acquire) != kWaiting; }, spin);
+    uint32_t expected = kWaiting;
+    if (!state_.compare_exchange_strong(expected, kSleeping, std::memory_order_acq_rel)) {
+      return true;  // woken while polling
     }
+    while (state_.load(std::memory_order_acquire) == kSleeping) {
+      syscall(SYS_futex, FutexWord(), FUTEX_WAIT_PRIVATE, kSleeping, nullptr, nullptr, 0);
+    }
+    return false;
   }
   // REQUIRES: the waiter is off the stack (popped under the queue mutex), so no one else wakes
   // it. After this call the Waiter may already be gone.
   void Wake() {
-    state_.store(kWoken, std::memory_order_release);
-    syscall(SYS_futex, FutexWord(), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+    if (state_.exchange(kWoken, std::memory_order_acq_rel) == kSleeping) {
+      syscall(SYS_futex, FutexWord(), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+    }
   }
 
   void* item = nullptr;    // Set by the waker before Wake(); nullptr means shut down.
   Waiter* next = nullptr;  // The next waiter down the stack. Guarded by the queue mutex.
 
  private:
-  static constexpr uint32_t kWaiting = 0;
-  static constexpr uint32_t kWoken = 1;
+  static constexpr uint32_t kWaiting = 0;   // on the stack, polling
+  static constexpr uint32_t kSleeping = 1;  // on the stack, in (or entering) FUTEX_WAIT
+  static constexpr uint32_t kWoken = 2;     // `item` is set
   static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) &&
                     std::atomic<uint32_t>::is_always_lock_free,
                 "the futex syscall needs a plain 32-bit word");
@@ -218,8 +233,11 @@ class DeadlineQueue {
 
   // `max_size` bounds the queued items (hand-offs to waiting workers don't count); 0 means items
   // are only ever handed straight to idle workers.
-  explicit DeadlineQueue(size_t max_size, DeadlineFn fn = {})
-      : max_size_(max_size), deadline_fn_(std::move(fn)) {
+  // `idle_spin`: how long a worker that finds nothing polls for a hand-off before it sleeps
+  // (zero: never polls). At most one worker polls at a time, and polling backs off while it
+  // keeps coming up empty (PollPolicy, util/spin_wait.h).
+  explicit DeadlineQueue(size_t max_size, MonoDelta idle_spin = MonoDelta(), DeadlineFn fn = {})
+      : max_size_(max_size), idle_spin_(idle_spin), deadline_fn_(std::move(fn)) {
     heap_.reserve(max_size);
   }
   // REQUIRES: no worker waits (Shutdown() called and the workers gone) and no item is queued
@@ -263,6 +281,7 @@ class DeadlineQueue {
   // equal deadlines), waiting while there is none; nullptr once shut down.
   T* BlockingGet() {
     Waiter self;
+    bool poll;
     {
       std::lock_guard<std::mutex> l(mu_);
       if (!heap_.empty()) return heap_.pop_min().item;
@@ -270,8 +289,13 @@ class DeadlineQueue {
       self.next = waiters_;
       waiters_ = &self;
       num_waiters_++;
+      poll = idle_spin_ > MonoDelta() && poll_policy_.BeginPoll();
     }
-    self.Wait();
+    const bool handed_off_while_polling = self.Wait(poll ? idle_spin_ : MonoDelta());
+    if (poll) {
+      std::lock_guard<std::mutex> l(mu_);
+      poll_policy_.EndPoll(handed_off_while_polling);
+    }
     return static_cast<T*>(self.item);
   }
 
@@ -309,6 +333,16 @@ class DeadlineQueue {
     return heap_.size();
   }
   size_t max_size() const { return max_size_; }
+  // Idle workers' polling so far: how many waits polled (counted as they start), and how many
+  // of those got their item while polling (no futex sleep, no wake). For tests and metrics.
+  struct PollStats {
+    uint64_t polls = 0;
+    uint64_t hits = 0;
+  };
+  PollStats poll_stats() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return PollStats{poll_policy_.polls(), poll_policy_.hits()};
+  }
   // Workers blocked in BlockingGet right now (for tests and metrics).
   size_t waiting_workers() const {
     std::lock_guard<std::mutex> l(mu_);
@@ -342,6 +376,7 @@ class DeadlineQueue {
   }
 
   const size_t max_size_;
+  const MonoDelta idle_spin_;
   const DeadlineFn deadline_fn_;
 
   mutable std::mutex mu_;
@@ -350,6 +385,7 @@ class DeadlineQueue {
   size_t num_waiters_ = 0;     // Guarded by mu_.
   uint64_t next_seq_ = 0;      // Guarded by mu_.
   bool shutdown_ = false;      // Guarded by mu_.
+  PollPolicy poll_policy_;     // One poller at a time. Guarded by mu_.
 };
 
 }  // namespace rrpc

@@ -70,7 +70,7 @@ class ThreadStash {
 };
 
 template <typename T, int kCapacity, void (*kRelease)(T)>
-thread_local typename ThreadStash<T, kCapacity, kRelease>::Slots
-    ThreadStash<T, kCapacity, kRelease>::slots_;
+thread_local
+    typename ThreadStash<T, kCapacity, kRelease>::Slots ThreadStash<T, kCapacity, kRelease>::slots_;
 
 }  // namespace rrpc

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "util/spin_wait.h"
+
 namespace rrpc {
 namespace metrics_internal {
 
@@ -26,16 +28,6 @@ int AssignThisThreadStripe() {
                                 static_cast<unsigned>(NumStripes()));
   return tls_stripe;
 }
-
-namespace {
-void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-}  // namespace
 
 void StripeLock::LockSlow() {
   int spins = 0;

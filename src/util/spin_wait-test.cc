@@ -1,0 +1,85 @@
+#include "util/spin_wait.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+namespace rrpc {
+namespace {
+
+TEST(SpinUntilTest, ReturnsTrueAtOnceWhenAlreadyDone) {
+  EXPECT_TRUE(SpinUntil([] { return true; }, MonoDelta()));
+  EXPECT_TRUE(SpinUntil([] { return true; }, MonoDelta::FromSeconds(600)));
+}
+
+TEST(SpinUntilTest, GivesUpAfterItsLimit) {
+  EXPECT_FALSE(SpinUntil([] { return false; }, MonoDelta()));
+  const MonoTime start = MonoTime::Now();
+  EXPECT_FALSE(SpinUntil([] { return false; }, MonoDelta::FromMilliseconds(2)));
+  EXPECT_GE(MonoTime::Now() - start, MonoDelta::FromMilliseconds(2));
+}
+
+// Another thread's store ends the poll; the limit is long enough never to run out here.
+TEST(SpinUntilTest, SeesAnotherThreadsStore) {
+  std::atomic<bool> flag{false};
+  std::thread setter([&] { flag.store(true, std::memory_order_release); });
+  EXPECT_TRUE(
+      SpinUntil([&] { return flag.load(std::memory_order_acquire); }, MonoDelta::FromSeconds(600)));
+  setter.join();
+}
+
+// Polls that find nothing back off: kMaxScore misses in a row from a full score stop polling,
+// after which only one wait in kProbeEvery polls; a probe that hits restores polling on every
+// wait. One poll at a time.
+TEST(PollPolicyTest, OnePollAtATimeAndBacksOffWhenPollsFindNothing) {
+  using Policy = PollPolicy;
+  Policy p;
+  ASSERT_TRUE(p.BeginPoll());
+  EXPECT_FALSE(p.BeginPoll()) << "a second waiter polled while the first did";
+  p.EndPoll(/*hit=*/false);
+  for (uint32_t i = 1; i < Policy::kMaxScore; i++) {
+    ASSERT_TRUE(p.BeginPoll()) << "miss " << i;
+    p.EndPoll(false);
+  }
+  for (int probe = 0; probe < 3; probe++) {
+    for (uint32_t i = 1; i < Policy::kProbeEvery; i++) {
+      ASSERT_FALSE(p.BeginPoll()) << "probe " << probe << " wait " << i;
+    }
+    ASSERT_TRUE(p.BeginPoll()) << "probe " << probe;
+    p.EndPoll(false);
+  }
+  // A probe that hits: waits poll again, two misses per hit's worth.
+  for (uint32_t i = 1; i < Policy::kProbeEvery; i++) ASSERT_FALSE(p.BeginPoll());
+  ASSERT_TRUE(p.BeginPoll());
+  p.EndPoll(/*hit=*/true);
+  for (int i = 0; i < 2; i++) {
+    ASSERT_TRUE(p.BeginPoll()) << i;
+    p.EndPoll(false);
+  }
+  EXPECT_FALSE(p.BeginPoll()) << "score should be spent";
+  EXPECT_EQ(Policy::kMaxScore + 3 + 1 + 2, p.polls());
+  EXPECT_EQ(1u, p.hits());
+}
+
+// One hit in three polls keeps polling going indefinitely; one in four does not.
+TEST(PollPolicyTest, KeepsPollingWhileAThirdOfPollsHit) {
+  PollPolicy third;
+  for (int i = 0; i < 300; i++) {
+    ASSERT_TRUE(third.BeginPoll()) << i;
+    third.EndPoll(i % 3 == 0);
+  }
+  PollPolicy quarter;
+  bool stopped = false;
+  for (int i = 0; i < 300 && !stopped; i++) {
+    if (!quarter.BeginPoll()) {
+      stopped = true;
+      break;
+    }
+    quarter.EndPoll(i % 4 == 0);
+  }
+  EXPECT_TRUE(stopped);
+}
+
+}  // namespace
+}  // namespace rrpc
