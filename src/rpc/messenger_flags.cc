@@ -14,7 +14,7 @@ DEFINE_int32(rpc_service_queue_length, 64,
 DEFINE_int32(rpc_worker_idle_spin_us, 50,
              "Microseconds a worker that runs out of calls polls for the next one before it "
              "sleeps (0: never). Saves a wake-up per call under load; at most one worker polls, "
-             "and it stops while calls come slower than this.");
+             "and polling backs off while most polls find nothing.");
 DEFINE_int32(rpc_sync_call_poll_us, 0,
              "Microseconds a thread making a synchronous call polls for the response before it "
              "sleeps (0: never). Saves a wake-up per call when responses come that fast; costs "

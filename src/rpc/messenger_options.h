@@ -24,7 +24,7 @@ struct MessengerOptions {
   size_t service_queue_length = 64;
   // How long a worker that runs out of calls polls for the next one before it sleeps. Polling
   // saves the reactor a futex wake and the worker a context switch per hand-off under load; one
-  // worker at most polls, and it stops polling while calls come slower than this.
+  // worker at most polls, and polling backs off while most polls find nothing (PollPolicy).
   MonoDelta worker_idle_spin = MonoDelta::FromMicroseconds(50);
   // How long a thread making a synchronous call polls for the response before it sleeps; a
   // response within it saves the reactor a wake-up of the caller. Off by default: on the VMs
