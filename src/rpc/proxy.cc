@@ -11,6 +11,14 @@
 
 namespace rrpc::rpc {
 
+namespace {
+// Asked once per calling thread, and only once it polls at all.
+bool PollingCanPayOnThisThreadCached() {
+  thread_local const bool can_pay = PollingCanPayOnThisThread();
+  return can_pay;
+}
+}  // namespace
+
 Proxy::Proxy(std::shared_ptr<Messenger> messenger, const Sockaddr& remote, std::string service_name)
     : messenger_(std::move(messenger)), remote_(remote), service_name_(std::move(service_name)) {}
 
@@ -54,7 +62,7 @@ Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Mes
   // Per calling thread: a thread whose responses come slowly soon stops polling.
   thread_local PollPolicy poll_policy;
   const MonoDelta poll = messenger_->options().sync_call_poll;
-  if (poll > MonoDelta() && poll_policy.BeginPoll()) {
+  if (poll > MonoDelta() && PollingCanPayOnThisThreadCached() && poll_policy.BeginPoll()) {
     poll_policy.EndPoll(SpinUntil([&done] { return done.load(std::memory_order_acquire); }, poll));
   }
   latch.Wait();

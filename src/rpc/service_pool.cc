@@ -4,12 +4,16 @@
 #include "rpc/rpc_context.h"
 #include "rpc/rpc_metrics.h"
 #include "rpc/service_if.h"
+#include "util/spin_wait.h"
 #include "util/thread.h"
 
 namespace rrpc::rpc {
 
 ServicePool::ServicePool(ServicePoolOptions options)
-    : options_(std::move(options)), queue_(options_.queue_length, options_.worker_idle_spin) {}
+    : options_(std::move(options)),
+      // Workers inherit the creating thread's CPU affinity, so this thread's answer is theirs.
+      queue_(options_.queue_length,
+             PollingCanPayOnThisThread() ? options_.worker_idle_spin : MonoDelta()) {}
 
 ServicePool::~ServicePool() { Shutdown(); }
 

@@ -81,5 +81,24 @@ TEST(PollPolicyTest, KeepsPollingWhileAThirdOfPollsHit) {
   EXPECT_TRUE(stopped);
 }
 
+// A thread pinned to one CPU does not poll: nothing else could run to end its poll early.
+TEST(PollingCanPayTest, NotOnAThreadPinnedToOneCpu) {
+  bool pinned_answer = true;
+  std::thread pinned([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    ASSERT_EQ(0, sched_setaffinity(0, sizeof(one), &one));
+    pinned_answer = PollingCanPayOnThisThread();
+  });
+  pinned.join();
+  EXPECT_FALSE(pinned_answer);
+
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  ASSERT_EQ(0, sched_getaffinity(0, sizeof(mine), &mine));
+  EXPECT_EQ(CPU_COUNT(&mine) > 1, PollingCanPayOnThisThread());
+}
+
 }  // namespace
 }  // namespace rrpc

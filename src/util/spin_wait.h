@@ -5,6 +5,8 @@
 // polling briefly first avoids both when the event comes soon.
 #pragma once
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -36,6 +38,15 @@ bool SpinUntil(Done done, MonoDelta limit) {
     CpuRelax();
     if (i % 32 == 0 && MonoTime::Now() >= give_up) return done();
   }
+}
+
+// Whether polling can pay for the calling thread: not when it may run on one CPU only, where a
+// poll holds the one core that the thread producing the event needs, so it can never end early
+// and only delays that event. A syscall: ask once per poller, not per wait.
+inline bool PollingCanPayOnThisThread() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  return sched_getaffinity(0, sizeof(cpus), &cpus) != 0 || CPU_COUNT(&cpus) > 1;
 }
 
 // Whether a waiter polls before it sleeps, learning from how its polls went. A hit (the event
