@@ -455,6 +455,7 @@ TEST_F(RpcMetricsTest, PromtoolAcceptsThePrometheusText) {
         "rrpc_request_bytes_total{entity=\"method\"", "rrpc_errors_application_total{",
         "rrpc_connections_open{entity=\"messenger\"", "rrpc_received_bytes_total{",
         "rrpc_reactor_busy_time_seconds_total{", "rrpc_service_queue_length{",
+        "rrpc_worker_idle_polls_total{", "rrpc_worker_idle_poll_hits_total{",
         "rrpc_client_latency_seconds_count{entity=\"client\"", "rrpc_client_retries_total{"}) {
     EXPECT_NE(text.find(name), std::string::npos) << name << " missing in\n" << text;
   }

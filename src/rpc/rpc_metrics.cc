@@ -51,6 +51,8 @@ MessengerMetrics::MessengerMetrics(MetricRegistry* registry, scoped_refptr<Metri
       calls_expired_in_queue(entity->FindOrCreateCounter(&METRIC_calls_expired_in_queue_total)),
       too_busy_rejections(entity->FindOrCreateCounter(&METRIC_too_busy_rejections_total)),
       no_such_method(entity->FindOrCreateCounter(&METRIC_no_such_method_total)),
+      worker_idle_polls(entity->FindOrCreateCounter(&METRIC_worker_idle_polls_total)),
+      worker_idle_poll_hits(entity->FindOrCreateCounter(&METRIC_worker_idle_poll_hits_total)),
       registry_(registry),
       entity_(std::move(entity)),
       // Reads 0 until the service pool attaches its queue.

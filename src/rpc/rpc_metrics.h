@@ -65,6 +65,14 @@ inline constexpr MetricPrototype METRIC_calls_expired_in_queue_total = MetricPro
     "calls_expired_in_queue_total", "Calls expired in queue", MetricUnit::kCalls,
     "Calls whose deadline passed while they waited in the service queue; answered timed out "
     "without running.");
+inline constexpr MetricPrototype METRIC_worker_idle_polls_total = MetricPrototype::Counter(
+    "worker_idle_polls_total", "Worker idle polls", MetricUnit::kUnits,
+    "Times a worker that ran out of calls polled for the next one before sleeping "
+    "(--rpc_worker_idle_spin_us).");
+inline constexpr MetricPrototype METRIC_worker_idle_poll_hits_total = MetricPrototype::Counter(
+    "worker_idle_poll_hits_total", "Worker idle poll hits", MetricUnit::kUnits,
+    "Idle polls that got a call while polling: hand-offs without a futex wake or a context "
+    "switch. Few hits for many polls means polling costs CPU for nothing (it then backs off).");
 inline constexpr MetricPrototype METRIC_too_busy_rejections_total = MetricPrototype::Counter(
     "too_busy_rejections_total", "Too-busy rejections", MetricUnit::kCalls,
     "Calls answered ERROR_SERVER_TOO_BUSY, by the service queue or by a handler.");
@@ -227,6 +235,8 @@ class MessengerMetrics {
   Counter* const calls_expired_in_queue;
   Counter* const too_busy_rejections;
   Counter* const no_such_method;
+  Counter* const worker_idle_polls;
+  Counter* const worker_idle_poll_hits;
 
  private:
   MessengerMetrics(MetricRegistry* registry, scoped_refptr<MetricEntity> entity);

@@ -123,7 +123,15 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
 }
 
 void ServicePool::RunWorker() {
-  while (InboundCall* call = queue_.BlockingGet()) {
+  MessengerMetrics* const metrics = options_.metrics;
+  while (true) {
+    decltype(queue_)::WaitReport wait;
+    InboundCall* call = queue_.BlockingGet(&wait);
+    if (metrics != nullptr && wait.polled) {
+      metrics->worker_idle_polls->Increment();
+      if (wait.poll_hit) metrics->worker_idle_poll_hits->Increment();
+    }
+    if (call == nullptr) return;
     RunCall(call);
   }
 }

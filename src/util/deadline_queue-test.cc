@@ -391,11 +391,14 @@ TEST(DeadlineQueueTest, PollingWorkerTakesAHandOffWithoutSleeping) {
   Calls calls;
   Queue q(10, MonoDelta::FromSeconds(600));
   FakeCall* got = nullptr;
-  std::thread worker([&] { got = q.BlockingGet(); });
+  Queue::WaitReport report;
+  std::thread worker([&] { got = q.BlockingGet(&report); });
   ASSERT_TRUE(WaitUntilTrue([&] { return q.waiting_workers() == 1; }));
   EXPECT_EQ(PutResult::kHandedOff, PutNoEvict(&q, calls.Make(1)));
   worker.join();
   EXPECT_EQ(calls[0], got);
+  EXPECT_TRUE(report.polled);
+  EXPECT_TRUE(report.poll_hit);
   EXPECT_EQ(1u, q.poll_stats().polls);
   EXPECT_EQ(1u, q.poll_stats().hits);
   EXPECT_TRUE(q.Shutdown().empty());
@@ -406,12 +409,19 @@ TEST(DeadlineQueueTest, PollingWorkerTakesAHandOffWithoutSleeping) {
 TEST(DeadlineQueueTest, OnlyOneWorkerPollsAtATime) {
   Calls calls;
   Queue q(10, MonoDelta::FromSeconds(600));
+  std::vector<Queue::WaitReport> reports(2);
   std::vector<std::thread> workers;
-  for (int i = 0; i < 2; i++) workers.emplace_back([&] { CHECK(q.BlockingGet() != nullptr); });
+  for (int i = 0; i < 2; i++) {
+    workers.emplace_back([&, i] { CHECK(q.BlockingGet(&reports[i]) != nullptr); });
+  }
   ASSERT_TRUE(WaitUntilTrue([&] { return q.waiting_workers() == 2; }));
   EXPECT_EQ(PutResult::kHandedOff, PutNoEvict(&q, calls.Make(1)));
   EXPECT_EQ(PutResult::kHandedOff, PutNoEvict(&q, calls.Make(2)));
   for (auto& w : workers) w.join();
+  // Exactly one of them polled (and got its item that way); the other slept.
+  EXPECT_NE(reports[0].polled, reports[1].polled);
+  EXPECT_EQ(reports[0].polled, reports[0].poll_hit);
+  EXPECT_EQ(reports[1].polled, reports[1].poll_hit);
   EXPECT_EQ(1u, q.poll_stats().polls);
   EXPECT_EQ(1u, q.poll_stats().hits);
   EXPECT_TRUE(q.Shutdown().empty());

@@ -277,9 +277,16 @@ class DeadlineQueue {
     return PutResult::kHandedOff;
   }
 
+  // How one BlockingGet waited, for the caller's metrics.
+  struct WaitReport {
+    bool polled = false;    // it found nothing and polled before sleeping
+    bool poll_hit = false;  // the item came while it polled: no sleep, no wake
+  };
+
   // Worker threads. Returns the queued item with the earliest deadline (the first queued among
-  // equal deadlines), waiting while there is none; nullptr once shut down.
-  T* BlockingGet() {
+  // equal deadlines), waiting while there is none; nullptr once shut down. `report`, if given,
+  // says how it waited (left as is when it did not).
+  T* BlockingGet(WaitReport* report = nullptr) {
     Waiter self;
     bool poll;
     {
@@ -295,6 +302,10 @@ class DeadlineQueue {
     if (poll) {
       std::lock_guard<std::mutex> l(mu_);
       poll_policy_.EndPoll(handed_off_while_polling);
+    }
+    if (report != nullptr) {
+      report->polled = poll;
+      report->poll_hit = poll && handed_off_while_polling;
     }
     return static_cast<T*>(self.item);
   }
