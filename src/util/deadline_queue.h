@@ -32,7 +32,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -344,16 +343,6 @@ class DeadlineQueue {
     return heap_.size();
   }
   size_t max_size() const { return max_size_; }
-  // Idle workers' polling so far: how many waits polled (counted as they start), and how many
-  // of those got their item while polling (no futex sleep, no wake). For tests and metrics.
-  struct PollStats {
-    uint64_t polls = 0;
-    uint64_t hits = 0;
-  };
-  PollStats poll_stats() const {
-    std::lock_guard<std::mutex> l(mu_);
-    return PollStats{poll_policy_.polls(), poll_policy_.hits()};
-  }
   // Workers blocked in BlockingGet right now (for tests and metrics).
   size_t waiting_workers() const {
     std::lock_guard<std::mutex> l(mu_);

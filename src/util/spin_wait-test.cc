@@ -29,37 +29,53 @@ TEST(SpinUntilTest, SeesAnotherThreadsStore) {
   setter.join();
 }
 
+// A PollPolicy that counts the polls it allowed and their hits, to check totals.
+struct CountedPollPolicy {
+  bool Begin() {
+    const bool poll = policy.BeginPoll();
+    polls += poll ? 1 : 0;
+    return poll;
+  }
+  void End(bool hit) {
+    hits += hit ? 1 : 0;
+    policy.EndPoll(hit);
+  }
+  PollPolicy policy;
+  uint64_t polls = 0;
+  uint64_t hits = 0;
+};
+
 // Polls that find nothing back off: kMaxScore misses in a row from a full score stop polling,
 // after which only one wait in kProbeEvery polls; a probe that hits restores polling on every
 // wait. One poll at a time.
 TEST(PollPolicyTest, OnePollAtATimeAndBacksOffWhenPollsFindNothing) {
   using Policy = PollPolicy;
-  Policy p;
-  ASSERT_TRUE(p.BeginPoll());
-  EXPECT_FALSE(p.BeginPoll()) << "a second waiter polled while the first did";
-  p.EndPoll(/*hit=*/false);
+  CountedPollPolicy p;
+  ASSERT_TRUE(p.Begin());
+  EXPECT_FALSE(p.Begin()) << "a second waiter polled while the first did";
+  p.End(/*hit=*/false);
   for (uint32_t i = 1; i < Policy::kMaxScore; i++) {
-    ASSERT_TRUE(p.BeginPoll()) << "miss " << i;
-    p.EndPoll(false);
+    ASSERT_TRUE(p.Begin()) << "miss " << i;
+    p.End(false);
   }
   for (int probe = 0; probe < 3; probe++) {
     for (uint32_t i = 1; i < Policy::kProbeEvery; i++) {
-      ASSERT_FALSE(p.BeginPoll()) << "probe " << probe << " wait " << i;
+      ASSERT_FALSE(p.Begin()) << "probe " << probe << " wait " << i;
     }
-    ASSERT_TRUE(p.BeginPoll()) << "probe " << probe;
-    p.EndPoll(false);
+    ASSERT_TRUE(p.Begin()) << "probe " << probe;
+    p.End(false);
   }
   // A probe that hits: waits poll again, two misses per hit's worth.
-  for (uint32_t i = 1; i < Policy::kProbeEvery; i++) ASSERT_FALSE(p.BeginPoll());
-  ASSERT_TRUE(p.BeginPoll());
-  p.EndPoll(/*hit=*/true);
+  for (uint32_t i = 1; i < Policy::kProbeEvery; i++) ASSERT_FALSE(p.Begin());
+  ASSERT_TRUE(p.Begin());
+  p.End(/*hit=*/true);
   for (int i = 0; i < 2; i++) {
-    ASSERT_TRUE(p.BeginPoll()) << i;
-    p.EndPoll(false);
+    ASSERT_TRUE(p.Begin()) << i;
+    p.End(false);
   }
-  EXPECT_FALSE(p.BeginPoll()) << "score should be spent";
-  EXPECT_EQ(Policy::kMaxScore + 3 + 1 + 2, p.polls());
-  EXPECT_EQ(1u, p.hits());
+  EXPECT_FALSE(p.Begin()) << "score should be spent";
+  EXPECT_EQ(Policy::kMaxScore + 3 + 1 + 2, p.polls);
+  EXPECT_EQ(1u, p.hits);
 }
 
 // One hit in three polls keeps polling going indefinitely; one in four does not.

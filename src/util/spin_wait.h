@@ -67,27 +67,21 @@ class PollPolicy {
     if (score_ == 0 && ++waits_since_probe_ < kProbeEvery) return false;
     waits_since_probe_ = 0;
     polling_ = true;
-    polls_++;
     return true;
   }
   void EndPoll(bool hit) {
     polling_ = false;
     if (hit) {
-      hits_++;
       score_ = std::min(score_ + 2, kMaxScore);
     } else if (score_ > 0) {
       score_--;
     }
   }
-  uint64_t polls() const { return polls_; }
-  uint64_t hits() const { return hits_; }
 
  private:
   bool polling_ = false;
   uint32_t score_ = kMaxScore;
   uint32_t waits_since_probe_ = 0;
-  uint64_t polls_ = 0;
-  uint64_t hits_ = 0;
 };
 
 }  // namespace rrpc
