@@ -1,19 +1,25 @@
 # Helpers that keep every folder's CMakeLists.txt short.
 #
-# rrpc_library(NAME DIR LIBS...): a static library of every *.cc in DIR except *-test.cc,
-# *-bench.cc and *_main.cc.
+# rrpc_library(NAME DIRS dir... LIBS lib...): a static library of every *.cc in the DIRS except
+#   *-test.cc, *-bench.cc and *_main.cc.
 # rrpc_tests(DIR LIBS...): one gtest executable and ctest entry per *-test.cc in DIR.
 
 function(rrpc_target_warnings target)
   target_compile_options(${target} PRIVATE ${RRPC_WARNINGS})
 endfunction()
 
-function(rrpc_library name dir)
-  file(GLOB srcs CONFIGURE_DEPENDS "${dir}/*.cc")
+function(rrpc_library name)
+  cmake_parse_arguments(ARG "" "" "DIRS;LIBS" ${ARGN})
+  set(srcs)
+  foreach(dir ${ARG_DIRS})
+    file(GLOB dir_srcs CONFIGURE_DEPENDS "${dir}/*.cc")
+    list(APPEND srcs ${dir_srcs})
+  endforeach()
   list(FILTER srcs EXCLUDE REGEX "(-test|-bench|_main)\\.cc$")
   add_library(${name} STATIC ${srcs})
-  target_include_directories(${name} PUBLIC "${PROJECT_SOURCE_DIR}/src" "${PROJECT_BINARY_DIR}/src")
-  target_link_libraries(${name} PUBLIC ${ARGN})
+  target_include_directories(${name} PUBLIC
+    "$<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>" "$<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/src>")
+  target_link_libraries(${name} PUBLIC ${ARG_LIBS})
   rrpc_target_warnings(${name})
 endfunction()
 

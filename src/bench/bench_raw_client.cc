@@ -8,10 +8,10 @@
 #include <cerrno>
 #include <limits>
 
-#include "rpc/constants.h"
-#include "rpc/negotiation.h"
+#include "rpc/core/constants.h"
+#include "rpc/core/negotiation.h"
+#include "rpc/core/wire_codec.h"
 #include "rpc/rpc_header.pb.h"
-#include "rpc/wire_codec.h"
 #include "util/block.h"
 
 namespace rrpc::bench {

@@ -1,6 +1,6 @@
 // RawRpcConnection: one rrpc client connection made by hand on a blocking socket: connect, the
-// preamble and negotiation (rpc/negotiation.h), then calls one at a time with frames from
-// rpc/wire_codec.h. rpc-bench uses it where a client Messenger does not fit: cps mode needs a
+// preamble and negotiation (rpc/core/negotiation.h), then calls one at a time with frames from
+// rpc/core/wire_codec.h. rpc-bench uses it where a client Messenger does not fit: cps mode needs a
 // fresh connection per call (a Messenger keeps one per remote and reactor), and sparse mode holds
 // 10,000s of connections, too many to open through one messenger. It exercises the server's real
 // accept, negotiation and call path.

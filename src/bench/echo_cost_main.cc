@@ -90,7 +90,8 @@ int Main() {
   server_options.reactors = 1;
   server_options.workers = 1;
   server_options.inline_handlers = FLAGS_inline_handlers;
-  server_options.messenger.worker_idle_spin = MonoDelta::FromMicroseconds(FLAGS_worker_idle_spin_us);
+  server_options.messenger.worker_idle_spin =
+      MonoDelta::FromMicroseconds(FLAGS_worker_idle_spin_us);
   Sockaddr bound;
   auto server = StartBenchServer(server_options, &bound);
   CHECK(server.ok()) << server.status().ToString();

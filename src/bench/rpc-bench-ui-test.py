@@ -139,7 +139,7 @@ class Chromium:
             os.dup2(r, 3)  # dup2 clears close-on-exec on 3 and 4.
             os.dup2(w, 4)
 
-        # The flags of src/server/web-browser-test.cc, plus the pipe.
+        # The flags of src/server/web/web-browser-test.cc, plus the pipe.
         args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                 "--disable-quic", "--no-first-run", "--no-default-browser-check",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -23,9 +23,9 @@
 #include "bench/bench_usage.h"
 #include "rpc/messenger.h"
 #include "rpc/messenger_flags.h"
-#include "server/web_dashboard.h"
-#include "server/web_pages.h"
-#include "server/webserver.h"
+#include "server/web/web_dashboard.h"
+#include "server/web/web_pages.h"
+#include "server/web/webserver.h"
 #include "util/metrics/metric_registry.h"
 
 DEFINE_string(mode, "throughput",

@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
-#include "rpc/raw-socket-test-util.h"
-#include "rpc/rpc-test-util.h"
-#include "rpc/service_pool.h"
+#include "rpc/core/service_pool.h"
+#include "rpc/testing/raw-socket-test-util.h"
+#include "rpc/testing/rpc-test-util.h"
 
 namespace rrpc::rpc {
 namespace {

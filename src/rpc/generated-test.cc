@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "rpc/reactor.h"
-#include "rpc/rpc-test-util.h"
-#include "rpc/rtest_inline.rrpc.h"
+#include "rpc/core/reactor.h"
 #include "rpc/service_if.h"
+#include "rpc/testing/rpc-test-util.h"
+#include "rpc/testing/rtest_inline.rrpc.h"
 
 namespace rrpc::rpc {
 namespace {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "rpc/reactor.h"
-#include "rpc/rpc-test-util.h"
-#include "rpc/service_pool.h"
+#include "rpc/core/reactor.h"
+#include "rpc/core/service_pool.h"
+#include "rpc/testing/rpc-test-util.h"
 
 namespace rrpc::rpc {
 namespace {

@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "rpc/rpc-test-util.h"
+#include "rpc/testing/rpc-test-util.h"
 
 namespace rrpc::rpc {
 

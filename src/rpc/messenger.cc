@@ -1,10 +1,10 @@
 #include "rpc/messenger.h"
 
-#include "rpc/inbound_call.h"
-#include "rpc/outbound_call.h"
-#include "rpc/rpc_metrics.h"
+#include "rpc/core/inbound_call.h"
+#include "rpc/core/outbound_call.h"
+#include "rpc/core/service_pool.h"
+#include "rpc/observe/rpc_metrics.h"
 #include "rpc/service_if.h"
-#include "rpc/service_pool.h"
 
 namespace rrpc::rpc {
 

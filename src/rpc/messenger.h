@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "rpc/core/reactor.h"
 #include "rpc/messenger_options.h"
-#include "rpc/reactor.h"
 #include "util/ref_counted.h"
 #include "util/sockaddr.h"
 #include "util/status.h"

@@ -2,9 +2,9 @@
 
 #include <atomic>
 
+#include "rpc/core/outbound_call.h"
+#include "rpc/core/reactor.h"
 #include "rpc/messenger.h"
-#include "rpc/outbound_call.h"
-#include "rpc/reactor.h"
 #include "rpc/rpc_controller.h"
 #include "util/countdown_latch.h"
 #include "util/spin_wait.h"

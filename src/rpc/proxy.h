@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "rpc/rpc_metrics.h"
+#include "rpc/observe/rpc_metrics.h"
 #include "util/sockaddr.h"
 #include "util/status.h"
 

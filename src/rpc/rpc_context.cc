@@ -1,7 +1,7 @@
 #include "rpc/rpc_context.h"
 
-#include "rpc/inbound_call.h"
-#include "rpc/message_cache.h"
+#include "rpc/core/inbound_call.h"
+#include "rpc/core/message_cache.h"
 #include "rpc/rpc_controller.h"
 #include "rpc/service_if.h"
 

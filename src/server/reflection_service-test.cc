@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "rpc/messenger.h"
-#include "rpc/rpc-test-util.h"
+#include "rpc/testing/rpc-test-util.h"
 #include "server/reflection.rrpc.h"
 
 namespace rrpc::server {
@@ -103,7 +103,7 @@ TEST_F(ReflectionServiceTest, ListsEveryRegisteredServiceSortedWithItsMethods) {
   EXPECT_EQ(0, resp.services(1).methods_size());
   const ServiceSummaryPB& echo = resp.services(2);
   EXPECT_EQ("rrpc.rtest.EchoService", echo.name());
-  EXPECT_EQ("rpc/rtest.proto", echo.file());
+  EXPECT_EQ("rpc/testing/rtest.proto", echo.file());
   ASSERT_EQ(2, echo.methods_size());
   EXPECT_EQ("Echo", echo.methods(0));
   EXPECT_EQ("Add", echo.methods(1));
@@ -150,7 +150,7 @@ TEST_F(ReflectionServiceTest, RejectsUnknownServicesAndAmbiguousRequests) {
   GetFileDescriptorsRequestPB req;
   EXPECT_TRUE(reflection_->CollectFileDescriptors(req, &resp).IsInvalidArgument());
   req.set_service("rrpc.rtest.EchoService");
-  req.set_file("rpc/rtest.proto");
+  req.set_file("rpc/testing/rtest.proto");
   EXPECT_TRUE(reflection_->CollectFileDescriptors(req, &resp).IsInvalidArgument());
   req.clear_file();
   req.set_service("no.Such");

@@ -6,9 +6,9 @@
 #include <functional>
 #include <set>
 
+#include "rpc/core/service_pool.h"
 #include "rpc/messenger.h"
 #include "rpc/rpc_context.h"
-#include "rpc/service_pool.h"
 
 namespace rrpc::server {
 

@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "rpc/messenger.h"
-#include "rpc/rpc-test-util.h"
 #include "rpc/rpc_controller.h"
+#include "rpc/testing/rpc-test-util.h"
 #include "server/server_status.rrpc.h"
 
 namespace rrpc {

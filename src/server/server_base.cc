@@ -12,9 +12,9 @@
 #include "rpc/service_if.h"
 #include "server/reflection_service.h"
 #include "server/server_status.h"
-#include "server/web_dashboard.h"
-#include "server/web_pages.h"
-#include "server/webserver.h"
+#include "server/web/web_dashboard.h"
+#include "server/web/web_pages.h"
+#include "server/web/webserver.h"
 #include "util/metrics/metric_registry.h"
 
 namespace rrpc {

@@ -1,0 +1,125 @@
+#include "rpc/core/inbound_call.h"
+
+#include "rpc/core/connection.h"
+#include "rpc/core/constants.h"
+#include "rpc/core/reactor.h"
+#include "rpc/core/wire_codec.h"
+#include "rpc/observe/rpc_metrics.h"
+#include "rpc/service_if.h"
+
+namespace rrpc::rpc {
+
+InboundCall::InboundCall(scoped_refptr<Connection> connection)
+    : connection_(std::move(connection)) {}
+
+InboundCall::~InboundCall() = default;
+
+MonoTime& InboundCall::LastRespondTimeOnThisThread() {
+  thread_local MonoTime last;
+  return last;
+}
+
+Status InboundCall::ParseFrom(BlockSlice frame, MonoTime arrival) {
+  arrival_ = arrival;
+  frame_bytes_ = kFrameLengthSize + frame.slice.size();
+  thread_local RequestHeader header;  // ParseFrame clears it; strings keep their capacity
+  Slice tail;
+  RRPC_RETURN_NOT_OK(ParseFrame(frame.slice, &header, &body_, &tail));
+  if (!header.has_remote_method()) {
+    return Status::InvalidArgument("call frame without a remote method");
+  }
+  RRPC_RETURN_NOT_OK(SplitSidecars(tail, header.sidecar_offsets(), &inbound_sidecars_));
+  frame_block_ = std::move(frame.block);
+  call_id_ = header.call_id();
+  service_name_ = &header.remote_method().service_name();
+  method_name_ = &header.remote_method().method_name();
+  if (header.timeout_millis() > 0) {
+    deadline_ = arrival + MonoDelta::FromMilliseconds(header.timeout_millis());
+  }
+  return Status::OK();
+}
+
+void InboundCall::set_method(const std::string& service_name, const RpcMethodInfo* method) {
+  service_name_ = &service_name;
+  method_name_ = &method->method_name;
+  method_ = method;
+}
+
+const Sockaddr& InboundCall::remote_address() const { return connection_->remote(); }
+
+int InboundCall::AddOutboundSidecar(BlockSlice sidecar) {
+  outbound_sidecars_.push_back(std::move(sidecar));
+  return static_cast<int>(outbound_sidecars_.size()) - 1;
+}
+
+void InboundCall::RespondSuccess(const google::protobuf::MessageLite& response) {
+  Respond(response, /*is_error=*/false);
+}
+
+void InboundCall::RespondFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status) {
+  ErrorStatusPB error;
+  error.set_message(status.message());
+  error.set_code(code);
+  if (metrics_ != nullptr) metrics_->CountError(code);
+  outbound_sidecars_.clear();
+  Respond(error, /*is_error=*/true);
+}
+
+void InboundCall::RespondApplicationError(const Status& status) {
+  ErrorStatusPB error;
+  error.set_message(status.message());
+  error.set_code(ErrorStatusPB::ERROR_APPLICATION);
+  error.set_app_status_code(static_cast<int32_t>(status.code()));
+  if (metrics_ != nullptr) metrics_->CountError(ErrorStatusPB::ERROR_APPLICATION);
+  outbound_sidecars_.clear();
+  Respond(error, /*is_error=*/true);
+}
+
+void InboundCall::Respond(const google::protobuf::MessageLite& body, bool is_error) {
+  ResponseHeader header;
+  header.set_call_id(call_id_);
+  if (is_error) header.set_is_error(true);
+  uint32_t offset = 0;
+  for (const auto& sidecar : outbound_sidecars_) {
+    header.add_sidecar_offsets(offset);
+    offset += static_cast<uint32_t>(sidecar.slice.size());
+  }
+  // The client enforces its own maximum; a response too large for ours becomes an error.
+  const size_t max_size = connection_->reactor()->options().max_message_size;
+  Result<BlockSlice> head = SerializeFrameHead(header, body, offset, max_size);
+  if (!head.ok()) {
+    CHECK(!is_error) << "error response too large: " << head.status().ToString();
+    RespondFailure(ErrorStatusPB::ERROR_APPLICATION,
+                   head.status().CloneAndPrepend("response not sent"));
+    return;
+  }
+  SetPayload(std::move(head).value(), std::move(outbound_sidecars_));
+  if (metrics_ != nullptr || rpcz_entry_.tracked()) {
+    const MonoTime now = MonoTime::Now();  // one clock read serves both, and the worker
+    LastRespondTimeOnThisThread() = now;
+    if (metrics_ != nullptr) metrics_->ResponseQueued(arrival_, now, total_bytes());
+    // An error's body is the ErrorStatusPB that RespondFailure/RespondApplicationError made.
+    rpcz_entry_.MarkResponded(now, is_error ? static_cast<const ErrorStatusPB*>(&body) : nullptr);
+  }
+  // From here the connection (or its reactor) owns this call.
+  Connection* conn = connection_.get();
+  Reactor* reactor = conn->reactor();
+  if (!reactor->IsCurrentThread() && conn->TryWriteLoneResponse(this)) return;
+  reactor->QueueResponse(this);
+}
+
+void InboundCall::TransferDone() {
+  rpcz_entry_.Finish(/*sent=*/true);
+  connection_->InboundCallDone();
+  delete this;
+}
+
+void InboundCall::TransferAborted(const Status& status) {
+  VLOG(1) << "response to call " << call_id() << " from " << remote_address().ToString()
+          << " not sent: " << status.ToString();
+  rpcz_entry_.Finish(/*sent=*/false);
+  connection_->InboundCallDone();
+  delete this;
+}
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,117 @@
+// InboundCall: one request received by a server, from the frame's arrival until its response has
+// been written. The reactor makes it (arrival time and deadline are fixed then, once), the service
+// pool queues it and a worker runs it; Respond*() serializes the response on the calling thread
+// and hands the call back to its connection's reactor, which writes it and then deletes it.
+// One thread at a time owns it, as it moves along that path.
+#pragma once
+
+#include <google/protobuf/message.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rpc/observe/rpcz_store.h"
+#include "rpc/rpc_header.pb.h"
+#include "rpc/transport/outbound_transfer.h"
+#include "util/block.h"
+#include "util/monotime.h"
+#include "util/ref_counted.h"
+#include "util/sockaddr.h"
+#include "util/status.h"
+
+namespace rrpc::rpc {
+
+class Connection;
+struct MethodMetrics;
+struct RpcMethodInfo;
+
+class InboundCall final : public OutboundTransfer {
+ public:
+  // When the calling thread last responded to a call, if it read the clock to do so; the worker
+  // uses it to end handler_time_us without reading the clock again. Per thread.
+  static MonoTime& LastRespondTimeOnThisThread();
+
+  explicit InboundCall(scoped_refptr<Connection> connection);
+  ~InboundCall() override;
+
+  // Reactor thread. Parses the frame's header and finds the body and sidecars (kept by reference
+  // into the frame's block). Fixes the deadline: arrival + the header's timeout. The header is
+  // parsed into a message reused by the thread, so a call allocates nothing for it; what the call
+  // needs later is copied out. InvalidArgument when the header names no method.
+  Status ParseFrom(BlockSlice frame, MonoTime arrival);
+
+  int32_t call_id() const { return call_id_; }
+  // The names the caller sent. Until set_method() they point into the reactor's reused header and
+  // are valid only until the reactor parses its next frame (the service pool routes the call, or
+  // answers it, before that); from set_method() on they are the registered service's and method's
+  // own names.
+  const std::string& service_name() const { return *service_name_; }
+  const std::string& method_name() const { return *method_name_; }
+  Slice serialized_request() const { return body_; }
+  size_t num_inbound_sidecars() const { return inbound_sidecars_.size(); }
+  Slice inbound_sidecar(size_t i) const { return inbound_sidecars_[i]; }
+  // The same bytes, sharing the frame's block: keeps them alive without a copy (e.g. to echo
+  // them back as a response sidecar, or to keep a value after the call).
+  BlockSlice inbound_sidecar_block(size_t i) const {
+    return BlockSlice{frame_block_, inbound_sidecars_[i]};
+  }
+  const Sockaddr& remote_address() const;
+  Connection* connection() const { return connection_.get(); }
+
+  MonoTime arrival_time() const { return arrival_; }
+  // Computed once at arrival and cached: MonoTime::Max() when the client set no timeout.
+  MonoTime deadline() const { return deadline_; }
+
+  // The method this call runs, set by the service pool when it resolves the names.
+  void set_method(const std::string& service_name, const RpcMethodInfo* method);
+  const RpcMethodInfo* method() const { return method_; }
+  // The method's metrics (nullptr: none), set along with the method; Respond*() records there.
+  void set_metrics(MethodMetrics* metrics) { metrics_ = metrics; }
+  MethodMetrics* metrics() const { return metrics_; }
+  // Bytes of the request frame, its length prefix included.
+  size_t frame_bytes() const { return frame_bytes_; }
+
+  // Timeline, for metrics and /rpcz.
+  void RecordHandlingStarted() {
+    handling_started_ = MonoTime::Now();
+    rpcz_entry_.MarkStarted(handling_started_);
+  }
+  MonoTime handling_started() const { return handling_started_; }
+  // The call's part of the /rpcz store (rpcz_store.h).
+  RpczCallEntry* rpcz_entry() { return &rpcz_entry_; }
+
+  int AddOutboundSidecar(BlockSlice sidecar);
+
+  // Any thread, once. Serialize the response (or error) and pass the call to the reactor, which
+  // owns it from then on.
+  void RespondSuccess(const google::protobuf::MessageLite& response);
+  void RespondFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status);
+  void RespondApplicationError(const Status& status);
+
+  // OutboundTransfer: the response has been written, or the connection is gone.
+  void TransferDone() override;
+  void TransferAborted(const Status& status) override;
+
+ private:
+  void Respond(const google::protobuf::MessageLite& body, bool is_error);
+
+  scoped_refptr<Connection> connection_;
+  int32_t call_id_ = 0;
+  const std::string* service_name_ = nullptr;
+  const std::string* method_name_ = nullptr;
+  BlockRef frame_block_;  // keeps body_ and inbound_sidecars_ alive
+  Slice body_;
+  std::vector<Slice> inbound_sidecars_;
+  std::vector<BlockSlice> outbound_sidecars_;
+  MonoTime arrival_;
+  MonoTime deadline_ = MonoTime::Max();
+  MonoTime handling_started_;
+  const RpcMethodInfo* method_ = nullptr;
+  MethodMetrics* metrics_ = nullptr;
+  size_t frame_bytes_ = 0;
+  // Last member: destroyed first, so /rpcz never sees a call whose header is gone.
+  RpczCallEntry rpcz_entry_;
+};
+
+}  // namespace rrpc::rpc

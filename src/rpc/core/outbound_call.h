@@ -1,0 +1,103 @@
+// OutboundCall: one client call from the proxy to its response. The caller's thread serializes
+// the request (Serialize); the reactor queues it on a connection, tracks it by call id and
+// finishes it exactly once: response, error, timeout or connection failure. Finishing fills the
+// RpcController and runs the callback, on the reactor thread.
+//
+// Reference counted: the reactor holds one reference while the call awaits its response and the
+// write queue another while its bytes are unsent, so a call that times out halfway through being
+// written stays alive until its frame is complete on the wire.
+#pragma once
+
+#include <ev.h>
+#include <google/protobuf/message.h>
+
+#include <memory>
+#include <string>
+
+#include "rpc/proxy.h"
+#include "rpc/rpc_header.pb.h"
+#include "rpc/transport/outbound_transfer.h"
+#include "util/monotime.h"
+#include "util/ref_counted.h"
+#include "util/sockaddr.h"
+
+namespace rrpc::rpc {
+
+class RpcController;
+class Reactor;
+struct ClientMethodMetrics;
+
+class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTransfer {
+ public:
+  OutboundCall(const Sockaddr& remote, const std::string& service_name,
+               const std::string& method_name, google::protobuf::Message* response,
+               RpcController* controller, ResponseCallback callback);
+  ~OutboundCall() override;
+
+  // Caller thread: builds the frame. `call_id` is unique per messenger. Fails when the request
+  // exceeds `max_message_size`.
+  Status Serialize(const google::protobuf::Message& request, int32_t call_id,
+                   size_t max_message_size);
+
+  // Caller thread, before Serialize(): where Finish records the outcome (nullptr: nowhere).
+  void set_metrics(ClientMethodMetrics* metrics) { metrics_ = metrics; }
+
+  int32_t call_id() const { return call_id_; }
+  const Sockaddr& remote() const { return remote_; }
+  const std::string& method_name() const { return method_name_; }
+  MonoTime deadline() const;
+  bool finished() const { return state_ == State::kFinished; }
+
+  // Reactor thread. Starts the timeout timer on `reactor`'s loop. `on_timeout` runs on the
+  // reactor when the deadline passes first; it must untrack the call and then call
+  // FinishTimedOut().
+  void StartTimer(struct ev_loop* loop, void (*on_timeout)(OutboundCall* call, void* arg),
+                  void* arg);
+  // Reactor thread. Each finishes the call (if not finished yet) and runs the callback.
+  // `received_at`: when the reactor read the response (saves a clock read).
+  void FinishWithResponse(BlockSlice frame, const ResponseHeader& header, Slice body, Slice tail,
+                          MonoTime received_at);
+  void FinishWithError(const Status& status);
+  void FinishTimedOut();
+  // Caller thread, before the call reached any reactor (e.g. messenger shut down).
+  void FailBeforeSend(const Status& status);
+
+  // OutboundTransfer.
+  void TransferDone() override;
+  void TransferAborted(const Status& status) override;
+
+  // A finished call whose frame has not started out need not be sent.
+  bool cancelled() const override { return state_ == State::kFinished && !started(); }
+  // Reactor thread: the deadline passed while the frame was half written. The rest of the frame
+  // must still go out (the stream would be corrupt otherwise), but the caller must not wait for
+  // a peer that may never read it: the unsent borrowed sidecars are copied, so the call can
+  // finish (timed out) now and the caller may free them.
+  void DetachUnsentPayload() { CopyUnsentBorrowedSidecars(); }
+
+ private:
+  enum class State { kCreated, kSerialized, kFinished };
+  void Finish(Status status, std::unique_ptr<ErrorStatusPB> error);
+  static void OnTimerFired(struct ev_loop* loop, ev_timer* timer, int revents);
+
+  const Sockaddr remote_;
+  // Used only by Serialize(), on the caller's thread, while the caller's string is alive.
+  const std::string* service_name_;
+  const std::string method_name_;  // short names stay in the string's inline buffer
+  google::protobuf::Message* response_;
+  RpcController* controller_;
+  ResponseCallback callback_;
+  int32_t call_id_ = 0;
+  State state_ = State::kCreated;
+  MonoTime sent_at_;
+  MonoTime received_at_;                    // unset unless a response arrived
+  ClientMethodMetrics* metrics_ = nullptr;  // owned by the messenger
+
+  // Timer state: reactor thread only.
+  struct ev_loop* loop_ = nullptr;
+  ev_timer timer_;
+  bool timer_active_ = false;
+  void (*on_timeout_)(OutboundCall*, void*) = nullptr;
+  void* on_timeout_arg_ = nullptr;
+};
+
+}  // namespace rrpc::rpc

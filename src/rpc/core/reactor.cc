@@ -1,0 +1,378 @@
+#include "rpc/core/reactor.h"
+
+#include <cerrno>
+
+#include "rpc/core/connection.h"
+#include "rpc/core/inbound_call.h"
+#include "rpc/core/outbound_call.h"
+#include "rpc/messenger.h"
+#include "rpc/observe/rpc_metrics.h"
+#include "util/countdown_latch.h"
+#include "util/thread.h"
+
+namespace rrpc::rpc {
+
+namespace {
+// Set on each reactor thread for its lifetime.
+thread_local Reactor* tls_current_reactor = nullptr;
+// Accepts per readable event on the listener before serving other events.
+constexpr int kMaxAcceptsPerEvent = 64;
+}  // namespace
+
+Reactor::Reactor(Messenger* messenger, int index)
+    : messenger_(messenger), index_(index), metrics_(messenger->metrics()) {
+  loop_ = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
+  CHECK(loop_ != nullptr) << "ev_loop_new failed";
+  ev_set_userdata(loop_, this);
+}
+
+Reactor::~Reactor() {
+  Shutdown();
+  ev_loop_destroy(loop_);
+}
+
+const MessengerOptions& Reactor::options() const { return messenger_->options(); }
+
+Status Reactor::Start() {
+  ev_async_init(&async_watcher_, &Reactor::OnAsync);
+  async_watcher_.data = this;
+  ev_async_start(loop_, &async_watcher_);
+  ev_prepare_init(&prepare_watcher_, &Reactor::OnPrepare);
+  prepare_watcher_.data = this;
+  ev_prepare_start(loop_, &prepare_watcher_);
+  if (metrics_ != nullptr) {
+    ev_check_init(&check_watcher_, &Reactor::OnCheck);
+    check_watcher_.data = this;
+    ev_set_priority(&check_watcher_, EV_MAXPRI);  // first after waking: time every callback
+    ev_check_start(loop_, &check_watcher_);
+  }
+  const double scan = options().idle_scan_period.ToSeconds();
+  ev_timer_init(&idle_timer_, &Reactor::OnIdleScan, scan, scan);
+  idle_timer_.data = this;
+  ev_timer_start(loop_, &idle_timer_);
+  CountDownLatch started(1);
+  RRPC_ASSIGN_OR_RETURN(
+      thread_, StartThread("reactor", messenger_->name() + "-reactor-" + std::to_string(index_),
+                           [this, &started] {
+                             tls_current_reactor = this;
+                             started.CountDown();
+                             RunLoop();
+                           }));
+  started.Wait();
+  return Status::OK();
+}
+
+void Reactor::StartAccepting(Socket listener) {
+  auto watching = std::make_shared<CountDownLatch>(1);
+  auto sock = std::make_shared<Socket>(std::move(listener));
+  RunOnReactor([this, sock, watching] {
+    listener_ = std::move(*sock);
+    ev_io_init(&accept_watcher_, &Reactor::OnAccept, listener_.fd(), EV_READ);
+    accept_watcher_.data = this;
+    ev_io_start(loop_, &accept_watcher_);
+    watching->CountDown();
+  });
+  watching->Wait();
+}
+
+void Reactor::StopAccepting() {
+  CHECK(!IsCurrentThread()) << "a reactor cannot wait for itself";
+  auto closed = std::make_shared<CountDownLatch>(1);
+  RunOnReactor([this, closed] {
+    if (listener_.valid()) {
+      ev_io_stop(loop_, &accept_watcher_);
+      listener_.Close();
+    }
+    closed->CountDown();
+  });
+  // A reactor already shut down never runs the task (nor accepts); don't wait for it then.
+  while (!closed->WaitFor(MonoDelta::FromMilliseconds(100))) {
+    if (stopped_.load()) return;
+  }
+}
+
+void Reactor::RunLoop() {
+  ev_run(loop_, 0);
+  VLOG(1) << "reactor " << index_ << " stopped";
+}
+
+void Reactor::Shutdown() {
+  if (!thread_.joinable()) return;
+  CHECK(!IsCurrentThread()) << "a reactor cannot shut itself down";
+  RunOnReactor([this] {
+    CloseAll(Status::Aborted("messenger shutting down"));
+    if (listener_.valid()) {
+      ev_io_stop(loop_, &accept_watcher_);
+      listener_.Close();
+    }
+    ev_break(loop_, EVBREAK_ALL);
+  });
+  thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    accepting_work_ = false;
+  }
+  // Work queued while the loop was stopping: fail it here. Nothing more can be queued.
+  DrainIncomingWork();
+}
+
+Reactor* Reactor::Current() { return tls_current_reactor; }
+
+void Reactor::WakeUp() { ev_async_send(loop_, &async_watcher_); }
+
+void Reactor::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
+  if (IsCurrentThread()) {
+    // A callback issuing the next call: no queue, no wakeup, same connection.
+    AssignOutboundCall(std::move(call));
+    return;
+  }
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (accepting_work_) {
+      incoming_calls_.push_back(std::move(call));
+      wake = !wakeup_pending_;
+      wakeup_pending_ = true;
+    }
+  }
+  if (call) {  // not queued (moved-from is null): the reactor is gone
+    call->FailBeforeSend(Status::Aborted("messenger shut down"));
+    return;
+  }
+  if (wake) WakeUp();
+}
+
+void Reactor::QueueResponse(InboundCall* call) {
+  if (IsCurrentThread()) {
+    call->connection()->QueueResponse(call);
+    return;
+  }
+  bool wake = false;
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (accepting_work_) {
+      incoming_responses_.push_back(call);
+      queued = true;
+      wake = !wakeup_pending_;
+      wakeup_pending_ = true;
+    }
+  }
+  if (!queued) {
+    call->TransferAborted(Status::Aborted("messenger shut down"));
+    return;
+  }
+  if (wake) WakeUp();
+}
+
+void Reactor::RunOnReactor(std::function<void()> task) {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!accepting_work_) return;  // the reactor is gone: nothing would run it
+    incoming_tasks_.push_back(std::move(task));
+    wake = !wakeup_pending_;
+    wakeup_pending_ = true;
+  }
+  if (wake) WakeUp();
+}
+
+std::vector<ConnectionInfo> Reactor::DumpConnections() {
+  std::vector<ConnectionInfo> out;
+  if (stopped_.load()) return out;
+  auto done_ptr = std::make_shared<CountDownLatch>(1);
+  auto out_ptr = std::make_shared<std::vector<ConnectionInfo>>();
+  RunOnReactor([this, out_ptr, done_ptr] {
+    std::vector<ConnectionInfo>& out = *out_ptr;
+    const MonoTime now = MonoTime::Now();
+    for (const auto& [raw, conn] : connections_) {
+      ConnectionInfo info;
+      info.remote = conn->remote().ToString();
+      info.direction = conn->direction() == Connection::Direction::kClient ? "client" : "server";
+      switch (conn->state()) {
+        case Connection::State::kConnecting:
+          info.state = "connecting";
+          break;
+        case Connection::State::kNegotiating:
+          info.state = "negotiating";
+          break;
+        case Connection::State::kOpen:
+          info.state = "open";
+          break;
+        case Connection::State::kClosed:
+          info.state = "closed";
+          break;
+      }
+      info.transport = conn->transport_name();
+      info.reactor = index_;
+      info.bytes_received = conn->bytes_received();
+      info.bytes_sent = conn->bytes_sent();
+      info.calls_in_flight = conn->calls_in_flight();
+      info.reads_paused = conn->reads_paused();
+      info.age_seconds = (now - conn->created()).ToSeconds();
+      out.push_back(std::move(info));
+    }
+    done_ptr->CountDown();
+  });
+  // Bounded: a reactor shutting down may drop the task; the shared state outlives us then.
+  if (done_ptr->WaitFor(MonoDelta::FromSeconds(5))) out = std::move(*out_ptr);
+  return out;
+}
+
+void Reactor::OnAsync(struct ev_loop*, ev_async* w, int) {
+  static_cast<Reactor*>(w->data)->DrainIncomingWork();
+}
+
+void Reactor::DrainIncomingWork() {
+  std::vector<scoped_refptr<OutboundCall>> calls;
+  std::vector<InboundCall*> responses;
+  std::vector<std::function<void()>> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls.swap(incoming_calls_);
+    responses.swap(incoming_responses_);
+    tasks.swap(incoming_tasks_);
+    wakeup_pending_ = false;
+  }
+  const bool running = IsCurrentThread();
+  for (InboundCall* call : responses) {
+    if (running) {
+      call->connection()->QueueResponse(call);
+    } else {
+      call->TransferAborted(Status::Aborted("messenger shut down"));
+    }
+  }
+  for (auto& call : calls) {
+    if (running) {
+      AssignOutboundCall(std::move(call));
+    } else {
+      call->FinishWithError(Status::Aborted("messenger shut down"));
+    }
+  }
+  for (auto& task : tasks) {
+    if (running) task();
+  }
+}
+
+void Reactor::AssignOutboundCall(scoped_refptr<OutboundCall> call) {
+  if (stopped_.load(std::memory_order_relaxed)) {
+    call->FinishWithError(Status::Aborted("messenger shutting down"));
+    return;
+  }
+  auto it = client_connections_.find(call->remote());
+  Connection* conn = it == client_connections_.end() ? nullptr : it->second;
+  if (conn == nullptr) {
+    Result<Socket> sock = Socket::CreateTcp(call->remote().family());
+    Status s = sock.ok() ? sock->ConnectNonBlocking(call->remote()) : sock.status();
+    if (!s.ok()) {
+      call->FinishWithError(s);
+      return;
+    }
+    scoped_refptr<Connection> fresh(new Connection(this, Connection::Direction::kClient,
+                                                   std::move(sock).value(), call->remote()));
+    conn = fresh.get();
+    connections_.emplace(conn, std::move(fresh));
+    client_connections_.emplace(call->remote(), conn);
+    conn->Start();
+  }
+  conn->QueueOutboundCall(std::move(call));
+}
+
+void Reactor::OnAccept(struct ev_loop*, ev_io* w, int) {
+  static_cast<Reactor*>(w->data)->AcceptConnections();
+}
+
+void Reactor::AcceptConnections() {
+  for (int i = 0; i < kMaxAcceptsPerEvent; i++) {
+    Socket sock;
+    Sockaddr peer;
+    Status s = listener_.Accept(&sock, &peer);
+    if (!s.ok()) {
+      if (s.posix_code() != EAGAIN && s.posix_code() != EWOULDBLOCK) {
+        LOG(WARNING) << "reactor " << index_ << ": " << s.ToString();
+      }
+      return;
+    }
+    scoped_refptr<Connection> conn(
+        new Connection(this, Connection::Direction::kServer, std::move(sock), peer));
+    Connection* raw = conn.get();
+    connections_.emplace(raw, std::move(conn));
+    raw->Start();
+  }
+}
+
+void Reactor::ScheduleFlush(Connection* conn) { flush_list_.push_back(conn); }
+
+void Reactor::OnPrepare(struct ev_loop*, ev_prepare* w, int) {
+  auto* reactor = static_cast<Reactor*>(w->data);
+  reactor->FlushScheduled();
+  if (reactor->metrics_ != nullptr) reactor->RecordBusyTime();
+}
+
+void Reactor::OnCheck(struct ev_loop*, ev_check* w, int) {
+  static_cast<Reactor*>(w->data)->busy_since_ = MonoTime::Now();
+}
+
+void Reactor::RecordBusyTime() {
+  // From waking (check) to about to block (prepare, after the flushes): two clock reads per loop
+  // iteration, however many events it handled.
+  if (busy_since_.ToNanoseconds() == 0) return;  // the first iteration has not waited yet
+  const int64_t ns = busy_ns_carry_ + (MonoTime::Now() - busy_since_).ToNanoseconds();
+  busy_ns_carry_ = ns % 1000;
+  if (ns >= 1000) metrics_->reactor_busy_time_us->IncrementBy(ns / 1000);
+}
+
+void Reactor::FlushScheduled() {
+  // A flush can finish calls whose callbacks queue more work; loop until quiet.
+  while (!flush_list_.empty()) {
+    std::vector<Connection*> batch;
+    batch.swap(flush_list_);
+    for (Connection* conn : batch) {
+      // Closed connections may be gone from connections_; only flush live ones.
+      if (connections_.count(conn) != 0) conn->Flush();
+    }
+  }
+}
+
+void Reactor::OnIdleScan(struct ev_loop*, ev_timer* w, int) {
+  static_cast<Reactor*>(w->data)->CloseIdleConnections();
+}
+
+void Reactor::CloseIdleConnections() {
+  if (options().idle_timeout == MonoDelta::Max()) return;
+  const MonoTime now = MonoTime::Now();
+  const MonoTime cutoff = now - options().idle_timeout;
+  std::vector<scoped_refptr<Connection>> idle, stalled;
+  for (const auto& [raw, conn] : connections_) {
+    if (!conn->is_open()) continue;
+    if (conn->IsIdle() && conn->last_activity() < cutoff) idle.push_back(conn);
+    if (conn->IsWriteStalledSince(cutoff)) stalled.push_back(conn);
+  }
+  for (auto& conn : idle) {
+    conn->Shutdown(Status::NetworkError("connection idle for longer than " +
+                                        options().idle_timeout.ToString()));
+  }
+  for (auto& conn : stalled) {
+    LOG(WARNING) << "closing connection to " << conn->remote().ToString()
+                 << ": the peer read nothing for longer than " << options().idle_timeout.ToString();
+    conn->Shutdown(Status::NetworkError("peer stopped reading for longer than " +
+                                        options().idle_timeout.ToString()));
+  }
+}
+
+void Reactor::ConnectionClosed(Connection* conn) {
+  auto it = client_connections_.find(conn->remote());
+  if (it != client_connections_.end() && it->second == conn) client_connections_.erase(it);
+  connections_.erase(conn);
+}
+
+void Reactor::CloseAll(const Status& reason) {
+  std::vector<scoped_refptr<Connection>> all;
+  all.reserve(connections_.size());
+  for (const auto& [raw, conn] : connections_) all.push_back(conn);
+  for (auto& conn : all) conn->Shutdown(reason);
+  flush_list_.clear();
+  stopped_.store(true);
+}
+
+}  // namespace rrpc::rpc

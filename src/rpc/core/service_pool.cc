@@ -1,0 +1,196 @@
+#include "rpc/core/service_pool.h"
+
+#include "rpc/core/connection.h"
+#include "rpc/core/message_cache.h"
+#include "rpc/core/reactor.h"
+#include "rpc/observe/rpc_metrics.h"
+#include "rpc/rpc_context.h"
+#include "rpc/service_if.h"
+#include "util/spin_wait.h"
+#include "util/thread.h"
+
+namespace rrpc::rpc {
+
+ServicePool::ServicePool(ServicePoolOptions options)
+    : options_(std::move(options)),
+      // Workers inherit the creating thread's CPU affinity, so this thread's answer is theirs.
+      queue_(options_.queue_length,
+             PollingCanPayOnThisThread() ? options_.worker_idle_spin : MonoDelta()) {}
+
+ServicePool::~ServicePool() { Shutdown(); }
+
+Status ServicePool::RegisterService(std::unique_ptr<ServiceIf> service) {
+  if (started_.load()) return Status::IllegalState("services must be registered before start");
+  const std::string name = service->service_name();
+  auto [it, inserted] = services_.emplace(name, std::move(service));
+  if (!inserted) return Status::AlreadyPresent("service already registered", name);
+  if (options_.metrics != nullptr) {
+    for (auto& [method_name, info] : it->second->methods_) {
+      info->metrics = options_.metrics->ServerMethod(name, info->method_name);
+    }
+  }
+  return Status::OK();
+}
+
+Status ServicePool::Start() {
+  if (started_.exchange(true)) return Status::OK();
+  for (int i = 0; i < options_.num_workers; i++) {
+    RRPC_ASSIGN_OR_RETURN(std::thread t,
+                          StartThread("worker", options_.name + "-worker-" + std::to_string(i),
+                                      [this] { RunWorker(); }));
+    workers_.push_back(std::move(t));
+  }
+  return Status::OK();
+}
+
+void ServicePool::Shutdown() {
+  if (shut_down_.exchange(true)) return;
+  for (InboundCall* call : queue_.Shutdown()) {
+    call->RespondFailure(ErrorStatusPB::ERROR_UNAVAILABLE,
+                         Status::ServiceUnavailable("server shutting down"));
+  }
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+}
+
+const ServiceIf* ServicePool::FindService(const std::string& name) const {
+  auto it = services_.find(name);
+  return it == services_.end() ? nullptr : it->second.get();
+}
+
+std::vector<const ServiceIf*> ServicePool::services() const {
+  std::vector<const ServiceIf*> out;
+  for (const auto& [name, service] : services_) out.push_back(service.get());
+  return out;
+}
+
+void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
+  // Responding hands the call to its reactor: from here on it is managed by hand.
+  InboundCall* raw = call.release();
+  const ServiceIf* service = FindService(raw->service_name());
+  if (service == nullptr) {
+    stats_.no_such_method.fetch_add(1, std::memory_order_relaxed);
+    if (options_.metrics != nullptr) options_.metrics->no_such_method->Increment();
+    raw->RespondFailure(ErrorStatusPB::ERROR_NO_SUCH_SERVICE,
+                        Status::NotFound("no such service: " + raw->service_name()));
+    return;
+  }
+  const RpcMethodInfo* method = service->FindMethod(raw->method_name());
+  if (method == nullptr) {
+    stats_.no_such_method.fetch_add(1, std::memory_order_relaxed);
+    if (options_.metrics != nullptr) options_.metrics->no_such_method->Increment();
+    raw->RespondFailure(
+        ErrorStatusPB::ERROR_NO_SUCH_METHOD,
+        Status::NotFound("no such method: " + raw->service_name() + "." + raw->method_name()));
+    return;
+  }
+  raw->set_method(service->service_name(), method);
+  if (method->metrics != nullptr) {
+    raw->set_metrics(method->metrics);
+    method->metrics->CallRouted(raw->frame_bytes());
+  }
+  TrackInRpcz(raw);
+  if (refusing_calls_.load(std::memory_order_acquire)) {
+    // Tracked first, so a drain waiting for the calls in flight also waits for this answer.
+    raw->RespondFailure(ErrorStatusPB::ERROR_UNAVAILABLE,
+                        Status::ServiceUnavailable("server shutting down"));
+    return;
+  }
+  if (method->run_inline) {
+    // On this reactor thread, now: a response it gives at once is flushed with this read's batch.
+    RunCall(raw);
+    return;
+  }
+  InboundCall* evicted = nullptr;
+  switch (queue_.Put(raw, &evicted)) {
+    case decltype(queue_)::PutResult::kHandedOff:
+    case decltype(queue_)::PutResult::kQueued:
+      return;
+    case decltype(queue_)::PutResult::kQueuedEvictedOther:
+      raw = evicted;  // refuse the one with the latest deadline instead
+      [[fallthrough]];
+    case decltype(queue_)::PutResult::kRejected:
+      stats_.rejected_too_busy.fetch_add(1, std::memory_order_relaxed);
+      if (options_.metrics != nullptr) options_.metrics->service_queue_overflows->Increment();
+      raw->RespondFailure(
+          ErrorStatusPB::ERROR_SERVER_TOO_BUSY,
+          Status::ServiceUnavailable("server too busy: service queue of " +
+                                     std::to_string(options_.queue_length) + " calls is full"));
+      return;
+    case decltype(queue_)::PutResult::kShutdown:
+      raw->RespondFailure(ErrorStatusPB::ERROR_UNAVAILABLE,
+                          Status::ServiceUnavailable("server shutting down"));
+      return;
+  }
+}
+
+void ServicePool::TrackInRpcz(InboundCall* call) {
+  RpczCallInfo info;
+  info.method_key = call->method();
+  info.service = call->service_name();
+  info.method = call->method_name();
+  info.peer = &call->remote_address();
+  info.call_id = call->call_id();
+  info.arrival = call->arrival_time();
+  // The reactor's own stripe: reactors never share a stripe's mutex.
+  rpcz_store_.Track(call->rpcz_entry(), info,
+                    static_cast<size_t>(call->connection()->reactor()->index()));
+}
+
+void ServicePool::RunWorker() {
+  MessengerMetrics* const metrics = options_.metrics;
+  while (true) {
+    decltype(queue_)::WaitReport wait;
+    InboundCall* call = queue_.BlockingGet(&wait);
+    if (metrics != nullptr && wait.polled) {
+      metrics->worker_idle_polls->Increment();
+      if (wait.poll_hit) metrics->worker_idle_poll_hits->Increment();
+    }
+    if (call == nullptr) return;
+    RunCall(call);
+  }
+}
+
+void ServicePool::RunCall(InboundCall* call) {
+  call->RecordHandlingStarted();
+  MethodMetrics* const metrics = call->metrics();  // read now: the handler may delete the call
+  const MonoTime started = call->handling_started();
+  if (metrics != nullptr) {
+    metrics->queue_time_us->Record(MethodMetrics::ElapsedMicros(call->arrival_time(), started));
+  }
+  if (call->handling_started() > call->deadline()) {
+    stats_.expired_in_queue.fetch_add(1, std::memory_order_relaxed);
+    if (metrics != nullptr) metrics->messenger->calls_expired_in_queue->Increment();
+    call->RespondFailure(
+        ErrorStatusPB::ERROR_TIMED_OUT,
+        Status::TimedOut("call expired in the service queue after " +
+                         (call->handling_started() - call->arrival_time()).ToString()));
+    return;
+  }
+  const RpcMethodInfo* method = call->method();
+  std::unique_ptr<google::protobuf::Message> request =
+      MessageCache::Take(*method->request_prototype);
+  const Slice body = call->serialized_request();
+  if (!request->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+    stats_.invalid_requests.fetch_add(1, std::memory_order_relaxed);
+    call->RespondFailure(
+        ErrorStatusPB::ERROR_INVALID_REQUEST,
+        Status::InvalidArgument("request does not parse as " + request->GetTypeName(),
+                                request->InitializationErrorString()));
+    return;
+  }
+  std::unique_ptr<google::protobuf::Message> response =
+      MessageCache::Take(*method->response_prototype);
+  auto* context =
+      new RpcContext(std::unique_ptr<InboundCall>(call), std::move(request), std::move(response));
+  MonoTime& responded_at = InboundCall::LastRespondTimeOnThisThread();
+  responded_at = MonoTime();
+  method->handler(context->request(), context->response(), context);
+  if (metrics != nullptr) {
+    // A handler that answered inline ends at its response (already timed); others at return.
+    const MonoTime end = responded_at != MonoTime() ? responded_at : MonoTime::Now();
+    metrics->handler_time_us->Record(MethodMetrics::ElapsedMicros(started, end));
+  }
+}
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,94 @@
+// ServicePool: the services a messenger serves and the workers that run their handlers. A reactor
+// resolves each InboundCall's method at arrival (unknown ones are answered at once) and puts it in
+// the bounded service queue, ordered earliest-deadline-first; an idle worker takes it directly.
+// A full queue refuses the call with the latest deadline (retriable ERROR_SERVER_TOO_BUSY); a
+// call whose deadline passed while queued is answered ERROR_TIMED_OUT without running. Methods
+// marked run_inline skip the queue: the reactor runs them on the spot.
+// Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "rpc/core/inbound_call.h"
+#include "rpc/observe/rpcz_store.h"
+#include "util/deadline_queue.h"
+#include "util/status.h"
+
+namespace rrpc::rpc {
+
+class MessengerMetrics;
+class ServiceIf;
+
+struct ServicePoolOptions {
+  std::string name = "rrpc";
+  int num_workers = 2;
+  size_t queue_length = 64;
+  // How long an idle worker polls for the next call before it sleeps (DeadlineQueue).
+  MonoDelta worker_idle_spin;
+  // The messenger's metrics (it owns them and outlives the pool); nullptr: none.
+  MessengerMetrics* metrics = nullptr;
+};
+
+// Counters of the pool's rare outcomes; read them any time (relaxed). Per-call counts live in the
+// striped metrics (rpc_metrics.h): a shared atomic bumped by every reactor on every call would
+// bounce its cache line between cores.
+struct ServicePoolStats {
+  std::atomic<uint64_t> rejected_too_busy{0};
+  std::atomic<uint64_t> expired_in_queue{0};
+  std::atomic<uint64_t> no_such_method{0};
+  std::atomic<uint64_t> invalid_requests{0};
+};
+
+class ServicePool {
+ public:
+  explicit ServicePool(ServicePoolOptions options);
+  ~ServicePool();
+
+  // Before Start().
+  Status RegisterService(std::unique_ptr<ServiceIf> service);
+  Status Start();
+  // Stops the workers after they finish the handler they run; calls still queued are answered
+  // ERROR_UNAVAILABLE. Idempotent.
+  void Shutdown();
+  // From now on calls that arrive are answered at once with retriable ERROR_UNAVAILABLE ("server
+  // shutting down"); calls already queued or running go on. For a graceful drain. Any thread.
+  void RefuseNewCalls() { refusing_calls_.store(true, std::memory_order_release); }
+
+  // Reactor thread: routes one parsed call. Errors are answered here, inline methods run here;
+  // the rest is queued.
+  void QueueInboundCall(std::unique_ptr<InboundCall> call);
+
+  const ServiceIf* FindService(const std::string& name) const;
+  std::vector<const ServiceIf*> services() const;
+  const ServicePoolStats& stats() const { return stats_; }
+  size_t queue_size() const { return queue_.size(); }
+  // The calls in flight and the recent slow and failed ones, for /rpcz.
+  RpczStore* rpcz_store() { return &rpcz_store_; }
+
+ private:
+  struct CallDeadline {
+    MonoTime operator()(const InboundCall* call) const { return call->deadline(); }
+  };
+  // Reactor thread: links a routed call into the /rpcz store's in-flight list.
+  void TrackInRpcz(InboundCall* call);
+  void RunWorker();
+  void RunCall(InboundCall* call);
+
+  const ServicePoolOptions options_;
+  RpczStore rpcz_store_;  // Declared before the queue and workers: outlives the calls they hold.
+  std::unordered_map<std::string, std::unique_ptr<ServiceIf>> services_;
+  DeadlineQueue<InboundCall, CallDeadline> queue_;
+  std::vector<std::thread> workers_;
+  std::atomic<bool> started_{false};
+  std::atomic<bool> shut_down_{false};
+  std::atomic<bool> refusing_calls_{false};
+  ServicePoolStats stats_;
+};
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,70 @@
+#include "rpc/core/wire_codec.h"
+
+#include <google/protobuf/io/coded_stream.h>
+
+#include <string>
+
+#include "rpc/core/constants.h"
+
+namespace rrpc::rpc {
+
+using google::protobuf::io::CodedInputStream;
+using google::protobuf::io::CodedOutputStream;
+
+Result<BlockSlice> SerializeFrameHead(const google::protobuf::MessageLite& header,
+                                      const google::protobuf::MessageLite& body,
+                                      size_t sidecar_bytes, size_t max_frame_size) {
+  const size_t header_size = header.ByteSizeLong();
+  const size_t body_size = body.ByteSizeLong();
+  const size_t head_size =
+      CodedOutputStream::VarintSize32(static_cast<uint32_t>(header_size)) + header_size +
+      CodedOutputStream::VarintSize32(static_cast<uint32_t>(body_size)) + body_size;
+  const size_t frame_size = head_size + sidecar_bytes;
+  if (frame_size > max_frame_size) {
+    return Status::InvalidArgument("message of " + std::to_string(frame_size) +
+                                   " bytes exceeds the maximum of " +
+                                   std::to_string(max_frame_size));
+  }
+  BlockRef block = Block::Allocate(kFrameLengthSize + head_size);
+  uint8_t* p = block->data();
+  EncodeBigEndian32(p, static_cast<uint32_t>(frame_size));
+  p += kFrameLengthSize;
+  p = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(header_size), p);
+  p = header.SerializeWithCachedSizesToArray(p);
+  p = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(body_size), p);
+  p = body.SerializeWithCachedSizesToArray(p);
+  DCHECK_EQ(p, block->data() + block->capacity());
+  Slice bytes(block->data(), block->capacity());
+  return BlockSlice{std::move(block), bytes};
+}
+
+namespace {
+// Reads a varint32 length and the bytes it announces from the front of `in`.
+bool ReadDelimited(Slice* in, Slice* out) {
+  CodedInputStream stream(in->data(), static_cast<int>(in->size()));
+  uint32_t len = 0;
+  if (!stream.ReadVarint32(&len)) return false;
+  const size_t varint_size = static_cast<size_t>(stream.CurrentPosition());
+  if (len > in->size() - varint_size) return false;
+  *out = in->sub(varint_size, len);
+  in->remove_prefix(varint_size + len);
+  return true;
+}
+}  // namespace
+
+Status ParseFrame(Slice frame, google::protobuf::MessageLite* header, Slice* body, Slice* tail) {
+  Slice header_bytes;
+  if (!ReadDelimited(&frame, &header_bytes)) {
+    return Status::Corruption("frame header length is malformed or exceeds the frame");
+  }
+  if (!header->ParseFromArray(header_bytes.data(), static_cast<int>(header_bytes.size()))) {
+    return Status::Corruption("frame header does not parse", header->InitializationErrorString());
+  }
+  if (!ReadDelimited(&frame, body)) {
+    return Status::Corruption("frame body length is malformed or exceeds the frame");
+  }
+  *tail = frame;
+  return Status::OK();
+}
+
+}  // namespace rrpc::rpc

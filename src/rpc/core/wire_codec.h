@@ -1,0 +1,46 @@
+// The frame codec: turns a header and a body into the bytes of one frame and back. Pure
+// functions, thread-safe. Layout (docs/wire-format.md):
+//   [4-byte big-endian length of the rest][varint32 n][n header bytes][varint32 m][m body bytes]
+//   [sidecars...]
+#pragma once
+
+#include <google/protobuf/message_lite.h>
+
+#include <cstdint>
+
+#include "rpc/transport/frame_format.h"
+#include "util/block.h"
+#include "util/slice.h"
+#include "util/status.h"
+
+namespace rrpc::rpc {
+
+// Serializes one frame's head (length prefix, header, body) into a new exactly-sized block. The
+// length prefix counts `sidecar_bytes` more, which the caller sends right after the head.
+// Fails (InvalidArgument) when the frame would exceed `max_frame_size`.
+Result<BlockSlice> SerializeFrameHead(const google::protobuf::MessageLite& header,
+                                      const google::protobuf::MessageLite& body,
+                                      size_t sidecar_bytes, size_t max_frame_size);
+
+// Splits a frame (the bytes after its length prefix) into its header, body and the tail after the
+// body (sidecars). Corruption when the varints or lengths are malformed or the header does not
+// parse. Does not parse the body: that needs the method's message type.
+Status ParseFrame(Slice frame, google::protobuf::MessageLite* header, Slice* body, Slice* tail);
+
+// Cuts `tail` into sidecars at `offsets` (from a header's sidecar_offsets). Corruption when the
+// offsets are not increasing or fall outside the tail. `out` gets one slice per offset.
+template <typename Offsets, typename Out>
+Status SplitSidecars(Slice tail, const Offsets& offsets, Out* out) {
+  const int n = offsets.size();
+  for (int i = 0; i < n; i++) {
+    uint32_t begin = offsets.Get(i);
+    uint32_t end = (i + 1 < n) ? offsets.Get(i + 1) : static_cast<uint32_t>(tail.size());
+    if (begin > end || end > tail.size()) {
+      return Status::Corruption("bad sidecar offsets in frame");
+    }
+    out->push_back(tail.sub(begin, end - begin));
+  }
+  return Status::OK();
+}
+
+}  // namespace rrpc::rpc

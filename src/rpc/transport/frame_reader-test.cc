@@ -1,0 +1,242 @@
+// Tests of FrameReader: frames cut correctly however the stream is split into reads, without
+// copying them, and bad length prefixes refused before anything of the frame is allocated.
+#include "rpc/transport/frame_reader.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "rpc/transport/frame_format.h"
+
+namespace rrpc::rpc {
+namespace {
+
+// A length-prefixed frame whose content is `n` bytes derived from `seed`.
+std::string MakeFrame(size_t n, int seed) {
+  std::string content(n, '\0');
+  for (size_t i = 0; i < n; i++) content[i] = static_cast<char>((i * 131 + seed * 7) & 0xff);
+  uint8_t prefix[kFrameLengthSize];
+  EncodeBigEndian32(prefix, static_cast<uint32_t>(n));
+  return std::string(reinterpret_cast<char*>(prefix), sizeof(prefix)) + content;
+}
+
+std::string Content(const std::string& frame) { return frame.substr(kFrameLengthSize); }
+
+// Feeds `bytes` to `reader` in reads of at most `chunk` bytes (as a socket would deliver them),
+// collecting every complete frame. Uses the reader as Connection does: writable_data() first,
+// then writable_size() for the room it made.
+Status Feed(FrameReader* reader, const std::string& bytes, size_t chunk,
+            std::vector<BlockSlice>* frames) {
+  size_t pos = 0;
+  while (pos < bytes.size()) {
+    uint8_t* dst = reader->writable_data();
+    const size_t room = reader->writable_size();
+    if (room == 0) return Status::IllegalState("reader offered no room to read into");
+    const size_t n = std::min({room, chunk, bytes.size() - pos});
+    memcpy(dst, bytes.data() + pos, n);
+    reader->Commit(n);
+    pos += n;
+    while (true) {
+      BlockSlice frame;
+      Result<bool> next = reader->NextFrame(&frame);
+      if (!next.ok()) return next.status();
+      if (!*next) break;
+      frames->push_back(std::move(frame));
+    }
+  }
+  return Status::OK();
+}
+
+std::vector<std::string> SampleFrames() {
+  // Sizes around the small read blocks used below, including ones whose prefix straddles them.
+  std::vector<std::string> frames;
+  int seed = 0;
+  for (size_t n : {1, 2, 3, 5, 13, 16, 17, 60, 61, 200, 1, 4, 1000})
+    frames.push_back(MakeFrame(n, seed++));
+  return frames;
+}
+
+class FrameReaderSplitTest : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(FrameReaderSplitTest, FramesSplitAtEveryByteBoundaryComeOutWhole) {
+  const size_t block = GetParam();
+  const std::vector<std::string> expected = SampleFrames();
+  std::string stream;
+  for (const auto& f : expected) stream += f;
+  for (size_t split = 0; split <= stream.size(); split++) {
+    FrameReader reader(1 << 20, block);
+    std::vector<BlockSlice> frames;
+    ASSERT_TRUE(Feed(&reader, stream.substr(0, split), stream.size(), &frames).ok());
+    ASSERT_TRUE(Feed(&reader, stream.substr(split), stream.size(), &frames).ok());
+    ASSERT_EQ(expected.size(), frames.size()) << "split at " << split;
+    for (size_t i = 0; i < expected.size(); i++) {
+      ASSERT_EQ(Content(expected[i]), frames[i].slice.ToString()) << "split " << split << " #" << i;
+    }
+    EXPECT_EQ(0u, reader.buffered());
+  }
+}
+
+TEST_P(FrameReaderSplitTest, FramesFedOneByteAtATimeComeOutWhole) {
+  const std::vector<std::string> expected = SampleFrames();
+  std::string stream;
+  for (const auto& f : expected) stream += f;
+  FrameReader reader(1 << 20, GetParam());
+  std::vector<BlockSlice> frames;
+  ASSERT_TRUE(Feed(&reader, stream, 1, &frames).ok());
+  ASSERT_EQ(expected.size(), frames.size());
+  // Earlier frames stay intact while the reader moves on and relocates partial frames.
+  for (size_t i = 0; i < expected.size(); i++) {
+    EXPECT_EQ(Content(expected[i]), frames[i].slice.ToString()) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ReadBlockSizes, FrameReaderSplitTest,
+                         ::testing::Values(size_t{5}, size_t{16}, size_t{64}, size_t{4096}));
+
+TEST(FrameReaderTest, ManyFramesInOneReadShareOneBlockWithoutCopies) {
+  constexpr int kFrames = 100;
+  std::string stream;
+  for (int i = 0; i < kFrames; i++) stream += MakeFrame(10 + i % 7, i);
+  FrameReader reader(1 << 20, 64 * 1024);
+  uint8_t* dst = reader.writable_data();
+  ASSERT_GE(reader.writable_size(), stream.size());
+  memcpy(dst, stream.data(), stream.size());
+  reader.Commit(stream.size());
+  std::vector<BlockSlice> frames;
+  BlockSlice frame;
+  for (int i = 0; i < kFrames + 1; i++) {
+    Result<bool> next = reader.NextFrame(&frame);
+    ASSERT_TRUE(next.ok());
+    if (!*next) break;
+    frames.push_back(frame);
+  }
+  ASSERT_EQ(static_cast<size_t>(kFrames), frames.size());
+  size_t offset = 0;
+  for (int i = 0; i < kFrames; i++) {
+    EXPECT_EQ(frames[0].block.get(), frames[i].block.get());
+    // Each frame points into the read block where its bytes were read: no copy.
+    EXPECT_EQ(dst + offset + kFrameLengthSize, frames[i].slice.data());
+    offset += kFrameLengthSize + frames[i].slice.size();
+  }
+}
+
+TEST(FrameReaderTest, FrameLargerThanTheReadBlockGetsABlockOfItsOwnSize) {
+  constexpr size_t kBlock = 64;
+  constexpr size_t kFrameSize = 10000;
+  const std::string f = MakeFrame(kFrameSize, 3);
+  FrameReader reader(1 << 20, kBlock);
+  // First read: only what fits in a read block.
+  uint8_t* dst = reader.writable_data();
+  ASSERT_EQ(kBlock, reader.writable_size());
+  memcpy(dst, f.data(), kBlock);
+  reader.Commit(kBlock);
+  BlockSlice frame;
+  Result<bool> next = reader.NextFrame(&frame);
+  ASSERT_TRUE(next.ok());
+  ASSERT_FALSE(*next);
+  // The prefix is known now: the rest of the frame has room in one contiguous block.
+  reader.writable_data();
+  EXPECT_EQ(kFrameLengthSize + kFrameSize - kBlock, reader.writable_size());
+  std::vector<BlockSlice> frames;
+  ASSERT_TRUE(Feed(&reader, f.substr(kBlock), f.size(), &frames).ok());
+  ASSERT_EQ(1u, frames.size());
+  EXPECT_EQ(Content(f), frames[0].slice.ToString());
+}
+
+TEST(FrameReaderTest, ZeroLengthPrefixIsRefused) {
+  FrameReader reader(1 << 20, 4096);
+  std::vector<BlockSlice> frames;
+  Status s = Feed(&reader, std::string(4, '\0') + "junk", 64, &frames);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_TRUE(frames.empty());
+}
+
+TEST(FrameReaderTest, OversizedPrefixIsRefusedBeforeBufferingTheFrame) {
+  constexpr size_t kMax = 1 << 20;
+  constexpr size_t kBlock = 4096;
+  for (uint32_t length : {static_cast<uint32_t>(kMax + 1), 0x7fffffffu, 0xffffffffu}) {
+    FrameReader reader(kMax, kBlock);
+    uint8_t* dst = reader.writable_data();
+    EncodeBigEndian32(dst, length);
+    reader.Commit(kFrameLengthSize);
+    BlockSlice frame;
+    Result<bool> next = reader.NextFrame(&frame);
+    ASSERT_FALSE(next.ok()) << length;
+    EXPECT_TRUE(next.status().IsInvalidArgument()) << next.status().ToString();
+    EXPECT_NE(std::string::npos, next.status().message().find(std::to_string(length)));
+    // Nothing of the frame's size was allocated: the reader still holds one small read block.
+    reader.writable_data();
+    EXPECT_LE(reader.writable_size(), kBlock) << length;
+    EXPECT_EQ(kFrameLengthSize, reader.buffered());
+  }
+}
+
+TEST(FrameReaderTest, PrefixAtExactlyTheMaximumIsAccepted) {
+  constexpr size_t kMax = 256 * 1024;
+  FrameReader reader(kMax, 4096);
+  uint8_t* dst = reader.writable_data();
+  EncodeBigEndian32(dst, kMax);
+  reader.Commit(kFrameLengthSize);
+  BlockSlice frame;
+  Result<bool> next = reader.NextFrame(&frame);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_FALSE(*next);  // waits for the body
+  reader.writable_data();
+  EXPECT_EQ(kMax, reader.writable_size());
+}
+
+TEST(FrameReaderTest, PartialPrefixAtTheEndOfABlockStillLeavesRoomToRead) {
+  constexpr size_t kBlock = 16;
+  // A 10-byte frame (14 with prefix) then 2 bytes of the next prefix fill the block exactly.
+  const std::string first = MakeFrame(10, 1);
+  const std::string second = MakeFrame(5, 2);
+  FrameReader reader(1 << 20, kBlock);
+  uint8_t* dst = reader.writable_data();
+  ASSERT_EQ(kBlock, reader.writable_size());
+  const std::string bytes = first + second.substr(0, 2);
+  ASSERT_EQ(kBlock, bytes.size());
+  memcpy(dst, bytes.data(), bytes.size());
+  reader.Commit(bytes.size());
+  BlockSlice frame;
+  ASSERT_TRUE(*reader.NextFrame(&frame));
+  ASSERT_FALSE(*reader.NextFrame(&frame));
+  EXPECT_EQ(2u, reader.buffered());
+  reader.writable_data();
+  EXPECT_GT(reader.writable_size(), 0u);
+  std::vector<BlockSlice> frames;
+  ASSERT_TRUE(Feed(&reader, second.substr(2), 64, &frames).ok());
+  ASSERT_EQ(1u, frames.size());
+  EXPECT_EQ(Content(second), frames[0].slice.ToString());
+  EXPECT_EQ(Content(first), frame.slice.ToString());
+}
+
+TEST(FrameReaderTest, DropsItsBlockWhenEveryByteIsConsumed) {
+  FrameReader reader(1 << 20, 4096);
+  std::vector<BlockSlice> frames;
+  ASSERT_TRUE(Feed(&reader, MakeFrame(20, 1) + MakeFrame(30, 2), 4096, &frames).ok());
+  ASSERT_EQ(2u, frames.size());
+  // Feed() stopped at NextFrame() == false with nothing buffered: the reader let the block go,
+  // so the frames handed out hold the only references.
+  EXPECT_EQ(0u, reader.buffered());
+  EXPECT_TRUE(frames[0].block->HasOneRef() == false);  // frames[0] and frames[1] share it
+  frames.pop_back();
+  EXPECT_TRUE(frames[0].block->HasOneRef());
+}
+
+TEST(FrameReaderTest, KeepsItsBlockWhileAFrameIsPartial) {
+  FrameReader reader(1 << 20, 4096);
+  std::vector<BlockSlice> frames;
+  const std::string second = MakeFrame(30, 2);
+  ASSERT_TRUE(Feed(&reader, MakeFrame(20, 1) + second.substr(0, 10), 4096, &frames).ok());
+  ASSERT_EQ(1u, frames.size());
+  EXPECT_EQ(10u, reader.buffered());
+  EXPECT_FALSE(frames[0].block->HasOneRef());
+  ASSERT_TRUE(Feed(&reader, second.substr(10), 4096, &frames).ok());
+  ASSERT_EQ(2u, frames.size());
+  EXPECT_EQ(Content(second), frames[1].slice.ToString());
+}
+
+}  // namespace
+}  // namespace rrpc::rpc

@@ -1,0 +1,74 @@
+#include "rpc/transport/frame_reader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "rpc/transport/frame_format.h"
+
+namespace rrpc::rpc {
+
+FrameReader::FrameReader(size_t max_frame_size, size_t read_block_size)
+    : max_frame_size_(max_frame_size), read_block_size_(read_block_size) {}
+
+uint8_t* FrameReader::writable_data() {
+  if (!block_) {
+    block_ = Block::Allocate(read_block_size_);
+    start_ = end_ = 0;
+  } else if (end_ == block_->capacity()) {
+    Relocate(read_block_size_);
+  }
+  return block_->data() + end_;
+}
+
+size_t FrameReader::writable_size() const {
+  return block_ ? block_->capacity() - end_ : read_block_size_;
+}
+
+void FrameReader::Commit(size_t n) {
+  DCHECK(block_);
+  DCHECK_LE(end_ + n, block_->capacity());
+  end_ += n;
+}
+
+Result<bool> FrameReader::NextFrame(BlockSlice* frame) {
+  const size_t available = end_ - start_;
+  if (available < kFrameLengthSize) {
+    if (available == 0) block_.reset();  // idle: hold nothing
+    return false;
+  }
+  const uint32_t length = DecodeBigEndian32(block_->data() + start_);
+  if (length == 0) return Status::Corruption("frame of length 0");
+  if (length > max_frame_size_) {
+    return Status::InvalidArgument("frame of " + std::to_string(length) +
+                                   " bytes exceeds the maximum of " +
+                                   std::to_string(max_frame_size_));
+  }
+  const size_t total = kFrameLengthSize + length;
+  if (available < total) {
+    // Make sure the whole frame fits from its start, so the next reads complete it in place.
+    if (start_ + total > block_->capacity()) Relocate(total);
+    return false;
+  }
+  frame->block = block_;
+  frame->slice = Slice(block_->data() + start_ + kFrameLengthSize, length);
+  start_ += total;
+  return true;
+}
+
+void FrameReader::Relocate(size_t needed) {
+  const size_t pending = end_ - start_;
+  const size_t capacity = std::max(needed, read_block_size_);
+  if (block_->HasOneRef() && block_->capacity() >= capacity) {
+    // Nobody else reads this block: slide the partial frame to its front.
+    memmove(block_->data(), block_->data() + start_, pending);
+  } else {
+    BlockRef fresh = Block::Allocate(capacity);
+    memcpy(fresh->data(), block_->data() + start_, pending);
+    block_ = std::move(fresh);
+  }
+  start_ = 0;
+  end_ = pending;
+}
+
+}  // namespace rrpc::rpc

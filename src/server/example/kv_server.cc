@@ -1,0 +1,44 @@
+#include "server/example/kv_server.h"
+
+#include <glog/logging.h>
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+
+namespace rrpc::kv {
+
+KvServer::KvServer(KvServerOptions options)
+    : options_(std::move(options)),
+      data_dir_(options_.base.data_dir.empty() ? "kv-data" : options_.base.data_dir),
+      base_(options_.base) {}
+
+KvServer::~KvServer() { Shutdown(); }
+
+Status KvServer::Start() {
+  if (db_) return Status::IllegalState("kv server already started");
+  rocksdb::Options db_options;
+  db_options.create_if_missing = true;
+  // Workers write concurrently; let them share one write group.
+  db_options.enable_pipelined_write = true;
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status rs = rocksdb::DB::Open(db_options, data_dir_, &db);
+  if (!rs.ok()) return Status::IOError("opening the database", rs.ToString());
+  db_.reset(db);
+  auto service = std::make_unique<KvService>(db_.get(), options_.service);
+  service_ = service.get();
+  RRPC_RETURN_NOT_OK(base_.RegisterService(std::move(service)));
+  RRPC_RETURN_NOT_OK(base_.Start());
+  LOG(INFO) << "kv server: data in " << data_dir_;
+  return Status::OK();
+}
+
+void KvServer::Shutdown() {
+  base_.Shutdown();
+  if (db_) {
+    // Workers are joined: no handler uses the database any more.
+    rocksdb::Status rs = db_->Close();
+    if (!rs.ok()) LOG(WARNING) << "closing the database: " << rs.ToString();
+    db_.reset();
+  }
+}
+
+}  // namespace rrpc::kv

@@ -1,0 +1,68 @@
+// KvService: the example storage server's RPC service, a key-value store on one RocksDB
+// database. Values of at least `sidecar_threshold` bytes are answered as response sidecars, and
+// large request values arrive as request sidecars (see kv.proto), so they are never copied into
+// or out of protobuf. Handlers run on worker threads (never reactors), several at once: the
+// service is thread-safe. The database must outlive every call (KvServer shuts the RPC server
+// down before it closes the database).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "server/example/kv.rrpc.h"
+#include "util/status.h"
+
+namespace rocksdb {
+class DB;
+}  // namespace rocksdb
+
+namespace rrpc::kv {
+
+struct KvServiceOptions {
+  // Values of at least this many bytes go back to the client as sidecars.
+  size_t sidecar_threshold = 4096;
+  // Most pairs, and about the most value bytes, one Scan answers (then has_more).
+  uint32_t max_scan_pairs = 10000;
+  size_t max_scan_bytes = 16 * 1024 * 1024;
+  // fsync the write-ahead log before acknowledging a write: acknowledged writes then survive a
+  // machine crash, not only a process crash, at the cost of one fsync per write.
+  bool sync_writes = false;
+};
+
+// Counters for tests and the curious; relaxed.
+struct KvServiceStats {
+  std::atomic<uint64_t> request_sidecar_values{0};   // values received as sidecars
+  std::atomic<uint64_t> response_sidecar_values{0};  // values sent as sidecars
+};
+
+class KvService : public KvServiceIf {
+ public:
+  // `db` is used, not owned.
+  KvService(rocksdb::DB* db, KvServiceOptions options);
+
+  void Put(const PutRequestPB* req, PutResponsePB* resp, rpc::RpcContext* context) override;
+  void Get(const GetRequestPB* req, GetResponsePB* resp, rpc::RpcContext* context) override;
+  void Delete(const DeleteRequestPB* req, DeleteResponsePB* resp,
+              rpc::RpcContext* context) override;
+  void Scan(const ScanRequestPB* req, ScanResponsePB* resp, rpc::RpcContext* context) override;
+  void Batch(const BatchRequestPB* req, BatchResponsePB* resp, rpc::RpcContext* context) override;
+
+  // Tests: runs first in every handler, on its worker (e.g. to hold a worker at a gate).
+  void set_handler_hook(std::function<void()> hook);
+  const KvServiceStats& stats() const { return stats_; }
+
+ private:
+  void RunHook();
+
+  rocksdb::DB* const db_;
+  const KvServiceOptions options_;
+  KvServiceStats stats_;
+  std::mutex hook_mu_;
+  std::function<void()> hook_;  // guarded by hook_mu_
+  std::atomic<bool> has_hook_{false};
+};
+
+}  // namespace rrpc::kv
