@@ -2,9 +2,11 @@
 
 #include "rpc/core/inbound_call.h"
 #include "rpc/core/outbound_call.h"
+#include "rpc/core/reactor.h"
 #include "rpc/core/service_pool.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/service_if.h"
+#include "rpc/transport/tcp_transport.h"
 
 namespace rrpc::rpc {
 
@@ -42,6 +44,13 @@ Status Messenger::Init() {
       metric_registry_ = owned_registry_.get();
     }
     metrics_ = std::make_unique<MessengerMetrics>(metric_registry_, options_.name);
+  }
+  transport_factory_ = options_.transport_factory;
+  if (transport_factory_ == nullptr) {
+    StreamTransportOptions stream;
+    stream.max_frame_size = options_.max_message_size;
+    stream.read_block_size = options_.read_block_size;
+    transport_factory_ = std::make_shared<TcpTransportFactory>(stream);
   }
   ServicePoolOptions pool_options;
   pool_options.name = options_.name;
@@ -117,10 +126,6 @@ void Messenger::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
   reactors_[index]->QueueOutboundCall(std::move(call));
 }
 
-void Messenger::QueueInboundCall(std::unique_ptr<InboundCall> call) {
-  service_pool_->QueueInboundCall(std::move(call));
-}
-
 int32_t Messenger::NextCallId() {
   // Wraps from INT32_MAX back to 0; ids only need to be unique among a connection's calls in
   // flight.
@@ -143,9 +148,9 @@ void Messenger::StopAccepting() {
 void Messenger::RefuseNewCalls() { service_pool_->RefuseNewCalls(); }
 
 size_t Messenger::inbound_calls_in_flight() const {
-  // The rpcz store already links every routed call until its response is written; counting
-  // there costs the call path nothing more.
-  return service_pool_->rpcz_store()->ListInFlight(0).total;
+  int64_t total = 0;
+  for (const auto& reactor : reactors_) total += reactor->inbound_calls_in_flight();
+  return total > 0 ? static_cast<size_t>(total) : 0;
 }
 
 bool Messenger::WaitForInboundCallsDone(MonoTime deadline) const {

@@ -25,8 +25,10 @@ namespace rrpc::rpc {
 class InboundCall;
 class MessengerMetrics;
 class OutboundCall;
+class Reactor;
 class ServiceIf;
 class ServicePool;
+class TransportFactory;
 
 class Messenger : public std::enable_shared_from_this<Messenger> {
  public:
@@ -55,8 +57,6 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
 
   // Any thread: hands a serialized call to the reactor owning its remote's connection.
   void QueueOutboundCall(scoped_refptr<OutboundCall> call);
-  // Reactor thread: an inbound call is parsed; route it to its service.
-  void QueueInboundCall(std::unique_ptr<InboundCall> call);
   // Unique per messenger; never negative.
   int32_t NextCallId();
 
@@ -64,6 +64,10 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   const std::string& name() const { return options_.name; }
   bool closing() const { return closing_.load(std::memory_order_acquire); }
   ServicePool* service_pool() const { return service_pool_.get(); }
+  // Reactor `i` (0 <= i < options().num_reactors), for the RPC core's tests and tools.
+  Reactor* reactor(int i) const { return reactors_[i].get(); }
+  // Makes the transports of this messenger's connections (options().transport_factory, or TCP).
+  TransportFactory* transport_factory() const { return transport_factory_.get(); }
   std::vector<ConnectionInfo> DumpConnections();
   // The bound listen address (unset before Listen).
   Sockaddr listen_address() const;
@@ -83,6 +87,7 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   std::unique_ptr<MetricRegistry> owned_registry_;  // when options_ named none
   MetricRegistry* metric_registry_ = nullptr;
   std::unique_ptr<MessengerMetrics> metrics_;
+  std::shared_ptr<TransportFactory> transport_factory_;
   std::vector<std::unique_ptr<Reactor>> reactors_;
   std::unique_ptr<ServicePool> service_pool_;
   mutable std::mutex mu_;  // guards listening_ and listen_address_

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "util/monotime.h"
@@ -12,6 +13,8 @@ class MetricRegistry;
 }  // namespace rrpc
 
 namespace rrpc::rpc {
+
+class TransportFactory;
 
 struct MessengerOptions {
   // Shows up in thread names, logs and the server's connection page.
@@ -49,6 +52,9 @@ struct MessengerOptions {
   // false: no metrics at all (each hook on the call path then costs one predictable branch);
   // for A/B benchmarks of their cost.
   bool enable_metrics = true;
+  // Makes the transports of the messenger's connections (rpc/transport/transport.h); nullptr:
+  // plain TCP. For transports beyond TCP and for tests that watch or wrap every connection.
+  std::shared_ptr<TransportFactory> transport_factory;
 };
 
 }  // namespace rrpc::rpc

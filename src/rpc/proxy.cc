@@ -5,6 +5,7 @@
 #include "rpc/core/outbound_call.h"
 #include "rpc/core/reactor.h"
 #include "rpc/messenger.h"
+#include "rpc/observe/rpc_metrics.h"
 #include "rpc/rpc_controller.h"
 #include "util/countdown_latch.h"
 #include "util/spin_wait.h"
@@ -20,7 +21,26 @@ bool PollingCanPayOnThisThreadCached() {
 }  // namespace
 
 Proxy::Proxy(std::shared_ptr<Messenger> messenger, const Sockaddr& remote, std::string service_name)
-    : messenger_(std::move(messenger)), remote_(remote), service_name_(std::move(service_name)) {}
+    : messenger_(std::move(messenger)),
+      remote_(remote),
+      service_name_(std::move(service_name)),
+      client_metrics_(std::make_unique<ClientMetricsCache>()) {}
+
+Proxy::Proxy(const Proxy& other)
+    : messenger_(other.messenger_),
+      remote_(other.remote_),
+      service_name_(other.service_name_),
+      client_metrics_(std::make_unique<ClientMetricsCache>()) {}
+
+Proxy& Proxy::operator=(const Proxy& other) {
+  if (this != &other) {
+    messenger_ = other.messenger_;
+    remote_ = other.remote_;
+    service_name_ = other.service_name_;
+    client_metrics_ = std::make_unique<ClientMetricsCache>();
+  }
+  return *this;
+}
 
 Proxy::~Proxy() = default;
 
@@ -31,7 +51,7 @@ void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Mess
   scoped_refptr<OutboundCall> call(
       new OutboundCall(remote_, service_name_, method, response, controller, std::move(callback)));
   if (MessengerMetrics* metrics = messenger_->metrics()) {
-    call->set_metrics(client_metrics_.Get(metrics, service_name_, method));
+    call->set_metrics(client_metrics_->Get(metrics, service_name_, method));
   }
   Status s =
       call->Serialize(request, messenger_->NextCallId(), messenger_->options().max_message_size);

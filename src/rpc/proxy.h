@@ -10,26 +10,25 @@
 
 #include <google/protobuf/message.h>
 
-#include <functional>
 #include <memory>
 #include <string>
 
-#include "rpc/observe/rpc_metrics.h"
+#include "rpc/response_callback.h"
 #include "util/sockaddr.h"
 #include "util/status.h"
 
 namespace rrpc::rpc {
 
+class ClientMetricsCache;
 class Messenger;
 class RpcController;
-
-// Runs once when an asynchronous call finishes (success, failure or timeout), on a reactor thread:
-// it must not block. The outcome is in the call's RpcController.
-using ResponseCallback = std::function<void()>;
 
 class Proxy {
  public:
   Proxy(std::shared_ptr<Messenger> messenger, const Sockaddr& remote, std::string service_name);
+  // A copy calls the same service through the same messenger (with a cache of its own).
+  Proxy(const Proxy& other);
+  Proxy& operator=(const Proxy& other);
   virtual ~Proxy();
 
   // Sends `request`; fills `response` and calls `callback` when the call finishes. `request` may
@@ -51,7 +50,7 @@ class Proxy {
   Sockaddr remote_;
   std::string service_name_;
   // The client metrics of the methods called through this proxy, found without a lock.
-  mutable ClientMetricsCache client_metrics_;
+  std::unique_ptr<ClientMetricsCache> client_metrics_;
 };
 
 }  // namespace rrpc::rpc

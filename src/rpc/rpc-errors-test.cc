@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "rpc/core/service_pool.h"
+#include "rpc/observe/rpc_metrics.h"
 #include "rpc/proxy.h"
 #include "rpc/testing/raw-socket-test-util.h"
 #include "rpc/testing/rpc-test-util.h"
@@ -80,7 +81,8 @@ TEST_F(RpcErrorsTest, RequestThatDoesNotParseIsInvalidArgumentWithInvalidRequest
   EXPECT_NE(std::string::npos, s.ToString().find("EchoRequestPB")) << s.ToString();
   EXPECT_FALSE(ctl.IsRetriable());
   EXPECT_EQ(0, service_->calls());
-  EXPECT_EQ(1u, server_->service_pool()->stats().invalid_requests.load());
+  EXPECT_EQ(
+      1, server_->metrics()->ServerMethod(kEchoService, "Echo")->errors_invalid_request->value());
 }
 
 TEST_F(RpcErrorsTest, HandlerFailureIsRemoteErrorWithApplicationCode) {
@@ -179,7 +181,7 @@ TEST_F(TooBusyTest, CallExpiredInTheQueueIsAnsweredTimedOutOnTheWire) {
   EXPECT_EQ(ErrorStatusPB::ERROR_TIMED_OUT, error.code()) << error.ShortDebugString();
   // The expired call never reached the handler.
   EXPECT_EQ(1, service_->calls());
-  EXPECT_EQ(1u, server_->service_pool()->stats().expired_in_queue.load());
+  EXPECT_EQ(1, server_->metrics()->calls_expired_in_queue->value());
 }
 
 // ---- How each server error code surfaces on the client.

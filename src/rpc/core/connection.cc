@@ -13,25 +13,22 @@
 namespace rrpc::rpc {
 
 namespace {
-// Reads per readable event before yielding to other connections (fairness).
-constexpr int kMaxReadsPerEvent = 16;
-// iovecs per writev: enough to batch many small responses in one syscall.
-constexpr int kMaxIovecs = 64;
 // Server side: a client that sends calls but does not read their responses would make the server
 // buffer without bound. Above this many unsent response bytes the connection stops reading (no
-// new calls from it) until the socket drains below the low mark.
+// new calls from it) until the transport drains below the low mark.
 constexpr size_t kPauseReadsAboveBytes = 8 << 20;
 constexpr size_t kResumeReadsBelowBytes = 1 << 20;
 }  // namespace
 
-Connection::Connection(Reactor* reactor, Direction direction, Socket socket, const Sockaddr& remote)
+Connection::Connection(Reactor* reactor, Direction direction, std::unique_ptr<Transport> transport,
+                       const Sockaddr& remote)
     : reactor_(reactor),
       direction_(direction),
       remote_(remote),
       options_(reactor->options()),
-      transport_(std::make_unique<TcpTransport>(std::move(socket))),
+      transport_(std::move(transport)),
+      caps_(transport_->capabilities()),
       state_(direction == Direction::kClient ? State::kConnecting : State::kNegotiating),
-      reader_(options_.max_message_size, options_.read_block_size),
       created_(MonoTime::Now()),
       last_activity_(created_) {
   MessengerMetrics* m = reactor_->metrics();
@@ -42,20 +39,44 @@ Connection::~Connection() { DCHECK(state_ == State::kClosed) << "connection dest
 
 void Connection::Start() {
   DCHECK(reactor_->IsCurrentThread());
-  ev_io_init(&read_watcher_, &Connection::OnReadable, transport_->fd(), EV_READ);
-  read_watcher_.data = this;
-  ev_io_init(&write_watcher_, &Connection::OnWritable, transport_->fd(), EV_WRITE);
-  write_watcher_.data = this;
   ev_timer_init(&negotiation_timer_, &Connection::OnNegotiationTimeout,
                 options_.negotiation_timeout.ToSeconds(), 0.0);
   negotiation_timer_.data = this;
   ev_timer_start(reactor_->loop(), &negotiation_timer_);
-  if (direction_ == Direction::kClient) {
-    // Writable means the connect finished (or failed).
-    ArmWriteWatcher(true);
-  } else {
-    ev_io_start(reactor_->loop(), &read_watcher_);
+  if (direction_ == Direction::kServer) {
+    // Cannot fail on a stream transport, which every connection starts on.
+    RRPC_CHECK_OK(transport_->ExpectPreamble(kPreambleSize));
   }
+  transport_->Start(reactor_->loop(), this);
+}
+
+Status Connection::UpgradeTransport(const TransportMaker& make) {
+  DCHECK(reactor_->IsCurrentThread());
+  Result<DetachedStream> stream = transport_->Detach();
+  Result<std::unique_ptr<Transport>> next =
+      stream.ok() ? make(std::move(stream).value()) : stream.status();
+  if (!next.ok()) {
+    Status s = next.status().CloneAndPrepend("transport upgrade");
+    Shutdown(s);
+    return s;
+  }
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    // The detached transport may be on the stack (this runs from its callback): keep it.
+    retired_transports_.push_back(std::move(transport_));
+    transport_ = std::move(next).value();
+    caps_ = transport_->capabilities();
+  }
+  write_armed_ = false;
+  transport_->Start(reactor_->loop(), this);
+  if (reads_paused_) transport_->PauseReading(true);
+  Flush();  // what waited in the queue goes out over the new transport
+  return Status::OK();
+}
+
+void Connection::InboundCallDone() {
+  inbound_in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  reactor_->InboundCallDone();
 }
 
 size_t Connection::calls_in_flight() const {
@@ -142,26 +163,25 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
   // the reactor may close the connection and delete the call at any moment.
   scoped_refptr<Connection> self(this);
   std::unique_lock<std::mutex> lock(write_mu_);
-  if (write_closed_ || !write_queue_.empty()) return false;
-  iovec iov[kMaxIovecs];
-  const int n = call->FillIovecs(iov, kMaxIovecs);
-  Result<size_t> written = transport_->Writev(iov, n);
+  if (write_closed_ || !write_queue_.empty() || !caps_.concurrent_write) return false;
+  write_queue_.push_back(call);
+  Result<size_t> written = transport_->Write(write_queue_);
   const size_t w = written.ok() ? *written : 0;
   if (w > 0) {
+    call->Advance(w);
     bytes_sent_.fetch_add(w, std::memory_order_relaxed);
     if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(w);
-    call->Advance(w);
   }
   if (call->finished()) {
+    write_queue_.pop_front();
     lock.unlock();
     call->TransferDone();  // deletes the call
     return true;
   }
-  // The socket took part of it, or none, or failed: the reactor writes the rest (arming the
-  // write watcher) or meets the error and closes the connection.
+  // The transport took part of it, or none, or failed: the reactor writes the rest (asking the
+  // transport to report writability) or meets the error and closes the connection.
   VLOG(2) << "lone response to " << remote_.ToString() << ": " << w << " of " << call->total_bytes()
           << " bytes written by the worker, the reactor writes the rest";
-  write_queue_.push_back(call);
   unsent_bytes_.fetch_add(call->total_bytes() - call->bytes_written(), std::memory_order_relaxed);
   last_write_progress_ = MonoTime::Now();
   lock.unlock();
@@ -174,12 +194,12 @@ void Connection::ApplyBackpressure() {
   const size_t unsent = unsent_bytes_.load(std::memory_order_relaxed);
   if (!reads_paused_ && unsent > kPauseReadsAboveBytes) {
     reads_paused_ = true;
-    ev_io_stop(reactor_->loop(), &read_watcher_);
+    transport_->PauseReading(true);
     VLOG(1) << "pausing reads from " << remote_.ToString() << ": " << unsent
             << " response bytes unsent";
   } else if (reads_paused_ && unsent < kResumeReadsBelowBytes) {
     reads_paused_ = false;
-    ev_io_start(reactor_->loop(), &read_watcher_);
+    transport_->PauseReading(false);
   }
 }
 
@@ -190,10 +210,9 @@ void Connection::Flush() {
   // Transfers that left the queue, finished after unlocking: their callbacks may queue more.
   TransferQueue written, dropped;
   Status error;
-  bool socket_full = false;
+  bool transport_full = false;
   {
     std::lock_guard<std::mutex> lock(write_mu_);
-    iovec iov[kMaxIovecs];
     while (!write_queue_.empty()) {
       // Drop finished calls that never started out: nobody waits for them any more.
       OutboundTransfer* front = write_queue_.front();
@@ -203,19 +222,13 @@ void Connection::Flush() {
         dropped.push_back(front);
         continue;
       }
-      // Gather consecutive transfers, stopping before any cancelled one.
-      int n = 0;
-      for (OutboundTransfer* t = write_queue_.front(); t != nullptr; t = TransferQueue::next(t)) {
-        if (n == kMaxIovecs || t->cancelled()) break;
-        n += t->FillIovecs(iov + n, kMaxIovecs - n);
-      }
-      Result<size_t> w = transport_->Writev(iov, n);
+      Result<size_t> w = transport_->Write(write_queue_);
       if (!w.ok()) {
         error = w.status().CloneAndPrepend("write to " + remote_.ToString());
         break;
       }
       if (*w == 0) {
-        socket_full = true;
+        transport_full = true;
         break;
       }
       bytes_sent_.fetch_add(*w, std::memory_order_relaxed);
@@ -238,29 +251,17 @@ void Connection::Flush() {
     Shutdown(error);
     return;
   }
-  ArmWriteWatcher(socket_full);
+  NotifyWhenWritable(transport_full);
   ApplyBackpressure();
 }
 
-void Connection::ArmWriteWatcher(bool on) {
+void Connection::NotifyWhenWritable(bool on) {
   if (on == write_armed_) return;
   write_armed_ = on;
-  if (on) {
-    ev_io_start(reactor_->loop(), &write_watcher_);
-  } else {
-    ev_io_stop(reactor_->loop(), &write_watcher_);
-  }
+  transport_->NotifyWhenWritable(on);
 }
 
-// ---- Events.
-
-void Connection::OnReadable(struct ev_loop*, ev_io* w, int) {
-  static_cast<Connection*>(w->data)->HandleReadable();
-}
-
-void Connection::OnWritable(struct ev_loop*, ev_io* w, int) {
-  static_cast<Connection*>(w->data)->HandleWritable();
-}
+// ---- Transport events (reactor thread).
 
 void Connection::OnNegotiationTimeout(struct ev_loop*, ev_timer* w, int) {
   auto* conn = static_cast<Connection*>(w->data);
@@ -269,105 +270,65 @@ void Connection::OnNegotiationTimeout(struct ev_loop*, ev_timer* w, int) {
       conn->remote_.ToString()));
 }
 
-void Connection::HandleWritable() {
+void Connection::OnTransportConnected() {
+  DCHECK(reactor_->IsCurrentThread());
   scoped_refptr<Connection> self(this);
-  if (state_ == State::kConnecting) {
-    Status s = static_cast<TcpTransport*>(transport_.get())->socket()->GetSockError();
-    if (!s.ok()) {
-      Shutdown(s.CloneAndPrepend("connect to " + remote_.ToString()));
-      return;
-    }
-    static_cast<TcpTransport*>(transport_.get())->socket()->SetNoDelay(true);
-    state_ = State::kNegotiating;
-    ArmWriteWatcher(false);
-    ev_io_start(reactor_->loop(), &read_watcher_);
-    SendNegotiationRequest();
-    return;
-  }
-  ArmWriteWatcher(false);
+  state_ = State::kNegotiating;
+  SendNegotiationRequest();
+}
+
+void Connection::OnBytesReceived(size_t bytes, MonoTime now) {
+  bytes_received_ += bytes;
+  last_activity_ = now;
+  if (MessengerMetrics* m = reactor_->metrics()) m->received_bytes->IncrementBy(bytes);
+}
+
+void Connection::OnWritable() {
+  DCHECK(reactor_->IsCurrentThread());
+  scoped_refptr<Connection> self(this);
+  write_armed_ = false;
   const uint64_t sent_before = bytes_sent();
   Flush();
   if (bytes_sent() != sent_before) {
-    // Only here after a full socket: the clock read is rare.
+    // Only here after a full transport: the clock read is rare.
     std::lock_guard<std::mutex> lock(write_mu_);
     last_write_progress_ = MonoTime::Now();
   }
 }
 
-void Connection::HandleReadable() {
+void Connection::OnTransportFailed(const Status& reason) {
   scoped_refptr<Connection> self(this);
-  ReadIncoming();
+  if (state_ == State::kConnecting) {
+    Shutdown(reason.CloneAndPrepend("connect to " + remote_.ToString()));
+  } else if (state_ == State::kNegotiating && reason.IsNetworkError()) {
+    Shutdown(Status::NetworkError("connection closed during negotiation", remote_.ToString()));
+  } else {
+    Shutdown(reason.CloneAndPrepend(remote_.ToString()));
+  }
 }
 
-bool Connection::ReadIncoming() {
-  if (direction_ == Direction::kServer && preamble_received_ < kPreambleSize) {
-    Status s = ReadPreamble();
-    if (!s.ok()) {
-      Shutdown(s);
-      return false;
-    }
-    if (preamble_received_ < kPreambleSize) return true;
-  }
-  for (int i = 0; i < kMaxReadsPerEvent && state_ != State::kClosed && !reads_paused_; i++) {
-    // writable_data() first: it makes the room (a block full up to a partial length prefix is
-    // relocated there). Asked before it, writable_size() could be 0, and recv() of 0 bytes
-    // returns 0, which reads as "peer closed" and dropped healthy connections.
-    uint8_t* const buf = reader_.writable_data();
-    const size_t room = reader_.writable_size();
-    Result<size_t> got = transport_->Recv(buf, room);
-    if (!got.ok()) {
-      Status s = got.status();
-      if (s.IsEndOfFile())
-        s = Status::NetworkError("connection closed by peer", remote_.ToString());
-      Shutdown(s);
-      return false;
-    }
-    if (*got == 0) break;
-    reader_.Commit(*got);
-    bytes_received_ += *got;
-    if (MessengerMetrics* m = reactor_->metrics()) m->received_bytes->IncrementBy(*got);
-    last_activity_ = MonoTime::Now();
-    BlockSlice frame;
-    while (state_ != State::kClosed) {
-      Result<bool> next = reader_.NextFrame(&frame);
-      if (!next.ok()) {
-        // Logged here (Shutdown only VLOGs): a peer breaking the protocol, e.g. a frame above
-        // max_message_size, is the operator's only clue why the connection dropped.
-        Status bad = next.status().CloneAndPrepend("bad frame from " + remote_.ToString());
-        LOG(WARNING) << bad.ToString();
-        Shutdown(bad);
-        return false;
-      }
-      if (!*next) break;
-      Status s = HandleFrame(std::move(frame));
-      if (!s.ok()) {
-        Status bad = s.CloneAndPrepend("bad frame from " + remote_.ToString());
-        LOG(WARNING) << bad.ToString();
-        Shutdown(bad);
-        return false;
-      }
-    }
-    if (*got < room) break;  // the socket is drained
-  }
-  return state_ != State::kClosed;
+void Connection::OnProtocolError(const Status& reason) {
+  scoped_refptr<Connection> self(this);
+  // Logged here (Shutdown only VLOGs): a peer breaking the protocol, e.g. a frame above
+  // max_message_size, is the operator's only clue why the connection dropped.
+  Status bad = reason.CloneAndPrepend("bad frame from " + remote_.ToString());
+  LOG(WARNING) << bad.ToString();
+  Shutdown(bad);
 }
 
-Status Connection::ReadPreamble() {
-  Result<size_t> got =
-      transport_->Recv(preamble_ + preamble_received_, kPreambleSize - preamble_received_);
-  if (!got.ok()) {
-    if (got.status().IsEndOfFile()) {
-      return Status::NetworkError("connection closed during negotiation", remote_.ToString());
-    }
-    return got.status();
+void Connection::OnPreamble(Slice preamble) {
+  DCHECK(direction_ == Direction::kServer);
+  Status s = CheckPreamble(preamble.data());
+  if (!s.ok()) {
+    scoped_refptr<Connection> self(this);
+    SendNegotiationResponse(s);
+    Shutdown(s.CloneAndPrepend(remote_.ToString()));
   }
-  preamble_received_ += *got;
-  bytes_received_ += *got;
-  if (MessengerMetrics* m = reactor_->metrics()) m->received_bytes->IncrementBy(*got);
-  if (preamble_received_ < kPreambleSize) return Status::OK();
-  Status s = CheckPreamble(preamble_);
-  if (!s.ok()) SendNegotiationResponse(s);
-  return s;
+}
+
+void Connection::OnFrame(BlockSlice frame) {
+  Status s = HandleFrame(std::move(frame));
+  if (!s.ok()) OnProtocolError(s);
 }
 
 Status Connection::HandleFrame(BlockSlice frame) {
@@ -379,13 +340,13 @@ Status Connection::HandleFrame(BlockSlice frame) {
 // ---- Negotiation.
 
 void Connection::SendNegotiationRequest() {
-  QueueTransfer(new BytesTransfer(BuildClientHello(reactor_->messenger()->name())));
-  // Nothing the server can answer changes how frames are written on plain TCP, so the calls
-  // follow the hello at once instead of a round trip later (the server reads frames in order:
-  // the hello, then the calls). A refused negotiation closes the connection and fails them with
-  // the server's reason, as it would have failed them waiting. A transport whose negotiation
-  // changes the byte stream (TLS) must wait for the reply instead.
-  SendPendingCalls();
+  QueueTransfer(new BytesTransfer(BuildClientHello(reactor_->messenger_name())));
+  // Where nothing the server can answer changes how frames travel (plain TCP), the calls follow
+  // the hello at once instead of a round trip later (the server reads frames in order: the
+  // hello, then the calls). A refused negotiation closes the connection and fails them with the
+  // server's reason, as it would have failed them waiting. Where the reply can change the
+  // transport, the calls wait for it (MarkOpen).
+  if (caps_.calls_may_follow_hello) SendPendingCalls();
 }
 
 void Connection::SendPendingCalls() {
@@ -431,11 +392,7 @@ Status Connection::HandleNegotiationFrame(BlockSlice frame) {
 void Connection::MarkOpen() {
   state_ = State::kOpen;
   ev_timer_stop(reactor_->loop(), &negotiation_timer_);
-  if (direction_ == Direction::kServer) {
-    static_cast<TcpTransport*>(transport_.get())->socket()->SetNoDelay(true);
-    return;
-  }
-  if (!sending_calls_) SendPendingCalls();
+  if (direction_ == Direction::kClient && !sending_calls_) SendPendingCalls();
 }
 
 // ---- Calls and responses.
@@ -448,7 +405,7 @@ Status Connection::HandleCallFrame(BlockSlice frame) {
                                    std::to_string(call->call_id()));
   }
   inbound_in_flight_.fetch_add(1, std::memory_order_relaxed);
-  reactor_->messenger()->QueueInboundCall(std::move(call));
+  reactor_->RouteInboundCall(std::move(call));
   return Status::OK();
 }
 
@@ -478,21 +435,18 @@ void Connection::Shutdown(const Status& reason) {
   VLOG(1) << (direction_ == Direction::kClient ? "client" : "server") << " connection to "
           << remote_.ToString() << " closing: " << reason.ToString();
   state_ = State::kClosed;
-  struct ev_loop* loop = reactor_->loop();
-  ev_io_stop(loop, &read_watcher_);
-  ev_io_stop(loop, &write_watcher_);
-  ev_timer_stop(loop, &negotiation_timer_);
+  ev_timer_stop(reactor_->loop(), &negotiation_timer_);
   write_armed_ = false;
   TransferQueue unsent;
   {
     // After this no worker writes (TryWriteLoneResponse checks write_closed_ under the lock), so
-    // the socket can close.
+    // the transport can close.
     std::lock_guard<std::mutex> lock(write_mu_);
     write_closed_ = true;
     unsent = write_queue_.TakeAll();
     unsent_bytes_.store(0, std::memory_order_relaxed);
   }
-  transport_.reset(new TcpTransport(Socket()));  // closes the socket
+  transport_->Close();
 
   // Calls first (their callbacks see the failure), then the unsent bytes.
   std::vector<scoped_refptr<OutboundCall>> pending;

@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "rpc/proxy.h"
+#include "rpc/response_callback.h"
 #include "rpc/rpc_header.pb.h"
 #include "rpc/transport/outbound_transfer.h"
 #include "util/monotime.h"

@@ -5,6 +5,7 @@
 #include "rpc/core/connection.h"
 #include "rpc/core/inbound_call.h"
 #include "rpc/core/outbound_call.h"
+#include "rpc/core/service_pool.h"
 #include "rpc/messenger.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "util/countdown_latch.h"
@@ -20,7 +21,10 @@ constexpr int kMaxAcceptsPerEvent = 64;
 }  // namespace
 
 Reactor::Reactor(Messenger* messenger, int index)
-    : messenger_(messenger), index_(index), metrics_(messenger->metrics()) {
+    : messenger_(messenger),
+      index_(index),
+      metrics_(messenger->metrics()),
+      transport_factory_(messenger->transport_factory()) {
   loop_ = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
   CHECK(loop_ != nullptr) << "ev_loop_new failed";
   ev_set_userdata(loop_, this);
@@ -32,6 +36,13 @@ Reactor::~Reactor() {
 }
 
 const MessengerOptions& Reactor::options() const { return messenger_->options(); }
+const std::string& Reactor::messenger_name() const { return messenger_->name(); }
+
+void Reactor::RouteInboundCall(std::unique_ptr<InboundCall> call) {
+  DCHECK(IsCurrentThread());
+  inbound_calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
+  messenger_->service_pool()->QueueInboundCall(std::move(call));
+}
 
 Status Reactor::Start() {
   ev_async_init(&async_watcher_, &Reactor::OnAsync);
@@ -204,6 +215,7 @@ std::vector<ConnectionInfo> Reactor::DumpConnections() {
           break;
       }
       info.transport = conn->transport_name();
+      conn->DescribeTransport(&info.transport_details);
       info.reactor = index_;
       info.bytes_received = conn->bytes_received();
       info.bytes_sent = conn->bytes_sent();
@@ -217,6 +229,14 @@ std::vector<ConnectionInfo> Reactor::DumpConnections() {
   // Bounded: a reactor shutting down may drop the task; the shared state outlives us then.
   if (done_ptr->WaitFor(MonoDelta::FromSeconds(5))) out = std::move(*out_ptr);
   return out;
+}
+
+void Reactor::ForEachConnection(const std::function<void(Connection*)>& fn) {
+  DCHECK(IsCurrentThread());
+  std::vector<scoped_refptr<Connection>> all;
+  all.reserve(connections_.size());
+  for (const auto& [raw, conn] : connections_) all.push_back(conn);
+  for (auto& conn : all) fn(conn.get());
 }
 
 void Reactor::OnAsync(struct ev_loop*, ev_async* w, int) {
@@ -262,14 +282,15 @@ void Reactor::AssignOutboundCall(scoped_refptr<OutboundCall> call) {
   auto it = client_connections_.find(call->remote());
   Connection* conn = it == client_connections_.end() ? nullptr : it->second;
   if (conn == nullptr) {
-    Result<Socket> sock = Socket::CreateTcp(call->remote().family());
-    Status s = sock.ok() ? sock->ConnectNonBlocking(call->remote()) : sock.status();
-    if (!s.ok()) {
-      call->FinishWithError(s);
+    Result<std::unique_ptr<Transport>> transport =
+        transport_factory_->NewClientTransport(call->remote());
+    if (!transport.ok()) {
+      call->FinishWithError(
+          transport.status().CloneAndPrepend("connect to " + call->remote().ToString()));
       return;
     }
     scoped_refptr<Connection> fresh(new Connection(this, Connection::Direction::kClient,
-                                                   std::move(sock).value(), call->remote()));
+                                                   std::move(transport).value(), call->remote()));
     conn = fresh.get();
     connections_.emplace(conn, std::move(fresh));
     client_connections_.emplace(call->remote(), conn);
@@ -294,7 +315,8 @@ void Reactor::AcceptConnections() {
       return;
     }
     scoped_refptr<Connection> conn(
-        new Connection(this, Connection::Direction::kServer, std::move(sock), peer));
+        new Connection(this, Connection::Direction::kServer,
+                       transport_factory_->NewServerTransport(std::move(sock)), peer));
     Connection* raw = conn.get();
     connections_.emplace(raw, std::move(conn));
     raw->Start();

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "rpc/connection_info.h"
 #include "rpc/messenger_options.h"
 #include "util/ref_counted.h"
 #include "util/sockaddr.h"
@@ -29,21 +30,7 @@ class InboundCall;
 class Messenger;
 class MessengerMetrics;
 class OutboundCall;
-
-// What the connections page shows about one connection.
-struct ConnectionInfo {
-  std::string remote;
-  std::string direction;  // "client" / "server"
-  std::string state;
-  std::string transport;
-  int reactor = 0;
-  uint64_t bytes_received = 0;
-  uint64_t bytes_sent = 0;
-  size_t calls_in_flight = 0;
-  // The server stopped reading: the peer leaves too many responses unread.
-  bool reads_paused = false;
-  double age_seconds = 0;
-};
+class TransportFactory;
 
 class Reactor {
  public:
@@ -68,6 +55,8 @@ class Reactor {
   void RunOnReactor(std::function<void()> task);
   // Any thread. Snapshot of the connections (runs on the reactor; waits for it).
   std::vector<ConnectionInfo> DumpConnections();
+  // Reactor thread: calls `fn` on every connection of this reactor.
+  void ForEachConnection(const std::function<void(Connection*)>& fn);
 
   bool IsCurrentThread() const { return Current() == this; }
   // The reactor whose thread is calling, or nullptr on any other thread.
@@ -76,10 +65,20 @@ class Reactor {
     return loop_;
   }
   Messenger* messenger() const { return messenger_; }
+  const std::string& messenger_name() const;
   const MessengerOptions& options() const;
   int index() const { return index_; }
   // The messenger's metrics; nullptr when disabled.
   MessengerMetrics* metrics() const { return metrics_; }
+
+  // Reactor thread: a connection parsed a call; counts it in flight and routes it to its service.
+  void RouteInboundCall(std::unique_ptr<InboundCall> call);
+  // Any thread: a call routed by this reactor was answered and its response written (or dropped).
+  void InboundCallDone() { inbound_calls_in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+  // Any thread: calls routed by this reactor and not yet answered and written (or dropped).
+  int64_t inbound_calls_in_flight() const {
+    return inbound_calls_in_flight_.load(std::memory_order_relaxed);
+  }
 
   // Reactor thread: a connection closed itself; forget it.
   void ConnectionClosed(Connection* conn);
@@ -115,7 +114,11 @@ class Reactor {
   ev_prepare prepare_watcher_;  // flushes batched writes before the loop blocks
   ev_check check_watcher_;      // with metrics: notes when the loop wakes up
 
-  MessengerMetrics* const metrics_;  // the messenger's; nullptr when disabled
+  MessengerMetrics* const metrics_;            // the messenger's; nullptr when disabled
+  TransportFactory* const transport_factory_;  // the messenger's
+  // Incremented by this reactor, decremented by whichever thread finishes a call: a counter per
+  // reactor, on a cache line of its own, so reactors never share one.
+  alignas(64) std::atomic<int64_t> inbound_calls_in_flight_{0};
   // Reactor thread only: when the loop last woke up (0: not yet), and the nanoseconds of busy
   // time not yet counted in whole microseconds.
   MonoTime busy_since_;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "rpc/observe/rpc_metrics.h"
 #include "rpc/testing/rpc-test-util.h"
 
 namespace rrpc::rpc {
@@ -66,7 +67,7 @@ class ServicePoolTest : public RpcTestBase {
     std::lock_guard<std::mutex> l(mu_);
     return ran_;
   }
-  const ServicePoolStats& stats() { return server_->service_pool()->stats(); }
+  MessengerMetrics* metrics() { return server_->metrics(); }
 
   std::mutex mu_;
   std::vector<std::string> ran_;  // guarded by mu_
@@ -92,7 +93,7 @@ TEST_F(ServicePoolTest, FullQueueRefusesTheCallWithTheLatestDeadline) {
   ASSERT_TRUE(Finished(forever));
   EXPECT_TRUE(forever->ctl.status().IsServiceUnavailable()) << forever->ctl.status().ToString();
   EXPECT_EQ(kQueueLength, server_->service_pool()->queue_size());
-  EXPECT_EQ(2u, stats().rejected_too_busy.load());
+  EXPECT_EQ(2u, metrics()->service_queue_overflows->value());
 
   gate_.Open();
   for (PendingCall* p : {occupier, a, b, c}) {
@@ -118,7 +119,7 @@ TEST_F(ServicePoolTest, EarlierDeadlineEvictsTheLatestQueuedCall) {
   EXPECT_EQ(ErrorStatusPB::ERROR_SERVER_TOO_BUSY, c->ctl.error_response()->code());
   EXPECT_TRUE(c->ctl.IsRetriable());
   EXPECT_EQ(kQueueLength, server_->service_pool()->queue_size());
-  EXPECT_EQ(1u, stats().rejected_too_busy.load());
+  EXPECT_EQ(1u, metrics()->service_queue_overflows->value());
 
   gate_.Open();
   for (PendingCall* p : {occupier, a, b, urgent}) {
@@ -169,7 +170,7 @@ TEST_F(ServicePoolTest, CallsExpiringInTheQueueAreAnsweredWithoutRunningTheHandl
   // The worker went through the expired calls before `patient`, without running them.
   EXPECT_EQ((std::vector<std::string>{"occupier", "patient"}), ran());
   EXPECT_EQ(2, service_->calls());
-  EXPECT_EQ(static_cast<uint64_t>(kShort), stats().expired_in_queue.load());
+  EXPECT_EQ(static_cast<uint64_t>(kShort), metrics()->calls_expired_in_queue->value());
 }
 
 }  // namespace

@@ -69,7 +69,6 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
   InboundCall* raw = call.release();
   const ServiceIf* service = FindService(raw->service_name());
   if (service == nullptr) {
-    stats_.no_such_method.fetch_add(1, std::memory_order_relaxed);
     if (options_.metrics != nullptr) options_.metrics->no_such_method->Increment();
     raw->RespondFailure(ErrorStatusPB::ERROR_NO_SUCH_SERVICE,
                         Status::NotFound("no such service: " + raw->service_name()));
@@ -77,7 +76,6 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
   }
   const RpcMethodInfo* method = service->FindMethod(raw->method_name());
   if (method == nullptr) {
-    stats_.no_such_method.fetch_add(1, std::memory_order_relaxed);
     if (options_.metrics != nullptr) options_.metrics->no_such_method->Increment();
     raw->RespondFailure(
         ErrorStatusPB::ERROR_NO_SUCH_METHOD,
@@ -110,7 +108,6 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
       raw = evicted;  // refuse the one with the latest deadline instead
       [[fallthrough]];
     case decltype(queue_)::PutResult::kRejected:
-      stats_.rejected_too_busy.fetch_add(1, std::memory_order_relaxed);
       if (options_.metrics != nullptr) options_.metrics->service_queue_overflows->Increment();
       raw->RespondFailure(
           ErrorStatusPB::ERROR_SERVER_TOO_BUSY,
@@ -159,7 +156,6 @@ void ServicePool::RunCall(InboundCall* call) {
     metrics->queue_time_us->Record(MethodMetrics::ElapsedMicros(call->arrival_time(), started));
   }
   if (call->handling_started() > call->deadline()) {
-    stats_.expired_in_queue.fetch_add(1, std::memory_order_relaxed);
     if (metrics != nullptr) metrics->messenger->calls_expired_in_queue->Increment();
     call->RespondFailure(
         ErrorStatusPB::ERROR_TIMED_OUT,
@@ -172,7 +168,6 @@ void ServicePool::RunCall(InboundCall* call) {
       MessageCache::Take(*method->request_prototype);
   const Slice body = call->serialized_request();
   if (!request->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
-    stats_.invalid_requests.fetch_add(1, std::memory_order_relaxed);
     call->RespondFailure(
         ErrorStatusPB::ERROR_INVALID_REQUEST,
         Status::InvalidArgument("request does not parse as " + request->GetTypeName(),

@@ -35,16 +35,6 @@ struct ServicePoolOptions {
   MessengerMetrics* metrics = nullptr;
 };
 
-// Counters of the pool's rare outcomes; read them any time (relaxed). Per-call counts live in the
-// striped metrics (rpc_metrics.h): a shared atomic bumped by every reactor on every call would
-// bounce its cache line between cores.
-struct ServicePoolStats {
-  std::atomic<uint64_t> rejected_too_busy{0};
-  std::atomic<uint64_t> expired_in_queue{0};
-  std::atomic<uint64_t> no_such_method{0};
-  std::atomic<uint64_t> invalid_requests{0};
-};
-
 class ServicePool {
  public:
   explicit ServicePool(ServicePoolOptions options);
@@ -66,7 +56,6 @@ class ServicePool {
 
   const ServiceIf* FindService(const std::string& name) const;
   std::vector<const ServiceIf*> services() const;
-  const ServicePoolStats& stats() const { return stats_; }
   size_t queue_size() const { return queue_.size(); }
   // The calls in flight and the recent slow and failed ones, for /rpcz.
   RpczStore* rpcz_store() { return &rpcz_store_; }
@@ -88,7 +77,6 @@ class ServicePool {
   std::atomic<bool> started_{false};
   std::atomic<bool> shut_down_{false};
   std::atomic<bool> refusing_calls_{false};
-  ServicePoolStats stats_;
 };
 
 }  // namespace rrpc::rpc

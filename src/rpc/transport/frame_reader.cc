@@ -56,6 +56,31 @@ Result<bool> FrameReader::NextFrame(BlockSlice* frame) {
   return true;
 }
 
+bool FrameReader::NextRaw(size_t n, Slice* out) {
+  if (end_ - start_ < n) return false;
+  *out = Slice(block_->data() + start_, n);
+  start_ += n;
+  return true;
+}
+
+std::string FrameReader::TakeBuffered() {
+  std::string out;
+  if (block_) out.assign(reinterpret_cast<const char*>(block_->data() + start_), end_ - start_);
+  block_.reset();
+  start_ = end_ = 0;
+  return out;
+}
+
+void FrameReader::Seed(Slice bytes) {
+  while (!bytes.empty()) {
+    uint8_t* dst = writable_data();
+    const size_t n = std::min(bytes.size(), writable_size());
+    memcpy(dst, bytes.data(), n);
+    Commit(n);
+    bytes = Slice(bytes.data() + n, bytes.size() - n);
+  }
+}
+
 void FrameReader::Relocate(size_t needed) {
   const size_t pending = end_ - start_;
   const size_t capacity = std::max(needed, read_block_size_);

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "util/block.h"
 #include "util/status.h"
@@ -35,8 +36,16 @@ class FrameReader {
   // (zero or oversized length): the connection must then close.
   Result<bool> NextFrame(BlockSlice* frame);
 
+  // Takes the next `n` bytes unframed (a connection preamble) into `out`, valid until the next
+  // call on this reader. False, taking nothing, while fewer than `n` are buffered.
+  bool NextRaw(size_t n, Slice* out);
   // Bytes received but not yet returned as frames.
   size_t buffered() const { return end_ - start_; }
+  // Takes every byte received and not yet returned (for handing the stream to another
+  // transport); the reader is empty afterwards.
+  std::string TakeBuffered();
+  // Adds bytes received elsewhere (by the transport this stream was detached from) as if read.
+  void Seed(Slice bytes);
 
  private:
   // Moves the pending partial frame into a block with room for `needed` bytes from its start.

@@ -79,6 +79,17 @@ class TransferQueue {
     return t;
   }
   static OutboundTransfer* next(const OutboundTransfer* t) { return t->next_in_queue_; }
+  // Fills `iov` with the unwritten bytes of the transfers from the front, stopping before a
+  // cancelled one or when `max` iovecs are used; returns how many it filled.
+  int GatherIovecs(iovec* iov, int max) const {
+    int n = 0;
+    for (OutboundTransfer* t = head_; t != nullptr && n < max; t = t->next_in_queue_) {
+      if (t->cancelled()) break;
+      n += t->FillIovecs(iov + n, max - n);
+    }
+    return n;
+  }
+
   // Takes every transfer, leaving this queue empty.
   TransferQueue TakeAll() {
     TransferQueue out;

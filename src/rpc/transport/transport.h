@@ -1,44 +1,121 @@
-// Transport: how a connection moves bytes: plain TCP now, TLS and RDMA later. A connection owns
-// exactly one. Recv runs on its reactor thread; Writev runs under the connection's write lock on
-// the reactor or on a worker writing a lone response, so it may overlap a Recv: a transport
-// whose reads and writes share state (a TLS session) must not allow that (see
-// Connection::TryWriteLoneResponse).
+// The transport seam: how a connection moves frames. A Connection (rpc/core) owns exactly one
+// Transport and sees it only through this interface; the transport sees its connection only as a
+// TransportHost. A transport delivers whole frames upward (a byte-stream transport cuts them with
+// a FrameReader; a message transport such as RDMA receives them as messages) and writes the
+// connection's queue of frames (TransferQueue) as far as it can, so TCP, TLS and RDMA share the
+// frame codec, the calls and the service pool without any of them pretending to be a socket.
+//
+// Threads: everything runs on the reactor thread that owns the connection, except Write(), which
+// a worker may call under the connection's write lock when capabilities().concurrent_write says
+// so. Callbacks into the host run on the reactor thread, never from inside Write().
 #pragma once
 
-#include <sys/uio.h>
+#include <ev.h>
 
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "rpc/transport/outbound_transfer.h"
+#include "util/block.h"
+#include "util/monotime.h"
 #include "util/socket.h"
 #include "util/status.h"
 
 namespace rrpc::rpc {
 
+// What a transport allows, so the connection asks instead of assuming.
+struct TransportCapabilities {
+  // Write() may run on another thread (holding the connection's write lock) while the reactor
+  // reads: a worker then writes a lone response itself and saves a hand-off. False where reading
+  // and writing share state, e.g. one TLS session.
+  bool concurrent_write = false;
+  // A client may send its first calls right behind its negotiation request instead of waiting for
+  // the reply: true when nothing the reply can say changes how later bytes travel.
+  bool calls_may_follow_hello = false;
+};
+
+// A stream a transport hands over to the next one (TLS over the TCP socket; RDMA's bootstrap
+// socket): the socket and the bytes already received from it but not consumed.
+struct DetachedStream {
+  Socket socket;
+  std::string unread;
+};
+
+// The connection, as its transport sees it. Reactor thread only. Any callback may close the
+// transport (Transport::Close()); the transport checks that before it goes on.
+class TransportHost {
+ public:
+  // A client transport finished connecting (and any handshake of its own): frames may flow.
+  virtual void OnTransportConnected() = 0;
+  // `bytes` arrived from the peer (before framing); `now` is one clock read for the batch.
+  virtual void OnBytesReceived(size_t bytes, MonoTime now) = 0;
+  // The bytes asked for with ExpectPreamble(), as one slice (valid until the callback returns
+  // or detaches the transport: copy what outlives that).
+  virtual void OnPreamble(Slice preamble) = 0;
+  // One complete frame: the bytes after its length prefix, sharing the transport's buffer.
+  virtual void OnFrame(BlockSlice frame) = 0;
+  // The transport takes bytes again (asked for with NotifyWhenWritable(true)).
+  virtual void OnWritable() = 0;
+  // The peer closed, or the transport failed (reset, I/O error): the connection is over.
+  virtual void OnTransportFailed(const Status& reason) = 0;
+  // The peer broke the framing (e.g. a frame above the maximum size): the connection is over,
+  // and an operator should hear why.
+  virtual void OnProtocolError(const Status& reason) = 0;
+
+ protected:
+  ~TransportHost() = default;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
-  // Bytes read (> 0), 0 when nothing is available now, EndOfFile when the peer closed.
-  virtual Result<size_t> Recv(uint8_t* buf, size_t len) = 0;
-  // Bytes written (possibly fewer than offered), 0 when the socket is full.
-  virtual Result<size_t> Writev(const iovec* iov, int iovcnt) = 0;
-  // The descriptor the reactor watches.
-  virtual int fd() const = 0;
+
+  // "tcp", "tls", "rdma": shown on /connections.
   virtual const char* name() const = 0;
+  virtual TransportCapabilities capabilities() const = 0;
+
+  // Reactor thread, once: starts I/O on `loop`; from now on the transport calls `host`.
+  virtual void Start(struct ev_loop* loop, TransportHost* host) = 0;
+  // Reactor thread: the next `bytes` received go to host->OnPreamble() as one slice, before any
+  // frame (the server's connection preamble). NotSupported where there is no byte stream.
+  virtual Status ExpectPreamble(size_t bytes) = 0;
+
+  // Writes from the front of `queue` as much as the transport takes now, stopping before a
+  // cancelled transfer. Returns the bytes taken (the caller advances the transfers by them): 0
+  // when it takes nothing now (then NotifyWhenWritable()), an error when the connection is
+  // broken. A transport that must keep bytes beyond the call (RDMA until the send completes)
+  // copies them or holds their blocks. Reactor thread, or any thread holding the connection's
+  // write lock when capabilities().concurrent_write.
+  virtual Result<size_t> Write(const TransferQueue& queue) = 0;
+  // Reactor thread: whether to call host->OnWritable() once more bytes can be taken.
+  virtual void NotifyWhenWritable(bool on) = 0;
+  // Reactor thread: stops (true) or resumes reading, for backpressure.
+  virtual void PauseReading(bool paused) = 0;
+
+  // Reactor thread: hands the underlying byte stream to another transport and goes inert.
+  // NotSupported where there is none.
+  virtual Result<DetachedStream> Detach() = 0;
+  // Reactor thread: stops every watcher and callback and releases what the transport holds
+  // (closes its socket). Idempotent; safe from inside a host callback.
+  virtual void Close() = 0;
+
+  // Reactor thread: what /connections shows about it beyond bytes and calls (TLS version and
+  // cipher, RDMA credits...), as (name, value) pairs.
+  virtual void Describe(std::vector<std::pair<std::string, std::string>>* out) const {}
 };
 
-class TcpTransport final : public Transport {
+// Makes the transports of a messenger's connections. Owned by the messenger; called on its
+// reactor threads, so implementations are thread-safe (or stateless).
+class TransportFactory {
  public:
-  explicit TcpTransport(Socket socket) : socket_(std::move(socket)) {}
-  Result<size_t> Recv(uint8_t* buf, size_t len) override { return socket_.Recv(buf, len); }
-  Result<size_t> Writev(const iovec* iov, int iovcnt) override {
-    return socket_.Writev(iov, iovcnt);
-  }
-  int fd() const override { return socket_.fd(); }
-  const char* name() const override { return "tcp"; }
-  Socket* socket() { return &socket_; }
-
- private:
-  Socket socket_;
+  virtual ~TransportFactory() = default;
+  // A transport for a connection a reactor accepted.
+  virtual std::unique_ptr<Transport> NewServerTransport(Socket accepted) = 0;
+  // A transport opening a connection to `remote`; its connect may finish later
+  // (TransportHost::OnTransportConnected), or fail (OnTransportFailed).
+  virtual Result<std::unique_ptr<Transport>> NewClientTransport(const Sockaddr& remote) = 0;
 };
 
 }  // namespace rrpc::rpc

@@ -18,6 +18,7 @@
 
 #include "rpc/core/service_pool.h"
 #include "rpc/messenger.h"
+#include "rpc/observe/rpc_metrics.h"
 #include "rpc/rpc_controller.h"
 #include "rpc/testing/rpc-test-util.h"
 #include "server/example/kv_client.h"
@@ -212,6 +213,7 @@ TEST_F(KvTest, ClientRetriesTooBusyWithinItsDeadline) {
   ASSERT_TRUE(gate_.WaitForEntered(1));
   proxy.PutAsync(req, &resp2, &ctl2, [&] { done2.CountDown(); });
   rpc::ServicePool* pool = server_->base()->messenger()->service_pool();
+  rpc::MessengerMetrics* metrics = server_->base()->messenger()->metrics();
   ASSERT_TRUE(WaitForCondition([&] { return pool->queue_size() == 1; }));
 
   // A deadline that passes while the server is busy: the client gives up in time.
@@ -223,9 +225,10 @@ TEST_F(KvTest, ClientRetriesTooBusyWithinItsDeadline) {
   Status retried;
   std::thread writer(
       [&] { retried = client->Put("k", "v", MonoTime::Now() + MonoDelta::FromSeconds(120)); });
-  const uint64_t rejected_before = pool->stats().rejected_too_busy.load();
-  ASSERT_TRUE(WaitForCondition(
-      [&] { return pool->stats().rejected_too_busy.load() >= rejected_before + 3; }));
+  const uint64_t rejected_before = static_cast<uint64_t>(metrics->service_queue_overflows->value());
+  ASSERT_TRUE(WaitForCondition([&] {
+    return static_cast<uint64_t>(metrics->service_queue_overflows->value()) >= rejected_before + 3;
+  }));
   // Call 2 must have expired before the worker frees up: the client gave up on it at its
   // deadline, so the server finds it expired in the queue. (Opening the gate sooner let a fast
   // machine run call 2 inside its 100 ms: the client above gives up early when its next
@@ -239,7 +242,7 @@ TEST_F(KvTest, ClientRetriesTooBusyWithinItsDeadline) {
   EXPECT_TRUE(ctl1.status().ok());
   EXPECT_TRUE(ctl2.status().IsTimedOut()) << ctl2.status().ToString();  // expired
   // ... and the server answered it without running the handler.
-  EXPECT_TRUE(WaitForCondition([&] { return pool->stats().expired_in_queue.load() >= 1; }));
+  EXPECT_TRUE(WaitForCondition([&] { return metrics->calls_expired_in_queue->value() >= 1; }));
   std::string v;
   ASSERT_TRUE(client->Get("k", &v).ok());
   EXPECT_EQ("v", v);

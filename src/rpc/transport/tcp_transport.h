@@ -1,0 +1,85 @@
+// TcpTransport: a connection's frames over a non-blocking TCP socket. Reads go into a FrameReader
+// (up to 16 recv()s per readable event, so one busy peer cannot starve the reactor's others) and
+// come out as frames; writes gather the queue into one writev() of up to 64 iovecs, and only a
+// partial write arms the write watcher (no epoll_ctl per call). Owns the socket, its watchers,
+// connect errors and TCP_NODELAY. A worker may write concurrently with the reactor's reads: the
+// kernel keeps the two directions of a socket apart.
+// Reactor thread, except Write() (see Transport).
+#pragma once
+
+#include <ev.h>
+
+#include <memory>
+
+#include "rpc/transport/frame_reader.h"
+#include "rpc/transport/transport.h"
+#include "util/sockaddr.h"
+#include "util/socket.h"
+
+namespace rrpc::rpc {
+
+struct StreamTransportOptions {
+  // Largest frame accepted, checked from the length prefix before buffering.
+  size_t max_frame_size = 64 * 1024 * 1024;
+  // Bytes read per recv() when no large frame is pending.
+  size_t read_block_size = 64 * 1024;
+};
+
+class TcpTransport final : public Transport {
+ public:
+  // `socket` is connected (server side) or connecting (client side: `connecting`).
+  TcpTransport(Socket socket, bool connecting, const StreamTransportOptions& options);
+  // Continues a connected stream another transport read from: its unread bytes come first.
+  TcpTransport(DetachedStream stream, const StreamTransportOptions& options);
+  ~TcpTransport() override;
+
+  const char* name() const override { return "tcp"; }
+  TransportCapabilities capabilities() const override;
+  void Start(struct ev_loop* loop, TransportHost* host) override;
+  Status ExpectPreamble(size_t bytes) override;
+  Result<size_t> Write(const TransferQueue& queue) override;
+  void NotifyWhenWritable(bool on) override;
+  void PauseReading(bool paused) override;
+  Result<DetachedStream> Detach() override;
+  void Close() override;
+
+ private:
+  static void OnReadable(struct ev_loop* loop, ev_io* w, int revents);
+  static void OnWritable(struct ev_loop* loop, ev_io* w, int revents);
+  void HandleReadable();
+  void HandleWritable();
+  void FinishConnect();
+  // Hands the host what the reader has: the preamble, then whole frames.
+  void DeliverBuffered();
+  void StopWatchers();
+  void SetReadWatcher(bool on);
+  void SetWriteWatcher(bool on);
+
+  Socket socket_;
+  FrameReader reader_;
+  struct ev_loop* loop_ = nullptr;
+  TransportHost* host_ = nullptr;
+  ev_io read_watcher_;
+  ev_io write_watcher_;
+  bool connecting_;
+  bool closed_ = false;
+  bool read_active_ = false;
+  bool write_active_ = false;
+  bool reads_paused_ = false;
+  bool wants_writable_ = false;
+  bool seeded_ = false;  // bytes from a detached stream wait in reader_ for the first read event
+  size_t preamble_bytes_ = 0;  // still to deliver through OnPreamble
+};
+
+// Makes TcpTransports; the messenger's default factory.
+class TcpTransportFactory final : public TransportFactory {
+ public:
+  explicit TcpTransportFactory(StreamTransportOptions options) : options_(options) {}
+  std::unique_ptr<Transport> NewServerTransport(Socket accepted) override;
+  Result<std::unique_ptr<Transport>> NewClientTransport(const Sockaddr& remote) override;
+
+ private:
+  const StreamTransportOptions options_;
+};
+
+}  // namespace rrpc::rpc
