@@ -14,8 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "rpc/core/reactor.h"
+#include "rpc/connection_info.h"
 #include "rpc/messenger_options.h"
+#include "util/monotime.h"
 #include "util/ref_counted.h"
 #include "util/sockaddr.h"
 #include "util/status.h"
