@@ -29,6 +29,13 @@ Connection::Connection(Reactor* reactor, Direction direction, std::unique_ptr<Tr
       transport_(std::move(transport)),
       caps_(transport_->capabilities()),
       state_(direction == Direction::kClient ? State::kConnecting : State::kNegotiating),
+      server_negotiation_(direction == Direction::kServer
+                              ? std::make_unique<ServerNegotiation>(AsNegotiationHost())
+                              : nullptr),
+      client_negotiation_(
+          direction == Direction::kClient
+              ? std::make_unique<ClientNegotiation>(AsNegotiationHost(), reactor->messenger_name())
+              : nullptr),
       created_(MonoTime::Now()),
       last_activity_(created_) {
   MessengerMetrics* m = reactor_->metrics();
@@ -274,7 +281,11 @@ void Connection::OnTransportConnected() {
   DCHECK(reactor_->IsCurrentThread());
   scoped_refptr<Connection> self(this);
   state_ = State::kNegotiating;
-  SendNegotiationRequest();
+  // Where nothing the server can answer changes how frames travel (plain TCP), the calls follow
+  // the hello at once instead of a round trip later (the server reads frames in order: the
+  // hello, then the calls). A refused negotiation closes the connection and fails them with the
+  // server's reason, as it would have failed them waiting. Otherwise they wait for the reply.
+  if (client_negotiation_->Start()) SendPendingCalls();
 }
 
 void Connection::OnBytesReceived(size_t bytes, MonoTime now) {
@@ -317,36 +328,45 @@ void Connection::OnProtocolError(const Status& reason) {
 }
 
 void Connection::OnPreamble(Slice preamble) {
-  DCHECK(direction_ == Direction::kServer);
-  Status s = CheckPreamble(preamble.data());
-  if (!s.ok()) {
-    scoped_refptr<Connection> self(this);
-    SendNegotiationResponse(s);
-    Shutdown(s.CloneAndPrepend(remote_.ToString()));
-  }
+  DCHECK(reactor_->IsCurrentThread());
+  DCHECK(server_negotiation_ != nullptr);
+  Status s = server_negotiation_->OnPreamble(preamble);
+  if (!s.ok()) FailNegotiation(s);
 }
 
 void Connection::OnFrame(BlockSlice frame) {
-  Status s = HandleFrame(std::move(frame));
+  DCHECK(reactor_->IsCurrentThread());
+  if (state_ == State::kNegotiating) {
+    HandleNegotiationFrame(frame.slice);
+    return;
+  }
+  Status s = direction_ == Direction::kServer ? HandleCallFrame(std::move(frame))
+                                              : HandleResponseFrame(std::move(frame));
   if (!s.ok()) OnProtocolError(s);
 }
 
-Status Connection::HandleFrame(BlockSlice frame) {
-  if (state_ == State::kNegotiating) return HandleNegotiationFrame(std::move(frame));
-  if (direction_ == Direction::kServer) return HandleCallFrame(std::move(frame));
-  return HandleResponseFrame(std::move(frame));
+// ---- Negotiation (negotiation.h does the talking).
+
+void Connection::SendConnectionBytes(BlockSlice bytes) {
+  QueueTransfer(new BytesTransfer(std::move(bytes)));
 }
 
-// ---- Negotiation.
+void Connection::HandleNegotiationFrame(Slice frame) {
+  Result<bool> done = server_negotiation_ ? server_negotiation_->OnFrame(frame)
+                                          : client_negotiation_->OnFrame(frame);
+  if (!done.ok()) {
+    FailNegotiation(done.status());
+    return;
+  }
+  if (*done) MarkOpen();
+}
 
-void Connection::SendNegotiationRequest() {
-  QueueTransfer(new BytesTransfer(BuildClientHello(reactor_->messenger_name())));
-  // Where nothing the server can answer changes how frames travel (plain TCP), the calls follow
-  // the hello at once instead of a round trip later (the server reads frames in order: the
-  // hello, then the calls). A refused negotiation closes the connection and fails them with the
-  // server's reason, as it would have failed them waiting. Where the reply can change the
-  // transport, the calls wait for it (MarkOpen).
-  if (caps_.calls_may_follow_hello) SendPendingCalls();
+void Connection::FailNegotiation(const Status& reason) {
+  scoped_refptr<Connection> self(this);
+  Status s = reason.CloneAndPrepend("negotiation with " + remote_.ToString());
+  LOG(WARNING) << s.ToString();
+  Flush();  // a server's refusal goes out before the close
+  Shutdown(s);
 }
 
 void Connection::SendPendingCalls() {
@@ -362,36 +382,11 @@ void Connection::SendPendingCalls() {
   }
 }
 
-void Connection::SendNegotiationResponse(const Status& error) {
-  NegotiatePB empty;
-  ErrorStatusPB::RpcErrorCodePB code = error.IsNotSupported()
-                                           ? ErrorStatusPB::FATAL_VERSION_MISMATCH
-                                           : ErrorStatusPB::FATAL_INVALID_FRAME;
-  QueueTransfer(new BytesTransfer(BuildServerReply(empty, error, code)));
-  Flush();
-}
-
-Status Connection::HandleNegotiationFrame(BlockSlice frame) {
-  if (direction_ == Direction::kServer) {
-    NegotiatePB request;
-    Status s = ParseClientNegotiation(frame.slice, &request);
-    if (!s.ok()) {
-      SendNegotiationResponse(s);
-      return s;
-    }
-    QueueTransfer(new BytesTransfer(BuildServerReply(request, Status::OK(), {})));
-    MarkOpen();
-    return Status::OK();
-  }
-  NegotiatePB reply;
-  RRPC_RETURN_NOT_OK(ParseServerReply(frame.slice, &reply));
-  MarkOpen();
-  return Status::OK();
-}
-
 void Connection::MarkOpen() {
   state_ = State::kOpen;
   ev_timer_stop(reactor_->loop(), &negotiation_timer_);
+  server_negotiation_.reset();
+  client_negotiation_.reset();
   if (direction_ == Direction::kClient && !sending_calls_) SendPendingCalls();
 }
 

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "rpc/core/negotiation.h"
 #include "rpc/core/outbound_call.h"
 #include "rpc/transport/transport.h"
 #include "util/monotime.h"
@@ -34,7 +35,9 @@ class InboundCall;
 class Reactor;
 struct MessengerOptions;
 
-class Connection final : public RefCounted<Connection>, private TransportHost {
+class Connection final : public RefCounted<Connection>,
+                         private TransportHost,
+                         private NegotiationHost {
  public:
   enum class Direction { kClient, kServer };
   enum class State { kConnecting, kNegotiating, kOpen, kClosed };
@@ -73,7 +76,7 @@ class Connection final : public RefCounted<Connection>, private TransportHost {
   Direction direction() const { return direction_; }
   State state() const { return state_; }
   bool is_open() const { return state_ == State::kOpen; }
-  const Sockaddr& remote() const { return remote_; }
+  const Sockaddr& remote() const override { return remote_; }
   Reactor* reactor() const { return reactor_; }
   // Reactor thread.
   const char* transport_name() const { return transport_->name(); }
@@ -108,17 +111,21 @@ class Connection final : public RefCounted<Connection>, private TransportHost {
   void OnTransportFailed(const Status& reason) override;
   void OnProtocolError(const Status& reason) override;
 
+  NegotiationHost* AsNegotiationHost() { return this; }
+  // NegotiationHost: reactor thread.
+  void SendConnectionBytes(BlockSlice bytes) override;
+  TransportCapabilities transport_capabilities() const override { return caps_; }
+
   static void OnNegotiationTimeout(struct ev_loop* loop, ev_timer* w, int revents);
   static void OnCallTimeout(OutboundCall* call, void* arg);
 
-  Status HandleFrame(BlockSlice frame);
-  Status HandleNegotiationFrame(BlockSlice frame);
+  void HandleNegotiationFrame(Slice frame);
+  // Logs why, sends what the negotiation queued (a server's refusal) and closes.
+  void FailNegotiation(const Status& reason);
   Status HandleCallFrame(BlockSlice frame);
   Status HandleResponseFrame(BlockSlice frame);
-  void SendNegotiationRequest();
   // Client side: queues the calls that waited for the connection, and sends later ones at once.
   void SendPendingCalls();
-  void SendNegotiationResponse(const Status& error);
   void MarkOpen();
   void QueueTransfer(OutboundTransfer* transfer);
   // Server side: stops or restarts reading by how many response bytes wait.
@@ -134,6 +141,9 @@ class Connection final : public RefCounted<Connection>, private TransportHost {
   TransportCapabilities caps_;                                  // transport_'s; changed with it
   std::vector<std::unique_ptr<Transport>> retired_transports_;  // reactor thread
   State state_;
+  // While negotiating (one of them, by direction); dropped once open.
+  std::unique_ptr<ServerNegotiation> server_negotiation_;
+  std::unique_ptr<ClientNegotiation> client_negotiation_;
 
   ev_timer negotiation_timer_;
   bool write_armed_ = false;

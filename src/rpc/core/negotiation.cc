@@ -31,12 +31,16 @@ BlockSlice BuildClientHello(const std::string& client_name) {
   return BlockSlice{std::move(block), bytes};
 }
 
-Status CheckPreamble(const uint8_t* preamble) {
-  if (memcmp(preamble, kMagic, sizeof(kMagic)) != 0) {
+Status CheckPreamble(Slice preamble) {
+  if (preamble.size() != kPreambleSize) {
+    return Status::InvalidArgument("preamble of " + std::to_string(preamble.size()) + " bytes");
+  }
+  if (memcmp(preamble.data(), kMagic, sizeof(kMagic)) != 0) {
     return Status::InvalidArgument("connection does not start with the rrpc preamble");
   }
-  if (preamble[4] != kWireVersion) {
-    return Status::NotSupported("unsupported rrpc wire version " + std::to_string(preamble[4]));
+  if (preamble.data()[4] != kWireVersion) {
+    return Status::NotSupported("unsupported rrpc wire version " +
+                                std::to_string(preamble.data()[4]));
   }
   return Status::OK();
 }
@@ -93,6 +97,52 @@ Status ParseServerReply(Slice frame, NegotiatePB* reply) {
     return Status::Corruption("negotiation reply does not parse");
   }
   return Status::OK();
+}
+
+// ---- Server side.
+
+Status ServerNegotiation::OnPreamble(Slice preamble) {
+  Status s = CheckPreamble(preamble);
+  if (!s.ok()) {
+    Refuse(s, s.IsNotSupported() ? ErrorStatusPB::FATAL_VERSION_MISMATCH
+                                 : ErrorStatusPB::FATAL_INVALID_FRAME);
+  }
+  return s;
+}
+
+Result<bool> ServerNegotiation::OnFrame(Slice frame) {
+  NegotiatePB request;
+  Status s = ParseClientNegotiation(frame, &request);
+  if (!s.ok()) {
+    Refuse(s, ErrorStatusPB::FATAL_INVALID_FRAME);
+    return s;
+  }
+  for (int f : request.supported_features()) {
+    if (f == SIDECARS) peer_.features.push_back(SIDECARS);
+  }
+  peer_.client_name = request.client_name();
+  host_->SendConnectionBytes(BuildServerReply(request, Status::OK(), {}));
+  return true;
+}
+
+void ServerNegotiation::Refuse(const Status& error, ErrorStatusPB::RpcErrorCodePB code) {
+  host_->SendConnectionBytes(BuildServerReply(NegotiatePB(), error, code));
+}
+
+// ---- Client side.
+
+bool ClientNegotiation::Start() {
+  host_->SendConnectionBytes(BuildClientHello(client_name_));
+  return host_->transport_capabilities().calls_may_follow_hello;
+}
+
+Result<bool> ClientNegotiation::OnFrame(Slice frame) {
+  NegotiatePB reply;
+  RRPC_RETURN_NOT_OK(ParseServerReply(frame, &reply));
+  for (int f : reply.supported_features()) {
+    if (f == SIDECARS) peer_.features.push_back(SIDECARS);
+  }
+  return true;
 }
 
 }  // namespace rrpc::rpc

@@ -1,18 +1,94 @@
-// The negotiation messages of a connection: what the client offers and what the server accepts
-// (docs/wire-format.md). Pure functions; the state machine that sends and awaits them lives in
-// Connection, on the reactor.
+// Negotiation: what happens on a new connection between its first byte and its first call
+// (docs/wire-format.md, sections 1 and 4). The server checks the preamble and answers the
+// client's NegotiatePB; the client sends the preamble and its NegotiatePB and reads the reply.
+// Each side is a small state machine that a Connection owns while it negotiates and drives from
+// its reactor thread (bytes in through OnPreamble/OnFrame, bytes out through the host), so no
+// thread ever blocks on a handshake; the connection bounds the whole by negotiation_timeout.
+// This is where the steps that change a connection live: TLS (the server tells a ClientHello
+// from the preamble by the first bytes), authentication, the RDMA bootstrap
+// (NegotiationHost::UpgradeTransport hands the stream to a new transport).
 #pragma once
 
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rpc/core/constants.h"
 #include "rpc/rpc_header.pb.h"
+#include "rpc/transport/transport.h"
 #include "util/block.h"
+#include "util/sockaddr.h"
 #include "util/status.h"
 
 namespace rrpc::rpc {
 
+// The connection, as its negotiation sees it. Reactor thread.
+class NegotiationHost {
+ public:
+  virtual const Sockaddr& remote() const = 0;
+  // Queues connection-level bytes (preamble, negotiation frames) and writes them now.
+  virtual void SendConnectionBytes(BlockSlice bytes) = 0;
+  // What the connection's transport allows (e.g. whether calls may follow the hello).
+  virtual TransportCapabilities transport_capabilities() const = 0;
+
+ protected:
+  ~NegotiationHost() = default;
+};
+
+// What both sides agreed on; the open connection keeps it.
+struct NegotiatedPeer {
+  std::vector<RpcFeatureFlag> features;  // supported by both sides
+  std::string client_name;               // server side: what the client called itself
+};
+
+// Server side: preamble, then the client's negotiation request.
+class ServerNegotiation {
+ public:
+  explicit ServerNegotiation(NegotiationHost* host) : host_(host) {}
+
+  // The connection's first kPreambleSize bytes. On error the refusal has been sent; the
+  // connection must close.
+  Status OnPreamble(Slice preamble);
+  // A frame before the connection is open: true when negotiation is done (the connection
+  // opens; the reply has been sent), false when more frames are needed. On error the refusal
+  // has been sent; the connection must close.
+  Result<bool> OnFrame(Slice frame);
+  const NegotiatedPeer& peer() const { return peer_; }
+
+ private:
+  // Answers with an ErrorStatusPB carrying `code` and `error`'s message.
+  void Refuse(const Status& error, ErrorStatusPB::RpcErrorCodePB code);
+
+  NegotiationHost* const host_;
+  NegotiatedPeer peer_;
+};
+
+// Client side: sends the preamble and the request, then reads the server's reply.
+class ClientNegotiation {
+ public:
+  ClientNegotiation(NegotiationHost* host, std::string client_name)
+      : host_(host), client_name_(std::move(client_name)) {}
+
+  // The transport is connected: sends the preamble and the negotiation request. Returns whether
+  // calls may be sent right behind them (nothing the reply says can change how they travel) or
+  // must wait for the reply.
+  bool Start();
+  // A frame before the connection is open: true when negotiation is done, false when more
+  // frames are needed, an error (the server's refusal, or a bad reply) to close.
+  Result<bool> OnFrame(Slice frame);
+  const NegotiatedPeer& peer() const { return peer_; }
+
+ private:
+  NegotiationHost* const host_;
+  const std::string client_name_;
+  NegotiatedPeer peer_;
+};
+
+// The wire messages, for the state machines above and for tests that speak the protocol by hand.
 // The client's first bytes: preamble then a framed NegotiatePB request.
 BlockSlice BuildClientHello(const std::string& client_name);
-// Checks the 6 preamble bytes; InvalidArgument naming what is wrong.
-Status CheckPreamble(const uint8_t* preamble);
+// Checks the preamble bytes; InvalidArgument (bad magic) or NotSupported (bad version).
+Status CheckPreamble(Slice preamble);
 // The server's framed answer to the client's NegotiatePB; an ErrorStatusPB when `error` is set.
 BlockSlice BuildServerReply(const NegotiatePB& request, const Status& error,
                             ErrorStatusPB::RpcErrorCodePB code);

@@ -99,7 +99,7 @@ class RawConnection {
   Status AcceptNegotiation() {
     uint8_t preamble[kPreambleSize];
     RRPC_RETURN_NOT_OK(socket_.BlockingRecv(preamble, sizeof(preamble)));
-    RRPC_RETURN_NOT_OK(CheckPreamble(preamble));
+    RRPC_RETURN_NOT_OK(CheckPreamble(Slice(preamble, kPreambleSize)));
     std::string frame;
     RRPC_RETURN_NOT_OK(ReadFrame(&frame));
     NegotiatePB request;

@@ -113,8 +113,10 @@ TEST_F(TcpTransportTest, DeliversThePreambleThenFramesInOrder) {
   RecordingHost host;
   ASSERT_TRUE(transport->ExpectPreamble(6).ok());
   transport->Start(loop_, &host);
-  const std::string bytes = std::string("RRPC\x01\x00", 6) + Frame("first") + Frame("second") + Frame("third");
-  ASSERT_TRUE(client.BlockingWrite(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()).ok());
+  const std::string bytes =
+      std::string("RRPC\x01\x00", 6) + Frame("first") + Frame("second") + Frame("third");
+  ASSERT_TRUE(
+      client.BlockingWrite(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()).ok());
   ASSERT_TRUE(RunUntil([&] { return host.frames.size() == 3; }));
   EXPECT_EQ(std::string("RRPC\x01\x00", 6), host.preamble_seen);
   EXPECT_EQ((std::vector<std::string>{"first", "second", "third"}), host.frames);
@@ -131,7 +133,8 @@ TEST_F(TcpTransportTest, OversizedFrameIsAProtocolErrorAndStopsDelivery) {
   std::string big(4, '\0');
   EncodeBigEndian32(reinterpret_cast<uint8_t*>(big.data()), 1000);
   const std::string bytes = Frame("ok") + big;
-  ASSERT_TRUE(client.BlockingWrite(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()).ok());
+  ASSERT_TRUE(
+      client.BlockingWrite(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()).ok());
   ASSERT_TRUE(RunUntil([&] { return !host.protocol_errors.empty(); }));
   EXPECT_EQ((std::vector<std::string>{"ok"}), host.frames);
   EXPECT_NE(std::string::npos, host.protocol_errors[0].ToString().find("exceeds the maximum"));
@@ -195,7 +198,8 @@ TEST_F(TcpTransportTest, WritesTheQueueAndPausesReading) {
   // Paused, the transport reads nothing; resumed, it delivers what waited.
   transport->PauseReading(true);
   const std::string bytes = Frame("later");
-  ASSERT_TRUE(client.BlockingWrite(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()).ok());
+  ASSERT_TRUE(
+      client.BlockingWrite(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()).ok());
   for (int i = 0; i < 20; i++) ev_run(loop_, EVRUN_NOWAIT);
   EXPECT_TRUE(host.frames.empty());
   transport->PauseReading(false);
@@ -213,7 +217,8 @@ TEST_F(TcpTransportTest, DetachedStreamContinuesWithTheBytesAlreadyRead) {
   first->Start(loop_, &host);
   // Preamble and two frames in one write: the first transport reads all of them at once.
   const std::string bytes = std::string("RRPC\x01\x00", 6) + Frame("one") + Frame("two");
-  ASSERT_TRUE(client.BlockingWrite(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()).ok());
+  ASSERT_TRUE(
+      client.BlockingWrite(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()).ok());
   ASSERT_TRUE(RunUntil([&] { return host.detached != nullptr; }));
   EXPECT_TRUE(host.frames.empty());  // nothing delivered after the detach
   EXPECT_EQ(Frame("one") + Frame("two"), host.detached->unread);
@@ -223,7 +228,8 @@ TEST_F(TcpTransportTest, DetachedStreamContinuesWithTheBytesAlreadyRead) {
   second.Start(loop_, &second_host);
   ASSERT_TRUE(RunUntil([&] { return second_host.frames.size() == 2; }));
   const std::string more = Frame("three");
-  ASSERT_TRUE(client.BlockingWrite(reinterpret_cast<const uint8_t*>(more.data()), more.size()).ok());
+  ASSERT_TRUE(
+      client.BlockingWrite(reinterpret_cast<const uint8_t*>(more.data()), more.size()).ok());
   ASSERT_TRUE(RunUntil([&] { return second_host.frames.size() == 3; }));
   EXPECT_EQ((std::vector<std::string>{"one", "two", "three"}), second_host.frames);
 }
