@@ -125,6 +125,7 @@ void Connection::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
 
 void Connection::OnCallTimeout(OutboundCall* call, void* arg) {
   auto* conn = static_cast<Connection*>(arg);
+  DCHECK(conn->reactor_->IsCurrentThread());
   scoped_refptr<Connection> self(conn);
   if (conn->awaiting_response_.erase(call->call_id()) == 0) {
     auto it = std::find_if(conn->pending_calls_.begin(), conn->pending_calls_.end(),
@@ -197,6 +198,7 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
 }
 
 void Connection::ApplyBackpressure() {
+  DCHECK(reactor_->IsCurrentThread());
   if (direction_ != Direction::kServer || state_ != State::kOpen) return;
   const size_t unsent = unsent_bytes_.load(std::memory_order_relaxed);
   if (!reads_paused_ && unsent > kPauseReadsAboveBytes) {
@@ -263,6 +265,7 @@ void Connection::Flush() {
 }
 
 void Connection::NotifyWhenWritable(bool on) {
+  DCHECK(reactor_->IsCurrentThread());
   if (on == write_armed_) return;
   write_armed_ = on;
   transport_->NotifyWhenWritable(on);
@@ -289,6 +292,7 @@ void Connection::OnTransportConnected() {
 }
 
 void Connection::OnBytesReceived(size_t bytes, MonoTime now) {
+  DCHECK(reactor_->IsCurrentThread());
   bytes_received_ += bytes;
   last_activity_ = now;
   if (MessengerMetrics* m = reactor_->metrics()) m->received_bytes->IncrementBy(bytes);
@@ -308,6 +312,7 @@ void Connection::OnWritable() {
 }
 
 void Connection::OnTransportFailed(const Status& reason) {
+  DCHECK(reactor_->IsCurrentThread());
   scoped_refptr<Connection> self(this);
   if (state_ == State::kConnecting) {
     Shutdown(reason.CloneAndPrepend("connect to " + remote_.ToString()));
@@ -319,6 +324,7 @@ void Connection::OnTransportFailed(const Status& reason) {
 }
 
 void Connection::OnProtocolError(const Status& reason) {
+  DCHECK(reactor_->IsCurrentThread());
   scoped_refptr<Connection> self(this);
   // Logged here (Shutdown only VLOGs): a peer breaking the protocol, e.g. a frame above
   // max_message_size, is the operator's only clue why the connection dropped.
@@ -348,10 +354,12 @@ void Connection::OnFrame(BlockSlice frame) {
 // ---- Negotiation (negotiation.h does the talking).
 
 void Connection::SendConnectionBytes(BlockSlice bytes) {
+  DCHECK(reactor_->IsCurrentThread());
   QueueTransfer(new BytesTransfer(std::move(bytes)));
 }
 
 void Connection::HandleNegotiationFrame(Slice frame) {
+  DCHECK(reactor_->IsCurrentThread());
   Result<bool> done = server_negotiation_ ? server_negotiation_->OnFrame(frame)
                                           : client_negotiation_->OnFrame(frame);
   if (!done.ok()) {
@@ -370,6 +378,7 @@ void Connection::FailNegotiation(const Status& reason) {
 }
 
 void Connection::SendPendingCalls() {
+  DCHECK(reactor_->IsCurrentThread());
   sending_calls_ = true;
   std::vector<scoped_refptr<OutboundCall>> pending;
   pending.swap(pending_calls_);
@@ -383,6 +392,7 @@ void Connection::SendPendingCalls() {
 }
 
 void Connection::MarkOpen() {
+  DCHECK(reactor_->IsCurrentThread());
   state_ = State::kOpen;
   ev_timer_stop(reactor_->loop(), &negotiation_timer_);
   server_negotiation_.reset();
@@ -393,6 +403,7 @@ void Connection::MarkOpen() {
 // ---- Calls and responses.
 
 Status Connection::HandleCallFrame(BlockSlice frame) {
+  DCHECK(reactor_->IsCurrentThread());
   auto call = std::make_unique<InboundCall>(scoped_refptr<Connection>(this));
   RRPC_RETURN_NOT_OK(call->ParseFrom(std::move(frame), last_activity_));
   if (call->call_id() < 0) {
@@ -405,6 +416,7 @@ Status Connection::HandleCallFrame(BlockSlice frame) {
 }
 
 Status Connection::HandleResponseFrame(BlockSlice frame) {
+  DCHECK(reactor_->IsCurrentThread());
   ResponseHeader header;
   Slice body, tail;
   RRPC_RETURN_NOT_OK(ParseFrame(frame.slice, &header, &body, &tail));

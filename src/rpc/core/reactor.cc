@@ -275,6 +275,7 @@ void Reactor::DrainIncomingWork() {
 }
 
 void Reactor::AssignOutboundCall(scoped_refptr<OutboundCall> call) {
+  DCHECK(IsCurrentThread());
   if (stopped_.load(std::memory_order_relaxed)) {
     call->FinishWithError(Status::Aborted("messenger shutting down"));
     return;
@@ -304,6 +305,7 @@ void Reactor::OnAccept(struct ev_loop*, ev_io* w, int) {
 }
 
 void Reactor::AcceptConnections() {
+  DCHECK(IsCurrentThread());
   for (int i = 0; i < kMaxAcceptsPerEvent; i++) {
     Socket sock;
     Sockaddr peer;
@@ -323,7 +325,10 @@ void Reactor::AcceptConnections() {
   }
 }
 
-void Reactor::ScheduleFlush(Connection* conn) { flush_list_.push_back(conn); }
+void Reactor::ScheduleFlush(Connection* conn) {
+  DCHECK(IsCurrentThread());
+  flush_list_.push_back(conn);
+}
 
 void Reactor::OnPrepare(struct ev_loop*, ev_prepare* w, int) {
   auto* reactor = static_cast<Reactor*>(w->data);
@@ -345,6 +350,7 @@ void Reactor::RecordBusyTime() {
 }
 
 void Reactor::FlushScheduled() {
+  DCHECK(IsCurrentThread());
   // A flush can finish calls whose callbacks queue more work; loop until quiet.
   while (!flush_list_.empty()) {
     std::vector<Connection*> batch;
@@ -361,6 +367,7 @@ void Reactor::OnIdleScan(struct ev_loop*, ev_timer* w, int) {
 }
 
 void Reactor::CloseIdleConnections() {
+  DCHECK(IsCurrentThread());
   if (options().idle_timeout == MonoDelta::Max()) return;
   const MonoTime now = MonoTime::Now();
   const MonoTime cutoff = now - options().idle_timeout;
@@ -383,12 +390,14 @@ void Reactor::CloseIdleConnections() {
 }
 
 void Reactor::ConnectionClosed(Connection* conn) {
+  DCHECK(IsCurrentThread());
   auto it = client_connections_.find(conn->remote());
   if (it != client_connections_.end() && it->second == conn) client_connections_.erase(it);
   connections_.erase(conn);
 }
 
 void Reactor::CloseAll(const Status& reason) {
+  DCHECK(IsCurrentThread());
   std::vector<scoped_refptr<Connection>> all;
   all.reserve(connections_.size());
   for (const auto& [raw, conn] : connections_) all.push_back(conn);
