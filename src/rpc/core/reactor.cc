@@ -104,6 +104,7 @@ void Reactor::StopAccepting() {
 
 void Reactor::RunLoop() {
   ev_run(loop_, 0);
+  closed_connections_.clear();
   VLOG(1) << "reactor " << index_ << " stopped";
 }
 
@@ -333,6 +334,8 @@ void Reactor::ScheduleFlush(Connection* conn) {
 void Reactor::OnPrepare(struct ev_loop*, ev_prepare* w, int) {
   auto* reactor = static_cast<Reactor*>(w->data);
   reactor->FlushScheduled();
+  // Every callback of this iteration has returned: closed connections may go now.
+  reactor->closed_connections_.clear();
   if (reactor->metrics_ != nullptr) reactor->RecordBusyTime();
 }
 
@@ -393,7 +396,13 @@ void Reactor::ConnectionClosed(Connection* conn) {
   DCHECK(IsCurrentThread());
   auto it = client_connections_.find(conn->remote());
   if (it != client_connections_.end() && it->second == conn) client_connections_.erase(it);
-  connections_.erase(conn);
+  auto entry = connections_.find(conn);
+  if (entry == connections_.end()) return;
+  // Not released here: a closing connection is usually deep inside its own transport's callback
+  // (a bad frame, the peer closing), and dropping the last reference would free the transport
+  // under it. Released once the loop iteration's callbacks have all returned (OnPrepare).
+  closed_connections_.push_back(std::move(entry->second));
+  connections_.erase(entry);
 }
 
 void Reactor::CloseAll(const Status& reason) {

@@ -136,6 +136,8 @@ class Reactor {
   std::unordered_map<Connection*, scoped_refptr<Connection>> connections_;
   std::unordered_map<Sockaddr, Connection*> client_connections_;  // by remote address
   std::vector<Connection*> flush_list_;
+  // Connections closed during this loop iteration, kept alive until it ends (ConnectionClosed).
+  std::vector<scoped_refptr<Connection>> closed_connections_;
   std::atomic<bool> stopped_{false};
 };
 
