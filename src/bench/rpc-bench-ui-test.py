@@ -37,7 +37,8 @@ CHROMIUM = "/usr/bin/chromium"
 SKIP = 77
 METHOD = "rrpc.bench.BenchService.Echo"
 PAGES = ["/", "/metrics", "/metrics.json", "/rpcz", "/varz", "/threadz", "/connections",
-         "/healthz", "/static/dashboard.js", "/static/dashboard.css"]
+         "/healthz", "/static/dashboard.js", "/static/format.js", "/static/line_chart.js",
+         "/static/dashboard.css", "/static/pages.css"]
 
 
 class TestFailure(Exception):

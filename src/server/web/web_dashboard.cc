@@ -26,14 +26,25 @@ const char* ContentTypeForFileName(std::string_view name) {
   return "application/octet-stream";
 }
 
+namespace {
+
+void Register(Webserver* web, const EmbeddedFile& file) {
+  const std::string_view name(file.name);
+  std::string path = name == "index.html" ? "/" : "/static/" + std::string(name);
+  web->RegisterStaticAsset(std::move(path), ContentTypeForFileName(name), file.contents());
+}
+
+}  // namespace
+
 void RegisterDashboard(Webserver* web) {
-  for (size_t i = 0; i < kNumEmbeddedWebAssets; ++i) {
-    const EmbeddedFile& file = kEmbeddedWebAssets[i];
-    std::string_view name(file.name);
-    std::string path = name == "index.html" ? "/" : "/static/" + std::string(name);
-    web->RegisterStaticAsset(std::move(path), ContentTypeForFileName(name),
-                             std::string_view(reinterpret_cast<const char*>(file.data), file.size));
-  }
+  for (size_t i = 0; i < kNumEmbeddedWebAssets; ++i) Register(web, kEmbeddedWebAssets[i]);
+}
+
+bool RegisterEmbeddedAsset(Webserver* web, std::string_view name) {
+  const EmbeddedFile* file = FindEmbeddedFile(kEmbeddedWebAssets, kNumEmbeddedWebAssets, name);
+  if (file == nullptr) return false;
+  Register(web, *file);
+  return true;
 }
 
 }  // namespace rrpc

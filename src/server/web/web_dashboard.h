@@ -12,6 +12,10 @@ class Webserver;
 // Thread-safe as Webserver::RegisterPage is.
 void RegisterDashboard(Webserver* web);
 
+// Registers the one embedded static file `name` (e.g. "pages.css") where RegisterDashboard
+// would. False if no such file is embedded. Thread-safe as Webserver::RegisterPage is.
+bool RegisterEmbeddedAsset(Webserver* web, std::string_view name);
+
 // The Content-Type for a static file name, by extension ("a.js" -> "text/javascript; ...").
 const char* ContentTypeForFileName(std::string_view name);
 

@@ -2,7 +2,7 @@
 // call registers them all on a Webserver, next to the dashboard (web_dashboard.h):
 //
 //   /metrics        Prometheus text exposition (format 0.0.4) of the metric registry.
-//   /metrics.json   The same as JSON, in the schema the dashboard polls (json_writer.h).
+//   /metrics.json   The same as JSON (util/metrics/json_writer.h), which the dashboard polls.
 //   /rpcz           Calls in flight (method, peer, elapsed, queued / running / sending) and the
 //                   recent slow and failed calls with their timelines (rpc/observe/rpcz_store.h).
 //   /connections    The messenger's connections: peer, direction, transport, reactor, bytes,
@@ -12,9 +12,11 @@
 //                   with their CPU time from /proc/self/task/<tid>/stat.
 //   /healthz        "OK" with 200 while healthy, 503 and the reason otherwise.
 //
-// The HTML pages use the dashboard's stylesheet plus /static/pages.css (registered here) and
-// share its top bar; no inline script or style, as the server's content policy forbids them.
-// Every page except /metrics* and /healthz answers JSON instead with `?format=json`.
+// The HTML pages share the dashboard's top bar and stylesheet, plus /static/pages.css (registered
+// here); their frame is templates/page.html, and each page lives in a file of its own
+// (rpcz_page.cc, connections_page.cc, varz_page.cc, threadz_page.cc; web_page_areas.h). No
+// inline script or style, as the server's content policy forbids them. Every page except
+// /metrics* and /healthz answers JSON instead with `?format=json`.
 //
 // Thread-safety: RegisterRpcPages may be called from any thread, as Webserver::RegisterPage.
 // The pages run on the web server's threads, several at once; the messenger and the registry

@@ -1,11 +1,16 @@
-# Turns every web file in ASSET_DIR into a C++ byte array in OUTPUT (a .cc defining
-# rrpc::kEmbeddedWebAssets, declared in server/web/web_assets.h), so the binary serves the
-# dashboard with no files on disk.
+# Turns every web file in ASSET_DIR into a C++ byte array in OUTPUT: a .cc defining the table
+# rrpc::<SYMBOL> and its length rrpc::kNum<SYMBOL without its leading k> (declared in
+# server/web/web_assets.h), so the binary serves the web UI with no files on disk. Run once for
+# the static files (assets/ -> kEmbeddedWebAssets) and once for the page templates (templates/ ->
+# kEmbeddedWebTemplates).
 #
-#   cmake -DASSET_DIR=<dir> -DOUTPUT=<file.cc> -P embed.cmake
-if(NOT ASSET_DIR OR NOT OUTPUT)
-  message(FATAL_ERROR "usage: cmake -DASSET_DIR=<dir> -DOUTPUT=<file.cc> -P embed.cmake")
+#   cmake -DASSET_DIR=<dir> -DOUTPUT=<file.cc> -DSYMBOL=kEmbeddedWebAssets -P embed.cmake
+if(NOT ASSET_DIR OR NOT OUTPUT OR NOT SYMBOL MATCHES "^k[A-Za-z0-9]+$")
+  message(FATAL_ERROR
+    "usage: cmake -DASSET_DIR=<dir> -DOUTPUT=<file.cc> -DSYMBOL=k<Name> -P embed.cmake")
 endif()
+string(SUBSTRING "${SYMBOL}" 1 -1 symbol_name)
+get_filename_component(dir_name "${ASSET_DIR}" NAME)
 
 file(GLOB assets RELATIVE "${ASSET_DIR}"
   "${ASSET_DIR}/*.html" "${ASSET_DIR}/*.css" "${ASSET_DIR}/*.js" "${ASSET_DIR}/*.svg"
@@ -39,7 +44,7 @@ if(index EQUAL 0)
   message(FATAL_ERROR "no web assets found in ${ASSET_DIR}")
 endif()
 
-set(content "// Generated from src/server/web/assets/ by embed.cmake; do not edit.
+set(content "// Generated from src/server/web/${dir_name}/ by embed.cmake; do not edit.
 #include \"server/web/web_assets.h\"
 
 namespace rrpc {
@@ -47,9 +52,9 @@ namespace {
 
 ${arrays}}  // namespace
 
-const EmbeddedFile kEmbeddedWebAssets[] = {
+const EmbeddedFile ${SYMBOL}[] = {
 ${table}};
-const size_t kNumEmbeddedWebAssets = ${index};
+const size_t kNum${symbol_name} = ${index};
 
 }  // namespace rrpc
 ")

@@ -1,0 +1,89 @@
+// /connections: the messenger's connections (peer, direction, state, transport, reactor, bytes,
+// calls in flight, age). Runs on the web server's threads.
+#include <algorithm>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "rpc/connection_info.h"
+#include "rpc/messenger.h"
+#include "server/web/web_page_areas.h"
+#include "server/web/web_page_format.h"
+
+namespace rrpc::web_page {
+
+namespace {
+
+std::vector<rpc::ConnectionInfo> SortedConnections(rpc::Messenger* messenger) {
+  std::vector<rpc::ConnectionInfo> conns = messenger->DumpConnections();
+  std::sort(conns.begin(), conns.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.direction, a.remote, a.reactor) < std::tie(b.direction, b.remote, b.reactor);
+  });
+  return conns;
+}
+
+std::string ConnectionsJson(rpc::Messenger* messenger) {
+  const std::vector<rpc::ConnectionInfo> conns = SortedConnections(messenger);
+  std::string out;
+  JsonObject root(&out);
+  root.Str("messenger", messenger->name()).Uint("total", conns.size());
+  AppendJsonArray(
+      conns,
+      [](const rpc::ConnectionInfo& c, JsonObject* o) {
+        o->Str("peer", c.remote)
+            .Str("direction", c.direction)
+            .Str("state", c.state)
+            .Str("transport", c.transport)
+            .Int("reactor", c.reactor)
+            .Uint("bytes_received", c.bytes_received)
+            .Uint("bytes_sent", c.bytes_sent)
+            .Uint("calls_in_flight", c.calls_in_flight)
+            .Bool("reads_paused", c.reads_paused)
+            .Double("age_seconds", c.age_seconds);
+      },
+      root.Member("connections"));
+  root.Close();
+  return out;
+}
+
+std::string ConnectionsHtml(const PageEnv& env, rpc::Messenger* messenger) {
+  const std::vector<rpc::ConnectionInfo> conns = SortedConnections(messenger);
+  std::string content;
+  const std::vector<Column> columns = {
+      {"Peer", false},      {"Direction", false},      {"State", false},
+      {"Transport", false}, {"Reactor", true},         {"Bytes in", true},
+      {"Bytes out", true},  {"Calls in flight", true}, {"Age", true}};
+  BeginTable("Connections", std::to_string(conns.size()), "", columns, &content);
+  for (const rpc::ConnectionInfo& c : conns) {
+    content += "<tr>";
+    Cell("mono", c.remote, &content);
+    Cell("", c.direction, &content);
+    // A server connection whose peer leaves its responses unread stops being read from.
+    PillCell(c.reads_paused ? c.state + " (reads paused)" : c.state, &content);
+    Cell("", c.transport, &content);
+    Cell("num", std::to_string(c.reactor), &content);
+    Cell("num", FormatBytes(c.bytes_received), &content);
+    Cell("num", FormatBytes(c.bytes_sent), &content);
+    Cell("num", std::to_string(c.calls_in_flight), &content);
+    Cell("num", FormatAge(c.age_seconds), &content);
+    content += "</tr>\n";
+  }
+  if (conns.empty()) EmptyRow(columns.size(), "No connections.", &content);
+  EndTable(&content);
+  return RenderPage(env,
+                    {"Connections", "/connections",
+                     "server connections were accepted from the peer; client connections were "
+                     "opened to it"},
+                    content);
+}
+
+}  // namespace
+
+void RegisterConnectionsPage(Webserver* web, std::shared_ptr<const PageEnv> env,
+                             rpc::Messenger* messenger) {
+  RegisterHtmlOrJsonPage(
+      web, "/connections", [env, messenger] { return ConnectionsHtml(*env, messenger); },
+      [messenger] { return ConnectionsJson(messenger); });
+}
+
+}  // namespace rrpc::web_page
