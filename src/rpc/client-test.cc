@@ -1,5 +1,6 @@
-// Client-side behaviour against a real server: timeouts, refused connections, server restarts,
-// shutdown with calls in flight (every callback exactly once), sidecars, and message size limits.
+// Client-side behaviour against a real server: timeouts, refused connections, negotiation,
+// server restarts, shutdown with calls in flight (every callback exactly once). Sidecars and
+// message size limits: client-payload-test.cc.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -17,8 +18,7 @@ namespace {
 
 class ClientTest : public RpcTestBase {
  protected:
-  Status Echo(const std::string& data, MonoDelta timeout = MonoDelta::FromSeconds(60),
-              rtest::EchoResponsePB* resp_out = nullptr) {
+  Status Echo(const std::string& data, MonoDelta timeout = MonoDelta::FromSeconds(60)) {
     rtest::EchoRequestPB req;
     req.set_data(data);
     rtest::EchoResponsePB resp;
@@ -26,7 +26,6 @@ class ClientTest : public RpcTestBase {
     ctl.set_timeout(timeout);
     Status s = Proxy().Echo(req, &resp, &ctl);
     if (s.ok() && resp.data() != data) return Status::Corruption("echo mismatch");
-    if (resp_out != nullptr) *resp_out = resp;
     return s;
   }
 };
@@ -478,146 +477,6 @@ TEST_F(ClientTest, TimeoutFiresEvenWhenThePeerStopsReadingMidRequest) {
   EXPECT_TRUE(server_status.ok()) << server_status.ToString();
   EXPECT_TRUE(received_sidecar == sidecar_bytes) << "sidecar corrupted after the timeout";
   EXPECT_EQ(1, first.callbacks.load());
-}
-
-// ---- Sidecars.
-
-std::string Pattern(size_t n, int seed) {
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; i++) s[i] = static_cast<char>((i * 7 + seed * 13 + (i >> 10)) & 0xff);
-  return s;
-}
-
-TEST_F(ClientTest, SidecarsOfManySizesRoundTripOnRequestAndResponse) {
-  StartServer();
-  StartClient();
-  const std::vector<size_t> sizes = {0, 1, 2, 100, 4096, 65536 + 3, 1 << 20, 0};
-  std::vector<std::string> payloads;
-  for (size_t i = 0; i < sizes.size(); i++) payloads.push_back(Pattern(sizes[i], i));
-  for (int round = 0; round < 3; round++) {
-    rtest::EchoRequestPB req;
-    req.set_data("with sidecars");
-    rtest::EchoResponsePB resp;
-    RpcController ctl;
-    ctl.set_timeout(MonoDelta::FromSeconds(60));
-    for (size_t i = 0; i < payloads.size(); i++) {
-      if (i % 2 == 0) {
-        ctl.AddOutboundSidecar(Slice(payloads[i]));  // borrowed
-      } else {
-        BlockRef block = Block::Allocate(payloads[i].size());
-        memcpy(block->data(), payloads[i].data(), payloads[i].size());
-        ctl.AddOutboundSidecar(BlockSlice{block, Slice(block->data(), payloads[i].size())});
-      }
-    }
-    Status s = Proxy().Echo(req, &resp, &ctl);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    EXPECT_EQ("with sidecars", resp.data());
-    // The server echoed each sidecar back as a response sidecar.
-    ASSERT_EQ(payloads.size(), ctl.num_inbound_sidecars());
-    for (size_t i = 0; i < payloads.size(); i++) {
-      EXPECT_EQ(payloads[i].size(), ctl.inbound_sidecar(i).size()) << i;
-      EXPECT_TRUE(ctl.inbound_sidecar(i) == Slice(payloads[i])) << "sidecar " << i;
-    }
-  }
-}
-
-TEST_F(ClientTest, SidecarsOfConcurrentCallsDoNotMix) {
-  StartServer();
-  StartClient();
-  constexpr int kCalls = 50;
-  std::vector<std::string> payloads;
-  std::vector<rtest::EchoRequestPB> reqs(kCalls);
-  std::vector<rtest::EchoResponsePB> resps(kCalls);
-  std::vector<RpcController> ctls(kCalls);
-  for (int i = 0; i < kCalls; i++) payloads.push_back(Pattern(1000 + i * 997, i));
-  CountDownLatch done(kCalls);
-  auto proxy = Proxy();
-  for (int i = 0; i < kCalls; i++) {
-    reqs[i].set_data(std::to_string(i));
-    ctls[i].set_timeout(MonoDelta::FromSeconds(60));
-    ctls[i].AddOutboundSidecar(Slice(payloads[i]));
-    proxy.EchoAsync(reqs[i], &resps[i], &ctls[i], [&done] { done.CountDown(); });
-  }
-  ASSERT_TRUE(done.WaitFor(MonoDelta::FromSeconds(120)));
-  for (int i = 0; i < kCalls; i++) {
-    ASSERT_TRUE(ctls[i].status().ok()) << ctls[i].status().ToString();
-    ASSERT_EQ(1u, ctls[i].num_inbound_sidecars());
-    EXPECT_TRUE(ctls[i].inbound_sidecar(0) == Slice(payloads[i])) << i;
-  }
-}
-
-// ---- Message size limits.
-
-constexpr size_t k16MiB = 16u << 20;
-
-TEST_F(ClientTest, RequestAboveTheClientsLimitIsRefusedBeforeSending) {
-  StartServer();
-  MessengerOptions o;
-  o.max_message_size = 8u << 20;
-  StartClient(o);
-  const std::string big(k16MiB, 'b');
-  {
-    // In the body.
-    rtest::EchoResponsePB resp;
-    Status s = Echo(big, MonoDelta::FromSeconds(60), &resp);
-    EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString().substr(0, 200);
-    EXPECT_NE(std::string::npos, s.ToString().find("exceeds the maximum")) << s.ToString();
-  }
-  {
-    // In a sidecar.
-    rtest::EchoRequestPB req;
-    req.set_data("small");
-    rtest::EchoResponsePB resp;
-    RpcController ctl;
-    ctl.set_timeout(MonoDelta::FromSeconds(60));
-    ctl.AddOutboundSidecar(Slice(big));
-    Status s = Proxy().Echo(req, &resp, &ctl);
-    EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
-    EXPECT_NE(std::string::npos, s.ToString().find("exceeds the maximum")) << s.ToString();
-  }
-  // Nothing reached the server, and the client still works.
-  EXPECT_EQ(0, service_->calls());
-  ASSERT_TRUE(Echo("small").ok());
-}
-
-TEST_F(ClientTest, RequestAboveTheServersLimitClosesTheConnection) {
-  MessengerOptions server_options;
-  server_options.max_message_size = 8u << 20;
-  StartServer(server_options);
-  StartClient();  // default limit, 64 MiB: it sends the 16 MiB request
-  ASSERT_TRUE(Echo("before").ok());
-  Status s = Echo(std::string(k16MiB, 'b'));
-  // The server refuses the frame from its length prefix and closes the connection: the client
-  // sees the connection closed or reset under it.
-  EXPECT_TRUE(s.IsNetworkError()) << s.ToString();
-  EXPECT_EQ(1, service_->calls());
-  // A new connection serves the next call.
-  Status after;
-  for (int attempt = 0; attempt < 50; attempt++) {
-    after = Echo("after");
-    if (after.ok()) break;
-    ASSERT_TRUE(after.IsNetworkError()) << after.ToString();
-    SleepFor(MonoDelta::FromMilliseconds(20));
-  }
-  EXPECT_TRUE(after.ok()) << after.ToString();
-}
-
-TEST_F(ClientTest, ResponseAboveTheClientsLimitFailsTheCallWithAClearError) {
-  StartServer();  // default limit: it sends the 16 MiB response
-  MessengerOptions client_options;
-  client_options.max_message_size = 8u << 20;
-  StartClient(client_options);
-  service_->set_echo_hook([](const rtest::EchoRequestPB& req, RpcContext* context) {
-    if (req.data() != "big response") return;
-    BlockRef block = Block::Allocate(k16MiB);
-    memset(block->data(), 'r', k16MiB);
-    context->AddOutboundSidecar(BlockSlice{block, Slice(block->data(), k16MiB)});
-  });
-  ASSERT_TRUE(Echo("before").ok());
-  Status s = Echo("big response");
-  EXPECT_TRUE(s.IsInvalidArgument() || s.IsNetworkError()) << s.ToString();
-  EXPECT_NE(std::string::npos, s.ToString().find("exceeds the maximum")) << s.ToString();
-  ASSERT_TRUE(Echo("after").ok());
 }
 
 }  // namespace
