@@ -25,6 +25,7 @@
 #include "bench/bench_service.h"
 #include "rpc/messenger.h"
 #include "rpc/rpc_controller.h"
+#include "util/command_line.h"
 #include "util/countdown_latch.h"
 #include "util/monotime.h"
 
@@ -119,8 +120,12 @@ int Main() {
 }  // namespace rrpc::bench
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("echo-cost [--calls=N] [--inline_handlers]: instructions per echo call");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  rrpc::ParseCommandLine(
+      &argc, &argv,
+      {"echo-cost [--calls=N] [--inline_handlers]",
+       "A fixed number of echo calls in one process, for counting instructions per call under "
+       "callgrind (build-support/echo-cost runs it so).",
+       {"bench/echo_cost_main.cc"}});
   google::InitGoogleLogging(argv[0]);
   return rrpc::bench::Main();
 }

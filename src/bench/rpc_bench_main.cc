@@ -26,6 +26,7 @@
 #include "server/web/web_dashboard.h"
 #include "server/web/web_pages.h"
 #include "server/web/webserver.h"
+#include "util/command_line.h"
 #include "util/metrics/metric_registry.h"
 
 DEFINE_string(mode, "throughput",
@@ -352,14 +353,16 @@ int Run() {
 }  // namespace rrpc::bench
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "rrpc's benchmark: an echo server and clients in one of four modes; prints a summary and "
-      "one RESULT line. The --rpc_* messenger flags apply to both messengers, except that "
-      "--server_reactors, --worker_threads, --service_queue_length and --client_reactors "
-      "replace --rpc_num_reactors, --rpc_num_workers and --rpc_service_queue_length");
   // Logs go to stderr unless asked otherwise: a benchmark run should leave no log files behind.
   gflags::SetCommandLineOptionWithMode("logtostderr", "true", gflags::SET_FLAGS_DEFAULT);
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  rrpc::ParseCommandLine(
+      &argc, &argv,
+      {"rpc-bench [--mode=throughput|latency|cps|sparse] [--payload_bytes=N] [flags]",
+       "rrpc's benchmark: an echo server and clients in one of four modes; prints a summary and\n"
+       "one RESULT line. The --rpc_* messenger flags apply to both messengers, except that\n"
+       "--server_reactors, --worker_threads, --service_queue_length and --client_reactors\n"
+       "replace --rpc_num_reactors, --rpc_num_workers and --rpc_service_queue_length.",
+       {"bench/rpc_bench_main.cc", "rpc/messenger_flags.cc"}});
   google::InitGoogleLogging(argv[0]);
   return rrpc::bench::Run();
 }

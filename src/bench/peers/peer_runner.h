@@ -3,7 +3,8 @@
 // peer supplies only a server factory and a client thread body:
 //
 //   int main(int argc, char** argv) {
-//     gflags::ParseCommandLineFlags(&argc, &argv, true);
+//     rrpc::ParseCommandLine(&argc, &argv, {"my-peer [flags]", "What it is.",
+//                                           {"bench/peers/peer_runner.cc"}});
 //     return RunPeerMain("raw-tcp", &StartMyServer, &RunMyClientThread);
 //   }
 //

@@ -21,6 +21,7 @@
 #include "rpc/messenger.h"
 #include "server/example/kv_client.h"
 #include "server/example/kv_server.h"
+#include "util/command_line.h"
 
 DEFINE_string(mode, "put", "put or get (gets read keys written before the timed run).");
 DEFINE_int32(payload, 100, "Value size in bytes.");
@@ -56,7 +57,12 @@ long RssKb() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  rrpc::ParseCommandLine(
+      &argc, &argv,
+      {"kv-bench [--mode=put|get] [--payload=BYTES] [--conc=N] [--duration_s=S] [--server=H:P]",
+       "Throughput and latency of kv-server for small puts or gets; starts its own server unless "
+       "--server names one. Prints rpc-bench's RESULT line with impl=kv.",
+       {"server/example/kv_bench_main.cc"}});
   google::InitGoogleLogging(argv[0]);
   if (FLAGS_mode != "put" && FLAGS_mode != "get") {
     fprintf(stderr, "--mode must be put or get\n");

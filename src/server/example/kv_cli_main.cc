@@ -14,16 +14,19 @@
 
 #include "rpc/messenger.h"
 #include "server/example/kv_client.h"
+#include "util/command_line.h"
 
 DEFINE_string(server, "127.0.0.1:7050", "host:port of the kv-server.");
 DEFINE_int32(timeout_ms, 10000, "Deadline of the command, retries included.");
 
 namespace {
 
+constexpr char kSynopsis[] =
+    "kv-cli [--server=HOST:PORT] put KEY VALUE | get KEY | delete KEY | scan [START [END "
+    "[LIMIT]]]";
+
 int Usage() {
-  fprintf(stderr,
-          "usage: kv-cli [--server=HOST:PORT] put KEY VALUE | get KEY | delete KEY | "
-          "scan [START [END [LIMIT]]]\n");
+  fprintf(stderr, "Usage: %s\n", kSynopsis);
   return 2;
 }
 
@@ -35,8 +38,11 @@ int Fail(const rrpc::Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("put KEY VALUE | get KEY | delete KEY | scan [START [END [LIMIT]]]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  rrpc::ParseCommandLine(&argc, &argv,
+                         {kSynopsis,
+                          "A command-line client of kv-server: one command per run; prints what "
+                          "get and scan find.",
+                          {"server/example/kv_cli_main.cc"}});
   google::InitGoogleLogging(argv[0]);
   if (argc < 2) return Usage();
   const std::string cmd = argv[1];

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "server/example/kv_server.h"
+#include "util/command_line.h"
 
 DEFINE_bool(kv_sync_writes, false,
             "fsync the write-ahead log before acknowledging each write: survives machine "
@@ -37,9 +38,13 @@ bool WritePortFile(const std::string& path, uint16_t port) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "kv-server --rpc_bind=HOST:PORT --webserver_bind=HOST:PORT --data_dir=DIR");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  rrpc::ParseCommandLine(
+      &argc, &argv,
+      {"kv-server [--rpc_bind=HOST:PORT] [--webserver_bind=HOST:PORT] [--data_dir=DIR]",
+       "The example storage server: a key-value store on RocksDB, served by rrpc (KvService), "
+       "with the web UI. SIGTERM or SIGINT drains the calls in flight, then exits.",
+       {"server/example/kv_server_main.cc", "server/server_base_flags.cc",
+        "rpc/messenger_flags.cc"}});
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "server/tools/cli_commands.h"
+#include "util/command_line.h"
 
 DEFINE_int32(timeout_ms, 10000,
              "Milliseconds each RPC (a descriptor fetch, the call) may take before the CLI gives "
@@ -39,11 +40,13 @@ std::vector<std::string> Split(const std::string& text, char sep) {
 }  // namespace
 
 int main(int argc, char* argv[]) {
-  gflags::SetUsageMessage(rrpc::server::CliUsage());
   // Only warnings and errors, on stderr: stdout carries the response alone.
   gflags::SetCommandLineOptionWithMode("logtostderr", "true", gflags::SET_FLAGS_DEFAULT);
   gflags::SetCommandLineOptionWithMode("minloglevel", "1", gflags::SET_FLAGS_DEFAULT);
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  rrpc::ParseCommandLine(&argc, &argv,
+                         {"rrpc-cli [flags] call|list|status|metrics HOST:PORT ...",
+                          rrpc::server::CliUsage(),
+                          {"server/tools/rrpc_cli_main.cc"}});
   google::InitGoogleLogging(argv[0]);
 
   rrpc::server::CliOptions options;
