@@ -84,7 +84,6 @@ class Histogram {
   // The highest value bucketed with full precision (>= the max_value given at construction: it
   // is rounded up to the end of its bucket).
   uint64_t max_value() const { return overflow_start_ - 1; }
-  size_t num_buckets() const { return num_buckets_; }
 
   // "count=5 mean=24.6 min=1 p50=20 p99=90 max=90", for logs and tests.
   std::string ToString() const;

@@ -61,9 +61,4 @@ class scoped_refptr {
   T* ptr_ = nullptr;
 };
 
-template <typename T, typename... Args>
-scoped_refptr<T> MakeRefCounted(Args&&... args) {
-  return scoped_refptr<T>(new T(std::forward<Args>(args)...));
-}
-
 }  // namespace rrpc

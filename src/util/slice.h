@@ -31,10 +31,8 @@ class Slice {
     data_ += n;
     size_ -= n;
   }
-  void truncate(size_t n) { size_ = n; }
   Slice sub(size_t pos, size_t len) const { return Slice(data_ + pos, len); }
 
-  std::string_view ToStringView() const { return std::string_view(char_data(), size_); }
   std::string ToString() const { return std::string(char_data(), size_); }
 
   bool operator==(const Slice& o) const {

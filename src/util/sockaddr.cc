@@ -67,11 +67,6 @@ uint16_t Sockaddr::port() const {
   return 0;
 }
 
-void Sockaddr::set_port(uint16_t port) {
-  if (family() == AF_INET) reinterpret_cast<sockaddr_in*>(&storage_)->sin_port = htons(port);
-  if (family() == AF_INET6) reinterpret_cast<sockaddr_in6*>(&storage_)->sin6_port = htons(port);
-}
-
 std::string Sockaddr::host() const {
   char buf[INET6_ADDRSTRLEN] = {0};
   if (family() == AF_INET) {

@@ -21,12 +21,9 @@ class Sockaddr {
   static Sockaddr FromRaw(const sockaddr* addr, socklen_t len);
 
   const sockaddr* addr() const { return reinterpret_cast<const sockaddr*>(&storage_); }
-  sockaddr* mutable_addr() { return reinterpret_cast<sockaddr*>(&storage_); }
   socklen_t addrlen() const { return len_; }
   int family() const { return storage_.ss_family; }
-  bool IsInitialized() const { return len_ != 0; }
   uint16_t port() const;
-  void set_port(uint16_t port);
   std::string host() const;
   std::string ToString() const;  // "127.0.0.1:8080" / "[::1]:8080"
 

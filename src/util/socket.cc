@@ -40,12 +40,6 @@ Status Socket::SetReuseAddr(bool on) {
 Status Socket::SetReusePort(bool on) {
   return SetIntOption(fd_, SOL_SOCKET, SO_REUSEPORT, on, "setsockopt(SO_REUSEPORT)");
 }
-Status Socket::SetSendBuffer(int bytes) {
-  return SetIntOption(fd_, SOL_SOCKET, SO_SNDBUF, bytes, "setsockopt(SO_SNDBUF)");
-}
-Status Socket::SetRecvBuffer(int bytes) {
-  return SetIntOption(fd_, SOL_SOCKET, SO_RCVBUF, bytes, "setsockopt(SO_RCVBUF)");
-}
 
 Status Socket::SetNonBlocking(bool on) {
   int flags = fcntl(fd_, F_GETFL, 0);

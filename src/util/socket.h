@@ -45,8 +45,6 @@ class Socket {
   Status SetReuseAddr(bool on);
   Status SetReusePort(bool on);
   Status SetNonBlocking(bool on);
-  Status SetSendBuffer(int bytes);
-  Status SetRecvBuffer(int bytes);
 
   Status Bind(const Sockaddr& addr);
   Status Listen(int backlog);
