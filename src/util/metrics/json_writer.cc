@@ -1,31 +1,24 @@
 #include "util/metrics/json_writer.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 
+#include "util/metrics/number_text.h"
 #include "util/metrics/utf8.h"
 
 namespace rrpc {
 
 namespace {
 
-template <typename Int>
-void AppendInt(Int v, std::string* out) {
-  char buf[24];
-  auto res = std::to_chars(buf, buf + sizeof(buf), v);
-  out->append(buf, res.ptr);
-}
+using metrics_internal::AppendInt;
 
 // Shortest form that reads back as the same double; JSON has no NaN or infinity, so null.
 void AppendDouble(double v, std::string* out) {
-  if (!std::isfinite(v)) {
+  if (std::isfinite(v)) {
+    metrics_internal::AppendFiniteDouble(v, out);
+  } else {
     out->append("null");
-    return;
   }
-  char buf[32];
-  auto res = std::to_chars(buf, buf + sizeof(buf), v);
-  out->append(buf, res.ptr);
 }
 
 // ,"key":

@@ -2,13 +2,13 @@
 
 #include <glog/logging.h>
 
-#include <charconv>
 #include <cmath>
 #include <map>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "util/metrics/number_text.h"
 #include "util/metrics/utf8.h"
 
 namespace rrpc {
@@ -25,12 +25,7 @@ constexpr std::string_view kTimeSuffixes[] = {
     "_micros",      "_millis",       "_nsec",         "_usec",    "_msec",
     "_sec",         "_ns",           "_us",           "_ms",      "_s"};
 
-template <typename Int>
-void AppendInt(Int v, std::string* out) {
-  char buf[24];
-  auto res = std::to_chars(buf, buf + sizeof(buf), v);
-  out->append(buf, res.ptr);
-}
+using metrics_internal::AppendInt;
 
 // Go's ParseFloat reads the shortest round-trip form; infinities and NaN have fixed spellings.
 void AppendDouble(double v, std::string* out) {
@@ -39,9 +34,7 @@ void AppendDouble(double v, std::string* out) {
   } else if (std::isinf(v)) {
     out->append(v > 0 ? "+Inf" : "-Inf");
   } else {
-    char buf[32];
-    auto res = std::to_chars(buf, buf + sizeof(buf), v);
-    out->append(buf, res.ptr);
+    metrics_internal::AppendFiniteDouble(v, out);
   }
 }
 
