@@ -1,7 +1,6 @@
 #include "bench/bench_raw_client.h"
 
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -20,18 +19,6 @@ namespace {
 
 // Largest response frame accepted: rrpc's default maximum message size.
 constexpr size_t kMaxFrameSize = 64 * 1024 * 1024;
-
-Status SetTimeouts(int fd, MonoDelta timeout) {
-  timeval tv;
-  const int64_t us = timeout.ToMicroseconds();
-  tv.tv_sec = static_cast<time_t>(us / 1000000);
-  tv.tv_usec = static_cast<suseconds_t>(us % 1000000);
-  if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
-      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
-    return Status::FromErrno("setsockopt(SO_RCVTIMEO/SO_SNDTIMEO)", errno);
-  }
-  return Status::OK();
-}
 
 // A blocking socket call that ran out of time reports EAGAIN: say so plainly.
 Status Explain(const Status& s, const std::string& what) {
@@ -54,13 +41,8 @@ Status RawRpcConnection::Open(const Sockaddr& server, MonoDelta io_timeout,
   timeout_ms_ = static_cast<uint32_t>(std::max<int64_t>(1, io_timeout.ToMilliseconds()));
   RRPC_ASSIGN_OR_RETURN(Socket sock, Socket::CreateTcp(server.family()));
   RRPC_RETURN_NOT_OK(sock.SetNonBlocking(false));
-  RRPC_RETURN_NOT_OK(SetTimeouts(sock.fd(), io_timeout));
-  // A blocking connect; SO_SNDTIMEO bounds it (it then fails with EINPROGRESS).
-  while (::connect(sock.fd(), server.addr(), server.addrlen()) != 0) {
-    if (errno == EINTR) continue;
-    if (errno == EINPROGRESS) return Status::TimedOut("connect timed out", server.ToString());
-    return Status::FromErrno("connect", errno, server.ToString());
-  }
+  RRPC_RETURN_NOT_OK(sock.SetIoTimeout(io_timeout));
+  RRPC_RETURN_NOT_OK(sock.BlockingConnect(server));
   RRPC_RETURN_NOT_OK(sock.SetNoDelay(true));
   socket_ = std::move(sock);
 

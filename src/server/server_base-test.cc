@@ -2,10 +2,8 @@
 // drain (stop accepting, answer what is in flight), and signal handling.
 #include "server/server_base.h"
 
-#include <arpa/inet.h>
 #include <gflags/gflags.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,6 +16,8 @@
 #include "rpc/rpc_controller.h"
 #include "rpc/testing/rpc-test-util.h"
 #include "server/server_status.rrpc.h"
+#include "server/web/http_client.h"
+#include "util/socket.h"
 
 namespace rrpc {
 namespace {
@@ -25,40 +25,17 @@ namespace {
 using rpc::HandlerGate;
 using rpc::WaitForCondition;
 
-// Connects to 127.0.0.1:port; returns the fd or -1.
-int ConnectLoopback(uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
+// Whether 127.0.0.1:port accepts a TCP connection.
+bool AcceptsConnections(uint16_t port) {
+  Result<Socket> sock = Socket::CreateTcp(AF_INET);
+  return sock.ok() && sock->SetNonBlocking(false).ok() &&
+         sock->BlockingConnect(Sockaddr::Loopback(port)).ok();
 }
 
-// A minimal HTTP GET on loopback; returns the whole response ("" on failure).
-std::string HttpGet(uint16_t port, const std::string& path) {
-  int fd = ConnectLoopback(port);
-  if (fd < 0) return "";
-  const std::string req =
-      "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
-    close(fd);
-    return "";
-  }
-  std::string out;
-  char buf[4096];
-  for (int i = 0; i < 10000; i++) {  // bounded: the server closes after the response
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
+// The status line of GET `path` from the web UI at 127.0.0.1:port ("" when it does not answer).
+std::string GetStatusLine(uint16_t port, const std::string& path) {
+  Result<HttpReply> reply = HttpGet(Sockaddr::Loopback(port), path, MonoDelta::FromSeconds(30));
+  return reply.ok() ? reply->status_line : "";
 }
 
 uint16_t PortOfUrl(const std::string& url) {
@@ -130,10 +107,9 @@ TEST_F(ServerBaseTest, ServesStatusServiceAndWebUi) {
 
   ASSERT_FALSE(server_->web_url().empty());
   const uint16_t web_port = PortOfUrl(server_->web_url());
-  const std::string health = HttpGet(web_port, "/healthz");
-  EXPECT_NE(std::string::npos, health.find(" 200 ")) << health;
-  EXPECT_NE(std::string::npos, HttpGet(web_port, "/metrics").find(" 200 "));
-  EXPECT_NE(std::string::npos, HttpGet(web_port, "/").find(" 200 "));
+  EXPECT_EQ("HTTP/1.1 200 OK", GetStatusLine(web_port, "/healthz"));
+  EXPECT_EQ("HTTP/1.1 200 OK", GetStatusLine(web_port, "/metrics"));
+  EXPECT_EQ("HTTP/1.1 200 OK", GetStatusLine(web_port, "/"));
 
   server_->Shutdown();
   EXPECT_FALSE(server_->Health().ok());
@@ -173,11 +149,7 @@ TEST_F(ServerBaseTest, DrainStopsAcceptingAndAnswersCallsInFlight) {
 
   std::thread stopper([&] { server_->Shutdown(); });
   const uint16_t port = server_->rpc_address().port();
-  ASSERT_TRUE(WaitForCondition([&] {
-    int fd = ConnectLoopback(port);
-    if (fd >= 0) close(fd);
-    return fd < 0;
-  }));
+  ASSERT_TRUE(WaitForCondition([&] { return !AcceptsConnections(port); }));
   EXPECT_FALSE(server_->Health().ok());
   EXPECT_FALSE(done.WaitFor(MonoDelta::FromMilliseconds(1)));  // still held at the gate
   gate_.Open();

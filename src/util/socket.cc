@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -128,6 +129,28 @@ Result<size_t> Socket::Writev(const iovec* iov, int iovcnt) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
     return Status::FromErrno("sendmsg", errno);
   }
+}
+
+Status Socket::SetIoTimeout(MonoDelta timeout) {
+  const int64_t us = timeout.ToMicroseconds();
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(us / 1000000);
+  tv.tv_usec = static_cast<suseconds_t>(us % 1000000);
+  if (setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+      setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
+    return Status::FromErrno("setsockopt(SO_RCVTIMEO/SO_SNDTIMEO)", errno);
+  }
+  return Status::OK();
+}
+
+Status Socket::BlockingConnect(const Sockaddr& addr) {
+  while (::connect(fd_, addr.addr(), addr.addrlen()) != 0) {
+    if (errno == EINTR) continue;
+    // Linux bounds a blocking connect by SO_SNDTIMEO and then reports EINPROGRESS.
+    if (errno == EINPROGRESS) return Status::TimedOut("connect timed out", addr.ToString());
+    return Status::FromErrno("connect", errno, addr.ToString());
+  }
+  return Status::OK();
 }
 
 Status Socket::BlockingWrite(const uint8_t* buf, size_t len) {

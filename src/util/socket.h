@@ -67,6 +67,11 @@ class Socket {
   Result<size_t> Writev(const iovec* iov, int iovcnt);
 
   // Blocking helpers for tests and tools (the socket must be blocking).
+  // Bounds each later blocking connect, send and receive by `timeout` (SO_SNDTIMEO and
+  // SO_RCVTIMEO): one that runs out of time fails (connect) or returns 0 bytes (Recv, Writev).
+  Status SetIoTimeout(MonoDelta timeout);
+  // Connects; TimedOut when the SetIoTimeout timeout expires first.
+  Status BlockingConnect(const Sockaddr& addr);
   Status BlockingWrite(const uint8_t* buf, size_t len);
   Status BlockingRecv(uint8_t* buf, size_t len);  // exactly len bytes or an error
 

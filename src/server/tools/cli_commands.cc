@@ -9,7 +9,7 @@
 #include "rpc/messenger.h"
 #include "server/tools/cli_call.h"
 #include "server/tools/cli_descriptors.h"
-#include "server/tools/cli_http.h"
+#include "server/web/http_client.h"
 #include "util/sockaddr.h"
 
 namespace rrpc::server {
@@ -103,8 +103,11 @@ Status RunMetrics(const std::vector<std::string>& args, const CliOptions& option
   if (!options.webserver.empty()) {
     Result<Sockaddr> web = Sockaddr::Parse(options.webserver);
     if (!web.ok()) return web.status().CloneAndPrepend("bad --webserver address");
-    RRPC_ASSIGN_OR_RETURN(std::string body, HttpGet(*web, "/metrics", options.timeout));
-    out << body;
+    RRPC_ASSIGN_OR_RETURN(HttpReply reply, HttpGet(*web, "/metrics", options.timeout));
+    if (reply.status != 200) {
+      return Status::RemoteError("GET /metrics answered " + reply.status_line, options.webserver);
+    }
+    out << reply.body;
     return Status::OK();
   }
   RRPC_ASSIGN_OR_RETURN(CliContext ctx, MakeContext(args[1], options));
