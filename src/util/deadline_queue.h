@@ -1,5 +1,5 @@
 // DeadlineQueue<T, DeadlineFn>: a bounded queue of T* ordered earliest-deadline-first, feeding a
-// pool of worker threads; the heart of the RPC service queue (see DESIGN.md, "Service queue").
+// pool of worker threads; the heart of the RPC service queue (docs/architecture.md).
 // Thread-safe: Put from any thread (reactors), BlockingGet from worker threads, Shutdown from the
 // owner. The queue never owns the items: whoever gets one back (a worker from BlockingGet, the
 // caller of Put as *evicted, the caller of Shutdown) answers it.

@@ -1,9 +1,10 @@
 // Where rrpc-cli finds the protobuf descriptors of the services it calls: from a running server's
-// reflection service (reflection.proto), or from .proto files compiled in process. Each source
-// owns the DescriptorPool its descriptors live in, so they stay valid as long as the source.
+// reflection service (server/reflection.proto), or from .proto files compiled in process. Each
+// source owns the DescriptorPool its descriptors live in, so they stay valid as long as the source.
 // Not thread-safe: one thread (the CLI's) uses a source.
 //
-//   RRPC_ASSIGN_OR_RETURN(auto source, ProtoFileDescriptorSource::Load({"kv.proto"}, {"src"}));
+//   RRPC_ASSIGN_OR_RETURN(auto source,
+//                         ProtoFileDescriptorSource::Load({"server/example/kv.proto"}, {"src"}));
 //   RRPC_ASSIGN_OR_RETURN(const auto* service, source->FindService("rrpc.kv.KvService"));
 #pragma once
 
