@@ -93,14 +93,7 @@ void AppendJsonString(std::string_view s, std::string* out) {
   for (size_t i = 0; i < s.size();) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {
-      const size_t len = metrics_internal::Utf8SequenceLength(s, i);
-      if (len == 0) {
-        out->append(metrics_internal::kUtf8Replacement);
-        i++;
-      } else {
-        out->append(s.substr(i, len));
-        i += len;
-      }
+      i += metrics_internal::AppendUtf8OrReplacement(s, i, out);
       continue;
     }
     switch (c) {

@@ -54,14 +54,7 @@ void AppendEscaped(std::string_view s, bool escape_quote, std::string* out) {
   for (size_t i = 0; i < s.size();) {
     const char c = s[i];
     if (static_cast<unsigned char>(c) >= 0x80) {
-      const size_t len = metrics_internal::Utf8SequenceLength(s, i);
-      if (len == 0) {
-        out->append(metrics_internal::kUtf8Replacement);
-        i++;
-      } else {
-        out->append(s.substr(i, len));
-        i += len;
-      }
+      i += metrics_internal::AppendUtf8OrReplacement(s, i, out);
       continue;
     }
     if (c == '\\') {

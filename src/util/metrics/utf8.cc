@@ -34,5 +34,15 @@ size_t Utf8SequenceLength(std::string_view s, size_t pos) {
   return len;
 }
 
+size_t AppendUtf8OrReplacement(std::string_view s, size_t pos, std::string* out) {
+  const size_t len = Utf8SequenceLength(s, pos);
+  if (len == 0) {
+    out->append(kUtf8Replacement);
+    return 1;
+  }
+  out->append(s.substr(pos, len));
+  return len;
+}
+
 }  // namespace metrics_internal
 }  // namespace rrpc
