@@ -75,7 +75,7 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   // Where this messenger's metrics are (options().metric_registry, or its own); nullptr when
   // metrics are disabled.
   MetricRegistry* metric_registry() const { return metric_registry_; }
-  // The cached metric pointers of the call path (rpc_metrics.h); nullptr when disabled.
+  // The cached metric pointers of the call path (rpc/observe/rpc_metrics.h); nullptr when disabled.
   MessengerMetrics* metrics() const { return metrics_.get(); }
 
  private:

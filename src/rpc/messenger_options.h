@@ -46,8 +46,9 @@ struct MessengerOptions {
   // How often each reactor looks for idle connections.
   MonoDelta idle_scan_period = MonoDelta::FromSeconds(1);
   int listen_backlog = 1024;
-  // Where the messenger registers its metrics (rpc_metrics.h); must outlive the messenger.
-  // nullptr: the messenger makes and owns a registry of its own (Messenger::metric_registry()).
+  // Where the messenger registers its metrics (rpc/observe/rpc_metrics.h); must outlive the
+  // messenger. nullptr: the messenger makes and owns a registry of its own
+  // (Messenger::metric_registry()).
   MetricRegistry* metric_registry = nullptr;
   // false: no metrics at all (each hook on the call path then costs one predictable branch);
   // for A/B benchmarks of their cost.

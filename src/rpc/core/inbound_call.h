@@ -78,7 +78,7 @@ class InboundCall final : public OutboundTransfer {
     rpcz_entry_.MarkStarted(handling_started_);
   }
   MonoTime handling_started() const { return handling_started_; }
-  // The call's part of the /rpcz store (rpcz_store.h).
+  // The call's part of the /rpcz store (rpc/observe/rpcz_store.h).
   RpczCallEntry* rpcz_entry() { return &rpcz_entry_; }
 
   int AddOutboundSidecar(BlockSlice sidecar);
