@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds from nothing and runs every test under ctest:
-# the RelWithDebInfo build, then the ASAN+UBSAN build (skip it with RRPC_SKIP_SANITIZERS=1).
+# the RelWithDebInfo build; the whole tree under clang with -Wthread-safety -Werror (build only:
+# it proves the lock annotations hold; skip with RRPC_SKIP_CLANG=1); then the ASAN+UBSAN build
+# (skip the sanitizers with RRPC_SKIP_SANITIZERS=1).
 # Usage: build-support/run-tests.sh [extra ctest args]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +23,12 @@ run_suite() {  # run_suite BUILD_DIR CMAKE_ARGS...
 CTEST_ARGS=("$@")
 echo "=== tests: RelWithDebInfo build ==="
 run_suite build/ci -DCMAKE_BUILD_TYPE=RelWithDebInfo
+if [ "${RRPC_SKIP_CLANG:-0}" != 1 ]; then
+  echo "=== clang -Wthread-safety -Werror build ==="
+  CC=clang CXX=clang++ cmake -S . -B build/ci-clang -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DRRPC_BUILD_PEERS=OFF >/dev/null
+  ninja -C build/ci-clang -j "$jobs"
+fi
 if [ "${RRPC_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "=== tests: ASAN+UBSAN build ==="
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \

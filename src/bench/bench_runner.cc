@@ -6,7 +6,7 @@ namespace rrpc::bench {
 
 void RunControl::Fail(const Status& status) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (failed_.load(std::memory_order_relaxed)) return;
     error_ = status;
     failed_.store(true, std::memory_order_release);
@@ -15,7 +15,7 @@ void RunControl::Fail(const Status& status) {
 }
 
 Status RunControl::error() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return error_;
 }
 
@@ -56,7 +56,7 @@ LatencyRecorders::PerThread* LatencyRecorders::Local() {
   auto fresh = std::make_unique<PerThread>();
   PerThread* raw = fresh.get();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     recorders_.push_back(std::move(fresh));
   }
   cached_id = id_;
@@ -65,7 +65,7 @@ LatencyRecorders::PerThread* LatencyRecorders::Local() {
 }
 
 void LatencyRecorders::Merge(uint64_t* completed, Histogram* latency_ns) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& r : recorders_) {
     *completed += r->completed;
     latency_ns->Merge(r->latency_ns);

@@ -6,12 +6,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "bench/bench_usage.h"
 #include "util/histogram.h"
 #include "util/monotime.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace rrpc::bench {
@@ -48,8 +48,8 @@ class RunControl {
   std::atomic<bool> failed_{false};
   MonoTime measure_start_;  // main thread only
   MonoTime measure_end_;    // main thread only
-  mutable std::mutex mu_;
-  Status error_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  Status error_ GUARDED_BY(mu_);
 };
 
 // LatencyRecorders: one completion counter and latency histogram (nanoseconds) per recording
@@ -71,8 +71,8 @@ class LatencyRecorders {
 
  private:
   const uint64_t id_;  // tells thread-local caches of different instances apart
-  mutable std::mutex mu_;
-  std::vector<std::unique_ptr<PerThread>> recorders_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::vector<std::unique_ptr<PerThread>> recorders_ GUARDED_BY(mu_);
 };
 
 // What one mode run measured.

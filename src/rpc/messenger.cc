@@ -71,7 +71,7 @@ Status Messenger::Init() {
 }
 
 Status Messenger::Listen(const Sockaddr& addr, Sockaddr* bound) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (listening_) return Status::IllegalState("messenger already listening");
   if (closing()) return Status::IllegalState("messenger shut down");
   // One SO_REUSEPORT socket per reactor, all on the same port: the kernel spreads new
@@ -100,12 +100,12 @@ Status Messenger::Listen(const Sockaddr& addr, Sockaddr* bound) {
 }
 
 Sockaddr Messenger::listen_address() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return listen_address_;
 }
 
 Status Messenger::RegisterService(std::unique_ptr<ServiceIf> service) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (listening_) return Status::IllegalState("register services before Listen()");
   return service_pool_->RegisterService(std::move(service));
 }

@@ -10,13 +10,13 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "rpc/connection_info.h"
 #include "rpc/messenger_options.h"
 #include "util/monotime.h"
+#include "util/mutex.h"
 #include "util/ref_counted.h"
 #include "util/sockaddr.h"
 #include "util/status.h"
@@ -91,9 +91,9 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   std::shared_ptr<TransportFactory> transport_factory_;
   std::vector<std::unique_ptr<Reactor>> reactors_;
   std::unique_ptr<ServicePool> service_pool_;
-  mutable std::mutex mu_;  // guards listening_ and listen_address_
-  bool listening_ = false;
-  Sockaddr listen_address_;
+  mutable Mutex mu_;
+  bool listening_ GUARDED_BY(mu_) = false;
+  Sockaddr listen_address_ GUARDED_BY(mu_);
   std::atomic<bool> closing_{false};
   std::atomic<int32_t> next_call_id_{0};
 };

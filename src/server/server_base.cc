@@ -125,7 +125,7 @@ Status ServerBase::Start() {
 }
 
 void ServerBase::Shutdown() {
-  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  MutexLock lock(shutdown_mu_);
   const State state = state_.load();
   if (state == State::kStopped) return;
   if (messenger_ && state == State::kRunning) {

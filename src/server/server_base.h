@@ -17,12 +17,12 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "rpc/messenger_options.h"
 #include "util/monotime.h"
+#include "util/mutex.h"
 #include "util/sockaddr.h"
 #include "util/status.h"
 
@@ -117,7 +117,7 @@ class ServerBase {
   Sockaddr rpc_address_;
   MonoTime start_time_;
   std::atomic<State> state_{State::kNew};
-  std::mutex shutdown_mu_;  // serializes Shutdown()
+  Mutex shutdown_mu_;  // serializes Shutdown()
   // Self-pipe of RunUntilSignalled(): the signal handler and RequestStop() write, the loop reads.
   int stop_pipe_[2] = {-1, -1};
 };

@@ -10,12 +10,10 @@
 #include <glog/logging.h>
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 
 #include "util/monotime.h"
+#include "util/mutex.h"
 
 namespace rrpc {
 
@@ -28,18 +26,18 @@ class CountDownLatch {
   // Subtracts `n` (default 1) from the count, stopping at zero; wakes the waiters when it gets
   // there. The latch may be destroyed as soon as a waiter returns: nothing here touches it after
   // the waiters can run (the wake-up happens while the mutex is held).
-  void CountDown(int64_t n = 1) {
+  void CountDown(int64_t n = 1) EXCLUDES(mu_) {
     DCHECK_GE(n, 0);
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (count_ == 0) return;
     count_ = std::max<int64_t>(0, count_ - n);
-    if (count_ == 0) cv_.notify_all();
+    if (count_ == 0) cv_.NotifyAll();
   }
 
   // Blocks until the count is zero.
-  void Wait() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [this] { return count_ == 0; });
+  void Wait() EXCLUDES(mu_) {
+    MutexLock l(mu_);
+    while (count_ != 0) cv_.Wait(mu_);
   }
 
   // Blocks until the count is zero (true) or `timeout` has passed (false).
@@ -47,27 +45,23 @@ class CountDownLatch {
 
   // Blocks until the count is zero (true) or `deadline` has passed (false). MonoTime::Max()
   // waits forever.
-  bool WaitUntil(MonoTime deadline) {
-    std::unique_lock<std::mutex> l(mu_);
+  bool WaitUntil(MonoTime deadline) EXCLUDES(mu_) {
+    MutexLock l(mu_);
     while (count_ != 0) {
-      const MonoDelta remaining = deadline - MonoTime::Now();
-      if (remaining.ToNanoseconds() <= 0) return false;
-      // Slices of at most an hour keep "forever" from overflowing the std::chrono arithmetic.
-      const MonoDelta slice = std::min(remaining, MonoDelta::FromSeconds(3600));
-      cv_.wait_for(l, std::chrono::nanoseconds(slice.ToNanoseconds()));
+      if (!cv_.WaitUntil(mu_, deadline)) return count_ == 0;
     }
     return true;
   }
 
-  int64_t count() const {
-    std::lock_guard<std::mutex> l(mu_);
+  int64_t count() const EXCLUDES(mu_) {
+    MutexLock l(mu_);
     return count_;
   }
 
  private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  int64_t count_;  // Guarded by mu_.
+  mutable Mutex mu_;
+  CondVar cv_;
+  int64_t count_ GUARDED_BY(mu_);
 };
 
 }  // namespace rrpc

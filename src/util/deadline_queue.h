@@ -35,11 +35,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "util/monotime.h"
+#include "util/mutex.h"
 #include "util/spin_wait.h"
 
 namespace rrpc {
@@ -257,14 +257,14 @@ class DeadlineQueue {
   //  kRejected: full, and `item`'s deadline is at or after every queued one; not taken.
   //  kShutdown: Shutdown() was called; not taken.
   // *evicted is set to nullptr unless the result is kQueuedEvictedOther.
-  PutResult Put(T* item, T** evicted) {
+  PutResult Put(T* item, T** evicted) EXCLUDES(mu_) {
     DCHECK(item != nullptr);
     DCHECK(evicted != nullptr);
     *evicted = nullptr;
     const MonoTime deadline = deadline_fn_(static_cast<const T*>(item));
     Waiter* waiter;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       if (shutdown_) return PutResult::kShutdown;
       waiter = waiters_;
       if (waiter == nullptr) return QueueLocked(Entry{deadline, next_seq_++, item}, evicted);
@@ -285,11 +285,11 @@ class DeadlineQueue {
   // Worker threads. Returns the queued item with the earliest deadline (the first queued among
   // equal deadlines), waiting while there is none; nullptr once shut down. `report`, if given,
   // says how it waited (left as is when it did not).
-  T* BlockingGet(WaitReport* report = nullptr) {
+  T* BlockingGet(WaitReport* report = nullptr) EXCLUDES(mu_) {
     Waiter self;
     bool poll;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       if (!heap_.empty()) return heap_.pop_min().item;
       if (shutdown_) return nullptr;
       self.next = waiters_;
@@ -299,7 +299,7 @@ class DeadlineQueue {
     }
     const bool handed_off_while_polling = self.Wait(poll ? idle_spin_ : MonoDelta());
     if (poll) {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       poll_policy_.EndPoll(handed_off_while_polling);
     }
     if (report != nullptr) {
@@ -312,11 +312,11 @@ class DeadlineQueue {
   // Any thread; later calls find nothing to return. Refuses further Puts, wakes every waiting
   // worker (their BlockingGet returns nullptr) and returns the items still queued, earliest
   // deadline first, for the caller to answer.
-  std::vector<T*> Shutdown() {
+  std::vector<T*> Shutdown() EXCLUDES(mu_) {
     std::vector<Entry> left;
     Waiter* waiters;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       shutdown_ = true;
       waiters = waiters_;
       waiters_ = nullptr;
@@ -338,14 +338,14 @@ class DeadlineQueue {
   }
 
   // Queued items (not counting ones handed straight to workers).
-  size_t size() const {
-    std::lock_guard<std::mutex> l(mu_);
+  size_t size() const EXCLUDES(mu_) {
+    MutexLock l(mu_);
     return heap_.size();
   }
   size_t max_size() const { return max_size_; }
   // Workers blocked in BlockingGet right now (for tests and metrics).
-  size_t waiting_workers() const {
-    std::lock_guard<std::mutex> l(mu_);
+  size_t waiting_workers() const EXCLUDES(mu_) {
+    MutexLock l(mu_);
     return num_waiters_;
   }
 
@@ -363,8 +363,8 @@ class DeadlineQueue {
     }
   };
 
-  // REQUIRES: mu_ held, no waiting worker.
-  PutResult QueueLocked(Entry e, T** evicted) {
+  // REQUIRES: no waiting worker.
+  PutResult QueueLocked(Entry e, T** evicted) REQUIRES(mu_) {
     if (heap_.size() < max_size_) {
       heap_.push(e);
       return PutResult::kQueued;
@@ -379,13 +379,13 @@ class DeadlineQueue {
   const MonoDelta idle_spin_;
   const DeadlineFn deadline_fn_;
 
-  mutable std::mutex mu_;
-  deadline_queue_internal::MinMaxHeap<Entry, EntryLess> heap_;  // Guarded by mu_.
-  Waiter* waiters_ = nullptr;  // Top of the idle-worker stack. Guarded by mu_.
-  size_t num_waiters_ = 0;     // Guarded by mu_.
-  uint64_t next_seq_ = 0;      // Guarded by mu_.
-  bool shutdown_ = false;      // Guarded by mu_.
-  PollPolicy poll_policy_;     // One poller at a time. Guarded by mu_.
+  mutable Mutex mu_;
+  deadline_queue_internal::MinMaxHeap<Entry, EntryLess> heap_ GUARDED_BY(mu_);
+  Waiter* waiters_ GUARDED_BY(mu_) = nullptr;  // Top of the idle-worker stack.
+  size_t num_waiters_ GUARDED_BY(mu_) = 0;
+  uint64_t next_seq_ GUARDED_BY(mu_) = 0;
+  bool shutdown_ GUARDED_BY(mu_) = false;
+  PollPolicy poll_policy_ GUARDED_BY(mu_);  // One poller at a time.
 };
 
 }  // namespace rrpc

@@ -38,7 +38,7 @@ ThreadRegistry* ThreadRegistry::Get() {
 
 void ThreadRegistry::RegisterCurrentThread(std::string category, std::string name) {
   const pid_t tid = GetCurrentThreadTid();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   bool inserted =
       threads_.emplace(tid, ThreadInfo{std::move(category), std::move(name), tid}).second;
   DCHECK(inserted) << "thread " << tid << " registered twice";
@@ -46,7 +46,7 @@ void ThreadRegistry::RegisterCurrentThread(std::string category, std::string nam
 
 void ThreadRegistry::UnregisterCurrentThread() {
   const pid_t tid = GetCurrentThreadTid();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   size_t erased = threads_.erase(tid);
   DCHECK_EQ(1u, erased) << "thread " << tid << " was not registered";
 }
@@ -54,7 +54,7 @@ void ThreadRegistry::UnregisterCurrentThread() {
 std::vector<ThreadInfo> ThreadRegistry::List() const {
   std::vector<ThreadInfo> out;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     out.reserve(threads_.size());
     for (const auto& entry : threads_) out.push_back(entry.second);
   }

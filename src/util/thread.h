@@ -9,11 +9,11 @@
 
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace rrpc {
@@ -49,8 +49,8 @@ class ThreadRegistry {
   std::vector<ThreadInfo> List() const;
 
  private:
-  mutable std::mutex mu_;
-  std::map<pid_t, ThreadInfo> threads_;  // By tid. Guarded by mu_.
+  mutable Mutex mu_;
+  std::map<pid_t, ThreadInfo> threads_ GUARDED_BY(mu_);  // By tid.
 };
 
 // Lists the calling thread in ThreadRegistry (and sets its OS name) for the object's lifetime.

@@ -68,7 +68,7 @@ Status Connection::UpgradeTransport(const TransportMaker& make) {
     return s;
   }
   {
-    std::lock_guard<std::mutex> lock(write_mu_);
+    MutexLock lock(write_mu_);
     // The detached transport may be on the stack (this runs from its callback): keep it.
     retired_transports_.push_back(std::move(transport_));
     transport_ = std::move(next).value();
@@ -93,12 +93,12 @@ size_t Connection::calls_in_flight() const {
 
 bool Connection::IsIdle() {
   if (calls_in_flight() != 0) return false;
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(write_mu_);
   return write_queue_.empty();
 }
 
 bool Connection::IsWriteStalledSince(MonoTime since) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(write_mu_);
   return !write_queue_.empty() && last_write_progress_ < since;
 }
 
@@ -153,7 +153,7 @@ void Connection::QueueResponse(InboundCall* call) {
 void Connection::QueueTransfer(OutboundTransfer* transfer) {
   bool was_empty;
   {
-    std::lock_guard<std::mutex> lock(write_mu_);
+    MutexLock lock(write_mu_);
     was_empty = write_queue_.empty();
     if (was_empty) last_write_progress_ = last_activity_;  // a recent time, without a clock read
     write_queue_.push_back(transfer);
@@ -170,29 +170,34 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
   // Until the call is written or queued, its reference keeps this connection alive; once queued,
   // the reactor may close the connection and delete the call at any moment.
   scoped_refptr<Connection> self(this);
-  std::unique_lock<std::mutex> lock(write_mu_);
-  if (write_closed_ || !write_queue_.empty() || !caps_.concurrent_write) return false;
-  write_queue_.push_back(call);
-  Result<size_t> written = transport_->Write(write_queue_);
-  const size_t w = written.ok() ? *written : 0;
-  if (w > 0) {
-    call->Advance(w);
-    bytes_sent_.fetch_add(w, std::memory_order_relaxed);
-    if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(w);
+  {
+    MutexLock lock(write_mu_);
+    if (write_closed_ || !write_queue_.empty() || !caps_.concurrent_write) return false;
+    write_queue_.push_back(call);
+    Result<size_t> written = transport_->Write(write_queue_);
+    const size_t w = written.ok() ? *written : 0;
+    if (w > 0) {
+      call->Advance(w);
+      bytes_sent_.fetch_add(w, std::memory_order_relaxed);
+      if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(w);
+    }
+    if (!call->finished()) {
+      // The transport took part of it, or none, or failed: the reactor writes the rest (asking
+      // the transport to report writability) or meets the error and closes the connection.
+      VLOG(2) << "lone response to " << remote_.ToString() << ": " << w << " of "
+              << call->total_bytes() << " bytes written by the worker, the reactor writes the rest";
+      unsent_bytes_.fetch_add(call->total_bytes() - call->bytes_written(),
+                              std::memory_order_relaxed);
+      last_write_progress_ = MonoTime::Now();
+      call = nullptr;  // queued: from here on the reactor may delete it
+    } else {
+      write_queue_.pop_front();
+    }
   }
-  if (call->finished()) {
-    write_queue_.pop_front();
-    lock.unlock();
+  if (call != nullptr) {
     call->TransferDone();  // deletes the call
     return true;
   }
-  // The transport took part of it, or none, or failed: the reactor writes the rest (asking the
-  // transport to report writability) or meets the error and closes the connection.
-  VLOG(2) << "lone response to " << remote_.ToString() << ": " << w << " of " << call->total_bytes()
-          << " bytes written by the worker, the reactor writes the rest";
-  unsent_bytes_.fetch_add(call->total_bytes() - call->bytes_written(), std::memory_order_relaxed);
-  last_write_progress_ = MonoTime::Now();
-  lock.unlock();
   reactor_->RunOnReactor([self] { self->Flush(); });
   return true;
 }
@@ -221,7 +226,7 @@ void Connection::Flush() {
   Status error;
   bool transport_full = false;
   {
-    std::lock_guard<std::mutex> lock(write_mu_);
+    MutexLock lock(write_mu_);
     while (!write_queue_.empty()) {
       // Drop finished calls that never started out: nobody waits for them any more.
       OutboundTransfer* front = write_queue_.front();
@@ -306,7 +311,7 @@ void Connection::OnWritable() {
   Flush();
   if (bytes_sent() != sent_before) {
     // Only here after a full transport: the clock read is rare.
-    std::lock_guard<std::mutex> lock(write_mu_);
+    MutexLock lock(write_mu_);
     last_write_progress_ = MonoTime::Now();
   }
 }
@@ -448,7 +453,7 @@ void Connection::Shutdown(const Status& reason) {
   {
     // After this no worker writes (TryWriteLoneResponse checks write_closed_ under the lock), so
     // the transport can close.
-    std::lock_guard<std::mutex> lock(write_mu_);
+    MutexLock lock(write_mu_);
     write_closed_ = true;
     unsent = write_queue_.TakeAll();
     unsent_bytes_.store(0, std::memory_order_relaxed);

@@ -15,7 +15,6 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -25,6 +24,7 @@
 #include "rpc/core/outbound_call.h"
 #include "rpc/transport/transport.h"
 #include "util/monotime.h"
+#include "util/mutex.h"
 #include "util/ref_counted.h"
 #include "util/sockaddr.h"
 #include "util/status.h"
@@ -54,14 +54,14 @@ class Connection final : public RefCounted<Connection>,
   // Reactor thread: server side; queues a response transfer (the connection now owns `call`).
   void QueueResponse(InboundCall* call);
   // Reactor thread: writes what is queued, as far as the transport takes it.
-  void Flush();
+  void Flush() EXCLUDES(write_mu_);
   // A worker thread, server side, after `call` has its response: when the call is the only one
   // this connection has in flight, nothing waits to be written and the transport allows writes
   // from other threads, there is no batch for the reactor to join it to, so the worker writes it
   // now and saves the hand-off to the reactor (and that thread's wakeup). Returns false, having
   // done nothing, otherwise: the caller then hands the call to the reactor. On true the
   // connection owns the call (it is written, or queued for the reactor to finish).
-  bool TryWriteLoneResponse(InboundCall* call);
+  bool TryWriteLoneResponse(InboundCall* call) EXCLUDES(write_mu_);
   // Reactor thread: hands the byte stream under the current transport (Transport::Detach) to
   // `make`, and continues the connection over the transport it returns: negotiation upgrading the
   // connection (TLS after the first bytes, RDMA after the TCP bootstrap). Safe from inside the
@@ -71,7 +71,7 @@ class Connection final : public RefCounted<Connection>,
   Status UpgradeTransport(const TransportMaker& make);
   // Reactor thread: closes the transport, fails every call waiting on it with `reason`.
   // Idempotent.
-  void Shutdown(const Status& reason);
+  void Shutdown(const Status& reason) EXCLUDES(write_mu_);
 
   Direction direction() const { return direction_; }
   State state() const { return state_; }
@@ -88,11 +88,11 @@ class Connection final : public RefCounted<Connection>,
   // Calls this connection waits on (client) or has in flight in the server (server).
   size_t calls_in_flight() const;
   // True when nothing is in flight or queued: the connection may be closed as idle.
-  bool IsIdle();
+  bool IsIdle() EXCLUDES(write_mu_);
   // True when bytes wait to be written and none has gone out since `since`: the peer stopped
   // reading (a server's responses pile up, paused reads keep its memory bounded, but the
   // connection would stay forever).
-  bool IsWriteStalledSince(MonoTime since);
+  bool IsWriteStalledSince(MonoTime since) EXCLUDES(write_mu_);
   uint64_t bytes_received() const { return bytes_received_; }
   uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   bool reads_paused() const { return reads_paused_; }
@@ -127,7 +127,7 @@ class Connection final : public RefCounted<Connection>,
   // Client side: queues the calls that waited for the connection, and sends later ones at once.
   void SendPendingCalls();
   void MarkOpen();
-  void QueueTransfer(OutboundTransfer* transfer);
+  void QueueTransfer(OutboundTransfer* transfer) EXCLUDES(write_mu_);
   // Server side: stops or restarts reading by how many response bytes wait.
   void ApplyBackpressure();
   void NotifyWhenWritable(bool on);
@@ -136,9 +136,11 @@ class Connection final : public RefCounted<Connection>,
   const Direction direction_;
   const Sockaddr remote_;
   const MessengerOptions& options_;
-  // Replaced only on the reactor thread, under write_mu_ (a worker's lone write uses it).
+  // Replaced only on the reactor thread, under write_mu_; so the reactor reads it without the
+  // lock, a worker's lone write under it. (Not GUARDED_BY: the analysis cannot express "writes
+  // need the lock and the owning thread, reads need either".)
   std::unique_ptr<Transport> transport_;
-  TransportCapabilities caps_;                                  // transport_'s; changed with it
+  TransportCapabilities caps_;  // transport_'s; changed with it, read like it
   std::vector<std::unique_ptr<Transport>> retired_transports_;  // reactor thread
   State state_;
   // While negotiating (one of them, by direction); dropped once open.
@@ -151,15 +153,14 @@ class Connection final : public RefCounted<Connection>,
 
   // The write side. Held while writing to the transport, so one thread writes at a time; never
   // held while a transfer's TransferDone/TransferAborted runs (those may queue more work).
-  std::mutex write_mu_;
+  Mutex write_mu_;
   // Transfers to write, in order. The connection owns the references they represent.
-  // GUARDED_BY(write_mu_).
-  TransferQueue write_queue_;
+  TransferQueue write_queue_ GUARDED_BY(write_mu_);
   // Bytes of the write queue not yet written; reads pause while it is too high (server side).
   // Changed under write_mu_; read without it for backpressure.
   std::atomic<size_t> unsent_bytes_{0};
-  // Set by Shutdown: no thread writes to the transport any more. GUARDED_BY(write_mu_).
-  bool write_closed_ = false;
+  // Set by Shutdown: no thread writes to the transport any more.
+  bool write_closed_ GUARDED_BY(write_mu_) = false;
   // Client side: calls made before the connection could take them (while connecting), sent right
   // after the negotiation request.
   std::vector<scoped_refptr<OutboundCall>> pending_calls_;
@@ -173,8 +174,8 @@ class Connection final : public RefCounted<Connection>,
   MonoTime created_;
   MonoTime last_activity_;
   // When the write queue last went from empty to non-empty or the transport last took bytes after
-  // being full. GUARDED_BY(write_mu_).
-  MonoTime last_write_progress_;
+  // being full.
+  MonoTime last_write_progress_ GUARDED_BY(write_mu_);
   uint64_t bytes_received_ = 0;
   std::atomic<uint64_t> bytes_sent_{0};  // changed under write_mu_
 };

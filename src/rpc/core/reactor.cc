@@ -121,7 +121,7 @@ void Reactor::Shutdown() {
   });
   thread_.join();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     accepting_work_ = false;
   }
   // Work queued while the loop was stopping: fail it here. Nothing more can be queued.
@@ -140,7 +140,7 @@ void Reactor::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
   }
   bool wake = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (accepting_work_) {
       incoming_calls_.push_back(std::move(call));
       wake = !wakeup_pending_;
@@ -162,7 +162,7 @@ void Reactor::QueueResponse(InboundCall* call) {
   bool wake = false;
   bool queued = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (accepting_work_) {
       incoming_responses_.push_back(call);
       queued = true;
@@ -180,7 +180,7 @@ void Reactor::QueueResponse(InboundCall* call) {
 void Reactor::RunOnReactor(std::function<void()> task) {
   bool wake = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!accepting_work_) return;  // the reactor is gone: nothing would run it
     incoming_tasks_.push_back(std::move(task));
     wake = !wakeup_pending_;
@@ -249,7 +249,7 @@ void Reactor::DrainIncomingWork() {
   std::vector<InboundCall*> responses;
   std::vector<std::function<void()>> tasks;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     calls.swap(incoming_calls_);
     responses.swap(incoming_responses_);
     tasks.swap(incoming_tasks_);

@@ -10,7 +10,6 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -18,6 +17,7 @@
 
 #include "rpc/connection_info.h"
 #include "rpc/messenger_options.h"
+#include "util/mutex.h"
 #include "util/ref_counted.h"
 #include "util/sockaddr.h"
 #include "util/socket.h"
@@ -47,12 +47,12 @@ class Reactor {
   void StopAccepting();
   // Any thread but this reactor's: closes every connection (failing their calls with `reason`),
   // stops the loop and joins the thread. Idempotent.
-  void Shutdown();
+  void Shutdown() EXCLUDES(mu_);
 
   // Any thread. Queue work for the loop; one wakeup serves a batch.
-  void QueueOutboundCall(scoped_refptr<OutboundCall> call);
-  void QueueResponse(InboundCall* call);
-  void RunOnReactor(std::function<void()> task);
+  void QueueOutboundCall(scoped_refptr<OutboundCall> call) EXCLUDES(mu_);
+  void QueueResponse(InboundCall* call) EXCLUDES(mu_);
+  void RunOnReactor(std::function<void()> task) EXCLUDES(mu_);
   // Any thread. Snapshot of the connections (runs on the reactor; waits for it).
   std::vector<ConnectionInfo> DumpConnections();
   // Reactor thread: calls `fn` on every connection of this reactor.
@@ -95,7 +95,7 @@ class Reactor {
   void RecordBusyTime();
   void FlushScheduled();
   void RunLoop();
-  void DrainIncomingWork();
+  void DrainIncomingWork() EXCLUDES(mu_);
   void AcceptConnections();
   void AssignOutboundCall(scoped_refptr<OutboundCall> call);
   void CloseIdleConnections();
@@ -124,13 +124,13 @@ class Reactor {
   MonoTime busy_since_;
   int64_t busy_ns_carry_ = 0;
 
-  // Incoming work from other threads. GUARDED_BY(mu_).
-  std::mutex mu_;
-  std::vector<scoped_refptr<OutboundCall>> incoming_calls_;
-  std::vector<InboundCall*> incoming_responses_;
-  std::vector<std::function<void()>> incoming_tasks_;
-  bool wakeup_pending_ = false;
-  bool accepting_work_ = true;  // false once the loop has stopped for good
+  // Incoming work from other threads.
+  Mutex mu_;
+  std::vector<scoped_refptr<OutboundCall>> incoming_calls_ GUARDED_BY(mu_);
+  std::vector<InboundCall*> incoming_responses_ GUARDED_BY(mu_);
+  std::vector<std::function<void()>> incoming_tasks_ GUARDED_BY(mu_);
+  bool wakeup_pending_ GUARDED_BY(mu_) = false;
+  bool accepting_work_ GUARDED_BY(mu_) = true;  // false once the loop has stopped for good
 
   // Reactor thread only.
   std::unordered_map<Connection*, scoped_refptr<Connection>> connections_;

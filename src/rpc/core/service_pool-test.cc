@@ -6,12 +6,12 @@
 
 #include <gtest/gtest.h>
 
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/testing/rpc-test-util.h"
+#include "util/mutex.h"
 
 namespace rrpc::rpc {
 namespace {
@@ -29,7 +29,7 @@ class ServicePoolTest : public RpcTestBase {
     // Every Echo records its data in run order, then waits at the gate.
     service_->set_echo_hook([this](const rtest::EchoRequestPB& req, RpcContext*) {
       {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(mu_);
         ran_.push_back(req.data());
       }
       gate_.Pass();
@@ -64,13 +64,13 @@ class ServicePoolTest : public RpcTestBase {
     return WaitForCondition([&] { return server_->service_pool()->queue_size() == n; });
   }
   std::vector<std::string> ran() {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     return ran_;
   }
   MessengerMetrics* metrics() { return server_->metrics(); }
 
-  std::mutex mu_;
-  std::vector<std::string> ran_;  // guarded by mu_
+  Mutex mu_;
+  std::vector<std::string> ran_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<PendingCall>> calls_;
 };
 

@@ -64,7 +64,7 @@ MessengerMetrics::~MessengerMetrics() { DetachServiceQueueLength(); }
 MethodMetrics* MessengerMetrics::ServerMethod(const std::string& service,
                                               const std::string& method) {
   const std::string id = service + "." + method;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   std::unique_ptr<MethodMetrics>& slot = server_methods_[id];
   if (slot) return slot.get();
   scoped_refptr<MetricEntity> entity =
@@ -91,7 +91,7 @@ MethodMetrics* MessengerMetrics::ServerMethod(const std::string& service,
 ClientMethodMetrics* MessengerMetrics::ClientMethod(const std::string& service,
                                                     const std::string& method) {
   const std::string id = service + "." + method;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   std::unique_ptr<ClientMethodMetrics>& slot = client_methods_[id];
   if (slot) return slot.get();
   scoped_refptr<MetricEntity> entity =
@@ -123,7 +123,7 @@ ClientMethodMetrics* ClientMetricsCache::GetSlow(MessengerMetrics* metrics,
   for (int i = 0; i < n; i++) {
     if (slots_[i].name == method) return slots_[i].metrics;
   }
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   n = size_.load(std::memory_order_relaxed);
   for (int i = 0; i < n; i++) {
     if (slots_[i].name == method) return slots_[i].metrics;

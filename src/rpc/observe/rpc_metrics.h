@@ -22,12 +22,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "rpc/rpc_header.pb.h"
 #include "util/metrics/metric_registry.h"
 #include "util/monotime.h"
+#include "util/mutex.h"
 #include "util/ref_counted.h"
 #include "util/status.h"
 
@@ -245,12 +245,12 @@ class MessengerMetrics {
   const scoped_refptr<MetricEntity> entity_;
   CallbackGauge* const service_queue_length_;
 
-  std::mutex mu_;
-  // By "<service>.<method>". Never removed: pointers handed out stay valid. Guarded by mu_.
-  std::map<std::string, std::unique_ptr<MethodMetrics>> server_methods_;
-  std::map<std::string, std::unique_ptr<ClientMethodMetrics>> client_methods_;
-  // Each method/client entity, kept for the lifetime of the pointers into it. Guarded by mu_.
-  std::map<std::string, scoped_refptr<MetricEntity>> entities_;
+  Mutex mu_;
+  // By "<service>.<method>". Never removed: pointers handed out stay valid.
+  std::map<std::string, std::unique_ptr<MethodMetrics>> server_methods_ GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<ClientMethodMetrics>> client_methods_ GUARDED_BY(mu_);
+  // Each method/client entity, kept for the lifetime of the pointers into it.
+  std::map<std::string, scoped_refptr<MetricEntity>> entities_ GUARDED_BY(mu_);
 };
 
 // A proxy's cache of the ClientMethodMetrics of the methods it calls, so a call finds its
@@ -290,7 +290,7 @@ class ClientMetricsCache {
   ClientMethodMetrics* GetSlow(MessengerMetrics* metrics, const std::string& service,
                                const std::string& method);
 
-  std::mutex mu_;  // serializes adding slots
+  Mutex mu_;  // serializes adding slots
   std::atomic<int> size_{0};
   Slot slots_[kSlots];  // [0, size_) published; written under mu_ before size_ grows
 };

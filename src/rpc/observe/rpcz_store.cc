@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "rpc/rpc_header.pb.h"
+#include "util/mutex.h"
 
 namespace rrpc::rpc {
 
@@ -60,12 +61,12 @@ const char* RpczCallStateName(RpczCallState state) {
 }
 
 struct alignas(64) RpczStore::Stripe {
-  mutable std::mutex mu;
-  // Guarded by mu. Newest first: one reactor links its calls in the order they arrive, so the
-  // tail holds the oldest, and a reader wanting the longest-running calls walks from there.
-  RpczCallEntry* head = nullptr;
-  RpczCallEntry* tail = nullptr;
-  size_t size = 0;
+  mutable Mutex mu;
+  // Newest first: one reactor links its calls in the order they arrive, so the tail holds the
+  // oldest, and a reader wanting the longest-running calls walks from there.
+  RpczCallEntry* head GUARDED_BY(mu) = nullptr;
+  RpczCallEntry* tail GUARDED_BY(mu) = nullptr;
+  size_t size GUARDED_BY(mu) = 0;
 };
 
 // One ring per kind; `next` is where the next sample goes.
@@ -83,9 +84,9 @@ struct RpczStore::MethodSamples {
   const void* const key;
   const std::string service;
   const std::string method;
-  std::mutex mu;  // Guards the rings' samples, next and seen.
-  Ring slow;
-  Ring failed;
+  Mutex mu;
+  Ring slow GUARDED_BY(mu);  // samples, next and seen; last_sample_ns is read without mu
+  Ring failed GUARDED_BY(mu);
 };
 
 RpczCallEntry::~RpczCallEntry() {
@@ -147,7 +148,7 @@ void RpczStore::Track(RpczCallEntry* entry, const RpczCallInfo& info, size_t str
   entry->stripe_ = stripe_hint % kNumStripes;
   entry->info_ = info;
   Stripe& stripe = stripes_[entry->stripe_];
-  std::lock_guard<std::mutex> lock(stripe.mu);
+  MutexLock lock(stripe.mu);
   entry->prev_ = nullptr;
   entry->next_ = stripe.head;
   if (stripe.head != nullptr) {
@@ -163,7 +164,7 @@ void RpczStore::Finish(RpczCallEntry* entry, bool sent) {
   const MonoTime done = MonoTime::Now();
   {
     Stripe& stripe = stripes_[entry->stripe_];
-    std::lock_guard<std::mutex> lock(stripe.mu);
+    MutexLock lock(stripe.mu);
     if (entry->prev_ != nullptr) {
       entry->prev_->next_ = entry->next_;
     } else {
@@ -246,8 +247,8 @@ void RpczStore::Sample(RpczCallEntry* entry, MonoTime done, bool sent, bool fail
     sample.error_message = "the connection closed before the response was written";
   }
 
-  std::unique_lock<std::mutex> lock(m->mu, std::try_to_lock);
-  if (!lock.owns_lock()) {
+  // A sample is worth less than the reactor's time: when another thread holds the rings, drop it.
+  if (!m->mu.TryLock()) {
     samples_dropped_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -260,6 +261,7 @@ void RpczStore::Sample(RpczCallEntry* entry, MonoTime done, bool sent, bool fail
     ring.samples[ring.next] = std::move(sample);
     ring.next = (ring.next + 1) % options_.samples_per_method;
   }
+  m->mu.Unlock();
 }
 
 RpczInFlightList RpczStore::ListInFlight(size_t limit) const {
@@ -272,7 +274,7 @@ RpczInFlightList RpczStore::ListInFlight(size_t limit) const {
   const MonoTime now = MonoTime::Now();
   for (size_t s = 0; s < kNumStripes; s++) {
     const Stripe& stripe = stripes_[s];
-    std::lock_guard<std::mutex> lock(stripe.mu);
+    MutexLock lock(stripe.mu);
     total += stripe.size;
     // Copies at most `limit` calls per stripe, oldest first: the reactor waits for this lock, so
     // the work under it is bounded however many calls are in flight.
@@ -326,7 +328,7 @@ std::vector<RpczMethodSamples> RpczStore::ListSamples() const {
     ms.service = m->service;
     ms.method = m->method;
     {
-      std::lock_guard<std::mutex> lock(m->mu);
+      MutexLock lock(m->mu);
       copy_ring(m->slow, &ms.slow);
       copy_ring(m->failed, &ms.failed);
       ms.slow_seen = m->slow.seen;

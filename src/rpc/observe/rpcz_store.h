@@ -28,12 +28,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "util/monotime.h"
+#include "util/mutex.h"
 #include "util/sockaddr.h"
 
 namespace rrpc::rpc {

@@ -8,7 +8,6 @@
 #include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "rpc/rpc_controller.h"
 #include "rpc/testing/rtest.rrpc.h"
 #include "util/countdown_latch.h"
+#include "util/mutex.h"
 
 namespace rrpc::rpc {
 
@@ -31,28 +31,31 @@ class HandlerGate {
   // Handler side: counts this handler in, then blocks until Open().
   void Pass() {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       entered_++;
     }
-    entered_cv_.notify_all();
+    entered_cv_.NotifyAll();
     open_.Wait();
   }
   // Test side: waits (bounded) until `n` handlers have reached the gate.
   bool WaitForEntered(int n, MonoDelta timeout = MonoDelta::FromSeconds(60)) {
-    std::unique_lock<std::mutex> l(mu_);
-    return entered_cv_.wait_for(l, std::chrono::nanoseconds(timeout.ToNanoseconds()),
-                                [&] { return entered_ >= n; });
+    const MonoTime deadline = MonoTime::Now() + timeout;
+    MutexLock l(mu_);
+    while (entered_ < n) {
+      if (!entered_cv_.WaitUntil(mu_, deadline)) return entered_ >= n;
+    }
+    return true;
   }
   int entered() const {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     return entered_;
   }
   void Open() { open_.CountDown(); }
 
  private:
-  mutable std::mutex mu_;
-  std::condition_variable entered_cv_;
-  int entered_ = 0;  // guarded by mu_
+  mutable Mutex mu_;
+  CondVar entered_cv_;
+  int entered_ GUARDED_BY(mu_) = 0;
   CountDownLatch open_{1};
 };
 
@@ -75,7 +78,7 @@ class TestEchoService : public rtest::EchoServiceIf {
   // record the order calls run in, or add response sidecars. Settable at any time.
   using EchoHook = std::function<void(const rtest::EchoRequestPB& req, RpcContext* context)>;
   void set_echo_hook(EchoHook hook) {
-    std::lock_guard<std::mutex> l(hook_mu_);
+    MutexLock l(hook_mu_);
     hook_ = std::move(hook);
   }
 
@@ -84,7 +87,7 @@ class TestEchoService : public rtest::EchoServiceIf {
     calls_.fetch_add(1);
     EchoHook hook;
     {
-      std::lock_guard<std::mutex> l(hook_mu_);
+      MutexLock l(hook_mu_);
       hook = hook_;
     }
     if (hook) hook(*req, context);
@@ -113,8 +116,8 @@ class TestEchoService : public rtest::EchoServiceIf {
 
  private:
   std::atomic<int> calls_{0};
-  std::mutex hook_mu_;
-  EchoHook hook_;  // guarded by hook_mu_
+  Mutex hook_mu_;
+  EchoHook hook_ GUARDED_BY(hook_mu_);
 };
 
 // A server messenger with TestEchoService on 127.0.0.1 and a client messenger.

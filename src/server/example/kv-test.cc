@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +22,7 @@
 #include "rpc/testing/rpc-test-util.h"
 #include "server/example/kv_client.h"
 #include "server/example/kv_server.h"
+#include "util/mutex.h"
 
 extern char** environ;
 
@@ -352,7 +352,7 @@ TEST_F(KvTest, SigtermDuringLoadLosesNoAcknowledgedWrite) {
   KvClientOptions copts;
   copts.max_backoff = MonoDelta::FromMilliseconds(20);
   KvClient client(client_messenger_, Sockaddr::Loopback(port), copts);
-  std::mutex mu;
+  Mutex mu;
   std::vector<std::string> acked;  // guarded by mu
   std::atomic<bool> writer_done{false};
   std::thread writer([&] {
@@ -361,13 +361,13 @@ TEST_F(KvTest, SigtermDuringLoadLosesNoAcknowledgedWrite) {
       const std::string key = KeyOf("sig", i);
       Status s = client.Put(key, "value-" + key, MonoTime::Now() + MonoDelta::FromSeconds(2));
       if (!s.ok()) break;
-      std::lock_guard<std::mutex> l(mu);
+      MutexLock l(mu);
       acked.push_back(key);
     }
     writer_done = true;
   });
   ASSERT_TRUE(WaitForCondition([&] {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(mu);
     return acked.size() >= 300 || writer_done.load();
   }));
   ASSERT_EQ(0, kill(pid, SIGTERM));
@@ -378,7 +378,7 @@ TEST_F(KvTest, SigtermDuringLoadLosesNoAcknowledgedWrite) {
 
   std::vector<std::string> keys;
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(mu);
     keys = acked;
   }
   ASSERT_GE(keys.size(), 300u);

@@ -44,7 +44,7 @@ KvService::KvService(rocksdb::DB* db, KvServiceOptions options)
     : db_(db), options_(std::move(options)) {}
 
 void KvService::set_handler_hook(std::function<void()> hook) {
-  std::lock_guard<std::mutex> lock(hook_mu_);
+  MutexLock lock(hook_mu_);
   has_hook_.store(static_cast<bool>(hook));
   hook_ = std::move(hook);
 }
@@ -53,7 +53,7 @@ void KvService::RunHook() {
   if (!has_hook_.load(std::memory_order_relaxed)) return;
   std::function<void()> hook;
   {
-    std::lock_guard<std::mutex> lock(hook_mu_);
+    MutexLock lock(hook_mu_);
     hook = hook_;
   }
   if (hook) hook();

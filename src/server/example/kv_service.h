@@ -9,10 +9,10 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "server/example/kv.rrpc.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace rocksdb {
@@ -60,8 +60,8 @@ class KvService : public KvServiceIf {
   rocksdb::DB* const db_;
   const KvServiceOptions options_;
   KvServiceStats stats_;
-  std::mutex hook_mu_;
-  std::function<void()> hook_;  // guarded by hook_mu_
+  Mutex hook_mu_;
+  std::function<void()> hook_ GUARDED_BY(hook_mu_);
   std::atomic<bool> has_hook_{false};
 };
 

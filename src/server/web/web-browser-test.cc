@@ -17,7 +17,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -25,6 +24,7 @@
 
 #include "server/web/web_dashboard.h"
 #include "server/web/webserver.h"
+#include "util/mutex.h"
 
 namespace rrpc {
 namespace {
@@ -36,7 +36,7 @@ constexpr const char* kChromium = "/usr/bin/chromium";
 class FakeMetrics {
  public:
   std::string Next() {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     step_++;
     const double s = static_cast<double>(step_);
     // Slow swings plus a little deterministic jitter, like real load.
@@ -117,7 +117,7 @@ class FakeMetrics {
     return o + "]}";
   }
 
-  std::mutex mu_;
+  Mutex mu_;
   const int64_t base_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();

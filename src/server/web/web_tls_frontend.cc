@@ -104,7 +104,7 @@ Status WebTlsFrontend::ReloadCertificates() {
   RRPC_ASSIGN_OR_RETURN(SSL_CTX * fresh, LoadContext());
   SSL_CTX* old;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     old = ssl_ctx_;
     ssl_ctx_ = fresh;
   }
@@ -153,22 +153,22 @@ void WebTlsFrontend::Start(uint16_t backend_port) {
 void WebTlsFrontend::Stop() {
   if (!acceptor_.joinable()) return;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     stopping_ = true;
     // Wakes relays blocked in a handshake, read or write at once.
     for (int fd : active_fds_) shutdown(fd, SHUT_RDWR);
   }
-  queue_cv_.notify_all();
+  queue_cv_.NotifyAll();
   acceptor_.join();
   for (auto& t : relays_) t.join();
   relays_.clear();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   for (auto& [fd, unused] : queue_) close(fd);
   queue_.clear();
 }
 
 bool WebTlsFrontend::LookupClient(uint16_t backend_local_port, std::string* client) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   auto it = clients_by_port_.find(backend_local_port);
   if (it == clients_by_port_.end()) return false;
   *client = it->second;
@@ -184,32 +184,41 @@ void WebTlsFrontend::AcceptLoop() {
     socklen_t len = sizeof(peer);
     int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC);
     if (fd < 0) continue;  // The client gave up, or fds ran out: try again next round.
-    std::unique_lock<std::mutex> l(mu_);
-    if (stopping_ || queue_.size() >= options_.max_queued_connections) {
-      l.unlock();
+    bool queued = false;
+    {
+      MutexLock l(mu_);
+      if (!stopping_ && queue_.size() < options_.max_queued_connections) {
+        queue_.emplace_back(fd, AddrToString(peer));
+        queued = true;
+      }
+    }
+    if (!queued) {
       VLOG(1) << "web TLS frontend busy, dropping connection from " << AddrToString(peer);
       close(fd);
       continue;
     }
-    queue_.emplace_back(fd, AddrToString(peer));
-    l.unlock();
-    queue_cv_.notify_one();
+    queue_cv_.NotifyOne();
   }
 }
 
 void WebTlsFrontend::RelayLoop() {
   for (;;) {
-    std::unique_lock<std::mutex> l(mu_);
-    queue_cv_.wait(l, [this] { return stopping_ || !queue_.empty(); });
-    if (stopping_) return;
-    auto [fd, client] = std::move(queue_.front());
-    queue_.pop_front();
-    active_fds_.insert(fd);
-    l.unlock();
+    int fd;
+    std::string client;
+    {
+      MutexLock l(mu_);
+      while (!stopping_ && queue_.empty()) queue_cv_.Wait(mu_);
+      if (stopping_) return;
+      fd = queue_.front().first;
+      client = std::move(queue_.front().second);
+      queue_.pop_front();
+      active_fds_.insert(fd);
+    }
     Relay(fd, client);
-    l.lock();
-    active_fds_.erase(fd);
-    l.unlock();
+    {
+      MutexLock l(mu_);
+      active_fds_.erase(fd);
+    }
     close(fd);
   }
 }
@@ -220,7 +229,7 @@ void WebTlsFrontend::Relay(int client_fd, const std::string& client_addr) {
   setsockopt(client_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   SSL* ssl;
   {
-    std::lock_guard<std::mutex> lock(mu_);  // ReloadCertificates() may swap the context
+    MutexLock lock(mu_);  // ReloadCertificates() may swap the context
     ssl = SSL_new(ssl_ctx_);
   }
   if (ssl == nullptr) return;
@@ -244,7 +253,7 @@ void WebTlsFrontend::Relay(int client_fd, const std::string& client_addr) {
     socklen_t len = sizeof(addr);
     getsockname(backend, reinterpret_cast<sockaddr*>(&addr), &len);
     local_port = ntohs(addr.sin_port);
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     // Registered before any byte goes to civetweb, so its handler always finds the client.
     clients_by_port_[local_port] = client_addr;
     active_fds_.insert(backend);
@@ -289,7 +298,7 @@ void WebTlsFrontend::Relay(int client_fd, const std::string& client_addr) {
     }
   }
   if (connected) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     clients_by_port_.erase(local_port);
     active_fds_.erase(backend);
   }

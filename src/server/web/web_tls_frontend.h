@@ -21,12 +21,12 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "util/mutex.h"
 #include "util/status.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
@@ -82,11 +82,11 @@ class WebTlsFrontend {
   std::thread acceptor_;
   std::vector<std::thread> relays_;
 
-  mutable std::mutex mu_;
-  std::condition_variable queue_cv_;
-  std::deque<std::pair<int, std::string>> queue_;    // GUARDED_BY(mu_): accepted fd, client.
-  std::set<int> active_fds_;                         // GUARDED_BY(mu_): shut down by Stop().
-  std::map<uint16_t, std::string> clients_by_port_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar queue_cv_;
+  std::deque<std::pair<int, std::string>> queue_ GUARDED_BY(mu_);  // accepted fd, client
+  std::set<int> active_fds_ GUARDED_BY(mu_);                       // shut down by Stop()
+  std::map<uint16_t, std::string> clients_by_port_ GUARDED_BY(mu_);
 };
 
 }  // namespace rrpc

@@ -270,7 +270,7 @@ Webserver::~Webserver() { Stop(); }
 void Webserver::RegisterPage(std::string path, PageHandler handler, uint32_t methods) {
   CHECK(!path.empty() && path[0] == '/') << "web page path must start with '/': " << path;
   auto page = std::make_shared<const Page>(Page{std::move(handler), methods});
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   pages_[std::move(path)] = std::move(page);
 }
 
@@ -288,7 +288,7 @@ void Webserver::RegisterStaticAsset(std::string path, std::string content_type,
 }
 
 std::shared_ptr<const Webserver::Page> Webserver::FindPage(const std::string& path) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   auto it = pages_.find(path);
   return it == pages_.end() ? nullptr : it->second;
 }

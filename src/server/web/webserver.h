@@ -27,12 +27,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "util/mutex.h"
 #include "util/status.h"
 
 struct mg_connection;
@@ -158,8 +158,8 @@ class Webserver {
   const WebserverOptions options_;
   std::string bind_host_;  // Parsed from options_.bind_address by Start().
 
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const Page>> pages_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<const Page>> pages_ GUARDED_BY(mu_);
 
   mg_context* ctx_ = nullptr;  // Owned; freed by mg_stop().
   uint16_t civetweb_port_ = 0;

@@ -21,24 +21,24 @@ CallbackGauge::CallbackGauge(const MetricPrototype* prototype, Callback callback
 }
 
 void CallbackGauge::SetCallback(Callback callback) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   callback_ = std::move(callback);
 }
 
 int64_t CallbackGauge::value() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (callback_) last_ = callback_();
   return last_;
 }
 
 void CallbackGauge::DetachToConstant(int64_t v) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   callback_ = nullptr;
   last_ = v;
 }
 
 void CallbackGauge::DetachToLastValue() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (callback_) last_ = callback_();
   callback_ = nullptr;
 }

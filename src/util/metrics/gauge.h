@@ -16,10 +16,10 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 
 #include "util/metrics/metric.h"
 #include "util/metrics/striping.h"
+#include "util/mutex.h"
 
 namespace rrpc {
 
@@ -67,9 +67,9 @@ class CallbackGauge final : public Metric {
  private:
   // Held while the callback runs, so detaching waits for a running call. A callback must not
   // read its own gauge.
-  mutable std::mutex mu_;
-  Callback callback_;         // Guarded by mu_.
-  mutable int64_t last_ = 0;  // Guarded by mu_: the value after detaching.
+  mutable Mutex mu_;
+  Callback callback_ GUARDED_BY(mu_);
+  mutable int64_t last_ GUARDED_BY(mu_) = 0;  // the value after detaching
 };
 
 }  // namespace rrpc

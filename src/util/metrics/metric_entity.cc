@@ -13,12 +13,12 @@ MetricEntity::MetricEntity(std::string type, std::string id, Attributes attribut
 MetricEntity::~MetricEntity() = default;
 
 void MetricEntity::SetAttribute(const std::string& key, const std::string& value) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   attributes_[key] = value;
 }
 
 MetricEntity::Attributes MetricEntity::attributes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return attributes_;
 }
 
@@ -36,7 +36,7 @@ T* MetricEntity::FindLocked(const MetricPrototype* prototype) const {
 
 Counter* MetricEntity::FindOrCreateCounter(const MetricPrototype* prototype) {
   CHECK(prototype->type == MetricType::kCounter) << prototype->name;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (Counter* existing = FindLocked<Counter>(prototype)) return existing;
   auto metric = std::make_unique<Counter>(prototype);
   Counter* result = metric.get();
@@ -46,7 +46,7 @@ Counter* MetricEntity::FindOrCreateCounter(const MetricPrototype* prototype) {
 
 Gauge* MetricEntity::FindOrCreateGauge(const MetricPrototype* prototype) {
   CHECK(prototype->type == MetricType::kGauge) << prototype->name;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (Gauge* existing = FindLocked<Gauge>(prototype)) return existing;
   auto metric = std::make_unique<Gauge>(prototype);
   Gauge* result = metric.get();
@@ -59,7 +59,7 @@ CallbackGauge* MetricEntity::FindOrCreateCallbackGauge(const MetricPrototype* pr
   CHECK(prototype->type == MetricType::kGauge) << prototype->name;
   CallbackGauge* existing;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     existing = FindLocked<CallbackGauge>(prototype);
     if (existing == nullptr) {
       auto metric = std::make_unique<CallbackGauge>(prototype, std::move(callback));
@@ -75,7 +75,7 @@ CallbackGauge* MetricEntity::FindOrCreateCallbackGauge(const MetricPrototype* pr
 
 HistogramMetric* MetricEntity::FindOrCreateHistogram(const MetricPrototype* prototype) {
   CHECK(prototype->type == MetricType::kHistogram) << prototype->name;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (HistogramMetric* existing = FindLocked<HistogramMetric>(prototype)) return existing;
   auto metric = std::make_unique<HistogramMetric>(prototype);
   HistogramMetric* result = metric.get();
@@ -88,7 +88,7 @@ void MetricEntity::ReadInto(EntitySnapshot* out) const {
   out->id = id_;
   std::vector<const Metric*> metrics;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     out->attributes = attributes_;
     metrics.reserve(metrics_.size());
     for (const auto& [name, metric] : metrics_) metrics.push_back(metric.get());

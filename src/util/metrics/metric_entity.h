@@ -13,7 +13,6 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "util/metrics/counter.h"
@@ -21,6 +20,7 @@
 #include "util/metrics/histogram_metric.h"
 #include "util/metrics/metric.h"
 #include "util/metrics/snapshot.h"
+#include "util/mutex.h"
 #include "util/ref_counted.h"
 
 namespace rrpc {
@@ -56,15 +56,15 @@ class MetricEntity : public RefCounted<MetricEntity> {
 
   // The existing metric named prototype->name (null if none); CHECKs that it is a T.
   template <typename T>
-  T* FindLocked(const MetricPrototype* prototype) const;
+  T* FindLocked(const MetricPrototype* prototype) const REQUIRES(mu_);
 
   const std::string type_;
   const std::string id_;
 
-  mutable std::mutex mu_;
-  Attributes attributes_;  // Guarded by mu_.
-  // By name. Metrics are added, never removed, so pointers handed out stay valid. Guarded by mu_.
-  std::map<std::string, std::unique_ptr<Metric>> metrics_;
+  mutable Mutex mu_;
+  Attributes attributes_ GUARDED_BY(mu_);
+  // By name. Metrics are added, never removed, so pointers handed out stay valid.
+  std::map<std::string, std::unique_ptr<Metric>> metrics_ GUARDED_BY(mu_);
 };
 
 }  // namespace rrpc

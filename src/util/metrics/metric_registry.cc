@@ -12,7 +12,7 @@ scoped_refptr<MetricEntity> MetricRegistry::FindOrCreateEntity(
     const std::string& type, const std::string& id, const MetricEntity::Attributes& attributes) {
   scoped_refptr<MetricEntity> entity;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     scoped_refptr<MetricEntity>& slot = entities_[Key(type, id)];
     if (!slot) {
       slot = scoped_refptr<MetricEntity>(new MetricEntity(type, id, attributes));
@@ -26,14 +26,14 @@ scoped_refptr<MetricEntity> MetricRegistry::FindOrCreateEntity(
 
 scoped_refptr<MetricEntity> MetricRegistry::FindEntity(const std::string& type,
                                                        const std::string& id) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   auto it = entities_.find(Key(type, id));
   return it == entities_.end() ? nullptr : it->second;
 }
 
 void MetricRegistry::Unregister(const MetricEntity* entity) {
   scoped_refptr<MetricEntity> dropped;  // released after mu_, in case it is the last reference
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   auto it = entities_.find(Key(entity->type(), entity->id()));
   if (it == entities_.end() || it->second.get() != entity) return;
   dropped = std::move(it->second);
@@ -41,7 +41,7 @@ void MetricRegistry::Unregister(const MetricEntity* entity) {
 }
 
 size_t MetricRegistry::num_entities() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return entities_.size();
 }
 
@@ -52,7 +52,7 @@ RegistrySnapshot MetricRegistry::TakeSnapshot() const {
                               .count();
   std::vector<scoped_refptr<MetricEntity>> entities;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     entities.reserve(entities_.size());
     for (const auto& [key, entity] : entities_) entities.push_back(entity);
   }

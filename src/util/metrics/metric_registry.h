@@ -8,12 +8,12 @@
 #pragma once
 
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 
 #include "util/metrics/metric_entity.h"
 #include "util/metrics/snapshot.h"
+#include "util/mutex.h"
 #include "util/ref_counted.h"
 
 namespace rrpc {
@@ -45,8 +45,8 @@ class MetricRegistry {
  private:
   using Key = std::pair<std::string, std::string>;  // (type, id)
 
-  mutable std::mutex mu_;
-  std::map<Key, scoped_refptr<MetricEntity>> entities_;  // Guarded by mu_.
+  mutable Mutex mu_;
+  std::map<Key, scoped_refptr<MetricEntity>> entities_ GUARDED_BY(mu_);
 };
 
 }  // namespace rrpc
