@@ -168,22 +168,29 @@ TEST_F(KvTest, LargeValuesTravelAsSidecarsBothWays) {
   std::string v;
   ASSERT_TRUE(client->Get("big", &v).ok());
   EXPECT_TRUE(v == big);
-  const KvServiceStats& stats = server_->service()->stats();
-  EXPECT_EQ(1u, stats.request_sidecar_values.load());
-  EXPECT_EQ(1u, stats.response_sidecar_values.load());
+  // The service's own counters, as /metrics shows them.
+  auto count = [this](const MetricPrototype& m) {
+    return server_->base()
+        ->metric_registry()
+        ->FindOrCreateEntity("kv_service", "kv")
+        ->FindOrCreateCounter(&m)
+        ->value();
+  };
+  EXPECT_EQ(1, count(METRIC_kv_values_received_as_sidecars_total));
+  EXPECT_EQ(1, count(METRIC_kv_values_sent_as_sidecars_total));
 
   std::vector<std::pair<std::string, std::string>> pairs;
   ASSERT_TRUE(client->Scan("", "", 0, &pairs).ok());
   ASSERT_EQ(2u, pairs.size());
   EXPECT_TRUE(pairs[0].second == big);
   EXPECT_EQ("tiny", pairs[1].second);
-  EXPECT_EQ(2u, stats.response_sidecar_values.load());
+  EXPECT_EQ(2, count(METRIC_kv_values_sent_as_sidecars_total));
 
   KvBatch batch;
   batch.Put("big2", big);
   batch.Put("big3", big.substr(1000));
   ASSERT_TRUE(client->Batch(batch).ok());
-  EXPECT_EQ(3u, stats.request_sidecar_values.load());
+  EXPECT_EQ(3, count(METRIC_kv_values_received_as_sidecars_total));
   ASSERT_TRUE(client->Get("big3", &v).ok());
   EXPECT_TRUE(v == big.substr(1000));
 }

@@ -23,7 +23,8 @@ Status KvServer::Start() {
   rocksdb::Status rs = rocksdb::DB::Open(db_options, data_dir_, &db);
   if (!rs.ok()) return Status::IOError("opening the database", rs.ToString());
   db_.reset(db);
-  auto service = std::make_unique<KvService>(db_.get(), options_.service);
+  RRPC_RETURN_NOT_OK(base_.Init());  // creates the metric registry the service counts in
+  auto service = std::make_unique<KvService>(db_.get(), options_.service, base_.metric_registry());
   service_ = service.get();
   RRPC_RETURN_NOT_OK(base_.RegisterService(std::move(service)));
   RRPC_RETURN_NOT_OK(base_.Start());

@@ -7,6 +7,9 @@
 
 #include "rpc/rpc_context.h"
 #include "util/block.h"
+#include "util/metrics/counter.h"
+#include "util/metrics/metric_entity.h"
+#include "util/metrics/metric_registry.h"
 
 namespace rrpc::kv {
 
@@ -40,8 +43,15 @@ Status RequestValue(const rpc::RpcContext& context, bool has_inline,
 
 }  // namespace
 
-KvService::KvService(rocksdb::DB* db, KvServiceOptions options)
-    : db_(db), options_(std::move(options)) {}
+KvService::KvService(rocksdb::DB* db, KvServiceOptions options, MetricRegistry* metrics)
+    : db_(db),
+      options_(std::move(options)),
+      values_received_as_sidecars_(
+          metrics->FindOrCreateEntity("kv_service", "kv")
+              ->FindOrCreateCounter(&METRIC_kv_values_received_as_sidecars_total)),
+      values_sent_as_sidecars_(
+          metrics->FindOrCreateEntity("kv_service", "kv")
+              ->FindOrCreateCounter(&METRIC_kv_values_sent_as_sidecars_total)) {}
 
 void KvService::set_handler_hook(std::function<void()> hook) {
   MutexLock lock(hook_mu_);
@@ -65,8 +75,7 @@ void KvService::Put(const PutRequestPB* req, PutResponsePB* /*resp*/, rpc::RpcCo
   Status s = RequestValue(*context, req->has_value(), req->value(), req->has_value_sidecar(),
                           req->value_sidecar(), &value);
   if (!s.ok()) return context->RespondRpcFailure(rpc::ErrorStatusPB::ERROR_INVALID_REQUEST, s);
-  if (req->has_value_sidecar())
-    stats_.request_sidecar_values.fetch_add(1, std::memory_order_relaxed);
+  if (req->has_value_sidecar()) values_received_as_sidecars_->Increment();
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync_writes;
   s = FromRocks(db_->Put(wo, req->key(), value));
@@ -91,7 +100,7 @@ void KvService::Get(const GetRequestPB* req, GetResponsePB* resp, rpc::RpcContex
     memcpy(block->data(), value.data(), value.size());
     resp->set_value_sidecar(
         context->AddOutboundSidecar(BlockSlice{block, Slice(block->data(), value.size())}));
-    stats_.response_sidecar_values.fetch_add(1, std::memory_order_relaxed);
+    values_sent_as_sidecars_->Increment();
   } else {
     resp->set_value(value.data(), value.size());
   }
@@ -131,7 +140,7 @@ void KvService::Scan(const ScanRequestPB* req, ScanResponsePB* resp, rpc::RpcCon
       memcpy(block->data(), value.data(), value.size());
       pair->set_value_sidecar(
           context->AddOutboundSidecar(BlockSlice{block, Slice(block->data(), value.size())}));
-      stats_.response_sidecar_values.fetch_add(1, std::memory_order_relaxed);
+      values_sent_as_sidecars_->Increment();
     } else {
       pair->set_value(value.data(), value.size());
     }
@@ -155,7 +164,7 @@ void KvService::Batch(const BatchRequestPB* req, BatchResponsePB* /*resp*/,
                               op.value_sidecar(), &value);
       if (!s.ok()) return context->RespondRpcFailure(rpc::ErrorStatusPB::ERROR_INVALID_REQUEST, s);
       if (op.has_value_sidecar()) {
-        stats_.request_sidecar_values.fetch_add(1, std::memory_order_relaxed);
+        values_received_as_sidecars_->Increment();
       }
       rs = batch.Put(op.key(), value);
     }

@@ -12,6 +12,9 @@
 #include <string>
 
 #include "server/example/kv.rrpc.h"
+#include "util/metrics/counter.h"
+#include "util/metrics/metric_prototype.h"
+#include "util/metrics/metric_registry.h"
 #include "util/mutex.h"
 #include "util/status.h"
 
@@ -32,16 +35,20 @@ struct KvServiceOptions {
   bool sync_writes = false;
 };
 
-// Counters for tests and the curious; relaxed.
-struct KvServiceStats {
-  std::atomic<uint64_t> request_sidecar_values{0};   // values received as sidecars
-  std::atomic<uint64_t> response_sidecar_values{0};  // values sent as sidecars
-};
+// The service's counters, in the server's metrics (entity "kv_service", id "kv").
+inline constexpr MetricPrototype METRIC_kv_values_received_as_sidecars_total =
+    MetricPrototype::Counter(
+        "kv_values_received_as_sidecars_total", "Values received as sidecars", MetricUnit::kEntries,
+        "Put and Batch values that arrived as request sidecars (large values).");
+inline constexpr MetricPrototype METRIC_kv_values_sent_as_sidecars_total = MetricPrototype::Counter(
+    "kv_values_sent_as_sidecars_total", "Values sent as sidecars", MetricUnit::kEntries,
+    "Get and Scan values answered as response sidecars (large values).");
 
 class KvService : public KvServiceIf {
  public:
-  // `db` is used, not owned.
-  KvService(rocksdb::DB* db, KvServiceOptions options);
+  // `db` is used, not owned. The service's counters live in `metrics` (the server's registry,
+  // which outlives the service), entity "kv_service".
+  KvService(rocksdb::DB* db, KvServiceOptions options, MetricRegistry* metrics);
 
   void Put(const PutRequestPB* req, PutResponsePB* resp, rpc::RpcContext* context) override;
   void Get(const GetRequestPB* req, GetResponsePB* resp, rpc::RpcContext* context) override;
@@ -52,14 +59,14 @@ class KvService : public KvServiceIf {
 
   // Tests: runs first in every handler, on its worker (e.g. to hold a worker at a gate).
   void set_handler_hook(std::function<void()> hook);
-  const KvServiceStats& stats() const { return stats_; }
 
  private:
   void RunHook();
 
   rocksdb::DB* const db_;
   const KvServiceOptions options_;
-  KvServiceStats stats_;
+  Counter* const values_received_as_sidecars_;
+  Counter* const values_sent_as_sidecars_;
   Mutex hook_mu_;
   std::function<void()> hook_ GUARDED_BY(hook_mu_);
   std::atomic<bool> has_hook_{false};

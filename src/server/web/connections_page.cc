@@ -40,6 +40,10 @@ std::string ConnectionsJson(rpc::Messenger* messenger) {
             .Uint("calls_in_flight", c.calls_in_flight)
             .Bool("reads_paused", c.reads_paused)
             .Double("age_seconds", c.age_seconds);
+        // What the transport says of itself (TLS version and cipher, RDMA queue pair, ...).
+        JsonObject details(o->Member("transport_details"));
+        for (const auto& [key, value] : c.transport_details) details.Str(key, value);
+        details.Close();
       },
       root.Member("connections"));
   root.Close();
@@ -60,7 +64,13 @@ std::string ConnectionsHtml(const PageEnv& env, rpc::Messenger* messenger) {
     Cell("", c.direction, &content);
     // A server connection whose peer leaves its responses unread stops being read from.
     PillCell(c.reads_paused ? c.state + " (reads paused)" : c.state, &content);
-    Cell("", c.transport, &content);
+    std::string transport = c.transport;
+    for (size_t i = 0; i < c.transport_details.size(); i++) {
+      transport += (i == 0 ? " (" : ", ") + c.transport_details[i].first + " " +
+                   c.transport_details[i].second;
+      if (i + 1 == c.transport_details.size()) transport += ")";
+    }
+    Cell("", transport, &content);
     Cell("num", std::to_string(c.reactor), &content);
     Cell("num", FormatBytes(c.bytes_received), &content);
     Cell("num", FormatBytes(c.bytes_sent), &content);
