@@ -36,6 +36,16 @@ struct TransportCapabilities {
   bool calls_may_follow_hello = false;
 };
 
+// What a transport knows about the privacy and the peer of its connection, for negotiation and
+// for RpcContext. Plain TCP: nothing.
+struct TransportSecurity {
+  // The bytes travel encrypted and integrity-protected (TLS established).
+  bool encrypted = false;
+  // The user named by the peer's certificate, when it presented one that verified against our
+  // CA (mutual TLS); empty otherwise.
+  std::string peer_user;
+};
+
 // A stream a transport hands over to the next one (TLS over the TCP socket; RDMA's bootstrap
 // socket): the socket and the bytes already received from it but not consumed.
 struct DetachedStream {
@@ -75,6 +85,8 @@ class Transport {
   // "tcp", "tls", "rdma": shown on /connections.
   virtual const char* name() const = 0;
   virtual TransportCapabilities capabilities() const = 0;
+  // Reactor thread.
+  virtual TransportSecurity security() const { return {}; }
 
   // Reactor thread, once: starts I/O on `loop`; from now on the transport calls `host`.
   virtual void Start(struct ev_loop* loop, TransportHost* host) = 0;
