@@ -79,7 +79,7 @@ TEST_F(TlsTest, MutualTlsUserIsSeenByTheHandler) {
 
 TEST_F(TlsTest, ClientCertificateFromAnotherCaIsRefused) {
   StartServer(ServerOptions());
-  security::TestCertFiles mallory = other_ca_.Issue(dir_, "mallory", Spec("mallory"));
+  security::CertFiles mallory = other_ca_.Issue(dir_, "mallory", Spec("mallory"));
   MessengerOptions client = ClientOptions();
   client.security.certificate_file = mallory.certificate;
   client.security.private_key_file = mallory.private_key;
@@ -101,7 +101,7 @@ TEST_F(TlsTest, ServerFromAnotherCaIsRefusedByTheClient) {
 }
 
 TEST_F(TlsTest, ExpiredServerCertificateIsRefused) {
-  security::TestCertSpec spec = Spec("server", {}, {"127.0.0.1"});
+  security::CertSpec spec = Spec("server", {}, {"127.0.0.1"});
   spec.not_before = -7200;
   spec.not_after = -3600;
   server_cert_ = ca_.Issue(dir_, "expired", spec);
@@ -296,7 +296,7 @@ TEST_F(TlsTest, ReloadTakesEffectForNewConnectionsOnly) {
   ASSERT_TRUE(Echo("before").ok());
 
   // The server's files now hold a certificate from the other CA.
-  security::TestCertFiles next = other_ca_.Issue(dir_, "next", Spec("server", {}, {"127.0.0.1"}));
+  security::CertFiles next = other_ca_.Issue(dir_, "next", Spec("server", {}, {"127.0.0.1"}));
   std::ofstream(server_cert_.certificate) << std::ifstream(next.certificate).rdbuf();
   std::ofstream(server_cert_.private_key) << std::ifstream(next.private_key).rdbuf();
   ASSERT_TRUE(server_->ReloadSecurity().ok());

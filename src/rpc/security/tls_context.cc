@@ -114,7 +114,11 @@ Result<SSL*> TlsContext::NewServerSsl() const {
   if (has_ca() && options_.request_client_certificate) {
     // Asked, not demanded: a client may authenticate with a token instead. A certificate that
     // is presented must verify, or the handshake fails.
-    SSL_set_verify(ssl, SSL_VERIFY_PEER, nullptr);
+    SSL_set_verify(ssl,
+                   SSL_VERIFY_PEER | (options_.require_client_certificate
+                                          ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT
+                                          : 0),
+                   nullptr);
   } else {
     SSL_set_verify(ssl, SSL_VERIFY_NONE, nullptr);
   }

@@ -37,6 +37,9 @@ struct TlsContextOptions {
   // Server: ask clients for a certificate (only with a CA). A client that presents none still
   // connects (tokens or no authentication); one that presents a bad one is refused.
   bool request_client_certificate = true;
+  // Server with a CA: refuse clients that present no certificate at all (the web UI's mutual
+  // TLS; the RPC port leaves that to rpc_authentication, since tokens may stand in).
+  bool require_client_certificate = false;
 };
 
 class TlsContext {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "rpc/security/auth_token.h"
-#include "rpc/security/testing/test_certs.h"
+#include "rpc/security/ephemeral_certs.h"
 #include "rpc/testing/rpc-test-util.h"
 
 namespace rrpc::rpc {
@@ -23,10 +23,10 @@ class TlsTestBase : public RpcTestBase {
     std::ofstream(token_key_file_) << "0123456789abcdef0123456789abcdef-test-key\n";
   }
 
-  static security::TestCertSpec Spec(const std::string& cn,
+  static security::CertSpec Spec(const std::string& cn,
                                      const std::vector<std::string>& dns = {},
                                      const std::vector<std::string>& ips = {}) {
-    security::TestCertSpec spec;
+    security::CertSpec spec;
     spec.common_name = cn;
     spec.dns_sans = dns;
     spec.ip_sans = ips;
@@ -65,10 +65,10 @@ class TlsTestBase : public RpcTestBase {
     return s;
   }
 
-  security::TestCa ca_{"rrpc-test-ca"};
-  security::TestCa other_ca_{"other-ca"};
+  security::EphemeralCa ca_{"rrpc-test-ca"};
+  security::EphemeralCa other_ca_{"other-ca"};
   std::string dir_, ca_file_, other_ca_file_, token_key_file_;
-  security::TestCertFiles server_cert_, alice_;
+  security::CertFiles server_cert_, alice_;
 };
 
 }  // namespace rrpc::rpc

@@ -1,4 +1,4 @@
-#include "rpc/security/testing/test_certs.h"
+#include "rpc/security/ephemeral_certs.h"
 
 #include <glog/logging.h>
 #include <openssl/evp.h>
@@ -30,7 +30,7 @@ void AddExtension(X509* cert, X509* issuer, int nid, const std::string& value) {
 
 // A certificate for `key` with subject CN `cn`, signed by `issuer_key` (issuer `issuer`, or
 // itself when null).
-X509* MakeCert(EVP_PKEY* key, const TestCertSpec& spec, X509* issuer, EVP_PKEY* issuer_key,
+X509* MakeCert(EVP_PKEY* key, const CertSpec& spec, X509* issuer, EVP_PKEY* issuer_key,
                bool is_ca) {
   static long serial = 1;
   X509* cert = X509_new();
@@ -74,30 +74,30 @@ void WritePem(const std::string& path, X509* cert, EVP_PKEY* key) {
 
 }  // namespace
 
-TestCa::TestCa(const std::string& name) {
+EphemeralCa::EphemeralCa(const std::string& name) {
   key_ = NewKey();
-  TestCertSpec spec;
+  CertSpec spec;
   spec.common_name = name;
   spec.not_after = 10 * 24 * 3600;
   cert_ = MakeCert(key_, spec, nullptr, key_, /*is_ca=*/true);
 }
 
-TestCa::~TestCa() {
+EphemeralCa::~EphemeralCa() {
   X509_free(cert_);
   EVP_PKEY_free(key_);
 }
 
-std::string TestCa::WriteCaCertificate(const std::string& dir, const std::string& file_name) const {
+std::string EphemeralCa::WriteCaCertificate(const std::string& dir, const std::string& file_name) const {
   const std::string path = dir + "/" + file_name + ".crt";
   WritePem(path, cert_, nullptr);
   return path;
 }
 
-TestCertFiles TestCa::Issue(const std::string& dir, const std::string& file_name,
-                            const TestCertSpec& spec) const {
+CertFiles EphemeralCa::Issue(const std::string& dir, const std::string& file_name,
+                            const CertSpec& spec) const {
   EVP_PKEY* key = NewKey();
   X509* cert = MakeCert(key, spec, cert_, key_, /*is_ca=*/false);
-  TestCertFiles files{dir + "/" + file_name + ".crt", dir + "/" + file_name + ".key"};
+  CertFiles files{dir + "/" + file_name + ".crt", dir + "/" + file_name + ".key"};
   WritePem(files.certificate, cert, nullptr);
   WritePem(files.private_key, nullptr, key);
   X509_free(cert);
