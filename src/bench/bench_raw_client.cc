@@ -230,6 +230,8 @@ Status RawRpcConnection::ReadFrame(std::string* buf, size_t* have, size_t* used,
 
 void RawRpcConnection::CloseAbortively() {
   if (ssl_ != nullptr) {
+    // Ended on purpose: without this, freeing the SSL marks its session "bad" (not resumable).
+    SSL_set_shutdown(ssl_.get(), SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
     if (session_slot_ != nullptr) {
       SSL_SESSION* next = SSL_get1_session(ssl_.get());
       if (next != nullptr && SSL_SESSION_is_resumable(next)) {
