@@ -217,8 +217,9 @@ void WebTlsFrontend::Relay(int client_fd, const std::string& client_addr) {
   while (connected && !stopping_ && idle_ms < options_.io_timeout_ms) {
     pollfd pfds[2] = {{client_fd, static_cast<short>(client_open ? POLLIN : 0), 0},
                       {backend, POLLIN, 0}};
-    // Bytes OpenSSL already decrypted don't show on the socket.
-    bool pending = client_open && SSL_pending(ssl) > 0;
+    // Bytes OpenSSL already read (decrypted, or whole records read ahead: the shared TlsContext
+    // reads ahead) don't show on the socket.
+    bool pending = client_open && SSL_has_pending(ssl) == 1;
     int rc = poll(pfds, 2, pending ? 0 : kPollSliceMs);
     if (rc < 0 && errno != EINTR) break;
     if (rc <= 0 && !pending) {
