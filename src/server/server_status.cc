@@ -31,7 +31,8 @@ void ServerStatusServiceImpl::GetStatus(const server::GetStatusRequestPB* /*req*
     server::ServerFlagPB* pb = resp->add_flags();
     pb->set_name(flag.name);
     // As /varz: a secret's value is not for whoever can reach the port.
-    pb->set_value(IsSensitiveFlagName(flag.name) ? kRedactedFlagValue : flag.current_value);
+    const bool hide = IsSensitiveFlagName(flag.name) && !flag.current_value.empty();
+    pb->set_value(hide ? kRedactedFlagValue : flag.current_value);
   }
   const Status health = server_->Health();
   resp->set_healthy(health.ok());
