@@ -186,8 +186,12 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
   }
   if (call->finished()) {
     write_queue_.pop_front();
+    // A transport that kept part of it (TLS: a record the socket did not take) needs the
+    // reactor to finish it.
+    const bool transport_holds_bytes = transport_->HoldsUnsentBytes();
     lock.unlock();
     call->TransferDone();  // deletes the call
+    if (transport_holds_bytes) reactor_->RunOnReactor([self] { self->Flush(); });
     return true;
   }
   // The transport took part of it, or none, or failed: the reactor writes the rest (asking the
@@ -255,6 +259,9 @@ void Connection::Flush() {
         written.push_back(write_queue_.pop_front());
       }
     }
+    // Bytes the transport took but could not send yet: wait for writability as after a short
+    // write, even with nothing queued.
+    if (error.ok() && !transport_full && transport_->HoldsUnsentBytes()) transport_full = true;
   }
   while (!dropped.empty()) {
     dropped.pop_front()->TransferAborted(Status::Aborted("call finished before it was sent"));

@@ -136,7 +136,9 @@ TlsTransport::~TlsTransport() {
 
 TransportCapabilities TlsTransport::capabilities() const {
   TransportCapabilities caps;
-  caps.concurrent_write = false;  // one SSL session for both directions
+  // One SSL session serves both directions, but every SSL call holds ssl_mu_: a worker's
+  // SSL_write of a lone response waits at most for one SSL_read of the reactor.
+  caps.concurrent_write = true;
   // The client is connected only once the handshake is done: calls behind the hello are
   // encrypted like it.
   caps.calls_may_follow_hello = true;
@@ -252,8 +254,13 @@ void TlsTransport::HandleReadable() {
     return;
   }
   if (phase_ != Phase::kEstablished) return;
-  if (write_wants_read_) {
-    Result<bool> done = FlushPending();
+  bool write_wants_read;
+  {
+    std::lock_guard<std::mutex> lock(ssl_mu_);
+    write_wants_read = write_wants_read_;
+  }
+  if (write_wants_read) {
+    Result<bool> done = FlushPendingLocked();
     if (!done.ok()) {
       Fail(done.status());
       return;
@@ -282,8 +289,8 @@ void TlsTransport::HandleWritable() {
     ReadRecords();
     if (phase_ != Phase::kEstablished) return;
   }
-  if (!pending_.empty()) {
-    Result<bool> done = FlushPending();
+  if (HoldsUnsentBytes()) {
+    Result<bool> done = FlushPendingLocked();
     if (!done.ok()) {
       Fail(done.status());
       return;
@@ -313,10 +320,19 @@ void TlsTransport::ReadRecords() {
     }
     uint8_t* const buf = reader_.writable_data();  // first: it makes the room
     const size_t room = std::min<size_t>(reader_.writable_size(), INT_MAX);
-    ERR_clear_error();
-    const int n = SSL_read(ssl_, buf, static_cast<int>(room));
+    int n, err = SSL_ERROR_NONE;
+    Status failure;
+    {
+      // A worker may be in SSL_write (concurrent_write): one SSL call at a time.
+      std::lock_guard<std::mutex> lock(ssl_mu_);
+      ERR_clear_error();
+      n = SSL_read(ssl_, buf, static_cast<int>(room));
+      if (n <= 0) {
+        err = SSL_get_error(ssl_, n);
+        if (err == SSL_ERROR_SSL || err == SSL_ERROR_SYSCALL) failure = SslError(n, "TLS read");
+      }
+    }
     if (n <= 0) {
-      const int err = SSL_get_error(ssl_, n);
       if (err == SSL_ERROR_WANT_READ) {
         UpdateWatchers();
         return;
@@ -330,7 +346,7 @@ void TlsTransport::ReadRecords() {
         Fail(Status::NetworkError("connection closed by peer"));
         return;
       }
-      Fail(SslError(n, "TLS read"));
+      Fail(failure.ok() ? Status::NetworkError("TLS read failed") : failure);
       return;
     }
     reader_.Commit(static_cast<size_t>(n));
@@ -359,6 +375,17 @@ void TlsTransport::DeliverBuffered() {
   }
 }
 
+Result<bool> TlsTransport::FlushPendingLocked() {
+  std::lock_guard<std::mutex> lock(ssl_mu_);
+  if (pending_.empty()) return true;
+  return FlushPending();
+}
+
+bool TlsTransport::HoldsUnsentBytes() const {
+  std::lock_guard<std::mutex> lock(ssl_mu_);
+  return !pending_.empty();
+}
+
 Result<bool> TlsTransport::FlushPending() {
   write_wants_read_ = false;
   ERR_clear_error();
@@ -378,12 +405,12 @@ Result<bool> TlsTransport::FlushPending() {
 
 Result<size_t> TlsTransport::Write(const TransferQueue& queue) {
   if (phase_ != Phase::kEstablished) return size_t{0};
+  // Never touches the watchers: this may run on a worker. The connection asks
+  // HoldsUnsentBytes() and has the reactor watch for writability.
+  std::lock_guard<std::mutex> lock(ssl_mu_);
   if (!pending_.empty()) {
     RRPC_ASSIGN_OR_RETURN(bool done, FlushPending());
-    if (!done) {
-      UpdateWatchers();
-      return size_t{0};
-    }
+    if (!done) return size_t{0};
   }
   iovec iov[kMaxIovecs];
   const int n = queue.GatherIovecs(iov, kMaxIovecs);
@@ -415,7 +442,6 @@ Result<size_t> TlsTransport::Write(const TransferQueue& queue) {
   // copy and finish it when the socket drains. The connection counts them as taken.
   write_wants_read_ = err == SSL_ERROR_WANT_READ;
   pending_.assign(data, len);
-  UpdateWatchers();
   return len;
 }
 
@@ -448,6 +474,7 @@ void TlsTransport::Close() {
     ev_io_stop(loop_, &write_watcher_);
     read_active_ = write_active_ = false;
   }
+  std::lock_guard<std::mutex> lock(ssl_mu_);  // no worker writes after Close (write_closed_)
   if (established) {
     SSL_shutdown(ssl_);  // one try at close_notify; the socket closes either way
     ERR_clear_error();
@@ -468,10 +495,12 @@ void TlsTransport::UpdateWatchers() {
       read = !handshake_wants_write_;
       write = handshake_wants_write_;
       break;
-    case Phase::kEstablished:
+    case Phase::kEstablished: {
+      std::lock_guard<std::mutex> lock(ssl_mu_);
       read = !reads_paused_ || write_wants_read_;
       write = wants_writable_ || !pending_.empty() || read_wants_write_;
       break;
+    }
     case Phase::kClosed:
       break;
   }

@@ -12,13 +12,15 @@
 // is full the transport keeps that buffer (bounded: one per connection) and finishes it when the
 // socket drains; the bytes count as taken, like bytes in a kernel socket buffer.
 //
-// One SSL session serves both directions, so a worker may not write while the reactor reads
-// (capabilities().concurrent_write is false). Reactor thread only.
+// One SSL session serves both directions; every SSL call holds ssl_mu_, so a worker may write a
+// lone response (capabilities().concurrent_write) while the reactor reads: it waits for at most
+// one SSL_read. Reactor thread, except Write() and HoldsUnsentBytes() (see Transport).
 #pragma once
 
 #include <ev.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,7 @@ class TlsTransport final : public Transport {
   void Start(struct ev_loop* loop, TransportHost* host) override;
   Status ExpectPreamble(size_t bytes) override;
   Result<size_t> Write(const TransferQueue& queue) override;
+  bool HoldsUnsentBytes() const override;
   void NotifyWhenWritable(bool on) override;
   void PauseReading(bool paused) override;
   Result<DetachedStream> Detach() override;
@@ -82,8 +85,10 @@ class TlsTransport final : public Transport {
   void ContinueHandshake();
   // SSL_read until the socket and OpenSSL's buffer are drained (or the fairness limit).
   void ReadRecords();
-  // Sends what is left of the pending buffer; true when it is all out.
+  // Sends what is left of the pending buffer; true when it is all out. REQUIRES: ssl_mu_ held.
   Result<bool> FlushPending();
+  // The same, taking ssl_mu_.
+  Result<bool> FlushPendingLocked();
   void DeliverBuffered();
   // The watchers the current state needs, on or off.
   void UpdateWatchers();
@@ -107,10 +112,14 @@ class TlsTransport final : public Transport {
   bool wants_writable_ = false;     // the host asked for OnWritable
   bool handshake_wants_write_ = false;
   bool read_wants_write_ = false;   // SSL_read needs the socket writable to go on
-  bool write_wants_read_ = false;   // the pending SSL_write needs the socket readable
   size_t preamble_bytes_ = 0;
+  // Serializes the SSL calls of the reactor (reads, handshake) and of a worker writing a lone
+  // response; guards the two fields below. Never held across a host callback. Lock order: the
+  // connection's write lock, then this.
+  mutable std::mutex ssl_mu_;
+  bool write_wants_read_ = false;  // the pending SSL_write needs the socket readable. GUARDED_BY(ssl_mu_)
   // Bytes handed to SSL_write that the socket has not taken yet (SSL_write must be repeated
-  // with the same buffer). Empty when nothing is pending.
+  // with the same buffer). Empty when nothing is pending. GUARDED_BY(ssl_mu_)
   std::string pending_;
 };
 

@@ -101,6 +101,10 @@ class Transport {
   // copies them or holds their blocks. Reactor thread, or any thread holding the connection's
   // write lock when capabilities().concurrent_write.
   virtual Result<size_t> Write(const TransferQueue& queue) = 0;
+  // Under the connection's write lock: whether the transport keeps bytes Write() took that the
+  // socket has not taken yet (TLS holds a record it must finish). The connection then has the
+  // reactor watch for writability (NotifyWhenWritable) even with an empty queue.
+  virtual bool HoldsUnsentBytes() const { return false; }
   // Reactor thread: whether to call host->OnWritable() once more bytes can be taken.
   virtual void NotifyWhenWritable(bool on) = 0;
   // Reactor thread: stops (true) or resumes reading, for backpressure.
