@@ -193,8 +193,19 @@ void TlsTransport::FinishConnect() {
 }
 
 void TlsTransport::ContinueHandshake() {
-  ERR_clear_error();
-  const int ret = SSL_do_handshake(ssl_);
+  int ret, err = SSL_ERROR_NONE;
+  Status failure;
+  {
+    std::lock_guard<std::mutex> lock(ssl_mu_);
+    ERR_clear_error();
+    ret = SSL_do_handshake(ssl_);
+    if (ret != 1) {
+      err = SSL_get_error(ssl_, ret);
+      if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
+        failure = SslError(ret, "TLS handshake");
+      }
+    }
+  }
   if (ret == 1) {
     phase_ = Phase::kEstablished;
     handshake_wants_write_ = false;
@@ -206,13 +217,12 @@ void TlsTransport::ContinueHandshake() {
     ReadRecords();  // application data may have come with the last handshake flight
     return;
   }
-  const int err = SSL_get_error(ssl_, ret);
   if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
     handshake_wants_write_ = err == SSL_ERROR_WANT_WRITE;
     UpdateWatchers();
     return;
   }
-  Fail(SslError(ret, "TLS handshake"));
+  Fail(failure);
 }
 
 Status TlsTransport::SslError(int ret, const char* what) {
