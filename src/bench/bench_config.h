@@ -4,11 +4,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "rpc/messenger_options.h"
 #include "util/monotime.h"
 #include "util/sockaddr.h"
+
+namespace rrpc::security {
+class TlsContext;
+}  // namespace rrpc::security
 
 namespace rrpc::bench {
 
@@ -42,6 +47,13 @@ struct BenchConfig {
   size_t sidecar_bytes = 0;
   // Deadline of each call; a call that misses it fails the run.
   MonoDelta call_timeout = MonoDelta::FromSeconds(10);
+  // "tcp" or "tls" (the RESULT line's transport). With tls, client_messenger.security speaks TLS
+  // and raw_client_tls is what the hand-made connections of cps and sparse modes use.
+  std::string transport = "tcp";
+  std::shared_ptr<const security::TlsContext> raw_client_tls;
+  // cps over TLS: each connection resumes the previous one's session (a ticket) instead of a
+  // full handshake.
+  bool tls_resume_sessions = false;
   // sparse mode.
   int connections = 10000;
   int senders = 2;

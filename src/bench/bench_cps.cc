@@ -3,6 +3,8 @@
 // this (it reuses one connection per remote and reactor), so the clients speak the protocol by
 // hand (RawRpcConnection); the server runs its real accept, negotiation and call path.
 
+#include <openssl/ssl.h>
+
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,12 +32,16 @@ void RunCpsClient(const BenchConfig& config, int index, RunControl* control,
   std::string scratch;
   std::vector<Slice> response_sidecars;
   RawRpcConnection conn;
+  // Over TLS with resumption: the session of this thread's previous connection.
+  SSL_SESSION* session = nullptr;
+  SSL_SESSION** resume = config.tls_resume_sessions ? &session : nullptr;
   for (uint64_t n = 0; !control->stopping(); n++) {
     StampCall(n * config.client_threads + index, &request, &sidecar);
     const MonoTime start = MonoTime::Now();
     // The call follows the negotiation request without waiting for the reply, as rrpc's own
     // client sends it: one round trip per connection, like the raw TCP peer's.
-    Status s = conn.Open(config.server, config.call_timeout, "rpc-bench", /*await_reply=*/false);
+    Status s = conn.Open(config.server, config.call_timeout, "rpc-bench", /*await_reply=*/false,
+                         config.raw_client_tls.get(), resume);
     if (s.ok()) {
       s = conn.Call(service, method, request, Slice(sidecar), &response, &scratch,
                     &response_sidecars);
@@ -44,18 +50,22 @@ void RunCpsClient(const BenchConfig& config, int index, RunControl* control,
       s = CheckResponse(config, request, response, Slice(sidecar), response_sidecars.size(),
                         response_sidecars.empty() ? Slice() : response_sidecars[0]);
     }
+    if (s.ok() && resume != nullptr && n > 0 && !conn.resumed()) {
+      s = Status::IllegalState("TLS session not resumed");
+    }
     conn.CloseAbortively();
     const MonoTime end = MonoTime::Now();
     if (!s.ok()) {
       control->Fail(s.CloneAndPrepend("connection " + std::to_string(n) + " of client thread " +
                                       std::to_string(index)));
-      return;
+      break;
     }
     if (control->measuring()) {
       recorder->completed++;
       recorder->latency_ns.Record(static_cast<uint64_t>((end - start).ToNanoseconds()));
     }
   }
+  if (session != nullptr) SSL_SESSION_free(session);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "bench/bench_payload.h"
 #include "bench/bench_raw_client.h"
 #include "bench/bench_service.h"
+#include "bench/bench_tls.h"
 #include "bench/bench_usage.h"
 #include "util/thread.h"
 
@@ -75,10 +76,14 @@ TEST(BenchUsageTest, SnapshotListsTheCallingThreadUnderItsRegisteredName) {
 
 class BenchModesTest : public ::testing::Test {
  protected:
-  void StartServer(bool corrupt = false, bool inline_handlers = false) {
+  void StartServer(bool corrupt = false, bool inline_handlers = false, bool tls = false) {
     BenchServerOptions options;
     options.corrupt_responses_for_test = corrupt;
     options.inline_handlers = inline_handlers;
+    if (tls) {
+      auto note = ConfigureBenchTls(&options.messenger, &config_);
+      ASSERT_TRUE(note.ok()) << note.status().ToString();
+    }
     auto started = StartBenchServer(options, &config_.server);
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     server_ = std::move(started).value();
@@ -121,6 +126,26 @@ TEST_F(BenchModesTest, EveryModeCompletesCheckedCalls) {
     EXPECT_GT(out.completed, 0u) << ModeName(mode);
     EXPECT_EQ(out.completed, out.latency_ns.count()) << ModeName(mode);
   }
+}
+
+TEST_F(BenchModesTest, EveryModeRunsOverTls) {
+  StartServer(/*corrupt=*/false, /*inline_handlers=*/false, /*tls=*/true);
+  EXPECT_EQ(config_.transport, "tls");
+  for (BenchMode mode :
+       {BenchMode::kThroughput, BenchMode::kLatency, BenchMode::kCps, BenchMode::kSparse}) {
+    ModeOutput out;
+    Status s = Run(mode, &out);
+    ASSERT_TRUE(s.ok()) << ModeName(mode) << ": " << s.ToString();
+    EXPECT_GT(out.completed, 0u) << ModeName(mode);
+  }
+  // Resumed handshakes: cps fails its run if a connection after the first is not resumed.
+  config_.tls_resume_sessions = true;
+  ModeOutput out;
+  Status s = Run(BenchMode::kCps, &out);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_GT(out.completed, 1u);
+  // Every connection the server saw was TLS.
+  for (const auto& c : server_->DumpConnections()) EXPECT_EQ(c.transport, "tls") << c.remote;
 }
 
 TEST_F(BenchModesTest, LatencyModeBothWaysAndInlineHandlersCompleteCheckedCalls) {

@@ -1,5 +1,7 @@
 #include "bench/bench_raw_client.h"
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -11,6 +13,7 @@
 #include "rpc/core/negotiation.h"
 #include "rpc/core/wire_codec.h"
 #include "rpc/rpc_header.pb.h"
+#include "rpc/security/tls_context.h"
 #include "util/block.h"
 
 namespace rrpc::bench {
@@ -35,8 +38,39 @@ std::string RawRpcConnection::PeerName() const {
   return peer.ok() ? peer->ToString() : std::string("server");
 }
 
+void RawRpcConnection::SslFree::operator()(SSL* ssl) const { SSL_free(ssl); }
+
+bool RawRpcConnection::resumed() const { return ssl_ != nullptr && SSL_session_reused(ssl_.get()); }
+
+Status RawRpcConnection::StartTls(const Sockaddr& server, const security::TlsContext& tls,
+                                  SSL_SESSION** session) {
+  RRPC_ASSIGN_OR_RETURN(SSL * ssl, tls.NewClientSsl("", server));
+  ssl_.reset(ssl);
+  session_slot_ = session;
+  if (session != nullptr && *session != nullptr) SSL_set_session(ssl, *session);
+  SSL_set_fd(ssl, socket_.fd());
+  ERR_clear_error();
+  if (SSL_connect(ssl) != 1) {
+    return Status::NetworkError("TLS handshake with " + server.ToString() + " failed",
+                                security::OpenSslErrors());
+  }
+  return Status::OK();
+}
+
+Result<size_t> RawRpcConnection::RecvSome(uint8_t* buf, size_t len) {
+  if (ssl_ == nullptr) return socket_.Recv(buf, len);
+  ERR_clear_error();
+  const int n = SSL_read(ssl_.get(), buf, static_cast<int>(std::min<size_t>(len, 1 << 30)));
+  if (n > 0) return static_cast<size_t>(n);
+  const int err = SSL_get_error(ssl_.get(), n);
+  if (err == SSL_ERROR_WANT_READ) return size_t{0};  // SO_RCVTIMEO expired
+  if (err == SSL_ERROR_ZERO_RETURN) return Status::EndOfFile("closed");
+  return Status::NetworkError("TLS read failed", security::OpenSslErrors());
+}
+
 Status RawRpcConnection::Open(const Sockaddr& server, MonoDelta io_timeout,
-                              const std::string& client_name, bool await_reply) {
+                              const std::string& client_name, bool await_reply,
+                              const security::TlsContext* tls, SSL_SESSION** session) {
   CloseAbortively();
   timeout_ms_ = static_cast<uint32_t>(std::max<int64_t>(1, io_timeout.ToMilliseconds()));
   RRPC_ASSIGN_OR_RETURN(Socket sock, Socket::CreateTcp(server.family()));
@@ -45,6 +79,7 @@ Status RawRpcConnection::Open(const Sockaddr& server, MonoDelta io_timeout,
   RRPC_RETURN_NOT_OK(sock.BlockingConnect(server));
   RRPC_RETURN_NOT_OK(sock.SetNoDelay(true));
   socket_ = std::move(sock);
+  if (tls != nullptr) RRPC_RETURN_NOT_OK(StartTls(server, *tls, session));
 
   BlockSlice hello = rpc::BuildClientHello(client_name);
   reply_pending_ = true;
@@ -52,7 +87,8 @@ Status RawRpcConnection::Open(const Sockaddr& server, MonoDelta io_timeout,
     unsent_hello_ = hello.slice.ToString();
     return Status::OK();
   }
-  Status s = socket_.BlockingWrite(hello.slice.data(), hello.slice.size());
+  iovec iov{const_cast<uint8_t*>(hello.slice.data()), hello.slice.size()};
+  Status s = WriteAll(&iov, 1);
   if (!s.ok()) return Explain(s, "sending the negotiation request to " + server.ToString());
   reply_pending_ = false;
   std::string buf;
@@ -127,6 +163,19 @@ Status RawRpcConnection::Call(const std::string& service, const std::string& met
 }
 
 Status RawRpcConnection::WriteAll(iovec* iov, int iovcnt) {
+  if (ssl_ != nullptr) {
+    // One record run for the whole call, as rrpc's own TLS transport writes a batch.
+    std::string gathered;
+    for (int i = 0; i < iovcnt; i++) {
+      gathered.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+    }
+    ERR_clear_error();
+    if (SSL_write(ssl_.get(), gathered.data(), static_cast<int>(gathered.size())) <= 0) {
+      return Status::NetworkError("TLS write to " + PeerName() + " failed",
+                                  security::OpenSslErrors());
+    }
+    return Status::OK();
+  }
   while (iovcnt > 0) {
     Result<size_t> written = socket_.Writev(iov, iovcnt);
     if (!written.ok()) return written.status().CloneAndPrepend("sending a call to " + PeerName());
@@ -154,7 +203,7 @@ Status RawRpcConnection::ReadFrame(std::string* buf, size_t* have, size_t* used,
       const size_t room = std::max(*used + n, *have + kReadChunk);
       if (buf->size() < room) buf->resize(room);
       Result<size_t> got =
-          socket_.Recv(reinterpret_cast<uint8_t*>(buf->data()) + *have, buf->size() - *have);
+          RecvSome(reinterpret_cast<uint8_t*>(buf->data()) + *have, buf->size() - *have);
       if (!got.ok()) {
         Status s = got.status();
         if (s.IsEndOfFile()) s = Status::NetworkError("the server closed the connection");
@@ -180,6 +229,20 @@ Status RawRpcConnection::ReadFrame(std::string* buf, size_t* have, size_t* used,
 }
 
 void RawRpcConnection::CloseAbortively() {
+  if (ssl_ != nullptr) {
+    // Ended on purpose: without this, freeing the SSL marks its session "bad" (not resumable).
+    SSL_set_shutdown(ssl_.get(), SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+    if (session_slot_ != nullptr) {
+      SSL_SESSION* next = SSL_get1_session(ssl_.get());
+      if (next != nullptr && SSL_SESSION_is_resumable(next)) {
+        if (*session_slot_ != nullptr) SSL_SESSION_free(*session_slot_);
+        *session_slot_ = next;
+      } else if (next != nullptr) {
+        SSL_SESSION_free(next);
+      }
+    }
+    ssl_.reset();  // no close_notify: the reset below ends the connection
+  }
   if (!socket_.valid()) return;
   linger lg;
   lg.l_onoff = 1;

@@ -5,7 +5,9 @@
 // 10,000s of connections, too many to open through one messenger. It exercises the server's real
 // accept, negotiation and call path.
 //
-// Every socket wait is bounded by the io timeout given to Open(). Not thread-safe: one thread
+// Over TLS (a TlsContext given to Open()) the handshake comes first, blocking and bounded like every
+// other wait, and the protocol runs inside it. Every socket wait is bounded by the io timeout
+// given to Open(). Not thread-safe: one thread
 // uses a connection at a time. It holds only its socket and a call counter, so an idle one costs
 // the client almost no memory (sparse mode measures the server's cost per connection).
 //
@@ -18,6 +20,7 @@
 #include <google/protobuf/message.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,13 @@
 #include "util/sockaddr.h"
 #include "util/socket.h"
 #include "util/status.h"
+
+typedef struct ssl_st SSL;
+typedef struct ssl_session_st SSL_SESSION;
+
+namespace rrpc::security {
+class TlsContext;
+}  // namespace rrpc::security
 
 namespace rrpc::bench {
 
@@ -39,8 +49,12 @@ class RawRpcConnection {
   // With `await_reply` false it does not wait: like rrpc's own client, the first call follows the
   // request at once (in the same write) and Call() reads the reply (and fails on a refusal)
   // before the response.
+  // With `tls`, the connection is TLS, the server verified against the context's CA and IP SAN.
+  // `session` (with tls): offered for resumption when it holds one, and given this connection's
+  // session when it closes (the caller frees it with SSL_SESSION_free).
   Status Open(const Sockaddr& server, MonoDelta io_timeout, const std::string& client_name,
-              bool await_reply = true);
+              bool await_reply = true, const security::TlsContext* tls = nullptr,
+              SSL_SESSION** session = nullptr);
 
   // Sends one call to service.method with `request` and at most one sidecar (none when empty)
   // and waits for its response. Parses the body into `response` and the response's sidecars into
@@ -56,6 +70,8 @@ class RawRpcConnection {
   void CloseAbortively();
 
   bool is_open() const { return socket_.valid(); }
+  // Over TLS: whether the handshake resumed a session.
+  bool resumed() const;
 
  private:
   // Checks the server's negotiation reply.
@@ -65,11 +81,20 @@ class RawRpcConnection {
   // time (one recv for a small frame and anything behind it), as rrpc's own client does.
   Status ReadFrame(std::string* buf, size_t* have, size_t* used, Slice* frame);
   Status WriteAll(iovec* iov, int iovcnt);
+  // Up to `len` bytes from the socket (or the TLS session); 0 when SO_RCVTIMEO expired.
+  Result<size_t> RecvSome(uint8_t* buf, size_t len);
+  Status StartTls(const Sockaddr& server, const security::TlsContext& tls, SSL_SESSION** session);
+
+  struct SslFree {
+    void operator()(SSL* ssl) const;
+  };
 
   // The peer's address for error messages (kept out of the object: sparse mode holds 10,000s).
   std::string PeerName() const;
 
   Socket socket_;
+  std::unique_ptr<SSL, SslFree> ssl_;  // set over TLS
+  SSL_SESSION** session_slot_ = nullptr;
   uint32_t timeout_ms_ = 0;
   int32_t next_call_id_ = 0;
   bool reply_pending_ = false;  // the server's negotiation reply is still unread

@@ -55,7 +55,8 @@ void RunSender(SparseRun* run, int s) {
 
   run->open_go.Wait();
   for (size_t i = s; i < n && !control->failed(); i += step) {
-    Status st = run->connections[i].Open(config.server, config.call_timeout, "rpc-bench");
+    Status st = run->connections[i].Open(config.server, config.call_timeout, "rpc-bench",
+                                         /*await_reply=*/true, config.raw_client_tls.get());
     if (!st.ok()) control->Fail(st.CloneAndPrepend("opening connection " + std::to_string(i)));
   }
   run->opened.CountDown();

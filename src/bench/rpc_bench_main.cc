@@ -20,6 +20,7 @@
 #include "bench/bench_report.h"
 #include "bench/bench_runner.h"
 #include "bench/bench_service.h"
+#include "bench/bench_tls.h"
 #include "bench/bench_usage.h"
 #include "rpc/messenger.h"
 #include "rpc/messenger_flags.h"
@@ -32,7 +33,13 @@
 DEFINE_string(mode, "throughput",
               "throughput: async calls kept in flight; latency: one call at a time; "
               "cps: a new connection per call; sparse: many connections, each called rarely");
-DEFINE_string(transport, "tcp", "Transport; only tcp exists so far");
+DEFINE_string(transport, "tcp",
+              "tcp or tls. tls: the server requires TLS 1.3/1.2 on its port, with the --rpc_* "
+              "certificate flags or else a throwaway CA and certificate made at start "
+              "(docs/security.md).");
+DEFINE_bool(tls_resume_sessions, false,
+            "cps over TLS: each connection resumes its thread's previous session (a TLS 1.3 "
+            "ticket) instead of a full handshake.");
 DEFINE_string(server_addr, "",
               "host:port of a running rpc-bench server (--server_only); empty runs the server in "
               "this process on 127.0.0.1 with an ephemeral port");
@@ -104,11 +111,11 @@ bool ConfigFromFlags(BenchConfig* c, std::string* error) {
     *error = "--mode must be throughput, latency, cps or sparse, not '" + FLAGS_mode + "'";
     return false;
   }
-  if (FLAGS_transport != "tcp") {
-    *error = "--transport=" + FLAGS_transport +
-             " is not supported yet: rpc-bench only runs over tcp for now";
+  if (FLAGS_transport != "tcp" && FLAGS_transport != "tls") {
+    *error = "--transport must be tcp or tls, not '" + FLAGS_transport + "'";
     return false;
   }
+  c->tls_resume_sessions = FLAGS_tls_resume_sessions;
   struct PositiveFlag {
     const char* name;
     int64_t value;
@@ -240,6 +247,16 @@ int RunServerOnly() {
 
   BenchServerOptions options = ServerOptionsFromFlags();
   options.bind_address = *bind;
+  if (FLAGS_transport == "tls") {
+    BenchConfig unused;
+    Result<std::string> note = ConfigureBenchTls(&options.messenger, &unused);
+    if (!note.ok()) {
+      fprintf(stderr, "rpc-bench: %s\n", note.status().ToString().c_str());
+      return kExitUsage;
+    }
+    printf("rpc-bench server: %s (clients: --rpc_ca_certificate_file=%s)\n", note->c_str(),
+           options.messenger.security.ca_certificate_file.c_str());
+  }
   Sockaddr bound;
   Result<std::shared_ptr<rpc::Messenger>> server = StartBenchServer(options, &bound);
   if (!server.ok()) {
@@ -276,10 +293,25 @@ int Run() {
     return kExitUsage;
   }
 
+  BenchServerOptions server_options = ServerOptionsFromFlags();
+  if (FLAGS_transport == "tls") {
+    Status s = Status::OK();
+    if (FLAGS_server_addr.empty()) {
+      Result<std::string> note = ConfigureBenchTls(&server_options.messenger, &config);
+      if (note.ok()) fprintf(stderr, "rpc-bench: %s\n", note->c_str());
+      s = note.status();
+    } else {
+      s = ConfigureBenchTlsClient(&config);
+    }
+    if (!s.ok()) {
+      fprintf(stderr, "rpc-bench: %s\n", s.ToString().c_str());
+      return kExitUsage;
+    }
+  }
   std::shared_ptr<rpc::Messenger> server;
   if (FLAGS_server_addr.empty()) {
     Result<std::shared_ptr<rpc::Messenger>> started =
-        StartBenchServer(ServerOptionsFromFlags(), &config.server);
+        StartBenchServer(server_options, &config.server);
     if (!started.ok()) {
       fprintf(stderr, "rpc-bench: cannot start the in-process server: %s\n",
               started.status().ToString().c_str());
@@ -362,7 +394,7 @@ int main(int argc, char** argv) {
        "one RESULT line. The --rpc_* messenger flags apply to both messengers, except that\n"
        "--server_reactors, --worker_threads, --service_queue_length and --client_reactors\n"
        "replace --rpc_num_reactors, --rpc_num_workers and --rpc_service_queue_length.",
-       {"bench/rpc_bench_main.cc", "rpc/messenger_flags.cc"}});
+       {"bench/rpc_bench_main.cc", "rpc/messenger_flags.cc", "rpc/security_flags.cc"}});
   google::InitGoogleLogging(argv[0]);
   return rrpc::bench::Run();
 }

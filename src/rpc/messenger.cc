@@ -1,12 +1,14 @@
 #include "rpc/messenger.h"
 
 #include "rpc/core/inbound_call.h"
+#include "rpc/core/messenger_security.h"
 #include "rpc/core/outbound_call.h"
 #include "rpc/core/reactor.h"
 #include "rpc/core/service_pool.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/service_if.h"
 #include "rpc/transport/tcp_transport.h"
+#include "rpc/transport/tls_transport.h"
 
 namespace rrpc::rpc {
 
@@ -45,12 +47,18 @@ Status Messenger::Init() {
     }
     metrics_ = std::make_unique<MessengerMetrics>(metric_registry_, options_.name);
   }
+  RRPC_ASSIGN_OR_RETURN(security_, MessengerSecurity::Create(options_.security));
   transport_factory_ = options_.transport_factory;
   if (transport_factory_ == nullptr) {
     StreamTransportOptions stream;
     stream.max_frame_size = options_.max_message_size;
     stream.read_block_size = options_.read_block_size;
-    transport_factory_ = std::make_shared<TcpTransportFactory>(stream);
+    if (security_->client_uses_tls()) {
+      transport_factory_ = std::make_shared<TlsClientTransportFactory>(
+          security_->tls(), options_.security.server_name, stream);
+    } else {
+      transport_factory_ = std::make_shared<TcpTransportFactory>(stream);
+    }
   }
   ServicePoolOptions pool_options;
   pool_options.name = options_.name;
@@ -58,6 +66,7 @@ Status Messenger::Init() {
   pool_options.queue_length = options_.service_queue_length;
   pool_options.worker_idle_spin = options_.worker_idle_spin;
   pool_options.metrics = metrics_.get();
+  pool_options.authorizer = options_.authorizer;
   service_pool_ = std::make_unique<ServicePool>(pool_options);
   if (metrics_) {
     ServicePool* pool = service_pool_.get();
@@ -74,6 +83,7 @@ Status Messenger::Listen(const Sockaddr& addr, Sockaddr* bound) {
   MutexLock lock(mu_);
   if (listening_) return Status::IllegalState("messenger already listening");
   if (closing()) return Status::IllegalState("messenger shut down");
+  RRPC_RETURN_NOT_OK(security_->CheckServerReady());
   // One SO_REUSEPORT socket per reactor, all on the same port: the kernel spreads new
   // connections over them, so each reactor accepts its own.
   std::vector<Socket> listeners;
@@ -98,6 +108,8 @@ Status Messenger::Listen(const Sockaddr& addr, Sockaddr* bound) {
   if (bound != nullptr) *bound = actual;
   return Status::OK();
 }
+
+Status Messenger::ReloadSecurity() { return security_->Reload(); }
 
 Sockaddr Messenger::listen_address() const {
   MutexLock lock(mu_);

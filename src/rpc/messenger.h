@@ -25,6 +25,7 @@ namespace rrpc::rpc {
 
 class InboundCall;
 class MessengerMetrics;
+class MessengerSecurity;
 class OutboundCall;
 class Reactor;
 class ServiceIf;
@@ -55,6 +56,12 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   size_t inbound_calls_in_flight() const;
   // Blocks until inbound_calls_in_flight() is zero (true) or `deadline` passes (false).
   bool WaitForInboundCallsDone(MonoTime deadline) const;
+
+  // Reads the certificate, key, CA and token key files again (SecurityOptions): connections
+  // made from now on use them, open ones go on with theirs. On error nothing changes. Any thread.
+  Status ReloadSecurity();
+  // TLS, tokens and policies as this messenger applies them; never nullptr after Build().
+  const MessengerSecurity* security() const { return security_.get(); }
 
   // Any thread: hands a serialized call to the reactor owning its remote's connection.
   void QueueOutboundCall(scoped_refptr<OutboundCall> call);
@@ -88,6 +95,7 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   std::unique_ptr<MetricRegistry> owned_registry_;  // when options_ named none
   MetricRegistry* metric_registry_ = nullptr;
   std::unique_ptr<MessengerMetrics> metrics_;
+  std::unique_ptr<MessengerSecurity> security_;
   std::shared_ptr<TransportFactory> transport_factory_;
   std::vector<std::unique_ptr<Reactor>> reactors_;
   std::unique_ptr<ServicePool> service_pool_;

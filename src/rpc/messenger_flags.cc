@@ -2,6 +2,7 @@
 
 #include <gflags/gflags.h>
 
+
 DEFINE_int32(rpc_num_reactors, 2,
              "Reactor threads per messenger. Each accepts on its own SO_REUSEPORT socket and owns "
              "its connections; more reactors spread socket work over more cores.");
@@ -48,6 +49,8 @@ MessengerOptions MessengerOptionsFromFlags(std::string name) {
                              ? MonoDelta::FromMilliseconds(FLAGS_rpc_idle_timeout_ms)
                              : MonoDelta::Max();
   options.enable_metrics = FLAGS_rpc_enable_metrics;
+  options.security = SecurityOptionsFromFlags();
+  options.authorizer = AuthorizerFromFlags();
   return options;
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "rpc/security_options.h"
 #include "util/monotime.h"
 
 namespace rrpc {
@@ -14,6 +15,7 @@ class MetricRegistry;
 
 namespace rrpc::rpc {
 
+class Authorizer;
 class TransportFactory;
 
 struct MessengerOptions {
@@ -56,6 +58,11 @@ struct MessengerOptions {
   // Makes the transports of the messenger's connections (rpc/transport/transport.h); nullptr:
   // plain TCP. For transports beyond TCP and for tests that watch or wrap every connection.
   std::shared_ptr<TransportFactory> transport_factory;
+  // TLS, authentication and their policies (docs/security.md).
+  SecurityOptions security;
+  // Checks every call of a service that has no authorizer of its own
+  // (ServiceIf::SetAuthorizer); nullptr: every call is allowed.
+  std::shared_ptr<const Authorizer> authorizer;
 };
 
 }  // namespace rrpc::rpc

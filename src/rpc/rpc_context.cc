@@ -1,5 +1,6 @@
 #include "rpc/rpc_context.h"
 
+#include "rpc/core/connection.h"
 #include "rpc/core/inbound_call.h"
 #include "rpc/core/message_cache.h"
 #include "rpc/rpc_controller.h"
@@ -57,4 +58,8 @@ const Sockaddr& RpcContext::remote_address() const { return call_->remote_addres
 const std::string& RpcContext::service_name() const { return call_->service_name(); }
 const std::string& RpcContext::method_name() const { return call_->method_name(); }
 
+}  // namespace rrpc::rpc
+
+namespace rrpc::rpc {
+const CallerIdentity& RpcContext::caller() const { return call_->connection()->identity(); }
 }  // namespace rrpc::rpc

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "rpc/authorization.h"
 #include "rpc/rpc_header.pb.h"
 #include "util/block.h"
 #include "util/monotime.h"
@@ -56,6 +57,11 @@ class RpcContext {
   const Sockaddr& remote_address() const;
   const std::string& service_name() const;
   const std::string& method_name() const;
+  // Who called: the authenticated user (empty when not authenticated), how it authenticated
+  // (client certificate or token) and whether the connection is encrypted (docs/security.md).
+  const CallerIdentity& caller() const;
+  const std::string& user() const { return caller().user; }
+  AuthMethod auth_method() const { return caller().method; }
 
  private:
   std::unique_ptr<InboundCall> call_;

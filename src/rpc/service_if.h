@@ -16,6 +16,7 @@
 
 namespace rrpc::rpc {
 
+class Authorizer;
 class RpcContext;
 struct MethodMetrics;
 
@@ -55,6 +56,14 @@ class ServiceIf {
   // Before the service is registered: makes `method_name`'s handler run on the reactor thread
   // (RpcMethodInfo::run_inline). NotFound if the service has no such method.
   Status SetRunInline(std::string_view method_name, bool run_inline = true);
+  // Before the service is registered: every call of this service is checked by `authorizer`
+  // (instead of the messenger's MessengerOptions::authorizer) before it is queued; a refused one
+  // is answered ERROR_NOT_AUTHORIZED without running the handler.
+  void SetAuthorizer(std::shared_ptr<const Authorizer> authorizer) {
+    authorizer_ = std::move(authorizer);
+  }
+  // nullptr when the service has none. Thread-safe once registered.
+  const Authorizer* authorizer() const { return authorizer_.get(); }
 
  protected:
   // Generated constructors call this once per method.
@@ -64,6 +73,7 @@ class ServiceIf {
   friend class ServicePool;  // sets each method's `metrics` at registration
 
   std::unordered_map<std::string_view, std::unique_ptr<RpcMethodInfo>> methods_;
+  std::shared_ptr<const Authorizer> authorizer_;
 };
 
 }  // namespace rrpc::rpc

@@ -19,6 +19,8 @@
 #include "server/web/http_client.h"
 #include "util/socket.h"
 
+DEFINE_string(server_base_test_secret, "hunter2", "A secret the status service must not show.");
+
 namespace rrpc {
 namespace {
 
@@ -74,6 +76,44 @@ class ServerBaseTest : public ::testing::Test {
   std::unique_ptr<ServerBase> server_;
   rpc::TestEchoService* echo_ = nullptr;
 };
+
+TEST_F(ServerBaseTest, StatusHidesSecretsAndCanRequireAuthentication) {
+  ServerBaseOptions opts = Options();
+  ASSERT_NO_FATAL_FAILURE(StartServer(opts));
+  server::ServerStatusServiceProxy proxy(client_, server_->rpc_address());
+  server::GetStatusRequestPB req;
+  server::GetStatusResponsePB resp;
+  rpc::RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(30));
+  ASSERT_TRUE(proxy.GetStatus(req, &resp, &ctl).ok()) << ctl.status().ToString();
+  bool saw_secret = false;
+  for (const auto& f : resp.flags()) {
+    if (f.name() == "server_base_test_secret") {
+      saw_secret = true;
+      EXPECT_EQ(f.value(), "<redacted>");
+    }
+  }
+  EXPECT_TRUE(saw_secret);
+  EXPECT_TRUE(server_->ReloadSecurity().ok());  // nothing configured: nothing to fail
+  server_->Shutdown();
+
+  opts.status_requires_authentication = true;
+  ASSERT_NO_FATAL_FAILURE(StartServer(opts));
+  server::ServerStatusServiceProxy anonymous(client_, server_->rpc_address());
+  ctl.Reset();
+  ctl.set_timeout(MonoDelta::FromSeconds(30));
+  EXPECT_FALSE(anonymous.GetStatus(req, &resp, &ctl).ok());
+  ASSERT_NE(ctl.error_response(), nullptr);
+  EXPECT_EQ(ctl.error_response()->code(), rpc::ErrorStatusPB::ERROR_NOT_AUTHORIZED);
+  // Other services are not affected.
+  rtest::EchoServiceProxy echo(client_, server_->rpc_address());
+  rtest::EchoRequestPB ereq;
+  ereq.set_data("hi");
+  rtest::EchoResponsePB eresp;
+  ctl.Reset();
+  ctl.set_timeout(MonoDelta::FromSeconds(30));
+  EXPECT_TRUE(echo.Echo(ereq, &eresp, &ctl).ok());
+}
 
 TEST_F(ServerBaseTest, ServesStatusServiceAndWebUi) {
   ServerBaseOptions opts = Options();

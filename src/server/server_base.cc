@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "rpc/authorization.h"
 #include "rpc/messenger.h"
 #include "rpc/service_if.h"
 #include "server/reflection_service.h"
@@ -83,9 +84,16 @@ Status ServerBase::Init() {
   mopts.name = options_.name;
   mopts.metric_registry = metric_registry_.get();
   RRPC_ASSIGN_OR_RETURN(messenger_, rpc::MessengerBuilder(mopts).Build());
-  RRPC_RETURN_NOT_OK(messenger_->RegisterService(std::make_unique<ServerStatusServiceImpl>(this)));
+  auto status = std::make_unique<ServerStatusServiceImpl>(this);
   // Lets generic clients (rrpc-cli) fetch the descriptors of everything registered here.
-  RRPC_RETURN_NOT_OK(messenger_->RegisterService(server::MakeReflectionService(messenger_.get())));
+  std::unique_ptr<rpc::ServiceIf> reflection = server::MakeReflectionService(messenger_.get());
+  if (options_.status_requires_authentication) {
+    auto authenticated = std::make_shared<rpc::RequireAuthenticatedAuthorizer>();
+    status->SetAuthorizer(authenticated);
+    reflection->SetAuthorizer(authenticated);
+  }
+  RRPC_RETURN_NOT_OK(messenger_->RegisterService(std::move(status)));
+  RRPC_RETURN_NOT_OK(messenger_->RegisterService(std::move(reflection)));
   for (auto& service : pending_services_) {
     RRPC_RETURN_NOT_OK(messenger_->RegisterService(std::move(service)));
   }
@@ -105,6 +113,7 @@ Status ServerBase::Start() {
     wopts.bind_address = options_.webserver_bind_address;
     wopts.tls_certificate_path = options_.webserver_tls_certificate_path;
     wopts.tls_private_key_path = options_.webserver_tls_private_key_path;
+    wopts.tls_ca_certificate_path = options_.webserver_tls_ca_certificate_path;
     web_ = std::make_unique<Webserver>(wopts);
     RegisterDashboard(web_.get());
     WebPagesOptions popts;
@@ -149,17 +158,21 @@ void ServerBase::Shutdown() {
   RequestStop();  // a RunUntilSignalled() in another thread returns too
 }
 
+Status ServerBase::ReloadSecurity() {
+  Status rpc = messenger_ ? messenger_->ReloadSecurity() : Status::OK();
+  Status web = web_ != nullptr && web_->is_tls() ? web_->ReloadTlsCertificates() : Status::OK();
+  if (!rpc.ok()) return rpc.CloneAndPrepend("RPC certificates");
+  if (!web.ok()) return web.CloneAndPrepend("web UI certificate");
+  return Status::OK();
+}
+
 void ServerBase::ReloadOnSighup() {
-  if (web_ == nullptr || !web_->is_tls()) {
-    LOG(INFO) << options_.name << ": SIGHUP: nothing to reload (no TLS)";
-    return;
-  }
-  Status s = web_->ReloadTlsCertificates();
+  Status s = ReloadSecurity();
   if (s.ok()) {
-    LOG(INFO) << options_.name << ": SIGHUP: web UI TLS certificate reloaded";
+    LOG(INFO) << options_.name << ": SIGHUP: certificates, keys and CAs reloaded (those configured)";
   } else {
-    LOG(WARNING) << options_.name << ": SIGHUP: web UI TLS certificate not reloaded, keeping the "
-                 << "old one: " << s.ToString();
+    LOG(WARNING) << options_.name << ": SIGHUP: not reloaded, keeping the old ones: "
+                 << s.ToString();
   }
 }
 

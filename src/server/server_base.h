@@ -44,9 +44,15 @@ struct ServerBaseOptions {
   // "ipv4:port" of the web UI; empty: no web UI.
   std::string webserver_bind_address;
   // TLS for the web UI: PEM certificate (chain) and key; empty certificate: plain HTTP. The RPC
-  // port has no TLS transport yet.
+  // port's TLS is in messenger.security (docs/security.md).
   std::string webserver_tls_certificate_path;
   std::string webserver_tls_private_key_path;
+  // With web UI TLS: PEM CAs whose client certificates the web UI demands (mutual TLS); empty:
+  // no client certificates asked for.
+  std::string webserver_tls_ca_certificate_path;
+  // The status and reflection services answer only authenticated callers (a verified client
+  // certificate or a token); others get ERROR_NOT_AUTHORIZED.
+  bool status_requires_authentication = false;
   // Reactors, workers, service queue length and the rest of the RPC knobs. Its name and
   // metric_registry are overwritten by ServerBase.
   rpc::MessengerOptions messenger;
@@ -82,13 +88,18 @@ class ServerBase {
 
   // Blocks until SIGTERM or SIGINT (then drains with Shutdown() and returns), RequestStop() or
   // Shutdown() from another thread.
-  // SIGHUP reloads the web UI's TLS certificate (if any) and logs it. The handler only writes the
+  // SIGHUP reloads certificates, keys, CAs and the token key (ReloadSecurity) and logs it. The
+  // handler only writes the
   // signal number into a pipe; all work happens on the calling thread. One server per process at a
   // time.
   Status RunUntilSignalled();
   // Makes RunUntilSignalled() drain and return, as SIGTERM would. Thread-safe (also
   // async-signal-safe).
   void RequestStop();
+
+  // Reads the RPC port's certificate, key, CA and token key files and the web UI's certificate
+  // again: new connections use them, open ones go on. On error the old ones stay. Thread-safe.
+  Status ReloadSecurity();
 
   // OK while serving; ServiceUnavailable while starting or draining.
   Status Health() const;
@@ -105,7 +116,7 @@ class ServerBase {
 
  private:
   enum class State { kNew, kInitialized, kRunning, kDraining, kStopped };
-  // SIGHUP: reloads what can be reloaded (the web UI's TLS certificate) and logs the outcome.
+  // SIGHUP: ReloadSecurity(), and logs the outcome.
   void ReloadOnSighup();
 
   const ServerBaseOptions options_;

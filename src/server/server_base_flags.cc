@@ -5,8 +5,9 @@
 #include "server/server_base.h"
 
 DEFINE_string(rpc_bind, "127.0.0.1:7050",
-              "host:port the RPC server listens on (port 0 picks a free one). Use 0.0.0.0 only "
-              "where the network is trusted: RPCs are not authenticated yet.");
+              "host:port the RPC server listens on (port 0 picks a free one). Beyond a trusted "
+              "network give it a certificate (--rpc_certificate_file): TLS is then required from "
+              "every non-loopback peer (docs/security.md).");
 DEFINE_string(webserver_bind, "127.0.0.1:8050",
               "ipv4:port of the operator web UI (dashboard, /metrics, /rpcz, /healthz, ...); "
               "empty disables it.");
@@ -15,6 +16,13 @@ DEFINE_string(webserver_tls_certificate, "",
 DEFINE_string(webserver_tls_private_key, "",
               "PEM private key for --webserver_tls_certificate; empty: read from the certificate "
               "file.");
+DEFINE_string(webserver_tls_ca_certificate, "",
+              "PEM CAs for the web UI's client certificates: set (with "
+              "--webserver_tls_certificate), the UI serves only clients presenting a certificate "
+              "they signed.");
+DEFINE_bool(status_require_authentication, false,
+            "The status and reflection services answer only authenticated callers (client "
+            "certificate or token).");
 DEFINE_string(data_dir, "",
               "Directory where the server keeps its data; empty: the server's default, under "
               "the working directory.");
@@ -32,6 +40,8 @@ ServerBaseOptions ServerBaseOptions::FromFlags(std::string name) {
   options.webserver_bind_address = FLAGS_webserver_bind;
   options.webserver_tls_certificate_path = FLAGS_webserver_tls_certificate;
   options.webserver_tls_private_key_path = FLAGS_webserver_tls_private_key;
+  options.webserver_tls_ca_certificate_path = FLAGS_webserver_tls_ca_certificate;
+  options.status_requires_authentication = FLAGS_status_require_authentication;
   options.data_dir = FLAGS_data_dir;
   options.shutdown_timeout = MonoDelta::FromMilliseconds(FLAGS_shutdown_timeout_ms);
   return options;

@@ -7,6 +7,7 @@
 
 #include "rpc/rpc_context.h"
 #include "server/server_base.h"
+#include "util/command_line.h"
 #include "util/metrics/metric_registry.h"
 #include "util/metrics/prometheus_writer.h"
 
@@ -29,7 +30,9 @@ void ServerStatusServiceImpl::GetStatus(const server::GetStatusRequestPB* /*req*
   for (const auto& flag : flags) {
     server::ServerFlagPB* pb = resp->add_flags();
     pb->set_name(flag.name);
-    pb->set_value(flag.current_value);
+    // As /varz: a secret's value is not for whoever can reach the port.
+    const bool hide = IsSensitiveFlagName(flag.name) && !flag.current_value.empty();
+    pb->set_value(hide ? kRedactedFlagValue : flag.current_value);
   }
   const Status health = server_->Health();
   resp->set_healthy(health.ok());

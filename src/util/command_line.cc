@@ -1,6 +1,7 @@
 #include "util/command_line.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -113,6 +114,15 @@ void ParseCommandLine(int* argc, char*** argv, const CommandLineUsage& usage) {
     exit(0);
   }
   gflags::HandleCommandLineHelpFlags();
+}
+
+bool IsSensitiveFlagName(const std::string& name) {
+  std::string lower = name;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* word : {"password", "passwd", "secret", "token", "credential"}) {
+    if (lower.find(word) != std::string::npos) return true;
+  }
+  return false;
 }
 
 }  // namespace rrpc

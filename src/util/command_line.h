@@ -38,6 +38,12 @@ struct CommandLineUsage {
 // flags work as usual.
 void ParseCommandLine(int* argc, char*** argv, const CommandLineUsage& usage);
 
+// Whether a flag's value must not be shown (its name mentions a password, secret, token or
+// credential): /varz and the status service's flag listing hide such values.
+bool IsSensitiveFlagName(const std::string& name);
+// The value pages show for a sensitive flag.
+inline constexpr char kRedactedFlagValue[] = "<redacted>";
+
 // The text --help prints: "Usage: <synopsis>", `about`, then the flags among `flags` that were
 // defined in usage.flag_files, grouped by file in that order, and a last line pointing to
 // --helpfull.

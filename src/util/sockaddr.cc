@@ -67,6 +67,19 @@ uint16_t Sockaddr::port() const {
   return 0;
 }
 
+bool Sockaddr::IsLoopback() const {
+  if (family() == AF_INET) {
+    const uint32_t ip = ntohl(reinterpret_cast<const sockaddr_in*>(&storage_)->sin_addr.s_addr);
+    return (ip >> 24) == 127;
+  }
+  if (family() == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&storage_)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127;
+  }
+  return false;
+}
+
 std::string Sockaddr::host() const {
   char buf[INET6_ADDRSTRLEN] = {0};
   if (family() == AF_INET) {

@@ -26,6 +26,8 @@ class Sockaddr {
   uint16_t port() const;
   std::string host() const;
   std::string ToString() const;  // "127.0.0.1:8080" / "[::1]:8080"
+  // 127.0.0.0/8, ::1 or an IPv4-mapped 127.x address: a peer on this machine.
+  bool IsLoopback() const;
 
   bool operator==(const Sockaddr& o) const;
   bool operator!=(const Sockaddr& o) const { return !(*this == o); }

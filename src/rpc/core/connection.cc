@@ -4,11 +4,13 @@
 
 #include "rpc/core/constants.h"
 #include "rpc/core/inbound_call.h"
+#include "rpc/core/messenger_security.h"
 #include "rpc/core/negotiation.h"
 #include "rpc/core/reactor.h"
 #include "rpc/core/wire_codec.h"
 #include "rpc/messenger.h"
 #include "rpc/observe/rpc_metrics.h"
+#include "rpc/transport/tls_transport.h"
 
 namespace rrpc::rpc {
 
@@ -30,12 +32,14 @@ Connection::Connection(Reactor* reactor, Direction direction, std::unique_ptr<Tr
       caps_(transport_->capabilities()),
       state_(direction == Direction::kClient ? State::kConnecting : State::kNegotiating),
       server_negotiation_(direction == Direction::kServer
-                              ? std::make_unique<ServerNegotiation>(AsNegotiationHost())
+                              ? std::make_unique<ServerNegotiation>(
+                                    AsNegotiationHost(), reactor->messenger()->security())
                               : nullptr),
-      client_negotiation_(
-          direction == Direction::kClient
-              ? std::make_unique<ClientNegotiation>(AsNegotiationHost(), reactor->messenger_name())
-              : nullptr),
+      client_negotiation_(direction == Direction::kClient
+                              ? std::make_unique<ClientNegotiation>(
+                                    AsNegotiationHost(), reactor->messenger_name(),
+                                    reactor->messenger()->security()->auth_token())
+                              : nullptr),
       created_(MonoTime::Now()),
       last_activity_(created_) {
   MessengerMetrics* m = reactor_->metrics();
@@ -170,6 +174,7 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
   // Until the call is written or queued, its reference keeps this connection alive; once queued,
   // the reactor may close the connection and delete the call at any moment.
   scoped_refptr<Connection> self(this);
+  bool transport_holds_bytes = false;
   {
     MutexLock lock(write_mu_);
     if (write_closed_ || !write_queue_.empty() || !caps_.concurrent_write) return false;
@@ -192,10 +197,14 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
       call = nullptr;  // queued: from here on the reactor may delete it
     } else {
       write_queue_.pop_front();
+      // A transport that kept part of it (TLS: a record the socket did not take) needs the
+      // reactor to finish it.
+      transport_holds_bytes = transport_->HoldsUnsentBytes();
     }
   }
   if (call != nullptr) {
     call->TransferDone();  // deletes the call
+    if (transport_holds_bytes) reactor_->RunOnReactor([self] { self->Flush(); });
     return true;
   }
   reactor_->RunOnReactor([self] { self->Flush(); });
@@ -256,6 +265,9 @@ void Connection::Flush() {
         written.push_back(write_queue_.pop_front());
       }
     }
+    // Bytes the transport took but could not send yet: wait for writability as after a short
+    // write, even with nothing queued.
+    if (error.ok() && !transport_full && transport_->HoldsUnsentBytes()) transport_full = true;
   }
   while (!dropped.empty()) {
     dropped.pop_front()->TransferAborted(Status::Aborted("call finished before it was sent"));
@@ -322,7 +334,9 @@ void Connection::OnTransportFailed(const Status& reason) {
   if (state_ == State::kConnecting) {
     Shutdown(reason.CloneAndPrepend("connect to " + remote_.ToString()));
   } else if (state_ == State::kNegotiating && reason.IsNetworkError()) {
-    Shutdown(Status::NetworkError("connection closed during negotiation", remote_.ToString()));
+    // The reason stays: a TLS handshake failure says why (e.g. certificate verification).
+    Shutdown(Status::NetworkError("connection closed during negotiation",
+                                  remote_.ToString() + ": " + reason.message()));
   } else {
     Shutdown(reason.CloneAndPrepend(remote_.ToString()));
   }
@@ -341,8 +355,29 @@ void Connection::OnProtocolError(const Status& reason) {
 void Connection::OnPreamble(Slice preamble) {
   DCHECK(reactor_->IsCurrentThread());
   DCHECK(server_negotiation_ != nullptr);
-  Status s = server_negotiation_->OnPreamble(preamble);
-  if (!s.ok()) FailNegotiation(s);
+  Result<ServerNegotiation::Next> next = server_negotiation_->OnPreamble(preamble);
+  if (!next.ok()) {
+    FailNegotiation(next.status());
+  } else if (*next == ServerNegotiation::Next::kStartTls) {
+    StartServerTls(preamble);
+  }
+}
+
+void Connection::StartServerTls(Slice hello_start) {
+  scoped_refptr<Connection> self(this);
+  // Copied now: the slice lives in the buffer the detach takes away.
+  std::string replay(reinterpret_cast<const char*>(hello_start.data()), hello_start.size());
+  const security::TlsContext& context = *reactor_->messenger()->security()->tls();
+  StreamTransportOptions stream;
+  stream.max_frame_size = options_.max_message_size;
+  stream.read_block_size = options_.read_block_size;
+  UpgradeTransport([&](DetachedStream detached) -> Result<std::unique_ptr<Transport>> {
+    detached.unread.insert(0, replay);
+    RRPC_ASSIGN_OR_RETURN(std::unique_ptr<Transport> tls,
+                          TlsTransport::NewServer(std::move(detached), context, stream));
+    RRPC_RETURN_NOT_OK(tls->ExpectPreamble(kPreambleSize));  // the preamble again, inside TLS
+    return tls;
+  });
 }
 
 void Connection::OnFrame(BlockSlice frame) {
@@ -400,6 +435,8 @@ void Connection::MarkOpen() {
   DCHECK(reactor_->IsCurrentThread());
   state_ = State::kOpen;
   ev_timer_stop(reactor_->loop(), &negotiation_timer_);
+  identity_ = server_negotiation_ ? server_negotiation_->peer().identity
+                                  : client_negotiation_->peer().identity;
   server_negotiation_.reset();
   client_negotiation_.reset();
   if (direction_ == Direction::kClient && !sending_calls_) SendPendingCalls();

@@ -93,6 +93,9 @@ class Connection final : public RefCounted<Connection>,
   // reading (a server's responses pile up, paused reads keep its memory bounded, but the
   // connection would stay forever).
   bool IsWriteStalledSince(MonoTime since) EXCLUDES(write_mu_);
+  // Who the peer is (server side: the client's user and how it authenticated; client side: the
+  // user the server says we are). Fixed when the connection opens; read by workers after that.
+  const CallerIdentity& identity() const { return identity_; }
   uint64_t bytes_received() const { return bytes_received_; }
   uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   bool reads_paused() const { return reads_paused_; }
@@ -115,11 +118,14 @@ class Connection final : public RefCounted<Connection>,
   // NegotiationHost: reactor thread.
   void SendConnectionBytes(BlockSlice bytes) override;
   TransportCapabilities transport_capabilities() const override { return caps_; }
+  TransportSecurity transport_security() const override { return transport_->security(); }
 
   static void OnNegotiationTimeout(struct ev_loop* loop, ev_timer* w, int revents);
   static void OnCallTimeout(OutboundCall* call, void* arg);
 
   void HandleNegotiationFrame(Slice frame);
+  // Server side: the first bytes were a TLS ClientHello (`hello_start`): go on over TLS.
+  void StartServerTls(Slice hello_start);
   // Logs why, sends what the negotiation queued (a server's refusal) and closes.
   void FailNegotiation(const Status& reason);
   Status HandleCallFrame(BlockSlice frame);
@@ -170,6 +176,8 @@ class Connection final : public RefCounted<Connection>,
   std::unordered_map<int32_t, scoped_refptr<OutboundCall>> awaiting_response_;
   // Server side: calls handed to the service pool and not yet answered.
   std::atomic<int64_t> inbound_in_flight_{0};
+
+  CallerIdentity identity_;  // set in MarkOpen, then read-only
 
   MonoTime created_;
   MonoTime last_activity_;

@@ -4,7 +4,9 @@
 #include <limits>
 
 #include "rpc/core/constants.h"
+#include "rpc/core/messenger_security.h"
 #include "rpc/core/wire_codec.h"
+#include "rpc/transport/tls_transport.h"
 
 namespace rrpc::rpc {
 
@@ -12,13 +14,14 @@ namespace {
 constexpr size_t kNoLimit = std::numeric_limits<uint32_t>::max();
 }
 
-BlockSlice BuildClientHello(const std::string& client_name) {
+BlockSlice BuildClientHello(const std::string& client_name, const std::string& auth_token) {
   RequestHeader header;
   header.set_call_id(kNegotiateCallId);
   NegotiatePB negotiate;
   negotiate.set_step(NegotiatePB::NEGOTIATE);
   negotiate.add_supported_features(SIDECARS);
   negotiate.set_client_name(client_name);
+  if (!auth_token.empty()) negotiate.set_auth_token(auth_token);
   BlockSlice frame = SerializeFrameHead(header, negotiate, 0, kNoLimit).value();
   // One block for preamble + frame, so both leave in one write.
   BlockRef block = Block::Allocate(kPreambleSize + frame.slice.size());
@@ -46,7 +49,7 @@ Status CheckPreamble(Slice preamble) {
 }
 
 BlockSlice BuildServerReply(const NegotiatePB& request, const Status& error,
-                            ErrorStatusPB::RpcErrorCodePB code) {
+                            ErrorStatusPB::RpcErrorCodePB code, const NegotiatedPeer* peer) {
   ResponseHeader header;
   header.set_call_id(kNegotiateCallId);
   if (!error.ok()) {
@@ -60,6 +63,10 @@ BlockSlice BuildServerReply(const NegotiatePB& request, const Status& error,
   reply.set_step(NegotiatePB::NEGOTIATE);
   for (int f : request.supported_features()) {
     if (f == SIDECARS) reply.add_supported_features(SIDECARS);
+  }
+  if (peer != nullptr && peer->identity.encrypted) reply.add_supported_features(TLS);
+  if (peer != nullptr && !peer->identity.user.empty()) {
+    reply.set_authenticated_user(peer->identity.user);
   }
   return SerializeFrameHead(header, reply, 0, kNoLimit).value();
 }
@@ -101,12 +108,67 @@ Status ParseServerReply(Slice frame, NegotiatePB* reply) {
 
 // ---- Server side.
 
-Status ServerNegotiation::OnPreamble(Slice preamble) {
+Result<ServerNegotiation::Next> ServerNegotiation::OnPreamble(Slice preamble) {
+  const bool encrypted = host_->transport_security().encrypted;
+  if (!encrypted && !preamble.empty() && preamble.data()[0] == kTlsHandshakeRecordType) {
+    if (security_ != nullptr && security_->TlsAccepted()) return Next::kStartTls;
+    // A TLS client reads an alert better than an rrpc error frame.
+    BlockRef alert = Block::Allocate(sizeof(kTlsHandshakeFailureAlert));
+    memcpy(alert->data(), kTlsHandshakeFailureAlert, sizeof(kTlsHandshakeFailureAlert));
+    Slice bytes(alert->data(), sizeof(kTlsHandshakeFailureAlert));
+    host_->SendConnectionBytes(BlockSlice{std::move(alert), bytes});
+    return Status::NotSupported(
+        "TLS ClientHello refused: this server does not accept TLS",
+        security_ == nullptr ? "no certificate" : security_->EncryptionPolicyText());
+  }
   Status s = CheckPreamble(preamble);
   if (!s.ok()) {
     Refuse(s, s.IsNotSupported() ? ErrorStatusPB::FATAL_VERSION_MISMATCH
                                  : ErrorStatusPB::FATAL_INVALID_FRAME);
+    return s;
   }
+  if (!encrypted && security_ != nullptr && !security_->PlaintextAllowedFrom(host_->remote())) {
+    s = Status::NotSupported("this server requires TLS (" + security_->EncryptionPolicyText() +
+                             "): plaintext connection refused");
+    Refuse(s, ErrorStatusPB::FATAL_UNAUTHORIZED);
+    return s;
+  }
+  return Next::kFrames;
+}
+
+Status ServerNegotiation::Authenticate(const NegotiatePB& request) {
+  const TransportSecurity transport = host_->transport_security();
+  CallerIdentity& id = peer_.identity;
+  id.encrypted = transport.encrypted;
+  const SecurityPolicy policy =
+      security_ != nullptr ? security_->authentication() : SecurityPolicy::kDisabled;
+  Status s;
+  if (policy != SecurityPolicy::kDisabled && !transport.peer_user.empty()) {
+    id.user = transport.peer_user;
+    id.method = AuthMethod::kCertificate;
+  } else if (request.has_auth_token() && policy != SecurityPolicy::kDisabled) {
+    std::shared_ptr<const security::TokenKey> key = security_->token_key();
+    if (!transport.encrypted) {
+      s = Status::NotSupported("authentication token sent without TLS: refused");
+    } else if (key == nullptr) {
+      s = Status::NotSupported("this server accepts no authentication tokens (no token key)");
+    } else {
+      Result<security::TokenClaims> claims =
+          key->Verify(request.auth_token(), security::UnixSecondsNow());
+      if (!claims.ok()) {
+        s = Status::NotSupported("invalid authentication token", claims.status().message());
+      } else {
+        id.user = claims->user;
+        id.method = AuthMethod::kToken;
+      }
+    }
+  }
+  if (s.ok() && id.user.empty() && policy == SecurityPolicy::kRequired) {
+    s = Status::NotSupported(
+        "this server requires authentication (rpc_authentication=required): present a client "
+        "certificate signed by its CA, or a token");
+  }
+  if (!s.ok()) Refuse(s, ErrorStatusPB::FATAL_UNAUTHORIZED);
   return s;
 }
 
@@ -121,7 +183,8 @@ Result<bool> ServerNegotiation::OnFrame(Slice frame) {
     if (f == SIDECARS) peer_.features.push_back(SIDECARS);
   }
   peer_.client_name = request.client_name();
-  host_->SendConnectionBytes(BuildServerReply(request, Status::OK(), {}));
+  RRPC_RETURN_NOT_OK(Authenticate(request));
+  host_->SendConnectionBytes(BuildServerReply(request, Status::OK(), {}, &peer_));
   return true;
 }
 
@@ -132,7 +195,9 @@ void ServerNegotiation::Refuse(const Status& error, ErrorStatusPB::RpcErrorCodeP
 // ---- Client side.
 
 bool ClientNegotiation::Start() {
-  host_->SendConnectionBytes(BuildClientHello(client_name_));
+  // A token is a bearer secret: it never travels in plaintext.
+  const bool encrypted = host_->transport_security().encrypted;
+  host_->SendConnectionBytes(BuildClientHello(client_name_, encrypted ? auth_token_ : ""));
   return host_->transport_capabilities().calls_may_follow_hello;
 }
 
@@ -142,6 +207,8 @@ Result<bool> ClientNegotiation::OnFrame(Slice frame) {
   for (int f : reply.supported_features()) {
     if (f == SIDECARS) peer_.features.push_back(SIDECARS);
   }
+  peer_.identity.user = reply.authenticated_user();
+  peer_.identity.encrypted = host_->transport_security().encrypted;
   return true;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "rpc/authorization.h"
 #include "rpc/core/constants.h"
 #include "rpc/rpc_header.pb.h"
 #include "rpc/transport/transport.h"
@@ -30,6 +31,8 @@ class NegotiationHost {
   virtual void SendConnectionBytes(BlockSlice bytes) = 0;
   // What the connection's transport allows (e.g. whether calls may follow the hello).
   virtual TransportCapabilities transport_capabilities() const = 0;
+  // Whether the transport is encrypted and whose certificate it verified.
+  virtual TransportSecurity transport_security() const = 0;
 
  protected:
   ~NegotiationHost() = default;
@@ -39,16 +42,28 @@ class NegotiationHost {
 struct NegotiatedPeer {
   std::vector<RpcFeatureFlag> features;  // supported by both sides
   std::string client_name;               // server side: what the client called itself
+  // Server side: who the client is (certificate or token) and whether it came over TLS. Client
+  // side: the user the server says we authenticated as.
+  CallerIdentity identity;
 };
+
+class MessengerSecurity;
 
 // Server side: preamble, then the client's negotiation request.
 class ServerNegotiation {
  public:
-  explicit ServerNegotiation(NegotiationHost* host) : host_(host) {}
+  // `security`: the messenger's; nullptr allows plaintext and no authentication.
+  ServerNegotiation(NegotiationHost* host, const MessengerSecurity* security)
+      : host_(host), security_(security) {}
 
-  // The connection's first kPreambleSize bytes. On error the refusal has been sent; the
-  // connection must close.
-  Status OnPreamble(Slice preamble);
+  enum class Next {
+    kFrames,    // a good rrpc preamble: the negotiation request follows
+    kStartTls,  // a TLS ClientHello: the connection switches to TLS (the preamble bytes are the
+                // ClientHello's first) and expects the preamble again inside it
+  };
+  // The connection's first kPreambleSize bytes (and again inside TLS). On error the refusal has
+  // been sent; the connection must close.
+  Result<Next> OnPreamble(Slice preamble);
   // A frame before the connection is open: true when negotiation is done (the connection
   // opens; the reply has been sent), false when more frames are needed. On error the refusal
   // has been sent; the connection must close.
@@ -58,16 +73,21 @@ class ServerNegotiation {
  private:
   // Answers with an ErrorStatusPB carrying `code` and `error`'s message.
   void Refuse(const Status& error, ErrorStatusPB::RpcErrorCodePB code);
+  // Who the client is, from its certificate or token; an error (refused already) when it does
+  // not meet rpc_authentication.
+  Status Authenticate(const NegotiatePB& request);
 
   NegotiationHost* const host_;
+  const MessengerSecurity* const security_;
   NegotiatedPeer peer_;
 };
 
 // Client side: sends the preamble and the request, then reads the server's reply.
 class ClientNegotiation {
  public:
-  ClientNegotiation(NegotiationHost* host, std::string client_name)
-      : host_(host), client_name_(std::move(client_name)) {}
+  // `auth_token`: sent when not empty and the transport is encrypted (never in plaintext).
+  ClientNegotiation(NegotiationHost* host, std::string client_name, std::string auth_token)
+      : host_(host), client_name_(std::move(client_name)), auth_token_(std::move(auth_token)) {}
 
   // The transport is connected: sends the preamble and the negotiation request. Returns whether
   // calls may be sent right behind them (nothing the reply says can change how they travel) or
@@ -81,17 +101,20 @@ class ClientNegotiation {
  private:
   NegotiationHost* const host_;
   const std::string client_name_;
+  const std::string auth_token_;
   NegotiatedPeer peer_;
 };
 
 // The wire messages, for the state machines above and for tests that speak the protocol by hand.
-// The client's first bytes: preamble then a framed NegotiatePB request.
-BlockSlice BuildClientHello(const std::string& client_name);
+// The client's first bytes: preamble then a framed NegotiatePB request (with a token when not
+// empty).
+BlockSlice BuildClientHello(const std::string& client_name, const std::string& auth_token = "");
 // Checks the preamble bytes; InvalidArgument (bad magic) or NotSupported (bad version).
 Status CheckPreamble(Slice preamble);
 // The server's framed answer to the client's NegotiatePB; an ErrorStatusPB when `error` is set.
 BlockSlice BuildServerReply(const NegotiatePB& request, const Status& error,
-                            ErrorStatusPB::RpcErrorCodePB code);
+                            ErrorStatusPB::RpcErrorCodePB code,
+                            const NegotiatedPeer* peer = nullptr);
 // Server: parses the client's negotiation frame.
 Status ParseClientNegotiation(Slice frame, NegotiatePB* request);
 // Client: parses the server's reply; the server's error as a status.

@@ -217,6 +217,10 @@ std::vector<ConnectionInfo> Reactor::DumpConnections() {
       }
       info.transport = conn->transport_name();
       conn->DescribeTransport(&info.transport_details);
+      if (!conn->identity().user.empty()) {
+        info.transport_details.emplace_back("user", conn->identity().user);
+        info.transport_details.emplace_back("auth", AuthMethodName(conn->identity().method));
+      }
       info.reactor = index_;
       info.bytes_received = conn->bytes_received();
       info.bytes_sent = conn->bytes_sent();

@@ -1,5 +1,6 @@
 #include "rpc/core/service_pool.h"
 
+#include "rpc/authorization.h"
 #include "rpc/core/connection.h"
 #include "rpc/core/message_cache.h"
 #include "rpc/core/reactor.h"
@@ -93,6 +94,16 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
     raw->RespondFailure(ErrorStatusPB::ERROR_UNAVAILABLE,
                         Status::ServiceUnavailable("server shutting down"));
     return;
+  }
+  const Authorizer* authorizer =
+      service->authorizer() != nullptr ? service->authorizer() : options_.authorizer.get();
+  if (authorizer != nullptr) {
+    Status allowed = authorizer->Authorize(raw->connection()->identity(), raw->service_name(),
+                                           raw->method_name());
+    if (!allowed.ok()) {
+      raw->RespondFailure(ErrorStatusPB::ERROR_NOT_AUTHORIZED, allowed);
+      return;
+    }
   }
   if (method->run_inline) {
     // On this reactor thread, now: a response it gives at once is flushed with this read's batch.

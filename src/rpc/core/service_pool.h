@@ -22,6 +22,8 @@
 
 namespace rrpc::rpc {
 
+class Authorizer;
+
 class MessengerMetrics;
 class ServiceIf;
 
@@ -33,6 +35,8 @@ struct ServicePoolOptions {
   MonoDelta worker_idle_spin;
   // The messenger's metrics (it owns them and outlives the pool); nullptr: none.
   MessengerMetrics* metrics = nullptr;
+  // Checks the calls of services without an authorizer of their own; nullptr: allow all.
+  std::shared_ptr<const Authorizer> authorizer;
 };
 
 class ServicePool {

@@ -36,6 +36,16 @@ struct TransportCapabilities {
   bool calls_may_follow_hello = false;
 };
 
+// What a transport knows about the privacy and the peer of its connection, for negotiation and
+// for RpcContext. Plain TCP: nothing.
+struct TransportSecurity {
+  // The bytes travel encrypted and integrity-protected (TLS established).
+  bool encrypted = false;
+  // The user named by the peer's certificate, when it presented one that verified against our
+  // CA (mutual TLS); empty otherwise.
+  std::string peer_user;
+};
+
 // A stream a transport hands over to the next one (TLS over the TCP socket; RDMA's bootstrap
 // socket): the socket and the bytes already received from it but not consumed.
 struct DetachedStream {
@@ -75,6 +85,8 @@ class Transport {
   // "tcp", "tls", "rdma": shown on /connections.
   virtual const char* name() const = 0;
   virtual TransportCapabilities capabilities() const = 0;
+  // Reactor thread.
+  virtual TransportSecurity security() const { return {}; }
 
   // Reactor thread, once: starts I/O on `loop`; from now on the transport calls `host`.
   virtual void Start(struct ev_loop* loop, TransportHost* host) = 0;
@@ -89,6 +101,10 @@ class Transport {
   // copies them or holds their blocks. Reactor thread, or any thread holding the connection's
   // write lock when capabilities().concurrent_write.
   virtual Result<size_t> Write(const TransferQueue& queue) = 0;
+  // Under the connection's write lock: whether the transport keeps bytes Write() took that the
+  // socket has not taken yet (TLS holds a record it must finish). The connection then has the
+  // reactor watch for writability (NotifyWhenWritable) even with an empty queue.
+  virtual bool HoldsUnsentBytes() const { return false; }
   // Reactor thread: whether to call host->OnWritable() once more bytes can be taken.
   virtual void NotifyWhenWritable(bool on) = 0;
   // Reactor thread: stops (true) or resumes reading, for backpressure.

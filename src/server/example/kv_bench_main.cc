@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "rpc/messenger.h"
+#include "rpc/messenger_flags.h"
 #include "server/example/kv_client.h"
 #include "server/example/kv_server.h"
 #include "util/command_line.h"
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
       {"kv-bench [--mode=put|get] [--payload=BYTES] [--conc=N] [--duration_s=S] [--server=H:P]",
        "Throughput and latency of kv-server for small puts or gets; starts its own server unless "
        "--server names one. Prints rpc-bench's RESULT line with impl=kv.",
-       {"server/example/kv_bench_main.cc"}});
+       {"server/example/kv_bench_main.cc", "rpc/security_flags.cc"}});
   google::InitGoogleLogging(argv[0]);
   if (FLAGS_mode != "put" && FLAGS_mode != "get") {
     fprintf(stderr, "--mode must be put or get\n");
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
     opts.base.name = "kv-bench-server";
     opts.base.data_dir = data_dir;
     opts.base.messenger.num_workers = FLAGS_server_workers;
+    opts.base.messenger.security = rrpc::rpc::SecurityOptionsFromFlags();
     server = std::make_unique<rrpc::kv::KvServer>(opts);
     RRPC_CHECK_OK(server->Start());
     addr = server->rpc_address();
@@ -87,7 +89,9 @@ int main(int argc, char** argv) {
     RRPC_CHECK_OK(parsed.status());
     addr = *parsed;
   }
-  auto messenger = rrpc::rpc::MessengerBuilder("kv-bench").Build();
+  rrpc::rpc::MessengerBuilder builder("kv-bench");
+  builder.mutable_options()->security = rrpc::rpc::SecurityOptionsFromFlags();
+  auto messenger = builder.Build();
   RRPC_CHECK_OK(messenger.status());
   rrpc::kv::KvClient client(*messenger, addr);
   const std::string value(static_cast<size_t>(FLAGS_payload), 'v');

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "rpc/messenger.h"
+#include "rpc/messenger_flags.h"
 #include "server/example/kv_client.h"
 #include "util/command_line.h"
 
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
                          {kSynopsis,
                           "A command-line client of kv-server: one command per run; prints what "
                           "get and scan find.",
-                          {"server/example/kv_cli_main.cc"}});
+                          {"server/example/kv_cli_main.cc", "rpc/security_flags.cc"}});
   google::InitGoogleLogging(argv[0]);
   if (argc < 2) return Usage();
   const std::string cmd = argv[1];
@@ -50,7 +51,10 @@ int main(int argc, char** argv) {
 
   auto addr = rrpc::Sockaddr::Parse(FLAGS_server);
   if (!addr.ok()) return Fail(addr.status());
-  auto messenger = rrpc::rpc::MessengerBuilder("kv-cli").set_num_reactors(1).Build();
+  rrpc::rpc::MessengerBuilder builder("kv-cli");
+  builder.set_num_reactors(1);
+  builder.mutable_options()->security = rrpc::rpc::SecurityOptionsFromFlags();
+  auto messenger = builder.Build();
   if (!messenger.ok()) return Fail(messenger.status());
   rrpc::kv::KvClient client(*messenger, *addr);
   const rrpc::MonoTime deadline =

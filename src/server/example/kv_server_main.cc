@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
        "The example storage server: a key-value store on RocksDB, served by rrpc (KvService), "
        "with the web UI. SIGTERM or SIGINT drains the calls in flight, then exits.",
        {"server/example/kv_server_main.cc", "server/server_base_flags.cc",
-        "rpc/messenger_flags.cc"}});
+        "rpc/messenger_flags.cc", "rpc/security_flags.cc"}});
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
 

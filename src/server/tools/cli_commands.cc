@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "rpc/messenger.h"
+#include "rpc/security/auth_token.h"
 #include "server/tools/cli_call.h"
 #include "server/tools/cli_descriptors.h"
 #include "server/web/http_client.h"
@@ -38,6 +39,7 @@ Result<CliContext> MakeContext(const std::string& host_port, const CliOptions& o
   rpc::MessengerBuilder builder("rrpc-cli");
   builder.set_num_reactors(1).set_num_workers(1);
   builder.mutable_options()->enable_metrics = false;
+  builder.mutable_options()->security = options.security;
   RRPC_ASSIGN_OR_RETURN(ctx.messenger, builder.Build());
   if (options.proto_files.empty()) {
     auto reflection =
@@ -144,6 +146,21 @@ int CliExitCode(const Status& status) {
   return kCliExitCallFailed;
 }
 
+// mint-token KEY_FILE USER SECONDS: prints a token for USER valid SECONDS from now, signed with
+// the server's --rpc_token_key_file.
+Status RunMintToken(const std::vector<std::string>& args, std::ostream& out) {
+  if (args.size() != 4) return BadUsage("usage: mint-token KEY_FILE USER SECONDS");
+  char* end = nullptr;
+  const long long seconds = strtoll(args[3].c_str(), &end, 10);
+  if (end == args[3].c_str() || *end != '\0' || seconds <= 0) {
+    return BadUsage("SECONDS must be a positive number");
+  }
+  Result<security::TokenKey> key = security::TokenKey::FromFile(args[1]);
+  if (!key.ok()) return BadUsage(key.status().ToString());
+  out << key->Mint(args[2], security::UnixSecondsNow() + seconds) << "\n";
+  return Status::OK();
+}
+
 int RunCli(const std::vector<std::string>& args, const CliOptions& options, std::ostream& out,
            std::ostream& err) {
   if (args.empty()) {
@@ -160,6 +177,8 @@ int RunCli(const std::vector<std::string>& args, const CliOptions& options, std:
     s = RunStatus(args, options, out);
   } else if (command == "metrics") {
     s = RunMetrics(args, options, out);
+  } else if (command == "mint-token") {
+    s = RunMintToken(args, out);
   } else {
     s = BadUsage("unknown command '" + command + "'");
   }
@@ -176,6 +195,13 @@ std::string CliUsage() {
          "  rrpc-cli status HOST:PORT     the server's status (ServerStatusService.GetStatus)\n"
          "  rrpc-cli metrics HOST:PORT    Prometheus metrics: GetMetrics of the status service,\n"
          "                                or with --webserver=HOST:PORT the web UI's /metrics\n"
+         "  rrpc-cli mint-token KEY_FILE USER SECONDS\n"
+         "                                prints an authentication token for USER, valid SECONDS,\n"
+         "                                signed with the server's --rpc_token_key_file\n"
+         "\n"
+         "TLS and authentication: the --rpc_* security flags (docs/security.md), e.g.\n"
+         "--rpc_ca_certificate_file=ca.crt (TLS, server verified), plus a client certificate or\n"
+         "--rpc_auth_token_file=FILE to authenticate.\n"
          "\n"
          "Descriptors come from the server's reflection service (rrpc.server.ServerReflection),\n"
          "or from --proto=FILE[,FILE] with --proto_path=DIR[:DIR] when the server has none.\n"

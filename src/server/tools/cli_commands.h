@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "rpc/security_options.h"
 #include "util/monotime.h"
 #include "util/status.h"
 
@@ -34,6 +35,8 @@ struct CliOptions {
   std::string webserver;
   // The service `status` and `metrics` call (ServerBase's status service).
   std::string status_service = "rrpc.server.ServerStatusService";
+  // TLS and authentication toward the server (the --rpc_* security flags).
+  rpc::SecurityOptions security;
 };
 
 // The exit code a failure maps to.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "rpc/messenger_flags.h"
 #include "server/tools/cli_commands.h"
 #include "util/command_line.h"
 
@@ -46,7 +47,7 @@ int main(int argc, char* argv[]) {
   rrpc::ParseCommandLine(&argc, &argv,
                          {"rrpc-cli [flags] call|list|status|metrics HOST:PORT ...",
                           rrpc::server::CliUsage(),
-                          {"server/tools/rrpc_cli_main.cc"}});
+                          {"server/tools/rrpc_cli_main.cc", "rpc/security_flags.cc"}});
   google::InitGoogleLogging(argv[0]);
 
   rrpc::server::CliOptions options;
@@ -59,6 +60,7 @@ int main(int argc, char* argv[]) {
   options.proto_paths = Split(FLAGS_proto_path, ':');
   options.webserver = FLAGS_webserver;
   options.status_service = FLAGS_status_service;
+  options.security = rrpc::rpc::SecurityOptionsFromFlags();
   std::vector<std::string> args(argv + 1, argv + argc);
   return rrpc::server::RunCli(args, options, std::cout, std::cerr);
 }

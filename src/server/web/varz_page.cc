@@ -9,22 +9,14 @@
 #include <vector>
 
 #include "server/web/web_page_areas.h"
+#include "util/command_line.h"
 #include "server/web/web_page_format.h"
 
 namespace rrpc::web_page {
 
 namespace {
 
-bool IsSensitiveFlag(const std::string& name) {
-  std::string lower = name;
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const char* word : {"password", "passwd", "secret", "token", "credential"}) {
-    if (lower.find(word) != std::string::npos) return true;
-  }
-  return false;
-}
-
-constexpr char kRedacted[] = "<redacted>";
+constexpr const char* kRedacted = kRedactedFlagValue;
 
 std::vector<gflags::CommandLineFlagInfo> SortedFlags() {
   std::vector<gflags::CommandLineFlagInfo> flags;
@@ -32,7 +24,7 @@ std::vector<gflags::CommandLineFlagInfo> SortedFlags() {
   std::sort(flags.begin(), flags.end(),
             [](const auto& a, const auto& b) { return a.name < b.name; });
   for (auto& f : flags) {
-    if (IsSensitiveFlag(f.name)) {
+    if (IsSensitiveFlagName(f.name)) {
       if (!f.current_value.empty()) f.current_value = kRedacted;
       if (!f.default_value.empty()) f.default_value = kRedacted;
     }

@@ -21,18 +21,6 @@ namespace {
 // How often blocked loops look at the stop flag.
 constexpr int kPollSliceMs = 100;
 
-std::string OpenSslErrors() {
-  std::string out;
-  unsigned long err;
-  while ((err = ERR_get_error()) != 0) {
-    char buf[256];
-    ERR_error_string_n(err, buf, sizeof(buf));
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out.empty() ? "unknown OpenSSL error" : out;
-}
-
 std::string AddrToString(const sockaddr_in& addr) {
   char ip[INET_ADDRSTRLEN] = "";
   inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
@@ -73,49 +61,22 @@ WebTlsFrontend::WebTlsFrontend(Options options) : options_(std::move(options)) {
 WebTlsFrontend::~WebTlsFrontend() {
   Stop();
   if (listen_fd_ >= 0) close(listen_fd_);
-  if (ssl_ctx_ != nullptr) SSL_CTX_free(ssl_ctx_);
-}
-
-Result<SSL_CTX*> WebTlsFrontend::LoadContext() const {
-  ERR_clear_error();
-  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
-  if (ctx == nullptr) return Status::RuntimeError("SSL_CTX_new failed", OpenSslErrors());
-  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  // Renegotiation only gives a client a way to make us burn CPU mid-connection.
-  SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
-  const std::string& cert = options_.certificate_path;
-  const std::string& key = options_.private_key_path.empty() ? cert : options_.private_key_path;
-  Status s;
-  if (SSL_CTX_use_certificate_chain_file(ctx, cert.c_str()) != 1) {
-    s = Status::InvalidArgument("cannot load TLS certificate " + cert, OpenSslErrors());
-  } else if (SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1) {
-    s = Status::InvalidArgument("cannot load TLS private key " + key, OpenSslErrors());
-  } else if (SSL_CTX_check_private_key(ctx) != 1) {
-    s = Status::InvalidArgument("TLS private key " + key + " does not match certificate " + cert);
-  }
-  if (!s.ok()) {
-    SSL_CTX_free(ctx);
-    return s;
-  }
-  return ctx;
 }
 
 Status WebTlsFrontend::ReloadCertificates() {
-  RRPC_ASSIGN_OR_RETURN(SSL_CTX * fresh, LoadContext());
-  SSL_CTX* old;
-  {
-    MutexLock lock(mu_);
-    old = ssl_ctx_;
-    ssl_ctx_ = fresh;
-  }
-  // Connections already open hold their own reference to the old context (SSL_new takes one).
-  if (old != nullptr) SSL_CTX_free(old);
-  return Status::OK();
+  if (tls_ == nullptr) return Status::IllegalState("web TLS not bound");
+  return tls_->Reload();
 }
 
 Status WebTlsFrontend::Bind(const std::string& host, uint16_t port) {
-  CHECK(ssl_ctx_ == nullptr) << "Bind called twice";
-  RRPC_ASSIGN_OR_RETURN(ssl_ctx_, LoadContext());
+  CHECK(tls_ == nullptr) << "Bind called twice";
+  security::TlsContextOptions tls;
+  tls.certificate_file = options_.certificate_path;
+  tls.private_key_file = options_.private_key_path;
+  tls.ca_certificate_file = options_.ca_certificate_path;
+  tls.request_client_certificate = tls.require_client_certificate =
+      !options_.ca_certificate_path.empty();
+  RRPC_ASSIGN_OR_RETURN(tls_, security::TlsContext::Create(std::move(tls)));
 
   listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) return Status::FromErrno("socket", errno);
@@ -227,15 +188,12 @@ void WebTlsFrontend::Relay(int client_fd, const std::string& client_addr) {
   SetIoTimeouts(client_fd, options_.io_timeout_ms);
   int one = 1;
   setsockopt(client_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  SSL* ssl;
-  {
-    MutexLock lock(mu_);  // ReloadCertificates() may swap the context
-    ssl = SSL_new(ssl_ctx_);
-  }
-  if (ssl == nullptr) return;
+  Result<SSL*> made = tls_->NewServerSsl();
+  if (!made.ok()) return;
+  SSL* ssl = *made;
   SSL_set_fd(ssl, client_fd);
   if (SSL_accept(ssl) != 1) {
-    VLOG(1) << "web TLS handshake with " << client_addr << " failed: " << OpenSslErrors();
+    VLOG(1) << "web TLS handshake with " << client_addr << " failed: " << security::OpenSslErrors();
     SSL_free(ssl);
     return;
   }
@@ -268,8 +226,9 @@ void WebTlsFrontend::Relay(int client_fd, const std::string& client_addr) {
   while (connected && !stopping_ && idle_ms < options_.io_timeout_ms) {
     pollfd pfds[2] = {{client_fd, static_cast<short>(client_open ? POLLIN : 0), 0},
                       {backend, POLLIN, 0}};
-    // Bytes OpenSSL already decrypted don't show on the socket.
-    bool pending = client_open && SSL_pending(ssl) > 0;
+    // Bytes OpenSSL already read (decrypted, or whole records read ahead: the shared TlsContext
+    // reads ahead) don't show on the socket.
+    bool pending = client_open && SSL_has_pending(ssl) == 1;
     int rc = poll(pfds, 2, pending ? 0 : kPollSliceMs);
     if (rc < 0 && errno != EINTR) break;
     if (rc <= 0 && !pending) {

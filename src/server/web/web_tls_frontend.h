@@ -17,7 +17,6 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -26,10 +25,9 @@
 #include <thread>
 #include <vector>
 
+#include "rpc/security/tls_context.h"
 #include "util/mutex.h"
 #include "util/status.h"
-
-typedef struct ssl_ctx_st SSL_CTX;
 
 namespace rrpc {
 
@@ -38,6 +36,8 @@ class WebTlsFrontend {
   struct Options {
     std::string certificate_path;  // PEM, leaf first then chain.
     std::string private_key_path;  // PEM; empty: read from certificate_path.
+    // PEM CAs; set: clients must present a certificate one of them signed (mutual TLS).
+    std::string ca_certificate_path;
     int num_threads = 2;
     int io_timeout_ms = 10000;  // Handshake, idle read/write limit per connection.
     size_t max_queued_connections = 64;
@@ -56,8 +56,8 @@ class WebTlsFrontend {
   // Closes the listener, cuts every open connection and joins all threads. Idempotent.
   void Stop();
 
-  // Reads the certificate and key files again; new connections use them, open ones keep theirs.
-  // On error the old ones stay. Thread-safe (e.g. from a SIGHUP handler's thread).
+  // Reads the certificate, key and CA files again; new connections use them, open ones keep
+  // theirs. On error the old ones stay. Thread-safe (e.g. from a SIGHUP handler's thread).
   Status ReloadCertificates();
 
   // If `backend_local_port` is the local port of one of our live loopback connections to the
@@ -65,15 +65,14 @@ class WebTlsFrontend {
   bool LookupClient(uint16_t backend_local_port, std::string* client) const;
 
  private:
-  // A server context from the certificate and key files; the caller owns it.
-  Result<SSL_CTX*> LoadContext() const;
   void AcceptLoop();
   void RelayLoop();
   // Serves one accepted TLS connection to completion (or timeout / Stop).
   void Relay(int client_fd, const std::string& client_addr);
 
   const Options options_;
-  SSL_CTX* ssl_ctx_ = nullptr;  // Owned. Guarded by mu_ once Start() ran.
+  // The same certificate loading and reload as the RPC port's TLS (rpc/security). Thread-safe.
+  std::unique_ptr<security::TlsContext> tls_;
   int listen_fd_ = -1;          // Owned.
   uint16_t bound_port_ = 0;
   uint16_t backend_port_ = 0;

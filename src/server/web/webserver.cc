@@ -316,6 +316,7 @@ Status Webserver::Start() {
     WebTlsFrontend::Options tls;
     tls.certificate_path = options_.tls_certificate_path;
     tls.private_key_path = options_.tls_private_key_path;
+    tls.ca_certificate_path = options_.tls_ca_certificate_path;
     tls.num_threads = options_.num_threads;
     tls.io_timeout_ms = options_.request_timeout_ms;
     frontend = std::make_unique<WebTlsFrontend>(std::move(tls));

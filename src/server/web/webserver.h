@@ -55,6 +55,9 @@ struct WebserverOptions {
   // WebTlsFrontend (see web_tls_frontend.h for why not by civetweb).
   std::string tls_certificate_path;
   std::string tls_private_key_path;
+  // With TLS: PEM CAs whose client certificates the UI demands (mutual TLS: an operator's
+  // certificate instead of a password); empty: any client.
+  std::string tls_ca_certificate_path;
   // Largest request line plus headers; larger requests get 431 (or 400 beyond twice this,
   // where civetweb's own buffer ends).
   size_t max_header_bytes = 16 * 1024;
