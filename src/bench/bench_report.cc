@@ -122,7 +122,7 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
   std::vector<Field> fields = {
       {"impl", "rrpc", false},
       {"mode", ModeName(config.mode), false},
-      {"transport", "tcp", false},
+      {"transport", config.transport, false},
       {"payload", std::to_string(config.payload_bytes)},
       {"conc", std::to_string(config.Concurrency())},
       {"reqs_per_sec", Fmt("%.1f", rate)},
