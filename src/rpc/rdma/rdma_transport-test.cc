@@ -86,6 +86,16 @@ TEST_F(RdmaTransportTest, EchoesEverySizeClass) {
   EXPECT_EQ(client_factory_->fallbacks(FallbackReason::kDisabled), 0u);
 }
 
+TEST_F(RdmaTransportTest, EchoesWithBusyPolling) {
+  RdmaOptions o = SmallRdma();
+  o.transport.busy_poll = true;
+  Start(o, o);
+  for (size_t size : {1, 5000, 100000}) {
+    ASSERT_TRUE(Echo(Pattern(size, 3)).ok()) << size;
+  }
+  EXPECT_EQ(ClientTransport(), "rdma");
+}
+
 TEST_F(RdmaTransportTest, SidecarsUpTo8MiBRoundTrip) {
   Start(SmallRdma(), SmallRdma());
   const std::vector<size_t> sizes = {0, 1, 236, 4096, 65536 + 3, 1 << 20, 8 << 20};
