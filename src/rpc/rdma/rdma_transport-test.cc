@@ -40,6 +40,7 @@ class RdmaTransportTest : public RpcTestBase {
   void Start(RdmaOptions server, RdmaOptions client, bool server_rdma = true,
              bool client_rdma = true) {
     MessengerOptions so, co;
+    so.service_queue_length = 1024;  // bursts here test credits, not the service queue
     if (server_rdma) {
       server_factory_ = std::make_shared<RdmaTransportFactory>(server);
       so.transport_factory = server_factory_;
