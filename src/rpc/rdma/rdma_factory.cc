@@ -26,7 +26,7 @@ constexpr MetricPrototype METRIC_rdma_posted_send_bytes = MetricPrototype::Histo
 RdmaTransportFactory::RdmaTransportFactory(RdmaOptions options)
     : options_(std::move(options)), tcp_(options_.stream), registry_(options_.metric_registry) {
   if (registry_ == nullptr) {
-    owned_registry_ = std::make_unique<MetricRegistry>();
+    owned_registry_ = std::make_shared<MetricRegistry>();
     registry_ = owned_registry_.get();
   }
   for (size_t r = 1; r < fallbacks_.size(); ++r) {
@@ -104,6 +104,14 @@ void RdmaTransportFactory::CountFallback(FallbackReason reason, const Status& de
     LOG(WARNING) << "RDMA: connection stays on TCP (" << FallbackReasonName(reason)
                  << "): " << detail.ToString() << " [" << n << " so far for this reason]";
   }
+}
+
+std::shared_ptr<void> RdmaTransportFactory::KeepAlive(std::shared_ptr<RdmaDevice> device) const {
+  struct Held {
+    std::shared_ptr<RdmaDevice> device;
+    std::shared_ptr<MetricRegistry> registry;
+  };
+  return std::make_shared<Held>(Held{std::move(device), owned_registry_});
 }
 
 uint64_t RdmaTransportFactory::fallbacks(FallbackReason reason) const {

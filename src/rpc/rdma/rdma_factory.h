@@ -69,11 +69,14 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   void CountFallback(FallbackReason reason, const Status& detail);
   uint64_t fallbacks(FallbackReason reason) const;
   RdmaSendMetrics send_metrics() const { return send_metrics_; }
+  // What a connection holds so that it may outlive the factory: the device and, when the factory
+  // owns it, the registry its metrics live in.
+  std::shared_ptr<void> KeepAlive(std::shared_ptr<RdmaDevice> device) const;
 
  private:
   const RdmaOptions options_;
   rpc::TcpTransportFactory tcp_;
-  std::unique_ptr<MetricRegistry> owned_registry_;
+  std::shared_ptr<MetricRegistry> owned_registry_;
   MetricRegistry* registry_;
   std::array<Counter*, 8> fallbacks_{};  // by FallbackReason
   RdmaSendMetrics send_metrics_;

@@ -48,7 +48,8 @@ struct RdmaTransportOptions {
 class RdmaTransport final : public rpc::Transport {
  public:
   // `endpoint` is connected to the peer, which posted `peer_credits` receive buffers of
-  // `peer_buffer_size` bytes; `keep_alive` is held until the transport is gone (the device).
+  // `peer_buffer_size` bytes; `keep_alive` is held until the transport is gone (the device, and
+  // the registry `metrics` live in when the factory owns it).
   RdmaTransport(std::unique_ptr<RdmaEndpoint> endpoint, Socket bootstrap_socket,
                 uint32_t peer_credits, uint32_t peer_buffer_size,
                 const RdmaTransportOptions& options, RdmaSendMetrics metrics,

@@ -154,7 +154,7 @@ Result<std::unique_ptr<rpc::Transport>> RdmaUpgrade::Upgrade(rpc::DetachedStream
   topts.backend = factory_->options().backend == RdmaBackend::kSoft ? "soft" : "verbs";
   return std::unique_ptr<rpc::Transport>(new RdmaTransport(
       std::move(endpoint_), std::move(stream.socket), peer_.credits, peer_.buffer_size, topts,
-      factory_->send_metrics(), device_));
+      factory_->send_metrics(), factory_->KeepAlive(device_)));
 }
 
 }  // namespace rrpc::rdma
