@@ -158,8 +158,7 @@ bool ConfigFromFlags(BenchConfig* c, std::string* error) {
       *error = rdma.status().message();
       return false;
     }
-    c->client_messenger.transport_factory =
-        std::make_shared<rdma::RdmaTransportFactory>(*rdma);
+    c->client_messenger.transport_factory = std::make_shared<rdma::RdmaTransportFactory>(*rdma);
     c->transport = rdma->backend == rdma::RdmaBackend::kSoft ? "rdma-soft" : "rdma-verbs";
   }
   c->client_reactors = FLAGS_client_reactors;

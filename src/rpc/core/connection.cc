@@ -367,9 +367,9 @@ void Connection::HandleNegotiationFrame(Slice frame) {
     return;
   }
   if (!*done) return;
-  std::unique_ptr<TransportUpgrade> upgrade =
-      server_negotiation_ ? std::move(server_negotiation_->peer().upgrade)
-                          : std::move(client_negotiation_->peer().upgrade);
+  std::unique_ptr<TransportUpgrade> upgrade = server_negotiation_
+                                                  ? std::move(server_negotiation_->peer().upgrade)
+                                                  : std::move(client_negotiation_->peer().upgrade);
   MarkOpen(std::move(upgrade));
 }
 
@@ -423,8 +423,9 @@ void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
       return;
     }
     TransportUpgrade* u = upgrade.get();
-    if (!UpgradeTransport([u](DetachedStream stream) { return u->Upgrade(std::move(stream)); })
-             .ok()) {
+    if (!UpgradeTransport([u](DetachedStream stream) {
+           return u->Upgrade(std::move(stream));
+         }).ok()) {
       return;  // shut down with the reason
     }
   }

@@ -48,8 +48,8 @@ BlockSlice BuildBootstrapFrame(Slice message, bool from_server) {
   }
   const uint32_t hlen = static_cast<uint32_t>(header_bytes.size());
   const uint32_t mlen = static_cast<uint32_t>(message.size());
-  const size_t rest = CodedOutputStream::VarintSize32(hlen) + hlen +
-                      CodedOutputStream::VarintSize32(mlen) + mlen;
+  const size_t rest =
+      CodedOutputStream::VarintSize32(hlen) + hlen + CodedOutputStream::VarintSize32(mlen) + mlen;
   BlockRef block = Block::Allocate(kFrameLengthSize + rest);
   uint8_t* p = block->data();
   EncodeBigEndian32(p, static_cast<uint32_t>(rest));

@@ -92,7 +92,7 @@ class ClientNegotiation {
   const std::string client_name_;
   NegotiatedPeer peer_;
   std::unique_ptr<TransportUpgrade> upgrade_;  // offered, until answered
-  bool awaiting_answer_ = false;                // the reply came; the bootstrap answer is next
+  bool awaiting_answer_ = false;               // the reply came; the bootstrap answer is next
 };
 
 // The wire messages, for the state machines above and for tests that speak the protocol by hand.

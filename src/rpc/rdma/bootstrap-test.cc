@@ -24,6 +24,7 @@ TEST(BootstrapTest, EncodesVersionOneExactlyAsDocumented) {
   m.nonce = 0x1122334455667788ull;
   std::string b = EncodeBootstrap(m);
   ASSERT_EQ(b.size(), 64u);
+  // clang-format off
   const uint8_t expect[64] = {
       1, 2, 0, 0,                                      // version, flags (SRQ), reason
       0x00, 0x01, 0x02, 0x03,                          // QP number
@@ -38,6 +39,7 @@ TEST(BootstrapTest, EncodesVersionOneExactlyAsDocumented) {
       0, 0, 0, 236,                                    // inline cap
       0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,  // nonce
       0, 0, 0, 0};                                     // reserved
+  // clang-format on
   for (int i = 0; i < 64; ++i) EXPECT_EQ(static_cast<uint8_t>(b[i]), expect[i]) << "byte " << i;
   BootstrapMessage d;
   ASSERT_TRUE(DecodeBootstrap(Slice(b), &d).ok());

@@ -28,14 +28,22 @@ constexpr uint8_t kFlagSrq = 2;
 
 const char* FallbackReasonName(FallbackReason reason) {
   switch (reason) {
-    case FallbackReason::kNone: return "none";
-    case FallbackReason::kDisabled: return "disabled";
-    case FallbackReason::kNoDevice: return "no_device";
-    case FallbackReason::kResources: return "resources";
-    case FallbackReason::kBadMessage: return "bad_message";
-    case FallbackReason::kIncompatible: return "incompatible";
-    case FallbackReason::kNonce: return "nonce";
-    case FallbackReason::kConnect: return "connect";
+    case FallbackReason::kNone:
+      return "none";
+    case FallbackReason::kDisabled:
+      return "disabled";
+    case FallbackReason::kNoDevice:
+      return "no_device";
+    case FallbackReason::kResources:
+      return "resources";
+    case FallbackReason::kBadMessage:
+      return "bad_message";
+    case FallbackReason::kIncompatible:
+      return "incompatible";
+    case FallbackReason::kNonce:
+      return "nonce";
+    case FallbackReason::kConnect:
+      return "connect";
   }
   return "unknown";
 }

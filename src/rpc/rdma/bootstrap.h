@@ -37,13 +37,13 @@ struct BootstrapMessage {
   bool srq = false;       // receives come from a shared receive queue (issue 13)
   FallbackReason reason = FallbackReason::kNone;
   BootstrapBackend backend = BootstrapBackend::kSoft;
-  QpAddress qp;               // qp_num, lid, gid, psn
-  uint32_t path_mtu = 0;      // bytes
-  uint32_t buffer_size = 0;   // bytes of each receive buffer: the largest message it takes
-  uint32_t credits = 0;       // receive buffers posted for the peer: its initial credits
+  QpAddress qp;              // qp_num, lid, gid, psn
+  uint32_t path_mtu = 0;     // bytes
+  uint32_t buffer_size = 0;  // bytes of each receive buffer: the largest message it takes
+  uint32_t credits = 0;      // receive buffers posted for the peer: its initial credits
   uint32_t send_queue_depth = 0;
-  uint32_t inline_cap = 0;    // the inline cap this side's device granted
-  uint64_t nonce = 0;         // client: fresh per connection; server: echoes the client's
+  uint32_t inline_cap = 0;  // the inline cap this side's device granted
+  uint64_t nonce = 0;       // client: fresh per connection; server: echoes the client's
 };
 
 std::string EncodeBootstrap(const BootstrapMessage& m);

@@ -12,9 +12,9 @@ Result<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::Create(Context* ctx, Protect
   std::unique_ptr<RdmaEndpoint> ep(new RdmaEndpoint(ctx, o));
   RRPC_ASSIGN_OR_RETURN(ep->channel_, ctx->CreateChannel());
   // Every completion fits: one per posted receive and one per send block in flight.
-  RRPC_ASSIGN_OR_RETURN(ep->cq_, ctx->CreateCq(static_cast<int>(o.receive_buffers +
-                                                                o.send_buffers + 1),
-                                               ep->channel_.get()));
+  RRPC_ASSIGN_OR_RETURN(
+      ep->cq_,
+      ctx->CreateCq(static_cast<int>(o.receive_buffers + o.send_buffers + 1), ep->channel_.get()));
   RRPC_ASSIGN_OR_RETURN(ep->receive_pool_,
                         RegisteredBlockPool::Create(pd, o.receive_buffers, o.buffer_size));
   RRPC_ASSIGN_OR_RETURN(ep->send_pool_,

@@ -30,8 +30,8 @@ RdmaTransportFactory::RdmaTransportFactory(RdmaOptions options)
     registry_ = owned_registry_.get();
   }
   for (size_t r = 1; r < fallbacks_.size(); ++r) {
-    auto entity = registry_->FindOrCreateEntity(
-        "rdma_fallback", FallbackReasonName(static_cast<FallbackReason>(r)));
+    auto entity = registry_->FindOrCreateEntity("rdma_fallback",
+                                                FallbackReasonName(static_cast<FallbackReason>(r)));
     fallbacks_[r] = entity->FindOrCreateCounter(&METRIC_rdma_fallbacks_total);
   }
   auto sends = registry_->FindOrCreateEntity("rdma", "sends");

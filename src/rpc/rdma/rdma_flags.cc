@@ -13,7 +13,8 @@ DEFINE_bool(rdma_inline, true,
             "Post messages up to the device's inline cap inline (the NIC copies them from the "
             "work request instead of reading memory: about 1 us less per small message on "
             "ConnectX-6 as brpc measured); false to compare");
-DEFINE_int32(rdma_max_inline, 236, "Inline cap asked for at QP creation (the device may grant less)");
+DEFINE_int32(rdma_max_inline, 236,
+             "Inline cap asked for at QP creation (the device may grant less)");
 DEFINE_int32(rdma_buffer_bytes, 16 * 1024,
              "Bytes of each RDMA receive and send buffer: the largest message; larger frames go "
              "as several");

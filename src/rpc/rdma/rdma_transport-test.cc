@@ -301,8 +301,8 @@ TEST_F(RdmaTransportTest, PeerDeathMidCallFailsTheCall) {
   Proxy().EchoAsync(req, &resp, &ctl, [&done] { done.CountDown(); });
   ASSERT_TRUE(gate_.WaitForEntered(1));
   server_factory_->Device().value()->soft->DropPeers();  // the server's NIC vanishes...
-  gate_.Open();         // (its response can't leave any more)
-  server_->Shutdown();  // ...and so does the server
+  gate_.Open();                                          // (its response can't leave any more)
+  server_->Shutdown();                                   // ...and so does the server
   ASSERT_TRUE(done.WaitFor(MonoDelta::FromSeconds(30)));
   EXPECT_TRUE(ctl.status().IsNetworkError()) << ctl.status().ToString();
 }

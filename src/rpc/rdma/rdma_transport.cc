@@ -125,8 +125,9 @@ void RdmaTransport::HandleCompletions() {
       const bool is_send = (wc[i].wr_id & kSendBit) != 0;
       const uint32_t index = static_cast<uint32_t>(wc[i].wr_id);
       if (wc[i].status != WcStatus::kSuccess) {
-        return Fail(Status::NetworkError(std::string("RDMA ") + (is_send ? "send" : "receive") +
-                                         " failed", WcStatusName(wc[i].status)));
+        return Fail(
+            Status::NetworkError(std::string("RDMA ") + (is_send ? "send" : "receive") + " failed",
+                                 WcStatusName(wc[i].status)));
       }
       if (is_send) {
         ep_->send_pool()->Return(index);

@@ -25,8 +25,8 @@ FallbackReason RdmaUpgrade::OpenDevice() {
 }
 
 FallbackReason RdmaUpgrade::MakeEndpoint() {
-  Result<std::unique_ptr<RdmaEndpoint>> ep = RdmaEndpoint::Create(
-      device_->context.get(), device_->pd.get(), factory_->options().endpoint);
+  Result<std::unique_ptr<RdmaEndpoint>> ep =
+      RdmaEndpoint::Create(device_->context.get(), device_->pd.get(), factory_->options().endpoint);
   if (!ep.ok()) {
     factory_->CountFallback(FallbackReason::kResources, ep.status());
     return FallbackReason::kResources;
@@ -74,8 +74,9 @@ std::string RdmaUpgrade::Answer(Slice offer) {
   if (!s.ok()) return Fallback(FallbackReason::kBadMessage, s);
   nonce_ = peer_.nonce;  // echoed: the answer belongs to this connection's offer
   if (peer_.fallback) {
-    return Fallback(peer_.reason == FallbackReason::kNone ? FallbackReason::kDisabled : peer_.reason,
-                    Status::NotSupported("the client can't use RDMA"));
+    return Fallback(
+        peer_.reason == FallbackReason::kNone ? FallbackReason::kDisabled : peer_.reason,
+        Status::NotSupported("the client can't use RDMA"));
   }
   FallbackReason why = OpenDevice();
   if (why != FallbackReason::kNone) return Fallback(why, Status::OK());  // counted
@@ -101,9 +102,9 @@ Status RdmaUpgrade::Accept(Slice answer) {
     // Both stay on TCP. Counted here only when the reason is the server's own (the client
     // counted its own in OpenDevice/MakeEndpoint).
     if (endpoint_ != nullptr) {
-      factory_->CountFallback(peer_.reason == FallbackReason::kNone ? FallbackReason::kDisabled
-                                                                    : peer_.reason,
-                              Status::NotSupported("the server can't use RDMA"));
+      factory_->CountFallback(
+          peer_.reason == FallbackReason::kNone ? FallbackReason::kDisabled : peer_.reason,
+          Status::NotSupported("the server can't use RDMA"));
     }
     endpoint_.reset();
     return Status::OK();
@@ -126,7 +127,7 @@ Status RdmaUpgrade::Accept(Slice answer) {
     fail = endpoint_->Connect(peer_.qp, peer_.path_mtu);
   }
   if (!fail.ok()) {
-    factory_->CountFallback(!s.ok() ? FallbackReason::kBadMessage
+    factory_->CountFallback(!s.ok()                 ? FallbackReason::kBadMessage
                             : peer_.nonce != nonce_ ? FallbackReason::kNonce
                                                     : FallbackReason::kConnect,
                             fail);

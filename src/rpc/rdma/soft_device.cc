@@ -75,7 +75,8 @@ class SoftPd final : public ProtectionDomain {
       return Status::InvalidArgument("a queue pair needs a send and a receive CQ");
     }
     if (attr.caps.max_send_wr == 0 || attr.caps.max_send_wr > o.max_qp_wr ||
-        (attr.srq == nullptr && (attr.caps.max_recv_wr == 0 || attr.caps.max_recv_wr > o.max_qp_wr))) {
+        (attr.srq == nullptr &&
+         (attr.caps.max_recv_wr == 0 || attr.caps.max_recv_wr > o.max_qp_wr))) {
       return Status::InvalidArgument("queue depth out of the device's range");
     }
     if (attr.caps.max_send_sge > o.max_sge || attr.caps.max_recv_sge > o.max_sge ||
@@ -464,9 +465,15 @@ void SoftDeviceImpl::Dispatch(Link* link, const PacketHeader& h, const uint8_t* 
     // No such queue pair (destroyed, or never existed): hardware drops the packet and the
     // sender's retries run out; we answer at once with the outcome it would reach.
     if (h.type == static_cast<uint8_t>(PacketType::kData)) {
-      PacketHeader nak{static_cast<uint8_t>(PacketType::kErrNak), 0,
-                       static_cast<uint8_t>(WcStatus::kRetryExceeded), 0, h.src_qpn, h.dst_qpn,
-                       h.psn, 0, 0};
+      PacketHeader nak{static_cast<uint8_t>(PacketType::kErrNak),
+                       0,
+                       static_cast<uint8_t>(WcStatus::kRetryExceeded),
+                       0,
+                       h.src_qpn,
+                       h.dst_qpn,
+                       h.psn,
+                       0,
+                       0};
       SendPacket(link, nak, nullptr);
     }
     return;

@@ -161,15 +161,15 @@ class SoftQp final : public QueuePair {
   // All below guarded by dev_->mu.
   QpState state_ = QpState::kReset;
   QpConnectParams params_;
-  Link* link_ = nullptr;               // where our sends go
-  std::deque<Outstanding> unacked_;    // posted sends not yet acknowledged, in PSN order
-  uint32_t next_psn_ = 0;              // for the next posted send
-  uint32_t expected_psn_ = 0;          // for the next incoming message
-  uint32_t slots_used_ = 0;            // send-queue slots held (unsignaled ones until a signaled
-  uint32_t unsignaled_done_ = 0;       // completion behind them frees them, as on hardware)
+  Link* link_ = nullptr;             // where our sends go
+  std::deque<Outstanding> unacked_;  // posted sends not yet acknowledged, in PSN order
+  uint32_t next_psn_ = 0;            // for the next posted send
+  uint32_t expected_psn_ = 0;        // for the next incoming message
+  uint32_t slots_used_ = 0;          // send-queue slots held (unsignaled ones until a signaled
+  uint32_t unsignaled_done_ = 0;     // completion behind them frees them, as on hardware)
   int rnr_left_ = 0;
   MonoTime rnr_deadline_ = MonoTime::Max();
-  std::deque<PostedRecv> rq_;          // private receive queue (no SRQ)
+  std::deque<PostedRecv> rq_;  // private receive queue (no SRQ)
 };
 
 // The device: owns the NIC thread, the links and the registry of QPs and memory regions.

@@ -95,8 +95,8 @@ Status SoftQp::PostSend(const SendWr& wr) {
   uint64_t len = 0;
   for (int i = 0; i < wr.num_sge; ++i) len += wr.sg_list[i].length;
   if (wr.inline_data && len > caps_.max_inline_data) {
-    return Status::InvalidArgument("inline send of " + std::to_string(len) + " bytes above the cap " +
-                                   std::to_string(caps_.max_inline_data));
+    return Status::InvalidArgument("inline send of " + std::to_string(len) +
+                                   " bytes above the cap " + std::to_string(caps_.max_inline_data));
   }
   if (len > dev_->port().max_msg_size) return Status::InvalidArgument("message too long");
   ++slots_used_;
@@ -218,8 +218,15 @@ void SoftQp::EnterError(WcStatus first_status) {
 
 void SoftQp::OnData(Link* link, const PacketHeader& h, const uint8_t* payload) {
   auto reply = [&](PacketType type, WcStatus status) {
-    PacketHeader r{static_cast<uint8_t>(type), 0, static_cast<uint8_t>(status), 0, h.src_qpn,
-                   qpn_, h.psn, 0, 0};
+    PacketHeader r{static_cast<uint8_t>(type),
+                   0,
+                   static_cast<uint8_t>(status),
+                   0,
+                   h.src_qpn,
+                   qpn_,
+                   h.psn,
+                   0,
+                   0};
     dev_->SendPacket(link, r, nullptr);
   };
   if ((state_ != QpState::kRtr && state_ != QpState::kRts) || h.src_qpn != params_.remote.qp_num) {

@@ -23,14 +23,22 @@ static_assert(sizeof(Sge) == sizeof(ibv_sge) && offsetof(Sge, addr) == offsetof(
 
 WcStatus FromIbv(ibv_wc_status s) {
   switch (s) {
-    case IBV_WC_SUCCESS: return WcStatus::kSuccess;
-    case IBV_WC_LOC_LEN_ERR: return WcStatus::kLocalLengthError;
-    case IBV_WC_LOC_PROT_ERR: return WcStatus::kLocalProtectionError;
-    case IBV_WC_WR_FLUSH_ERR: return WcStatus::kFlushed;
-    case IBV_WC_RNR_RETRY_EXC_ERR: return WcStatus::kRnrRetryExceeded;
-    case IBV_WC_RETRY_EXC_ERR: return WcStatus::kRetryExceeded;
-    case IBV_WC_REM_INV_REQ_ERR: return WcStatus::kRemoteInvalidRequest;
-    default: return WcStatus::kGeneralError;
+    case IBV_WC_SUCCESS:
+      return WcStatus::kSuccess;
+    case IBV_WC_LOC_LEN_ERR:
+      return WcStatus::kLocalLengthError;
+    case IBV_WC_LOC_PROT_ERR:
+      return WcStatus::kLocalProtectionError;
+    case IBV_WC_WR_FLUSH_ERR:
+      return WcStatus::kFlushed;
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return WcStatus::kRnrRetryExceeded;
+    case IBV_WC_RETRY_EXC_ERR:
+      return WcStatus::kRetryExceeded;
+    case IBV_WC_REM_INV_REQ_ERR:
+      return WcStatus::kRemoteInvalidRequest;
+    default:
+      return WcStatus::kGeneralError;
   }
 }
 
@@ -166,11 +174,16 @@ class IbvQp final : public QueuePair {
   QpState state() const override {
     // The QP's state field is kept current by libibverbs after each modify.
     switch (qp_->state) {
-      case IBV_QPS_RESET: return QpState::kReset;
-      case IBV_QPS_INIT: return QpState::kInit;
-      case IBV_QPS_RTR: return QpState::kRtr;
-      case IBV_QPS_RTS: return QpState::kRts;
-      default: return QpState::kError;
+      case IBV_QPS_RESET:
+        return QpState::kReset;
+      case IBV_QPS_INIT:
+        return QpState::kInit;
+      case IBV_QPS_RTR:
+        return QpState::kRtr;
+      case IBV_QPS_RTS:
+        return QpState::kRts;
+      default:
+        return QpState::kError;
     }
   }
   const QpCaps& caps() const override { return caps_; }
@@ -344,11 +357,21 @@ class IbvContext final : public Context {
         out->type = AsyncEventType::kCqError;
         out->object = ev.element.cq->cq_context;
         break;
-      case IBV_EVENT_SRQ_LIMIT_REACHED: out->type = AsyncEventType::kSrqLimitReached; break;
-      case IBV_EVENT_PORT_ACTIVE: out->type = AsyncEventType::kPortActive; break;
-      case IBV_EVENT_PORT_ERR: out->type = AsyncEventType::kPortError; break;
-      case IBV_EVENT_DEVICE_FATAL: out->type = AsyncEventType::kDeviceFatal; break;
-      default: out->type = AsyncEventType::kOther; break;
+      case IBV_EVENT_SRQ_LIMIT_REACHED:
+        out->type = AsyncEventType::kSrqLimitReached;
+        break;
+      case IBV_EVENT_PORT_ACTIVE:
+        out->type = AsyncEventType::kPortActive;
+        break;
+      case IBV_EVENT_PORT_ERR:
+        out->type = AsyncEventType::kPortError;
+        break;
+      case IBV_EVENT_DEVICE_FATAL:
+        out->type = AsyncEventType::kDeviceFatal;
+        break;
+      default:
+        out->type = AsyncEventType::kOther;
+        break;
     }
     lib_->ack_async_event(&ev);
     return true;

@@ -101,7 +101,7 @@ enum class AsyncEventType : uint8_t {
 
 struct AsyncEvent {
   AsyncEventType type = AsyncEventType::kOther;
-  uint32_t qp_num = 0;       // kQpFatal
+  uint32_t qp_num = 0;           // kQpFatal
   const void* object = nullptr;  // the CompletionQueue or SharedReceiveQueue concerned
 };
 
