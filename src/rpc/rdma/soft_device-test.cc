@@ -327,6 +327,18 @@ TEST_F(SoftDeviceTest, ADroppedPeerFailsOutstandingSends) {
   EXPECT_EQ(done[0].status, WcStatus::kRetryExceeded);
 }
 
+TEST_F(SoftDeviceTest, ASendToADestroyedQueuePairFails) {
+  Connect(Caps());
+  b_.qp.reset();
+  ASSERT_TRUE(a_.Send(1, 0, 8).ok());
+  ASSERT_TRUE(a_.Send(2, 0, 8).ok());
+  auto done = WaitFor(a_.send_cq.get(), 2);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].status, WcStatus::kRetryExceeded);
+  EXPECT_EQ(done[1].status, WcStatus::kFlushed);
+  EXPECT_EQ(a_.qp->state(), QpState::kError);
+}
+
 TEST_F(SoftDeviceTest, StalledCompletionsAreReleasedInOrder) {
   Connect(Caps());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(b_.PostRecv(i, 0, 64).ok());
