@@ -418,7 +418,7 @@ void SoftDeviceImpl::KillLink(Link* link) {
   link->fd = -1;
   link->out.clear();
   link->in.clear();
-  // Copy: OnLinkDead may complete requests, never add or remove queue pairs.
+  // OnLinkDead may complete requests but never adds or removes queue pairs: iterating is safe.
   for (auto& [qpn, qp] : qps_) qp->OnLinkDead(link);
 }
 
