@@ -28,6 +28,8 @@ struct BenchConfig {
   // True when this process also runs the server (client and server threads then share the
   // process, and usage is split between them by thread name).
   bool in_process_server = true;
+  // The RESULT line's transport: tcp, rdma-soft (software backend) or rdma-verbs.
+  std::string transport = "tcp";
 
   // The client messenger (throughput, latency modes); its name becomes "client" and its reactor
   // count client_reactors.

@@ -14,6 +14,8 @@
 #include "bench/bench_service.h"
 #include "bench/bench_tls.h"
 #include "bench/bench_usage.h"
+#include "rpc/rdma/rdma_factory.h"
+#include "util/metrics/histogram_metric.h"
 #include "util/thread.h"
 
 namespace rrpc::bench {
@@ -76,8 +78,10 @@ TEST(BenchUsageTest, SnapshotListsTheCallingThreadUnderItsRegisteredName) {
 
 class BenchModesTest : public ::testing::Test {
  protected:
-  void StartServer(bool corrupt = false, bool inline_handlers = false, bool tls = false) {
+  void StartServer(bool corrupt = false, bool inline_handlers = false, bool tls = false,
+                   std::shared_ptr<rpc::TransportFactory> factory = nullptr) {
     BenchServerOptions options;
+    options.messenger.transport_factory = std::move(factory);
     options.corrupt_responses_for_test = corrupt;
     options.inline_handlers = inline_handlers;
     if (tls) {
@@ -161,6 +165,26 @@ TEST_F(BenchModesTest, LatencyModeBothWaysAndInlineHandlersCompleteCheckedCalls)
   ModeOutput out;
   ASSERT_TRUE(Run(BenchMode::kThroughput, &out).ok());
   EXPECT_GT(out.completed, 0u);
+}
+
+// rpc-bench --transport=rdma: throughput and latency over the software backend, every response
+// checked, and the messages really went over RDMA.
+TEST_F(BenchModesTest, ThroughputAndLatencyRunOverSoftwareRdma) {
+  auto server_rdma = std::make_shared<rdma::RdmaTransportFactory>(rdma::RdmaOptions());
+  auto client_rdma = std::make_shared<rdma::RdmaTransportFactory>(rdma::RdmaOptions());
+  StartServer(false, false, /*tls=*/false, server_rdma);
+  config_.client_messenger.transport_factory = client_rdma;
+  config_.sidecar_bytes = 20000;  // more than one RDMA buffer: fragments
+  for (BenchMode mode : {BenchMode::kThroughput, BenchMode::kLatency}) {
+    ModeOutput out;
+    Status s = Run(mode, &out);
+    ASSERT_TRUE(s.ok()) << ModeName(mode) << ": " << s.ToString();
+    EXPECT_GT(out.completed, 0u);
+  }
+  for (auto* f : {server_rdma.get(), client_rdma.get()}) {
+    EXPECT_GT(f->send_metrics().posted_send_bytes->Snapshot().count(), 0u);
+    EXPECT_EQ(f->fallbacks(rdma::FallbackReason::kDisabled), 0u);
+  }
 }
 
 TEST_F(BenchModesTest, SparseReportsItsConnectionsAndMemory) {

@@ -24,6 +24,7 @@
 #include "bench/bench_usage.h"
 #include "rpc/messenger.h"
 #include "rpc/messenger_flags.h"
+#include "rpc/rdma/rdma_flags.h"
 #include "server/web/web_dashboard.h"
 #include "server/web/web_pages.h"
 #include "server/web/webserver.h"
@@ -34,9 +35,11 @@ DEFINE_string(mode, "throughput",
               "throughput: async calls kept in flight; latency: one call at a time; "
               "cps: a new connection per call; sparse: many connections, each called rarely");
 DEFINE_string(transport, "tcp",
-              "tcp or tls. tls: the server requires TLS 1.3/1.2 on its port, with the --rpc_* "
+              "tcp, tls or rdma. tls: the server requires TLS 1.3/1.2 on its port, with the --rpc_* "
               "certificate flags or else a throwaway CA and certificate made at start "
-              "(docs/security.md).");
+              "(docs/security.md). rdma: connections upgrade to RDMA after negotiating "
+              "(--rdma_backend=soft runs the software backend, same host only; throughput and "
+              "latency modes).");
 DEFINE_bool(tls_resume_sessions, false,
             "cps over TLS: each connection resumes its thread's previous session (a TLS 1.3 "
             "ticket) instead of a full handshake.");
@@ -111,8 +114,14 @@ bool ConfigFromFlags(BenchConfig* c, std::string* error) {
     *error = "--mode must be throughput, latency, cps or sparse, not '" + FLAGS_mode + "'";
     return false;
   }
-  if (FLAGS_transport != "tcp" && FLAGS_transport != "tls") {
-    *error = "--transport must be tcp or tls, not '" + FLAGS_transport + "'";
+  if (FLAGS_transport != "tcp" && FLAGS_transport != "tls" && FLAGS_transport != "rdma") {
+    *error = "--transport must be tcp, tls or rdma, not '" + FLAGS_transport + "'";
+    return false;
+  }
+  if (FLAGS_transport == "rdma" && c->mode != BenchMode::kThroughput &&
+      c->mode != BenchMode::kLatency) {
+    // cps and sparse drive raw TCP clients (no messenger), which can't do the RDMA bootstrap.
+    *error = "--transport=rdma runs the throughput and latency modes";
     return false;
   }
   c->tls_resume_sessions = FLAGS_tls_resume_sessions;
@@ -151,6 +160,15 @@ bool ConfigFromFlags(BenchConfig* c, std::string* error) {
     return false;
   }
   c->client_messenger = rpc::MessengerOptionsFromFlags("client");
+  if (FLAGS_transport == "rdma") {
+    Result<rdma::RdmaOptions> rdma = rdma::RdmaOptionsFromFlags();
+    if (!rdma.ok()) {
+      *error = rdma.status().message();
+      return false;
+    }
+    c->client_messenger.transport_factory = std::make_shared<rdma::RdmaTransportFactory>(*rdma);
+    c->transport = rdma->backend == rdma::RdmaBackend::kSoft ? "rdma-soft" : "rdma-verbs";
+  }
   c->client_reactors = FLAGS_client_reactors;
   c->client_threads = c->mode == BenchMode::kLatency ? 1 : FLAGS_client_threads;
   c->async_call_concurrency = FLAGS_async_call_concurrency;
@@ -174,6 +192,11 @@ bool ConfigFromFlags(BenchConfig* c, std::string* error) {
 BenchServerOptions ServerOptionsFromFlags() {
   BenchServerOptions options;
   options.messenger = rpc::MessengerOptionsFromFlags("server");
+  if (FLAGS_transport == "rdma") {
+    // Checked in ConfigFromFlags (which runs first).
+    options.messenger.transport_factory =
+        std::make_shared<rdma::RdmaTransportFactory>(rdma::RdmaOptionsFromFlags().value());
+  }
   options.reactors = FLAGS_server_reactors;
   options.workers = FLAGS_worker_threads;
   options.service_queue_length = static_cast<size_t>(FLAGS_service_queue_length);
@@ -285,6 +308,10 @@ int RunServerOnly() {
 
 int Run() {
   if (!CheckWebFlags()) return kExitUsage;
+  if (FLAGS_transport == "rdma" && !rdma::RdmaOptionsFromFlags().ok()) {
+    fprintf(stderr, "rpc-bench: %s\n", rdma::RdmaOptionsFromFlags().status().message().c_str());
+    return kExitUsage;
+  }
   if (FLAGS_server_only) return RunServerOnly();
   BenchConfig config;
   std::string error;

@@ -406,7 +406,18 @@ void Connection::HandleNegotiationFrame(Slice frame) {
     FailNegotiation(done.status());
     return;
   }
-  if (*done) MarkOpen();
+  if (!*done) return;
+  std::unique_ptr<TransportUpgrade> upgrade = server_negotiation_
+                                                  ? std::move(server_negotiation_->peer().upgrade)
+                                                  : std::move(client_negotiation_->peer().upgrade);
+  MarkOpen(std::move(upgrade));
+}
+
+std::unique_ptr<TransportUpgrade> Connection::NewTransportUpgrade() {
+  // RDMA carries bytes in the clear: a connection that negotiated TLS stays on it, so an upgrade
+  // can never strip the encryption the peers agreed on.
+  if (transport_->security().encrypted) return nullptr;
+  return reactor_->transport_factory()->NewUpgrade(direction_ == Direction::kServer);
 }
 
 void Connection::FailNegotiation(const Status& reason) {
@@ -431,14 +442,38 @@ void Connection::SendPendingCalls() {
   }
 }
 
-void Connection::MarkOpen() {
+void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
   DCHECK(reactor_->IsCurrentThread());
+  scoped_refptr<Connection> self(this);
   state_ = State::kOpen;
   ev_timer_stop(reactor_->loop(), &negotiation_timer_);
   identity_ = server_negotiation_ ? server_negotiation_->peer().identity
                                   : client_negotiation_->peer().identity;
   server_negotiation_.reset();
   client_negotiation_.reset();
+  if (upgrade != nullptr) {
+    // The negotiation bytes (a server's reply and bootstrap answer) leave over the old transport
+    // first; they are a few hundred bytes on a fresh socket, so they always go at once. Were they
+    // ever to stay queued, the connection closes rather than send them over the new transport.
+    Flush();
+    bool drained;
+    {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      drained = write_queue_.empty();
+    }
+    if (state_ == State::kClosed) return;
+    if (!drained) {
+      Shutdown(Status::NetworkError("transport upgrade: negotiation bytes not yet written",
+                                    remote_.ToString()));
+      return;
+    }
+    TransportUpgrade* u = upgrade.get();
+    if (!UpgradeTransport([u](DetachedStream stream) {
+           return u->Upgrade(std::move(stream));
+         }).ok()) {
+      return;  // shut down with the reason
+    }
+  }
   if (direction_ == Direction::kClient && !sending_calls_) SendPendingCalls();
 }
 

@@ -119,6 +119,7 @@ class Connection final : public RefCounted<Connection>,
   void SendConnectionBytes(BlockSlice bytes) override;
   TransportCapabilities transport_capabilities() const override { return caps_; }
   TransportSecurity transport_security() const override { return transport_->security(); }
+  std::unique_ptr<TransportUpgrade> NewTransportUpgrade() override;
 
   static void OnNegotiationTimeout(struct ev_loop* loop, ev_timer* w, int revents);
   static void OnCallTimeout(OutboundCall* call, void* arg);
@@ -132,7 +133,8 @@ class Connection final : public RefCounted<Connection>,
   Status HandleResponseFrame(BlockSlice frame);
   // Client side: queues the calls that waited for the connection, and sends later ones at once.
   void SendPendingCalls();
-  void MarkOpen();
+  // `upgrade`: the transport both sides agreed to continue on (RDMA), or nullptr.
+  void MarkOpen(std::unique_ptr<TransportUpgrade> upgrade);
   void QueueTransfer(OutboundTransfer* transfer) EXCLUDES(write_mu_);
   // Server side: stops or restarts reading by how many response bytes wait.
   void ApplyBackpressure();

@@ -14,5 +14,7 @@ inline constexpr size_t kPreambleSize = 6;
 // Call ids below zero are connection-level frames, never calls.
 inline constexpr int32_t kNegotiateCallId = -2;
 inline constexpr int32_t kControlCallId = -3;
+// The transport-upgrade bootstrap (RDMA) right after negotiation: its body is the raw message.
+inline constexpr int32_t kBootstrapCallId = -4;
 
 }  // namespace rrpc::rpc

@@ -1,5 +1,7 @@
 #include "rpc/core/negotiation.h"
 
+#include <google/protobuf/io/coded_stream.h>
+
 #include <cstring>
 #include <limits>
 
@@ -14,12 +16,14 @@ namespace {
 constexpr size_t kNoLimit = std::numeric_limits<uint32_t>::max();
 }
 
-BlockSlice BuildClientHello(const std::string& client_name, const std::string& auth_token) {
+BlockSlice BuildClientHello(const std::string& client_name, const std::string& auth_token,
+                            bool offer_upgrade) {
   RequestHeader header;
   header.set_call_id(kNegotiateCallId);
   NegotiatePB negotiate;
   negotiate.set_step(NegotiatePB::NEGOTIATE);
   negotiate.add_supported_features(SIDECARS);
+  if (offer_upgrade) negotiate.add_supported_features(TRANSPORT_UPGRADE);
   negotiate.set_client_name(client_name);
   if (!auth_token.empty()) negotiate.set_auth_token(auth_token);
   BlockSlice frame = SerializeFrameHead(header, negotiate, 0, kNoLimit).value();
@@ -32,6 +36,52 @@ BlockSlice BuildClientHello(const std::string& client_name, const std::string& a
   memcpy(p + kPreambleSize, frame.slice.data(), frame.slice.size());
   Slice bytes(block->data(), block->capacity());
   return BlockSlice{std::move(block), bytes};
+}
+
+BlockSlice BuildBootstrapFrame(Slice message, bool from_server) {
+  using google::protobuf::io::CodedOutputStream;
+  std::string header_bytes;
+  if (from_server) {
+    ResponseHeader header;
+    header.set_call_id(kBootstrapCallId);
+    header.SerializeToString(&header_bytes);
+  } else {
+    RequestHeader header;
+    header.set_call_id(kBootstrapCallId);
+    header.SerializeToString(&header_bytes);
+  }
+  const uint32_t hlen = static_cast<uint32_t>(header_bytes.size());
+  const uint32_t mlen = static_cast<uint32_t>(message.size());
+  const size_t rest =
+      CodedOutputStream::VarintSize32(hlen) + hlen + CodedOutputStream::VarintSize32(mlen) + mlen;
+  BlockRef block = Block::Allocate(kFrameLengthSize + rest);
+  uint8_t* p = block->data();
+  EncodeBigEndian32(p, static_cast<uint32_t>(rest));
+  p = CodedOutputStream::WriteVarint32ToArray(hlen, p + kFrameLengthSize);
+  memcpy(p, header_bytes.data(), hlen);
+  p = CodedOutputStream::WriteVarint32ToArray(mlen, p + hlen);
+  memcpy(p, message.data(), mlen);
+  Slice bytes(block->data(), block->capacity());
+  return BlockSlice{std::move(block), bytes};
+}
+
+Status ParseBootstrapFrame(Slice frame, bool from_server, Slice* message) {
+  Slice tail;
+  int32_t call_id;
+  if (from_server) {
+    ResponseHeader header;
+    RRPC_RETURN_NOT_OK(ParseFrame(frame, &header, message, &tail));
+    call_id = header.call_id();
+  } else {
+    RequestHeader header;
+    RRPC_RETURN_NOT_OK(ParseFrame(frame, &header, message, &tail));
+    call_id = header.call_id();
+  }
+  if (call_id != kBootstrapCallId) {
+    return Status::InvalidArgument("expected the transport bootstrap frame, got call id " +
+                                   std::to_string(call_id));
+  }
+  return Status::OK();
 }
 
 Status CheckPreamble(Slice preamble) {
@@ -49,7 +99,8 @@ Status CheckPreamble(Slice preamble) {
 }
 
 BlockSlice BuildServerReply(const NegotiatePB& request, const Status& error,
-                            ErrorStatusPB::RpcErrorCodePB code, const NegotiatedPeer* peer) {
+                            ErrorStatusPB::RpcErrorCodePB code, const NegotiatedPeer* peer,
+                            bool upgrade) {
   ResponseHeader header;
   header.set_call_id(kNegotiateCallId);
   if (!error.ok()) {
@@ -68,6 +119,7 @@ BlockSlice BuildServerReply(const NegotiatePB& request, const Status& error,
   if (peer != nullptr && !peer->identity.user.empty()) {
     reply.set_authenticated_user(peer->identity.user);
   }
+  if (upgrade) reply.add_supported_features(TRANSPORT_UPGRADE);
   return SerializeFrameHead(header, reply, 0, kNoLimit).value();
 }
 
@@ -173,19 +225,48 @@ Status ServerNegotiation::Authenticate(const NegotiatePB& request) {
 }
 
 Result<bool> ServerNegotiation::OnFrame(Slice frame) {
-  NegotiatePB request;
-  Status s = ParseClientNegotiation(frame, &request);
+  if (awaiting_offer_ != nullptr) {  // the client's bootstrap frame, right behind its request
+    Slice offer;
+    Status s = ParseBootstrapFrame(frame, /*from_server=*/false, &offer);
+    if (!s.ok()) {
+      Refuse(s, ErrorStatusPB::FATAL_INVALID_FRAME);
+      return s;
+    }
+    std::unique_ptr<NegotiatePB> request = std::move(awaiting_offer_);
+    Reply(*request, &offer);
+    return true;
+  }
+  auto request = std::make_unique<NegotiatePB>();
+  Status s = ParseClientNegotiation(frame, request.get());
   if (!s.ok()) {
     Refuse(s, ErrorStatusPB::FATAL_INVALID_FRAME);
     return s;
   }
-  for (int f : request.supported_features()) {
+  bool offers_upgrade = false;
+  for (int f : request->supported_features()) {
     if (f == SIDECARS) peer_.features.push_back(SIDECARS);
+    if (f == TRANSPORT_UPGRADE) offers_upgrade = true;
   }
-  peer_.client_name = request.client_name();
-  RRPC_RETURN_NOT_OK(Authenticate(request));
-  host_->SendConnectionBytes(BuildServerReply(request, Status::OK(), {}, &peer_));
+  peer_.client_name = request->client_name();
+  RRPC_RETURN_NOT_OK(Authenticate(*request));
+  if (offers_upgrade) {
+    awaiting_offer_ = std::move(request);
+    return false;
+  }
+  Reply(*request, nullptr);
   return true;
+}
+
+void ServerNegotiation::Reply(const NegotiatePB& request, const Slice* offer) {
+  // A server without an upgrade still reads the client's offer, and declines it by leaving the
+  // feature out of its reply: the client then stays on TCP too.
+  std::unique_ptr<TransportUpgrade> upgrade = offer ? host_->NewTransportUpgrade() : nullptr;
+  host_->SendConnectionBytes(
+      BuildServerReply(request, Status::OK(), {}, &peer_, upgrade != nullptr));
+  if (upgrade == nullptr) return;
+  std::string answer = upgrade->Answer(*offer);
+  host_->SendConnectionBytes(BuildBootstrapFrame(answer, /*from_server=*/true));
+  if (upgrade->agreed()) peer_.upgrade = std::move(upgrade);
 }
 
 void ServerNegotiation::Refuse(const Status& error, ErrorStatusPB::RpcErrorCodePB code) {
@@ -195,17 +276,35 @@ void ServerNegotiation::Refuse(const Status& error, ErrorStatusPB::RpcErrorCodeP
 // ---- Client side.
 
 bool ClientNegotiation::Start() {
-  // A token is a bearer secret: it never travels in plaintext.
-  const bool encrypted = host_->transport_security().encrypted;
-  host_->SendConnectionBytes(BuildClientHello(client_name_, encrypted ? auth_token_ : ""));
+BlockSlice BuildClientHello(const std::string& client_name, const std::string& auth_token,
+                            bool offer_upgrade) {
   return host_->transport_capabilities().calls_may_follow_hello;
 }
 
 Result<bool> ClientNegotiation::OnFrame(Slice frame) {
+  if (awaiting_answer_) {
+    Slice answer;
+    RRPC_RETURN_NOT_OK(ParseBootstrapFrame(frame, /*from_server=*/true, &answer));
+    awaiting_answer_ = false;
+    RRPC_RETURN_NOT_OK(upgrade_->Accept(answer));
+    if (upgrade_->agreed()) peer_.upgrade = std::move(upgrade_);
+    upgrade_.reset();
+    return true;
+  }
   NegotiatePB reply;
   RRPC_RETURN_NOT_OK(ParseServerReply(frame, &reply));
+  bool server_upgrades = false;
   for (int f : reply.supported_features()) {
     if (f == SIDECARS) peer_.features.push_back(SIDECARS);
+    if (f == TRANSPORT_UPGRADE) server_upgrades = true;
+  }
+  if (upgrade_ != nullptr) {
+    if (server_upgrades) {
+      awaiting_answer_ = true;
+      return false;
+    }
+    upgrade_->PeerDeclined();
+    upgrade_.reset();
   }
   peer_.identity.user = reply.authenticated_user();
   peer_.identity.encrypted = host_->transport_security().encrypted;

@@ -33,6 +33,8 @@ class NegotiationHost {
   virtual TransportCapabilities transport_capabilities() const = 0;
   // Whether the transport is encrypted and whose certificate it verified.
   virtual TransportSecurity transport_security() const = 0;
+  // The transport upgrade this side offers or accepts after negotiating, nullptr for none.
+  virtual std::unique_ptr<TransportUpgrade> NewTransportUpgrade() = 0;
 
  protected:
   ~NegotiationHost() = default;
@@ -45,6 +47,9 @@ struct NegotiatedPeer {
   // Server side: who the client is (certificate or token) and whether it came over TLS. Client
   // side: the user the server says we authenticated as.
   CallerIdentity identity;
+  // Set when both sides agreed to continue over another transport (the RDMA bootstrap): the
+  // connection hands its stream to it (Connection::UpgradeTransport) as it opens.
+  std::unique_ptr<TransportUpgrade> upgrade;
 };
 
 class MessengerSecurity;
@@ -68,9 +73,11 @@ class ServerNegotiation {
   // opens; the reply has been sent), false when more frames are needed. On error the refusal
   // has been sent; the connection must close.
   Result<bool> OnFrame(Slice frame);
-  const NegotiatedPeer& peer() const { return peer_; }
+  NegotiatedPeer& peer() { return peer_; }
 
  private:
+  // Sends the reply (and the upgrade's answer to `offer`, when the client made one).
+  void Reply(const NegotiatePB& request, const Slice* offer);
   // Answers with an ErrorStatusPB carrying `code` and `error`'s message.
   void Refuse(const Status& error, ErrorStatusPB::RpcErrorCodePB code);
   // Who the client is, from its certificate or token; an error (refused already) when it does
@@ -80,6 +87,8 @@ class ServerNegotiation {
   NegotiationHost* const host_;
   const MessengerSecurity* const security_;
   NegotiatedPeer peer_;
+  // The request, kept while the client's bootstrap frame is still to come.
+  std::unique_ptr<NegotiatePB> awaiting_offer_;
 };
 
 // Client side: sends the preamble and the request, then reads the server's reply.
@@ -96,25 +105,34 @@ class ClientNegotiation {
   // A frame before the connection is open: true when negotiation is done, false when more
   // frames are needed, an error (the server's refusal, or a bad reply) to close.
   Result<bool> OnFrame(Slice frame);
-  const NegotiatedPeer& peer() const { return peer_; }
+  NegotiatedPeer& peer() { return peer_; }
 
  private:
   NegotiationHost* const host_;
   const std::string client_name_;
   const std::string auth_token_;
   NegotiatedPeer peer_;
+  std::unique_ptr<TransportUpgrade> upgrade_;  // offered, until answered
+  bool awaiting_answer_ = false;               // the reply came; the bootstrap answer is next
 };
 
 // The wire messages, for the state machines above and for tests that speak the protocol by hand.
 // The client's first bytes: preamble then a framed NegotiatePB request (with a token when not
-// empty).
-BlockSlice BuildClientHello(const std::string& client_name, const std::string& auth_token = "");
+// empty; offering a transport upgrade when asked).
+BlockSlice BuildClientHello(const std::string& client_name, const std::string& auth_token = "",
+                            bool offer_upgrade = false);
+// A bootstrap frame (call id kBootstrapCallId) carrying `message` as its raw body; a request
+// header from the client, a response header from the server.
+BlockSlice BuildBootstrapFrame(Slice message, bool from_server);
+// The raw body of a bootstrap frame.
+Status ParseBootstrapFrame(Slice frame, bool from_server, Slice* message);
 // Checks the preamble bytes; InvalidArgument (bad magic) or NotSupported (bad version).
 Status CheckPreamble(Slice preamble);
 // The server's framed answer to the client's NegotiatePB; an ErrorStatusPB when `error` is set.
+// `upgrade`: the server accepts the client's transport upgrade (its bootstrap answer follows).
 BlockSlice BuildServerReply(const NegotiatePB& request, const Status& error,
                             ErrorStatusPB::RpcErrorCodePB code,
-                            const NegotiatedPeer* peer = nullptr);
+                            const NegotiatedPeer* peer = nullptr, bool upgrade = false);
 // Server: parses the client's negotiation frame.
 Status ParseClientNegotiation(Slice frame, NegotiatePB* request);
 // Client: parses the server's reply; the server's error as a status.

@@ -70,6 +70,8 @@ class Reactor {
   int index() const { return index_; }
   // The messenger's metrics; nullptr when disabled.
   MessengerMetrics* metrics() const { return metrics_; }
+  // The messenger's transport factory.
+  TransportFactory* transport_factory() const { return transport_factory_; }
 
   // Reactor thread: a connection parsed a call; counts it in flight and routes it to its service.
   void RouteInboundCall(std::unique_ptr<InboundCall> call);

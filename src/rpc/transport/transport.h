@@ -122,6 +122,28 @@ class Transport {
   virtual void Describe(std::vector<std::pair<std::string, std::string>>* out) const {}
 };
 
+// An upgrade of a connection to another transport agreed in-band right after the rrpc
+// negotiation (the RDMA bootstrap, docs/wire-format.md): the client offers a bootstrap message,
+// the server answers one, and then both sides continue over the new transport, or both stay where
+// they are (a fallback, never half-upgraded). One per connection; its reactor thread.
+class TransportUpgrade {
+ public:
+  virtual ~TransportUpgrade() = default;
+  // Client: the bootstrap message it offers.
+  virtual std::string Offer() = 0;
+  // Server: its answer to the client's offer (a fallback answer where it can't or won't).
+  virtual std::string Answer(Slice offer) = 0;
+  // Client: the server's answer. A fallback answer is OK (both stay); an error means the server
+  // moved on but this side can't follow (e.g. a wrong nonce): the connection must close.
+  virtual Status Accept(Slice answer) = 0;
+  // Client: the server does not upgrade at all (its negotiation reply lacks the feature).
+  virtual void PeerDeclined() = 0;
+  // After Answer or Accept/PeerDeclined: whether both sides move to the new transport.
+  virtual bool agreed() const = 0;
+  // When agreed(): the new transport, continuing the connection over `stream`.
+  virtual Result<std::unique_ptr<Transport>> Upgrade(DetachedStream stream) = 0;
+};
+
 // Makes the transports of a messenger's connections. Owned by the messenger; called on its
 // reactor threads, so implementations are thread-safe (or stateless).
 class TransportFactory {
@@ -132,6 +154,9 @@ class TransportFactory {
   // A transport opening a connection to `remote`; its connect may finish later
   // (TransportHost::OnTransportConnected), or fail (OnTransportFailed).
   virtual Result<std::unique_ptr<Transport>> NewClientTransport(const Sockaddr& remote) = 0;
+  // An upgrade this connection offers (client) or accepts (server) after negotiating; nullptr
+  // when the factory has none (the connection stays on its first transport).
+  virtual std::unique_ptr<TransportUpgrade> NewUpgrade(bool server_side) { return nullptr; }
 };
 
 }  // namespace rrpc::rpc

@@ -1,5 +1,5 @@
-// /connections: the messenger's connections (peer, direction, state, transport, reactor, bytes,
-// calls in flight, age). Runs on the web server's threads.
+// /connections: the messenger's connections (peer, direction, state, transport and what it says of
+// itself, reactor, bytes, calls in flight, age). Runs on the web server's threads.
 #include <algorithm>
 #include <string>
 #include <tuple>
@@ -33,17 +33,18 @@ std::string ConnectionsJson(rpc::Messenger* messenger) {
         o->Str("peer", c.remote)
             .Str("direction", c.direction)
             .Str("state", c.state)
-            .Str("transport", c.transport)
-            .Int("reactor", c.reactor)
+            .Str("transport", c.transport);
+        if (!c.transport_details.empty()) {
+          JsonObject details(o->Member("transport_details"));
+          for (const auto& [name, value] : c.transport_details) details.Str(name, value);
+          details.Close();
+        }
+        o->Int("reactor", c.reactor)
             .Uint("bytes_received", c.bytes_received)
             .Uint("bytes_sent", c.bytes_sent)
             .Uint("calls_in_flight", c.calls_in_flight)
             .Bool("reads_paused", c.reads_paused)
             .Double("age_seconds", c.age_seconds);
-        // What the transport says of itself (TLS version and cipher, RDMA queue pair, ...).
-        JsonObject details(o->Member("transport_details"));
-        for (const auto& [key, value] : c.transport_details) details.Str(key, value);
-        details.Close();
       },
       root.Member("connections"));
   root.Close();
@@ -64,12 +65,13 @@ std::string ConnectionsHtml(const PageEnv& env, rpc::Messenger* messenger) {
     Cell("", c.direction, &content);
     // A server connection whose peer leaves its responses unread stops being read from.
     PillCell(c.reads_paused ? c.state + " (reads paused)" : c.state, &content);
+    // What the transport says of itself (RDMA: credits, inline and non-inline sends...).
     std::string transport = c.transport;
-    for (size_t i = 0; i < c.transport_details.size(); i++) {
+    for (size_t i = 0; i < c.transport_details.size(); ++i) {
       transport += (i == 0 ? " (" : ", ") + c.transport_details[i].first + " " +
                    c.transport_details[i].second;
-      if (i + 1 == c.transport_details.size()) transport += ")";
     }
+    if (!c.transport_details.empty()) transport += ")";
     Cell("", transport, &content);
     Cell("num", std::to_string(c.reactor), &content);
     Cell("num", FormatBytes(c.bytes_received), &content);

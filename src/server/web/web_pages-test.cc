@@ -22,6 +22,7 @@
 
 #include "rpc/core/service_pool.h"
 #include "rpc/observe/rpcz_store.h"
+#include "rpc/rdma/rdma_factory.h"
 #include "rpc/testing/rpc-test-util.h"
 #include "server/web/http-test-util.h"
 #include "server/web/web_dashboard.h"
@@ -219,6 +220,30 @@ TEST_F(WebPagesTest, ConnectionsListsTheClientsConnection) {
   EXPECT_TRUE(Contains(r.body, "<td class=\"mono\">" + raw_peer + "</td>")) << r.body;
   EXPECT_TRUE(Contains(r.body, "<span class=\"pill open\">open</span>")) << r.body;
   close(raw);
+}
+
+// An RDMA connection (software backend) shows its transport and what it says of itself.
+TEST_F(WebPagesTest, ConnectionsShowAnRdmaConnectionsCreditsAndSends) {
+  MessengerOptions server_options;
+  server_options.transport_factory =
+      std::make_shared<rdma::RdmaTransportFactory>(rdma::RdmaOptions());
+  ASSERT_NO_FATAL_FAILURE(StartServer(server_options));
+  MessengerOptions client_options;
+  client_options.transport_factory =
+      std::make_shared<rdma::RdmaTransportFactory>(rdma::RdmaOptions());
+  ASSERT_NO_FATAL_FAILURE(StartClient(client_options));
+  StartWeb(server_.get(), nullptr);
+  ASSERT_TRUE(Echo("over rdma").ok());
+
+  HttpReply r = Fetch("/connections?format=json");
+  ASSERT_EQ(200, r.status);
+  ExpectValidJson(r.body);
+  EXPECT_TRUE(Contains(r.body, "\"transport\":\"rdma\",\"transport_details\":{")) << r.body;
+  EXPECT_TRUE(Contains(r.body, "\"credits\":\"")) << r.body;
+  EXPECT_TRUE(Contains(r.body, "\"inline sends\":\"1\"")) << r.body;
+  r = Fetch("/connections");
+  ASSERT_EQ(200, r.status);
+  EXPECT_TRUE(Contains(r.body, "rdma (rdma backend soft, credits ")) << r.body;
 }
 
 TEST_F(WebPagesTest, RpczShowsACallBlockedInItsHandlerAsRunning) {

@@ -1,0 +1,123 @@
+#include "rpc/rdma/rdma_factory.h"
+
+#include <glog/logging.h>
+
+#include "rpc/rdma/rdma_upgrade.h"
+#include "util/metrics/counter.h"
+#include "util/metrics/histogram_metric.h"
+#include "util/metrics/metric_entity.h"
+#include "util/metrics/metric_registry.h"
+
+namespace rrpc::rdma {
+namespace {
+
+constexpr MetricPrototype METRIC_rdma_fallbacks_total = MetricPrototype::Counter(
+    "rdma_fallbacks_total", "RDMA fallbacks", MetricUnit::kConnections,
+    "Connections that stayed on TCP instead of upgrading to RDMA, by reason (the entity id).");
+constexpr MetricPrototype METRIC_rdma_inline_send_bytes = MetricPrototype::Histogram(
+    "rdma_inline_send_bytes", "RDMA inline sends", MetricUnit::kBytes,
+    "Sizes of RDMA messages sent inline (copied into the work request; no DMA read).", 1 << 20);
+constexpr MetricPrototype METRIC_rdma_posted_send_bytes = MetricPrototype::Histogram(
+    "rdma_posted_send_bytes", "RDMA non-inline sends", MetricUnit::kBytes,
+    "Sizes of RDMA messages sent from registered memory (not inline).", 1 << 20);
+
+}  // namespace
+
+RdmaTransportFactory::RdmaTransportFactory(RdmaOptions options)
+    : options_(std::move(options)), tcp_(options_.stream), registry_(options_.metric_registry) {
+  if (registry_ == nullptr) {
+    owned_registry_ = std::make_shared<MetricRegistry>();
+    registry_ = owned_registry_.get();
+  }
+  for (size_t r = 1; r < fallbacks_.size(); ++r) {
+    auto entity = registry_->FindOrCreateEntity("rdma_fallback",
+                                                FallbackReasonName(static_cast<FallbackReason>(r)));
+    fallbacks_[r] = entity->FindOrCreateCounter(&METRIC_rdma_fallbacks_total);
+  }
+  auto sends = registry_->FindOrCreateEntity("rdma", "sends");
+  send_metrics_.inline_send_bytes = sends->FindOrCreateHistogram(&METRIC_rdma_inline_send_bytes);
+  send_metrics_.posted_send_bytes = sends->FindOrCreateHistogram(&METRIC_rdma_posted_send_bytes);
+}
+
+RdmaTransportFactory::~RdmaTransportFactory() = default;
+
+std::unique_ptr<rpc::Transport> RdmaTransportFactory::NewServerTransport(Socket accepted) {
+  return tcp_.NewServerTransport(std::move(accepted));
+}
+
+Result<std::unique_ptr<rpc::Transport>> RdmaTransportFactory::NewClientTransport(
+    const Sockaddr& remote) {
+  return tcp_.NewClientTransport(remote);
+}
+
+std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool server_side) {
+  if (!options_.enabled) return nullptr;
+  return std::make_unique<RdmaUpgrade>(this, server_side);
+}
+
+Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!device_tried_) {
+    device_tried_ = true;
+    auto dev = std::make_shared<RdmaDevice>();
+    if (options_.backend == RdmaBackend::kSoft) {
+      Result<std::unique_ptr<SoftDevice>> soft = OpenSoftDevice(options_.soft);
+      if (soft.ok()) {
+        dev->soft = soft->get();
+        dev->context = std::move(soft).value();
+      } else {
+        device_error_ = soft.status();
+      }
+    } else {
+      Result<std::unique_ptr<Context>> ctx = OpenVerbsDevice(options_.verbs);
+      if (ctx.ok()) {
+        dev->context = std::move(ctx).value();
+      } else {
+        device_error_ = ctx.status();
+      }
+    }
+    if (dev->context != nullptr) {
+      Result<std::unique_ptr<ProtectionDomain>> pd = dev->context->AllocPd();
+      if (pd.ok()) {
+        dev->pd = std::move(pd).value();
+        device_ = std::move(dev);
+      } else {
+        device_error_ = pd.status();
+      }
+    }
+    if (device_ != nullptr) {
+      LOG(INFO) << "RDMA device " << device_->context->device_name() << " opened ("
+                << (options_.backend == RdmaBackend::kSoft ? "software backend" : "libibverbs")
+                << ")";
+    }
+  }
+  if (device_ == nullptr) return device_error_;
+  return device_;
+}
+
+void RdmaTransportFactory::CountFallback(FallbackReason reason, const Status& detail) {
+  size_t r = static_cast<size_t>(reason);
+  if (r == 0 || r >= fallbacks_.size()) return;
+  fallbacks_[r]->Increment();
+  const int64_t n = fallbacks_[r]->value();
+  if (n == 1 || n % 1000 == 0) {
+    LOG(WARNING) << "RDMA: connection stays on TCP (" << FallbackReasonName(reason)
+                 << "): " << detail.ToString() << " [" << n << " so far for this reason]";
+  }
+}
+
+std::shared_ptr<void> RdmaTransportFactory::KeepAlive(std::shared_ptr<RdmaDevice> device) const {
+  struct Held {
+    std::shared_ptr<RdmaDevice> device;
+    std::shared_ptr<MetricRegistry> registry;
+  };
+  return std::make_shared<Held>(Held{std::move(device), owned_registry_});
+}
+
+uint64_t RdmaTransportFactory::fallbacks(FallbackReason reason) const {
+  size_t r = static_cast<size_t>(reason);
+  if (r == 0 || r >= fallbacks_.size()) return 0;
+  return static_cast<uint64_t>(fallbacks_[r]->value());
+}
+
+}  // namespace rrpc::rdma

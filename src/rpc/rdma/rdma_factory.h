@@ -1,0 +1,89 @@
+// RdmaTransportFactory: connections start on TCP and, right after the rrpc negotiation, upgrade
+// to RDMA when both sides can (the bootstrap, bootstrap.h); otherwise they stay on TCP with the
+// reason logged and counted in rrpc_rdma_fallbacks_total{entity="rdma_fallback",id=<reason>}.
+// Set it as MessengerOptions::transport_factory on both client and server:
+//
+//   RdmaOptions rdma;  // or RdmaOptionsFromFlags() (rdma_flags.h)
+//   options.transport_factory = std::make_shared<RdmaTransportFactory>(rdma);
+//
+// The device is opened on first use and shared by the messenger's connections.
+// Thread-safe (reactor threads call it).
+#pragma once
+
+#include <array>
+#include <memory>
+#include <mutex>
+
+#include "rpc/rdma/bootstrap.h"
+#include "rpc/rdma/rdma_endpoint.h"
+#include "rpc/rdma/rdma_transport.h"
+#include "rpc/rdma/soft_device.h"
+#include "rpc/rdma/verbs_ibv.h"
+#include "rpc/transport/tcp_transport.h"
+
+namespace rrpc {
+class Counter;
+class MetricRegistry;
+}  // namespace rrpc
+
+namespace rrpc::rdma {
+
+enum class RdmaBackend { kSoft, kVerbs };
+
+struct RdmaOptions {
+  // false: this side never upgrades (a client doesn't offer; a server declines).
+  bool enabled = true;
+  RdmaBackend backend = RdmaBackend::kSoft;
+  VerbsDeviceOptions verbs;
+  SoftDeviceOptions soft;
+  EndpointOptions endpoint;
+  RdmaTransportOptions transport;
+  // The TCP connection every RDMA connection starts on (and falls back to).
+  rpc::StreamTransportOptions stream;
+  // Where the RDMA metrics go; nullptr: a registry of the factory's own (metric_registry()).
+  MetricRegistry* metric_registry = nullptr;
+};
+
+// The opened device and its protection domain, shared by the connections (each holds it).
+struct RdmaDevice {
+  std::unique_ptr<Context> context;
+  SoftDevice* soft = nullptr;  // the same object when the backend is soft: its fault hooks
+  std::unique_ptr<ProtectionDomain> pd;
+  ~RdmaDevice() { pd.reset(); }
+};
+
+class RdmaTransportFactory final : public rpc::TransportFactory {
+ public:
+  explicit RdmaTransportFactory(RdmaOptions options);
+  ~RdmaTransportFactory() override;
+
+  std::unique_ptr<rpc::Transport> NewServerTransport(Socket accepted) override;
+  Result<std::unique_ptr<rpc::Transport>> NewClientTransport(const Sockaddr& remote) override;
+  std::unique_ptr<rpc::TransportUpgrade> NewUpgrade(bool server_side) override;
+
+  const RdmaOptions& options() const { return options_; }
+  MetricRegistry* metric_registry() const { return registry_; }
+  // The device, opened on first call; an error (remembered) when it can't be.
+  Result<std::shared_ptr<RdmaDevice>> Device();
+  // Counts and logs (the first of each reason, then every 1000th) a connection staying on TCP.
+  void CountFallback(FallbackReason reason, const Status& detail);
+  uint64_t fallbacks(FallbackReason reason) const;
+  RdmaSendMetrics send_metrics() const { return send_metrics_; }
+  // What a connection holds so that it may outlive the factory: the device and, when the factory
+  // owns it, the registry its metrics live in.
+  std::shared_ptr<void> KeepAlive(std::shared_ptr<RdmaDevice> device) const;
+
+ private:
+  const RdmaOptions options_;
+  rpc::TcpTransportFactory tcp_;
+  std::shared_ptr<MetricRegistry> owned_registry_;
+  MetricRegistry* registry_;
+  std::array<Counter*, 8> fallbacks_{};  // by FallbackReason
+  RdmaSendMetrics send_metrics_;
+  std::mutex mu_;
+  std::shared_ptr<RdmaDevice> device_;  // guarded by mu_
+  Status device_error_;                 // guarded by mu_
+  bool device_tried_ = false;           // guarded by mu_
+};
+
+}  // namespace rrpc::rdma

@@ -1,0 +1,302 @@
+#include "rpc/rdma/rdma_transport.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "util/metrics/histogram_metric.h"
+
+namespace rrpc::rdma {
+namespace {
+
+constexpr uint8_t kKindData = 1;
+constexpr uint8_t kKindGrant = 2;
+// wr_id of a send: its block index with this bit set (a failed completion's opcode is not
+// reliable on hardware, so the id says which queue the request came from).
+constexpr uint64_t kSendBit = 1ull << 32;
+
+void EncodeHeader(uint8_t* p, uint8_t kind, uint32_t grant) {
+  p[0] = kind;
+  p[1] = p[2] = p[3] = 0;
+  p[4] = static_cast<uint8_t>(grant >> 24);
+  p[5] = static_cast<uint8_t>(grant >> 16);
+  p[6] = static_cast<uint8_t>(grant >> 8);
+  p[7] = static_cast<uint8_t>(grant);
+}
+
+}  // namespace
+
+RdmaTransport::RdmaTransport(std::unique_ptr<RdmaEndpoint> endpoint, Socket bootstrap_socket,
+                             uint32_t peer_credits, uint32_t peer_buffer_size,
+                             const RdmaTransportOptions& options, RdmaSendMetrics metrics,
+                             std::shared_ptr<void> keep_alive)
+    : ep_(std::move(endpoint)),
+      socket_(std::move(bootstrap_socket)),
+      options_(options),
+      metrics_(metrics),
+      keep_alive_(std::move(keep_alive)),
+      max_payload_(std::min(ep_->options().buffer_size, peer_buffer_size) -
+                   static_cast<uint32_t>(kMessageHeaderSize)),
+      window_(peer_credits, ep_->options().receive_buffers),
+      reader_(options.max_frame_size, ep_->options().buffer_size) {}
+
+RdmaTransport::~RdmaTransport() { Close(); }
+
+void RdmaTransport::Start(struct ev_loop* loop, rpc::TransportHost* host) {
+  loop_ = loop;
+  host_ = host;
+  started_ = true;
+  ev_io_init(&channel_watcher_, &RdmaTransport::OnChannelReadable, ep_->channel()->fd(), EV_READ);
+  channel_watcher_.data = this;
+  ev_io_start(loop_, &channel_watcher_);
+  ev_io_init(&socket_watcher_, &RdmaTransport::OnSocketReadable, socket_.fd(), EV_READ);
+  socket_watcher_.data = this;
+  ev_io_start(loop_, &socket_watcher_);
+  ev_idle_init(&idle_watcher_, &RdmaTransport::OnIdle);
+  idle_watcher_.data = this;
+  if (options_.busy_poll) ev_idle_start(loop_, &idle_watcher_);
+  // Messages may have arrived before the watcher: look at the CQ on the next loop iteration
+  // (never from inside Start, which the connection calls in the middle of its own work).
+  ev_feed_event(loop_, &channel_watcher_, EV_READ);
+}
+
+Status RdmaTransport::ExpectPreamble(size_t) {
+  return Status::NotSupported("RDMA carries no connection preamble");
+}
+
+Result<rpc::DetachedStream> RdmaTransport::Detach() {
+  return Status::NotSupported("an RDMA transport has no byte stream to hand over");
+}
+
+void RdmaTransport::OnChannelReadable(struct ev_loop*, ev_io* w, int) {
+  static_cast<RdmaTransport*>(w->data)->HandleCompletions();
+}
+
+void RdmaTransport::OnIdle(struct ev_loop*, ev_idle* w, int) {
+  static_cast<RdmaTransport*>(w->data)->HandleCompletions();
+}
+
+void RdmaTransport::OnSocketReadable(struct ev_loop*, ev_io* w, int) {
+  static_cast<RdmaTransport*>(w->data)->HandleSocket();
+}
+
+void RdmaTransport::HandleSocket() {
+  char byte;
+  ssize_t n = recv(socket_.fd(), &byte, 1, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  if (n > 0) {
+    host_->OnProtocolError(Status::Corruption("bytes on the TCP socket of an RDMA connection"));
+  } else {
+    host_->OnTransportFailed(Status::NetworkError("peer closed the RDMA connection"));
+  }
+}
+
+void RdmaTransport::Fail(const Status& status) {
+  if (!closed_) host_->OnTransportFailed(status);
+}
+
+void RdmaTransport::HandleCompletions() {
+  if (closed_) return;
+  // Events first, then re-arm, then poll empty: a completion after the poll signals again.
+  for (;;) {
+    Result<CompletionQueue*> ev = ep_->channel()->GetEvent();
+    if (!ev.ok()) return Fail(ev.status());
+    if (*ev == nullptr) break;
+  }
+  if (!options_.busy_poll) {
+    Status armed = ep_->cq()->RequestNotify();
+    if (!armed.ok()) return Fail(armed);
+  }
+  // Messages held while reads were paused go first, in order.
+  while (!reads_paused_ && !held_.empty()) {
+    auto [index, length] = held_.front();
+    held_.pop_front();
+    Deliver(index, length);
+    if (closed_) return;
+    Status s = Repost(index);
+    if (!s.ok()) return Fail(s);
+  }
+  WorkCompletion wc[32];
+  for (;;) {
+    Result<int> n = ep_->cq()->Poll(wc, 32);
+    if (!n.ok()) return Fail(n.status().CloneAndPrepend("RDMA completion queue"));
+    for (int i = 0; i < *n; ++i) {
+      const bool is_send = (wc[i].wr_id & kSendBit) != 0;
+      const uint32_t index = static_cast<uint32_t>(wc[i].wr_id);
+      if (wc[i].status != WcStatus::kSuccess) {
+        return Fail(
+            Status::NetworkError(std::string("RDMA ") + (is_send ? "send" : "receive") + " failed",
+                                 WcStatusName(wc[i].status)));
+      }
+      if (is_send) {
+        ep_->send_pool()->Return(index);
+      } else {
+        HandleReceive(index, wc[i].byte_len);
+        if (closed_) return;
+      }
+    }
+    if (*n < 32) break;
+  }
+  SendGrantIfDue();
+  if (closed_) return;
+  if (wants_writable_ && window_.CanSendData() && ep_->send_pool()->free_blocks() > 1) {
+    wants_writable_ = false;
+    host_->OnWritable();
+  }
+}
+
+void RdmaTransport::HandleReceive(uint32_t index, uint32_t length) {
+  if (length < kMessageHeaderSize) {
+    host_->OnProtocolError(Status::Corruption("RDMA message shorter than its header"));
+    return;
+  }
+  const uint8_t* p = ep_->receive_pool()->block(index);
+  window_.Granted((uint32_t{p[4]} << 24) | (uint32_t{p[5]} << 16) | (uint32_t{p[6]} << 8) | p[7]);
+  if (p[0] != kKindData && p[0] != kKindGrant) {
+    host_->OnProtocolError(Status::Corruption("unknown RDMA message kind"));
+    return;
+  }
+  if (reads_paused_ && p[0] == kKindData) {
+    // Not reposted: the peer runs out of credits and stops, which is the backpressure.
+    held_.emplace_back(index, length);
+    return;
+  }
+  Deliver(index, length);
+  if (closed_) return;
+  Status s = Repost(index);
+  if (!s.ok()) Fail(s);
+}
+
+void RdmaTransport::Deliver(uint32_t index, uint32_t length) {
+  const uint8_t* p = ep_->receive_pool()->block(index);
+  if (p[0] != kKindData) return;
+  host_->OnBytesReceived(length, MonoTime::Now());
+  const uint8_t* data = p + kMessageHeaderSize;
+  size_t left = length - kMessageHeaderSize;
+  while (left > 0) {
+    uint8_t* room = reader_.writable_data();
+    size_t n = std::min(left, reader_.writable_size());
+    memcpy(room, data, n);
+    reader_.Commit(n);
+    data += n;
+    left -= n;
+    for (;;) {
+      BlockSlice frame;
+      Result<bool> got = reader_.NextFrame(&frame);
+      if (!got.ok()) {
+        host_->OnProtocolError(got.status());
+        return;
+      }
+      if (!*got) break;
+      host_->OnFrame(std::move(frame));
+      if (closed_) return;
+    }
+  }
+}
+
+Status RdmaTransport::Repost(uint32_t index) {
+  RRPC_RETURN_NOT_OK(ep_->PostReceive(index));
+  window_.Reposted();
+  return Status::OK();
+}
+
+Status RdmaTransport::PostSend(uint32_t index, uint32_t length) {
+  Sge sge = ep_->send_pool()->sge(index, length);
+  SendWr wr;
+  wr.wr_id = kSendBit | index;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.inline_data = options_.use_inline && length <= ep_->inline_cap();
+  if (wr.inline_data) {
+    ++inline_sends_;
+    if (metrics_.inline_send_bytes) metrics_.inline_send_bytes->Record(length);
+  } else {
+    ++posted_sends_;
+    if (metrics_.posted_send_bytes) metrics_.posted_send_bytes->Record(length);
+  }
+  Status s = ep_->qp()->PostSend(wr);
+  if (!s.ok()) ep_->send_pool()->Return(index);
+  return s;
+}
+
+void RdmaTransport::SendGrantIfDue() {
+  if (!window_.GrantDue()) return;
+  uint32_t index;
+  // One send block is always left for this (Write never takes the last).
+  if (!ep_->send_pool()->Take(&index)) return;
+  EncodeHeader(ep_->send_pool()->block(index), kKindGrant, window_.Spend());
+  ++grant_messages_;
+  Status s = PostSend(index, kMessageHeaderSize);
+  if (!s.ok()) Fail(s);
+}
+
+Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
+  if (closed_) return Status::NetworkError("RDMA connection closed");
+  iovec iov[64];
+  const int niov = queue.GatherIovecs(iov, 64);
+  int i = 0;
+  size_t off = 0;  // into iov[i]
+  size_t taken = 0;
+  RegisteredBlockPool* pool = ep_->send_pool();
+  while (i < niov) {
+    // A credit (never the last unless this message grants), and a send block (never the last:
+    // it is kept for grants, so they can't starve).
+    if (!window_.CanSendData() || pool->free_blocks() <= 1) break;
+    uint32_t index;
+    pool->Take(&index);
+    uint8_t* block = pool->block(index);
+    size_t n = 0;
+    while (i < niov && n < max_payload_) {
+      size_t c = std::min(max_payload_ - n, iov[i].iov_len - off);
+      memcpy(block + kMessageHeaderSize + n, static_cast<const uint8_t*>(iov[i].iov_base) + off, c);
+      n += c;
+      off += c;
+      if (off == iov[i].iov_len) {
+        ++i;
+        off = 0;
+      }
+    }
+    EncodeHeader(block, kKindData, window_.Spend());
+    RRPC_RETURN_NOT_OK(PostSend(index, static_cast<uint32_t>(kMessageHeaderSize + n)));
+    taken += n;
+  }
+  return taken;
+}
+
+void RdmaTransport::PauseReading(bool paused) {
+  if (paused == reads_paused_) return;
+  reads_paused_ = paused;
+  // Held messages are delivered from the loop, not from inside the connection's call.
+  if (!paused && started_ && !closed_) ev_feed_event(loop_, &channel_watcher_, EV_READ);
+}
+
+void RdmaTransport::Close() {
+  if (closed_) return;
+  closed_ = true;
+  if (started_) {
+    ev_io_stop(loop_, &channel_watcher_);
+    ev_io_stop(loop_, &socket_watcher_);
+    ev_idle_stop(loop_, &idle_watcher_);
+    // A fed event still pending for the watcher must not fire after it is gone.
+    ev_clear_pending(loop_, &channel_watcher_);
+  }
+  // The queue pair goes first (in-flight requests die with it), then the memory and the CQ.
+  ep_.reset();
+  socket_.Close();
+}
+
+void RdmaTransport::Describe(std::vector<std::pair<std::string, std::string>>* out) const {
+  out->emplace_back("rdma backend", options_.backend);
+  if (ep_ == nullptr) return;
+  out->emplace_back("credits", std::to_string(window_.credits()));
+  out->emplace_back("grants owed", std::to_string(window_.owed()));
+  out->emplace_back("receive buffers", std::to_string(ep_->options().receive_buffers) + " x " +
+                                           std::to_string(ep_->options().buffer_size) + " B");
+  out->emplace_back("inline cap", std::to_string(ep_->inline_cap()));
+  out->emplace_back("inline sends", std::to_string(inline_sends_));
+  out->emplace_back("posted sends", std::to_string(posted_sends_));
+  out->emplace_back("grant messages", std::to_string(grant_messages_));
+}
+
+}  // namespace rrpc::rdma

@@ -1,0 +1,108 @@
+// The plain values of rrpc's narrow verbs interface (verbs.h): scatter-gather entries, work
+// requests, work completions, queue-pair addresses and async events. Modelled on RC verbs, with
+// only what the RDMA transport uses. Plain data: copy freely.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace rrpc::rdma {
+
+// One contiguous piece of registered memory. `lkey` names the MemoryRegion that covers it.
+struct Sge {
+  uint64_t addr = 0;
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+};
+
+struct SendWr {
+  uint64_t wr_id = 0;
+  const Sge* sg_list = nullptr;
+  int num_sge = 0;
+  bool signaled = true;      // false: completes without a work completion (still holds its slot)
+  bool inline_data = false;  // the bytes are copied at post time; no lkey needed; <= inline cap
+  bool has_imm = false;      // 32 bits of immediate data travel with the message
+  uint32_t imm = 0;
+};
+
+struct RecvWr {
+  uint64_t wr_id = 0;
+  const Sge* sg_list = nullptr;
+  int num_sge = 0;
+};
+
+enum class WcStatus : uint8_t {
+  kSuccess,
+  kLocalLengthError,      // the message did not fit the receive buffer (receiver side)
+  kLocalProtectionError,  // an SGE outside the memory region its lkey names
+  kFlushed,               // the queue pair was in ERR: the request never ran
+  kRnrRetryExceeded,      // the peer had no receive posted, rnr_retry times over
+  kRetryExceeded,         // the peer went away (its device or process)
+  kRemoteInvalidRequest,  // the peer refused the message (its QP in ERR, or too long for it)
+  kGeneralError,
+};
+const char* WcStatusName(WcStatus status);
+
+enum class WcOpcode : uint8_t { kSend, kRecv };
+
+struct WorkCompletion {
+  uint64_t wr_id = 0;
+  WcStatus status = WcStatus::kSuccess;
+  WcOpcode opcode = WcOpcode::kSend;
+  uint32_t byte_len = 0;  // receives: bytes placed
+  uint32_t qp_num = 0;    // the local queue pair (demultiplexes a CQ shared by several)
+  bool has_imm = false;
+  uint32_t imm = 0;
+};
+
+using Gid = std::array<uint8_t, 16>;
+
+// What a peer learns about a queue pair (the RDMA bootstrap carries it) to connect to it.
+struct QpAddress {
+  uint32_t qp_num = 0;
+  uint16_t lid = 0;
+  Gid gid{};
+  uint32_t psn = 0;  // first packet sequence number the QP sends
+};
+
+// How to connect a queue pair to its peer (INIT -> RTR -> RTS).
+struct QpConnectParams {
+  QpAddress remote;
+  uint32_t local_psn = 0;
+  uint32_t path_mtu = 1024;  // bytes: 256, 512, 1024, 2048 or 4096
+  uint8_t rnr_retry = 0;     // 7: retry forever (as in IB); tests run with 0
+  uint8_t retry_cnt = 7;
+  uint8_t min_rnr_timer = 1;  // IB encoding; the software backend waits ~0.1 ms per step
+  uint8_t timeout = 14;       // IB encoding: 4.096 us * 2^timeout
+  int gid_index = 0;
+  int port = 1;
+};
+
+struct QpCaps {
+  uint32_t max_send_wr = 0;
+  uint32_t max_recv_wr = 0;  // ignored with an SRQ
+  uint32_t max_send_sge = 1;
+  uint32_t max_recv_sge = 1;
+  uint32_t max_inline_data = 0;  // asked for at creation; QueuePair::caps() says what was granted
+};
+
+enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kError };
+const char* QpStateName(QpState state);
+
+enum class AsyncEventType : uint8_t {
+  kQpFatal,
+  kCqError,          // a completion queue overflowed
+  kSrqLimitReached,  // posted receives fell below the armed limit (the limit is then disarmed)
+  kPortActive,
+  kPortError,
+  kDeviceFatal,
+  kOther,
+};
+
+struct AsyncEvent {
+  AsyncEventType type = AsyncEventType::kOther;
+  uint32_t qp_num = 0;           // kQpFatal
+  const void* object = nullptr;  // the CompletionQueue or SharedReceiveQueue concerned
+};
+
+}  // namespace rrpc::rdma
