@@ -28,8 +28,6 @@ struct BenchConfig {
   // True when this process also runs the server (client and server threads then share the
   // process, and usage is split between them by thread name).
   bool in_process_server = true;
-  // The RESULT line's transport: tcp, rdma-soft (software backend) or rdma-verbs.
-  std::string transport = "tcp";
 
   // The client messenger (throughput, latency modes); its name becomes "client" and its reactor
   // count client_reactors.
@@ -49,8 +47,9 @@ struct BenchConfig {
   size_t sidecar_bytes = 0;
   // Deadline of each call; a call that misses it fails the run.
   MonoDelta call_timeout = MonoDelta::FromSeconds(10);
-  // "tcp" or "tls" (the RESULT line's transport). With tls, client_messenger.security speaks TLS
-  // and raw_client_tls is what the hand-made connections of cps and sparse modes use.
+  // The RESULT line's transport: tcp, tls, rdma-soft (software backend) or rdma-verbs. With tls,
+  // client_messenger.security speaks TLS and raw_client_tls is what the hand-made connections of
+  // cps and sparse modes use.
   std::string transport = "tcp";
   std::shared_ptr<const security::TlsContext> raw_client_tls;
   // cps over TLS: each connection resumes the previous one's session (a ticket) instead of a

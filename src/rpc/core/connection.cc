@@ -458,7 +458,7 @@ void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
     Flush();
     bool drained;
     {
-      std::lock_guard<std::mutex> lock(write_mu_);
+      MutexLock lock(write_mu_);
       drained = write_queue_.empty();
     }
     if (state_ == State::kClosed) return;

@@ -276,8 +276,15 @@ void ServerNegotiation::Refuse(const Status& error, ErrorStatusPB::RpcErrorCodeP
 // ---- Client side.
 
 bool ClientNegotiation::Start() {
-BlockSlice BuildClientHello(const std::string& client_name, const std::string& auth_token,
-                            bool offer_upgrade) {
+  // A token is a bearer secret: it never travels in plaintext.
+  const bool encrypted = host_->transport_security().encrypted;
+  upgrade_ = host_->NewTransportUpgrade();
+  host_->SendConnectionBytes(
+      BuildClientHello(client_name_, encrypted ? auth_token_ : "", upgrade_ != nullptr));
+  if (upgrade_ != nullptr) {
+    host_->SendConnectionBytes(BuildBootstrapFrame(upgrade_->Offer(), /*from_server=*/false));
+    return false;  // calls wait: the answer decides which transport carries them
+  }
   return host_->transport_capabilities().calls_may_follow_hello;
 }
 
