@@ -125,8 +125,8 @@ namespace rrpc {
 namespace {
 
 TEST(SensitiveFlagTest, NamesMentioningSecretsAreSensitive) {
-  for (const char* name : {"web_password_file", "rpc_auth_token_file", "db_SECRET", "passwd",
-                           "aws_credentials"}) {
+  for (const char* name :
+       {"web_password_file", "rpc_auth_token_file", "db_SECRET", "passwd", "aws_credentials"}) {
     EXPECT_TRUE(IsSensitiveFlagName(name)) << name;
   }
   for (const char* name : {"rpc_certificate_file", "rpc_num_reactors", "data_dir"}) {
