@@ -199,9 +199,9 @@ TEST_F(RrpcCliTest, SpeaksTlsAndAuthenticatesWithAMintedToken) {
   ASSERT_EQ(0, minted.exit_code) << minted.err;
   std::ofstream(dir + "/carol.token") << minted.out;
 
-  CliRun call = Run({"--rpc_ca_certificate_file=" + ca_file,
-                     "--rpc_auth_token_file=" + dir + "/carol.token", "call", addr,
-                     "rrpc.rtest.EchoService.Echo", "data: \"over tls\""});
+  CliRun call =
+      Run({"--rpc_ca_certificate_file=" + ca_file, "--rpc_auth_token_file=" + dir + "/carol.token",
+           "call", addr, "rrpc.rtest.EchoService.Echo", "data: \"over tls\""});
   EXPECT_EQ(0, call.exit_code) << call.err;
   EXPECT_EQ("data: \"over tls\"\n", call.out);
 
