@@ -27,6 +27,8 @@ gflags::CommandLineFlagInfo Flag(const std::string& name, const std::string& fil
   f.default_value = default_value;
   f.current_value = default_value;
   f.is_default = true;
+  f.has_validator_fn = false;  // copied with the struct: an uninitialized bool trips UBSAN
+  f.flag_ptr = nullptr;
   f.filename = file;
   return f;
 }
