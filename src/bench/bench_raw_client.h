@@ -5,8 +5,8 @@
 // 10,000s of connections, too many to open through one messenger. It exercises the server's real
 // accept, negotiation and call path.
 //
-// Over TLS (a TlsContext given to Open()) the handshake comes first, blocking and bounded like every
-// other wait, and the protocol runs inside it. Every socket wait is bounded by the io timeout
+// Over TLS (a TlsContext given to Open()) the handshake comes first, blocking and bounded like
+// every other wait, and the protocol runs inside it. Every socket wait is bounded by the io timeout
 // given to Open(). Not thread-safe: one thread
 // uses a connection at a time. It holds only its socket and a call counter, so an idle one costs
 // the client almost no memory (sparse mode measures the server's cost per connection).

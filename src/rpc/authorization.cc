@@ -93,7 +93,8 @@ Status AllowedUsersAuthorizer::Authorize(const CallerIdentity& caller, const std
       break;
     }
   }
-  const std::string who = caller.user.empty() ? "unauthenticated caller" : "user '" + caller.user + "'";
+  const std::string who =
+      caller.user.empty() ? "unauthenticated caller" : "user '" + caller.user + "'";
   if (allowed == nullptr) return Status::RuntimeError(who + " may not call " + full + " (no rule)");
   if (!caller.user.empty() && (allowed->count(caller.user) != 0 || allowed->count("*") != 0)) {
     return Status::OK();

@@ -4,8 +4,8 @@
 // ERROR_NOT_AUTHORIZED and its handler never runs. AllowedUsersAuthorizer is the built-in
 // policy: a list of users per method, from a file or from code.
 //
-//   auto policy = AllowedUsersAuthorizer::FromFile("/etc/kv/acl");   // "kv.KvService.Put alice,bob"
-//   options.authorizer = std::move(policy).value();
+//   auto policy = AllowedUsersAuthorizer::FromFile("/etc/kv/acl");   // "kv.KvService.Put
+//   alice,bob" options.authorizer = std::move(policy).value();
 #pragma once
 
 #include <memory>

@@ -2,7 +2,6 @@
 
 #include <gflags/gflags.h>
 
-
 DEFINE_int32(rpc_num_reactors, 2,
              "Reactor threads per messenger. Each accepts on its own SO_REUSEPORT socket and owns "
              "its connections; more reactors spread socket work over more cores.");

@@ -169,10 +169,11 @@ Status ServerBase::ReloadSecurity() {
 void ServerBase::ReloadOnSighup() {
   Status s = ReloadSecurity();
   if (s.ok()) {
-    LOG(INFO) << options_.name << ": SIGHUP: certificates, keys and CAs reloaded (those configured)";
+    LOG(INFO) << options_.name
+              << ": SIGHUP: certificates, keys and CAs reloaded (those configured)";
   } else {
-    LOG(WARNING) << options_.name << ": SIGHUP: not reloaded, keeping the old ones: "
-                 << s.ToString();
+    LOG(WARNING) << options_.name
+                 << ": SIGHUP: not reloaded, keeping the old ones: " << s.ToString();
   }
 }
 

@@ -27,6 +27,8 @@ gflags::CommandLineFlagInfo Flag(const std::string& name, const std::string& fil
   f.default_value = default_value;
   f.current_value = default_value;
   f.is_default = true;
+  f.has_validator_fn = false;  // copied with the struct: an uninitialized bool trips UBSAN
+  f.flag_ptr = nullptr;
   f.filename = file;
   return f;
 }
@@ -125,8 +127,8 @@ namespace rrpc {
 namespace {
 
 TEST(SensitiveFlagTest, NamesMentioningSecretsAreSensitive) {
-  for (const char* name : {"web_password_file", "rpc_auth_token_file", "db_SECRET", "passwd",
-                           "aws_credentials"}) {
+  for (const char* name :
+       {"web_password_file", "rpc_auth_token_file", "db_SECRET", "passwd", "aws_credentials"}) {
     EXPECT_TRUE(IsSensitiveFlagName(name)) << name;
   }
   for (const char* name : {"rpc_certificate_file", "rpc_num_reactors", "data_dir"}) {

@@ -35,11 +35,11 @@ Connection::Connection(Reactor* reactor, Direction direction, std::unique_ptr<Tr
                               ? std::make_unique<ServerNegotiation>(
                                     AsNegotiationHost(), reactor->messenger()->security())
                               : nullptr),
-      client_negotiation_(direction == Direction::kClient
-                              ? std::make_unique<ClientNegotiation>(
-                                    AsNegotiationHost(), reactor->messenger_name(),
-                                    reactor->messenger()->security()->auth_token())
-                              : nullptr),
+      client_negotiation_(
+          direction == Direction::kClient
+              ? std::make_unique<ClientNegotiation>(AsNegotiationHost(), reactor->messenger_name(),
+                                                    reactor->messenger()->security()->auth_token())
+              : nullptr),
       created_(MonoTime::Now()),
       last_activity_(created_) {
   MessengerMetrics* m = reactor_->metrics();

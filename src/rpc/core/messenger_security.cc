@@ -18,9 +18,9 @@ Result<std::unique_ptr<MessengerSecurity>> MessengerSecurity::Create(
   }
   if (options.encryption.has_value()) {
     sec->server_encryption_ = *options.encryption;
-    sec->client_uses_tls_ = *options.encryption == SecurityPolicy::kRequired ||
-                            (*options.encryption == SecurityPolicy::kOptional &&
-                             !options.ca_certificate_file.empty());
+    sec->client_uses_tls_ =
+        *options.encryption == SecurityPolicy::kRequired ||
+        (*options.encryption == SecurityPolicy::kOptional && !options.ca_certificate_file.empty());
   } else {
     // Unset: a server given a certificate requires TLS, except from loopback peers.
     const bool has_cert = !options.certificate_file.empty();
@@ -43,9 +43,9 @@ Result<std::unique_ptr<MessengerSecurity>> MessengerSecurity::Create(
 Status MessengerSecurity::CheckServerReady() const {
   if (server_encryption_ != SecurityPolicy::kDisabled &&
       (tls_ == nullptr || !tls_->has_certificate())) {
-    return Status::InvalidArgument("rpc_encryption=" +
-                                   std::string(SecurityPolicyName(server_encryption_)) +
-                                   " needs a certificate and key (rpc_certificate_file)");
+    return Status::InvalidArgument(
+        "rpc_encryption=" + std::string(SecurityPolicyName(server_encryption_)) +
+        " needs a certificate and key (rpc_certificate_file)");
   }
   if (options_.authentication == SecurityPolicy::kRequired &&
       server_encryption_ == SecurityPolicy::kDisabled) {

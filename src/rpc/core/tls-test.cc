@@ -241,8 +241,7 @@ TEST_F(TlsTest, RequiredAuthenticationRefusesAnonymousClients) {
   StartClient(ClientOptions());
   Status s = Echo("hi");
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.ToString().find("rpc_authentication=required"), std::string::npos)
-      << s.ToString();
+  EXPECT_NE(s.ToString().find("rpc_authentication=required"), std::string::npos) << s.ToString();
 
   client_->Shutdown();
   MessengerOptions client = ClientOptions();

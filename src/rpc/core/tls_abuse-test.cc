@@ -77,8 +77,8 @@ class TlsAbuseTest : public TlsTestBase {
   std::string SClient(const std::string& args, int* exit_code) {
     std::string out;
     *exit_code = RunCommand("timeout 30 openssl s_client -connect " + server_addr_.ToString() +
-                         " -CAfile " + ca_file_ + " -verify_return_error -brief " + args,
-                     &out);
+                                " -CAfile " + ca_file_ + " -verify_return_error -brief " + args,
+                            &out);
     return out;
   }
 };
@@ -101,8 +101,9 @@ TEST_F(TlsAbuseTest, OpenSslClientCompletesTls13AndTls12AndVerifiesTheChain) {
 TEST_F(TlsAbuseTest, OldProtocolsAndPlaintextOnlySuitesAreRefused) {
   StartServer(ServerOptions());
   // @SECLEVEL=0 lets the client offer what its defaults forbid, so the refusal is the server's.
-  for (const char* args : {"-tls1 -cipher DEFAULT:@SECLEVEL=0", "-tls1_1 -cipher DEFAULT:@SECLEVEL=0",
-                           "-tls1_2 -cipher NULL-SHA256:eNULL:@SECLEVEL=0"}) {
+  for (const char* args :
+       {"-tls1 -cipher DEFAULT:@SECLEVEL=0", "-tls1_1 -cipher DEFAULT:@SECLEVEL=0",
+        "-tls1_2 -cipher NULL-SHA256:eNULL:@SECLEVEL=0"}) {
     int code;
     std::string out = SClient(args, &code);
     EXPECT_NE(code, 0) << args << ": " << out;

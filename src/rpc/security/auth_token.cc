@@ -68,7 +68,8 @@ Result<TokenKey> TokenKey::FromFile(const std::string& path) {
   std::stringstream buf;
   buf << in.rdbuf();
   std::string secret = buf.str();
-  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ')) {
+  while (!secret.empty() &&
+         (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ')) {
     secret.pop_back();
   }
   Result<TokenKey> key = FromSecret(std::move(secret));

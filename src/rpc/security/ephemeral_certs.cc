@@ -42,8 +42,8 @@ X509* MakeCert(EVP_PKEY* key, const CertSpec& spec, X509* issuer, EVP_PKEY* issu
   X509_NAME* name = X509_get_subject_name(cert);
   if (!spec.common_name.empty()) {
     X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                               reinterpret_cast<const unsigned char*>(spec.common_name.c_str()),
-                               -1, -1, 0);
+                               reinterpret_cast<const unsigned char*>(spec.common_name.c_str()), -1,
+                               -1, 0);
   }
   X509_set_issuer_name(cert, issuer != nullptr ? X509_get_subject_name(issuer) : name);
   X509* signer = issuer != nullptr ? issuer : cert;
@@ -87,14 +87,15 @@ EphemeralCa::~EphemeralCa() {
   EVP_PKEY_free(key_);
 }
 
-std::string EphemeralCa::WriteCaCertificate(const std::string& dir, const std::string& file_name) const {
+std::string EphemeralCa::WriteCaCertificate(const std::string& dir,
+                                            const std::string& file_name) const {
   const std::string path = dir + "/" + file_name + ".crt";
   WritePem(path, cert_, nullptr);
   return path;
 }
 
 CertFiles EphemeralCa::Issue(const std::string& dir, const std::string& file_name,
-                            const CertSpec& spec) const {
+                             const CertSpec& spec) const {
   EVP_PKEY* key = NewKey();
   X509* cert = MakeCert(key, spec, cert_, key_, /*is_ca=*/false);
   CertFiles files{dir + "/" + file_name + ".crt", dir + "/" + file_name + ".key"};

@@ -44,8 +44,7 @@ class EphemeralCa {
   // Writes the CA's certificate to `dir`/`file_name`.crt and returns the path.
   std::string WriteCaCertificate(const std::string& dir, const std::string& file_name) const;
   // A certificate signed by this CA, as `dir`/`file_name`.crt and .key.
-  CertFiles Issue(const std::string& dir, const std::string& file_name,
-                      const CertSpec& spec) const;
+  CertFiles Issue(const std::string& dir, const std::string& file_name, const CertSpec& spec) const;
 
  private:
   EVP_PKEY* key_ = nullptr;

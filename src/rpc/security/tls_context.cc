@@ -48,8 +48,8 @@ Result<SSL_CTX*> TlsContext::Build() const {
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   // Renegotiation gives a peer a way to make us burn CPU mid-connection; compression leaks
   // plaintext through sizes (CRIME). The server picks the suite, so ours wins over a client's.
-  SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
-                               SSL_OP_CIPHER_SERVER_PREFERENCE);
+  SSL_CTX_set_options(
+      ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE);
   // Read whole socket buffers, not one record header then one record body: two recv() per
   // record otherwise.
   SSL_CTX_set_read_ahead(ctx, 1);
@@ -67,7 +67,8 @@ Result<SSL_CTX*> TlsContext::Build() const {
     s = Status::RuntimeError("cannot set the TLS cipher suites", OpenSslErrors());
   } else if (!cert.empty() && SSL_CTX_use_certificate_chain_file(ctx, cert.c_str()) != 1) {
     s = Status::InvalidArgument("cannot load TLS certificate " + cert, OpenSslErrors());
-  } else if (!cert.empty() && SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1) {
+  } else if (!cert.empty() &&
+             SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1) {
     s = Status::InvalidArgument("cannot load TLS private key " + key, OpenSslErrors());
   } else if (!cert.empty() && SSL_CTX_check_private_key(ctx) != 1) {
     s = Status::InvalidArgument("TLS private key " + key + " does not match certificate " + cert);
@@ -123,9 +124,8 @@ Result<SSL*> TlsContext::NewServerSsl() const {
     // Asked, not demanded: a client may authenticate with a token instead. A certificate that
     // is presented must verify, or the handshake fails.
     SSL_set_verify(ssl,
-                   SSL_VERIFY_PEER | (options_.require_client_certificate
-                                          ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT
-                                          : 0),
+                   SSL_VERIFY_PEER |
+                       (options_.require_client_certificate ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0),
                    nullptr);
   } else {
     SSL_set_verify(ssl, SSL_VERIFY_NONE, nullptr);
@@ -134,7 +134,8 @@ Result<SSL*> TlsContext::NewServerSsl() const {
   return ssl;
 }
 
-Result<SSL*> TlsContext::NewClientSsl(const std::string& server_name, const Sockaddr& remote) const {
+Result<SSL*> TlsContext::NewClientSsl(const std::string& server_name,
+                                      const Sockaddr& remote) const {
   if (!has_ca()) {
     return Status::IllegalState(
         "TLS client without a CA to verify servers with (set the CA certificate file)");
@@ -164,12 +165,12 @@ std::string VerifiedPeerUser(SSL* ssl) {
   X509* cert = SSL_get0_peer_certificate(ssl);
   if (cert == nullptr || SSL_get_verify_result(ssl) != X509_V_OK) return "";
   char cn[256];
-  const int len = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn,
-                                            sizeof(cn));
+  const int len =
+      X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn, sizeof(cn));
   if (len > 0) return std::string(cn, static_cast<size_t>(len));
   std::string user;
-  auto* names = static_cast<GENERAL_NAMES*>(
-      X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  auto* names =
+      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
   for (int i = 0; names != nullptr && i < sk_GENERAL_NAME_num(names) && user.empty(); i++) {
     const GENERAL_NAME* name = sk_GENERAL_NAME_value(names, i);
     if (name->type == GEN_DNS || name->type == GEN_EMAIL || name->type == GEN_URI) {

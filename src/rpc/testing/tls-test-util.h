@@ -23,9 +23,8 @@ class TlsTestBase : public RpcTestBase {
     std::ofstream(token_key_file_) << "0123456789abcdef0123456789abcdef-test-key\n";
   }
 
-  static security::CertSpec Spec(const std::string& cn,
-                                     const std::vector<std::string>& dns = {},
-                                     const std::vector<std::string>& ips = {}) {
+  static security::CertSpec Spec(const std::string& cn, const std::vector<std::string>& dns = {},
+                                 const std::vector<std::string>& ips = {}) {
     security::CertSpec spec;
     spec.common_name = cn;
     spec.dns_sans = dns;

@@ -229,8 +229,8 @@ Status TlsTransport::SslError(int ret, const char* what) {
   const int err = SSL_get_error(ssl_, ret);
   std::string detail;
   if (err == SSL_ERROR_SYSCALL) {
-    detail = bio_state_.last_errno != 0 ? strerror(bio_state_.last_errno)
-                                        : "connection closed by peer";
+    detail =
+        bio_state_.last_errno != 0 ? strerror(bio_state_.last_errno) : "connection closed by peer";
     ERR_clear_error();
   } else if (err == SSL_ERROR_ZERO_RETURN) {
     detail = "connection closed by peer";
@@ -239,8 +239,7 @@ Status TlsTransport::SslError(int ret, const char* what) {
   }
   const long verify = SSL_get_verify_result(ssl_);
   if (verify != X509_V_OK) {
-    detail += std::string("; certificate verification: ") +
-              X509_verify_cert_error_string(verify);
+    detail += std::string("; certificate verification: ") + X509_verify_cert_error_string(verify);
   }
   return Status::NetworkError(std::string(what) + " failed", detail);
 }

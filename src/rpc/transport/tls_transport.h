@@ -109,15 +109,16 @@ class TlsTransport final : public Transport {
   bool read_active_ = false;
   bool write_active_ = false;
   bool reads_paused_ = false;
-  bool wants_writable_ = false;     // the host asked for OnWritable
+  bool wants_writable_ = false;  // the host asked for OnWritable
   bool handshake_wants_write_ = false;
-  bool read_wants_write_ = false;   // SSL_read needs the socket writable to go on
+  bool read_wants_write_ = false;  // SSL_read needs the socket writable to go on
   size_t preamble_bytes_ = 0;
   // Serializes the SSL calls of the reactor (reads, handshake) and of a worker writing a lone
   // response; guards the two fields below. Never held across a host callback. Lock order: the
   // connection's write lock, then this.
   mutable std::mutex ssl_mu_;
-  bool write_wants_read_ = false;  // the pending SSL_write needs the socket readable. GUARDED_BY(ssl_mu_)
+  // The pending SSL_write needs the socket readable. GUARDED_BY(ssl_mu_)
+  bool write_wants_read_ = false;
   // Bytes handed to SSL_write that the socket has not taken yet (SSL_write must be repeated
   // with the same buffer). Empty when nothing is pending. GUARDED_BY(ssl_mu_)
   std::string pending_;

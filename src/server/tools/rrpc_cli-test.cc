@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "rpc/messenger.h"
+#include "rpc/security/ephemeral_certs.h"
 #include "rpc/testing/rpc-test-util.h"
 #include "server/reflection_service.h"
 #include "server/server_status.rrpc.h"
@@ -164,6 +165,54 @@ class RrpcCliTest : public ::testing::Test {
 
 bool Contains(const std::string& text, const std::string& piece) {
   return text.find(piece) != std::string::npos;
+}
+
+TEST_F(RrpcCliTest, SpeaksTlsAndAuthenticatesWithAMintedToken) {
+  const std::string dir = scratch_.string();
+  security::EphemeralCa ca("cli-test-ca");
+  security::CertSpec spec;
+  spec.common_name = "server";
+  spec.ip_sans = {"127.0.0.1"};
+  const security::CertFiles cert = ca.Issue(dir, "server", spec);
+  const std::string ca_file = ca.WriteCaCertificate(dir, "ca");
+  const std::string key_file = dir + "/token.key";
+  std::ofstream(key_file) << "0123456789abcdef0123456789abcdef-cli\n";
+  rpc::MessengerOptions options;
+  options.name = "server";
+  options.security.certificate_file = cert.certificate;
+  options.security.private_key_file = cert.private_key;
+  options.security.ca_certificate_file = ca_file;
+  options.security.token_key_file = key_file;
+  options.security.encryption = rpc::SecurityPolicy::kRequired;
+  options.security.authentication = rpc::SecurityPolicy::kRequired;
+  auto built = rpc::MessengerBuilder(options).Build();
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  std::shared_ptr<rpc::Messenger> server = std::move(built).value();
+  servers_.push_back(server);
+  RRPC_CHECK_OK(server->RegisterService(std::make_unique<rpc::TestEchoService>()));
+  RRPC_CHECK_OK(server->RegisterService(MakeReflectionService(server.get())));
+  Sockaddr bound;
+  RRPC_CHECK_OK(server->Listen(Sockaddr::Loopback(0), &bound));
+  const std::string addr = bound.ToString();
+
+  CliRun minted = Run({"mint-token", key_file, "carol", "600"});
+  ASSERT_EQ(0, minted.exit_code) << minted.err;
+  std::ofstream(dir + "/carol.token") << minted.out;
+
+  CliRun call =
+      Run({"--rpc_ca_certificate_file=" + ca_file, "--rpc_auth_token_file=" + dir + "/carol.token",
+           "call", addr, "rrpc.rtest.EchoService.Echo", "data: \"over tls\""});
+  EXPECT_EQ(0, call.exit_code) << call.err;
+  EXPECT_EQ("data: \"over tls\"\n", call.out);
+
+  CliRun plain = Run({"call", addr, "rrpc.rtest.EchoService.Echo", "data: \"x\""});
+  EXPECT_EQ(1, plain.exit_code) << plain.err;
+  EXPECT_TRUE(Contains(plain.err, "rpc_encryption=required")) << plain.err;
+
+  CliRun anonymous = Run({"--rpc_ca_certificate_file=" + ca_file, "call", addr,
+                          "rrpc.rtest.EchoService.Echo", "data: \"x\""});
+  EXPECT_EQ(1, anonymous.exit_code) << anonymous.err;
+  EXPECT_TRUE(Contains(anonymous.err, "rpc_authentication=required")) << anonymous.err;
 }
 
 TEST_F(RrpcCliTest, CallsEchoAndAddFromTextFormatRequests) {

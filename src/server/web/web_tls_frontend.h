@@ -73,7 +73,7 @@ class WebTlsFrontend {
   const Options options_;
   // The same certificate loading and reload as the RPC port's TLS (rpc/security). Thread-safe.
   std::unique_ptr<security::TlsContext> tls_;
-  int listen_fd_ = -1;          // Owned.
+  int listen_fd_ = -1;  // Owned.
   uint16_t bound_port_ = 0;
   uint16_t backend_port_ = 0;
 
