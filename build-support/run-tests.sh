@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds from nothing and runs every test under ctest:
-# the RelWithDebInfo build, then the ASAN+UBSAN build (skip it with RRPC_SKIP_SANITIZERS=1).
+# the RelWithDebInfo build, a short fuzz run of every fuzz target (skip it with RRPC_SKIP_FUZZ=1),
+# then the ASAN+UBSAN build (skip it with RRPC_SKIP_SANITIZERS=1).
 # Usage: build-support/run-tests.sh [extra ctest args]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +22,12 @@ run_suite() {  # run_suite BUILD_DIR CMAKE_ARGS...
 CTEST_ARGS=("$@")
 echo "=== tests: RelWithDebInfo build ==="
 run_suite build/ci -DCMAKE_BUILD_TYPE=RelWithDebInfo
+if [ "${RRPC_SKIP_FUZZ:-0}" != 1 ]; then
+  # Fuzz smoke: each libFuzzer target (clang, ASAN+UBSAN) for 20 s from its seed corpus; a crash,
+  # hang, leak or failed check fails the run (docs/reliability.md).
+  echo "=== fuzz smoke: ${RRPC_FUZZ_SECONDS:-20} s per target ==="
+  build-support/fuzz.sh --seconds "${RRPC_FUZZ_SECONDS:-20}" --jobs "$jobs" --build build/ci-fuzz
+fi
 if [ "${RRPC_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "=== tests: ASAN+UBSAN build ==="
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
