@@ -14,6 +14,7 @@ class MetricRegistry;
 
 namespace rrpc::rpc {
 
+class FaultInjector;
 class TransportFactory;
 
 struct MessengerOptions {
@@ -56,6 +57,10 @@ struct MessengerOptions {
   // Makes the transports of the messenger's connections (rpc/transport/transport.h); nullptr:
   // plain TCP. For transports beyond TCP and for tests that watch or wrap every connection.
   std::shared_ptr<TransportFactory> transport_factory;
+  // Tests only: injects faults (delayed, dropped and cut frames, failed accepts and connects,
+  // slow handlers) as rpc/core/fault_injection.h describes; nullptr (the default): none, and
+  // nothing of it runs.
+  std::shared_ptr<FaultInjector> fault_injector;
 };
 
 }  // namespace rrpc::rpc

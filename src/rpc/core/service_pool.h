@@ -22,6 +22,7 @@
 
 namespace rrpc::rpc {
 
+class FaultInjector;
 class MessengerMetrics;
 class ServiceIf;
 
@@ -33,6 +34,8 @@ struct ServicePoolOptions {
   MonoDelta worker_idle_spin;
   // The messenger's metrics (it owns them and outlives the pool); nullptr: none.
   MessengerMetrics* metrics = nullptr;
+  // Slows handlers for tests (fault_injection.h; the messenger owns it); nullptr: off.
+  FaultInjector* faults = nullptr;
 };
 
 class ServicePool {
