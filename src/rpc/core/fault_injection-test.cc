@@ -209,6 +209,47 @@ TEST_F(FaultInjectionTest, SlowHandlerMakesTheCallTimeOut) {
   EXPECT_TRUE(WaitForCondition([&] { return server_faults_->counts().slowed_handlers == 1; }));
 }
 
+// Found by the soak run (kv-soak): a callback that issues the next call when its call fails ran
+// inside the failing assignment, so while connects kept failing (or a connection was closing)
+// each retry nested one level deeper, until the stack overflowed. Such calls now wait for the
+// next loop iteration.
+TEST_F(FaultInjectionTest, CallbacksThatRetryFailedCallsDoNotNest) {
+  StartBoth();
+  FaultSpec spec;
+  spec.fail_connect = 1;
+  client_faults_->set_spec(spec);
+  constexpr int kRetries = 200000;  // nested, this many retries overflow any thread's stack
+  struct Retrier {
+    explicit Retrier(rtest::EchoServiceProxy p) : proxy(std::move(p)) {}
+    rtest::EchoServiceProxy proxy;
+    rtest::EchoRequestPB req;
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    int left = kRetries;
+    Status last;
+    CountDownLatch done{1};
+    void Next() {
+      ctl.Reset();
+      ctl.set_timeout(MonoDelta::FromSeconds(60));
+      proxy.EchoAsync(req, &resp, &ctl, [this] {
+        last = ctl.status();
+        if (--left == 0 || last.ok()) {
+          done.CountDown();
+        } else {
+          Next();
+        }
+      });
+    }
+  };
+  Retrier retrier(Proxy());
+  retrier.req.set_data("again");
+  retrier.Next();
+  retrier.done.Wait();
+  EXPECT_EQ(0, retrier.left);
+  EXPECT_TRUE(retrier.last.IsNetworkError()) << retrier.last.ToString();
+  EXPECT_EQ(static_cast<uint64_t>(kRetries), client_faults_->counts().failed_connects);
+}
+
 TEST(FaultInjectorTest, RollsWithTheGivenProbability) {
   FaultInjector faults;
   int hits = 0;
