@@ -1,16 +1,18 @@
 // overload-bench: how a server holds up when offered more calls than it can run. One process,
 // server and client on loopback. The handler sleeps --handler_us (a storage call waiting on its
 // disk: the workers, not the CPU, set the capacity, so the figure is about admission and not
-// about what else the machine runs). Three phases, each --seconds long:
+// about what else the machine runs). --rounds rounds of two phases, each --seconds long, then a
+// recovery phase:
 //   peak:     a closed loop that keeps every worker busy: the most the server answers per second;
-//   overload: an open loop offering --overload (3) times that peak rate, each call with a
+//   overload: an open loop offering --overload (3) times that round's peak rate, each call with a
 //             --deadline_ms budget: goodput (answered within the deadline) per second, refused
-//             as too busy, timed out;
+//             as too busy, timed out; the round's ratio is goodput / peak;
 //   recovery: an open loop at half the peak: what share is answered, from its first 100 ms on.
+// Peak and overload alternate round by round, so a busy spell of the machine hits both alike.
 // Prints one line per phase:
 //   OVERLOAD phase=<p> offered_per_sec=<f> goodput_per_sec=<f> too_busy=<n> timed_out=<n>
 //     other_errors=<n> p99_ms=<f> ...
-// and a summary with goodput_vs_peak=<f>.
+// and a summary with the median, lowest and highest goodput_vs_peak of the rounds.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -31,11 +33,14 @@
 #include "util/monotime.h"
 
 DEFINE_int32(workers, 2, "Server worker threads");
-DEFINE_int32(queue_length, 64, "Server service queue length");
+DEFINE_int32(queue_length, 32,
+             "Server service queue length (32: a full queue drains in about a third of the "
+             "default deadline at the default capacity)");
 DEFINE_int32(handler_us, 1000, "Time each handler takes (sleeping), microseconds");
 DEFINE_int32(deadline_ms, 100, "Each call's budget in the overload and recovery phases");
 DEFINE_double(overload, 3.0, "Offered load in the overload phase, as a multiple of the peak");
-DEFINE_double(seconds, 3.0, "Length of each phase");
+DEFINE_double(seconds, 2.0, "Length of each phase");
+DEFINE_int32(rounds, 5, "Peak + overload rounds, alternated so machine noise hits both alike");
 
 namespace rrpc::bench {
 namespace {
@@ -185,21 +190,32 @@ int Main() {
   BenchServiceProxy proxy(client, addr);
 
   const double seconds = FLAGS_seconds;
-  const double peak = RunPeak(proxy, FLAGS_workers * 2, seconds);
-  printf("OVERLOAD phase=peak goodput_per_sec=%.0f workers=%d handler_us=%d queue_length=%d\n",
-         peak, FLAGS_workers, FLAGS_handler_us, FLAGS_queue_length);
-  const double offered = peak * FLAGS_overload;
-  const PhaseResult over = RunOpen(proxy, offered, seconds);
-  Print("overload", offered, seconds, over);
+  std::vector<double> ratios;
+  double peak = 0;
+  int64_t refused = 0, offered_calls = 0;
+  for (int round = 0; round < std::max(1, FLAGS_rounds); round++) {
+    peak = RunPeak(proxy, FLAGS_workers * 2, seconds);
+    printf("OVERLOAD phase=peak round=%d goodput_per_sec=%.0f workers=%d handler_us=%d "
+           "queue_length=%d\n",
+           round, peak, FLAGS_workers, FLAGS_handler_us, FLAGS_queue_length);
+    const double offered = peak * FLAGS_overload;
+    const PhaseResult over = RunOpen(proxy, offered, seconds);
+    Print("overload", offered, seconds, over);
+    ratios.push_back(over.ok / seconds / peak);
+    refused += over.too_busy;
+    offered_calls += over.sent;
+  }
+  std::sort(ratios.begin(), ratios.end());
   // Recovery: the first 100 ms on their own, then the rest of the phase.
   const PhaseResult first = RunOpen(proxy, peak / 2, 0.1);
   Print("recovery_first_100ms", peak / 2, 0.1, first);
   const PhaseResult rest = RunOpen(proxy, peak / 2, seconds);
   Print("recovery", peak / 2, seconds, rest);
-  const double goodput = over.ok / seconds;
-  printf("OVERLOAD summary peak_per_sec=%.0f overload_goodput_per_sec=%.0f goodput_vs_peak=%.3f "
-         "refused_share=%.3f recovery_ok_share=%.3f\n",
-         peak, goodput, goodput / peak, over.sent ? double(over.too_busy) / over.sent : 0.0,
+  printf("OVERLOAD summary rounds=%zu goodput_vs_peak_median=%.3f min=%.3f max=%.3f "
+         "refused_share=%.3f recovery_first_100ms_ok_share=%.3f recovery_ok_share=%.3f\n",
+         ratios.size(), ratios[ratios.size() / 2], ratios.front(), ratios.back(),
+         offered_calls ? double(refused) / offered_calls : 0.0,
+         first.sent ? double(first.ok) / first.sent : 0.0,
          (first.sent + rest.sent) ? double(first.ok + rest.ok) / (first.sent + rest.sent) : 0.0);
   client->Shutdown();
   server->Shutdown();
