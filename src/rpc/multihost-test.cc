@@ -1,10 +1,13 @@
 // Server and client on two "hosts": two network namespaces joined by a veth pair (iproute2), each
 // side with its own address. The server runs in a child process inside one namespace (so the
-// test can freeze it with SIGSTOP); the client messenger's threads live in the other. Shows
+// test can freeze it with SIGSTOP): this binary again, started with --multihost_serve, which
+// runs only MultiHostServerProcess.Serve (a forked copy of a process with threads must exec
+// before it starts threads of its own). The client messenger's threads live in the other. Shows
 // calls over the real addresses, calls timing out while the link is down and working again once
 // it is back, and calls timing out (not hanging) while the server is frozen. Skipped, saying why,
 // where namespaces cannot be made (no root, no `ip`, no CAP_SYS_ADMIN in a container).
 #include <fcntl.h>
+#include <gflags/gflags.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -12,11 +15,44 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "rpc/testing/rpc-test-util.h"
 
+DEFINE_string(multihost_serve, "",
+              "Internal to multihost-test: NAMESPACE,IP,PORT,FD: serve the echo service in that "
+              "network namespace on IP:PORT (0: any), write the bound port to FD, run until killed");
+
 namespace rrpc::rpc {
 namespace {
+
+// The server process's whole job (see the file comment); skipped in a normal run.
+TEST(MultiHostServerProcess, Serve) {
+  if (FLAGS_multihost_serve.empty()) GTEST_SKIP() << "only runs as multihost-test's server process";
+  std::vector<std::string> parts;
+  std::string rest = FLAGS_multihost_serve;
+  for (size_t comma; (comma = rest.find(',')) != std::string::npos; rest.erase(0, comma + 1)) {
+    parts.push_back(rest.substr(0, comma));
+  }
+  parts.push_back(rest);
+  ASSERT_EQ(4u, parts.size()) << FLAGS_multihost_serve;
+  const int ns = open(("/var/run/netns/" + parts[0]).c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(ns, 0);
+  ASSERT_EQ(0, setns(ns, CLONE_NEWNET));
+  MessengerOptions options;
+  options.name = "server";
+  auto server = MessengerBuilder(options).Build();
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ASSERT_TRUE((*server)->RegisterService(std::make_unique<TestEchoService>()).ok());
+  Sockaddr bound;
+  Status s = (*server)->Listen(Sockaddr::Parse(parts[1] + ":" + parts[2]).value(), &bound);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  const uint16_t port = bound.port();
+  const int fd = std::stoi(parts[3]);
+  ASSERT_EQ(static_cast<ssize_t>(sizeof(port)), write(fd, &port, sizeof(port)));
+  close(fd);
+  while (true) pause();
+}
 
 // Runs a shell command; true on exit status 0. Output goes to the test log.
 bool Sh(const std::string& cmd) { return std::system((cmd + " >&2").c_str()) == 0; }
@@ -69,23 +105,22 @@ class MultiHostTest : public ::testing::Test {
   void StartServerProcess(uint16_t port = 0) {
     int port_pipe[2];
     ASSERT_EQ(0, pipe(port_pipe));
+    // Everything the child needs is prepared before fork(): after it, only exec.
+    char self[4096];
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    ASSERT_GT(len, 0);
+    self[len] = '\0';
+    const std::string serve = "--multihost_serve=" + server_ns_ + "," + server_ip_ + "," +
+                              std::to_string(port) + "," + std::to_string(port_pipe[1]);
+    const std::string filter = "--gtest_filter=MultiHostServerProcess.Serve";
+    char* const args[] = {self, const_cast<char*>(filter.c_str()), const_cast<char*>(serve.c_str()),
+                          nullptr};
     server_pid_ = fork();
     ASSERT_GE(server_pid_, 0);
     if (server_pid_ == 0) {
       close(port_pipe[0]);
-      const int ns = open(("/var/run/netns/" + server_ns_).c_str(), O_RDONLY | O_CLOEXEC);
-      if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) _exit(2);
-      MessengerOptions options;
-      options.name = "server";
-      auto server = MessengerBuilder(options).Build();
-      if (!server.ok()) _exit(3);
-      if (!(*server)->RegisterService(std::make_unique<TestEchoService>()).ok()) _exit(4);
-      Sockaddr bound;
-      const std::string at = server_ip_ + ":" + std::to_string(port);
-      if (!(*server)->Listen(Sockaddr::Parse(at).value(), &bound).ok()) _exit(5);
-      const uint16_t bound_port = bound.port();
-      if (write(port_pipe[1], &bound_port, sizeof(bound_port)) != sizeof(bound_port)) _exit(6);
-      while (true) pause();
+      execv(self, args);
+      _exit(127);
     }
     close(port_pipe[1]);
     uint16_t bound_port = 0;
