@@ -106,12 +106,12 @@ double P99(std::vector<double> v) {
 }
 
 void Print(const char* phase, double offered, double seconds, const PhaseResult& r) {
-  printf("OVERLOAD phase=%s offered_per_sec=%.0f goodput_per_sec=%.0f sent=%lld ok=%lld "
-         "too_busy=%lld timed_out=%lld other_errors=%lld p99_ms=%.2f\n",
-         phase, offered, r.ok / seconds, static_cast<long long>(r.sent),
-         static_cast<long long>(r.ok), static_cast<long long>(r.too_busy),
-         static_cast<long long>(r.timed_out), static_cast<long long>(r.other),
-         P99(r.ok_latency_ms));
+  printf(
+      "OVERLOAD phase=%s offered_per_sec=%.0f goodput_per_sec=%.0f sent=%lld ok=%lld "
+      "too_busy=%lld timed_out=%lld other_errors=%lld p99_ms=%.2f\n",
+      phase, offered, r.ok / seconds, static_cast<long long>(r.sent), static_cast<long long>(r.ok),
+      static_cast<long long>(r.too_busy), static_cast<long long>(r.timed_out),
+      static_cast<long long>(r.other), P99(r.ok_latency_ms));
   fflush(stdout);
 }
 
@@ -185,8 +185,7 @@ int Main() {
   RRPC_CHECK_OK(server->RegisterService(std::make_unique<SleepyService>()));
   Sockaddr addr;
   RRPC_CHECK_OK(server->Listen(Sockaddr::Loopback(0), &addr));
-  std::shared_ptr<rpc::Messenger> client =
-      rpc::MessengerBuilder("overload-client").Build().value();
+  std::shared_ptr<rpc::Messenger> client = rpc::MessengerBuilder("overload-client").Build().value();
   BenchServiceProxy proxy(client, addr);
 
   const double seconds = FLAGS_seconds;
@@ -195,9 +194,10 @@ int Main() {
   int64_t refused = 0, offered_calls = 0;
   for (int round = 0; round < std::max(1, FLAGS_rounds); round++) {
     peak = RunPeak(proxy, FLAGS_workers * 2, seconds);
-    printf("OVERLOAD phase=peak round=%d goodput_per_sec=%.0f workers=%d handler_us=%d "
-           "queue_length=%d\n",
-           round, peak, FLAGS_workers, FLAGS_handler_us, FLAGS_queue_length);
+    printf(
+        "OVERLOAD phase=peak round=%d goodput_per_sec=%.0f workers=%d handler_us=%d "
+        "queue_length=%d\n",
+        round, peak, FLAGS_workers, FLAGS_handler_us, FLAGS_queue_length);
     const double offered = peak * FLAGS_overload;
     const PhaseResult over = RunOpen(proxy, offered, seconds);
     Print("overload", offered, seconds, over);
@@ -211,12 +211,13 @@ int Main() {
   Print("recovery_first_100ms", peak / 2, 0.1, first);
   const PhaseResult rest = RunOpen(proxy, peak / 2, seconds);
   Print("recovery", peak / 2, seconds, rest);
-  printf("OVERLOAD summary rounds=%zu goodput_vs_peak_median=%.3f min=%.3f max=%.3f "
-         "refused_share=%.3f recovery_first_100ms_ok_share=%.3f recovery_ok_share=%.3f\n",
-         ratios.size(), ratios[ratios.size() / 2], ratios.front(), ratios.back(),
-         offered_calls ? double(refused) / offered_calls : 0.0,
-         first.sent ? double(first.ok) / first.sent : 0.0,
-         (first.sent + rest.sent) ? double(first.ok + rest.ok) / (first.sent + rest.sent) : 0.0);
+  printf(
+      "OVERLOAD summary rounds=%zu goodput_vs_peak_median=%.3f min=%.3f max=%.3f "
+      "refused_share=%.3f recovery_first_100ms_ok_share=%.3f recovery_ok_share=%.3f\n",
+      ratios.size(), ratios[ratios.size() / 2], ratios.front(), ratios.back(),
+      offered_calls ? double(refused) / offered_calls : 0.0,
+      first.sent ? double(first.ok) / first.sent : 0.0,
+      (first.sent + rest.sent) ? double(first.ok + rest.ok) / (first.sent + rest.sent) : 0.0);
   client->Shutdown();
   server->Shutdown();
   return 0;

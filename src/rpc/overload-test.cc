@@ -99,7 +99,8 @@ class RetryTest : public OverloadTest {
     for (int i = 0; i < kAdmissible; i++) {
       fill_reqs_[i].set_data("fill");
       fill_ctls_[i].set_timeout(fill_timeout);
-      proxy.EchoAsync(fill_reqs_[i], &fill_resps_[i], &fill_ctls_[i], [this] { fill_done_.CountDown(); });
+      proxy.EchoAsync(fill_reqs_[i], &fill_resps_[i], &fill_ctls_[i],
+                      [this] { fill_done_.CountDown(); });
       if (i + 1 == kWorkers) {
         ASSERT_TRUE(gate_.WaitForEntered(kWorkers));
       }

@@ -20,7 +20,9 @@ FaultSpec FaultInjector::spec() const {
 }
 
 FaultCounts FaultInjector::counts() const {
-  auto get = [this](Kind k) { return counts_[static_cast<int>(k)].load(std::memory_order_relaxed); };
+  auto get = [this](Kind k) {
+    return counts_[static_cast<int>(k)].load(std::memory_order_relaxed);
+  };
   FaultCounts c;
   c.delayed_reads = get(Kind::kDelayedRead);
   c.dropped_reads = get(Kind::kDroppedRead);
@@ -134,9 +136,10 @@ class FaultyTransport final : public Transport, private TransportHost {
     }
     const size_t queued = QueuedBytes(queue);
     size_t cut_at = 0;  // write this many bytes, then cut; 0: no cut
-    if (spec.cut_after_bytes_written > 0 && bytes_written_ + queued > spec.cut_after_bytes_written) {
-      cut_at = std::max<uint64_t>(spec.cut_after_bytes_written - std::min(bytes_written_,
-                                  spec.cut_after_bytes_written), 1);
+    if (spec.cut_after_bytes_written > 0 &&
+        bytes_written_ + queued > spec.cut_after_bytes_written) {
+      cut_at = std::max<uint64_t>(
+          spec.cut_after_bytes_written - std::min(bytes_written_, spec.cut_after_bytes_written), 1);
     } else if (queued > 1 && faults_->Roll(spec.cut_write)) {
       cut_at = queued / 2;
     }

@@ -44,7 +44,8 @@ void CheckServerAnswers(const std::vector<std::string>& sent, bool refused) {
     const uint8_t* p = reinterpret_cast<const uint8_t*>(bytes.data());
     FUZZ_CHECK(DecodeBigEndian32(p) == bytes.size() - kFrameLengthSize);
     NegotiatePB reply;
-    Status s = ParseServerReply(Slice(p + kFrameLengthSize, bytes.size() - kFrameLengthSize), &reply);
+    Status s =
+        ParseServerReply(Slice(p + kFrameLengthSize, bytes.size() - kFrameLengthSize), &reply);
     FUZZ_CHECK(refused ? s.IsNetworkError() : s.ok());
   }
 }
@@ -93,7 +94,8 @@ void FuzzClient(const uint8_t* data, size_t size) {
   ClientNegotiation negotiation(&host, "fuzz-client");
   negotiation.Start();
   FUZZ_CHECK(host.sent.size() == 1);
-  Result<bool> done = FeedFrames(data, size, [&](Slice frame) { return negotiation.OnFrame(frame); });
+  Result<bool> done =
+      FeedFrames(data, size, [&](Slice frame) { return negotiation.OnFrame(frame); });
   if (done.ok() && *done) {
     for (RpcFeatureFlag f : negotiation.peer().features) FUZZ_CHECK(f == SIDECARS);
   }

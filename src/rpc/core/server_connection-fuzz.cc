@@ -7,8 +7,8 @@
 //     connection);
 //   - every 16 inputs (and after the first), a normal client still gets its echo answered.
 // Run with build-support/fuzz.sh; ctest replays fuzz-corpus/server_connection-fuzz/.
-#include <google/protobuf/stubs/logging.h>
 #include <glog/logging.h>
+#include <google/protobuf/stubs/logging.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>

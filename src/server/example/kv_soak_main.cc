@@ -223,7 +223,8 @@ class Loop {
       const KeyState& k = keys_[key_];
       const std::string value = GetValue(get_resp_, ctl_);
       if (!k.Allows(value, get_resp_.found())) {
-        fprintf(stderr, "SOAK violation: %s read '%.40s' (%zu bytes, found=%d), last acked '%.40s'\n",
+        fprintf(stderr,
+                "SOAK violation: %s read '%.40s' (%zu bytes, found=%d), last acked '%.40s'\n",
                 Key(key_).c_str(), value.c_str(), value.size(), get_resp_.found(), k.acked.c_str());
         totals_->violations++;
       }
@@ -251,14 +252,15 @@ class Loop {
 };
 
 void PrintFaults(const char* side, const rpc::FaultCounts& c) {
-  printf("SOAK faults side=%s delayed_reads=%llu dropped_reads=%llu cut_reads=%llu "
-         "delayed_writes=%llu cut_writes=%llu failed_accepts=%llu failed_connects=%llu "
-         "slowed_handlers=%llu total=%llu\n",
-         side, (unsigned long long)c.delayed_reads, (unsigned long long)c.dropped_reads,
-         (unsigned long long)c.cut_reads, (unsigned long long)c.delayed_writes,
-         (unsigned long long)c.cut_writes, (unsigned long long)c.failed_accepts,
-         (unsigned long long)c.failed_connects, (unsigned long long)c.slowed_handlers,
-         (unsigned long long)c.total());
+  printf(
+      "SOAK faults side=%s delayed_reads=%llu dropped_reads=%llu cut_reads=%llu "
+      "delayed_writes=%llu cut_writes=%llu failed_accepts=%llu failed_connects=%llu "
+      "slowed_handlers=%llu total=%llu\n",
+      side, (unsigned long long)c.delayed_reads, (unsigned long long)c.dropped_reads,
+      (unsigned long long)c.cut_reads, (unsigned long long)c.delayed_writes,
+      (unsigned long long)c.cut_writes, (unsigned long long)c.failed_accepts,
+      (unsigned long long)c.failed_connects, (unsigned long long)c.slowed_handlers,
+      (unsigned long long)c.total());
 }
 
 int Main() {
@@ -326,8 +328,8 @@ int Main() {
   }
   stop = true;
   // Every loop's last call ends by its deadline at the latest: none may be left unanswered.
-  const bool drained =
-      loops_done.WaitFor(MonoDelta::FromMilliseconds(FLAGS_call_timeout_ms) + MonoDelta::FromSeconds(30));
+  const bool drained = loops_done.WaitFor(MonoDelta::FromMilliseconds(FLAGS_call_timeout_ms) +
+                                          MonoDelta::FromSeconds(30));
   server_faults->set_spec(FaultSpec());
   client_faults->set_spec(FaultSpec());
   // Writes still queued on the server run or expire within their deadline.
@@ -344,14 +346,15 @@ int Main() {
       ctl.set_timeout(MonoDelta::FromSeconds(30));
       Status s = proxy.Get(req, &resp, &ctl);
       if (!s.ok()) {
-        fprintf(stderr, "SOAK final read of %s failed: %s\n", req.key().c_str(), s.ToString().c_str());
+        fprintf(stderr, "SOAK final read of %s failed: %s\n", req.key().c_str(),
+                s.ToString().c_str());
         lost++;
         continue;
       }
       const std::string value = GetValue(resp, ctl);
       if (!l->keys()[k].Allows(value, resp.found())) {
-        fprintf(stderr, "SOAK lost write: %s holds '%.20s', last acked '%.20s'\n", req.key().c_str(),
-                value.c_str(), l->keys()[k].acked.c_str());
+        fprintf(stderr, "SOAK lost write: %s holds '%.20s', last acked '%.20s'\n",
+                req.key().c_str(), value.c_str(), l->keys()[k].acked.c_str());
         lost++;
       }
       keys_verified++;
@@ -359,12 +362,13 @@ int Main() {
   }
   const double ran = (MonoTime::Now() - start).ToSeconds();
   const int64_t unanswered = totals.calls.load() - totals.answers.load();
-  printf("SOAK calls seconds=%.0f calls=%lld answered_once=%lld unanswered=%lld ok=%lld "
-         "too_busy=%lld timed_out=%lld network_errors=%lld other_errors=%lld violations=%lld\n",
-         ran, (long long)totals.calls.load(), (long long)totals.answers.load(),
-         (long long)unanswered, (long long)totals.ok.load(), (long long)totals.too_busy.load(),
-         (long long)totals.timed_out.load(), (long long)totals.network_errors.load(),
-         (long long)totals.other_errors.load(), (long long)totals.violations.load());
+  printf(
+      "SOAK calls seconds=%.0f calls=%lld answered_once=%lld unanswered=%lld ok=%lld "
+      "too_busy=%lld timed_out=%lld network_errors=%lld other_errors=%lld violations=%lld\n",
+      ran, (long long)totals.calls.load(), (long long)totals.answers.load(), (long long)unanswered,
+      (long long)totals.ok.load(), (long long)totals.too_busy.load(),
+      (long long)totals.timed_out.load(), (long long)totals.network_errors.load(),
+      (long long)totals.other_errors.load(), (long long)totals.violations.load());
   printf("SOAK writes acked=%lld gets_checked=%lld keys_verified=%lld lost=%lld\n",
          (long long)totals.acked_writes.load(), (long long)totals.gets_checked.load(),
          (long long)keys_verified, (long long)lost);
