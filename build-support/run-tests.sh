@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds from nothing and runs every test under ctest:
 # the RelWithDebInfo build; the whole tree under clang with -Wthread-safety -Werror (build only:
-# it proves the lock annotations hold; skip with RRPC_SKIP_CLANG=1); then the ASAN+UBSAN build
-# (skip the sanitizers with RRPC_SKIP_SANITIZERS=1).
+# it proves the lock annotations hold; skip with RRPC_SKIP_CLANG=1); a short fuzz run of every
+# fuzz target (skip it with RRPC_SKIP_FUZZ=1); then the ASAN+UBSAN build (skip the sanitizers
+# with RRPC_SKIP_SANITIZERS=1).
 # Usage: build-support/run-tests.sh [extra ctest args]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,6 +29,12 @@ if [ "${RRPC_SKIP_CLANG:-0}" != 1 ]; then
   CC=clang CXX=clang++ cmake -S . -B build/ci-clang -G Ninja -DCMAKE_BUILD_TYPE=Debug \
     -DRRPC_BUILD_PEERS=OFF >/dev/null
   ninja -C build/ci-clang -j "$jobs"
+fi
+if [ "${RRPC_SKIP_FUZZ:-0}" != 1 ]; then
+  # Fuzz smoke: each libFuzzer target (clang, ASAN+UBSAN) for 20 s from its seed corpus; a crash,
+  # hang, leak or failed check fails the run (docs/reliability.md).
+  echo "=== fuzz smoke: ${RRPC_FUZZ_SECONDS:-20} s per target ==="
+  build-support/fuzz.sh --seconds "${RRPC_FUZZ_SECONDS:-20}" --jobs "$jobs" --build build/ci-fuzz
 fi
 if [ "${RRPC_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "=== tests: ASAN+UBSAN build ==="

@@ -1,8 +1,12 @@
 # Helpers that keep every folder's CMakeLists.txt short.
 #
 # rrpc_library(NAME DIRS dir... LIBS lib...): a static library of every *.cc in the DIRS except
-#   *-test.cc, *-bench.cc and *_main.cc.
+#   *-test.cc, *-bench.cc, *-fuzz.cc and *_main.cc.
 # rrpc_tests(DIR LIBS...): one gtest executable and ctest entry per *-test.cc in DIR.
+# rrpc_fuzzers(DIR LIBS...): one fuzz target per *-fuzz.cc in DIR (docs/reliability.md). With
+#   -DRRPC_FUZZ=ON (clang) it is a libFuzzer binary; otherwise it links a small driver that runs
+#   given inputs once. Either way ctest replays its seed corpus, DIR/fuzz-corpus/NAME/, which
+#   also holds every input that once crashed it.
 
 function(rrpc_target_warnings target)
   target_compile_options(${target} PRIVATE ${RRPC_WARNINGS})
@@ -15,7 +19,7 @@ function(rrpc_library name)
     file(GLOB dir_srcs CONFIGURE_DEPENDS "${dir}/*.cc")
     list(APPEND srcs ${dir_srcs})
   endforeach()
-  list(FILTER srcs EXCLUDE REGEX "(-test|-bench|_main)\\.cc$")
+  list(FILTER srcs EXCLUDE REGEX "(-test|-bench|-fuzz|_main)\\.cc$")
   add_library(${name} STATIC ${srcs})
   target_include_directories(${name} PUBLIC
     "$<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>" "$<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/src>")
@@ -38,5 +42,31 @@ function(rrpc_tests dir)
     target_compile_definitions(${test_name} PRIVATE RRPC_SOURCE_DIR="${PROJECT_SOURCE_DIR}/src")
     add_test(NAME ${test_name} COMMAND ${test_name})
     set_tests_properties(${test_name} PROPERTIES TIMEOUT 300)
+  endforeach()
+endfunction()
+
+function(rrpc_fuzzers dir)
+  if(NOT RRPC_BUILD_TESTS)
+    return()
+  endif()
+  file(GLOB fuzzers CONFIGURE_DEPENDS "${dir}/*-fuzz.cc")
+  foreach(fuzz_src ${fuzzers})
+    get_filename_component(fuzz_name ${fuzz_src} NAME_WE)
+    add_executable(${fuzz_name} ${fuzz_src})
+    target_link_libraries(${fuzz_name} PRIVATE ${ARGN})
+    if(RRPC_FUZZ)
+      target_link_options(${fuzz_name} PRIVATE -fsanitize=fuzzer)
+    else()
+      target_link_libraries(${fuzz_name} PRIVATE rrpc_fuzz_main)
+    endif()
+    rrpc_target_warnings(${fuzz_name})
+    set(corpus "${dir}/fuzz-corpus/${fuzz_name}")
+    set(replay_args "${corpus}")
+    if(RRPC_FUZZ)
+      set(replay_args -runs=0 "${corpus}")
+    endif()
+    add_test(NAME ${fuzz_name}-corpus COMMAND ${fuzz_name} ${replay_args})
+    set_tests_properties(${fuzz_name}-corpus PROPERTIES TIMEOUT 300)
+    set_property(GLOBAL APPEND PROPERTY RRPC_FUZZ_TARGETS ${fuzz_name})
   endforeach()
 endfunction()

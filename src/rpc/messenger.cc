@@ -1,5 +1,6 @@
 #include "rpc/messenger.h"
 
+#include "rpc/core/fault_injection.h"
 #include "rpc/core/inbound_call.h"
 #include "rpc/core/messenger_security.h"
 #include "rpc/core/outbound_call.h"
@@ -60,6 +61,10 @@ Status Messenger::Init() {
       transport_factory_ = std::make_shared<TcpTransportFactory>(stream);
     }
   }
+  if (options_.fault_injector != nullptr) {
+    transport_factory_ = std::make_shared<FaultInjectingTransportFactory>(
+        std::move(transport_factory_), options_.fault_injector);
+  }
   ServicePoolOptions pool_options;
   pool_options.name = options_.name;
   pool_options.num_workers = options_.num_workers;
@@ -67,6 +72,7 @@ Status Messenger::Init() {
   pool_options.worker_idle_spin = options_.worker_idle_spin;
   pool_options.metrics = metrics_.get();
   pool_options.authorizer = options_.authorizer;
+  pool_options.faults = options_.fault_injector.get();
   service_pool_ = std::make_unique<ServicePool>(pool_options);
   if (metrics_) {
     ServicePool* pool = service_pool_.get();

@@ -16,6 +16,7 @@ class MetricRegistry;
 namespace rrpc::rpc {
 
 class Authorizer;
+class FaultInjector;
 class TransportFactory;
 
 struct MessengerOptions {
@@ -63,6 +64,10 @@ struct MessengerOptions {
   // Checks every call of a service that has no authorizer of its own
   // (ServiceIf::SetAuthorizer); nullptr: every call is allowed.
   std::shared_ptr<const Authorizer> authorizer;
+  // Tests only: injects faults (delayed, dropped and cut frames, failed accepts and connects,
+  // slow handlers) as rpc/core/fault_injection.h describes; nullptr (the default): none, and
+  // nothing of it runs.
+  std::shared_ptr<FaultInjector> fault_injector;
 };
 
 }  // namespace rrpc::rpc

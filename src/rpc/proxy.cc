@@ -1,6 +1,8 @@
 #include "rpc/proxy.h"
 
+#include <algorithm>
 #include <atomic>
+#include <random>
 
 #include "rpc/core/outbound_call.h"
 #include "rpc/core/reactor.h"
@@ -13,6 +15,12 @@
 namespace rrpc::rpc {
 
 namespace {
+// Uniform in [0, 1), per calling thread (retry jitter needs no shared state).
+double RetryJitter() {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return std::uniform_real_distribution<double>(0, 1)(rng);
+}
+
 // Asked once per calling thread, and only once it polls at all.
 bool PollingCanPayOnThisThreadCached() {
   thread_local const bool can_pay = PollingCanPayOnThisThread();
@@ -71,6 +79,30 @@ Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Mes
         "synchronous call from a reactor thread (a callback or an inline handler): use the "
         "asynchronous call");
   }
+  const RetryPolicy& policy = controller->retry_policy();
+  MonoDelta backoff = policy.initial_backoff;
+  for (int attempt = 1;; attempt++) {
+    controller->attempts_ = attempt;
+    Status s = SyncAttempt(method, request, response, controller);
+    if (s.ok() || attempt >= policy.max_attempts || controller->error_response() == nullptr ||
+        controller->error_response()->code() != ErrorStatusPB::ERROR_SERVER_TOO_BUSY) {
+      return s;
+    }
+    // Jittered: a wait between half and all of the backoff, so refused clients spread out.
+    const MonoDelta wait = MonoDelta::FromNanoseconds(
+        backoff.ToNanoseconds() / 2 +
+        static_cast<int64_t>(RetryJitter() * static_cast<double>(backoff.ToNanoseconds()) / 2));
+    if (MonoTime::Now() + wait >= controller->deadline()) return s;  // no time for another try
+    SleepFor(wait);
+    backoff = std::min(policy.max_backoff,
+                       MonoDelta::FromNanoseconds(static_cast<int64_t>(
+                           static_cast<double>(backoff.ToNanoseconds()) * policy.multiplier)));
+    controller->PrepareRetry();
+  }
+}
+
+Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Message& request,
+                          google::protobuf::Message* response, RpcController* controller) const {
   // `done` lets the caller poll for a quick response (util/spin_wait.h) before it sleeps on the
   // latch; the latch is still waited on, so the callback is out of it before it goes away.
   std::atomic<bool> done{false};

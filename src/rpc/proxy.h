@@ -39,6 +39,8 @@ class Proxy {
                     ResponseCallback callback) const;
   // Blocks until the call finishes; returns controller->status(). On a reactor thread (a callback
   // or an inline handler) it would wait for itself: it returns IllegalState at once instead.
+  // Retries a call refused as too busy as controller->retry_policy() allows (none by default),
+  // within the controller's deadline.
   Status SyncRequest(const std::string& method, const google::protobuf::Message& request,
                      google::protobuf::Message* response, RpcController* controller) const;
 
@@ -46,6 +48,10 @@ class Proxy {
   const std::string& service_name() const { return service_name_; }
 
  private:
+  // One attempt of SyncRequest.
+  Status SyncAttempt(const std::string& method, const google::protobuf::Message& request,
+                     google::protobuf::Message* response, RpcController* controller) const;
+
   std::shared_ptr<Messenger> messenger_;
   Sockaddr remote_;
   std::string service_name_;

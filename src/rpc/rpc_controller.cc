@@ -39,6 +39,17 @@ void RpcController::Reset() {
   error_.reset();
   response_block_.reset();
   inbound_sidecars_.clear();
+  retry_policy_ = RetryPolicy();
+  attempts_ = 0;
+}
+
+void RpcController::PrepareRetry() {
+  finished_ = false;
+  status_ = Status::OK();
+  error_.reset();
+  response_block_.reset();
+  inbound_sidecars_.clear();
+  set_deadline(deadline_);  // the attempt gets what is left of the caller's budget
 }
 
 }  // namespace rrpc::rpc

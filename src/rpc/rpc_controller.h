@@ -17,6 +17,19 @@ namespace rrpc::rpc {
 
 class OutboundCall;
 
+// How a synchronous call retries when the server refuses it as too busy
+// (ERROR_SERVER_TOO_BUSY): up to `max_attempts` attempts in all, waiting between them a backoff
+// that starts at `initial_backoff`, grows by `multiplier` up to `max_backoff`, and is jittered
+// (a uniformly random wait between half and all of it, so refused clients do not come back in
+// step). Never past the caller's deadline: a wait that would end after it is not taken, and the
+// call fails with the last refusal. Off by default (one attempt).
+struct RetryPolicy {
+  int max_attempts = 1;
+  MonoDelta initial_backoff = MonoDelta::FromMilliseconds(1);
+  MonoDelta max_backoff = MonoDelta::FromMilliseconds(100);
+  double multiplier = 2;
+};
+
 class RpcController {
  public:
   RpcController();
@@ -44,6 +57,12 @@ class RpcController {
   // True when the failure is worth retrying (server too busy or shutting down).
   bool IsRetriable() const;
 
+  // Opt-in retries of calls refused as too busy (RetryPolicy); used by Proxy::SyncRequest.
+  void set_retry_policy(const RetryPolicy& policy) { retry_policy_ = policy; }
+  const RetryPolicy& retry_policy() const { return retry_policy_; }
+  // Attempts the last call made (1 without retries).
+  int attempts() const { return attempts_; }
+
   // The response's sidecars, valid until Reset() or destruction.
   size_t num_inbound_sidecars() const { return inbound_sidecars_.size(); }
   Slice inbound_sidecar(size_t i) const { return inbound_sidecars_[i]; }
@@ -52,6 +71,10 @@ class RpcController {
 
  private:
   friend class OutboundCall;
+  friend class Proxy;
+  // Before a retry: forgets the last attempt's outcome, keeps the deadline, sidecars and policy.
+  void PrepareRetry();
+
   MonoDelta timeout_ = MonoDelta::Max();
   MonoTime deadline_ = MonoTime::Max();
   std::vector<BlockSlice> outbound_sidecars_;
@@ -61,6 +84,8 @@ class RpcController {
   std::unique_ptr<ErrorStatusPB> error_;
   BlockRef response_block_;  // keeps the inbound sidecars' bytes alive
   std::vector<Slice> inbound_sidecars_;
+  RetryPolicy retry_policy_;
+  int attempts_ = 0;
 };
 
 }  // namespace rrpc::rpc

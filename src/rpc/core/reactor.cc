@@ -133,11 +133,13 @@ Reactor* Reactor::Current() { return tls_current_reactor; }
 void Reactor::WakeUp() { ev_async_send(loop_, &async_watcher_); }
 
 void Reactor::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
-  if (IsCurrentThread()) {
+  if (IsCurrentThread() && assigning_depth_ == 0) {
     // A callback issuing the next call: no queue, no wakeup, same connection.
     AssignOutboundCall(std::move(call));
     return;
   }
+  // From another thread, or from a callback of a call that failed while being assigned (see
+  // assigning_depth_): through the queue, on the next loop iteration.
   bool wake = false;
   {
     MutexLock lock(mu_);
@@ -281,6 +283,11 @@ void Reactor::DrainIncomingWork() {
 
 void Reactor::AssignOutboundCall(scoped_refptr<OutboundCall> call) {
   DCHECK(IsCurrentThread());
+  assigning_depth_++;
+  struct Unwind {
+    int* depth;
+    ~Unwind() { (*depth)--; }
+  } unwind{&assigning_depth_};
   if (stopped_.load(std::memory_order_relaxed)) {
     call->FinishWithError(Status::Aborted("messenger shutting down"));
     return;

@@ -125,6 +125,11 @@ class Reactor {
   // time not yet counted in whole microseconds.
   MonoTime busy_since_;
   int64_t busy_ns_carry_ = 0;
+  // Reactor thread only: AssignOutboundCall frames on the stack. A call that fails at once
+  // (its connection closing, a connect refused on the spot) runs its callback inside
+  // AssignOutboundCall; a callback that issues the next call from there would recurse without
+  // bound while the failure lasts, so such a call waits for the next loop iteration.
+  int assigning_depth_ = 0;
 
   // Incoming work from other threads.
   Mutex mu_;

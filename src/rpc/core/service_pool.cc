@@ -2,6 +2,7 @@
 
 #include "rpc/authorization.h"
 #include "rpc/core/connection.h"
+#include "rpc/core/fault_injection.h"
 #include "rpc/core/message_cache.h"
 #include "rpc/core/reactor.h"
 #include "rpc/observe/rpc_metrics.h"
@@ -191,6 +192,7 @@ void ServicePool::RunCall(InboundCall* call) {
       new RpcContext(std::unique_ptr<InboundCall>(call), std::move(request), std::move(response));
   MonoTime& responded_at = InboundCall::LastRespondTimeOnThisThread();
   responded_at = MonoTime();
+  if (options_.faults != nullptr) options_.faults->BeforeHandler();
   method->handler(context->request(), context->response(), context);
   if (metrics != nullptr) {
     // A handler that answered inline ends at its response (already timed); others at return.

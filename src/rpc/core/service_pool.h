@@ -23,6 +23,7 @@
 namespace rrpc::rpc {
 
 class Authorizer;
+class FaultInjector;
 
 class MessengerMetrics;
 class ServiceIf;
@@ -37,6 +38,8 @@ struct ServicePoolOptions {
   MessengerMetrics* metrics = nullptr;
   // Checks the calls of services without an authorizer of their own; nullptr: allow all.
   std::shared_ptr<const Authorizer> authorizer;
+  // Slows handlers for tests (fault_injection.h; the messenger owns it); nullptr: off.
+  FaultInjector* faults = nullptr;
 };
 
 class ServicePool {

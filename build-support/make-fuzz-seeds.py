@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of the fuzz targets (src/rpc/core/fuzz-corpus/<target>/seed-*).
+
+The seeds are a few well-formed and a few typical broken inputs, so a fuzz run starts from the
+shapes docs/wire-format.md describes instead of discovering "RRPC" and protobuf by chance. The
+protobuf messages are encoded by hand (field numbers from src/rpc/rpc_header.proto and
+src/rpc/testing/rtest.proto). Inputs that once crashed a target go next to the seeds as
+regress-*, written by hand or copied from a crash file; this script leaves those alone.
+Usage: build-support/make-fuzz-seeds.py
+"""
+import os
+import struct
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "rpc", "core",
+                    "fuzz-corpus")
+
+
+def varint(v):
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def field_varint(num, v):
+    return varint(num << 3) + varint(v)
+
+
+def field_bytes(num, b):
+    if isinstance(b, str):
+        b = b.encode()
+    return varint((num << 3) | 2) + varint(len(b)) + b
+
+
+def frame(header, body, sidecars=b""):
+    content = varint(len(header)) + header + varint(len(body)) + body + sidecars
+    return struct.pack(">I", len(content)) + content
+
+
+PREAMBLE = b"RRPC\x01\x00"
+
+
+def request_header(call_id, service, method, timeout_ms=0, sidecar_offsets=(), required=()):
+    h = field_varint(1, call_id)
+    h += field_bytes(2, field_bytes(1, service) + field_bytes(2, method))
+    if timeout_ms:
+        h += field_varint(3, timeout_ms)
+    for off in sidecar_offsets:
+        h += field_varint(4, off)
+    for f in required:
+        h += field_varint(5, f)
+    return h
+
+
+def negotiate(features=(1,), name="seed"):
+    b = field_varint(1, 1)
+    for f in features:
+        b += field_varint(2, f)
+    return b + field_bytes(3, name)
+
+
+HELLO = PREAMBLE + frame(field_varint(1, -2), negotiate())
+ECHO = "rrpc.rtest.EchoService"
+
+
+def echo_call(call_id, data=b"hi", timeout_ms=1000, sidecars=()):
+    offsets, tail = [], b""
+    for s in sidecars:
+        offsets.append(len(tail))
+        tail += s
+    return frame(request_header(call_id, ECHO, "Echo", timeout_ms, offsets),
+                 field_bytes(1, data), tail)
+
+
+def response(call_id, body, is_error=False, sidecar_offsets=(), sidecars=b""):
+    h = field_varint(1, call_id)
+    if is_error:
+        h += field_varint(2, 1)
+    for off in sidecar_offsets:
+        h += field_varint(3, off)
+    return frame(h, body, sidecars)
+
+
+def error_status(message, code):
+    return field_bytes(1, message) + field_varint(2, code)
+
+
+def write(target, name, data):
+    d = os.path.join(ROOT, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "seed-" + name), "wb") as f:
+        f.write(data)
+
+
+def main():
+    # frame_codec-fuzz: [block size byte][chunk seed byte][stream of frames]
+    fc = "frame_codec-fuzz"
+    write(fc, "echo-call", b"\x10\x07" + echo_call(7))
+    write(fc, "call-with-sidecars", b"\x02\x33" + echo_call(8, sidecars=(b"abc", b"", b"xyz" * 20)))
+    write(fc, "pipelined-calls", b"\x00\x01" + b"".join(echo_call(i, b"x" * i) for i in range(6)))
+    write(fc, "response", b"\x20\x05" + response(7, field_bytes(1, "hi")))
+    write(fc, "error-response", b"\x20\x09" + response(3, error_status("busy", 4), is_error=True))
+    write(fc, "response-sidecars", b"\x01\x02" + response(4, b"", sidecar_offsets=(0, 2), sidecars=b"abcd"))
+    write(fc, "zero-length", b"\x04\x04" + echo_call(1) + b"\x00\x00\x00\x00")
+    write(fc, "oversized", b"\x04\x04" + struct.pack(">I", 1 << 20) + b"x" * 16)
+    write(fc, "bad-offsets", b"\x30\x03" + frame(request_header(9, ECHO, "Echo", 0, (5, 2)), b"", b"abcdefg"))
+    write(fc, "large-frame", b"\x00\x41" + echo_call(10, b"L" * 2000))
+
+    # negotiation-fuzz: [side byte: even server, odd client][bytes]
+    ng = "negotiation-fuzz"
+    write(ng, "server-hello", b"\x00" + HELLO)
+    write(ng, "server-bad-magic", b"\x00" + b"HTTP/1.1 " + frame(field_varint(1, -2), negotiate()))
+    write(ng, "server-bad-version", b"\x00" + b"RRPC\x07\x00" + frame(field_varint(1, -2), negotiate()))
+    write(ng, "server-not-negotiation", b"\x00" + PREAMBLE + echo_call(1))
+    write(ng, "server-unknown-features", b"\x00" + PREAMBLE + frame(field_varint(1, -2), negotiate((1, 2, 77))))
+    write(ng, "server-bad-step", b"\x00" + PREAMBLE + frame(field_varint(1, -2), field_varint(1, 2)))
+    write(ng, "client-accept", b"\x01" + response(-2, negotiate()))
+    write(ng, "client-refusal", b"\x01" + response(-2, error_status("bad magic", 20), is_error=True))
+    write(ng, "client-wrong-id", b"\x01" + response(5, negotiate()))
+
+    # server_connection-fuzz: what a client sends on one connection
+    sc = "server_connection-fuzz"
+    write(sc, "hello-echo", HELLO + echo_call(1))
+    write(sc, "hello-sidecars", HELLO + echo_call(2, sidecars=(b"side", b"car")))
+    write(sc, "hello-pipelined", HELLO + b"".join(echo_call(i, b"p" * i, 500) for i in range(10)))
+    write(sc, "hello-add", HELLO + frame(request_header(3, ECHO, "Add", 100), field_varint(1, 2) + field_varint(2, 3)))
+    write(sc, "hello-fail", HELLO + frame(request_header(4, ECHO, "Echo"), field_bytes(1, "x") + field_bytes(3, "no")))
+    write(sc, "hello-unknown-method", HELLO + frame(request_header(5, ECHO, "Nope"), b""))
+    write(sc, "hello-unknown-service", HELLO + frame(request_header(6, "no.Such", "Echo"), b""))
+    write(sc, "hello-bad-body", HELLO + frame(request_header(7, ECHO, "Echo"), b"\xff\xff\xff"))
+    write(sc, "hello-control-frame", HELLO + frame(field_varint(1, -3), b""))
+    write(sc, "hello-bad-offsets", HELLO + frame(request_header(8, ECHO, "Echo", 0, (4, 1)), field_bytes(1, "a"), b"abcdef"))
+    write(sc, "hello-required-feature", HELLO + frame(request_header(9, ECHO, "Echo", 0, (), (2,)), field_bytes(1, "a")))
+    write(sc, "hello-partial-frame", HELLO + echo_call(10)[:9])
+    write(sc, "bad-preamble", b"GET / HTTP/1.1\r\n\r\n")
+    write(sc, "preamble-only", PREAMBLE)
+
+
+if __name__ == "__main__":
+    main()
