@@ -7,6 +7,7 @@
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/service_if.h"
 #include "rpc/transport/tcp_transport.h"
+#include "util/memory_tracker.h"
 
 namespace rrpc::rpc {
 
@@ -45,6 +46,8 @@ Status Messenger::Init() {
     }
     metrics_ = std::make_unique<MessengerMetrics>(metric_registry_, options_.name);
   }
+  inbound_memory_ = std::make_unique<MemoryTracker>(
+      options_.name + "-inbound", static_cast<int64_t>(options_.inbound_memory_limit));
   transport_factory_ = options_.transport_factory;
   if (transport_factory_ == nullptr) {
     StreamTransportOptions stream;
@@ -97,6 +100,15 @@ Status Messenger::Listen(const Sockaddr& addr, Sockaddr* bound) {
   listen_address_ = actual;
   if (bound != nullptr) *bound = actual;
   return Status::OK();
+}
+
+bool Messenger::TryAddServerConnection() {
+  const size_t limit = options_.max_connections;
+  size_t open = server_connections_.load(std::memory_order_relaxed);
+  do {
+    if (limit != 0 && open >= limit) return false;
+  } while (!server_connections_.compare_exchange_weak(open, open + 1, std::memory_order_relaxed));
+  return true;
 }
 
 Sockaddr Messenger::listen_address() const {

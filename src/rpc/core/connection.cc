@@ -18,6 +18,9 @@ namespace {
 // new calls from it) until the transport drains below the low mark.
 constexpr size_t kPauseReadsAboveBytes = 8 << 20;
 constexpr size_t kResumeReadsBelowBytes = 1 << 20;
+// A connection paused for inbound memory reads again once it and its messenger are below this
+// fraction of their limits (not just below them, which would flap on every call finished).
+constexpr double kResumeReadsBelowMemoryFraction = 0.75;
 }  // namespace
 
 Connection::Connection(Reactor* reactor, Direction direction, std::unique_ptr<Transport> transport,
@@ -36,6 +39,11 @@ Connection::Connection(Reactor* reactor, Direction direction, std::unique_ptr<Tr
           direction == Direction::kClient
               ? std::make_unique<ClientNegotiation>(AsNegotiationHost(), reactor->messenger_name())
               : nullptr),
+      memory_(direction == Direction::kServer
+                  ? std::make_unique<MemoryTracker>(
+                        "connection", static_cast<int64_t>(options_.inbound_memory_per_connection),
+                        reactor->messenger()->inbound_memory())
+                  : nullptr),
       created_(MonoTime::Now()),
       last_activity_(created_) {
   MessengerMetrics* m = reactor_->metrics();
@@ -199,17 +207,61 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
 
 void Connection::ApplyBackpressure() {
   DCHECK(reactor_->IsCurrentThread());
-  if (direction_ != Direction::kServer || state_ != State::kOpen) return;
+  if (direction_ != Direction::kServer || state_ == State::kClosed || fatal_error_sent_) return;
   const size_t unsent = unsent_bytes_.load(std::memory_order_relaxed);
-  if (!reads_paused_ && unsent > kPauseReadsAboveBytes) {
-    reads_paused_ = true;
-    transport_->PauseReading(true);
-    VLOG(1) << "pausing reads from " << remote_.ToString() << ": " << unsent
-            << " response bytes unsent";
-  } else if (reads_paused_ && unsent < kResumeReadsBelowBytes) {
-    reads_paused_ = false;
-    transport_->PauseReading(false);
+  const bool memory_over = memory_->OverLimit();
+  if (memory_over && memory_->limit() > 0 && memory_->consumption() > memory_->limit() &&
+      inbound_in_flight_.load(std::memory_order_relaxed) == 0 && unsent == 0) {
+    // All it holds is one partial frame, already above the connection's limit: reading on would
+    // break the limit, pausing would wait forever. Refuse it.
+    if (MessengerMetrics* m = reactor_->metrics()) m->frames_refused->Increment();
+    Status s = Status::InvalidArgument(
+        "frame from " + remote_.ToString() + " exceeds the connection's inbound memory limit of " +
+        std::to_string(memory_->limit()) + " bytes");
+    reactor_->LogPeerError(s);
+    CloseWithFatalError(ErrorStatusPB::FATAL_INVALID_FRAME, s);
+    return;
   }
+  bool pause;
+  if (!reads_paused_) {
+    pause = unsent > kPauseReadsAboveBytes || memory_over;
+  } else {
+    pause = unsent >= kResumeReadsBelowBytes || !memory_->AllBelow(kResumeReadsBelowMemoryFraction);
+  }
+  if (pause == reads_paused_) return;
+  reads_paused_ = pause;
+  transport_->PauseReading(pause);
+  // Memory frees on other threads (workers) and other connections: the reactor looks at its
+  // paused connections again shortly.
+  reactor_->WatchPausedConnection(this, pause);
+  if (pause) {
+    if (memory_over) {
+      if (MessengerMetrics* m = reactor_->metrics()) m->reads_paused_for_memory->Increment();
+    }
+    VLOG(1) << "pausing reads from " << remote_.ToString() << ": " << unsent
+            << " response bytes unsent, " << memory_->consumption() << " inbound bytes held";
+  }
+}
+
+void Connection::SyncPartialCharge() {
+  const size_t buffered = transport_->buffered_bytes();
+  if (buffered == partial_charged_) return;
+  if (partial_charged_ == 0) frame_progress_at_ = last_activity_;  // a frame begins
+  memory_->Consume(static_cast<int64_t>(buffered) - static_cast<int64_t>(partial_charged_));
+  partial_charged_ = buffered;
+}
+
+void Connection::CloseWithFatalError(ErrorStatusPB::RpcErrorCodePB code, const Status& reason) {
+  DCHECK(reactor_->IsCurrentThread());
+  if (state_ == State::kClosed || fatal_error_sent_) return;
+  fatal_error_sent_ = true;
+  scoped_refptr<Connection> self(this);
+  if (direction_ == Direction::kServer) {
+    // Behind any responses still queued: a peer that reads them reads this last.
+    SendConnectionBytes(BuildServerReply(NegotiatePB(), reason, code));
+    Flush();
+  }
+  Shutdown(reason);
 }
 
 void Connection::Flush() {
@@ -296,6 +348,10 @@ void Connection::OnBytesReceived(size_t bytes, MonoTime now) {
   bytes_received_ += bytes;
   last_activity_ = now;
   if (MessengerMetrics* m = reactor_->metrics()) m->received_bytes->IncrementBy(bytes);
+  if (direction_ == Direction::kServer) {
+    SyncPartialCharge();
+    if (memory_->OverLimit()) ApplyBackpressure();
+  }
 }
 
 void Connection::OnWritable() {
@@ -327,21 +383,28 @@ void Connection::OnProtocolError(const Status& reason) {
   DCHECK(reactor_->IsCurrentThread());
   scoped_refptr<Connection> self(this);
   // Logged here (Shutdown only VLOGs): a peer breaking the protocol, e.g. a frame above
-  // max_message_size, is the operator's only clue why the connection dropped.
+  // max_message_size, is the operator's only clue why the connection dropped. Rate-limited: a
+  // hostile peer could otherwise write one log line per connection it opens.
   Status bad = reason.CloneAndPrepend("bad frame from " + remote_.ToString());
-  LOG(WARNING) << bad.ToString();
-  Shutdown(bad);
+  reactor_->LogPeerError(bad);
+  CloseWithFatalError(ErrorStatusPB::FATAL_INVALID_FRAME, bad);
 }
 
 void Connection::OnPreamble(Slice preamble) {
   DCHECK(reactor_->IsCurrentThread());
   DCHECK(server_negotiation_ != nullptr);
+  SyncPartialCharge();  // the preamble is consumed: it holds no memory
   Status s = server_negotiation_->OnPreamble(preamble);
   if (!s.ok()) FailNegotiation(s);
 }
 
 void Connection::OnFrame(BlockSlice frame) {
   DCHECK(reactor_->IsCurrentThread());
+  if (direction_ == Direction::kServer) {
+    // The frame leaves the transport's buffer; a call made of it counts its bytes itself.
+    SyncPartialCharge();
+    frame_progress_at_ = last_activity_;
+  }
   if (state_ == State::kNegotiating) {
     HandleNegotiationFrame(frame.slice);
     return;
@@ -372,7 +435,8 @@ void Connection::HandleNegotiationFrame(Slice frame) {
 void Connection::FailNegotiation(const Status& reason) {
   scoped_refptr<Connection> self(this);
   Status s = reason.CloneAndPrepend("negotiation with " + remote_.ToString());
-  LOG(WARNING) << s.ToString();
+  // A client refused by its server (e.g. at its connection limit) is no protocol error.
+  reactor_->LogPeerError(s, /*count=*/direction_ == Direction::kServer);
   Flush();  // a server's refusal goes out before the close
   Shutdown(s);
 }
@@ -410,6 +474,7 @@ Status Connection::HandleCallFrame(BlockSlice frame) {
     return Status::InvalidArgument("unexpected connection-level frame, call id " +
                                    std::to_string(call->call_id()));
   }
+  call->HoldMemory(call->frame_bytes());
   inbound_in_flight_.fetch_add(1, std::memory_order_relaxed);
   reactor_->RouteInboundCall(std::move(call));
   return Status::OK();
@@ -454,6 +519,10 @@ void Connection::Shutdown(const Status& reason) {
     unsent_bytes_.store(0, std::memory_order_relaxed);
   }
   transport_->Close();
+  if (memory_ != nullptr) {
+    memory_->Release(static_cast<int64_t>(partial_charged_));  // the transport dropped it
+    partial_charged_ = 0;
+  }
 
   // Calls first (their callbacks see the failure), then the unsent bytes.
   std::vector<scoped_refptr<OutboundCall>> pending;

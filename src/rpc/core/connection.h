@@ -24,6 +24,8 @@
 #include "rpc/core/negotiation.h"
 #include "rpc/core/outbound_call.h"
 #include "rpc/transport/transport.h"
+#include "rpc/rpc_header.pb.h"
+#include "util/memory_tracker.h"
 #include "util/monotime.h"
 #include "util/ref_counted.h"
 #include "util/sockaddr.h"
@@ -100,6 +102,21 @@ class Connection final : public RefCounted<Connection>,
   // Server side, any thread: an InboundCall of this connection finished (response written or
   // dropped).
   void InboundCallDone();
+  // Server side: the bytes held for this connection's inbound calls (a child of the messenger's
+  // tracker); nullptr on the client side. Any thread may consume or release.
+  MemoryTracker* inbound_memory() const { return memory_.get(); }
+  // Reactor thread, server side: stops or restarts reading by how many response bytes wait and
+  // how much inbound memory this connection and its messenger hold. Closes the connection when
+  // a partial frame alone exceeds the connection's limit (it could never fit).
+  void ApplyBackpressure();
+  // Reactor thread: a partial frame has been pending, with no frame completed, since before
+  // `since` (a sender too slow, or one holding memory on purpose).
+  bool IsFrameStalledSince(MonoTime since) const {
+    return partial_charged_ > 0 && frame_progress_at_ < since;
+  }
+  // Reactor thread: server side, sends a connection-level error frame (call id -2, `code`) as far
+  // as the socket takes it now; then, either side, closes with `reason`.
+  void CloseWithFatalError(ErrorStatusPB::RpcErrorCodePB code, const Status& reason);
 
  private:
   // TransportHost: reactor thread.
@@ -128,8 +145,8 @@ class Connection final : public RefCounted<Connection>,
   void SendPendingCalls();
   void MarkOpen();
   void QueueTransfer(OutboundTransfer* transfer);
-  // Server side: stops or restarts reading by how many response bytes wait.
-  void ApplyBackpressure();
+  // Server side: counts the transport's buffered (partial frame) bytes in memory_.
+  void SyncPartialCharge();
   void NotifyWhenWritable(bool on);
 
   Reactor* const reactor_;
@@ -147,6 +164,7 @@ class Connection final : public RefCounted<Connection>,
 
   ev_timer negotiation_timer_;
   bool write_armed_ = false;
+  bool fatal_error_sent_ = false;  // CloseWithFatalError ran: nothing more to decide
   bool reads_paused_ = false;
 
   // The write side. Held while writing to the transport, so one thread writes at a time; never
@@ -169,6 +187,13 @@ class Connection final : public RefCounted<Connection>,
   std::unordered_map<int32_t, scoped_refptr<OutboundCall>> awaiting_response_;
   // Server side: calls handed to the service pool and not yet answered.
   std::atomic<int64_t> inbound_in_flight_{0};
+
+  // Server side: bytes held for inbound calls; the calls consume and release their share.
+  std::unique_ptr<MemoryTracker> memory_;
+  // Server side, reactor thread: the transport's buffered bytes as last counted in memory_, and
+  // when a frame last completed (or the current partial one began).
+  size_t partial_charged_ = 0;
+  MonoTime frame_progress_at_;
 
   MonoTime created_;
   MonoTime last_activity_;

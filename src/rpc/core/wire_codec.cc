@@ -52,12 +52,17 @@ bool ReadDelimited(Slice* in, Slice* out) {
 }
 }  // namespace
 
+bool ParseMessageQuietly(Slice bytes, google::protobuf::MessageLite* message) {
+  return message->ParsePartialFromArray(bytes.data(), static_cast<int>(bytes.size())) &&
+         message->IsInitialized();
+}
+
 Status ParseFrame(Slice frame, google::protobuf::MessageLite* header, Slice* body, Slice* tail) {
   Slice header_bytes;
   if (!ReadDelimited(&frame, &header_bytes)) {
     return Status::Corruption("frame header length is malformed or exceeds the frame");
   }
-  if (!header->ParseFromArray(header_bytes.data(), static_cast<int>(header_bytes.size()))) {
+  if (!ParseMessageQuietly(header_bytes, header)) {
     return Status::Corruption("frame header does not parse", header->InitializationErrorString());
   }
   if (!ReadDelimited(&frame, body)) {
