@@ -79,7 +79,9 @@ TEST_F(InboundMemoryTest, NeverReadingClientWithLargeRequestsIsPausedAtItsLimit)
   EXPECT_LE(memory()->peak(), static_cast<int64_t>(kLimit + 2 * kMiB));
   EXPECT_GE(server_->metrics()->reads_paused_for_memory->value(), 1);
   const int64_t rss_growth = ProcessRssBytes() - rss_before;
+#if !defined(__SANITIZE_ADDRESS__)  // ASAN's quarantine keeps freed memory resident
   EXPECT_LT(rss_growth, static_cast<int64_t>(64 * kMiB));
+#endif
   std::cout << "FIGURE never_reading_client limit_mib=8 offered_mib=256 accepted_frames=" << sent
             << " peak_held_mib=" << static_cast<double>(memory()->peak()) / kMiB
             << " rss_growth_mib=" << static_cast<double>(rss_growth) / kMiB << std::endl;

@@ -21,6 +21,8 @@ class DB;
 
 namespace rrpc::kv {
 
+class KvDbHealth;
+
 struct KvServiceOptions {
   // Values of at least this many bytes go back to the client as sidecars.
   size_t sidecar_threshold = 4096;
@@ -40,8 +42,9 @@ struct KvServiceStats {
 
 class KvService : public KvServiceIf {
  public:
-  // `db` is used, not owned.
-  KvService(rocksdb::DB* db, KvServiceOptions options);
+  // `db` is used, not owned. `health` (optional, outlives the service) refuses writes while the
+  // database recovers from a background error.
+  KvService(rocksdb::DB* db, KvServiceOptions options, const KvDbHealth* health = nullptr);
 
   void Put(const PutRequestPB* req, PutResponsePB* resp, rpc::RpcContext* context) override;
   void Get(const GetRequestPB* req, GetResponsePB* resp, rpc::RpcContext* context) override;
@@ -56,9 +59,12 @@ class KvService : public KvServiceIf {
 
  private:
   void RunHook();
+  // OK, or why writes are refused now (the database recovers from a background error).
+  Status WritesAllowed() const;
 
   rocksdb::DB* const db_;
   const KvServiceOptions options_;
+  const KvDbHealth* const health_;
   KvServiceStats stats_;
   std::mutex hook_mu_;
   std::function<void()> hook_;  // guarded by hook_mu_
