@@ -19,13 +19,6 @@ void MemoryTracker::Consume(int64_t bytes) {
   }
 }
 
-bool MemoryTracker::OverLimit() const {
-  for (const MemoryTracker* t = this; t != nullptr; t = t->parent_) {
-    if (t->limit_ > 0 && t->consumption() > t->limit_) return true;
-  }
-  return false;
-}
-
 bool MemoryTracker::AllBelow(double fraction) const {
   for (const MemoryTracker* t = this; t != nullptr; t = t->parent_) {
     if (t->limit_ > 0 && static_cast<double>(t->consumption()) > fraction * t->limit_) {

@@ -29,8 +29,13 @@ class MemoryTracker {
   void Consume(int64_t bytes);
   void Release(int64_t bytes) { Consume(-bytes); }
 
-  // This tracker or an ancestor holds more than its limit.
-  bool OverLimit() const;
+  // This tracker or an ancestor holds more than its limit. Inline: asked on every read.
+  bool OverLimit() const {
+    for (const MemoryTracker* t = this; t != nullptr; t = t->parent_) {
+      if (t->limit_ > 0 && t->consumption() > t->limit_) return true;
+    }
+    return false;
+  }
   // Every tracker on the path holds at most `fraction` of its limit (a resume mark below the
   // limit keeps a paused reader from flapping).
   bool AllBelow(double fraction) const;

@@ -208,10 +208,32 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
 void Connection::ApplyBackpressure() {
   DCHECK(reactor_->IsCurrentThread());
   if (direction_ != Direction::kServer || state_ == State::kClosed || fatal_error_sent_) return;
+  // Called on every response queued and every flush: the common case is two comparisons. Memory
+  // going over its limit is noticed where it grows, as bytes arrive (OnBytesReceived).
   const size_t unsent = unsent_bytes_.load(std::memory_order_relaxed);
-  const bool memory_over = memory_->OverLimit();
-  if (memory_over && memory_->limit() > 0 && memory_->consumption() > memory_->limit() &&
-      inbound_in_flight_.load(std::memory_order_relaxed) == 0 && unsent == 0) {
+  if (!reads_paused_) {
+    if (unsent > kPauseReadsAboveBytes) SetReadsPaused(true);
+    return;
+  }
+  if (unsent < kResumeReadsBelowBytes && memory_->AllBelow(kResumeReadsBelowMemoryFraction)) {
+    SetReadsPaused(false);
+  }
+}
+
+void Connection::ReconsiderReading() {
+  DCHECK(reactor_->IsCurrentThread());
+  if (direction_ != Direction::kServer || state_ == State::kClosed || fatal_error_sent_) return;
+  if (memory_->OverLimit()) {
+    OnInboundMemoryOverLimit();
+  } else {
+    ApplyBackpressure();
+  }
+}
+
+void Connection::OnInboundMemoryOverLimit() {
+  if (memory_->limit() > 0 && memory_->consumption() > memory_->limit() &&
+      inbound_in_flight_.load(std::memory_order_relaxed) == 0 &&
+      unsent_bytes_.load(std::memory_order_relaxed) == 0) {
     // All it holds is one partial frame, already above the connection's limit: reading on would
     // break the limit, pausing would wait forever. Refuse it.
     if (MessengerMetrics* m = reactor_->metrics()) m->frames_refused->Increment();
@@ -222,25 +244,20 @@ void Connection::ApplyBackpressure() {
     CloseWithFatalError(ErrorStatusPB::FATAL_INVALID_FRAME, s);
     return;
   }
-  bool pause;
-  if (!reads_paused_) {
-    pause = unsent > kPauseReadsAboveBytes || memory_over;
-  } else {
-    pause = unsent >= kResumeReadsBelowBytes || !memory_->AllBelow(kResumeReadsBelowMemoryFraction);
-  }
-  if (pause == reads_paused_) return;
-  reads_paused_ = pause;
-  transport_->PauseReading(pause);
+  if (reads_paused_) return;
+  if (MessengerMetrics* m = reactor_->metrics()) m->reads_paused_for_memory->Increment();
+  SetReadsPaused(true);
+}
+
+void Connection::SetReadsPaused(bool paused) {
+  reads_paused_ = paused;
+  transport_->PauseReading(paused);
   // Memory frees on other threads (workers) and other connections: the reactor looks at its
-  // paused connections again shortly.
-  reactor_->WatchPausedConnection(this, pause);
-  if (pause) {
-    if (memory_over) {
-      if (MessengerMetrics* m = reactor_->metrics()) m->reads_paused_for_memory->Increment();
-    }
-    VLOG(1) << "pausing reads from " << remote_.ToString() << ": " << unsent
-            << " response bytes unsent, " << memory_->consumption() << " inbound bytes held";
-  }
+  // paused connections again shortly (ReconsiderReading).
+  reactor_->WatchPausedConnection(this, paused);
+  VLOG(1) << (paused ? "pausing" : "resuming") << " reads from " << remote_.ToString() << ": "
+          << unsent_bytes_.load(std::memory_order_relaxed) << " response bytes unsent, "
+          << memory_->consumption() << " inbound bytes held";
 }
 
 void Connection::SyncPartialCharge() {
@@ -350,7 +367,7 @@ void Connection::OnBytesReceived(size_t bytes, MonoTime now) {
   if (MessengerMetrics* m = reactor_->metrics()) m->received_bytes->IncrementBy(bytes);
   if (direction_ == Direction::kServer) {
     SyncPartialCharge();
-    if (memory_->OverLimit()) ApplyBackpressure();
+    if (memory_->OverLimit()) OnInboundMemoryOverLimit();
   }
 }
 
@@ -400,17 +417,24 @@ void Connection::OnPreamble(Slice preamble) {
 
 void Connection::OnFrame(BlockSlice frame) {
   DCHECK(reactor_->IsCurrentThread());
+  // Server side: the frame's bytes, counted in memory_ as the transport's partial frame until
+  // now, pass to the call made of it (HandleCallFrame takes them) without touching the tracker;
+  // what no call takes is released below.
+  size_t charged = 0;
   if (direction_ == Direction::kServer) {
-    // The frame leaves the transport's buffer; a call made of it counts its bytes itself.
-    SyncPartialCharge();
     frame_progress_at_ = last_activity_;
+    charged = std::min(kFrameLengthSize + frame.slice.size(), partial_charged_);
+    partial_charged_ -= charged;
   }
+  Status s;
   if (state_ == State::kNegotiating) {
     HandleNegotiationFrame(frame.slice);
-    return;
+  } else if (direction_ == Direction::kServer) {
+    s = HandleCallFrame(std::move(frame), &charged);
+  } else {
+    s = HandleResponseFrame(std::move(frame));
   }
-  Status s = direction_ == Direction::kServer ? HandleCallFrame(std::move(frame))
-                                              : HandleResponseFrame(std::move(frame));
+  if (charged != 0) memory_->Release(static_cast<int64_t>(charged));
   if (!s.ok()) OnProtocolError(s);
 }
 
@@ -466,7 +490,7 @@ void Connection::MarkOpen() {
 
 // ---- Calls and responses.
 
-Status Connection::HandleCallFrame(BlockSlice frame) {
+Status Connection::HandleCallFrame(BlockSlice frame, size_t* charged) {
   DCHECK(reactor_->IsCurrentThread());
   auto call = std::make_unique<InboundCall>(scoped_refptr<Connection>(this));
   RRPC_RETURN_NOT_OK(call->ParseFrom(std::move(frame), last_activity_));
@@ -474,7 +498,8 @@ Status Connection::HandleCallFrame(BlockSlice frame) {
     return Status::InvalidArgument("unexpected connection-level frame, call id " +
                                    std::to_string(call->call_id()));
   }
-  call->HoldMemory(call->frame_bytes());
+  call->HoldMemory(call->frame_bytes(), *charged);
+  *charged = 0;
   inbound_in_flight_.fetch_add(1, std::memory_order_relaxed);
   reactor_->RouteInboundCall(std::move(call));
   return Status::OK();

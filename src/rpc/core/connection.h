@@ -105,10 +105,13 @@ class Connection final : public RefCounted<Connection>,
   // Server side: the bytes held for this connection's inbound calls (a child of the messenger's
   // tracker); nullptr on the client side. Any thread may consume or release.
   MemoryTracker* inbound_memory() const { return memory_.get(); }
-  // Reactor thread, server side: stops or restarts reading by how many response bytes wait and
-  // how much inbound memory this connection and its messenger hold. Closes the connection when
-  // a partial frame alone exceeds the connection's limit (it could never fit).
+  // Reactor thread, server side: stops reading while too many response bytes wait; a paused
+  // connection reads again once few wait and its inbound memory (and its messenger's) is below
+  // 3/4 of the limits. Cheap: runs on every response queued.
   void ApplyBackpressure();
+  // Reactor thread, server side, for a paused connection (the reactor asks every few ms): over
+  // the memory limits, OnInboundMemoryOverLimit(); otherwise ApplyBackpressure().
+  void ReconsiderReading();
   // Reactor thread: a partial frame has been pending, with no frame completed, since before
   // `since` (a sender too slow, or one holding memory on purpose).
   bool IsFrameStalledSince(MonoTime since) const {
@@ -139,7 +142,8 @@ class Connection final : public RefCounted<Connection>,
   void HandleNegotiationFrame(Slice frame);
   // Logs why, sends what the negotiation queued (a server's refusal) and closes.
   void FailNegotiation(const Status& reason);
-  Status HandleCallFrame(BlockSlice frame);
+  // `*charged`: the frame's bytes already counted in memory_; set to 0 once a call holds them.
+  Status HandleCallFrame(BlockSlice frame, size_t* charged);
   Status HandleResponseFrame(BlockSlice frame);
   // Client side: queues the calls that waited for the connection, and sends later ones at once.
   void SendPendingCalls();
@@ -147,6 +151,11 @@ class Connection final : public RefCounted<Connection>,
   void QueueTransfer(OutboundTransfer* transfer);
   // Server side: counts the transport's buffered (partial frame) bytes in memory_.
   void SyncPartialCharge();
+  // Server side: this connection or its messenger holds more inbound memory than allowed. Pauses
+  // reading; or, when all the connection holds is one partial frame already above its own limit
+  // (it could never fit), refuses it: FATAL_INVALID_FRAME and close.
+  void OnInboundMemoryOverLimit();
+  void SetReadsPaused(bool paused);
   void NotifyWhenWritable(bool on);
 
   Reactor* const reactor_;

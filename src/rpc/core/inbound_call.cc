@@ -16,9 +16,11 @@ InboundCall::~InboundCall() {
   if (held_bytes_ != 0) connection_->inbound_memory()->Release(held_bytes_);
 }
 
-void InboundCall::HoldMemory(size_t bytes) {
+void InboundCall::HoldMemory(size_t bytes, size_t already_counted) {
   held_bytes_ += static_cast<int64_t>(bytes);
-  connection_->inbound_memory()->Consume(static_cast<int64_t>(bytes));
+  if (bytes != already_counted) {
+    connection_->inbound_memory()->Consume(static_cast<int64_t>(bytes - already_counted));
+  }
 }
 
 MonoTime& InboundCall::LastRespondTimeOnThisThread() {

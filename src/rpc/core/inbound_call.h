@@ -71,10 +71,11 @@ class InboundCall final : public OutboundTransfer {
   MethodMetrics* metrics() const { return metrics_; }
   // Bytes of the request frame, its length prefix included.
   size_t frame_bytes() const { return frame_bytes_; }
-  // Counts `bytes` more against the connection's inbound memory (the request frame when the call
-  // is made, the response once serialized); all of it is released when the call is deleted.
-  // The owning thread only.
-  void HoldMemory(size_t bytes);
+  // Holds `bytes` more of the connection's inbound memory (the request frame when the call is
+  // made, the response once serialized), of which `already_counted` are counted in the tracker
+  // already (a frame's bytes, counted while they were a partial frame); all of it is released
+  // when the call is deleted. The owning thread only.
+  void HoldMemory(size_t bytes, size_t already_counted = 0);
 
   // Timeline, for metrics and /rpcz.
   void RecordHandlingStarted() {

@@ -505,7 +505,7 @@ void Reactor::OnPausedRecheck(struct ev_loop*, ev_timer* w, int) {
   auto* reactor = static_cast<Reactor*>(w->data);
   std::vector<scoped_refptr<Connection>> paused;
   for (Connection* conn : reactor->paused_connections_) paused.emplace_back(conn);
-  for (auto& conn : paused) conn->ApplyBackpressure();  // may resume, or close, it
+  for (auto& conn : paused) conn->ReconsiderReading();  // may resume, or close, it
 }
 
 void Reactor::CloseStalledFrames(MonoTime now) {

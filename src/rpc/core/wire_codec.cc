@@ -52,6 +52,14 @@ bool ReadDelimited(Slice* in, Slice* out) {
 }
 }  // namespace
 
+Status BadSidecarLayout(size_t tail_size, int num_offsets, uint32_t first_offset) {
+  if (num_offsets == 0) {
+    return Status::Corruption("frame has " + std::to_string(tail_size) +
+                              " bytes after the body but no sidecar offsets");
+  }
+  return Status::Corruption("first sidecar offset is " + std::to_string(first_offset) + ", not 0");
+}
+
 bool ParseMessageQuietly(Slice bytes, google::protobuf::MessageLite* message) {
   return message->ParsePartialFromArray(bytes.data(), static_cast<int>(bytes.size())) &&
          message->IsInitialized();

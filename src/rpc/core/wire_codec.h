@@ -37,17 +37,16 @@ bool ParseMessageQuietly(Slice bytes, google::protobuf::MessageLite* message);
 // first offset is not 0, the offsets decrease or fall outside the tail, or there are bytes after
 // the body but no offsets: every byte of a frame belongs somewhere (wire-format.md, section 2).
 // `out` gets one slice per offset.
+// The error of a malformed sidecar layout (out of line: the call path never builds it).
+Status BadSidecarLayout(size_t tail_size, int num_offsets, uint32_t first_offset);
+
 template <typename Offsets, typename Out>
 Status SplitSidecars(Slice tail, const Offsets& offsets, Out* out) {
   const int n = offsets.size();
-  if (n == 0 && !tail.empty()) {
-    return Status::Corruption("frame has " + std::to_string(tail.size()) +
-                              " bytes after the body but no sidecar offsets");
+  if (n == 0) {
+    return tail.empty() ? Status::OK() : BadSidecarLayout(tail.size(), 0, 0);
   }
-  if (n > 0 && offsets.Get(0) != 0) {
-    return Status::Corruption("first sidecar offset is " + std::to_string(offsets.Get(0)) +
-                              ", not 0");
-  }
+  if (offsets.Get(0) != 0) return BadSidecarLayout(tail.size(), n, offsets.Get(0));
   for (int i = 0; i < n; i++) {
     uint32_t begin = offsets.Get(i);
     uint32_t end = (i + 1 < n) ? offsets.Get(i + 1) : static_cast<uint32_t>(tail.size());

@@ -5,6 +5,8 @@
 
 #include <chrono>
 
+#include "util/thread.h"
+
 namespace rrpc::kv {
 
 namespace {
@@ -16,9 +18,12 @@ KvDbHealth::KvDbHealth(ServerBase* server, MonoDelta retry_interval)
 
 KvDbHealth::~KvDbHealth() { Stop(); }
 
-void KvDbHealth::Start(rocksdb::DB* db) {
+Status KvDbHealth::Start(rocksdb::DB* db) {
   db_ = db;
-  thread_ = std::thread([this] { RecoveryLoop(); });
+  // An rrpc thread: it blocks the process signals, which go to the thread that waits for them
+  // (ServerBase::RunUntilSignalled), not to this one.
+  RRPC_ASSIGN_OR_RETURN(thread_, StartThread("kv", "kv-db-recovery", [this] { RecoveryLoop(); }));
+  return Status::OK();
 }
 
 void KvDbHealth::Stop() {

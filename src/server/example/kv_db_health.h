@@ -33,7 +33,7 @@ class KvDbHealth final : public rocksdb::EventListener {
   ~KvDbHealth() override;
 
   // Starts the recovery thread for `db`, which must stay open until Stop().
-  void Start(rocksdb::DB* db);
+  Status Start(rocksdb::DB* db);
   // Joins the recovery thread. Idempotent.
   void Stop();
 

@@ -26,7 +26,7 @@ Status KvServer::Start() {
   rocksdb::Status rs = rocksdb::DB::Open(db_options, data_dir_, &db);
   if (!rs.ok()) return Status::IOError("opening the database", rs.ToString());
   db_.reset(db);
-  db_health_->Start(db_.get());
+  RRPC_RETURN_NOT_OK(db_health_->Start(db_.get()));
   auto service = std::make_unique<KvService>(db_.get(), options_.service, db_health_.get());
   service_ = service.get();
   RRPC_RETURN_NOT_OK(base_.RegisterService(std::move(service)));
