@@ -68,10 +68,12 @@ MessengerOptions MessengerOptionsFromFlags(std::string name) {
       FLAGS_rpc_max_connections > 0 ? static_cast<size_t>(FLAGS_rpc_max_connections) : 0;
   options.inbound_memory_per_connection =
       static_cast<size_t>(std::max<int64_t>(0, FLAGS_rpc_inbound_memory_per_connection));
-  options.inbound_memory_limit = static_cast<size_t>(std::max<int64_t>(0, FLAGS_rpc_inbound_memory_limit));
-  options.frame_receive_timeout = FLAGS_rpc_frame_receive_timeout_ms > 0
-                                      ? MonoDelta::FromMilliseconds(FLAGS_rpc_frame_receive_timeout_ms)
-                                      : MonoDelta::Max();
+  options.inbound_memory_limit =
+      static_cast<size_t>(std::max<int64_t>(0, FLAGS_rpc_inbound_memory_limit));
+  options.frame_receive_timeout =
+      FLAGS_rpc_frame_receive_timeout_ms > 0
+          ? MonoDelta::FromMilliseconds(FLAGS_rpc_frame_receive_timeout_ms)
+          : MonoDelta::Max();
   options.enable_metrics = FLAGS_rpc_enable_metrics;
   return options;
 }

@@ -231,7 +231,8 @@ std::string ServerBase::HealthNote() const {
     std::string& list = report.first == HealthState::kFailed ? failed : degraded;
     list += (list.empty() ? "" : "; ") + component + ": " + report.second;
   }
-  if (!failed.empty()) return "FAILED: " + failed + (degraded.empty() ? "" : "; DEGRADED: " + degraded);
+  if (!failed.empty())
+    return "FAILED: " + failed + (degraded.empty() ? "" : "; DEGRADED: " + degraded);
   return degraded.empty() ? "" : "DEGRADED: " + degraded;
 }
 

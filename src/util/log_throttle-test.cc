@@ -17,7 +17,8 @@ TEST(LogThrottleTest, AllowsABurstPerPeriodAndCountsTheRest) {
     EXPECT_TRUE(throttle.AllowAt(t0, &dropped));
     EXPECT_EQ(0, dropped);
   }
-  for (int i = 0; i < 1000; i++) EXPECT_FALSE(throttle.AllowAt(t0 + MonoDelta::FromSeconds(9), &dropped));
+  for (int i = 0; i < 1000; i++)
+    EXPECT_FALSE(throttle.AllowAt(t0 + MonoDelta::FromSeconds(9), &dropped));
   EXPECT_EQ(1000, throttle.total_dropped());
   // A new period: the first line says how many were dropped.
   EXPECT_TRUE(throttle.AllowAt(t0 + MonoDelta::FromSeconds(10), &dropped));

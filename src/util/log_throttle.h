@@ -36,8 +36,8 @@ class LogThrottle {
   const int burst_;
   const MonoDelta period_;
   mutable std::mutex mu_;
-  MonoTime window_start_;      // guarded by mu_
-  int allowed_in_window_ = 0;  // guarded by mu_
+  MonoTime window_start_;           // guarded by mu_
+  int allowed_in_window_ = 0;       // guarded by mu_
   int64_t dropped_since_last_ = 0;  // guarded by mu_
   int64_t total_dropped_ = 0;       // guarded by mu_
 };

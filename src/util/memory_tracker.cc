@@ -12,8 +12,7 @@ void MemoryTracker::Consume(int64_t bytes) {
     const int64_t now = t->consumption_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
     if (bytes > 0) {
       int64_t peak = t->peak_.load(std::memory_order_relaxed);
-      while (now > peak &&
-             !t->peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+      while (now > peak && !t->peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
       }
     }
   }

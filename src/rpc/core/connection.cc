@@ -237,9 +237,9 @@ void Connection::OnInboundMemoryOverLimit() {
     // All it holds is one partial frame, already above the connection's limit: reading on would
     // break the limit, pausing would wait forever. Refuse it.
     if (MessengerMetrics* m = reactor_->metrics()) m->frames_refused->Increment();
-    Status s = Status::InvalidArgument(
-        "frame from " + remote_.ToString() + " exceeds the connection's inbound memory limit of " +
-        std::to_string(memory_->limit()) + " bytes");
+    Status s = Status::InvalidArgument("frame from " + remote_.ToString() +
+                                       " exceeds the connection's inbound memory limit of " +
+                                       std::to_string(memory_->limit()) + " bytes");
     reactor_->LogPeerError(s);
     CloseWithFatalError(ErrorStatusPB::FATAL_INVALID_FRAME, s);
     return;

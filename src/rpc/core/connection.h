@@ -23,8 +23,8 @@
 
 #include "rpc/core/negotiation.h"
 #include "rpc/core/outbound_call.h"
-#include "rpc/transport/transport.h"
 #include "rpc/rpc_header.pb.h"
+#include "rpc/transport/transport.h"
 #include "util/memory_tracker.h"
 #include "util/monotime.h"
 #include "util/ref_counted.h"

@@ -2,14 +2,13 @@
 // connections with a retriable error frame, and a server out of file descriptors neither spins
 // nor floods its log (it accepts and closes with a reserved descriptor, then backs off), while
 // the clients it already has are served.
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <dirent.h>
 
 #include <fstream>
 #include <iostream>
@@ -170,8 +169,8 @@ TEST(FdExhaustionTest, ServerOutOfDescriptorsStaysIdleLogsLittleAndServesItsClie
   SleepFor(MonoDelta::FromSeconds(2));
   const int64_t cpu_ticks = ProcessCpuTicks(child) - cpu_before;
   EXPECT_LT(cpu_ticks, ticks_per_second / 2) << "child used " << cpu_ticks << " ticks in 2 s";
-  std::cout << "FIGURE fd_exhaustion cpu_seconds_in_2s=" << static_cast<double>(cpu_ticks) / ticks_per_second
-            << std::endl;
+  std::cout << "FIGURE fd_exhaustion cpu_seconds_in_2s="
+            << static_cast<double>(cpu_ticks) / ticks_per_second << std::endl;
 
   // The client it already had is served.
   Status s = EchoOnce(good, addr, "during");

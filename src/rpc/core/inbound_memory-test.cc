@@ -140,7 +140,8 @@ TEST_F(InboundMemoryTest, FrameThatCouldNeverFitIsRefusedWithAFatalError) {
   rtest::EchoRequestPB big;
   big.set_data(std::string(3 * kMiB, 'z'));
   // The server stops reading partway; the write may fail once it has closed.
-  std::thread writer([&] { (void)conn.Write(CallFrame(1, "rrpc.rtest.EchoService", "Echo", big)); });
+  std::thread writer(
+      [&] { (void)conn.Write(CallFrame(1, "rrpc.rtest.EchoService", "Echo", big)); });
   ResponseHeader header;
   std::string body;
   Status s = conn.ReadParsedFrame(&header, &body);

@@ -72,8 +72,7 @@ Status ParseClientNegotiation(Slice frame, NegotiatePB* request) {
     return Status::InvalidArgument("expected a negotiation frame, got call id " +
                                    std::to_string(header.call_id()));
   }
-  if (!ParseMessageQuietly(body, request) ||
-      request->step() != NegotiatePB::NEGOTIATE) {
+  if (!ParseMessageQuietly(body, request) || request->step() != NegotiatePB::NEGOTIATE) {
     return Status::Corruption("negotiation request does not parse");
   }
   return Status::OK();

@@ -121,8 +121,7 @@ TEST_F(ProtocolStrictnessTest, BytesAfterTheBodyWithoutSidecarOffsetsAreMalforme
 }
 
 TEST_F(ProtocolStrictnessTest, HeaderThatDoesNotParseGetsAFatalErrorFrame) {
-  ExpectFatalInvalidFrame(RawFrame(std::string("\x05\xff\xff\xff\xff\xff\x00", 7)),
-                          "header");
+  ExpectFatalInvalidFrame(RawFrame(std::string("\x05\xff\xff\xff\xff\xff\x00", 7)), "header");
 }
 
 TEST_F(ProtocolStrictnessTest, ControlFrameFromAClientGetsAFatalErrorFrame) {

@@ -383,8 +383,8 @@ void Reactor::ShedBacklogWithoutDescriptors() {
 void Reactor::RefuseConnection(Socket sock) {
   if (metrics_ != nullptr) metrics_->connections_refused->Increment();
   // Best effort and never blocking: a fresh socket's send buffer holds the few bytes.
-  ssize_t ignored = ::send(sock.fd(), refusal_frame_.data(), refusal_frame_.size(),
-                           MSG_DONTWAIT | MSG_NOSIGNAL);
+  ssize_t ignored =
+      ::send(sock.fd(), refusal_frame_.data(), refusal_frame_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   (void)ignored;
   sock.Close();
 }

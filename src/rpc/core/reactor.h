@@ -149,7 +149,7 @@ class Reactor {
   ev_prepare prepare_watcher_;  // flushes batched writes before the loop blocks
   ev_check check_watcher_;      // with metrics: notes when the loop wakes up
 
-  MessengerMetrics* const metrics_;            // the messenger's; nullptr when disabled
+  MessengerMetrics* const metrics_;  // the messenger's; nullptr when disabled
   // A hostile peer can make one error per connection or frame: the log shows a few per period.
   LogThrottle peer_error_log_{5, MonoDelta::FromSeconds(10)};
   TransportFactory* const transport_factory_;  // the messenger's

@@ -63,9 +63,9 @@ inline constexpr MetricPrototype METRIC_inbound_memory_bytes = MetricPrototype::
     "Bytes held for inbound calls over all server connections (partial frames, queued and "
     "running requests, unsent responses), as of the last idle scan. Bounded by "
     "--rpc_inbound_memory_limit.");
-inline constexpr MetricPrototype METRIC_inbound_memory_peak_bytes = MetricPrototype::Gauge(
-    "inbound_memory_peak_bytes", "Inbound memory peak", MetricUnit::kBytes,
-    "The highest inbound_memory_bytes seen since the messenger started.");
+inline constexpr MetricPrototype METRIC_inbound_memory_peak_bytes =
+    MetricPrototype::Gauge("inbound_memory_peak_bytes", "Inbound memory peak", MetricUnit::kBytes,
+                           "The highest inbound_memory_bytes seen since the messenger started.");
 inline constexpr MetricPrototype METRIC_reads_paused_for_memory_total = MetricPrototype::Counter(
     "reads_paused_for_memory_total", "Reads paused for memory", MetricUnit::kUnits,
     "Times a connection stopped reading because it, or the messenger, held more inbound memory "

@@ -174,6 +174,7 @@ class FailingFs : public rocksdb::FileSystemWrapper {
       if (fs_->fail.load()) return fs_->Injected();
       return target()->Append(data, options, dbg);
     }
+
    private:
     const FailingFs* const fs_;
   };

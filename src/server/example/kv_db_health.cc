@@ -57,10 +57,9 @@ void KvDbHealth::OnBackgroundError(rocksdb::BackgroundErrorReason, rocksdb::Stat
     if (writes_stop) error_ = error->ToString();
     resumable_ = resumable;
   }
-  server_->ReportHealth(kComponent,
-                        writes_stop ? ServerBase::HealthState::kFailed
-                                    : ServerBase::HealthState::kDegraded,
-                        detail);
+  server_->ReportHealth(
+      kComponent,
+      writes_stop ? ServerBase::HealthState::kFailed : ServerBase::HealthState::kDegraded, detail);
   cv_.notify_all();
 }
 

@@ -55,7 +55,7 @@ class KvDbHealth final : public rocksdb::EventListener {
   rocksdb::DB* db_ = nullptr;  // set by Start()
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::string error_;  // the background error while the database refuses writes; guarded by mu_
+  std::string error_;      // the background error while the database refuses writes; guarded by mu_
   bool resumable_ = true;  // DB::Resume() can clear error_; guarded by mu_
   bool stopping_ = false;  // guarded by mu_
   std::thread thread_;

@@ -35,22 +35,22 @@ void RegisterMetricsPages(Webserver* web, MetricRegistry* registry) {
 void RegisterHealthzPage(Webserver* web, rpc::Messenger* messenger,
                          std::function<Status()> health_check,
                          std::function<std::string()> health_note) {
-  web->RegisterPage("/healthz", [messenger, health_check = std::move(health_check),
-                                 health_note = std::move(health_note)](const WebRequest&,
-                                                                       WebResponse* resp) {
-    Status s = health_check ? health_check() : Status::OK();
-    if (s.ok() && messenger != nullptr && messenger->closing()) {
-      s = Status::ServiceUnavailable("messenger shutting down");
-    }
-    web_page::NoStore(resp);
-    if (s.ok()) {
-      const std::string note = health_note ? health_note() : std::string();
-      resp->body = (note.empty() ? "OK" : note) + "\n";
-    } else {
-      resp->status = 503;
-      resp->body = "UNHEALTHY: " + s.ToString() + "\n";
-    }
-  });
+  web->RegisterPage("/healthz",
+                    [messenger, health_check = std::move(health_check),
+                     health_note = std::move(health_note)](const WebRequest&, WebResponse* resp) {
+                      Status s = health_check ? health_check() : Status::OK();
+                      if (s.ok() && messenger != nullptr && messenger->closing()) {
+                        s = Status::ServiceUnavailable("messenger shutting down");
+                      }
+                      web_page::NoStore(resp);
+                      if (s.ok()) {
+                        const std::string note = health_note ? health_note() : std::string();
+                        resp->body = (note.empty() ? "OK" : note) + "\n";
+                      } else {
+                        resp->status = 503;
+                        resp->body = "UNHEALTHY: " + s.ToString() + "\n";
+                      }
+                    });
 }
 
 }  // namespace
