@@ -10,6 +10,7 @@
 #include "rpc/service_if.h"
 #include "rpc/transport/tcp_transport.h"
 #include "rpc/transport/tls_transport.h"
+#include "util/memory_tracker.h"
 
 namespace rrpc::rpc {
 
@@ -49,6 +50,8 @@ Status Messenger::Init() {
     metrics_ = std::make_unique<MessengerMetrics>(metric_registry_, options_.name);
   }
   RRPC_ASSIGN_OR_RETURN(security_, MessengerSecurity::Create(options_.security));
+  inbound_memory_ = std::make_unique<MemoryTracker>(
+      options_.name + "-inbound", static_cast<int64_t>(options_.inbound_memory_limit));
   transport_factory_ = options_.transport_factory;
   if (transport_factory_ == nullptr) {
     StreamTransportOptions stream;
@@ -116,6 +119,14 @@ Status Messenger::Listen(const Sockaddr& addr, Sockaddr* bound) {
 }
 
 Status Messenger::ReloadSecurity() { return security_->Reload(); }
+bool Messenger::TryAddServerConnection() {
+  const size_t limit = options_.max_connections;
+  size_t open = server_connections_.load(std::memory_order_relaxed);
+  do {
+    if (limit != 0 && open >= limit) return false;
+  } while (!server_connections_.compare_exchange_weak(open, open + 1, std::memory_order_relaxed));
+  return true;
+}
 
 Sockaddr Messenger::listen_address() const {
   MutexLock lock(mu_);

@@ -21,6 +21,10 @@
 #include "util/sockaddr.h"
 #include "util/status.h"
 
+namespace rrpc {
+class MemoryTracker;
+}  // namespace rrpc
+
 namespace rrpc::rpc {
 
 class InboundCall;
@@ -77,6 +81,14 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   // Makes the transports of this messenger's connections (options().transport_factory, or TCP).
   TransportFactory* transport_factory() const { return transport_factory_.get(); }
   std::vector<ConnectionInfo> DumpConnections();
+  // Bytes held for inbound calls over all server connections (each connection's tracker is a
+  // child of this one); limit options().inbound_memory_limit.
+  MemoryTracker* inbound_memory() const { return inbound_memory_.get(); }
+  // Reactor threads: counts an accepted connection against options().max_connections; false
+  // (counting nothing) when the messenger is at its limit.
+  bool TryAddServerConnection();
+  // Reactor threads: an accepted connection closed.
+  void RemoveServerConnection() { server_connections_.fetch_sub(1, std::memory_order_relaxed); }
   // The bound listen address (unset before Listen).
   Sockaddr listen_address() const;
   // Where this messenger's metrics are (options().metric_registry, or its own); nullptr when
@@ -97,6 +109,8 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   std::unique_ptr<MessengerMetrics> metrics_;
   std::unique_ptr<MessengerSecurity> security_;
   std::shared_ptr<TransportFactory> transport_factory_;
+  // Before the reactors: their connections' trackers are its children.
+  std::unique_ptr<MemoryTracker> inbound_memory_;
   std::vector<std::unique_ptr<Reactor>> reactors_;
   std::unique_ptr<ServicePool> service_pool_;
   mutable Mutex mu_;
@@ -104,6 +118,7 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   Sockaddr listen_address_ GUARDED_BY(mu_);
   std::atomic<bool> closing_{false};
   std::atomic<int32_t> next_call_id_{0};
+  std::atomic<size_t> server_connections_{0};  // accepted and not yet closed
 };
 
 class MessengerBuilder {

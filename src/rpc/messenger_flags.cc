@@ -2,6 +2,8 @@
 
 #include <gflags/gflags.h>
 
+#include <algorithm>
+
 DEFINE_int32(rpc_num_reactors, 2,
              "Reactor threads per messenger. Each accepts on its own SO_REUSEPORT socket and owns "
              "its connections; more reactors spread socket work over more cores.");
@@ -27,6 +29,21 @@ DEFINE_int32(rpc_negotiation_timeout_ms, 3000,
 DEFINE_int32(rpc_idle_timeout_ms, 65000,
              "Milliseconds after which a connection with nothing in flight is closed; "
              "0 keeps idle connections forever.");
+DEFINE_int64(rpc_max_connections, 0,
+             "Server connections a messenger keeps open at once (0: no limit). Beyond it a new "
+             "connection gets a retriable 'server too busy' error frame and is closed. Set it "
+             "below the process's open-file limit (ulimit -n) minus what the service needs.");
+
+DEFINE_int64(rpc_inbound_memory_per_connection, 128 << 20,
+             "Bytes a server connection may hold for its inbound calls (partial frames, queued "
+             "and running requests, unsent responses) before it stops reading (0: no limit). "
+             "Keep it above --rpc_max_message_size.");
+DEFINE_int64(rpc_inbound_memory_limit, int64_t{1} << 30,
+             "Bytes all server connections of a messenger may hold for inbound calls before they "
+             "stop reading (0: no limit).");
+DEFINE_int32(rpc_frame_receive_timeout_ms, 60000,
+             "Milliseconds a frame may take to arrive whole (0: no bound). A sender slower than "
+             "that has its connection closed, freeing the partial frame.");
 
 DEFINE_bool(rpc_enable_metrics, true,
             "Keep per-method and per-messenger metrics (counters and histograms updated on every "
@@ -47,6 +64,16 @@ MessengerOptions MessengerOptionsFromFlags(std::string name) {
   options.idle_timeout = FLAGS_rpc_idle_timeout_ms > 0
                              ? MonoDelta::FromMilliseconds(FLAGS_rpc_idle_timeout_ms)
                              : MonoDelta::Max();
+  options.max_connections =
+      FLAGS_rpc_max_connections > 0 ? static_cast<size_t>(FLAGS_rpc_max_connections) : 0;
+  options.inbound_memory_per_connection =
+      static_cast<size_t>(std::max<int64_t>(0, FLAGS_rpc_inbound_memory_per_connection));
+  options.inbound_memory_limit =
+      static_cast<size_t>(std::max<int64_t>(0, FLAGS_rpc_inbound_memory_limit));
+  options.frame_receive_timeout =
+      FLAGS_rpc_frame_receive_timeout_ms > 0
+          ? MonoDelta::FromMilliseconds(FLAGS_rpc_frame_receive_timeout_ms)
+          : MonoDelta::Max();
   options.enable_metrics = FLAGS_rpc_enable_metrics;
   options.security = SecurityOptionsFromFlags();
   options.authorizer = AuthorizerFromFlags();

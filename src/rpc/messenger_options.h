@@ -49,6 +49,22 @@ struct MessengerOptions {
   // How often each reactor looks for idle connections.
   MonoDelta idle_scan_period = MonoDelta::FromSeconds(1);
   int listen_backlog = 1024;
+  // Inbound memory budget: bytes held for a server's inbound calls (partial frames, queued and
+  // running requests, responses not yet written), per connection and over the whole messenger.
+  // A connection above either stops reading until calls finish and release memory; a frame that
+  // alone exceeds the per-connection limit could never fit and closes the connection (after a
+  // FATAL_INVALID_FRAME error frame). 0: no limit. Keep the per-connection one above
+  // max_message_size, or legal frames that large are refused.
+  size_t inbound_memory_per_connection = 128 << 20;
+  size_t inbound_memory_limit = size_t{1} << 30;
+  // A frame must arrive whole within this long of its first byte (or of the previous frame, on a
+  // busy connection); otherwise the connection closes. Bounds how long a slow sender holds a
+  // partial frame. Max(): no bound.
+  MonoDelta frame_receive_timeout = MonoDelta::FromSeconds(60);
+  // Server connections open at once (over all reactors); 0: no limit. A connection beyond it is
+  // sent a retriable ERROR_SERVER_TOO_BUSY frame (call id -2) and closed, so that a flood of
+  // clients cannot take every file descriptor of the process.
+  size_t max_connections = 0;
   // Where the messenger registers its metrics (rpc/observe/rpc_metrics.h); must outlive the
   // messenger. nullptr: the messenger makes and owns a registry of its own
   // (Messenger::metric_registry()).

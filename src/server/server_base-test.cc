@@ -77,6 +77,45 @@ class ServerBaseTest : public ::testing::Test {
   rpc::TestEchoService* echo_ = nullptr;
 };
 
+TEST_F(ServerBaseTest, ReportedHealthShowsInHealthzAndGetStatus) {
+  ServerBaseOptions opts = Options();
+  opts.webserver_bind_address = "127.0.0.1:0";
+  ASSERT_NO_FATAL_FAILURE(StartServer(opts));
+  const uint16_t web_port = PortOfUrl(server_->web_url());
+  server::ServerStatusServiceProxy proxy(client_, server_->rpc_address());
+  auto status = [&] {
+    server::GetStatusRequestPB req;
+    server::GetStatusResponsePB resp;
+    rpc::RpcController ctl;
+    ctl.set_timeout(MonoDelta::FromSeconds(30));
+    EXPECT_TRUE(proxy.GetStatus(req, &resp, &ctl).ok()) << ctl.status().ToString();
+    return resp;
+  };
+
+  // Degraded: still healthy (200), but it says so.
+  server_->ReportHealth("disk", ServerBase::HealthState::kDegraded, "slow fsync");
+  EXPECT_TRUE(server_->Health().ok());
+  EXPECT_EQ("HTTP/1.1 200 OK", GetStatusLine(web_port, "/healthz"));
+  server::GetStatusResponsePB resp = status();
+  EXPECT_TRUE(resp.healthy());
+  EXPECT_EQ("DEGRADED: disk: slow fsync", resp.health());
+
+  // Failed: unhealthy everywhere, with the reason.
+  server_->ReportHealth("db", ServerBase::HealthState::kFailed, "background error");
+  EXPECT_FALSE(server_->Health().ok());
+  EXPECT_EQ("HTTP/1.1 503 Service Unavailable", GetStatusLine(web_port, "/healthz"));
+  resp = status();
+  EXPECT_FALSE(resp.healthy());
+  EXPECT_NE(std::string::npos, resp.health().find("db: background error")) << resp.health();
+
+  // Recovered.
+  server_->ReportHealth("db", ServerBase::HealthState::kOk, "");
+  server_->ReportHealth("disk", ServerBase::HealthState::kOk, "");
+  EXPECT_TRUE(server_->Health().ok());
+  EXPECT_EQ("HTTP/1.1 200 OK", GetStatusLine(web_port, "/healthz"));
+  EXPECT_EQ("OK", status().health());
+}
+
 TEST_F(ServerBaseTest, StatusHidesSecretsAndCanRequireAuthentication) {
   ServerBaseOptions opts = Options();
   ASSERT_NO_FATAL_FAILURE(StartServer(opts));

@@ -119,6 +119,7 @@ Status ServerBase::Start() {
     WebPagesOptions popts;
     popts.server_name = options_.name;
     popts.health_check = [this] { return Health(); };
+    popts.health_note = [this] { return HealthNote(); };
     RegisterRpcPages(web_.get(), messenger_.get(), metric_registry_.get(), popts);
     Status s = web_->Start();
     if (!s.ok()) {
@@ -218,10 +219,49 @@ void ServerBase::RequestStop() {
   (void)ignored;
 }
 
+void ServerBase::ReportHealth(const std::string& component, HealthState state,
+                              const std::string& detail) {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  auto it = component_health_.find(component);
+  const bool changed = state == HealthState::kOk
+                           ? it != component_health_.end()
+                           : it == component_health_.end() || it->second.first != state ||
+                                 it->second.second != detail;
+  if (!changed) return;
+  if (state == HealthState::kOk) {
+    component_health_.erase(it);
+    LOG(INFO) << options_.name << ": " << component << " healthy again";
+    return;
+  }
+  component_health_[component] = {state, detail};
+  LOG(WARNING) << options_.name << ": " << component << " "
+               << (state == HealthState::kFailed ? "failed" : "degraded") << ": " << detail;
+}
+
+std::string ServerBase::HealthNote() const {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  std::string failed, degraded;
+  for (const auto& [component, report] : component_health_) {
+    std::string& list = report.first == HealthState::kFailed ? failed : degraded;
+    list += (list.empty() ? "" : "; ") + component + ": " + report.second;
+  }
+  if (!failed.empty())
+    return "FAILED: " + failed + (degraded.empty() ? "" : "; DEGRADED: " + degraded);
+  return degraded.empty() ? "" : "DEGRADED: " + degraded;
+}
+
 Status ServerBase::Health() const {
   switch (state_.load()) {
-    case State::kRunning:
+    case State::kRunning: {
+      std::lock_guard<std::mutex> lock(health_mu_);
+      std::string failed;
+      for (const auto& [component, report] : component_health_) {
+        if (report.first != HealthState::kFailed) continue;
+        failed += (failed.empty() ? "" : "; ") + component + ": " + report.second;
+      }
+      if (!failed.empty()) return Status::ServiceUnavailable("FAILED: " + failed);
       return Status::OK();
+    }
     case State::kDraining:
       return Status::ServiceUnavailable("draining");
     case State::kStopped:

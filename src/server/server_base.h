@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -101,8 +102,20 @@ class ServerBase {
   // again: new connections use them, open ones go on. On error the old ones stay. Thread-safe.
   Status ReloadSecurity();
 
-  // OK while serving; ServiceUnavailable while starting or draining.
+  // How a part of the server (a service, its storage) is doing, as it reports it.
+  //   kDegraded: still serving, with less function (e.g. reads work, writes are refused while
+  //              the database recovers). /healthz answers 200 "DEGRADED: ...".
+  //   kFailed:   not doing its job. Health() and /healthz (503) say unhealthy.
+  enum class HealthState { kOk, kDegraded, kFailed };
+  // Thread-safe, any time: `component` ("rocksdb") is now in `state` because of `detail`; kOk
+  // clears what it reported before. State changes are logged.
+  void ReportHealth(const std::string& component, HealthState state, const std::string& detail);
+  // OK while serving and no component reported kFailed; ServiceUnavailable while starting or
+  // draining, or with the failed components' details.
   Status Health() const;
+  // "" while Health() is OK and no component is degraded; otherwise one line naming the
+  // degraded (or failed) components, e.g. "DEGRADED: rocksdb: IO error: ...".
+  std::string HealthNote() const;
 
   const ServerBaseOptions& options() const { return options_; }
   const std::string& name() const { return options_.name; }
@@ -128,6 +141,10 @@ class ServerBase {
   Sockaddr rpc_address_;
   MonoTime start_time_;
   std::atomic<State> state_{State::kNew};
+  mutable Mutex health_mu_;
+  // Components not OK, by name: (state, detail).
+  std::map<std::string, std::pair<HealthState, std::string>> component_health_
+      GUARDED_BY(health_mu_);
   Mutex shutdown_mu_;  // serializes Shutdown()
   // Self-pipe of RunUntilSignalled(): the signal handler and RequestStop() write, the loop reads.
   int stop_pipe_[2] = {-1, -1};

@@ -36,7 +36,8 @@ void ServerStatusServiceImpl::GetStatus(const server::GetStatusRequestPB* /*req*
   }
   const Status health = server_->Health();
   resp->set_healthy(health.ok());
-  resp->set_health(health.ok() ? "OK" : health.message());
+  const std::string note = server_->HealthNote();
+  resp->set_health(health.ok() ? (note.empty() ? "OK" : note) : health.message());
   context->RespondSuccess();
 }
 

@@ -20,6 +20,9 @@ namespace {
 // new calls from it) until the transport drains below the low mark.
 constexpr size_t kPauseReadsAboveBytes = 8 << 20;
 constexpr size_t kResumeReadsBelowBytes = 1 << 20;
+// A connection paused for inbound memory reads again once it and its messenger are below this
+// fraction of their limits (not just below them, which would flap on every call finished).
+constexpr double kResumeReadsBelowMemoryFraction = 0.75;
 }  // namespace
 
 Connection::Connection(Reactor* reactor, Direction direction, std::unique_ptr<Transport> transport,
@@ -35,11 +38,16 @@ Connection::Connection(Reactor* reactor, Direction direction, std::unique_ptr<Tr
                               ? std::make_unique<ServerNegotiation>(
                                     AsNegotiationHost(), reactor->messenger()->security())
                               : nullptr),
-      client_negotiation_(
-          direction == Direction::kClient
-              ? std::make_unique<ClientNegotiation>(AsNegotiationHost(), reactor->messenger_name(),
-                                                    reactor->messenger()->security()->auth_token())
-              : nullptr),
+      client_negotiation_(direction == Direction::kClient
+                              ? std::make_unique<ClientNegotiation>(
+                                    AsNegotiationHost(), reactor->messenger_name(),
+                                    reactor->messenger()->security()->auth_token())
+                              : nullptr),
+      memory_(direction == Direction::kServer
+                  ? std::make_unique<MemoryTracker>(
+                        "connection", static_cast<int64_t>(options_.inbound_memory_per_connection),
+                        reactor->messenger()->inbound_memory())
+                  : nullptr),
       created_(MonoTime::Now()),
       last_activity_(created_) {
   MessengerMetrics* m = reactor_->metrics();
@@ -213,17 +221,78 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
 
 void Connection::ApplyBackpressure() {
   DCHECK(reactor_->IsCurrentThread());
-  if (direction_ != Direction::kServer || state_ != State::kOpen) return;
+  if (direction_ != Direction::kServer || state_ == State::kClosed || fatal_error_sent_) return;
+  // Called on every response queued and every flush: the common case is two comparisons. Memory
+  // going over its limit is noticed where it grows, as bytes arrive (OnBytesReceived).
   const size_t unsent = unsent_bytes_.load(std::memory_order_relaxed);
-  if (!reads_paused_ && unsent > kPauseReadsAboveBytes) {
-    reads_paused_ = true;
-    transport_->PauseReading(true);
-    VLOG(1) << "pausing reads from " << remote_.ToString() << ": " << unsent
-            << " response bytes unsent";
-  } else if (reads_paused_ && unsent < kResumeReadsBelowBytes) {
-    reads_paused_ = false;
-    transport_->PauseReading(false);
+  if (!reads_paused_) {
+    if (unsent > kPauseReadsAboveBytes) SetReadsPaused(true);
+    return;
   }
+  if (unsent < kResumeReadsBelowBytes && memory_->AllBelow(kResumeReadsBelowMemoryFraction)) {
+    SetReadsPaused(false);
+  }
+}
+
+void Connection::ReconsiderReading() {
+  DCHECK(reactor_->IsCurrentThread());
+  if (direction_ != Direction::kServer || state_ == State::kClosed || fatal_error_sent_) return;
+  if (memory_->OverLimit()) {
+    OnInboundMemoryOverLimit();
+  } else {
+    ApplyBackpressure();
+  }
+}
+
+void Connection::OnInboundMemoryOverLimit() {
+  if (memory_->limit() > 0 && memory_->consumption() > memory_->limit() &&
+      inbound_in_flight_.load(std::memory_order_relaxed) == 0 &&
+      unsent_bytes_.load(std::memory_order_relaxed) == 0) {
+    // All it holds is one partial frame, already above the connection's limit: reading on would
+    // break the limit, pausing would wait forever. Refuse it.
+    if (MessengerMetrics* m = reactor_->metrics()) m->frames_refused->Increment();
+    Status s = Status::InvalidArgument("frame from " + remote_.ToString() +
+                                       " exceeds the connection's inbound memory limit of " +
+                                       std::to_string(memory_->limit()) + " bytes");
+    reactor_->LogPeerError(s);
+    CloseWithFatalError(ErrorStatusPB::FATAL_INVALID_FRAME, s);
+    return;
+  }
+  if (reads_paused_) return;
+  if (MessengerMetrics* m = reactor_->metrics()) m->reads_paused_for_memory->Increment();
+  SetReadsPaused(true);
+}
+
+void Connection::SetReadsPaused(bool paused) {
+  reads_paused_ = paused;
+  transport_->PauseReading(paused);
+  // Memory frees on other threads (workers) and other connections: the reactor looks at its
+  // paused connections again shortly (ReconsiderReading).
+  reactor_->WatchPausedConnection(this, paused);
+  VLOG(1) << (paused ? "pausing" : "resuming") << " reads from " << remote_.ToString() << ": "
+          << unsent_bytes_.load(std::memory_order_relaxed) << " response bytes unsent, "
+          << memory_->consumption() << " inbound bytes held";
+}
+
+void Connection::SyncPartialCharge() {
+  const size_t buffered = transport_->buffered_bytes();
+  if (buffered == partial_charged_) return;
+  if (partial_charged_ == 0) frame_progress_at_ = last_activity_;  // a frame begins
+  memory_->Consume(static_cast<int64_t>(buffered) - static_cast<int64_t>(partial_charged_));
+  partial_charged_ = buffered;
+}
+
+void Connection::CloseWithFatalError(ErrorStatusPB::RpcErrorCodePB code, const Status& reason) {
+  DCHECK(reactor_->IsCurrentThread());
+  if (state_ == State::kClosed || fatal_error_sent_) return;
+  fatal_error_sent_ = true;
+  scoped_refptr<Connection> self(this);
+  if (direction_ == Direction::kServer) {
+    // Behind any responses still queued: a peer that reads them reads this last.
+    SendConnectionBytes(BuildServerReply(NegotiatePB(), reason, code));
+    Flush();
+  }
+  Shutdown(reason);
 }
 
 void Connection::Flush() {
@@ -313,6 +382,10 @@ void Connection::OnBytesReceived(size_t bytes, MonoTime now) {
   bytes_received_ += bytes;
   last_activity_ = now;
   if (MessengerMetrics* m = reactor_->metrics()) m->received_bytes->IncrementBy(bytes);
+  if (direction_ == Direction::kServer) {
+    SyncPartialCharge();
+    if (memory_->OverLimit()) OnInboundMemoryOverLimit();
+  }
 }
 
 void Connection::OnWritable() {
@@ -346,15 +419,17 @@ void Connection::OnProtocolError(const Status& reason) {
   DCHECK(reactor_->IsCurrentThread());
   scoped_refptr<Connection> self(this);
   // Logged here (Shutdown only VLOGs): a peer breaking the protocol, e.g. a frame above
-  // max_message_size, is the operator's only clue why the connection dropped.
+  // max_message_size, is the operator's only clue why the connection dropped. Rate-limited: a
+  // hostile peer could otherwise write one log line per connection it opens.
   Status bad = reason.CloneAndPrepend("bad frame from " + remote_.ToString());
-  LOG(WARNING) << bad.ToString();
-  Shutdown(bad);
+  reactor_->LogPeerError(bad);
+  CloseWithFatalError(ErrorStatusPB::FATAL_INVALID_FRAME, bad);
 }
 
 void Connection::OnPreamble(Slice preamble) {
   DCHECK(reactor_->IsCurrentThread());
   DCHECK(server_negotiation_ != nullptr);
+  SyncPartialCharge();  // the preamble is consumed: it holds no memory
   Result<ServerNegotiation::Next> next = server_negotiation_->OnPreamble(preamble);
   if (!next.ok()) {
     FailNegotiation(next.status());
@@ -382,12 +457,24 @@ void Connection::StartServerTls(Slice hello_start) {
 
 void Connection::OnFrame(BlockSlice frame) {
   DCHECK(reactor_->IsCurrentThread());
+  // Server side: the frame's bytes, counted in memory_ as the transport's partial frame until
+  // now, pass to the call made of it (HandleCallFrame takes them) without touching the tracker;
+  // what no call takes is released below.
+  size_t charged = 0;
+  if (direction_ == Direction::kServer) {
+    frame_progress_at_ = last_activity_;
+    charged = std::min(kFrameLengthSize + frame.slice.size(), partial_charged_);
+    partial_charged_ -= charged;
+  }
+  Status s;
   if (state_ == State::kNegotiating) {
     HandleNegotiationFrame(frame.slice);
-    return;
+  } else if (direction_ == Direction::kServer) {
+    s = HandleCallFrame(std::move(frame), &charged);
+  } else {
+    s = HandleResponseFrame(std::move(frame));
   }
-  Status s = direction_ == Direction::kServer ? HandleCallFrame(std::move(frame))
-                                              : HandleResponseFrame(std::move(frame));
+  if (charged != 0) memory_->Release(static_cast<int64_t>(charged));
   if (!s.ok()) OnProtocolError(s);
 }
 
@@ -423,7 +510,8 @@ std::unique_ptr<TransportUpgrade> Connection::NewTransportUpgrade() {
 void Connection::FailNegotiation(const Status& reason) {
   scoped_refptr<Connection> self(this);
   Status s = reason.CloneAndPrepend("negotiation with " + remote_.ToString());
-  LOG(WARNING) << s.ToString();
+  // A client refused by its server (e.g. at its connection limit) is no protocol error.
+  reactor_->LogPeerError(s, /*count=*/direction_ == Direction::kServer);
   Flush();  // a server's refusal goes out before the close
   Shutdown(s);
 }
@@ -479,7 +567,7 @@ void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
 
 // ---- Calls and responses.
 
-Status Connection::HandleCallFrame(BlockSlice frame) {
+Status Connection::HandleCallFrame(BlockSlice frame, size_t* charged) {
   DCHECK(reactor_->IsCurrentThread());
   auto call = std::make_unique<InboundCall>(scoped_refptr<Connection>(this));
   RRPC_RETURN_NOT_OK(call->ParseFrom(std::move(frame), last_activity_));
@@ -487,6 +575,8 @@ Status Connection::HandleCallFrame(BlockSlice frame) {
     return Status::InvalidArgument("unexpected connection-level frame, call id " +
                                    std::to_string(call->call_id()));
   }
+  call->HoldMemory(call->frame_bytes(), *charged);
+  *charged = 0;
   inbound_in_flight_.fetch_add(1, std::memory_order_relaxed);
   reactor_->RouteInboundCall(std::move(call));
   return Status::OK();
@@ -531,6 +621,10 @@ void Connection::Shutdown(const Status& reason) {
     unsent_bytes_.store(0, std::memory_order_relaxed);
   }
   transport_->Close();
+  if (memory_ != nullptr) {
+    memory_->Release(static_cast<int64_t>(partial_charged_));  // the transport dropped it
+    partial_charged_ = 0;
+  }
 
   // Calls first (their callbacks see the failure), then the unsent bytes.
   std::vector<scoped_refptr<OutboundCall>> pending;

@@ -22,7 +22,9 @@
 
 #include "rpc/core/negotiation.h"
 #include "rpc/core/outbound_call.h"
+#include "rpc/rpc_header.pb.h"
 #include "rpc/transport/transport.h"
+#include "util/memory_tracker.h"
 #include "util/monotime.h"
 #include "util/mutex.h"
 #include "util/ref_counted.h"
@@ -103,6 +105,24 @@ class Connection final : public RefCounted<Connection>,
   // Server side, any thread: an InboundCall of this connection finished (response written or
   // dropped).
   void InboundCallDone();
+  // Server side: the bytes held for this connection's inbound calls (a child of the messenger's
+  // tracker); nullptr on the client side. Any thread may consume or release.
+  MemoryTracker* inbound_memory() const { return memory_.get(); }
+  // Reactor thread, server side: stops reading while too many response bytes wait; a paused
+  // connection reads again once few wait and its inbound memory (and its messenger's) is below
+  // 3/4 of the limits. Cheap: runs on every response queued.
+  void ApplyBackpressure();
+  // Reactor thread, server side, for a paused connection (the reactor asks every few ms): over
+  // the memory limits, OnInboundMemoryOverLimit(); otherwise ApplyBackpressure().
+  void ReconsiderReading();
+  // Reactor thread: a partial frame has been pending, with no frame completed, since before
+  // `since` (a sender too slow, or one holding memory on purpose).
+  bool IsFrameStalledSince(MonoTime since) const {
+    return partial_charged_ > 0 && frame_progress_at_ < since;
+  }
+  // Reactor thread: server side, sends a connection-level error frame (call id -2, `code`) as far
+  // as the socket takes it now; then, either side, closes with `reason`.
+  void CloseWithFatalError(ErrorStatusPB::RpcErrorCodePB code, const Status& reason);
 
  private:
   // TransportHost: reactor thread.
@@ -129,15 +149,21 @@ class Connection final : public RefCounted<Connection>,
   void StartServerTls(Slice hello_start);
   // Logs why, sends what the negotiation queued (a server's refusal) and closes.
   void FailNegotiation(const Status& reason);
-  Status HandleCallFrame(BlockSlice frame);
+  // `*charged`: the frame's bytes already counted in memory_; set to 0 once a call holds them.
+  Status HandleCallFrame(BlockSlice frame, size_t* charged);
   Status HandleResponseFrame(BlockSlice frame);
   // Client side: queues the calls that waited for the connection, and sends later ones at once.
   void SendPendingCalls();
   // `upgrade`: the transport both sides agreed to continue on (RDMA), or nullptr.
   void MarkOpen(std::unique_ptr<TransportUpgrade> upgrade);
   void QueueTransfer(OutboundTransfer* transfer) EXCLUDES(write_mu_);
-  // Server side: stops or restarts reading by how many response bytes wait.
-  void ApplyBackpressure();
+  // Server side: counts the transport's buffered (partial frame) bytes in memory_.
+  void SyncPartialCharge();
+  // Server side: this connection or its messenger holds more inbound memory than allowed. Pauses
+  // reading; or, when all the connection holds is one partial frame already above its own limit
+  // (it could never fit), refuses it: FATAL_INVALID_FRAME and close.
+  void OnInboundMemoryOverLimit();
+  void SetReadsPaused(bool paused);
   void NotifyWhenWritable(bool on);
 
   Reactor* const reactor_;
@@ -157,6 +183,7 @@ class Connection final : public RefCounted<Connection>,
 
   ev_timer negotiation_timer_;
   bool write_armed_ = false;
+  bool fatal_error_sent_ = false;  // CloseWithFatalError ran: nothing more to decide
   bool reads_paused_ = false;
 
   // The write side. Held while writing to the transport, so one thread writes at a time; never
@@ -179,6 +206,12 @@ class Connection final : public RefCounted<Connection>,
   // Server side: calls handed to the service pool and not yet answered.
   std::atomic<int64_t> inbound_in_flight_{0};
 
+  // Server side: bytes held for inbound calls; the calls consume and release their share.
+  std::unique_ptr<MemoryTracker> memory_;
+  // Server side, reactor thread: the transport's buffered bytes as last counted in memory_, and
+  // when a frame last completed (or the current partial one began).
+  size_t partial_charged_ = 0;
+  MonoTime frame_progress_at_;
   CallerIdentity identity_;  // set in MarkOpen, then read-only
 
   MonoTime created_;

@@ -12,7 +12,16 @@ namespace rrpc::rpc {
 InboundCall::InboundCall(scoped_refptr<Connection> connection)
     : connection_(std::move(connection)) {}
 
-InboundCall::~InboundCall() = default;
+InboundCall::~InboundCall() {
+  if (held_bytes_ != 0) connection_->inbound_memory()->Release(held_bytes_);
+}
+
+void InboundCall::HoldMemory(size_t bytes, size_t already_counted) {
+  held_bytes_ += static_cast<int64_t>(bytes);
+  if (bytes != already_counted) {
+    connection_->inbound_memory()->Consume(static_cast<int64_t>(bytes - already_counted));
+  }
+}
 
 MonoTime& InboundCall::LastRespondTimeOnThisThread() {
   thread_local MonoTime last;
@@ -29,6 +38,10 @@ Status InboundCall::ParseFrom(BlockSlice frame, MonoTime arrival) {
     return Status::InvalidArgument("call frame without a remote method");
   }
   RRPC_RETURN_NOT_OK(SplitSidecars(tail, header.sidecar_offsets(), &inbound_sidecars_));
+  for (int f : header.required_feature_flags()) {
+    // A server knows sidecars; TLS is a property of the connection, not of a call.
+    if (f != SIDECARS) unsupported_features_.push_back(f);
+  }
   frame_block_ = std::move(frame.block);
   call_id_ = header.call_id();
   service_name_ = &header.remote_method().service_name();
@@ -65,6 +78,20 @@ void InboundCall::RespondFailure(ErrorStatusPB::RpcErrorCodePB code, const Statu
   Respond(error, /*is_error=*/true);
 }
 
+void InboundCall::RespondUnsupportedFeatures() {
+  ErrorStatusPB error;
+  std::string names;
+  for (int f : unsupported_features_) {
+    error.add_unsupported_feature_flags(static_cast<RpcFeatureFlag>(f));
+    names += (names.empty() ? "" : ", ") + std::to_string(f);
+  }
+  error.set_message("the call requires features this server does not support: " + names);
+  error.set_code(ErrorStatusPB::ERROR_UNSUPPORTED_FEATURE);
+  if (metrics_ != nullptr) metrics_->CountError(ErrorStatusPB::ERROR_UNSUPPORTED_FEATURE);
+  outbound_sidecars_.clear();
+  Respond(error, /*is_error=*/true);
+}
+
 void InboundCall::RespondApplicationError(const Status& status) {
   ErrorStatusPB error;
   error.set_message(status.message());
@@ -94,6 +121,7 @@ void InboundCall::Respond(const google::protobuf::MessageLite& body, bool is_err
     return;
   }
   SetPayload(std::move(head).value(), std::move(outbound_sidecars_));
+  HoldMemory(total_bytes());  // until written: a client that does not read holds it
   if (metrics_ != nullptr || rpcz_entry_.tracked()) {
     const MonoTime now = MonoTime::Now();  // one clock read serves both, and the worker
     LastRespondTimeOnThisThread() = now;

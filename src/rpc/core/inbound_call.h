@@ -71,6 +71,11 @@ class InboundCall final : public OutboundTransfer {
   MethodMetrics* metrics() const { return metrics_; }
   // Bytes of the request frame, its length prefix included.
   size_t frame_bytes() const { return frame_bytes_; }
+  // Holds `bytes` more of the connection's inbound memory (the request frame when the call is
+  // made, the response once serialized), of which `already_counted` are counted in the tracker
+  // already (a frame's bytes, counted while they were a partial frame); all of it is released
+  // when the call is deleted. The owning thread only.
+  void HoldMemory(size_t bytes, size_t already_counted = 0);
 
   // Timeline, for metrics and /rpcz.
   void RecordHandlingStarted() {
@@ -80,6 +85,12 @@ class InboundCall final : public OutboundTransfer {
   MonoTime handling_started() const { return handling_started_; }
   // The call's part of the /rpcz store (rpc/observe/rpcz_store.h).
   RpczCallEntry* rpcz_entry() { return &rpcz_entry_; }
+
+  // Features the header requires that this server lacks (required_feature_flags); the service
+  // pool answers such a call ERROR_UNSUPPORTED_FEATURE without running it.
+  const std::vector<int>& unsupported_features() const { return unsupported_features_; }
+  // Any thread, once: answers ERROR_UNSUPPORTED_FEATURE naming unsupported_features().
+  void RespondUnsupportedFeatures();
 
   int AddOutboundSidecar(BlockSlice sidecar);
 
@@ -103,6 +114,7 @@ class InboundCall final : public OutboundTransfer {
   BlockRef frame_block_;  // keeps body_ and inbound_sidecars_ alive
   Slice body_;
   std::vector<Slice> inbound_sidecars_;
+  std::vector<int> unsupported_features_;
   std::vector<BlockSlice> outbound_sidecars_;
   MonoTime arrival_;
   MonoTime deadline_ = MonoTime::Max();
@@ -110,6 +122,7 @@ class InboundCall final : public OutboundTransfer {
   const RpcMethodInfo* method_ = nullptr;
   MethodMetrics* metrics_ = nullptr;
   size_t frame_bytes_ = 0;
+  int64_t held_bytes_ = 0;  // counted in connection_->inbound_memory()
   // Last member: destroyed first, so /rpcz never sees a call whose header is gone.
   RpczCallEntry rpcz_entry_;
 };

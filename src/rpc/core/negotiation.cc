@@ -131,8 +131,7 @@ Status ParseClientNegotiation(Slice frame, NegotiatePB* request) {
     return Status::InvalidArgument("expected a negotiation frame, got call id " +
                                    std::to_string(header.call_id()));
   }
-  if (!request->ParseFromArray(body.data(), static_cast<int>(body.size())) ||
-      request->step() != NegotiatePB::NEGOTIATE) {
+  if (!ParseMessageQuietly(body, request) || request->step() != NegotiatePB::NEGOTIATE) {
     return Status::Corruption("negotiation request does not parse");
   }
   return Status::OK();
@@ -147,12 +146,16 @@ Status ParseServerReply(Slice frame, NegotiatePB* reply) {
   }
   if (header.is_error()) {
     ErrorStatusPB error;
-    if (!error.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+    if (!ParseMessageQuietly(body, &error)) {
       return Status::Corruption("negotiation error does not parse");
+    }
+    if (error.code() == ErrorStatusPB::ERROR_SERVER_TOO_BUSY) {
+      // At its connection limit or out of descriptors: worth trying again later.
+      return Status::ServiceUnavailable("server refused the connection", error.message());
     }
     return Status::NetworkError("server refused the connection", error.message());
   }
-  if (!reply->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+  if (!ParseMessageQuietly(body, reply)) {
     return Status::Corruption("negotiation reply does not parse");
   }
   return Status::OK();

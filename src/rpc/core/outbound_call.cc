@@ -29,6 +29,8 @@ Status StatusFromError(const ErrorStatusPB& error) {
       return Status::TimedOut(msg);
     case ErrorStatusPB::ERROR_UNAVAILABLE:
       return Status::Aborted(msg);
+    case ErrorStatusPB::ERROR_UNSUPPORTED_FEATURE:
+      return Status::NotSupported(msg);
     default:
       return Status::RemoteError(msg);
   }
@@ -110,7 +112,7 @@ void OutboundCall::FinishWithResponse(BlockSlice frame, const ResponseHeader& he
   received_at_ = received_at;
   if (header.is_error()) {
     auto error = std::make_unique<ErrorStatusPB>();
-    if (!error->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+    if (!ParseMessageQuietly(body, error.get())) {
       Finish(Status::Corruption("error response does not parse"), nullptr);
       return;
     }
@@ -118,7 +120,7 @@ void OutboundCall::FinishWithResponse(BlockSlice frame, const ResponseHeader& he
     Finish(std::move(status), std::move(error));
     return;
   }
-  if (!response_->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+  if (!ParseMessageQuietly(body, response_)) {
     Finish(Status::Corruption("response does not parse", response_->InitializationErrorString()),
            nullptr);
     return;

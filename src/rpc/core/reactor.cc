@@ -1,9 +1,15 @@
 #include "rpc/core/reactor.h"
 
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 
 #include "rpc/core/connection.h"
 #include "rpc/core/inbound_call.h"
+#include "rpc/core/negotiation.h"
 #include "rpc/core/outbound_call.h"
 #include "rpc/core/service_pool.h"
 #include "rpc/messenger.h"
@@ -18,6 +24,11 @@ namespace {
 thread_local Reactor* tls_current_reactor = nullptr;
 // Accepts per readable event on the listener before serving other events.
 constexpr int kMaxAcceptsPerEvent = 64;
+// Pause of the listener after accept() fails for lack of resources, doubled while it keeps failing.
+constexpr MonoDelta kFirstAcceptBackoff = MonoDelta::FromMilliseconds(20);
+constexpr MonoDelta kMaxAcceptBackoff = MonoDelta::FromSeconds(1);
+// How often connections paused for backpressure look again whether they may read.
+constexpr double kPausedRecheckSeconds = 0.005;
 }  // namespace
 
 Reactor::Reactor(Messenger* messenger, int index)
@@ -33,6 +44,7 @@ Reactor::Reactor(Messenger* messenger, int index)
 Reactor::~Reactor() {
   Shutdown();
   ev_loop_destroy(loop_);
+  if (reserved_fd_ >= 0) ::close(reserved_fd_);
 }
 
 const MessengerOptions& Reactor::options() const { return messenger_->options(); }
@@ -61,6 +73,18 @@ Status Reactor::Start() {
   ev_timer_init(&idle_timer_, &Reactor::OnIdleScan, scan, scan);
   idle_timer_.data = this;
   ev_timer_start(loop_, &idle_timer_);
+  ev_timer_init(&paused_recheck_timer_, &Reactor::OnPausedRecheck, kPausedRecheckSeconds,
+                kPausedRecheckSeconds);
+  paused_recheck_timer_.data = this;
+  ev_timer_init(&accept_backoff_timer_, &Reactor::OnAcceptBackoffDone, 0.0, 0.0);
+  accept_backoff_timer_.data = this;
+  reserved_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  refusal_frame_ =
+      BuildServerReply(NegotiatePB(),
+                       Status::ServiceUnavailable("too many connections: " + messenger_->name() +
+                                                  " is at its connection limit"),
+                       ErrorStatusPB::ERROR_SERVER_TOO_BUSY)
+          .slice.ToString();
   CountDownLatch started(1);
   RRPC_ASSIGN_OR_RETURN(
       thread_, StartThread("reactor", messenger_->name() + "-reactor-" + std::to_string(index_),
@@ -91,7 +115,7 @@ void Reactor::StopAccepting() {
   auto closed = std::make_shared<CountDownLatch>(1);
   RunOnReactor([this, closed] {
     if (listener_.valid()) {
-      ev_io_stop(loop_, &accept_watcher_);
+      StopAcceptWatchers();
       listener_.Close();
     }
     closed->CountDown();
@@ -114,7 +138,7 @@ void Reactor::Shutdown() {
   RunOnReactor([this] {
     CloseAll(Status::Aborted("messenger shutting down"));
     if (listener_.valid()) {
-      ev_io_stop(loop_, &accept_watcher_);
+      StopAcceptWatchers();
       listener_.Close();
     }
     ev_break(loop_, EVBREAK_ALL);
@@ -323,10 +347,25 @@ void Reactor::AcceptConnections() {
     Sockaddr peer;
     Status s = listener_.Accept(&sock, &peer);
     if (!s.ok()) {
-      if (s.posix_code() != EAGAIN && s.posix_code() != EWOULDBLOCK) {
-        LOG(WARNING) << "reactor " << index_ << ": " << s.ToString();
+      const int err = s.posix_code();
+      if (err == EAGAIN || err == EWOULDBLOCK) return;
+      if (err == ECONNABORTED || err == EINTR) continue;  // that one is gone; the next may wait
+      int64_t dropped = 0;
+      if (accept_error_log_.Allow(&dropped)) {
+        LOG(WARNING) << messenger_name() << " reactor " << index_ << ": " << s.ToString()
+                     << ": refusing new connections for a while" << LogThrottle::Suffix(dropped);
       }
+      if (err == EMFILE || err == ENFILE) {
+        if (metrics_ != nullptr) metrics_->accept_fd_exhausted->Increment();
+        ShedBacklogWithoutDescriptors();
+      }
+      BackOffAccepting();  // out of descriptors or memory (ENOBUFS, ENOMEM): retrying now fails
       return;
+    }
+    accept_backoff_ = MonoDelta();
+    if (!messenger_->TryAddServerConnection()) {
+      RefuseConnection(std::move(sock));
+      continue;
     }
     scoped_refptr<Connection> conn(
         new Connection(this, Connection::Direction::kServer,
@@ -335,6 +374,51 @@ void Reactor::AcceptConnections() {
     connections_.emplace(raw, std::move(conn));
     raw->Start();
   }
+}
+
+void Reactor::ShedBacklogWithoutDescriptors() {
+  if (reserved_fd_ < 0) return;
+  ::close(reserved_fd_);
+  // Each refused socket is closed at once, so the freed descriptor serves every accept here.
+  for (int i = 0; i < kMaxAcceptsPerEvent; i++) {
+    Socket sock;
+    Sockaddr peer;
+    if (!listener_.Accept(&sock, &peer).ok()) break;
+    RefuseConnection(std::move(sock));
+  }
+  // Another thread may have taken the descriptor meanwhile: then there is no reserve until a
+  // later shed finds one free (reopened on the next failure).
+  reserved_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+void Reactor::RefuseConnection(Socket sock) {
+  if (metrics_ != nullptr) metrics_->connections_refused->Increment();
+  // Best effort and never blocking: a fresh socket's send buffer holds the few bytes.
+  ssize_t ignored =
+      ::send(sock.fd(), refusal_frame_.data(), refusal_frame_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  (void)ignored;
+  sock.Close();
+}
+
+void Reactor::BackOffAccepting() {
+  accept_backoff_ = accept_backoff_ == MonoDelta()
+                        ? kFirstAcceptBackoff
+                        : std::min(kMaxAcceptBackoff, accept_backoff_ + accept_backoff_);
+  ev_io_stop(loop_, &accept_watcher_);
+  ev_timer_stop(loop_, &accept_backoff_timer_);
+  ev_timer_set(&accept_backoff_timer_, accept_backoff_.ToSeconds(), 0.0);
+  ev_timer_start(loop_, &accept_backoff_timer_);
+}
+
+void Reactor::OnAcceptBackoffDone(struct ev_loop*, ev_timer* w, int) {
+  auto* reactor = static_cast<Reactor*>(w->data);
+  if (!reactor->listener_.valid()) return;
+  ev_io_start(reactor->loop_, &reactor->accept_watcher_);
+}
+
+void Reactor::StopAcceptWatchers() {
+  ev_io_stop(loop_, &accept_watcher_);
+  ev_timer_stop(loop_, &accept_backoff_timer_);
 }
 
 void Reactor::ScheduleFlush(Connection* conn) {
@@ -382,8 +466,13 @@ void Reactor::OnIdleScan(struct ev_loop*, ev_timer* w, int) {
 
 void Reactor::CloseIdleConnections() {
   DCHECK(IsCurrentThread());
-  if (options().idle_timeout == MonoDelta::Max()) return;
   const MonoTime now = MonoTime::Now();
+  if (metrics_ != nullptr) {
+    metrics_->inbound_memory_bytes->Set(messenger_->inbound_memory()->consumption());
+    metrics_->inbound_memory_peak_bytes->Set(messenger_->inbound_memory()->peak());
+  }
+  CloseStalledFrames(now);
+  if (options().idle_timeout == MonoDelta::Max()) return;
   const MonoTime cutoff = now - options().idle_timeout;
   std::vector<scoped_refptr<Connection>> idle, stalled;
   for (const auto& [raw, conn] : connections_) {
@@ -396,15 +485,63 @@ void Reactor::CloseIdleConnections() {
                                         options().idle_timeout.ToString()));
   }
   for (auto& conn : stalled) {
-    LOG(WARNING) << "closing connection to " << conn->remote().ToString()
-                 << ": the peer read nothing for longer than " << options().idle_timeout.ToString();
+    LogPeerError(Status::NetworkError("closing connection to " + conn->remote().ToString() +
+                                      ": the peer read nothing for longer than " +
+                                      options().idle_timeout.ToString()));
     conn->Shutdown(Status::NetworkError("peer stopped reading for longer than " +
                                         options().idle_timeout.ToString()));
   }
 }
 
+void Reactor::LogPeerError(const Status& what, bool count) {
+  if (count && metrics_ != nullptr) metrics_->peer_errors->Increment();
+  int64_t dropped = 0;
+  if (peer_error_log_.Allow(&dropped)) {
+    LOG(WARNING) << what.ToString() << LogThrottle::Suffix(dropped);
+  }
+}
+
+void Reactor::WatchPausedConnection(Connection* conn, bool paused) {
+  DCHECK(IsCurrentThread());
+  if (paused) {
+    paused_connections_.insert(conn);
+    if (!ev_is_active(&paused_recheck_timer_)) ev_timer_again(loop_, &paused_recheck_timer_);
+  } else {
+    paused_connections_.erase(conn);
+    if (paused_connections_.empty()) ev_timer_stop(loop_, &paused_recheck_timer_);
+  }
+}
+
+void Reactor::OnPausedRecheck(struct ev_loop*, ev_timer* w, int) {
+  auto* reactor = static_cast<Reactor*>(w->data);
+  std::vector<scoped_refptr<Connection>> paused;
+  for (Connection* conn : reactor->paused_connections_) paused.emplace_back(conn);
+  for (auto& conn : paused) conn->ReconsiderReading();  // may resume, or close, it
+}
+
+void Reactor::CloseStalledFrames(MonoTime now) {
+  const MonoDelta timeout = options().frame_receive_timeout;
+  if (timeout == MonoDelta::Max()) return;
+  std::vector<scoped_refptr<Connection>> stalled;
+  for (const auto& [raw, conn] : connections_) {
+    if (conn->direction() == Connection::Direction::kServer &&
+        conn->IsFrameStalledSince(now - timeout)) {
+      stalled.push_back(conn);
+    }
+  }
+  for (auto& conn : stalled) {
+    if (metrics_ != nullptr) metrics_->frames_refused->Increment();
+    Status s = Status::TimedOut("frame from " + conn->remote().ToString() +
+                                " did not arrive whole within " + timeout.ToString());
+    LogPeerError(s);
+    conn->CloseWithFatalError(ErrorStatusPB::FATAL_INVALID_FRAME, s);
+  }
+}
+
 void Reactor::ConnectionClosed(Connection* conn) {
   DCHECK(IsCurrentThread());
+  WatchPausedConnection(conn, false);
+  if (conn->direction() == Connection::Direction::kServer) messenger_->RemoveServerConnection();
   auto it = client_connections_.find(conn->remote());
   if (it != client_connections_.end() && it->second == conn) client_connections_.erase(it);
   auto entry = connections_.find(conn);

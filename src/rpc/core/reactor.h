@@ -13,10 +13,12 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "rpc/connection_info.h"
 #include "rpc/messenger_options.h"
+#include "util/log_throttle.h"
 #include "util/mutex.h"
 #include "util/ref_counted.h"
 #include "util/sockaddr.h"
@@ -82,6 +84,16 @@ class Reactor {
     return inbound_calls_in_flight_.load(std::memory_order_relaxed);
   }
 
+  // Any thread: a peer broke the protocol or refused us (`what` says how and who); logs it
+  // unless this reactor already logged its share of peer errors this period, and counts it in
+  // peer_errors_total when `count`.
+  void LogPeerError(const Status& what, bool count = true);
+
+  // Reactor thread: `conn` paused (or resumed) reading for backpressure. While any connection is
+  // paused the reactor asks each to reconsider every few milliseconds: what frees their memory
+  // (workers answering, other connections' calls) happens on other threads.
+  void WatchPausedConnection(Connection* conn, bool paused);
+
   // Reactor thread: a connection closed itself; forget it.
   void ConnectionClosed(Connection* conn);
   // Reactor thread: the connection wants Flush() at the end of this loop iteration.
@@ -90,6 +102,8 @@ class Reactor {
  private:
   static void OnAsync(struct ev_loop* loop, ev_async* w, int revents);
   static void OnAccept(struct ev_loop* loop, ev_io* w, int revents);
+  static void OnAcceptBackoffDone(struct ev_loop* loop, ev_timer* w, int revents);
+  static void OnPausedRecheck(struct ev_loop* loop, ev_timer* w, int revents);
   static void OnIdleScan(struct ev_loop* loop, ev_timer* w, int revents);
   static void OnPrepare(struct ev_loop* loop, ev_prepare* w, int revents);
   static void OnCheck(struct ev_loop* loop, ev_check* w, int revents);
@@ -99,8 +113,19 @@ class Reactor {
   void RunLoop();
   void DrainIncomingWork() EXCLUDES(mu_);
   void AcceptConnections();
+  // accept() failed for lack of descriptors: frees the reserved one to accept and refuse what
+  // waits in the backlog (the clients hear "too busy" instead of timing out), then backs off.
+  void ShedBacklogWithoutDescriptors();
+  // Sends `sock` the refusal frame (best effort: a new socket's buffer has room) and closes it.
+  void RefuseConnection(Socket sock);
+  // Stops watching the listener for a while (doubling up to a second while it keeps failing):
+  // a listener that stays readable would otherwise wake the loop at once, forever.
+  void BackOffAccepting();
+  void StopAcceptWatchers();
   void AssignOutboundCall(scoped_refptr<OutboundCall> call);
   void CloseIdleConnections();
+  // Closes connections whose partial frame has not completed within frame_receive_timeout.
+  void CloseStalledFrames(MonoTime now);
   void CloseAll(const Status& reason);
   void WakeUp();
 
@@ -111,12 +136,24 @@ class Reactor {
 
   Socket listener_;
   ev_io accept_watcher_;
+  ev_timer accept_backoff_timer_;
+  MonoDelta accept_backoff_;  // 0 while accepting works
+  // A descriptor on /dev/null held in reserve: closed to make room for one accept() when the
+  // process is out of descriptors, reopened after (-1 when that failed).
+  int reserved_fd_ = -1;
+  // The bytes sent to a refused connection: a negotiation error, ERROR_SERVER_TOO_BUSY.
+  std::string refusal_frame_;
+  LogThrottle accept_error_log_{3, MonoDelta::FromSeconds(10)};
   ev_async async_watcher_;
   ev_timer idle_timer_;
+  ev_timer paused_recheck_timer_;  // runs while paused_connections_ is not empty
+  std::unordered_set<Connection*> paused_connections_;  // reactor thread
   ev_prepare prepare_watcher_;  // flushes batched writes before the loop blocks
   ev_check check_watcher_;      // with metrics: notes when the loop wakes up
 
-  MessengerMetrics* const metrics_;            // the messenger's; nullptr when disabled
+  MessengerMetrics* const metrics_;  // the messenger's; nullptr when disabled
+  // A hostile peer can make one error per connection or frame: the log shows a few per period.
+  LogThrottle peer_error_log_{5, MonoDelta::FromSeconds(10)};
   TransportFactory* const transport_factory_;  // the messenger's
   // Incremented by this reactor, decremented by whichever thread finishes a call: a counter per
   // reactor, on a cache line of its own, so reactors never share one.

@@ -5,6 +5,7 @@
 #include "rpc/core/fault_injection.h"
 #include "rpc/core/message_cache.h"
 #include "rpc/core/reactor.h"
+#include "rpc/core/wire_codec.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/rpc_context.h"
 #include "rpc/service_if.h"
@@ -88,6 +89,10 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
   if (method->metrics != nullptr) {
     raw->set_metrics(method->metrics);
     method->metrics->CallRouted(raw->frame_bytes());
+  }
+  if (!raw->unsupported_features().empty()) {
+    raw->RespondUnsupportedFeatures();
+    return;
   }
   TrackInRpcz(raw);
   if (refusing_calls_.load(std::memory_order_acquire)) {
@@ -179,7 +184,7 @@ void ServicePool::RunCall(InboundCall* call) {
   std::unique_ptr<google::protobuf::Message> request =
       MessageCache::Take(*method->request_prototype);
   const Slice body = call->serialized_request();
-  if (!request->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+  if (!ParseMessageQuietly(body, request.get())) {
     call->RespondFailure(
         ErrorStatusPB::ERROR_INVALID_REQUEST,
         Status::InvalidArgument("request does not parse as " + request->GetTypeName(),

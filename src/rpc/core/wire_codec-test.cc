@@ -154,8 +154,22 @@ TEST(WireCodecTest, RefusesFramesAboveTheMaximumCountingSidecars) {
 
 TEST(WireCodecTest, SplitSidecarsWithNoOffsetsYieldsNone) {
   std::vector<Slice> out;
-  ASSERT_TRUE(SplitSidecars(Slice("abc"), Offsets{}, &out).ok());
+  ASSERT_TRUE(SplitSidecars(Slice(""), Offsets{}, &out).ok());
   EXPECT_TRUE(out.empty());
+}
+
+TEST(WireCodecTest, SplitSidecarsRefusesBytesAfterTheBodyWithoutOffsets) {
+  // They would be dropped silently: every byte of a frame belongs to one part.
+  std::vector<Slice> out;
+  Status s = SplitSidecars(Slice("abc"), Offsets{}, &out);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+}
+
+TEST(WireCodecTest, SplitSidecarsRefusesAFirstOffsetOtherThanZero) {
+  // It would drop the bytes before it silently.
+  std::vector<Slice> out;
+  Status s = SplitSidecars(Slice("abcdef"), Offsets{{2, 4}}, &out);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
 }
 
 TEST(WireCodecTest, SplitSidecarsLastRunsToTheEndOfTheTail) {

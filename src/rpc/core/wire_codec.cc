@@ -52,12 +52,25 @@ bool ReadDelimited(Slice* in, Slice* out) {
 }
 }  // namespace
 
+Status BadSidecarLayout(size_t tail_size, int num_offsets, uint32_t first_offset) {
+  if (num_offsets == 0) {
+    return Status::Corruption("frame has " + std::to_string(tail_size) +
+                              " bytes after the body but no sidecar offsets");
+  }
+  return Status::Corruption("first sidecar offset is " + std::to_string(first_offset) + ", not 0");
+}
+
+bool ParseMessageQuietly(Slice bytes, google::protobuf::MessageLite* message) {
+  return message->ParsePartialFromArray(bytes.data(), static_cast<int>(bytes.size())) &&
+         message->IsInitialized();
+}
+
 Status ParseFrame(Slice frame, google::protobuf::MessageLite* header, Slice* body, Slice* tail) {
   Slice header_bytes;
   if (!ReadDelimited(&frame, &header_bytes)) {
     return Status::Corruption("frame header length is malformed or exceeds the frame");
   }
-  if (!header->ParseFromArray(header_bytes.data(), static_cast<int>(header_bytes.size()))) {
+  if (!ParseMessageQuietly(header_bytes, header)) {
     return Status::Corruption("frame header does not parse", header->InitializationErrorString());
   }
   if (!ReadDelimited(&frame, body)) {

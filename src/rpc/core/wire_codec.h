@@ -7,6 +7,7 @@
 #include <google/protobuf/message_lite.h>
 
 #include <cstdint>
+#include <string>
 
 #include "rpc/transport/frame_format.h"
 #include "util/block.h"
@@ -27,11 +28,25 @@ Result<BlockSlice> SerializeFrameHead(const google::protobuf::MessageLite& heade
 // parse. Does not parse the body: that needs the method's message type.
 Status ParseFrame(Slice frame, google::protobuf::MessageLite* header, Slice* body, Slice* tail);
 
+// Parses `bytes` into `message`; false when they do not parse or leave a required field unset.
+// Unlike ParseFromArray, never logs: protobuf writes an ERROR line for every message missing a
+// required field, which let a peer flood the log with one line per bad request.
+bool ParseMessageQuietly(Slice bytes, google::protobuf::MessageLite* message);
+
 // Cuts `tail` into sidecars at `offsets` (from a header's sidecar_offsets). Corruption when the
-// offsets are not increasing or fall outside the tail. `out` gets one slice per offset.
+// first offset is not 0, the offsets decrease or fall outside the tail, or there are bytes after
+// the body but no offsets: every byte of a frame belongs somewhere (wire-format.md, section 2).
+// `out` gets one slice per offset.
+// The error of a malformed sidecar layout (out of line: the call path never builds it).
+Status BadSidecarLayout(size_t tail_size, int num_offsets, uint32_t first_offset);
+
 template <typename Offsets, typename Out>
 Status SplitSidecars(Slice tail, const Offsets& offsets, Out* out) {
   const int n = offsets.size();
+  if (n == 0) {
+    return tail.empty() ? Status::OK() : BadSidecarLayout(tail.size(), 0, 0);
+  }
+  if (offsets.Get(0) != 0) return BadSidecarLayout(tail.size(), n, offsets.Get(0));
   for (int i = 0; i < n; i++) {
     uint32_t begin = offsets.Get(i);
     uint32_t end = (i + 1 < n) ? offsets.Get(i + 1) : static_cast<uint32_t>(tail.size());

@@ -50,6 +50,34 @@ inline constexpr MetricPrototype METRIC_received_bytes_total = MetricPrototype::
 inline constexpr MetricPrototype METRIC_sent_bytes_total = MetricPrototype::Counter(
     "sent_bytes_total", "Bytes sent", MetricUnit::kBytes,
     "Bytes written to the messenger's sockets (preambles, negotiation and frames).");
+inline constexpr MetricPrototype METRIC_connections_refused_total = MetricPrototype::Counter(
+    "connections_refused_total", "Connections refused", MetricUnit::kConnections,
+    "Connections accepted only to be refused (a retriable error frame, then closed): the "
+    "messenger was at --rpc_max_connections, or the process had no file descriptor left.");
+inline constexpr MetricPrototype METRIC_accept_fd_exhausted_total = MetricPrototype::Counter(
+    "accept_fd_exhausted_total", "Accepts out of descriptors", MetricUnit::kUnits,
+    "Times accept() failed for lack of file descriptors (EMFILE/ENFILE); the reactor then "
+    "refuses what waits and pauses accepting for a while instead of retrying at once.");
+inline constexpr MetricPrototype METRIC_inbound_memory_bytes = MetricPrototype::Gauge(
+    "inbound_memory_bytes", "Inbound memory", MetricUnit::kBytes,
+    "Bytes held for inbound calls over all server connections (partial frames, queued and "
+    "running requests, unsent responses), as of the last idle scan. Bounded by "
+    "--rpc_inbound_memory_limit.");
+inline constexpr MetricPrototype METRIC_inbound_memory_peak_bytes =
+    MetricPrototype::Gauge("inbound_memory_peak_bytes", "Inbound memory peak", MetricUnit::kBytes,
+                           "The highest inbound_memory_bytes seen since the messenger started.");
+inline constexpr MetricPrototype METRIC_reads_paused_for_memory_total = MetricPrototype::Counter(
+    "reads_paused_for_memory_total", "Reads paused for memory", MetricUnit::kUnits,
+    "Times a connection stopped reading because it, or the messenger, held more inbound memory "
+    "than allowed; it reads again once calls finish and release it.");
+inline constexpr MetricPrototype METRIC_frames_refused_total = MetricPrototype::Counter(
+    "frames_refused_total", "Frames refused", MetricUnit::kConnections,
+    "Connections closed because a frame could never fit in the per-connection inbound memory "
+    "limit, or did not arrive whole within --rpc_frame_receive_timeout_ms.");
+inline constexpr MetricPrototype METRIC_peer_errors_total = MetricPrototype::Counter(
+    "peer_errors_total", "Peer protocol errors", MetricUnit::kConnections,
+    "Connections closed because the peer broke the protocol (bad preamble, negotiation or "
+    "frame). The log shows a few of them per period, not every one.");
 inline constexpr MetricPrototype METRIC_reactor_busy_time_us = MetricPrototype::Counter(
     "reactor_busy_time_us", "Reactor busy time", MetricUnit::kMicroseconds,
     "Time the reactor threads spent handling events rather than waiting for them, summed over "
@@ -231,6 +259,13 @@ class MessengerMetrics {
   Counter* const received_bytes;
   Counter* const sent_bytes;
   Counter* const reactor_busy_time_us;
+  Counter* const peer_errors;
+  Counter* const connections_refused;
+  Counter* const accept_fd_exhausted;
+  Gauge* const inbound_memory_bytes;
+  Gauge* const inbound_memory_peak_bytes;
+  Counter* const reads_paused_for_memory;
+  Counter* const frames_refused;
   Counter* const service_queue_overflows;
   Counter* const calls_expired_in_queue;
   Counter* const too_busy_rejections;

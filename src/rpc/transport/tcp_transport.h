@@ -42,6 +42,7 @@ class TcpTransport final : public Transport {
   void PauseReading(bool paused) override;
   Result<DetachedStream> Detach() override;
   void Close() override;
+  size_t buffered_bytes() const override { return reader_.buffered(); }
 
  private:
   static void OnReadable(struct ev_loop* loop, ev_io* w, int revents);

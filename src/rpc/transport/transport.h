@@ -117,6 +117,10 @@ class Transport {
   // (closes its socket). Idempotent; safe from inside a host callback.
   virtual void Close() = 0;
 
+  // Reactor thread: bytes received and not yet delivered (a partial frame), which the
+  // connection counts against its inbound memory limit. 0 where the transport cannot tell.
+  virtual size_t buffered_bytes() const { return 0; }
+
   // Reactor thread: what /connections shows about it beyond bytes and calls (TLS version and
   // cipher, RDMA credits...), as (name, value) pairs.
   virtual void Describe(std::vector<std::pair<std::string, std::string>>* out) const {}

@@ -1,6 +1,9 @@
 // Tests of the example storage server: KvService on RocksDB behind ServerBase, KvClient's retries,
 // restarts on the same data, the graceful drain, and SIGTERM of a real kv-server process.
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -114,6 +117,120 @@ TEST_F(KvTest, PutGetDeleteScanAndBatch) {
   EXPECT_EQ("c", pairs[0].first);
   EXPECT_TRUE(has_more);
   EXPECT_TRUE(client->Get("a", &v).IsNotFound());
+}
+
+TEST_F(KvTest, PutWithNeitherValueNorSidecarIsInvalid) {
+  StartServer();
+  // kv.proto: exactly one of value / value_sidecar. Neither used to store an empty value.
+  KvServiceProxy proxy(client_messenger_, server_->rpc_address());
+  PutRequestPB req;
+  req.set_key("k");
+  PutResponsePB resp;
+  rpc::RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(30));
+  Status s = proxy.Put(req, &resp, &ctl);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  ASSERT_NE(nullptr, ctl.error_response());
+  EXPECT_EQ(rpc::ErrorStatusPB::ERROR_INVALID_REQUEST, ctl.error_response()->code());
+  std::string value;
+  EXPECT_TRUE(NewClient()->Get("k", &value).IsNotFound());
+  // An empty value sent as value = "" is a value.
+  EXPECT_TRUE(NewClient()->Put("k", "").ok());
+  EXPECT_TRUE(NewClient()->Get("k", &value).ok());
+  EXPECT_EQ("", value);
+}
+
+// A file system that fails on demand, as a disk or a process out of descriptors does: new table
+// files (a flush) and appends to the write-ahead log (a write) fail while `fail` is set.
+class FailingFs : public rocksdb::FileSystemWrapper {
+ public:
+  FailingFs() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
+  const char* Name() const override { return "FailingFs"; }
+  rocksdb::IOStatus NewWritableFile(const std::string& name, const rocksdb::FileOptions& options,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* file,
+                                    rocksdb::IODebugContext* dbg) override {
+    if (fail.load() && name.find(".sst") != std::string::npos) return Injected();
+    rocksdb::IOStatus s = target()->NewWritableFile(name, options, file, dbg);
+    if (s.ok() && name.find(".log") != std::string::npos) {
+      *file = std::make_unique<FailingWal>(std::move(*file), this);
+    }
+    return s;
+  }
+  rocksdb::IOStatus Injected() const {
+    rocksdb::IOStatus s = rocksdb::IOStatus::IOError("injected: Too many open files");
+    s.SetRetryable(retryable);  // a file system that knows the error is transient says so
+    return s;
+  }
+  std::atomic<bool> fail{false};
+  bool retryable = false;
+
+ private:
+  class FailingWal : public rocksdb::FSWritableFileOwnerWrapper {
+   public:
+    FailingWal(std::unique_ptr<rocksdb::FSWritableFile> file, const FailingFs* fs)
+        : FSWritableFileOwnerWrapper(std::move(file)), fs_(fs) {}
+    rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& options,
+                             rocksdb::IODebugContext* dbg) override {
+      if (fs_->fail.load()) return fs_->Injected();
+      return target()->Append(data, options, dbg);
+    }
+
+   private:
+    const FailingFs* const fs_;
+  };
+};
+
+class KvHealthTest : public KvTest {
+ protected:
+  void StartFailable() {
+    env_ = rocksdb::NewCompositeEnv(fs_);
+    KvServerOptions opts = Options();
+    opts.db_env = env_.get();
+    opts.db_recovery_interval = MonoDelta::FromMilliseconds(50);
+    StartServer(opts);
+  }
+  std::string Note() { return server_->base()->HealthNote(); }
+  std::shared_ptr<FailingFs> fs_ = std::make_shared<FailingFs>();
+  std::unique_ptr<rocksdb::Env> env_;  // outlives the server (reset in TearDown)
+};
+
+TEST_F(KvHealthTest, WriteErrorMakesServerFailedAndRefusesWritesWithTheReason) {
+  StartFailable();
+  std::unique_ptr<KvClient> client = NewClient();
+  ASSERT_TRUE(client->Put("a", "1").ok());
+
+  // The write-ahead log cannot be written (an error not marked retryable): RocksDB stops writes
+  // for good; only reopening the database helps (it rates the error unrecoverable).
+  fs_->fail = true;
+  EXPECT_FALSE(client->Put("x", "lost").ok());
+  fs_->fail = false;
+  ASSERT_TRUE(WaitForCondition([&] { return !server_->base()->Health().ok(); })) << Note();
+  const std::string health = server_->base()->Health().ToString();
+  EXPECT_NE(std::string::npos, health.find("FAILED: rocksdb: background error")) << health;
+  EXPECT_NE(std::string::npos, health.find("restart")) << health;
+  Status s = client->Put("b", "2");
+  EXPECT_NE(std::string::npos, s.ToString().find("writes refused")) << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find("Too many open files")) << s.ToString();
+  std::string value;
+  EXPECT_TRUE(client->Get("a", &value).ok()) << "reads go on";
+  EXPECT_EQ("1", value);
+}
+
+// A transient error (marked retryable): RocksDB keeps accepting writes and recovers by itself
+// (KvDbHealth's DB::Resume() runs meanwhile too); the server says degraded until then.
+TEST_F(KvHealthTest, TransientFlushErrorIsDegradedUntilRocksDbRecovers) {
+  fs_->retryable = true;
+  StartFailable();
+  std::unique_ptr<KvClient> client = NewClient();
+  ASSERT_TRUE(client->Put("a", "1").ok());
+  fs_->fail = true;  // table files cannot be created, but the error says it may pass
+  EXPECT_FALSE(server_->db()->Flush(rocksdb::FlushOptions()).ok());
+  ASSERT_TRUE(WaitForCondition([&] { return !Note().empty(); }));
+  EXPECT_EQ(0u, Note().find("DEGRADED: rocksdb: background error")) << Note();
+  EXPECT_TRUE(server_->base()->Health().ok()) << "degraded still serves";
+  fs_->fail = false;
+  ASSERT_TRUE(WaitForCondition([&] { return Note().empty(); })) << Note();
+  EXPECT_TRUE(client->Put("b", "2").ok());
 }
 
 TEST_F(KvTest, ManyClientThreadsThenRestartReadsEverythingBack) {

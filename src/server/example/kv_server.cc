@@ -19,12 +19,17 @@ Status KvServer::Start() {
   db_options.create_if_missing = true;
   // Workers write concurrently; let them share one write group.
   db_options.enable_pipelined_write = true;
+  if (options_.db_env != nullptr) db_options.env = options_.db_env;
+  db_health_ = std::make_shared<KvDbHealth>(&base_, options_.db_recovery_interval);
+  db_options.listeners.push_back(db_health_);
   rocksdb::DB* db = nullptr;
   rocksdb::Status rs = rocksdb::DB::Open(db_options, data_dir_, &db);
   if (!rs.ok()) return Status::IOError("opening the database", rs.ToString());
   db_.reset(db);
   RRPC_RETURN_NOT_OK(base_.Init());  // creates the metric registry the service counts in
-  auto service = std::make_unique<KvService>(db_.get(), options_.service, base_.metric_registry());
+  RRPC_RETURN_NOT_OK(db_health_->Start(db_.get()));
+  auto service = std::make_unique<KvService>(db_.get(), options_.service, base_.metric_registry(),
+                                             db_health_.get());
   service_ = service.get();
   RRPC_RETURN_NOT_OK(base_.RegisterService(std::move(service)));
   RRPC_RETURN_NOT_OK(base_.Start());
@@ -34,6 +39,7 @@ Status KvServer::Start() {
 
 void KvServer::Shutdown() {
   base_.Shutdown();
+  if (db_health_) db_health_->Stop();
   if (db_) {
     // Workers are joined: no handler uses the database any more.
     rocksdb::Status rs = db_->Close();

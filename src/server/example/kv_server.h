@@ -13,8 +13,13 @@
 #include <memory>
 #include <string>
 
+#include "server/example/kv_db_health.h"
 #include "server/example/kv_service.h"
 #include "server/server_base.h"
+
+namespace rocksdb {
+class Env;
+}  // namespace rocksdb
 
 namespace rrpc::kv {
 
@@ -22,6 +27,10 @@ struct KvServerOptions {
   // base.data_dir empty: "kv-data" under the working directory.
   ServerBaseOptions base;
   KvServiceOptions service;
+  // After a RocksDB background error (writes refused), how often to try DB::Resume().
+  MonoDelta db_recovery_interval = MonoDelta::FromSeconds(1);
+  // The RocksDB environment (tests inject failing file systems); nullptr: the default.
+  rocksdb::Env* db_env = nullptr;
 };
 
 class KvServer {
@@ -42,12 +51,16 @@ class KvServer {
   KvService* service() { return service_; }
   const Sockaddr& rpc_address() const { return base_.rpc_address(); }
   const std::string& data_dir() const { return data_dir_; }
+  // The database (tests force flushes through it); valid from Start() until Shutdown().
+  rocksdb::DB* db() const { return db_.get(); }
 
  private:
   const KvServerOptions options_;
   std::string data_dir_;
   // Declared before base_: the messenger (and the service using the database) goes first.
   std::unique_ptr<rocksdb::DB> db_;
+  // Listens to the database (a listener RocksDB shares); stopped before the database closes.
+  std::shared_ptr<KvDbHealth> db_health_;
   ServerBase base_;
   KvService* service_ = nullptr;
 };

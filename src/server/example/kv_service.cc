@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "rpc/rpc_context.h"
+#include "server/example/kv_db_health.h"
 #include "util/block.h"
 #include "util/metrics/counter.h"
 #include "util/metrics/metric_entity.h"
@@ -37,21 +38,31 @@ Status RequestValue(const rpc::RpcContext& context, bool has_inline,
     *value = rocksdb::Slice(reinterpret_cast<const char*>(block.slice.data()), block.slice.size());
     return Status::OK();
   }
+  if (!has_inline) {
+    // kv.proto: exactly one of value / value_sidecar. An empty value is sent as value = "".
+    return Status::InvalidArgument("neither value nor value_sidecar set: exactly one is needed");
+  }
   *value = rocksdb::Slice(inline_value);
   return Status::OK();
 }
 
 }  // namespace
 
-KvService::KvService(rocksdb::DB* db, KvServiceOptions options, MetricRegistry* metrics)
+KvService::KvService(rocksdb::DB* db, KvServiceOptions options, MetricRegistry* metrics,
+                     const KvDbHealth* health)
     : db_(db),
       options_(std::move(options)),
+      health_(health),
       values_received_as_sidecars_(
           metrics->FindOrCreateEntity("kv_service", "kv")
               ->FindOrCreateCounter(&METRIC_kv_values_received_as_sidecars_total)),
       values_sent_as_sidecars_(
           metrics->FindOrCreateEntity("kv_service", "kv")
               ->FindOrCreateCounter(&METRIC_kv_values_sent_as_sidecars_total)) {}
+
+Status KvService::WritesAllowed() const {
+  return health_ == nullptr ? Status::OK() : health_->WritesAllowed();
+}
 
 void KvService::set_handler_hook(std::function<void()> hook) {
   MutexLock lock(hook_mu_);
@@ -75,6 +86,8 @@ void KvService::Put(const PutRequestPB* req, PutResponsePB* /*resp*/, rpc::RpcCo
   Status s = RequestValue(*context, req->has_value(), req->value(), req->has_value_sidecar(),
                           req->value_sidecar(), &value);
   if (!s.ok()) return context->RespondRpcFailure(rpc::ErrorStatusPB::ERROR_INVALID_REQUEST, s);
+  s = WritesAllowed();
+  if (!s.ok()) return context->RespondFailure(s);
   if (req->has_value_sidecar()) values_received_as_sidecars_->Increment();
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync_writes;
@@ -110,9 +123,11 @@ void KvService::Get(const GetRequestPB* req, GetResponsePB* resp, rpc::RpcContex
 void KvService::Delete(const DeleteRequestPB* req, DeleteResponsePB* /*resp*/,
                        rpc::RpcContext* context) {
   RunHook();
+  Status s = WritesAllowed();
+  if (!s.ok()) return context->RespondFailure(s);
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync_writes;
-  Status s = FromRocks(db_->Delete(wo, req->key()));
+  s = FromRocks(db_->Delete(wo, req->key()));
   if (!s.ok()) return context->RespondFailure(s);
   context->RespondSuccess();
 }
@@ -170,9 +185,11 @@ void KvService::Batch(const BatchRequestPB* req, BatchResponsePB* /*resp*/,
     }
     if (!rs.ok()) return context->RespondFailure(FromRocks(rs));
   }
+  Status s = WritesAllowed();
+  if (!s.ok()) return context->RespondFailure(s);
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync_writes;
-  Status s = FromRocks(db_->Write(wo, &batch));
+  s = FromRocks(db_->Write(wo, &batch));
   if (!s.ok()) return context->RespondFailure(s);
   context->RespondSuccess();
 }

@@ -24,6 +24,8 @@ class DB;
 
 namespace rrpc::kv {
 
+class KvDbHealth;
+
 struct KvServiceOptions {
   // Values of at least this many bytes go back to the client as sidecars.
   size_t sidecar_threshold = 4096;
@@ -47,8 +49,10 @@ inline constexpr MetricPrototype METRIC_kv_values_sent_as_sidecars_total = Metri
 class KvService : public KvServiceIf {
  public:
   // `db` is used, not owned. The service's counters live in `metrics` (the server's registry,
-  // which outlives the service), entity "kv_service".
-  KvService(rocksdb::DB* db, KvServiceOptions options, MetricRegistry* metrics);
+  // which outlives the service), entity "kv_service". `health` (optional, outlives the service)
+  // refuses writes while the database recovers from a background error.
+  KvService(rocksdb::DB* db, KvServiceOptions options, MetricRegistry* metrics,
+            const KvDbHealth* health = nullptr);
 
   void Put(const PutRequestPB* req, PutResponsePB* resp, rpc::RpcContext* context) override;
   void Get(const GetRequestPB* req, GetResponsePB* resp, rpc::RpcContext* context) override;
@@ -62,9 +66,12 @@ class KvService : public KvServiceIf {
 
  private:
   void RunHook();
+  // OK, or why writes are refused now (the database recovers from a background error).
+  Status WritesAllowed() const;
 
   rocksdb::DB* const db_;
   const KvServiceOptions options_;
+  const KvDbHealth* const health_;
   Counter* const values_received_as_sidecars_;
   Counter* const values_sent_as_sidecars_;
   Mutex hook_mu_;

@@ -33,21 +33,24 @@ void RegisterMetricsPages(Webserver* web, MetricRegistry* registry) {
 }
 
 void RegisterHealthzPage(Webserver* web, rpc::Messenger* messenger,
-                         std::function<Status()> health_check) {
-  web->RegisterPage("/healthz", [messenger, health_check = std::move(health_check)](
-                                    const WebRequest&, WebResponse* resp) {
-    Status s = health_check ? health_check() : Status::OK();
-    if (s.ok() && messenger != nullptr && messenger->closing()) {
-      s = Status::ServiceUnavailable("messenger shutting down");
-    }
-    web_page::NoStore(resp);
-    if (s.ok()) {
-      resp->body = "OK\n";
-    } else {
-      resp->status = 503;
-      resp->body = "UNHEALTHY: " + s.ToString() + "\n";
-    }
-  });
+                         std::function<Status()> health_check,
+                         std::function<std::string()> health_note) {
+  web->RegisterPage("/healthz",
+                    [messenger, health_check = std::move(health_check),
+                     health_note = std::move(health_note)](const WebRequest&, WebResponse* resp) {
+                      Status s = health_check ? health_check() : Status::OK();
+                      if (s.ok() && messenger != nullptr && messenger->closing()) {
+                        s = Status::ServiceUnavailable("messenger shutting down");
+                      }
+                      web_page::NoStore(resp);
+                      if (s.ok()) {
+                        const std::string note = health_note ? health_note() : std::string();
+                        resp->body = (note.empty() ? "OK" : note) + "\n";
+                      } else {
+                        resp->status = 503;
+                        resp->body = "UNHEALTHY: " + s.ToString() + "\n";
+                      }
+                    });
 }
 
 }  // namespace
@@ -78,7 +81,8 @@ void RegisterRpcPages(Webserver* web, rpc::Messenger* messenger, MetricRegistry*
   }
   web_page::RegisterVarzPage(web, env);
   web_page::RegisterThreadzPage(web, env);
-  RegisterHealthzPage(web, messenger, std::move(options.health_check));
+  RegisterHealthzPage(web, messenger, std::move(options.health_check),
+                      std::move(options.health_note));
 }
 
 }  // namespace rrpc

@@ -10,7 +10,8 @@
 //   /varz           Every gflag with its current and default value.
 //   /threadz        rrpc's threads (category, name, tid) and every other thread of the process,
 //                   with their CPU time from /proc/self/task/<tid>/stat.
-//   /healthz        "OK" with 200 while healthy, 503 and the reason otherwise.
+//   /healthz        "OK" with 200 while healthy ("DEGRADED: why" while degraded), 503 and the
+//                   reason otherwise.
 //
 // The HTML pages share the dashboard's top bar and stylesheet, plus /static/pages.css (registered
 // here); their frame is templates/page.html, and each page lives in a file of its own
@@ -51,6 +52,10 @@ struct WebPagesOptions {
   // does not (e.g. while a server drains). Unset: healthy until the messenger shuts down. Runs
   // on a web server thread; must be thread-safe and quick.
   std::function<Status()> health_check;
+  // While health_check is OK: a note such as "DEGRADED: rocksdb: ..." that /healthz shows (still
+  // with 200: the server serves, with less function); empty means plain "OK". Optional; same
+  // threading as health_check.
+  std::function<std::string()> health_note;
   // At most this many in-flight calls are listed by /rpcz (the total is always shown).
   size_t max_rpcz_calls = 1000;
 };

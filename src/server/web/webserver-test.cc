@@ -110,6 +110,45 @@ class WebserverTest : public ::testing::Test {
   uint16_t port_ = 0;
 };
 
+TEST_F(WebserverTest, IdleAndSlowClientsDoNotStarveOthers) {
+  WebserverOptions opts;
+  opts.request_timeout_ms = 60000;  // they hold their threads for the whole test
+  StartServer(opts);
+  // Ten connections that send nothing, and two POSTs whose bodies never finish.
+  std::vector<int> hostile;
+  for (int i = 0; i < 10; i++) hostile.push_back(ConnectLoopback(port_));
+  for (int i = 0; i < 2; i++) {
+    int fd = ConnectLoopback(port_);
+    const std::string head =
+        "POST /post HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\nonly ten b";
+    ASSERT_EQ(static_cast<ssize_t>(head.size()), send(fd, head.data(), head.size(), MSG_NOSIGNAL));
+    hostile.push_back(fd);
+  }
+  // Other clients are answered while all of them still hold their connections.
+  for (int i = 0; i < 3; i++) EXPECT_EQ(Get(port_, "/echo?x=1").status, 200);
+  for (int fd : hostile) {
+    char c;
+    EXPECT_EQ(-1, recv(fd, &c, 1, MSG_DONTWAIT)) << "closed early: the test proves nothing";
+    EXPECT_EQ(EAGAIN, errno);
+    close(fd);
+  }
+}
+
+TEST_F(WebserverTest, IdleClientIsCutOffAtTheRequestTimeout) {
+  WebserverOptions opts;
+  opts.request_timeout_ms = 200;
+  StartServer(opts);
+  int fd = ConnectLoopback(port_);  // receive timeout 20 s: far above the server's 0.2 s
+  // Whatever it says first (civetweb may answer 408), it then closes.
+  char buf[512];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+  }
+  EXPECT_TRUE(n == 0 || errno == ECONNRESET) << "still open: " << strerror(errno);
+  close(fd);
+  EXPECT_EQ(Get(port_, "/echo").status, 200);
+}
+
 TEST_F(WebserverTest, BindsEphemeralPortAndReportsIt) {
   StartServer();
   EXPECT_NE(port_, 0);

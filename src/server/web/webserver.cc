@@ -331,6 +331,8 @@ Status Webserver::Start() {
   // precise 431 from HandleRequest; beyond it civetweb answers 400 (see HandleHttpError).
   std::string request_size = std::to_string(options_.max_header_bytes * 2);
   std::string timeout = std::to_string(options_.request_timeout_ms);
+  std::string queue = std::to_string(options_.max_queued_connections);
+  std::string backlog = std::to_string(options_.listen_backlog);
   // No document_root: civetweb never serves files, runs CGI or lists directories; every
   // request goes through HandleRequest.
   // clang-format off
@@ -339,6 +341,8 @@ Status Webserver::Start() {
       "num_threads", threads.c_str(),
       "max_request_size", request_size.c_str(),
       "request_timeout_ms", timeout.c_str(),
+      "connection_queue", queue.c_str(),
+      "listen_backlog", backlog.c_str(),
       "enable_keep_alive", "no",
       nullptr,
   };

@@ -46,9 +46,11 @@ struct WebserverOptions {
   // "ipv4:port". Port 0 picks a free port; bound_port() reports it after Start(). Bind to
   // 0.0.0.0 only on trusted networks: the UI has no authentication.
   std::string bind_address = "127.0.0.1:0";
-  // civetweb worker threads: the most requests served at once (no keep-alive, so a browser
-  // holds a thread only while a request is in flight).
-  int num_threads = 2;
+  // civetweb worker threads: the most connections served at once (no keep-alive, so a browser
+  // holds a thread only while a request is in flight). A client that connects and sends
+  // nothing, or sends slowly, holds one until request_timeout_ms: with 2 threads, two idle
+  // connections kept /healthz from answering for 10 s. An idle thread costs a stack's memory.
+  int num_threads = 16;
   // TLS: when tls_certificate_path is set the server speaks only HTTPS. The certificate file is
   // PEM (leaf first, then any chain); the key is read from tls_private_key_path, or from the
   // certificate file when that is empty. TLS 1.2 is the minimum version. TLS is terminated by
@@ -64,8 +66,13 @@ struct WebserverOptions {
   // Largest request body (POST); larger ones get 413 before the body is read.
   size_t max_body_bytes = 64 * 1024;
   // A client that sends its request slower than this loses the connection (bounds how long a
-  // slow client holds a worker thread).
-  int request_timeout_ms = 10000;
+  // slow or idle client holds a worker thread). Pages are small and answered at once, so a
+  // short timeout costs a well-behaved client nothing.
+  int request_timeout_ms = 3000;
+  // Accepted connections waiting for a free thread; beyond it, new ones wait in the listen
+  // backlog (listen_backlog) until a thread frees.
+  int max_queued_connections = 64;
+  int listen_backlog = 128;
 };
 
 // What a PageHandler sees of one HTTP request.
