@@ -72,6 +72,14 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
   fprintf(out, "  server: %s %s\n", config.in_process_server ? "in this process at" : "external at",
           config.server.ToString().c_str());
   fprintf(out, "  %" PRIu64 " %s in %.3f s = %.1f %s/s\n", n, unit, seconds, rate, unit);
+  const double rejected_per_sec = seconds > 0 ? static_cast<double>(o.rejected) / seconds : 0.0;
+  const double retries_per_call = PerRequest(static_cast<double>(o.retries), n);
+  if (config.mode == BenchMode::kThroughput) {
+    fprintf(out,
+            "  too busy: %" PRIu64 " refusals (%.1f/s), %" PRIu64
+            " calls sent again (%.4f retries per completed call)\n",
+            o.rejected, rejected_per_sec, o.retries, retries_per_call);
+  }
   fprintf(out, "  latency us: p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  mean %.1f\n", p50, p99,
           p999, max_us, mean_us);
   const CostTotals& p = usage.process;
@@ -136,6 +144,10 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
   if (sparse) {
     fields.push_back({"conns", std::to_string(o.connections)});
     fields.push_back({"rss_per_conn_kb", Fmt("%.3f", rss_per_conn_kb)});
+  }
+  if (config.mode == BenchMode::kThroughput) {
+    fields.push_back({"rejected_per_sec", Fmt("%.1f", rejected_per_sec)});
+    fields.push_back({"retries_per_call", Fmt("%.4f", retries_per_call)});
   }
   fields.push_back({"cpu_us_per_req", Fmt("%.3f", PerRequest(p.cpu_s() * 1e6, n))});
   fields.push_back({"cs_per_req", Fmt("%.4f", PerRequest(static_cast<double>(p.cs()), n))});

@@ -58,11 +58,12 @@ DEFINE_int32(response_bytes, -1, "Response payload, in bytes; -1: the same as --
 DEFINE_int32(sidecar_bytes, 0,
              "Bytes of one request sidecar, echoed back as a response sidecar; 0: none");
 DEFINE_int32(service_queue_length, 1024,
-             "Server: calls that may wait for a worker; beyond it calls fail as too busy (which "
-             "fails the run)");
+             "Server: calls that may wait for a worker; beyond it calls are refused as too busy "
+             "(throughput mode sends them again after a jittered backoff, within their deadline, "
+             "and reports rejected_per_sec and retries_per_call)");
 DEFINE_int32(call_timeout_ms, 10000,
-             "Deadline of each call (and of each socket wait of cps/sparse clients); a call that "
-             "misses it fails the run");
+             "Deadline of each call, over all its too-busy retries (and of each socket wait of "
+             "cps/sparse clients); a call that misses it fails the run");
 DEFINE_bool(json, false, "Also print the result as one JSON object");
 DEFINE_int32(connections, 10000, "sparse: connections held open");
 DEFINE_int32(senders, 2, "sparse: threads that go round the connections making calls");
