@@ -6,6 +6,7 @@
 #include "rpc/core/wire_codec.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/service_if.h"
+#include "util/copy_counter.h"
 
 namespace rrpc::rpc {
 
@@ -93,6 +94,7 @@ void InboundCall::Respond(const google::protobuf::MessageLite& body, bool is_err
                    head.status().CloneAndPrepend("response not sent"));
     return;
   }
+  if (!is_error) CountCopy(CopySide::kServer, CopyKind::kBody, body.GetCachedSize());
   SetPayload(std::move(head).value(), std::move(outbound_sidecars_));
   if (metrics_ != nullptr || rpcz_entry_.tracked()) {
     const MonoTime now = MonoTime::Now();  // one clock read serves both, and the worker

@@ -5,6 +5,7 @@
 #include "rpc/core/wire_codec.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/rpc_controller.h"
+#include "util/copy_counter.h"
 
 namespace rrpc::rpc {
 
@@ -75,6 +76,7 @@ Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t
   }
   RRPC_ASSIGN_OR_RETURN(BlockSlice head,
                         SerializeFrameHead(header, request, offset, max_message_size));
+  CountCopy(CopySide::kClient, CopyKind::kBody, static_cast<size_t>(request.GetCachedSize()));
   SetPayload(std::move(head), controller_->outbound_sidecars_);
   state_ = State::kSerialized;
   return Status::OK();
@@ -118,6 +120,7 @@ void OutboundCall::FinishWithResponse(BlockSlice frame, const ResponseHeader& he
     Finish(std::move(status), std::move(error));
     return;
   }
+  CountCopy(CopySide::kClient, CopyKind::kBody, body.size());
   if (!response_->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
     Finish(Status::Corruption("response does not parse", response_->InitializationErrorString()),
            nullptr);
