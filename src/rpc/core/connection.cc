@@ -94,7 +94,7 @@ size_t Connection::calls_in_flight() const {
 bool Connection::IsIdle() {
   if (calls_in_flight() != 0) return false;
   std::lock_guard<std::mutex> lock(write_mu_);
-  return write_queue_.empty();
+  return write_queue_.empty() && caller_call_ == nullptr;
 }
 
 bool Connection::IsWriteStalledSince(MonoTime since) {
@@ -113,6 +113,7 @@ void Connection::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
   }
   call->StartTimer(reactor_->loop(), &Connection::OnCallTimeout, this);
   if (call->finished()) return;  // deadline already passed and the callback ran
+  if (call->report_connection()) call->set_connection(this);
   if (!sending_calls_) {
     pending_calls_.push_back(std::move(call));
     return;
@@ -195,6 +196,54 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
   lock.unlock();
   reactor_->RunOnReactor([self] { self->Flush(); });
   return true;
+}
+
+bool Connection::TrySendCallFromCaller(const scoped_refptr<OutboundCall>& call) {
+  if (direction_ != Direction::kClient) return false;
+  scoped_refptr<Connection> self(this);
+  std::unique_lock<std::mutex> lock(write_mu_);
+  // write_closed_ is set before the connection stops sending; a connection the caller learned of
+  // from a finished call was open, so "not closed" means open here.
+  if (write_closed_ || !caps_.concurrent_write || !write_queue_.empty() || caller_call_) {
+    return false;
+  }
+  caller_call_ = call;  // the response handler finds it here
+  OutboundCall* raw = call.get();
+  raw->AddRef();  // the write queue's reference, dropped in TransferDone/TransferAborted
+  write_queue_.push_back(raw);
+  Result<size_t> written = transport_->Write(write_queue_);
+  const size_t w = written.ok() ? *written : 0;
+  if (w > 0) {
+    raw->Advance(w);
+    bytes_sent_.fetch_add(w, std::memory_order_relaxed);
+    if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(w);
+  }
+  if (raw->OutboundTransfer::finished()) {
+    write_queue_.pop_front();
+    lock.unlock();
+    raw->TransferDone();
+    return true;
+  }
+  // Part of it, none, or an error: the reactor writes the rest or meets the error.
+  unsent_bytes_.fetch_add(raw->total_bytes() - raw->bytes_written(), std::memory_order_relaxed);
+  last_write_progress_ = MonoTime::Now();
+  lock.unlock();
+  reactor_->RunOnReactor([self] { self->Flush(); });
+  return true;
+}
+
+void Connection::TimeOutCallerCall(scoped_refptr<OutboundCall> call) {
+  scoped_refptr<Connection> self(this);
+  reactor_->RunOnReactor([self, call] {
+    {
+      std::lock_guard<std::mutex> lock(self->write_mu_);
+      if (self->caller_call_ != call) return;  // answered (or failed) first
+      self->caller_call_ = nullptr;
+    }
+    // As OnCallTimeout: a half-written frame still goes out whole, from copies.
+    if (call->started() && !call->OutboundTransfer::finished()) call->DetachUnsentPayload();
+    call->FinishTimedOut();
+  });
 }
 
 void Connection::ApplyBackpressure() {
@@ -422,6 +471,18 @@ Status Connection::HandleResponseFrame(BlockSlice frame) {
   RRPC_RETURN_NOT_OK(ParseFrame(frame.slice, &header, &body, &tail));
   auto it = awaiting_response_.find(header.call_id());
   if (it == awaiting_response_.end()) {
+    scoped_refptr<OutboundCall> caller_call;
+    {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      if (caller_call_ != nullptr && caller_call_->call_id() == header.call_id()) {
+        caller_call = std::move(caller_call_);
+        caller_call_ = nullptr;
+      }
+    }
+    if (caller_call != nullptr) {
+      caller_call->FinishWithResponse(std::move(frame), header, body, tail, last_activity_);
+      return Status::OK();
+    }
     // Usually a response that came after its call timed out.
     VLOG(1) << "response to unknown or finished call " << header.call_id() << " from "
             << remote_.ToString();
@@ -445,12 +506,15 @@ void Connection::Shutdown(const Status& reason) {
   ev_timer_stop(reactor_->loop(), &negotiation_timer_);
   write_armed_ = false;
   TransferQueue unsent;
+  scoped_refptr<OutboundCall> caller_call;
   {
     // After this no worker writes (TryWriteLoneResponse checks write_closed_ under the lock), so
     // the transport can close.
     std::lock_guard<std::mutex> lock(write_mu_);
     write_closed_ = true;
     unsent = write_queue_.TakeAll();
+    caller_call = std::move(caller_call_);
+    caller_call_ = nullptr;
     unsent_bytes_.store(0, std::memory_order_relaxed);
   }
   transport_->Close();
@@ -462,6 +526,7 @@ void Connection::Shutdown(const Status& reason) {
   std::unordered_map<int32_t, scoped_refptr<OutboundCall>> awaiting;
   awaiting.swap(awaiting_response_);
   for (auto& [id, call] : awaiting) call->FinishWithError(reason);
+  if (caller_call != nullptr) caller_call->FinishWithError(reason);
   while (!unsent.empty()) unsent.pop_front()->TransferAborted(reason);
   if (MessengerMetrics* m = reactor_->metrics()) m->ConnectionClosed();
   reactor_->ConnectionClosed(this);

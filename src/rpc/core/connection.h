@@ -62,6 +62,16 @@ class Connection final : public RefCounted<Connection>,
   // done nothing, otherwise: the caller then hands the call to the reactor. On true the
   // connection owns the call (it is written, or queued for the reactor to finish).
   bool TryWriteLoneResponse(InboundCall* call);
+  // A thread making a synchronous call, client side: the same for a request. When nothing waits
+  // to be written, no other caller's call is out this way and the transport allows writes from
+  // other threads (concurrent_write), the caller writes `call` itself and saves the hand-off to
+  // the reactor (a wakeup, and the reactor's loop turn before the write); the response comes back
+  // through the reactor as usual. Returns false, having done nothing, otherwise. On true the call
+  // has no timer on the reactor: past its deadline the caller must call TimeOutCallerCall().
+  bool TrySendCallFromCaller(const scoped_refptr<OutboundCall>& call);
+  // Any thread: finishes `call` (sent by TrySendCallFromCaller) as timed out, on the reactor,
+  // unless it has finished by then.
+  void TimeOutCallerCall(scoped_refptr<OutboundCall> call);
   // Reactor thread: hands the byte stream under the current transport (Transport::Detach) to
   // `make`, and continues the connection over the transport it returns: negotiation upgrading the
   // connection (TLS after the first bytes, RDMA after the TCP bootstrap). Safe from inside the
@@ -160,6 +170,9 @@ class Connection final : public RefCounted<Connection>,
   std::atomic<size_t> unsent_bytes_{0};
   // Set by Shutdown: no thread writes to the transport any more. GUARDED_BY(write_mu_).
   bool write_closed_ = false;
+  // Client side: the call a synchronous caller wrote itself (TrySendCallFromCaller), awaiting
+  // its response. GUARDED_BY(write_mu_).
+  scoped_refptr<OutboundCall> caller_call_;
   // Client side: calls made before the connection could take them (while connecting), sent right
   // after the negotiation request.
   std::vector<scoped_refptr<OutboundCall>> pending_calls_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "rpc/core/connection.h"
 #include "rpc/core/wire_codec.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/rpc_controller.h"
@@ -48,6 +49,8 @@ OutboundCall::OutboundCall(const Sockaddr& remote, const std::string& service_na
       callback_(std::move(callback)) {}
 
 OutboundCall::~OutboundCall() { DCHECK(!timer_active_); }
+
+void OutboundCall::set_connection(Connection* conn) { connection_ = conn; }
 
 MonoTime OutboundCall::deadline() const { return controller_->deadline(); }
 
