@@ -12,7 +12,7 @@
 
 namespace rrpc::bench {
 
-enum class BenchMode { kThroughput, kLatency, kCps, kSparse };
+enum class BenchMode { kThroughput, kLatency, kCps, kSparse, kMixed };
 
 const char* ModeName(BenchMode mode);
 
@@ -42,6 +42,13 @@ struct BenchConfig {
   size_t sidecar_bytes = 0;
   // Deadline of each call; a call that misses it fails the run.
   MonoDelta call_timeout = MonoDelta::FromSeconds(10);
+  // mixed mode: `mixed_bulk_streams` bulk calls kept in flight, each with a sidecar of
+  // `mixed_bulk_bytes`, beside one chain of small calls (payload_bytes, one at a time) whose
+  // latency is what the run reports. `mixed_separate_messenger`: the bulk calls go through a
+  // messenger of their own (their own connection and client reactor) instead of the small calls'.
+  int mixed_bulk_streams = 1;
+  size_t mixed_bulk_bytes = 1 << 20;
+  bool mixed_separate_messenger = false;
   // sparse mode.
   int connections = 10000;
   int senders = 2;

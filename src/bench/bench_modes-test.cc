@@ -109,6 +109,8 @@ class BenchModesTest : public ::testing::Test {
         return RunCpsMode(config_, &control, out);
       case BenchMode::kSparse:
         return RunSparseMode(config_, &control, out);
+      case BenchMode::kMixed:
+        return RunMixedMode(config_, &control, out);
     }
     return Status::OK();
   }
@@ -197,6 +199,21 @@ TEST_F(BenchModesTest, TooBusyCallsAreRetriedCountedAndDoNotFailTheRun) {
   EXPECT_GT(out.completed, 0u);
   EXPECT_GT(out.rejected, 0u);
   EXPECT_GT(out.retries, 0u);
+}
+
+TEST_F(BenchModesTest, MixedModeRunsSmallCallsBesideBulkCallsBothWays) {
+  StartServer();
+  config_.mixed_bulk_streams = 2;
+  config_.mixed_bulk_bytes = 300 * 1024;  // above the messenger's bulk connection threshold
+  for (bool separate : {false, true}) {
+    config_.mixed_separate_messenger = separate;
+    ModeOutput out;
+    Status s = Run(BenchMode::kMixed, &out);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_GT(out.completed, 0u) << separate;
+    EXPECT_EQ(out.completed, out.latency_ns.count());
+    EXPECT_GT(out.bulk_completed, 0u) << separate;
+  }
 }
 
 TEST_F(BenchModesTest, SparseReportsItsConnectionsAndMemory) {

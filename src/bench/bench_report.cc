@@ -50,7 +50,12 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
   // Payload bytes moved per second, both directions: what raw-tcp-limit --sidecar_bytes reports.
   const double bytes_per_call = static_cast<double>(config.payload_bytes + config.response_bytes +
                                                     2 * config.sidecar_bytes);
-  const double bytes_per_sec = rate * bytes_per_call;
+  const double bulk_calls_per_sec =
+      seconds > 0 ? static_cast<double>(o.bulk_completed) / seconds : 0.0;
+  const double bytes_per_sec =
+      config.mode == BenchMode::kMixed
+          ? bulk_calls_per_sec * static_cast<double>(2 * (config.mixed_bulk_bytes + 64))
+          : rate * bytes_per_call;
   // Payload bytes copied per call over the window, by side and kind (util/copy_counter.h).
   auto copied = [&](CopySide side, CopyKind kind) {
     return PerRequest(static_cast<double>(o.window_end.copies.get(side, kind) -
@@ -82,11 +87,21 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
       fprintf(out, "%d connections, %d senders, %" PRId64 " us between calls\n", config.connections,
               config.senders, config.sleep_us);
       break;
+    case BenchMode::kMixed:
+      fprintf(out,
+              "small calls 1 at a time beside %d bulk calls in flight of %zu B sidecars (%s)\n",
+              config.mixed_bulk_streams, config.mixed_bulk_bytes,
+              config.mixed_separate_messenger ? "bulk through a messenger of its own"
+                                              : "one client messenger for both");
+      break;
   }
   fprintf(out, "  server: %s %s\n", config.in_process_server ? "in this process at" : "external at",
           config.server.ToString().c_str());
   fprintf(out, "  %" PRIu64 " %s in %.3f s = %.1f %s/s", n, unit, seconds, rate, unit);
-  if (config.mode != BenchMode::kCps) {
+  if (config.mode == BenchMode::kMixed) {
+    fprintf(out, " small; bulk %.1f calls/s = %.3f GB/s of payload", bulk_calls_per_sec,
+            bytes_per_sec / 1e9);
+  } else if (config.mode != BenchMode::kCps) {
     fprintf(out, " = %.3f GB/s of payload (requests + responses)", bytes_per_sec / 1e9);
   }
   fputc('\n', out);
@@ -177,6 +192,9 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
     fields.push_back({"client_stream_copy_bytes_per_call", Fmt("%.1f", client_stream)});
     fields.push_back({"server_body_copy_bytes_per_call", Fmt("%.1f", server_body)});
     fields.push_back({"server_stream_copy_bytes_per_call", Fmt("%.1f", server_stream)});
+  }
+  if (config.mode == BenchMode::kMixed) {
+    fields.push_back({"bulk_calls_per_sec", Fmt("%.1f", bulk_calls_per_sec)});
   }
   if (config.mode == BenchMode::kThroughput) {
     fields.push_back({"rejected_per_sec", Fmt("%.1f", rejected_per_sec)});

@@ -91,6 +91,8 @@ struct ModeOutput {
   // throughput mode: ERROR_SERVER_TOO_BUSY answers and re-sent calls inside the window.
   uint64_t rejected = 0;
   uint64_t retries = 0;
+  // mixed mode: bulk calls completed inside the window.
+  uint64_t bulk_completed = 0;
   // sparse mode: connections held, and VmRSS before opening them, once all were open and at the
   // end of the window.
   int64_t connections = 0;

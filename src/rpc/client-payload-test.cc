@@ -128,6 +128,34 @@ TEST_F(ClientPayloadTest, LargeSidecarsCrossWithoutCopiesAndBodiesOncePerSide) {
   EXPECT_EQ(kCalls * 2 * body, delta(CopySide::kServer, CopyKind::kBody));
 }
 
+// Bulk calls (at least MessengerOptions::bulk_connection_bytes) go to a remote over a connection
+// of their own, so small calls never queue behind them; with the threshold at 0 every call shares
+// one connection. Calls from one thread use one reactor, so the count is exact.
+TEST_F(ClientPayloadTest, BulkCallsTravelOnAConnectionOfTheirOwn) {
+  StartServer();
+  for (size_t threshold : {size_t{256 * 1024}, size_t{0}}) {
+    MessengerOptions o;
+    o.bulk_connection_bytes = threshold;
+    StartClient(o);
+    const std::string big = Pattern(300 * 1024, 1);
+    for (int i = 0; i < 3; i++) {
+      ASSERT_TRUE(Echo("small").ok());
+      rtest::EchoRequestPB req;
+      req.set_data("bulk");
+      rtest::EchoResponsePB resp;
+      RpcController ctl;
+      ctl.set_timeout(MonoDelta::FromSeconds(60));
+      ctl.AddOutboundSidecar(Slice(big));
+      ASSERT_TRUE(Proxy().Echo(req, &resp, &ctl).ok()) << ctl.status().ToString();
+      ASSERT_EQ(1u, ctl.num_inbound_sidecars());
+      EXPECT_TRUE(ctl.inbound_sidecar(0) == Slice(big));
+    }
+    EXPECT_EQ(threshold > 0 ? 2u : 1u, client_->DumpConnections().size()) << threshold;
+    client_->Shutdown();
+    client_.reset();
+  }
+}
+
 // ---- Message size limits.
 
 constexpr size_t k16MiB = 16u << 20;

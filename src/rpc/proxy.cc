@@ -104,8 +104,13 @@ Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Mes
   // remote went out on, when that connection has nothing else to write: no hand-off to the
   // reactor, whose wakeup would sit in the round trip (core/connection.h). Otherwise (first call,
   // a busy or closed connection) the reactor sends it and reports the connection for next time.
-  thread_local SyncCallConnection last;
-  const bool direct = last.messenger == messenger_.get() && last.remote == remote_ &&
+  // One per size class: bulk calls have connections of their own (bulk_connection_bytes).
+  thread_local SyncCallConnection last_by_class[2];
+  const size_t bulk_bytes = messenger_->options().bulk_connection_bytes;
+  SyncCallConnection& last =
+      last_by_class[bulk_bytes > 0 && call->total_bytes() >= bulk_bytes ? 1 : 0];
+  const bool direct = messenger_->options().sync_call_direct_write &&
+                      last.messenger == messenger_.get() && last.remote == remote_ &&
                       last.connection->TrySendCallFromCaller(call);
   if (!direct) {
     call->set_report_connection();

@@ -202,9 +202,9 @@ bool Connection::TrySendCallFromCaller(const scoped_refptr<OutboundCall>& call) 
   if (direction_ != Direction::kClient) return false;
   scoped_refptr<Connection> self(this);
   std::unique_lock<std::mutex> lock(write_mu_);
-  // write_closed_ is set before the connection stops sending; a connection the caller learned of
-  // from a finished call was open, so "not closed" means open here.
-  if (write_closed_ || !caps_.concurrent_write || !write_queue_.empty() || caller_call_) {
+  // Not before the connection sends calls (the preamble must go first), nor once it is closed.
+  if (!callers_may_write_ || write_closed_ || !caps_.concurrent_write || !write_queue_.empty() ||
+      caller_call_) {
     return false;
   }
   caller_call_ = call;  // the response handler finds it here
@@ -429,6 +429,10 @@ void Connection::FailNegotiation(const Status& reason) {
 void Connection::SendPendingCalls() {
   DCHECK(reactor_->IsCurrentThread());
   sending_calls_ = true;
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    callers_may_write_ = true;
+  }
   std::vector<scoped_refptr<OutboundCall>> pending;
   pending.swap(pending_calls_);
   for (auto& call : pending) {

@@ -173,6 +173,9 @@ class Connection final : public RefCounted<Connection>,
   // Client side: the call a synchronous caller wrote itself (TrySendCallFromCaller), awaiting
   // its response. GUARDED_BY(write_mu_).
   scoped_refptr<OutboundCall> caller_call_;
+  // Client side: calls may be written now (the preamble and the negotiation request are queued
+  // ahead of them); set with sending_calls_. GUARDED_BY(write_mu_).
+  bool callers_may_write_ = false;
   // Client side: calls made before the connection could take them (while connecting), sent right
   // after the negotiation request.
   std::vector<scoped_refptr<OutboundCall>> pending_calls_;
