@@ -527,7 +527,7 @@ void Connection::Shutdown(const Status& reason) {
   std::vector<scoped_refptr<OutboundCall>> pending;
   pending.swap(pending_calls_);
   for (auto& call : pending) call->FinishWithError(reason);
-  std::unordered_map<int32_t, scoped_refptr<OutboundCall>> awaiting;
+  AwaitingMap awaiting;
   awaiting.swap(awaiting_response_);
   for (auto& [id, call] : awaiting) call->FinishWithError(reason);
   if (caller_call != nullptr) caller_call->FinishWithError(reason);

@@ -27,6 +27,7 @@
 #include "util/monotime.h"
 #include "util/ref_counted.h"
 #include "util/sockaddr.h"
+#include "util/stash_allocator.h"
 #include "util/status.h"
 
 namespace rrpc::rpc {
@@ -181,8 +182,13 @@ class Connection final : public RefCounted<Connection>,
   std::vector<scoped_refptr<OutboundCall>> pending_calls_;
   // Client side: calls go out as they come (set once the negotiation allows it).
   bool sending_calls_ = false;
-  // Client side: calls sent (or being sent) and awaiting their response, by call id.
-  std::unordered_map<int32_t, scoped_refptr<OutboundCall>> awaiting_response_;
+  // Client side: calls sent (or being sent) and awaiting their response, by call id. Its nodes
+  // come from the reactor thread's stash: no malloc per call.
+  using AwaitingMap =
+      std::unordered_map<int32_t, scoped_refptr<OutboundCall>, std::hash<int32_t>,
+                         std::equal_to<int32_t>,
+                         StashAllocator<std::pair<const int32_t, scoped_refptr<OutboundCall>>>>;
+  AwaitingMap awaiting_response_;
   // Server side: calls handed to the service pool and not yet answered.
   std::atomic<int64_t> inbound_in_flight_{0};
 

@@ -7,6 +7,7 @@
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/rpc_controller.h"
 #include "util/copy_counter.h"
+#include "util/stash_allocator.h"
 
 namespace rrpc::rpc {
 
@@ -49,6 +50,16 @@ OutboundCall::OutboundCall(const Sockaddr& remote, const std::string& service_na
       callback_(std::move(callback)) {}
 
 OutboundCall::~OutboundCall() { DCHECK(!timer_active_); }
+
+void* OutboundCall::operator new(size_t size) {
+  if (size != sizeof(OutboundCall)) return ::operator new(size);
+  return StashAllocator<OutboundCall>().allocate(1);
+}
+
+void OutboundCall::operator delete(void* p, size_t size) {
+  if (size != sizeof(OutboundCall)) return ::operator delete(p);
+  StashAllocator<OutboundCall>().deallocate(static_cast<OutboundCall*>(p), 1);
+}
 
 void OutboundCall::set_connection(Connection* conn) { connection_ = conn; }
 

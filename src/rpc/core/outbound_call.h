@@ -34,6 +34,10 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
                const std::string& method_name, google::protobuf::Message* response,
                RpcController* controller, ResponseCallback callback);
   ~OutboundCall() override;
+  // From a per-thread stash of freed calls: a client reactor that issues calls from callbacks
+  // makes and frees one per call.
+  static void* operator new(size_t size);
+  static void operator delete(void* p, size_t size);
 
   // Caller thread: builds the frame. `call_id` is unique per messenger. Fails when the request
   // exceeds `max_message_size`.

@@ -360,12 +360,12 @@ void Reactor::FlushScheduled() {
   DCHECK(IsCurrentThread());
   // A flush can finish calls whose callbacks queue more work; loop until quiet.
   while (!flush_list_.empty()) {
-    std::vector<Connection*> batch;
-    batch.swap(flush_list_);
-    for (Connection* conn : batch) {
+    flush_batch_.swap(flush_list_);
+    for (Connection* conn : flush_batch_) {
       // Closed connections may be gone from connections_; only flush live ones.
       if (connections_.count(conn) != 0) conn->Flush();
     }
+    flush_batch_.clear();
   }
 }
 

@@ -138,6 +138,8 @@ class Reactor {
   // Connections for calls of at least options().bulk_connection_bytes, by remote address.
   std::unordered_map<Sockaddr, Connection*> bulk_connections_;
   std::vector<Connection*> flush_list_;
+  // FlushScheduled's batch: a member, so its capacity is kept (no allocation per loop turn).
+  std::vector<Connection*> flush_batch_;
   // Connections closed during this loop iteration, kept alive until it ends (ConnectionClosed).
   std::vector<scoped_refptr<Connection>> closed_connections_;
   std::atomic<bool> stopped_{false};
