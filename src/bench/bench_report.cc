@@ -48,8 +48,8 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
           : 0.0;
   const char* unit = config.mode == BenchMode::kCps ? "connections" : "calls";
   // Payload bytes moved per second, both directions: what raw-tcp-limit --sidecar_bytes reports.
-  const double bytes_per_call = static_cast<double>(config.payload_bytes + config.response_bytes +
-                                                    2 * config.sidecar_bytes);
+  const double bytes_per_call =
+      static_cast<double>(config.payload_bytes + config.response_bytes + 2 * config.sidecar_bytes);
   const double bulk_calls_per_sec =
       seconds > 0 ? static_cast<double>(o.bulk_completed) / seconds : 0.0;
   const double bytes_per_sec =

@@ -25,7 +25,8 @@ MonoDelta RetryBackoff(int attempt, uint64_t* rng) {
   x ^= x << 17;
   *rng = x;
   const int64_t half = full / 2;
-  return MonoDelta::FromMicroseconds(half + static_cast<int64_t>(x % static_cast<uint64_t>(half + 1)));
+  return MonoDelta::FromMicroseconds(half +
+                                     static_cast<int64_t>(x % static_cast<uint64_t>(half + 1)));
 }
 
 RetryTimer::~RetryTimer() { Stop(); }

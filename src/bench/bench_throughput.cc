@@ -124,8 +124,8 @@ class ThroughputRun {
     }
     const MonoTime retry_at = now + RetryBackoff(slot->attempts, &slot->rng);
     if (slot->deadline <= retry_at) {
-      control_->Fail(Status::TimedOut("Echo call " + std::to_string(slot->calls - 1) +
-                                      " of slot " + std::to_string(slot->index) +
+      control_->Fail(Status::TimedOut("Echo call " + std::to_string(slot->calls - 1) + " of slot " +
+                                      std::to_string(slot->index) +
                                       " still refused as too busy after " +
                                       std::to_string(slot->attempts) + " attempts"));
       idle_slots_.CountDown();
@@ -177,7 +177,7 @@ class ThroughputRun {
 
 // Makes a client messenger from the run's options.
 Result<std::shared_ptr<rpc::Messenger>> NewClientMessenger(const BenchConfig& config,
-                                                          const std::string& name) {
+                                                           const std::string& name) {
   rpc::MessengerOptions options = config.client_messenger;
   options.name = name;
   options.num_reactors = config.client_reactors;
@@ -200,7 +200,8 @@ Status RunMixedMode(const BenchConfig& config, RunControl* control, ModeOutput* 
   bulk.sidecar_bytes = config.mixed_bulk_bytes;
   bulk.payload_bytes = bulk.response_bytes = 64;
 
-  RRPC_ASSIGN_OR_RETURN(std::shared_ptr<rpc::Messenger> client, NewClientMessenger(config, "client"));
+  RRPC_ASSIGN_OR_RETURN(std::shared_ptr<rpc::Messenger> client,
+                        NewClientMessenger(config, "client"));
   std::shared_ptr<rpc::Messenger> bulk_client = client;
   if (config.mixed_separate_messenger) {
     Result<std::shared_ptr<rpc::Messenger>> made = NewClientMessenger(config, "client-bulk");

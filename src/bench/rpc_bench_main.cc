@@ -174,8 +174,9 @@ bool ConfigFromFlags(BenchConfig* c, std::string* error) {
   c->sleep_us = FLAGS_sleep_us;
   if (FLAGS_mixed_bulk_streams < 0 || FLAGS_mixed_bulk_bytes < 0 ||
       FLAGS_mixed_bulk_bytes > kMaxMessageBytes - 4096) {
-    *error = "--mixed_bulk_streams and --mixed_bulk_bytes must not be negative, and a bulk call "
-             "must fit in rrpc's 64 MiB message limit";
+    *error =
+        "--mixed_bulk_streams and --mixed_bulk_bytes must not be negative, and a bulk call "
+        "must fit in rrpc's 64 MiB message limit";
     return false;
   }
   c->mixed_bulk_streams = FLAGS_mixed_bulk_streams;

@@ -52,9 +52,9 @@ MessengerOptions MessengerOptionsFromFlags(std::string name) {
   options.sync_call_poll = MonoDelta::FromMicroseconds(FLAGS_rpc_sync_call_poll_us);
   options.sync_call_direct_write = FLAGS_rpc_sync_call_direct_write;
   options.max_message_size = static_cast<size_t>(FLAGS_rpc_max_message_size);
-  options.bulk_connection_bytes =
-      FLAGS_rpc_bulk_connection_bytes > 0 ? static_cast<size_t>(FLAGS_rpc_bulk_connection_bytes)
-                                          : 0;
+  options.bulk_connection_bytes = FLAGS_rpc_bulk_connection_bytes > 0
+                                      ? static_cast<size_t>(FLAGS_rpc_bulk_connection_bytes)
+                                      : 0;
   options.negotiation_timeout = MonoDelta::FromMilliseconds(FLAGS_rpc_negotiation_timeout_ms);
   options.idle_timeout = FLAGS_rpc_idle_timeout_ms > 0
                              ? MonoDelta::FromMilliseconds(FLAGS_rpc_idle_timeout_ms)

@@ -283,8 +283,8 @@ void Reactor::AssignOutboundCall(scoped_refptr<OutboundCall> call) {
   }
   // Bulk calls travel apart from small ones (MessengerOptions::bulk_connection_bytes).
   const size_t bulk_bytes = options().bulk_connection_bytes;
-  auto& by_remote = bulk_bytes > 0 && call->total_bytes() >= bulk_bytes ? bulk_connections_
-                                                                        : client_connections_;
+  auto& by_remote =
+      bulk_bytes > 0 && call->total_bytes() >= bulk_bytes ? bulk_connections_ : client_connections_;
   auto it = by_remote.find(call->remote());
   Connection* conn = it == by_remote.end() ? nullptr : it->second;
   if (conn == nullptr) {
