@@ -17,7 +17,7 @@ class TlsContext;
 
 namespace rrpc::bench {
 
-enum class BenchMode { kThroughput, kLatency, kCps, kSparse };
+enum class BenchMode { kThroughput, kLatency, kCps, kSparse, kMixed };
 
 const char* ModeName(BenchMode mode);
 
@@ -55,6 +55,13 @@ struct BenchConfig {
   // cps over TLS: each connection resumes the previous one's session (a ticket) instead of a
   // full handshake.
   bool tls_resume_sessions = false;
+  // mixed mode: `mixed_bulk_streams` bulk calls kept in flight, each with a sidecar of
+  // `mixed_bulk_bytes`, beside one chain of small calls (payload_bytes, one at a time) whose
+  // latency is what the run reports. `mixed_separate_messenger`: the bulk calls go through a
+  // messenger of their own (their own connection and client reactor) instead of the small calls'.
+  int mixed_bulk_streams = 1;
+  size_t mixed_bulk_bytes = 1 << 20;
+  bool mixed_separate_messenger = false;
   // sparse mode.
   int connections = 10000;
   int senders = 2;

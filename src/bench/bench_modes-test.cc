@@ -5,12 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "bench/bench.rrpc.h"
 #include "bench/bench_payload.h"
 #include "bench/bench_raw_client.h"
+#include "bench/bench_retry.h"
 #include "bench/bench_service.h"
 #include "bench/bench_tls.h"
 #include "bench/bench_usage.h"
@@ -79,9 +82,12 @@ TEST(BenchUsageTest, SnapshotListsTheCallingThreadUnderItsRegisteredName) {
 class BenchModesTest : public ::testing::Test {
  protected:
   void StartServer(bool corrupt = false, bool inline_handlers = false, bool tls = false,
-                   std::shared_ptr<rpc::TransportFactory> factory = nullptr) {
+                   std::shared_ptr<rpc::TransportFactory> factory = nullptr,
+                   size_t service_queue_length = 1024) {
     BenchServerOptions options;
     options.messenger.transport_factory = std::move(factory);
+    options.service_queue_length = service_queue_length;
+    options.workers = server_workers_;
     options.corrupt_responses_for_test = corrupt;
     options.inline_handlers = inline_handlers;
     if (tls) {
@@ -112,11 +118,14 @@ class BenchModesTest : public ::testing::Test {
         return RunCpsMode(config_, &control, out);
       case BenchMode::kSparse:
         return RunSparseMode(config_, &control, out);
+      case BenchMode::kMixed:
+        return RunMixedMode(config_, &control, out);
     }
     return Status::OK();
   }
 
   BenchConfig config_;
+  int server_workers_ = 2;
   std::shared_ptr<rpc::Messenger> server_;
 };
 
@@ -184,6 +193,76 @@ TEST_F(BenchModesTest, ThroughputAndLatencyRunOverSoftwareRdma) {
   for (auto* f : {server_rdma.get(), client_rdma.get()}) {
     EXPECT_GT(f->send_metrics().posted_send_bytes->Snapshot().count(), 0u);
     EXPECT_EQ(f->fallbacks(rdma::FallbackReason::kDisabled), 0u);
+  }
+}
+
+TEST(BenchRetryTest, BackoffGrowsIsJitteredAndCapped) {
+  uint64_t rng = 42;
+  for (int attempt = 1; attempt <= 30; attempt++) {
+    const int64_t full_us = std::min<int64_t>(20'000, int64_t{100} << std::min(attempt - 1, 20));
+    for (int i = 0; i < 20; i++) {
+      const int64_t us = RetryBackoff(attempt, &rng).ToMicroseconds();
+      EXPECT_GE(us, full_us / 2) << attempt;
+      EXPECT_LE(us, full_us) << attempt;
+    }
+  }
+  // Two draws for the same attempt differ (jitter), and the state moves on.
+  uint64_t a = 7;
+  EXPECT_NE(RetryBackoff(10, &a).ToNanoseconds(), RetryBackoff(10, &a).ToNanoseconds());
+}
+
+TEST(BenchRetryTest, TimerRunsInTimeOrderAndStopRunsWhatIsLeft) {
+  RetryTimer timer;
+  ASSERT_TRUE(timer.Start().ok());
+  std::mutex mu;
+  std::vector<int> order;
+  const MonoTime now = MonoTime::Now();
+  auto record = [&](int i) {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(i);
+  };
+  timer.Schedule(now + MonoDelta::FromMilliseconds(20), [&] { record(2); });
+  timer.Schedule(now + MonoDelta::FromMilliseconds(1), [&] { record(1); });
+  timer.Schedule(now + MonoDelta::FromSeconds(3600), [&] { record(3); });  // only Stop() runs it
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (order.size() == 2) break;
+    }
+    SleepFor(MonoDelta::FromMilliseconds(1));
+  }
+  timer.Stop();
+  EXPECT_EQ((std::vector<int>{1, 2, 3}), order);
+}
+
+// The server's queue holds 2 calls and one worker serves 32 in flight: most sends are refused as
+// too busy. The run still succeeds (every call is retried until taken) and counts the refusals.
+TEST_F(BenchModesTest, TooBusyCallsAreRetriedCountedAndDoNotFailTheRun) {
+  server_workers_ = 1;
+  StartServer(/*corrupt=*/false, /*inline_handlers=*/false, /*tls=*/false, nullptr,
+              /*service_queue_length=*/2);
+  config_.client_threads = 2;
+  config_.async_call_concurrency = 16;
+  ModeOutput out;
+  Status s = Run(BenchMode::kThroughput, &out);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_GT(out.completed, 0u);
+  EXPECT_GT(out.rejected, 0u);
+  EXPECT_GT(out.retries, 0u);
+}
+
+TEST_F(BenchModesTest, MixedModeRunsSmallCallsBesideBulkCallsBothWays) {
+  StartServer();
+  config_.mixed_bulk_streams = 2;
+  config_.mixed_bulk_bytes = 300 * 1024;  // above the messenger's bulk connection threshold
+  for (bool separate : {false, true}) {
+    config_.mixed_separate_messenger = separate;
+    ModeOutput out;
+    Status s = Run(BenchMode::kMixed, &out);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_GT(out.completed, 0u) << separate;
+    EXPECT_EQ(out.completed, out.latency_ns.count());
+    EXPECT_GT(out.bulk_completed, 0u) << separate;
   }
 }
 

@@ -14,6 +14,8 @@ const char* ModeName(BenchMode mode) {
       return "cps";
     case BenchMode::kSparse:
       return "sparse";
+    case BenchMode::kMixed:
+      return "mixed";
   }
   return "unknown";
 }
@@ -28,6 +30,8 @@ int BenchConfig::Concurrency() const {
       return client_threads;
     case BenchMode::kSparse:
       return senders;
+    case BenchMode::kMixed:
+      return 1 + mixed_bulk_streams;
   }
   return 0;
 }

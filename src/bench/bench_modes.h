@@ -9,6 +9,10 @@
 //    with the synchronous proxy from a client thread (config.latency_sync_calls).
 //  - cps: each client thread opens a fresh connection (RawRpcConnection), negotiates, makes one
 //    call and closes it, in a loop; counts connections.
+//  - mixed: one chain of small calls (one at a time, issued from callbacks, as latency mode)
+//    while config.mixed_bulk_streams bulk calls with config.mixed_bulk_bytes sidecars are kept in
+//    flight, through the same client messenger or one of their own; reports the small calls'
+//    latency and, besides, the bulk bytes moved.
 //  - sparse: opens config.connections connections (RawRpcConnection), then config.senders
 //    threads go round them making one call each and sleeping sleep_us in between; measures RSS
 //    per connection.
@@ -26,6 +30,7 @@ Status RunThroughputMode(const BenchConfig& config, RunControl* control, ModeOut
 Status RunLatencyMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
 Status RunCpsMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
 Status RunSparseMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
+Status RunMixedMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
 
 // Shared by the modes (bench_modes.cc).
 

@@ -47,6 +47,25 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
           ? static_cast<double>(o.rss_all_open_kb - o.rss_before_open_kb) / o.connections
           : 0.0;
   const char* unit = config.mode == BenchMode::kCps ? "connections" : "calls";
+  // Payload bytes moved per second, both directions: what raw-tcp-limit --sidecar_bytes reports.
+  const double bytes_per_call =
+      static_cast<double>(config.payload_bytes + config.response_bytes + 2 * config.sidecar_bytes);
+  const double bulk_calls_per_sec =
+      seconds > 0 ? static_cast<double>(o.bulk_completed) / seconds : 0.0;
+  const double bytes_per_sec =
+      config.mode == BenchMode::kMixed
+          ? bulk_calls_per_sec * static_cast<double>(2 * (config.mixed_bulk_bytes + 64))
+          : rate * bytes_per_call;
+  // Payload bytes copied per call over the window, by side and kind (util/copy_counter.h).
+  auto copied = [&](CopySide side, CopyKind kind) {
+    return PerRequest(static_cast<double>(o.window_end.copies.get(side, kind) -
+                                          o.window_start.copies.get(side, kind)),
+                      n);
+  };
+  const double client_body = copied(CopySide::kClient, CopyKind::kBody);
+  const double client_stream = copied(CopySide::kClient, CopyKind::kStream);
+  const double server_body = copied(CopySide::kServer, CopyKind::kBody);
+  const double server_stream = copied(CopySide::kServer, CopyKind::kStream);
 
   // ---- Human summary.
   fprintf(out, "rpc-bench rrpc %s over tcp: request %zu B, response %zu B, sidecar %zu B; ",
@@ -68,10 +87,38 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
       fprintf(out, "%d connections, %d senders, %" PRId64 " us between calls\n", config.connections,
               config.senders, config.sleep_us);
       break;
+    case BenchMode::kMixed:
+      fprintf(out,
+              "small calls 1 at a time beside %d bulk calls in flight of %zu B sidecars (%s)\n",
+              config.mixed_bulk_streams, config.mixed_bulk_bytes,
+              config.mixed_separate_messenger ? "bulk through a messenger of its own"
+                                              : "one client messenger for both");
+      break;
   }
   fprintf(out, "  server: %s %s\n", config.in_process_server ? "in this process at" : "external at",
           config.server.ToString().c_str());
-  fprintf(out, "  %" PRIu64 " %s in %.3f s = %.1f %s/s\n", n, unit, seconds, rate, unit);
+  fprintf(out, "  %" PRIu64 " %s in %.3f s = %.1f %s/s", n, unit, seconds, rate, unit);
+  if (config.mode == BenchMode::kMixed) {
+    fprintf(out, " small; bulk %.1f calls/s = %.3f GB/s of payload", bulk_calls_per_sec,
+            bytes_per_sec / 1e9);
+  } else if (config.mode != BenchMode::kCps) {
+    fprintf(out, " = %.3f GB/s of payload (requests + responses)", bytes_per_sec / 1e9);
+  }
+  fputc('\n', out);
+  if (config.mode == BenchMode::kThroughput || config.mode == BenchMode::kLatency) {
+    fprintf(out,
+            "  payload bytes copied per call: client %.1f body + %.1f stream, server %.1f body + "
+            "%.1f stream (body: protobuf serialize/parse; stream: frame or sidecar bytes moved)\n",
+            client_body, client_stream, server_body, server_stream);
+  }
+  const double rejected_per_sec = seconds > 0 ? static_cast<double>(o.rejected) / seconds : 0.0;
+  const double retries_per_call = PerRequest(static_cast<double>(o.retries), n);
+  if (config.mode == BenchMode::kThroughput) {
+    fprintf(out,
+            "  too busy: %" PRIu64 " refusals (%.1f/s), %" PRIu64
+            " calls sent again (%.4f retries per completed call)\n",
+            o.rejected, rejected_per_sec, o.retries, retries_per_call);
+  }
   fprintf(out, "  latency us: p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  mean %.1f\n", p50, p99,
           p999, max_us, mean_us);
   const CostTotals& p = usage.process;
@@ -136,6 +183,22 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
   if (sparse) {
     fields.push_back({"conns", std::to_string(o.connections)});
     fields.push_back({"rss_per_conn_kb", Fmt("%.3f", rss_per_conn_kb)});
+  }
+  if (config.mode != BenchMode::kCps) {
+    fields.push_back({"bytes_per_sec", Fmt("%.0f", bytes_per_sec)});
+  }
+  if (config.mode == BenchMode::kThroughput || config.mode == BenchMode::kLatency) {
+    fields.push_back({"client_body_copy_bytes_per_call", Fmt("%.1f", client_body)});
+    fields.push_back({"client_stream_copy_bytes_per_call", Fmt("%.1f", client_stream)});
+    fields.push_back({"server_body_copy_bytes_per_call", Fmt("%.1f", server_body)});
+    fields.push_back({"server_stream_copy_bytes_per_call", Fmt("%.1f", server_stream)});
+  }
+  if (config.mode == BenchMode::kMixed) {
+    fields.push_back({"bulk_calls_per_sec", Fmt("%.1f", bulk_calls_per_sec)});
+  }
+  if (config.mode == BenchMode::kThroughput) {
+    fields.push_back({"rejected_per_sec", Fmt("%.1f", rejected_per_sec)});
+    fields.push_back({"retries_per_call", Fmt("%.4f", retries_per_call)});
   }
   fields.push_back({"cpu_us_per_req", Fmt("%.3f", PerRequest(p.cpu_s() * 1e6, n))});
   fields.push_back({"cs_per_req", Fmt("%.4f", PerRequest(static_cast<double>(p.cs()), n))});

@@ -72,4 +72,12 @@ void LatencyRecorders::Merge(uint64_t* completed, Histogram* latency_ns) const {
   }
 }
 
+void LatencyRecorders::MergeRetries(uint64_t* rejected, uint64_t* retries) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& r : recorders_) {
+    *rejected += r->rejected;
+    *retries += r->retries;
+  }
+}
+
 }  // namespace rrpc::bench

@@ -60,6 +60,9 @@ class LatencyRecorders {
   struct PerThread {
     uint64_t completed = 0;
     Histogram latency_ns{kMaxLatencyNs};
+    // Throughput mode: too-busy answers received and calls sent again, inside the window.
+    uint64_t rejected = 0;
+    uint64_t retries = 0;
   };
   // Latencies up to 100 s keep full precision; longer ones still count (as overflow).
   static constexpr uint64_t kMaxLatencyNs = 100'000'000'000ULL;
@@ -68,6 +71,7 @@ class LatencyRecorders {
   // The calling thread's recorder, made on its first call.
   PerThread* Local();
   void Merge(uint64_t* completed, Histogram* latency_ns) const;
+  void MergeRetries(uint64_t* rejected, uint64_t* retries) const;
 
  private:
   const uint64_t id_;  // tells thread-local caches of different instances apart
@@ -84,6 +88,11 @@ struct ModeOutput {
   UsageSnapshot window_end;
   // How long completions were counted.
   MonoDelta measured;
+  // throughput mode: ERROR_SERVER_TOO_BUSY answers and re-sent calls inside the window.
+  uint64_t rejected = 0;
+  uint64_t retries = 0;
+  // mixed mode: bulk calls completed inside the window.
+  uint64_t bulk_completed = 0;
   // sparse mode: connections held, and VmRSS before opening them, once all were open and at the
   // end of the window.
   int64_t connections = 0;

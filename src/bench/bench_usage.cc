@@ -85,6 +85,7 @@ ThreadRole RoleOfThreadName(const std::string& name) {
 UsageSnapshot TakeUsageSnapshot() {
   UsageSnapshot snap;
   snap.time = MonoTime::Now();
+  snap.copies = ReadCopyTotals();
   getrusage(RUSAGE_SELF, &snap.process);
 
   std::unordered_map<pid_t, std::string> names;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "util/copy_counter.h"
 #include "util/monotime.h"
 #include "util/status.h"
 
@@ -40,6 +41,8 @@ struct ThreadSample {
 
 struct UsageSnapshot {
   MonoTime time;
+  // Payload bytes copied so far by the RPC paths (util/copy_counter.h), both sides.
+  CopyTotals copies;
   rusage process{};
   std::vector<ThreadSample> threads;
 };

@@ -33,7 +33,8 @@
 
 DEFINE_string(mode, "throughput",
               "throughput: async calls kept in flight; latency: one call at a time; "
-              "cps: a new connection per call; sparse: many connections, each called rarely");
+              "cps: a new connection per call; sparse: many connections, each called rarely; "
+              "mixed: small calls one at a time (their latency is reported) beside bulk calls");
 DEFINE_string(transport, "tcp",
               "tcp, tls or rdma. tls: the server requires TLS 1.3/1.2 on its port, with the --rpc_* "
               "certificate flags or else a throwaway CA and certificate made at start "
@@ -68,12 +69,20 @@ DEFINE_int32(response_bytes, -1, "Response payload, in bytes; -1: the same as --
 DEFINE_int32(sidecar_bytes, 0,
              "Bytes of one request sidecar, echoed back as a response sidecar; 0: none");
 DEFINE_int32(service_queue_length, 1024,
-             "Server: calls that may wait for a worker; beyond it calls fail as too busy (which "
-             "fails the run)");
+             "Server: calls that may wait for a worker; beyond it calls are refused as too busy "
+             "(throughput mode sends them again after a jittered backoff, within their deadline, "
+             "and reports rejected_per_sec and retries_per_call)");
 DEFINE_int32(call_timeout_ms, 10000,
-             "Deadline of each call (and of each socket wait of cps/sparse clients); a call that "
-             "misses it fails the run");
+             "Deadline of each call, over all its too-busy retries (and of each socket wait of "
+             "cps/sparse clients); a call that misses it fails the run");
 DEFINE_bool(json, false, "Also print the result as one JSON object");
+DEFINE_int32(mixed_bulk_streams, 1,
+             "mixed: bulk calls kept in flight beside the small calls (0: none, the baseline)");
+DEFINE_int32(mixed_bulk_bytes, 1 << 20, "mixed: the sidecar of each bulk call, in bytes");
+DEFINE_bool(mixed_separate_messenger, false,
+            "mixed: bulk calls through a client messenger of their own (their own connection and "
+            "reactor) instead of the small calls' one (which splits them onto a connection of "
+            "their own when they reach --rpc_bulk_connection_bytes)");
 DEFINE_int32(connections, 10000, "sparse: connections held open");
 DEFINE_int32(senders, 2, "sparse: threads that go round the connections making calls");
 DEFINE_int64(sleep_us, 1000, "sparse: each sender's pause between calls, in microseconds");
@@ -110,8 +119,10 @@ bool ConfigFromFlags(BenchConfig* c, std::string* error) {
     c->mode = BenchMode::kCps;
   } else if (FLAGS_mode == "sparse") {
     c->mode = BenchMode::kSparse;
+  } else if (FLAGS_mode == "mixed") {
+    c->mode = BenchMode::kMixed;
   } else {
-    *error = "--mode must be throughput, latency, cps or sparse, not '" + FLAGS_mode + "'";
+    *error = "--mode must be throughput, latency, cps, sparse or mixed, not '" + FLAGS_mode + "'";
     return false;
   }
   if (FLAGS_transport != "tcp" && FLAGS_transport != "tls" && FLAGS_transport != "rdma") {
@@ -186,6 +197,16 @@ bool ConfigFromFlags(BenchConfig* c, std::string* error) {
   c->connections = FLAGS_connections;
   c->senders = FLAGS_senders;
   c->sleep_us = FLAGS_sleep_us;
+  if (FLAGS_mixed_bulk_streams < 0 || FLAGS_mixed_bulk_bytes < 0 ||
+      FLAGS_mixed_bulk_bytes > kMaxMessageBytes - 4096) {
+    *error =
+        "--mixed_bulk_streams and --mixed_bulk_bytes must not be negative, and a bulk call "
+        "must fit in rrpc's 64 MiB message limit";
+    return false;
+  }
+  c->mixed_bulk_streams = FLAGS_mixed_bulk_streams;
+  c->mixed_bulk_bytes = static_cast<size_t>(FLAGS_mixed_bulk_bytes);
+  c->mixed_separate_messenger = FLAGS_mixed_separate_messenger;
   return true;
 }
 
@@ -383,6 +404,9 @@ int Run() {
     case BenchMode::kSparse:
       s = RunSparseMode(config, &control, &output);
       break;
+    case BenchMode::kMixed:
+      s = RunMixedMode(config, &control, &output);
+      break;
   }
   if (s.ok() && output.completed == 0) {
     s = Status::IllegalState("no call completed inside the measuring window");
@@ -416,7 +440,7 @@ int main(int argc, char** argv) {
   gflags::SetCommandLineOptionWithMode("logtostderr", "true", gflags::SET_FLAGS_DEFAULT);
   rrpc::ParseCommandLine(
       &argc, &argv,
-      {"rpc-bench [--mode=throughput|latency|cps|sparse] [--payload_bytes=N] [flags]",
+      {"rpc-bench [--mode=throughput|latency|cps|sparse|mixed] [--payload_bytes=N] [flags]",
        "rrpc's benchmark: an echo server and clients in one of four modes; prints a summary and\n"
        "one RESULT line. The --rpc_* messenger flags apply to both messengers, except that\n"
        "--server_reactors, --worker_threads, --service_queue_length and --client_reactors\n"

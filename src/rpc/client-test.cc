@@ -430,7 +430,11 @@ TEST_F(ClientTest, TimeoutFiresEvenWhenThePeerStopsReadingMidRequest) {
     if (server_status.ok()) server_status = answer(header.call_id(), "second");
     conn.WaitForClose();
   });
-  StartClient();
+  // One connection carries both calls (the raw server accepts one): bulk calls would otherwise
+  // get a connection of their own (MessengerOptions::bulk_connection_bytes).
+  MessengerOptions options;
+  options.bulk_connection_bytes = 0;
+  StartClient(options);
   rtest::EchoServiceProxy proxy(client_, listener.addr());
   {
     // The connection is open before the big call: its bytes start out in the same reactor

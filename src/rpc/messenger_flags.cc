@@ -21,9 +21,17 @@ DEFINE_int32(rpc_sync_call_poll_us, 0,
              "Microseconds a thread making a synchronous call polls for the response before it "
              "sleeps (0: never). Saves a wake-up per call when responses come that fast; costs "
              "CPU when they do not.");
+DEFINE_bool(rpc_sync_call_direct_write, true,
+            "A thread making a synchronous call writes the request itself when the connection "
+            "its previous call used has nothing else to write, instead of handing it to a "
+            "reactor (saves a wake-up per call).");
 DEFINE_int64(rpc_max_message_size, 64 * 1024 * 1024,
              "Largest frame (bytes) accepted or sent. Checked from the length prefix before "
              "anything is buffered, so a peer cannot make the server allocate more.");
+DEFINE_int64(rpc_bulk_connection_bytes, 256 * 1024,
+             "Calls whose request has at least this many bytes (sidecars included) go over a "
+             "connection of their own, so small calls to the same server do not wait behind "
+             "them. 0: all calls to a server share one connection.");
 DEFINE_int32(rpc_negotiation_timeout_ms, 3000,
              "Milliseconds allowed for connect plus negotiation of a connection.");
 DEFINE_int32(rpc_idle_timeout_ms, 65000,
@@ -59,7 +67,11 @@ MessengerOptions MessengerOptionsFromFlags(std::string name) {
   options.service_queue_length = static_cast<size_t>(FLAGS_rpc_service_queue_length);
   options.worker_idle_spin = MonoDelta::FromMicroseconds(FLAGS_rpc_worker_idle_spin_us);
   options.sync_call_poll = MonoDelta::FromMicroseconds(FLAGS_rpc_sync_call_poll_us);
+  options.sync_call_direct_write = FLAGS_rpc_sync_call_direct_write;
   options.max_message_size = static_cast<size_t>(FLAGS_rpc_max_message_size);
+  options.bulk_connection_bytes = FLAGS_rpc_bulk_connection_bytes > 0
+                                      ? static_cast<size_t>(FLAGS_rpc_bulk_connection_bytes)
+                                      : 0;
   options.negotiation_timeout = MonoDelta::FromMilliseconds(FLAGS_rpc_negotiation_timeout_ms);
   options.idle_timeout = FLAGS_rpc_idle_timeout_ms > 0
                              ? MonoDelta::FromMilliseconds(FLAGS_rpc_idle_timeout_ms)

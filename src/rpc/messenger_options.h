@@ -37,10 +37,19 @@ struct MessengerOptions {
   // measured, round trips mostly outlast a short poll, and it cost CPU without cutting latency
   // (docs/performance.md, third round).
   MonoDelta sync_call_poll;
+  // A thread making a synchronous call writes it itself when the connection its last one used is
+  // free (Proxy::SyncRequest, docs/architecture.md): no hand-off to a reactor. false: every call
+  // goes through a reactor (for A/B measurements).
+  bool sync_call_direct_write = true;
   // Largest frame accepted or sent, checked from the length prefix before buffering.
   size_t max_message_size = 64 * 1024 * 1024;
   // Bytes read per recv() when no large frame is pending.
   size_t read_block_size = 64 * 1024;
+  // Calls whose request frame has at least this many bytes go to a remote over a connection of
+  // their own (one per reactor and remote), so a small call never waits behind a bulk transfer
+  // in a write queue or a TCP stream (docs/architecture.md, "Bulk and small calls"). 0: every
+  // call to a remote shares one connection.
+  size_t bulk_connection_bytes = 256 * 1024;
   // Time allowed for connect + negotiation.
   MonoDelta negotiation_timeout = MonoDelta::FromSeconds(3);
   // A connection with nothing in flight for this long is closed; Max() keeps it forever. So is

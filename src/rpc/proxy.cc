@@ -4,6 +4,7 @@
 #include <atomic>
 #include <random>
 
+#include "rpc/core/connection.h"
 #include "rpc/core/outbound_call.h"
 #include "rpc/core/reactor.h"
 #include "rpc/messenger.h"
@@ -20,6 +21,14 @@ double RetryJitter() {
   thread_local std::mt19937_64 rng(std::random_device{}());
   return std::uniform_real_distribution<double>(0, 1)(rng);
 }
+
+// Per calling thread: the connection its last synchronous call went out on through a reactor.
+// The reference keeps the object (not the connection) alive; a closed one refuses direct writes.
+struct SyncCallConnection {
+  const Messenger* messenger = nullptr;
+  Sockaddr remote;
+  scoped_refptr<Connection> connection;
+};
 
 // Asked once per calling thread, and only once it polls at all.
 bool PollingCanPayOnThisThreadCached() {
@@ -52,9 +61,11 @@ Proxy& Proxy::operator=(const Proxy& other) {
 
 Proxy::~Proxy() = default;
 
-void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Message& request,
-                         google::protobuf::Message* response, RpcController* controller,
-                         ResponseCallback callback) const {
+scoped_refptr<OutboundCall> Proxy::NewCall(const std::string& method,
+                                           const google::protobuf::Message& request,
+                                           google::protobuf::Message* response,
+                                           RpcController* controller,
+                                           ResponseCallback callback) const {
   CHECK(!controller->finished()) << "RpcController reused without Reset()";
   scoped_refptr<OutboundCall> call(
       new OutboundCall(remote_, service_name_, method, response, controller, std::move(callback)));
@@ -65,9 +76,17 @@ void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Mess
       call->Serialize(request, messenger_->NextCallId(), messenger_->options().max_message_size);
   if (!s.ok()) {
     call->FailBeforeSend(s);
-    return;
+    return nullptr;
   }
-  messenger_->QueueOutboundCall(std::move(call));
+  return call;
+}
+
+void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Message& request,
+                         google::protobuf::Message* response, RpcController* controller,
+                         ResponseCallback callback) const {
+  scoped_refptr<OutboundCall> call =
+      NewCall(method, request, response, controller, std::move(callback));
+  if (call) messenger_->QueueOutboundCall(std::move(call));
 }
 
 Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Message& request,
@@ -107,17 +126,44 @@ Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Mes
   // latch; the latch is still waited on, so the callback is out of it before it goes away.
   std::atomic<bool> done{false};
   CountDownLatch latch(1);
-  AsyncRequest(method, request, response, controller, [&done, &latch] {
-    done.store(true, std::memory_order_release);
-    latch.CountDown();
-  });
+  scoped_refptr<OutboundCall> call =
+      NewCall(method, request, response, controller, [&done, &latch] {
+        done.store(true, std::memory_order_release);
+        latch.CountDown();
+      });
+  if (!call) return controller->status();
+  // This thread writes the call itself on the connection its last synchronous call to this
+  // remote went out on, when that connection has nothing else to write: no hand-off to the
+  // reactor, whose wakeup would sit in the round trip (core/connection.h). Otherwise (first call,
+  // a busy or closed connection) the reactor sends it and reports the connection for next time.
+  // One per size class: bulk calls have connections of their own (bulk_connection_bytes).
+  thread_local SyncCallConnection last_by_class[2];
+  const size_t bulk_bytes = messenger_->options().bulk_connection_bytes;
+  SyncCallConnection& last =
+      last_by_class[bulk_bytes > 0 && call->total_bytes() >= bulk_bytes ? 1 : 0];
+  const bool direct = messenger_->options().sync_call_direct_write &&
+                      last.messenger == messenger_.get() && last.remote == remote_ &&
+                      last.connection->TrySendCallFromCaller(call);
+  if (!direct) {
+    call->set_report_connection();
+    messenger_->QueueOutboundCall(call);
+  }
   // Per calling thread: a thread whose responses come slowly soon stops polling.
   thread_local PollPolicy poll_policy;
   const MonoDelta poll = messenger_->options().sync_call_poll;
   if (poll > MonoDelta() && PollingCanPayOnThisThreadCached() && poll_policy.BeginPoll()) {
     poll_policy.EndPoll(SpinUntil([&done] { return done.load(std::memory_order_acquire); }, poll));
   }
+  if (direct && !latch.WaitUntil(controller->deadline())) {
+    // No reactor timer watches a call this thread wrote: time it out there now.
+    last.connection->TimeOutCallerCall(call);
+  }
   latch.Wait();
+  if (!direct && call->connection()) {
+    last.messenger = messenger_.get();
+    last.remote = remote_;
+    last.connection = call->connection();
+  }
   return controller->status();
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "rpc/response_callback.h"
+#include "util/ref_counted.h"
 #include "util/sockaddr.h"
 #include "util/status.h"
 
@@ -21,6 +22,7 @@ namespace rrpc::rpc {
 
 class ClientMetricsCache;
 class Messenger;
+class OutboundCall;
 class RpcController;
 
 class Proxy {
@@ -51,6 +53,11 @@ class Proxy {
   // One attempt of SyncRequest.
   Status SyncAttempt(const std::string& method, const google::protobuf::Message& request,
                      google::protobuf::Message* response, RpcController* controller) const;
+  // A serialized call, or nullptr when it failed already (its callback has run).
+  scoped_refptr<OutboundCall> NewCall(const std::string& method,
+                                      const google::protobuf::Message& request,
+                                      google::protobuf::Message* response,
+                                      RpcController* controller, ResponseCallback callback) const;
 
   std::shared_ptr<Messenger> messenger_;
   Sockaddr remote_;

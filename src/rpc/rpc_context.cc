@@ -5,8 +5,19 @@
 #include "rpc/core/message_cache.h"
 #include "rpc/rpc_controller.h"
 #include "rpc/service_if.h"
+#include "util/stash_allocator.h"
 
 namespace rrpc::rpc {
+
+void* RpcContext::operator new(size_t size) {
+  if (size != sizeof(RpcContext)) return ::operator new(size);
+  return StashAllocator<RpcContext>().allocate(1);
+}
+
+void RpcContext::operator delete(void* p, size_t size) {
+  if (size != sizeof(RpcContext)) return ::operator delete(p);
+  StashAllocator<RpcContext>().deallocate(static_cast<RpcContext*>(p), 1);
+}
 
 RpcContext::RpcContext(std::unique_ptr<InboundCall> call,
                        std::unique_ptr<google::protobuf::Message> request,

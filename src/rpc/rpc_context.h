@@ -29,6 +29,9 @@ class RpcContext {
   RpcContext(std::unique_ptr<InboundCall> call, std::unique_ptr<google::protobuf::Message> request,
              std::unique_ptr<google::protobuf::Message> response);
   ~RpcContext();
+  // From a per-thread stash of freed contexts: a worker makes and (usually) deletes one per call.
+  static void* operator new(size_t size);
+  static void operator delete(void* p, size_t size);
   RpcContext(const RpcContext&) = delete;
   RpcContext& operator=(const RpcContext&) = delete;
 

@@ -1,6 +1,7 @@
 #include "util/block.h"
 
 #include <cstdlib>
+#include <mutex>
 #include <new>
 
 #include "util/thread_stash.h"
@@ -19,11 +20,43 @@ constexpr size_t kCachedBlockCapacity = 64 * 1024;
 void FreeMemory(void* mem) { free(mem); }
 using ReadBlockStash = ThreadStash<void*, 4, FreeMemory>;
 
+// Behind the per-thread stashes, a small pool shared by all threads: a read block whose last call
+// a worker answered (and wrote itself) is freed on the worker, while its reactor needs the next
+// one. Without it every such block was a 64 KiB malloc on the reactor and a free on the worker
+// (measured with build-support/echo-cost: 140 instructions per echo call more).
+class SharedBlockPool {
+ public:
+  bool Put(void* mem) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (count_ == kCapacity) return false;
+    blocks_[count_++] = mem;
+    return true;
+  }
+  bool Take(void** mem) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (count_ == 0) return false;
+    *mem = blocks_[--count_];
+    return true;
+  }
+
+ private:
+  static constexpr int kCapacity = 16;
+  std::mutex mu_;
+  void* blocks_[kCapacity];  // GUARDED_BY(mu_)
+  int count_ = 0;            // GUARDED_BY(mu_)
+};
+// Never destroyed: threads may free blocks during static destruction.
+SharedBlockPool& SharedPool() {
+  static SharedBlockPool* pool = new SharedBlockPool;
+  return *pool;
+}
+
 }  // namespace
 
 BlockRef Block::Allocate(size_t capacity) {
   void* mem;
-  if (capacity != kCachedBlockCapacity || !ReadBlockStash::Pop(&mem)) {
+  if (capacity != kCachedBlockCapacity ||
+      (!ReadBlockStash::Pop(&mem) && !SharedPool().Take(&mem))) {
     mem = malloc(sizeof(Block) + capacity);
     if (mem == nullptr) throw std::bad_alloc();
   }
@@ -35,7 +68,9 @@ void Block::Release() const {
     const size_t capacity = capacity_;
     this->~Block();
     void* mem = const_cast<Block*>(this);
-    if (capacity == kCachedBlockCapacity && ReadBlockStash::Push(mem)) return;
+    if (capacity == kCachedBlockCapacity && (ReadBlockStash::Push(mem) || SharedPool().Put(mem))) {
+      return;
+    }
     free(mem);
   }
 }

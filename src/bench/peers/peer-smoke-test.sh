@@ -43,7 +43,7 @@ expect_result() {
   line=$(grep '^RESULT ' "$tmp/out" | tail -n 1)
   local re="^RESULT impl=$impl mode=$mode transport=tcp payload=$payload conc=$conc "
   re+="reqs_per_sec=$num p50_us=$num p99_us=$num p999_us=$num user_cpu_s=$num sys_cpu_s=$num "
-  re+="rss_kb=[0-9]+ cpu_us_per_req=$num cs_per_req=$num$"
+  re+="rss_kb=[0-9]+ cpu_us_per_req=$num cs_per_req=$num bytes_per_sec=$num$"
   if [[ $line =~ $re ]]; then pass "$name"; else fail "$name (RESULT line: '$line')"; fi
 }
 

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +24,9 @@ DEFINE_int32(payload_bytes, 64, "Request payload size in bytes");
 DEFINE_int32(response_bytes, -1,
              "Response payload size in bytes; -1 = same as --payload_bytes. With --server_only "
              "the server must be given the same value as its clients");
+DEFINE_int32(sidecar_bytes, 0,
+             "rpc-bench's sidecar size: this many bytes more in every request and every response "
+             "(the peers have no sidecars), so both move the same bytes per call");
 DEFINE_int32(client_threads, 1,
              "Client threads; each owns one connection (cps: one at a time); latency mode always "
              "uses one");
@@ -138,6 +142,12 @@ bool PeerConfigFromFlags(PeerConfig* config, std::string* error) {
     *error = "--response_bytes must be -1 or in [0, 64 MiB]";
     return false;
   }
+  if (FLAGS_sidecar_bytes < 0 ||
+      int64_t{FLAGS_sidecar_bytes} + std::max(FLAGS_payload_bytes, FLAGS_response_bytes) >
+          kMaxPayload) {
+    *error = "--sidecar_bytes must be >= 0, and with the payload at most 64 MiB";
+    return false;
+  }
   if (!(FLAGS_run_seconds > 0) || !(FLAGS_warmup_seconds >= 0)) {
     *error = "--run_seconds must be > 0 and --warmup_seconds >= 0";
     return false;
@@ -152,10 +162,14 @@ bool PeerConfigFromFlags(PeerConfig* config, std::string* error) {
   }
   config->run_seconds = FLAGS_run_seconds;
   config->warmup_seconds = FLAGS_warmup_seconds;
-  config->payload_bytes = FLAGS_payload_bytes;
-  config->response_bytes =
-      FLAGS_response_bytes < 0 ? config->payload_bytes : static_cast<size_t>(FLAGS_response_bytes);
-  config->server_response_bytes = FLAGS_response_bytes;
+  const size_t sidecar = static_cast<size_t>(FLAGS_sidecar_bytes);
+  config->sidecar_bytes = sidecar;
+  config->payload_bytes = FLAGS_payload_bytes + sidecar;
+  config->response_bytes = FLAGS_response_bytes < 0
+                               ? config->payload_bytes
+                               : static_cast<size_t>(FLAGS_response_bytes) + sidecar;
+  config->server_response_bytes =
+      FLAGS_response_bytes < 0 ? -1 : static_cast<long>(FLAGS_response_bytes + sidecar);
   config->client_threads = FLAGS_client_threads;
   config->async_call_concurrency = FLAGS_async_call_concurrency;
   config->server_threads = FLAGS_server_threads;
@@ -262,6 +276,9 @@ int RunPeerMain(const char* impl, const ServerFactory& start_server,
       static_cast<double>(cpu_end.context_switches - cpu_start.context_switches);
   const double n = static_cast<double>(completed);
   const int conc = config.ClientThreads() * config.Depth();
+  // Payload bytes moved per second, both directions (rpc-bench reports the same sum).
+  const double bytes_per_sec =
+      reqs_per_sec * static_cast<double>(config.payload_bytes + config.response_bytes);
 
   printf("%s %s: %zu B requests, %zu B responses; %d client thread(s) x %d outstanding; %s\n", impl,
          ModeName(config.mode), config.payload_bytes, config.response_bytes, config.ClientThreads(),
@@ -270,6 +287,7 @@ int RunPeerMain(const char* impl, const ServerFactory& start_server,
   printf("  %llu %s in %.2f s = %.1f/s\n", static_cast<unsigned long long>(completed),
          config.mode == BenchMode::kCps ? "connections" : "calls", config.run_seconds,
          reqs_per_sec);
+  printf("  payload bytes: %.3f GB/s (requests + responses)\n", bytes_per_sec / 1e9);
   printf("  latency (us): p50 %.2f  p99 %.2f  p99.9 %.2f\n", p50, p99, p999);
   printf(
       "  process CPU in the window: user %.3f s, sys %.3f s (%.2f cores), %.2f us and %.3f "
@@ -279,9 +297,10 @@ int RunPeerMain(const char* impl, const ServerFactory& start_server,
   printf(
       "RESULT impl=%s mode=%s transport=tcp payload=%zu conc=%d reqs_per_sec=%.1f p50_us=%.2f "
       "p99_us=%.2f p999_us=%.2f user_cpu_s=%.3f sys_cpu_s=%.3f rss_kb=%ld cpu_us_per_req=%.3f "
-      "cs_per_req=%.4f\n",
-      impl, ModeName(config.mode), config.payload_bytes, conc, reqs_per_sec, p50, p99, p999, user_s,
-      sys_s, rss_kb, (user_s + sys_s) * 1e6 / n, context_switches / n);
+      "cs_per_req=%.4f bytes_per_sec=%.0f\n",
+      impl, ModeName(config.mode), config.payload_bytes - config.sidecar_bytes, conc, reqs_per_sec,
+      p50, p99, p999, user_s, sys_s, rss_kb, (user_s + sys_s) * 1e6 / n, context_switches / n,
+      bytes_per_sec);
   fflush(stdout);
   return 0;
 }

@@ -35,6 +35,9 @@ struct PeerConfig {
   size_t payload_bytes = 64;
   size_t response_bytes = 64;       // what clients expect
   long server_response_bytes = -1;  // what servers send; -1 echoes each request's size
+  // rpc-bench's --sidecar_bytes, for a ratio on the same bytes: a peer has no sidecars, so they
+  // are already added to payload_bytes and response_bytes (request and response each carry them).
+  size_t sidecar_bytes = 0;
   int client_threads = 1;
   int async_call_concurrency = 64;
   int server_threads = 2;

@@ -106,7 +106,7 @@ size_t Connection::calls_in_flight() const {
 bool Connection::IsIdle() {
   if (calls_in_flight() != 0) return false;
   MutexLock lock(write_mu_);
-  return write_queue_.empty();
+  return write_queue_.empty() && caller_call_ == nullptr;
 }
 
 bool Connection::IsWriteStalledSince(MonoTime since) {
@@ -125,6 +125,7 @@ void Connection::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
   }
   call->StartTimer(reactor_->loop(), &Connection::OnCallTimeout, this);
   if (call->finished()) return;  // deadline already passed and the callback ran
+  if (call->report_connection()) call->set_connection(this);
   if (!sending_calls_) {
     pending_calls_.push_back(std::move(call));
     return;
@@ -217,6 +218,64 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
   }
   reactor_->RunOnReactor([self] { self->Flush(); });
   return true;
+}
+
+bool Connection::TrySendCallFromCaller(const scoped_refptr<OutboundCall>& call) {
+  if (direction_ != Direction::kClient) return false;
+  scoped_refptr<Connection> self(this);
+  bool done = false;
+  bool transport_holds_bytes = false;
+  OutboundCall* raw = call.get();
+  {
+    MutexLock lock(write_mu_);
+    // Not before the connection sends calls (the preamble must go first), nor once it is closed.
+    if (!callers_may_write_ || write_closed_ || !caps_.concurrent_write || !write_queue_.empty() ||
+        caller_call_) {
+      return false;
+    }
+    caller_call_ = call;  // the response handler finds it here
+    raw->AddRef();        // the write queue's reference, dropped in TransferDone/TransferAborted
+    write_queue_.push_back(raw);
+    Result<size_t> written = transport_->Write(write_queue_);
+    const size_t w = written.ok() ? *written : 0;
+    if (w > 0) {
+      raw->Advance(w);
+      bytes_sent_.fetch_add(w, std::memory_order_relaxed);
+      if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(w);
+    }
+    if (raw->OutboundTransfer::finished()) {
+      write_queue_.pop_front();
+      // A transport that kept part of it (TLS: a record the socket did not take) needs the
+      // reactor to finish it.
+      transport_holds_bytes = transport_->HoldsUnsentBytes();
+      done = true;
+    } else {
+      // Part of it, none, or an error: the reactor writes the rest or meets the error.
+      unsent_bytes_.fetch_add(raw->total_bytes() - raw->bytes_written(),
+                              std::memory_order_relaxed);
+      last_write_progress_ = MonoTime::Now();
+    }
+  }
+  if (done) {
+    raw->TransferDone();
+    if (!transport_holds_bytes) return true;
+  }
+  reactor_->RunOnReactor([self] { self->Flush(); });
+  return true;
+}
+
+void Connection::TimeOutCallerCall(scoped_refptr<OutboundCall> call) {
+  scoped_refptr<Connection> self(this);
+  reactor_->RunOnReactor([self, call] {
+    {
+      MutexLock lock(self->write_mu_);
+      if (self->caller_call_ != call) return;  // answered (or failed) first
+      self->caller_call_ = nullptr;
+    }
+    // As OnCallTimeout: a half-written frame still goes out whole, from copies.
+    if (call->started() && !call->OutboundTransfer::finished()) call->DetachUnsentPayload();
+    call->FinishTimedOut();
+  });
 }
 
 void Connection::ApplyBackpressure() {
@@ -519,6 +578,10 @@ void Connection::FailNegotiation(const Status& reason) {
 void Connection::SendPendingCalls() {
   DCHECK(reactor_->IsCurrentThread());
   sending_calls_ = true;
+  {
+    MutexLock lock(write_mu_);
+    callers_may_write_ = true;
+  }
   std::vector<scoped_refptr<OutboundCall>> pending;
   pending.swap(pending_calls_);
   for (auto& call : pending) {
@@ -589,6 +652,18 @@ Status Connection::HandleResponseFrame(BlockSlice frame) {
   RRPC_RETURN_NOT_OK(ParseFrame(frame.slice, &header, &body, &tail));
   auto it = awaiting_response_.find(header.call_id());
   if (it == awaiting_response_.end()) {
+    scoped_refptr<OutboundCall> caller_call;
+    {
+      MutexLock lock(write_mu_);
+      if (caller_call_ != nullptr && caller_call_->call_id() == header.call_id()) {
+        caller_call = std::move(caller_call_);
+        caller_call_ = nullptr;
+      }
+    }
+    if (caller_call != nullptr) {
+      caller_call->FinishWithResponse(std::move(frame), header, body, tail, last_activity_);
+      return Status::OK();
+    }
     // Usually a response that came after its call timed out.
     VLOG(1) << "response to unknown or finished call " << header.call_id() << " from "
             << remote_.ToString();
@@ -612,12 +687,15 @@ void Connection::Shutdown(const Status& reason) {
   ev_timer_stop(reactor_->loop(), &negotiation_timer_);
   write_armed_ = false;
   TransferQueue unsent;
+  scoped_refptr<OutboundCall> caller_call;
   {
     // After this no worker writes (TryWriteLoneResponse checks write_closed_ under the lock), so
     // the transport can close.
     MutexLock lock(write_mu_);
     write_closed_ = true;
     unsent = write_queue_.TakeAll();
+    caller_call = std::move(caller_call_);
+    caller_call_ = nullptr;
     unsent_bytes_.store(0, std::memory_order_relaxed);
   }
   transport_->Close();
@@ -630,9 +708,10 @@ void Connection::Shutdown(const Status& reason) {
   std::vector<scoped_refptr<OutboundCall>> pending;
   pending.swap(pending_calls_);
   for (auto& call : pending) call->FinishWithError(reason);
-  std::unordered_map<int32_t, scoped_refptr<OutboundCall>> awaiting;
+  AwaitingMap awaiting;
   awaiting.swap(awaiting_response_);
   for (auto& [id, call] : awaiting) call->FinishWithError(reason);
+  if (caller_call != nullptr) caller_call->FinishWithError(reason);
   while (!unsent.empty()) unsent.pop_front()->TransferAborted(reason);
   if (MessengerMetrics* m = reactor_->metrics()) m->ConnectionClosed();
   reactor_->ConnectionClosed(this);

@@ -29,6 +29,7 @@
 #include "util/mutex.h"
 #include "util/ref_counted.h"
 #include "util/sockaddr.h"
+#include "util/stash_allocator.h"
 #include "util/status.h"
 
 namespace rrpc::rpc {
@@ -64,6 +65,16 @@ class Connection final : public RefCounted<Connection>,
   // done nothing, otherwise: the caller then hands the call to the reactor. On true the
   // connection owns the call (it is written, or queued for the reactor to finish).
   bool TryWriteLoneResponse(InboundCall* call) EXCLUDES(write_mu_);
+  // A thread making a synchronous call, client side: the same for a request. When nothing waits
+  // to be written, no other caller's call is out this way and the transport allows writes from
+  // other threads (concurrent_write), the caller writes `call` itself and saves the hand-off to
+  // the reactor (a wakeup, and the reactor's loop turn before the write); the response comes back
+  // through the reactor as usual. Returns false, having done nothing, otherwise. On true the call
+  // has no timer on the reactor: past its deadline the caller must call TimeOutCallerCall().
+  bool TrySendCallFromCaller(const scoped_refptr<OutboundCall>& call) EXCLUDES(write_mu_);
+  // Any thread: finishes `call` (sent by TrySendCallFromCaller) as timed out, on the reactor,
+  // unless it has finished by then.
+  void TimeOutCallerCall(scoped_refptr<OutboundCall> call) EXCLUDES(write_mu_);
   // Reactor thread: hands the byte stream under the current transport (Transport::Detach) to
   // `make`, and continues the connection over the transport it returns: negotiation upgrading the
   // connection (TLS after the first bytes, RDMA after the TCP bootstrap). Safe from inside the
@@ -196,13 +207,24 @@ class Connection final : public RefCounted<Connection>,
   std::atomic<size_t> unsent_bytes_{0};
   // Set by Shutdown: no thread writes to the transport any more.
   bool write_closed_ GUARDED_BY(write_mu_) = false;
+  // Client side: the call a synchronous caller wrote itself (TrySendCallFromCaller), awaiting
+  // its response.
+  scoped_refptr<OutboundCall> caller_call_ GUARDED_BY(write_mu_);
+  // Client side: calls may be written now (the preamble and the negotiation request are queued
+  // ahead of them); set with sending_calls_.
+  bool callers_may_write_ GUARDED_BY(write_mu_) = false;
   // Client side: calls made before the connection could take them (while connecting), sent right
   // after the negotiation request.
   std::vector<scoped_refptr<OutboundCall>> pending_calls_;
   // Client side: calls go out as they come (set once the negotiation allows it).
   bool sending_calls_ = false;
-  // Client side: calls sent (or being sent) and awaiting their response, by call id.
-  std::unordered_map<int32_t, scoped_refptr<OutboundCall>> awaiting_response_;
+  // Client side: calls sent (or being sent) and awaiting their response, by call id. Its nodes
+  // come from the reactor thread's stash: no malloc per call.
+  using AwaitingMap =
+      std::unordered_map<int32_t, scoped_refptr<OutboundCall>, std::hash<int32_t>,
+                         std::equal_to<int32_t>,
+                         StashAllocator<std::pair<const int32_t, scoped_refptr<OutboundCall>>>>;
+  AwaitingMap awaiting_response_;
   // Server side: calls handed to the service pool and not yet answered.
   std::atomic<int64_t> inbound_in_flight_{0};
 

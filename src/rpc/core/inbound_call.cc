@@ -6,6 +6,7 @@
 #include "rpc/core/wire_codec.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/service_if.h"
+#include "util/copy_counter.h"
 
 namespace rrpc::rpc {
 
@@ -120,6 +121,7 @@ void InboundCall::Respond(const google::protobuf::MessageLite& body, bool is_err
                    head.status().CloneAndPrepend("response not sent"));
     return;
   }
+  if (!is_error) CountCopy(CopySide::kServer, CopyKind::kBody, body.GetCachedSize());
   SetPayload(std::move(head).value(), std::move(outbound_sidecars_));
   HoldMemory(total_bytes());  // until written: a client that does not read holds it
   if (metrics_ != nullptr || rpcz_entry_.tracked()) {

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 
+#include "rpc/core/connection.h"
 #include "rpc/core/wire_codec.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/rpc_controller.h"
+#include "util/copy_counter.h"
+#include "util/stash_allocator.h"
 
 namespace rrpc::rpc {
 
@@ -50,6 +53,18 @@ OutboundCall::OutboundCall(const Sockaddr& remote, const std::string& service_na
 
 OutboundCall::~OutboundCall() { DCHECK(!timer_active_); }
 
+void* OutboundCall::operator new(size_t size) {
+  if (size != sizeof(OutboundCall)) return ::operator new(size);
+  return StashAllocator<OutboundCall>().allocate(1);
+}
+
+void OutboundCall::operator delete(void* p, size_t size) {
+  if (size != sizeof(OutboundCall)) return ::operator delete(p);
+  StashAllocator<OutboundCall>().deallocate(static_cast<OutboundCall*>(p), 1);
+}
+
+void OutboundCall::set_connection(Connection* conn) { connection_ = conn; }
+
 MonoTime OutboundCall::deadline() const { return controller_->deadline(); }
 
 Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t call_id,
@@ -77,6 +92,7 @@ Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t
   }
   RRPC_ASSIGN_OR_RETURN(BlockSlice head,
                         SerializeFrameHead(header, request, offset, max_message_size));
+  CountCopy(CopySide::kClient, CopyKind::kBody, static_cast<size_t>(request.GetCachedSize()));
   SetPayload(std::move(head), controller_->outbound_sidecars_);
   state_ = State::kSerialized;
   return Status::OK();
@@ -120,6 +136,7 @@ void OutboundCall::FinishWithResponse(BlockSlice frame, const ResponseHeader& he
     Finish(std::move(status), std::move(error));
     return;
   }
+  CountCopy(CopySide::kClient, CopyKind::kBody, body.size());
   if (!ParseMessageQuietly(body, response_)) {
     Finish(Status::Corruption("response does not parse", response_->InitializationErrorString()),
            nullptr);

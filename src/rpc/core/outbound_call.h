@@ -23,6 +23,7 @@
 
 namespace rrpc::rpc {
 
+class Connection;
 class RpcController;
 class Reactor;
 struct ClientMethodMetrics;
@@ -33,6 +34,10 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
                const std::string& method_name, google::protobuf::Message* response,
                RpcController* controller, ResponseCallback callback);
   ~OutboundCall() override;
+  // From a per-thread stash of freed calls: a client reactor that issues calls from callbacks
+  // makes and frees one per call.
+  static void* operator new(size_t size);
+  static void operator delete(void* p, size_t size);
 
   // Caller thread: builds the frame. `call_id` is unique per messenger. Fails when the request
   // exceeds `max_message_size`.
@@ -41,6 +46,15 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
 
   // Caller thread, before Serialize(): where Finish records the outcome (nullptr: nowhere).
   void set_metrics(ClientMethodMetrics* metrics) { metrics_ = metrics; }
+
+  // A synchronous caller wants to know which connection the call went out on, to write its next
+  // call itself (Connection::TrySendCallFromCaller). Caller thread, before the call is queued.
+  void set_report_connection() { report_connection_ = true; }
+  bool report_connection() const { return report_connection_; }
+  // Reactor thread, when the call is queued on `conn` (only if report_connection()); read by the
+  // caller once the call has finished.
+  void set_connection(Connection* conn);
+  const scoped_refptr<Connection>& connection() const { return connection_; }
 
   int32_t call_id() const { return call_id_; }
   const Sockaddr& remote() const { return remote_; }
@@ -91,6 +105,8 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   MonoTime sent_at_;
   MonoTime received_at_;                    // unset unless a response arrived
   ClientMethodMetrics* metrics_ = nullptr;  // owned by the messenger
+  bool report_connection_ = false;
+  scoped_refptr<Connection> connection_;  // see set_connection()
 
   // Timer state: reactor thread only.
   struct ev_loop* loop_ = nullptr;

@@ -316,8 +316,12 @@ void Reactor::AssignOutboundCall(scoped_refptr<OutboundCall> call) {
     call->FinishWithError(Status::Aborted("messenger shutting down"));
     return;
   }
-  auto it = client_connections_.find(call->remote());
-  Connection* conn = it == client_connections_.end() ? nullptr : it->second;
+  // Bulk calls travel apart from small ones (MessengerOptions::bulk_connection_bytes).
+  const size_t bulk_bytes = options().bulk_connection_bytes;
+  auto& by_remote =
+      bulk_bytes > 0 && call->total_bytes() >= bulk_bytes ? bulk_connections_ : client_connections_;
+  auto it = by_remote.find(call->remote());
+  Connection* conn = it == by_remote.end() ? nullptr : it->second;
   if (conn == nullptr) {
     Result<std::unique_ptr<Transport>> transport =
         transport_factory_->NewClientTransport(call->remote());
@@ -330,7 +334,7 @@ void Reactor::AssignOutboundCall(scoped_refptr<OutboundCall> call) {
                                                    std::move(transport).value(), call->remote()));
     conn = fresh.get();
     connections_.emplace(conn, std::move(fresh));
-    client_connections_.emplace(call->remote(), conn);
+    by_remote.emplace(call->remote(), conn);
     conn->Start();
   }
   conn->QueueOutboundCall(std::move(call));
@@ -451,12 +455,12 @@ void Reactor::FlushScheduled() {
   DCHECK(IsCurrentThread());
   // A flush can finish calls whose callbacks queue more work; loop until quiet.
   while (!flush_list_.empty()) {
-    std::vector<Connection*> batch;
-    batch.swap(flush_list_);
-    for (Connection* conn : batch) {
+    flush_batch_.swap(flush_list_);
+    for (Connection* conn : flush_batch_) {
       // Closed connections may be gone from connections_; only flush live ones.
       if (connections_.count(conn) != 0) conn->Flush();
     }
+    flush_batch_.clear();
   }
 }
 
@@ -542,8 +546,10 @@ void Reactor::ConnectionClosed(Connection* conn) {
   DCHECK(IsCurrentThread());
   WatchPausedConnection(conn, false);
   if (conn->direction() == Connection::Direction::kServer) messenger_->RemoveServerConnection();
-  auto it = client_connections_.find(conn->remote());
-  if (it != client_connections_.end() && it->second == conn) client_connections_.erase(it);
+  for (auto* by_remote : {&client_connections_, &bulk_connections_}) {
+    auto it = by_remote->find(conn->remote());
+    if (it != by_remote->end() && it->second == conn) by_remote->erase(it);
+  }
   auto entry = connections_.find(conn);
   if (entry == connections_.end()) return;
   // Not released here: a closing connection is usually deep inside its own transport's callback

@@ -179,7 +179,11 @@ class Reactor {
   // Reactor thread only.
   std::unordered_map<Connection*, scoped_refptr<Connection>> connections_;
   std::unordered_map<Sockaddr, Connection*> client_connections_;  // by remote address
+  // Connections for calls of at least options().bulk_connection_bytes, by remote address.
+  std::unordered_map<Sockaddr, Connection*> bulk_connections_;
   std::vector<Connection*> flush_list_;
+  // FlushScheduled's batch: a member, so its capacity is kept (no allocation per loop turn).
+  std::vector<Connection*> flush_batch_;
   // Connections closed during this loop iteration, kept alive until it ends (ConnectionClosed).
   std::vector<scoped_refptr<Connection>> closed_connections_;
   std::atomic<bool> stopped_{false};

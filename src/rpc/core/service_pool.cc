@@ -9,6 +9,7 @@
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/rpc_context.h"
 #include "rpc/service_if.h"
+#include "util/copy_counter.h"
 #include "util/spin_wait.h"
 #include "util/thread.h"
 
@@ -184,6 +185,7 @@ void ServicePool::RunCall(InboundCall* call) {
   std::unique_ptr<google::protobuf::Message> request =
       MessageCache::Take(*method->request_prototype);
   const Slice body = call->serialized_request();
+  CountCopy(CopySide::kServer, CopyKind::kBody, body.size());
   if (!ParseMessageQuietly(body, request.get())) {
     call->RespondFailure(
         ErrorStatusPB::ERROR_INVALID_REQUEST,

@@ -238,5 +238,37 @@ TEST(FrameReaderTest, KeepsItsBlockWhileAFrameIsPartial) {
   EXPECT_EQ(Content(second), frames[1].slice.ToString());
 }
 
+// After one frame larger than a read block, the reader reads only the next length prefix when it
+// starts a frame afresh, and gives the frame a block of exactly its size: its bytes go from the
+// "socket" to their final place without being moved (the copy counter sees nothing), and a small
+// frame afterwards returns the reader to whole-block reads.
+TEST(FrameReaderTest, LargeFramesAreReadIntoBlocksOfTheirSizeWithoutMovingBytes) {
+  FrameReader reader(/*max_frame_size=*/1 << 20, /*read_block_size=*/64);
+  reader.set_copy_side(CopySide::kClient);
+  std::vector<BlockSlice> frames;
+  // The first large frame arrives in a block of 64: its first bytes are moved once.
+  ASSERT_TRUE(Feed(&reader, MakeFrame(1000, 1), 1 << 20, &frames).ok());
+  ASSERT_EQ(1u, frames.size());
+  const CopyTotals before = ReadCopyTotals();
+  std::string stream;
+  for (int i = 0; i < 5; i++) stream += MakeFrame(500 + i * 100, i + 2);
+  ASSERT_TRUE(Feed(&reader, stream, 1 << 20, &frames).ok());
+  ASSERT_EQ(6u, frames.size());
+  EXPECT_EQ(before.get(CopySide::kClient, CopyKind::kStream),
+            ReadCopyTotals().get(CopySide::kClient, CopyKind::kStream));
+  for (int i = 0; i < 5; i++) {
+    const BlockSlice& f = frames[1 + i];
+    EXPECT_EQ(Content(MakeFrame(500 + i * 100, i + 2)), f.slice.ToString());
+    // The frame fills its block exactly, after the length prefix.
+    EXPECT_EQ(kFrameLengthSize + f.slice.size(), f.block->capacity());
+  }
+  // A small frame next: one short read of its prefix, then whole blocks again.
+  ASSERT_TRUE(Feed(&reader, MakeFrame(10, 9) + MakeFrame(20, 10), 1 << 20, &frames).ok());
+  ASSERT_EQ(8u, frames.size());
+  EXPECT_EQ(Content(MakeFrame(20, 10)), frames.back().slice.ToString());
+  reader.writable_data();
+  EXPECT_EQ(64u, reader.writable_size());
+}
+
 }  // namespace
 }  // namespace rrpc::rpc

@@ -13,7 +13,9 @@ FrameReader::FrameReader(size_t max_frame_size, size_t read_block_size)
 
 uint8_t* FrameReader::writable_data() {
   if (!block_) {
-    block_ = Block::Allocate(read_block_size_);
+    // After a large frame, room for only the next length prefix: NextFrame() then gives the frame
+    // a block of its size before any of its bytes is read (Relocate moves only the prefix).
+    block_ = Block::Allocate(large_frames_ ? kFrameLengthSize : read_block_size_);
     start_ = end_ = 0;
   } else if (end_ == block_->capacity()) {
     Relocate(read_block_size_);
@@ -45,6 +47,7 @@ Result<bool> FrameReader::NextFrame(BlockSlice* frame) {
                                    std::to_string(max_frame_size_));
   }
   const size_t total = kFrameLengthSize + length;
+  large_frames_ = total > read_block_size_;
   if (available < total) {
     // Make sure the whole frame fits from its start, so the next reads complete it in place.
     if (start_ + total > block_->capacity()) Relocate(total);
@@ -76,6 +79,7 @@ void FrameReader::Seed(Slice bytes) {
     uint8_t* dst = writable_data();
     const size_t n = std::min(bytes.size(), writable_size());
     memcpy(dst, bytes.data(), n);
+    CountCopy(copy_side_, CopyKind::kStream, n);
     Commit(n);
     bytes = Slice(bytes.data() + n, bytes.size() - n);
   }
@@ -84,6 +88,10 @@ void FrameReader::Seed(Slice bytes) {
 void FrameReader::Relocate(size_t needed) {
   const size_t pending = end_ - start_;
   const size_t capacity = std::max(needed, read_block_size_);
+  // Frame bytes moved (the length prefix is not counted: it is rewritten, not payload).
+  if (pending > kFrameLengthSize) {
+    CountCopy(copy_side_, CopyKind::kStream, pending - kFrameLengthSize);
+  }
   if (block_->HasOneRef() && block_->capacity() >= capacity) {
     // Nobody else reads this block: slide the partial frame to its front.
     memmove(block_->data(), block_->data() + start_, pending);

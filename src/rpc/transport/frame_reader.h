@@ -6,6 +6,13 @@
 //
 // The length prefix is checked against the maximum before any byte of the frame is buffered
 // beyond the read block, so an oversized frame is refused without allocating for it.
+//
+// Large frames (above the read block size) are read into a block of exactly their size. Once a
+// connection has seen one, it reads only a length prefix whenever it starts a frame afresh, and
+// sizes the frame's block from it: the frame's bytes then go from the socket straight to where
+// the handler reads them, instead of their first read block being copied over (a bulk stream of
+// 1 MiB frames would otherwise copy up to 64 KiB of each). A small frame after that costs one
+// more recv(), and the reader goes back to full-block reads.
 // Owned and used by one connection on its reactor thread; not thread-safe.
 #pragma once
 
@@ -14,6 +21,7 @@
 #include <string>
 
 #include "util/block.h"
+#include "util/copy_counter.h"
 #include "util/status.h"
 
 namespace rrpc::rpc {
@@ -23,6 +31,9 @@ class FrameReader {
   // `read_block_size`: bytes read per recv when no frame is pending (frames larger than this get
   // a block of their own size).
   FrameReader(size_t max_frame_size, size_t read_block_size);
+
+  // Which side's copy counter (util/copy_counter.h) the bytes this reader moves count on.
+  void set_copy_side(CopySide side) { copy_side_ = side; }
 
   // Room to read into (never empty). Call Commit() with the bytes actually read.
   uint8_t* writable_data();
@@ -53,6 +64,9 @@ class FrameReader {
 
   const size_t max_frame_size_;
   const size_t read_block_size_;
+  CopySide copy_side_ = CopySide::kServer;
+  // The last frame was larger than a read block: read the next one's length prefix first.
+  bool large_frames_ = false;
   BlockRef block_;
   size_t start_ = 0;  // first unconsumed byte
   size_t end_ = 0;    // one past the last received byte

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "util/copy_counter.h"
+
 namespace rrpc::rpc {
 
 void OutboundTransfer::SetPayload(BlockSlice head, std::vector<BlockSlice> sidecars) {
@@ -27,6 +29,7 @@ void OutboundTransfer::CopyUnsentBorrowedSidecars() {
     if (s.block || size == 0 || !unsent) continue;
     BlockRef copy = Block::Allocate(size);
     memcpy(copy->data(), s.slice.data(), size);
+    CountCopy(CopySide::kClient, CopyKind::kStream, size);  // only calls give borrowed bytes up
     const Slice bytes(copy->data(), size);
     s = BlockSlice{std::move(copy), bytes};
   }

@@ -14,7 +14,10 @@ constexpr int kMaxIovecs = 64;
 TcpTransport::TcpTransport(Socket socket, bool connecting, const StreamTransportOptions& options)
     : socket_(std::move(socket)),
       reader_(options.max_frame_size, options.read_block_size),
-      connecting_(connecting) {}
+      connecting_(connecting) {
+  // A connecting transport is a client's; an accepted one a server's.
+  if (connecting) reader_.set_copy_side(CopySide::kClient);
+}
 
 TcpTransport::TcpTransport(DetachedStream stream, const StreamTransportOptions& options)
     : TcpTransport(std::move(stream.socket), /*connecting=*/false, options) {
