@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -19,6 +18,7 @@
 #include "bench/bench_usage.h"
 #include "rpc/rdma/rdma_factory.h"
 #include "util/metrics/histogram_metric.h"
+#include "util/mutex.h"
 #include "util/thread.h"
 
 namespace rrpc::bench {
@@ -214,11 +214,11 @@ TEST(BenchRetryTest, BackoffGrowsIsJitteredAndCapped) {
 TEST(BenchRetryTest, TimerRunsInTimeOrderAndStopRunsWhatIsLeft) {
   RetryTimer timer;
   ASSERT_TRUE(timer.Start().ok());
-  std::mutex mu;
+  Mutex mu;
   std::vector<int> order;
   const MonoTime now = MonoTime::Now();
   auto record = [&](int i) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     order.push_back(i);
   };
   timer.Schedule(now + MonoDelta::FromMilliseconds(20), [&] { record(2); });
@@ -226,7 +226,7 @@ TEST(BenchRetryTest, TimerRunsInTimeOrderAndStopRunsWhatIsLeft) {
   timer.Schedule(now + MonoDelta::FromSeconds(3600), [&] { record(3); });  // only Stop() runs it
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       if (order.size() == 2) break;
     }
     SleepFor(MonoDelta::FromMilliseconds(1));

@@ -73,7 +73,7 @@ void LatencyRecorders::Merge(uint64_t* completed, Histogram* latency_ns) const {
 }
 
 void LatencyRecorders::MergeRetries(uint64_t* rejected, uint64_t* retries) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& r : recorders_) {
     *rejected += r->rejected;
     *retries += r->retries;

@@ -20,7 +20,6 @@
 #include <atomic>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,6 +30,7 @@
 #include "util/command_line.h"
 #include "util/countdown_latch.h"
 #include "util/monotime.h"
+#include "util/mutex.h"
 
 DEFINE_int32(workers, 2, "Server worker threads");
 DEFINE_int32(queue_length, 32,
@@ -68,7 +68,7 @@ class Outcomes {
  public:
   void Record(const rpc::RpcController& ctl, MonoTime sent, MonoTime deadline) {
     const MonoTime now = MonoTime::Now();
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (ctl.status().ok() && now <= deadline) {
       r_.ok++;
       r_.ok_latency_ms.push_back((now - sent).ToSeconds() * 1000);
@@ -82,12 +82,12 @@ class Outcomes {
     }
   }
   PhaseResult Take() {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     return std::move(r_);
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   PhaseResult r_;
 };
 

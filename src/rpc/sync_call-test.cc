@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -14,16 +13,17 @@
 
 #include "rpc/testing/rpc-test-util.h"
 #include "rpc/transport/tcp_transport.h"
+#include "util/mutex.h"
 
 namespace rrpc::rpc {
 namespace {
 
 // Which threads wrote how many times: a TcpTransport whose Write() notes its caller.
 struct WriterLog {
-  std::mutex mu;
+  Mutex mu;
   std::vector<std::thread::id> writers;  // GUARDED_BY(mu)
   int WritesBy(std::thread::id id) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     int n = 0;
     for (auto w : writers) n += w == id;
     return n;
@@ -40,7 +40,7 @@ class LoggingTransport final : public Transport {
   Status ExpectPreamble(size_t bytes) override { return inner_->ExpectPreamble(bytes); }
   Result<size_t> Write(const TransferQueue& queue) override {
     {
-      std::lock_guard<std::mutex> lock(log_->mu);
+      MutexLock lock(log_->mu);
       log_->writers.push_back(std::this_thread::get_id());
     }
     return inner_->Write(queue);

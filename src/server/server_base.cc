@@ -221,7 +221,7 @@ void ServerBase::RequestStop() {
 
 void ServerBase::ReportHealth(const std::string& component, HealthState state,
                               const std::string& detail) {
-  std::lock_guard<std::mutex> lock(health_mu_);
+  MutexLock lock(health_mu_);
   auto it = component_health_.find(component);
   const bool changed = state == HealthState::kOk
                            ? it != component_health_.end()
@@ -239,7 +239,7 @@ void ServerBase::ReportHealth(const std::string& component, HealthState state,
 }
 
 std::string ServerBase::HealthNote() const {
-  std::lock_guard<std::mutex> lock(health_mu_);
+  MutexLock lock(health_mu_);
   std::string failed, degraded;
   for (const auto& [component, report] : component_health_) {
     std::string& list = report.first == HealthState::kFailed ? failed : degraded;
@@ -253,7 +253,7 @@ std::string ServerBase::HealthNote() const {
 Status ServerBase::Health() const {
   switch (state_.load()) {
     case State::kRunning: {
-      std::lock_guard<std::mutex> lock(health_mu_);
+      MutexLock lock(health_mu_);
       std::string failed;
       for (const auto& [component, report] : component_health_) {
         if (report.first != HealthState::kFailed) continue;

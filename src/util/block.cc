@@ -1,9 +1,9 @@
 #include "util/block.h"
 
 #include <cstdlib>
-#include <mutex>
 #include <new>
 
+#include "util/mutex.h"
 #include "util/thread_stash.h"
 
 namespace rrpc {
@@ -27,13 +27,13 @@ using ReadBlockStash = ThreadStash<void*, 4, FreeMemory>;
 class SharedBlockPool {
  public:
   bool Put(void* mem) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (count_ == kCapacity) return false;
     blocks_[count_++] = mem;
     return true;
   }
   bool Take(void** mem) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (count_ == 0) return false;
     *mem = blocks_[--count_];
     return true;
@@ -41,9 +41,9 @@ class SharedBlockPool {
 
  private:
   static constexpr int kCapacity = 16;
-  std::mutex mu_;
-  void* blocks_[kCapacity];  // GUARDED_BY(mu_)
-  int count_ = 0;            // GUARDED_BY(mu_)
+  Mutex mu_;
+  void* blocks_[kCapacity] GUARDED_BY(mu_);
+  int count_ GUARDED_BY(mu_) = 0;
 };
 // Never destroyed: threads may free blocks during static destruction.
 SharedBlockPool& SharedPool() {

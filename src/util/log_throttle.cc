@@ -3,7 +3,7 @@
 namespace rrpc {
 
 bool LogThrottle::AllowAt(MonoTime now, int64_t* dropped) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (window_start_ == MonoTime() || now - window_start_ >= period_) {
     window_start_ = now;
     allowed_in_window_ = 0;
@@ -20,7 +20,7 @@ bool LogThrottle::AllowAt(MonoTime now, int64_t* dropped) {
 }
 
 int64_t LogThrottle::total_dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return total_dropped_;
 }
 

@@ -8,10 +8,10 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "util/monotime.h"
+#include "util/mutex.h"
 
 namespace rrpc {
 
@@ -35,11 +35,11 @@ class LogThrottle {
  private:
   const int burst_;
   const MonoDelta period_;
-  mutable std::mutex mu_;
-  MonoTime window_start_;           // guarded by mu_
-  int allowed_in_window_ = 0;       // guarded by mu_
-  int64_t dropped_since_last_ = 0;  // guarded by mu_
-  int64_t total_dropped_ = 0;       // guarded by mu_
+  mutable Mutex mu_;
+  MonoTime window_start_ GUARDED_BY(mu_);
+  int allowed_in_window_ GUARDED_BY(mu_) = 0;
+  int64_t dropped_since_last_ GUARDED_BY(mu_) = 0;
+  int64_t total_dropped_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace rrpc

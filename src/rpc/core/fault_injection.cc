@@ -1,4 +1,5 @@
 #include "rpc/core/fault_injection.h"
+#include "util/mutex.h"
 
 #include <algorithm>
 #include <cstring>
@@ -10,12 +11,12 @@
 namespace rrpc::rpc {
 
 void FaultInjector::set_spec(const FaultSpec& spec) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   spec_ = spec;
 }
 
 FaultSpec FaultInjector::spec() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return spec_;
 }
 

@@ -18,10 +18,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 
 #include "rpc/transport/transport.h"
 #include "util/monotime.h"
+#include "util/mutex.h"
 
 namespace rrpc::rpc {
 
@@ -104,8 +104,8 @@ class FaultInjector {
   void Count(Kind kind) { counts_[static_cast<int>(kind)].fetch_add(1, std::memory_order_relaxed); }
 
  private:
-  mutable std::mutex mu_;
-  FaultSpec spec_;  // guarded by mu_ (FaultSpec holds no annotations-friendly types)
+  mutable Mutex mu_;
+  FaultSpec spec_ GUARDED_BY(mu_);
   std::atomic<uint64_t> rng_;
   std::atomic<uint64_t> counts_[static_cast<int>(Kind::kCount)] = {};
   std::atomic<int64_t> live_transports_{0};

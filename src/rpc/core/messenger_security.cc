@@ -63,13 +63,13 @@ Status MessengerSecurity::Reload() {
     key = std::make_shared<const security::TokenKey>(std::move(k));
   }
   if (tls_ != nullptr) RRPC_RETURN_NOT_OK(tls_->Reload());
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (key != nullptr) token_key_ = std::move(key);
   return Status::OK();
 }
 
 std::shared_ptr<const security::TokenKey> MessengerSecurity::token_key() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return token_key_;
 }
 

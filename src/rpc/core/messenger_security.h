@@ -5,12 +5,12 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "rpc/security/auth_token.h"
 #include "rpc/security/tls_context.h"
 #include "rpc/security_options.h"
+#include "util/mutex.h"
 #include "util/sockaddr.h"
 
 namespace rrpc::rpc {
@@ -51,8 +51,8 @@ class MessengerSecurity {
   SecurityPolicy server_encryption_ = SecurityPolicy::kDisabled;
   bool plaintext_from_loopback_ = false;  // the default policy with a certificate
   bool client_uses_tls_ = false;
-  mutable std::mutex mu_;
-  std::shared_ptr<const security::TokenKey> token_key_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::shared_ptr<const security::TokenKey> token_key_ GUARDED_BY(mu_);
 };
 
 }  // namespace rrpc::rpc

@@ -30,6 +30,8 @@ class RecordingHost final : public NegotiationHost {
   const Sockaddr& remote() const override { return remote_; }
   void SendConnectionBytes(BlockSlice bytes) override { sent.push_back(bytes.slice.ToString()); }
   TransportCapabilities transport_capabilities() const override { return {}; }
+  TransportSecurity transport_security() const override { return {}; }
+  std::unique_ptr<TransportUpgrade> NewTransportUpgrade() override { return nullptr; }
   std::vector<std::string> sent;
 
  private:
@@ -68,14 +70,16 @@ Result<bool> FeedFrames(const uint8_t* data, size_t size, OnFrame on_frame) {
 
 void FuzzServer(const uint8_t* data, size_t size) {
   RecordingHost host;
-  ServerNegotiation negotiation(&host);
+  ServerNegotiation negotiation(&host, /*security=*/nullptr);  // plaintext, no authentication
   if (size < kPreambleSize) return;
-  Status s = negotiation.OnPreamble(Slice(data, kPreambleSize));
-  if (!s.ok()) {
+  Result<ServerNegotiation::Next> next = negotiation.OnPreamble(Slice(data, kPreambleSize));
+  if (!next.ok()) {
     FUZZ_CHECK(host.sent.size() == 1);  // the refusal, then the connection closes
-    CheckServerAnswers(host.sent, /*refused=*/true);
+    // A TLS ClientHello to a server without TLS is refused with a TLS alert, not a frame.
+    if (data[0] != 0x16) CheckServerAnswers(host.sent, /*refused=*/true);
     return;
   }
+  if (*next == ServerNegotiation::Next::kStartTls) return;  // the TLS transport's part
   FUZZ_CHECK(host.sent.empty());
   Result<bool> done = FeedFrames(data + kPreambleSize, size - kPreambleSize,
                                  [&](Slice frame) { return negotiation.OnFrame(frame); });
@@ -91,7 +95,7 @@ void FuzzServer(const uint8_t* data, size_t size) {
 
 void FuzzClient(const uint8_t* data, size_t size) {
   RecordingHost host;
-  ClientNegotiation negotiation(&host, "fuzz-client");
+  ClientNegotiation negotiation(&host, "fuzz-client", /*auth_token=*/"");
   negotiation.Start();
   FUZZ_CHECK(host.sent.size() == 1);
   Result<bool> done =

@@ -41,6 +41,8 @@ class RdmaTransportTest : public RpcTestBase {
              bool client_rdma = true) {
     MessengerOptions so, co;
     so.service_queue_length = 1024;  // bursts here test credits, not the service queue
+    // One connection per test (the checks below count them): large calls share it.
+    co.bulk_connection_bytes = 0;
     if (server_rdma) {
       server_factory_ = std::make_shared<RdmaTransportFactory>(server);
       so.transport_factory = server_factory_;

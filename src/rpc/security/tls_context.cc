@@ -91,7 +91,7 @@ Status TlsContext::Reload() {
   RRPC_ASSIGN_OR_RETURN(SSL_CTX * fresh, Build());
   SSL_CTX* old;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     old = ctx_;
     ctx_ = fresh;
     generation_++;
@@ -102,12 +102,12 @@ Status TlsContext::Reload() {
 }
 
 int TlsContext::generation() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return generation_;
 }
 
 SSL_CTX* TlsContext::AcquireCurrent() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   SSL_CTX_up_ref(ctx_);
   return ctx_;
 }

@@ -14,9 +14,9 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "util/mutex.h"
 #include "util/sockaddr.h"
 #include "util/status.h"
 
@@ -74,9 +74,9 @@ class TlsContext {
   SSL_CTX* AcquireCurrent() const;
 
   const TlsContextOptions options_;
-  mutable std::mutex mu_;
-  SSL_CTX* ctx_ = nullptr;  // owned; GUARDED_BY(mu_)
-  int generation_ = 0;      // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  SSL_CTX* ctx_ GUARDED_BY(mu_) = nullptr;  // owned
+  int generation_ GUARDED_BY(mu_) = 0;
 };
 
 // OpenSSL's queued errors as one line (and clears them); "no OpenSSL error" when none.

@@ -196,7 +196,7 @@ void TlsTransport::ContinueHandshake() {
   int ret, err = SSL_ERROR_NONE;
   Status failure;
   {
-    std::lock_guard<std::mutex> lock(ssl_mu_);
+    MutexLock lock(ssl_mu_);
     ERR_clear_error();
     ret = SSL_do_handshake(ssl_);
     if (ret != 1) {
@@ -265,7 +265,7 @@ void TlsTransport::HandleReadable() {
   if (phase_ != Phase::kEstablished) return;
   bool write_wants_read;
   {
-    std::lock_guard<std::mutex> lock(ssl_mu_);
+    MutexLock lock(ssl_mu_);
     write_wants_read = write_wants_read_;
   }
   if (write_wants_read) {
@@ -333,7 +333,7 @@ void TlsTransport::ReadRecords() {
     Status failure;
     {
       // A worker may be in SSL_write (concurrent_write): one SSL call at a time.
-      std::lock_guard<std::mutex> lock(ssl_mu_);
+      MutexLock lock(ssl_mu_);
       ERR_clear_error();
       n = SSL_read(ssl_, buf, static_cast<int>(room));
       if (n <= 0) {
@@ -385,13 +385,13 @@ void TlsTransport::DeliverBuffered() {
 }
 
 Result<bool> TlsTransport::FlushPendingLocked() {
-  std::lock_guard<std::mutex> lock(ssl_mu_);
+  MutexLock lock(ssl_mu_);
   if (pending_.empty()) return true;
   return FlushPending();
 }
 
 bool TlsTransport::HoldsUnsentBytes() const {
-  std::lock_guard<std::mutex> lock(ssl_mu_);
+  MutexLock lock(ssl_mu_);
   return !pending_.empty();
 }
 
@@ -416,7 +416,7 @@ Result<size_t> TlsTransport::Write(const TransferQueue& queue) {
   if (phase_ != Phase::kEstablished) return size_t{0};
   // Never touches the watchers: this may run on a worker. The connection asks
   // HoldsUnsentBytes() and has the reactor watch for writability.
-  std::lock_guard<std::mutex> lock(ssl_mu_);
+  MutexLock lock(ssl_mu_);
   if (!pending_.empty()) {
     RRPC_ASSIGN_OR_RETURN(bool done, FlushPending());
     if (!done) return size_t{0};
@@ -483,7 +483,7 @@ void TlsTransport::Close() {
     ev_io_stop(loop_, &write_watcher_);
     read_active_ = write_active_ = false;
   }
-  std::lock_guard<std::mutex> lock(ssl_mu_);  // no worker writes after Close (write_closed_)
+  MutexLock lock(ssl_mu_);  // no worker writes after Close (write_closed_)
   if (established) {
     SSL_shutdown(ssl_);  // one try at close_notify; the socket closes either way
     ERR_clear_error();
@@ -505,7 +505,7 @@ void TlsTransport::UpdateWatchers() {
       write = handshake_wants_write_;
       break;
     case Phase::kEstablished: {
-      std::lock_guard<std::mutex> lock(ssl_mu_);
+      MutexLock lock(ssl_mu_);
       read = !reads_paused_ || write_wants_read_;
       write = wants_writable_ || !pending_.empty() || read_wants_write_;
       break;

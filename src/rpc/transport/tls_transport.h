@@ -20,7 +20,6 @@
 #include <ev.h>
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,6 +27,7 @@
 #include "rpc/transport/frame_reader.h"
 #include "rpc/transport/tcp_transport.h"
 #include "rpc/transport/transport.h"
+#include "util/mutex.h"
 #include "util/sockaddr.h"
 #include "util/socket.h"
 
@@ -116,12 +116,12 @@ class TlsTransport final : public Transport {
   // Serializes the SSL calls of the reactor (reads, handshake) and of a worker writing a lone
   // response; guards the two fields below. Never held across a host callback. Lock order: the
   // connection's write lock, then this.
-  mutable std::mutex ssl_mu_;
-  // The pending SSL_write needs the socket readable. GUARDED_BY(ssl_mu_)
-  bool write_wants_read_ = false;
+  mutable Mutex ssl_mu_;
+  // The pending SSL_write needs the socket readable.
+  bool write_wants_read_ GUARDED_BY(ssl_mu_) = false;
   // Bytes handed to SSL_write that the socket has not taken yet (SSL_write must be repeated
-  // with the same buffer). Empty when nothing is pending. GUARDED_BY(ssl_mu_)
-  std::string pending_;
+  // with the same buffer). Empty when nothing is pending.
+  std::string pending_ GUARDED_BY(ssl_mu_);
 };
 
 // Makes the transports of a messenger whose client side speaks TLS: TLS for connections it
