@@ -35,6 +35,7 @@ Result<std::unique_ptr<MessengerSecurity>> MessengerSecurity::Create(
   if (!options.token_key_file.empty()) {
     RRPC_ASSIGN_OR_RETURN(security::TokenKey key,
                           security::TokenKey::FromFile(options.token_key_file));
+    MutexLock lock(sec->mu_);
     sec->token_key_ = std::make_shared<const security::TokenKey>(std::move(key));
   }
   return sec;

@@ -52,7 +52,7 @@ Result<std::unique_ptr<rpc::Transport>> RdmaTransportFactory::NewClientTransport
 
 std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool server_side) {
   if (!options_.enabled) return nullptr;
-  return std::make_unique<RdmaUpgrade>(this, server_side);
+  return std::make_unique<RdmaUpgrade>(this);
 }
 
 Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {

@@ -16,8 +16,7 @@ namespace rrpc::rdma {
 
 class RdmaUpgrade final : public rpc::TransportUpgrade {
  public:
-  RdmaUpgrade(RdmaTransportFactory* factory, bool server_side)
-      : factory_(factory), server_side_(server_side) {}
+  explicit RdmaUpgrade(RdmaTransportFactory* factory) : factory_(factory) {}
 
   std::string Offer() override;
   std::string Answer(Slice offer) override;
@@ -35,7 +34,6 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   std::string Fallback(FallbackReason reason, const Status& detail);
 
   RdmaTransportFactory* const factory_;
-  const bool server_side_;
   std::shared_ptr<RdmaDevice> device_;
   std::unique_ptr<RdmaEndpoint> endpoint_;
   BootstrapMessage peer_;

@@ -167,8 +167,8 @@ class IbvSrq final : public SharedReceiveQueue {
 
 class IbvQp final : public QueuePair {
  public:
-  IbvQp(const Library* lib, ibv_qp* qp, const QpCaps& caps, int port)
-      : lib_(lib), qp_(qp), caps_(caps), port_(port) {}
+  IbvQp(const Library* lib, ibv_qp* qp, const QpCaps& caps)
+      : lib_(lib), qp_(qp), caps_(caps) {}
   ~IbvQp() override { lib_->destroy_qp(qp_); }
   uint32_t qp_num() const override { return qp_->qp_num; }
   QpState state() const override {
@@ -262,12 +262,11 @@ class IbvQp final : public QueuePair {
   const Library* const lib_;
   ibv_qp* const qp_;
   const QpCaps caps_;
-  const int port_;
 };
 
 class IbvPd final : public ProtectionDomain {
  public:
-  IbvPd(const Library* lib, ibv_pd* pd, int port) : lib_(lib), pd_(pd), port_(port) {}
+  IbvPd(const Library* lib, ibv_pd* pd) : lib_(lib), pd_(pd) {}
   ~IbvPd() override { lib_->dealloc_pd(pd_); }
   Result<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length) override {
     ibv_mr* mr = lib_->reg_mr(pd_, addr, length, IBV_ACCESS_LOCAL_WRITE);
@@ -294,7 +293,7 @@ class IbvPd final : public ProtectionDomain {
         granted.max_send_wr = attempt.cap.max_send_wr;
         granted.max_recv_wr = attempt.cap.max_recv_wr;
         granted.max_inline_data = attempt.cap.max_inline_data;
-        return std::unique_ptr<QueuePair>(new IbvQp(lib_, qp, granted, port_));
+        return std::unique_ptr<QueuePair>(new IbvQp(lib_, qp, granted));
       }
       if (inl == 0) return Errno("ibv_create_qp", errno);
     }
@@ -311,7 +310,6 @@ class IbvPd final : public ProtectionDomain {
  private:
   const Library* const lib_;
   ibv_pd* const pd_;
-  const int port_;
 };
 
 class IbvContext final : public Context {
@@ -326,7 +324,7 @@ class IbvContext final : public Context {
   Result<std::unique_ptr<ProtectionDomain>> AllocPd() override {
     ibv_pd* pd = lib_->alloc_pd(ctx_);
     if (pd == nullptr) return Errno("ibv_alloc_pd", errno);
-    return std::unique_ptr<ProtectionDomain>(new IbvPd(lib_, pd, port_.port));
+    return std::unique_ptr<ProtectionDomain>(new IbvPd(lib_, pd));
   }
   Result<std::unique_ptr<CompletionChannel>> CreateChannel() override {
     ibv_comp_channel* ch = lib_->create_comp_channel(ctx_);

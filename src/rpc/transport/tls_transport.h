@@ -86,7 +86,7 @@ class TlsTransport final : public Transport {
   // SSL_read until the socket and OpenSSL's buffer are drained (or the fairness limit).
   void ReadRecords();
   // Sends what is left of the pending buffer; true when it is all out. REQUIRES: ssl_mu_ held.
-  Result<bool> FlushPending();
+  Result<bool> FlushPending() REQUIRES(ssl_mu_);
   // The same, taking ssl_mu_.
   Result<bool> FlushPendingLocked();
   void DeliverBuffered();
