@@ -55,6 +55,36 @@ std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool ser
   return std::make_unique<RdmaUpgrade>(this, server_side);
 }
 
+Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
+    const std::shared_ptr<RdmaDevice>& device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<SrqContext>& slot = srqs_[std::this_thread::get_id()];
+  if (slot == nullptr) {
+    SrqOptions o = options_.srq;
+    o.buffer_size = options_.endpoint.buffer_size;
+    Result<std::unique_ptr<SrqContext>> made =
+        SrqContext::Create(device->context.get(), device->pd.get(), o);
+    if (!made.ok()) {
+      srqs_.erase(std::this_thread::get_id());
+      return made.status();
+    }
+    slot = std::move(made).value();
+  }
+  return slot;
+}
+
+std::vector<RdmaTransportFactory::SrqSnapshot> RdmaTransportFactory::SrqStatsSnapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<SrqSnapshot> out;
+  for (const auto& [thread, c] : srqs_) {
+    const SrqStats& st = c->stats();
+    out.push_back({st.posted_receives.load(), st.pool_bytes.load(),
+                   st.grants_outstanding.load(), st.credit_waits.load(), st.pool_growths.load(),
+                   st.connections.load()});
+  }
+  return out;
+}
+
 Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!device_tried_) {
