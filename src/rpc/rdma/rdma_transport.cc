@@ -62,6 +62,7 @@ void RdmaTransport::Start(struct ev_loop* loop, rpc::TransportHost* host) {
     // Completions come from the reactor's context; the idle watcher only delivers held messages.
     srq_->Attach(loop_, ep_->qp()->qp_num(), this);
     attached_ = true;
+    ev_idle_start(loop_, &idle_watcher_);  // one look at grants and writability, from the loop
     return;
   }
   ev_io_init(&channel_watcher_, &RdmaTransport::OnChannelReadable, ep_->channel()->fd(), EV_READ);
@@ -170,12 +171,16 @@ void RdmaTransport::HandleCompletions() {
 
 void RdmaTransport::AfterCompletions() {
   SendGrantIfDue();
-  if (closed_) return;
-  const bool sq_room = !srq_ || in_flight_sends_ + 1 < ep_->send_queue_depth();
-  if (wants_writable_ && window_.CanSendData() && send_pool()->free_blocks() > 1 && sq_room) {
-    wants_writable_ = false;
-    host_->OnWritable();
+  if (closed_ || !wants_writable_) return;
+  if (!window_.CanSendData()) return;  // grants come with a received message
+  if (send_pool()->free_blocks() <= 1) {
+    // SRQ mode: the reactor's send blocks went to other connections; ask again.
+    if (srq_) srq_->WaitForSendBlock(this);
+    return;
   }
+  if (srq_ && in_flight_sends_ + 1 >= ep_->send_queue_depth()) return;  // our completions come
+  wants_writable_ = false;
+  host_->OnWritable();
 }
 
 void RdmaTransport::OnSrqSendDone(uint32_t block, WcStatus status) {

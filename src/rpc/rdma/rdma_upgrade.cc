@@ -47,6 +47,7 @@ FallbackReason RdmaUpgrade::MakeEndpoint() {
   } else {
     ep = RdmaEndpoint::Create(device_->context.get(), device_->pd.get(), o.endpoint);
   }
+  if (ep.ok() && srq_ != nullptr) srq_->Expect((*ep)->qp()->qp_num());
   if (!ep.ok()) {
     DropEndpoint();
     factory_->CountFallback(FallbackReason::kResources, ep.status());
@@ -57,6 +58,7 @@ FallbackReason RdmaUpgrade::MakeEndpoint() {
 }
 
 void RdmaUpgrade::DropEndpoint() {
+  if (srq_ != nullptr && endpoint_ != nullptr) srq_->Forget(endpoint_->qp()->qp_num());
   endpoint_.reset();
   if (srq_ != nullptr) srq_->Release(srq_grant_);
   srq_.reset();

@@ -89,7 +89,23 @@ class SrqTest : public RpcTestBase {
       ctls[i].set_timeout(MonoDelta::FromSeconds(120));
       proxies[i % conns].EchoAsync(reqs[i], &resps[i], &ctls[i], [&done] { done.CountDown(); });
     }
-    ASSERT_TRUE(done.WaitFor(MonoDelta::FromSeconds(120)));
+    if (!done.WaitFor(MonoDelta::FromSeconds(getenv("SRQ_DEBUG") ? 5 : 120))) {
+      for (auto* m : {client.get(), server_.get()}) {
+        for (const auto& c : m->DumpConnections()) {
+          if (c.calls_in_flight == 0 && m == client.get()) continue;
+          std::string d = c.direction + " " + c.remote + " calls=" + std::to_string(c.calls_in_flight);
+          for (auto& [k, v] : c.transport_details) d += " " + k + "=" + v;
+          fprintf(stderr, "STUCK %s\n", d.c_str());
+        }
+      }
+      for (auto* f : {server_factory_.get()}) {
+        for (auto& x : f->SrqStatsSnapshot()) {
+          fprintf(stderr, "SRQ posted=%lu pool=%lu granted=%lu waits=%lu conns=%lu\n",
+                  x.posted_receives, x.pool_bytes, x.grants_outstanding, x.credit_waits, x.connections);
+        }
+      }
+      FAIL();
+    }
     for (int i = 0; i < n; i++) {
       ASSERT_TRUE(ctls[i].status().ok()) << i << ": " << ctls[i].status().ToString();
       ASSERT_EQ(resps[i].data(), reqs[i].data()) << i;

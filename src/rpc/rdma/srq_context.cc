@@ -119,7 +119,9 @@ void SrqContext::ServeWaiters() {
 }
 
 void SrqContext::Attach(struct ev_loop* loop, uint32_t qp_num, SrqClient* client) {
-  qps_[qp_num].client = client;
+  Entry& e = qps_[qp_num];
+  e.client = client;
+  if (!e.early.empty()) early_ready_.push_back(qp_num);
   live_.insert(client);
   ++attached_;
   stats_.connections.store(attached_, std::memory_order_relaxed);
@@ -134,9 +136,35 @@ void SrqContext::Attach(struct ev_loop* loop, uint32_t qp_num, SrqClient* client
   ev_feed_event(loop_, &watcher_, EV_READ);
 }
 
+void SrqContext::Forget(uint32_t qp_num) {
+  auto it = qps_.find(qp_num);
+  if (it == qps_.end() || it->second.client != nullptr) return;
+  for (const WorkCompletion& wc : it->second.early) {
+    if (wc.wr_id & kSendBit) {
+      send_pool_->Return(static_cast<uint32_t>(wc.wr_id));
+    } else {
+      (void)Repost(static_cast<uint32_t>(wc.wr_id));
+    }
+  }
+  qps_.erase(it);
+}
+
 void SrqContext::Retire(uint32_t qp_num, std::unique_ptr<RdmaEndpoint> endpoint,
                         uint32_t in_flight, uint32_t share) {
   auto it = qps_.find(qp_num);
+  if (it != qps_.end()) {
+    // Early completions never handed over: their blocks go back.
+    std::vector<WorkCompletion> early = std::move(it->second.early);
+    it->second.early.clear();
+    for (const WorkCompletion& wc : early) {
+      if (wc.wr_id & kSendBit) {
+        send_pool_->Return(static_cast<uint32_t>(wc.wr_id));
+        if (in_flight > 0) --in_flight;
+      } else {
+        (void)Repost(static_cast<uint32_t>(wc.wr_id));
+      }
+    }
+  }
   if (it != qps_.end() && it->second.client != nullptr) {
     CancelWait(it->second.client);
     live_.erase(it->second.client);
@@ -168,6 +196,43 @@ void SrqContext::Retire(uint32_t qp_num, std::unique_ptr<RdmaEndpoint> endpoint,
   }
 }
 
+void SrqContext::Dispatch(const WorkCompletion& wc, std::vector<SrqClient*>* touched) {
+  const uint32_t block = static_cast<uint32_t>(wc.wr_id);
+  const bool is_send = (wc.wr_id & kSendBit) != 0;
+  auto it = qps_.find(wc.qp_num);
+  if (it == qps_.end()) {
+    // A connection long gone (or never ours): the block goes back.
+    if (is_send) {
+      send_pool_->Return(block);
+    } else {
+      (void)Repost(block);
+    }
+    return;
+  }
+  Entry& e = it->second;
+  if (e.client == nullptr && e.retired == nullptr) {
+    e.early.push_back(wc);  // the connection is on its way
+    return;
+  }
+  if (e.client == nullptr) {
+    // Retired: its grants were returned; its sends are counted down until the QP can go.
+    if (is_send) {
+      send_pool_->Return(block);
+      if (--e.in_flight == 0) qps_.erase(it);
+    } else {
+      (void)Repost(block);
+    }
+    return;
+  }
+  SrqClient* client = e.client;  // the entry may be gone after the call (the connection closed)
+  if (is_send) {
+    client->OnSrqSendDone(block, wc.status);
+  } else {
+    client->OnSrqReceive(block, wc.byte_len, wc.status);
+  }
+  touched->push_back(client);
+}
+
 void SrqContext::OnChannelReadable(struct ev_loop*, ev_io* w, int) {
   static_cast<SrqContext*>(w->data)->HandleCompletions();
 }
@@ -182,6 +247,16 @@ void SrqContext::HandleCompletions() {
   (void)send_cq_->RequestNotify();
   const uint64_t quarantine_before = quarantined_;
   std::vector<SrqClient*> touched;
+  // Completions that came before their connection attached go first, in order.
+  std::vector<uint32_t> ready = std::move(early_ready_);
+  early_ready_.clear();
+  for (uint32_t qp : ready) {
+    auto it = qps_.find(qp);
+    if (it == qps_.end() || it->second.client == nullptr) continue;
+    std::vector<WorkCompletion> early = std::move(it->second.early);
+    it->second.early.clear();
+    for (const WorkCompletion& wc : early) Dispatch(wc, &touched);
+  }
   WorkCompletion wc[32];
   for (CompletionQueue* cq : {send_cq_.get(), recv_cq_.get()}) {
     for (;;) {
@@ -192,27 +267,8 @@ void SrqContext::HandleCompletions() {
         break;
       }
       for (int i = 0; i < *n; ++i) {
-        const uint32_t block = static_cast<uint32_t>(wc[i].wr_id);
-        auto it = qps_.find(wc[i].qp_num);
-        SrqClient* client = it == qps_.end() ? nullptr : it->second.client;
-        if (wc[i].wr_id & kSendBit) {
-          if (client != nullptr) {
-            client->OnSrqSendDone(block, wc[i].status);
-          } else {
-            send_pool_->Return(block);
-            if (it != qps_.end() && --it->second.in_flight == 0) qps_.erase(it);
-          }
-        } else {
-          --posted_;
-          if (client != nullptr) {
-            client->OnSrqReceive(block, wc[i].byte_len, wc[i].status);
-          } else {
-            (void)Repost(block);  // for a connection already gone: its grant was returned
-          }
-        }
-        if (client != nullptr && (touched.empty() || touched.back() != client)) {
-          touched.push_back(client);
-        }
+        if ((wc[i].wr_id & kSendBit) == 0) --posted_;
+        Dispatch(wc[i], &touched);
       }
       if (*n < 32) break;
     }

@@ -81,6 +81,10 @@ class SrqContext {
     return chunks_[index / options_.chunk_blocks]->block(index % options_.chunk_blocks);
   }
 
+  // A QP was made for a connection on its way (the bootstrap): its completions are kept until
+  // it attaches (its peer may send before the connection has started), or dropped by Forget.
+  void Expect(uint32_t qp_num) { qps_[qp_num]; }
+  void Forget(uint32_t qp_num);
   // The connection with QP `qp_num` starts / stops receiving completions.
   void Attach(struct ev_loop* loop, uint32_t qp_num, SrqClient* client);
   // The connection is gone: its QP (moved to ERR by the caller) is kept until its `in_flight`
@@ -134,7 +138,11 @@ class SrqContext {
     SrqClient* client = nullptr;                // nullptr once retired
     std::unique_ptr<RdmaEndpoint> retired;      // kept until its sends have completed
     uint32_t in_flight = 0;
+    std::vector<WorkCompletion> early;  // arrived before the connection attached
   };
+  // Hands `wc` to its connection, keeps it for one on its way, or returns its block.
+  void Dispatch(const WorkCompletion& wc, std::vector<SrqClient*>* touched);
+  std::vector<uint32_t> early_ready_;  // attached QPs with early completions to hand over
   size_t attached_ = 0;
 
   // Destruction order: the QPs (in qps_, declared last) go first, then the SRQ, CQs and memory.
