@@ -4,7 +4,7 @@
 // buffer. Every test runs with rnr_retry = 0: a grant beyond the posted receives fails loudly.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,7 +89,8 @@ class SrqTest : public RpcTestBase {
       ctls[i].set_timeout(MonoDelta::FromSeconds(120));
       proxies[i % conns].EchoAsync(reqs[i], &resps[i], &ctls[i], [&done] { done.CountDown(); });
     }
-    if (!done.WaitFor(MonoDelta::FromSeconds(getenv("SRQ_DEBUG") ? 5 : 120))) {
+    if (!done.WaitFor(MonoDelta::FromSeconds(120))) {
+      // What each side holds, to tell a credit stall from a slow machine.
       for (auto* m : {client.get(), server_.get()}) {
         for (const auto& c : m->DumpConnections()) {
           if (c.calls_in_flight == 0 && m == client.get()) continue;
@@ -166,7 +167,7 @@ TEST_F(SrqTest, AThousandConnectionsOnOneReactor) {
   StartSrvr(Srq(true));
   std::shared_ptr<RdmaTransportFactory> cf;
   auto client = NewClient(Srq(true), &cf);
-  const int kConns = getenv("SRQ_CONNS") ? atoi(getenv("SRQ_CONNS")) : 100;
+  constexpr int kConns = 1000;
   Burst(client, kConns, 1, 64);
   Burst(client, kConns, 2, 300);
   EXPECT_EQ(client->DumpConnections().size(), static_cast<size_t>(kConns));
@@ -175,7 +176,7 @@ TEST_F(SrqTest, AThousandConnectionsOnOneReactor) {
   EXPECT_EQ(s.connections, static_cast<uint64_t>(kConns));
   // Initial grants (4 each) plus the reserve, rounded up to chunks: 4,032 + 64 blocks at most.
   EXPECT_LE(s.pool_bytes, static_cast<uint64_t>((kConns * 4 + 4) / 64 + 1) * 64 * 1024);
-  EXPECT_LE(s.grants_outstanding + 4, s.posted_receives + 4);
+  EXPECT_LE(s.grants_outstanding + 4, s.posted_receives);  // the reserve (4) never granted
   client->Shutdown();
   ExpectAllReturned();
 }
