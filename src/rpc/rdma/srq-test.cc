@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,9 @@
 #include "rpc/rdma/rdma_factory.h"
 #include "rpc/testing/rpc-test-util.h"
 #include "util/countdown_latch.h"
+#include "util/metrics/metric_entity.h"
+#include "util/metrics/metric_registry.h"
+#include "util/metrics/snapshot.h"
 
 namespace rrpc::rpc {
 namespace {
@@ -156,6 +160,16 @@ TEST_F(SrqTest, EchoesEverySizeClassOverSrqOnBothSides) {
   EXPECT_EQ(TransportOf(client), "rdma");
   EXPECT_EQ(One(*cf).connections, 1u);
   EXPECT_EQ(One(*server_factory_).connections, 1u);
+  // The reactor's gauges, as /metrics shows them.
+  EntitySnapshot snap;
+  server_factory_->metric_registry()->FindOrCreateEntity("rdma_srq", "reactor-0")->ReadInto(&snap);
+  std::map<std::string, int64_t> gauges;
+  for (const auto& m : snap.metrics) gauges[m.prototype->name] = m.value;
+  EXPECT_EQ(gauges["rdma_srq_connections"], 1);
+  EXPECT_EQ(gauges["rdma_srq_pool_bytes"], 64 * 1024);
+  EXPECT_GE(gauges["rdma_srq_posted_receives"], 60);
+  EXPECT_GE(gauges["rdma_srq_grants_outstanding"], 4);
+  EXPECT_EQ(gauges.count("rdma_srq_credit_waits"), 1u);
   client->Shutdown();
   ExpectAllReturned();
 }

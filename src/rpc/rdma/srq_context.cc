@@ -58,9 +58,9 @@ bool SrqContext::Grow() {
   for (uint32_t i = 0; i < options_.chunk_blocks; ++i) {
     if (!Repost(base + i).ok()) return false;
   }
-  stats_.pool_bytes.store(uint64_t{chunks_.size()} * options_.chunk_blocks * options_.buffer_size,
+  stats_->pool_bytes.store(uint64_t{chunks_.size()} * options_.chunk_blocks * options_.buffer_size,
                           std::memory_order_relaxed);
-  if (chunks_.size() > 1) stats_.pool_growths.fetch_add(1, std::memory_order_relaxed);
+  if (chunks_.size() > 1) stats_->pool_growths.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -74,8 +74,8 @@ Status SrqContext::Repost(uint32_t index) {
 }
 
 void SrqContext::Publish() {
-  stats_.posted_receives.store(posted_, std::memory_order_relaxed);
-  stats_.grants_outstanding.store(granted_, std::memory_order_relaxed);
+  stats_->posted_receives.store(posted_, std::memory_order_relaxed);
+  stats_->grants_outstanding.store(granted_, std::memory_order_relaxed);
 }
 
 uint32_t SrqContext::Reserve(uint32_t n) {
@@ -100,7 +100,7 @@ void SrqContext::Release(uint32_t n) {
 void SrqContext::WaitForCredits(SrqClient* client) {
   if (std::find(waiters_.begin(), waiters_.end(), client) != waiters_.end()) return;
   waiters_.push_back(client);
-  stats_.credit_waits.fetch_add(1, std::memory_order_relaxed);
+  stats_->credit_waits.fetch_add(1, std::memory_order_relaxed);
 }
 
 void SrqContext::CancelWait(SrqClient* client) {
@@ -124,7 +124,7 @@ void SrqContext::Attach(struct ev_loop* loop, uint32_t qp_num, SrqClient* client
   if (!e.early.empty()) early_ready_.push_back(qp_num);
   live_.insert(client);
   ++attached_;
-  stats_.connections.store(attached_, std::memory_order_relaxed);
+  stats_->connections.store(attached_, std::memory_order_relaxed);
   if (!watching_) {
     loop_ = loop;
     ev_io_init(&watcher_, &SrqContext::OnChannelReadable, channel_->fd(), EV_READ);
@@ -171,7 +171,7 @@ void SrqContext::Retire(uint32_t qp_num, std::unique_ptr<RdmaEndpoint> endpoint,
     send_waiters_.erase(it->second.client);
     it->second.client = nullptr;
     --attached_;
-    stats_.connections.store(attached_, std::memory_order_relaxed);
+    stats_->connections.store(attached_, std::memory_order_relaxed);
   }
   granted_ -= std::min<uint64_t>(share, granted_);
   quarantined_ += share;

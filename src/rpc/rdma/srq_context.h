@@ -72,7 +72,9 @@ class SrqContext {
   ~SrqContext();
 
   const SrqOptions& options() const { return options_; }
-  const SrqStats& stats() const { return stats_; }
+  const SrqStats& stats() const { return *stats_; }
+  // For metric callbacks that may outlive the context.
+  std::shared_ptr<const SrqStats> shared_stats() const { return stats_; }
   CompletionQueue* send_cq() const { return send_cq_.get(); }
   CompletionQueue* recv_cq() const { return recv_cq_.get(); }
   SharedReceiveQueue* srq() const { return srq_.get(); }
@@ -122,7 +124,7 @@ class SrqContext {
   const SrqOptions options_;
   ProtectionDomain* pd_ = nullptr;
   uint32_t max_blocks_ = 0;
-  SrqStats stats_;
+  const std::shared_ptr<SrqStats> stats_ = std::make_shared<SrqStats>();
   struct ev_loop* loop_ = nullptr;
   ev_io watcher_;
   bool watching_ = false;
