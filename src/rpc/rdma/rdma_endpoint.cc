@@ -35,8 +35,7 @@ Result<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::Create(Context* ctx, Protect
   return ep;
 }
 
-Result<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::CreateShared(Context* ctx,
-                                                                 ProtectionDomain* pd,
+Result<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::CreateShared(Context* ctx, ProtectionDomain* pd,
                                                                  const EndpointOptions& o,
                                                                  SrqContext* shared) {
   std::unique_ptr<RdmaEndpoint> ep(new RdmaEndpoint(ctx, o));

@@ -17,9 +17,9 @@ constexpr MetricPrototype METRIC_rdma_fallbacks_total = MetricPrototype::Counter
 constexpr MetricPrototype METRIC_rdma_inline_send_bytes = MetricPrototype::Histogram(
     "rdma_inline_send_bytes", "RDMA inline sends", MetricUnit::kBytes,
     "Sizes of RDMA messages sent inline (copied into the work request; no DMA read).", 1 << 20);
-constexpr MetricPrototype METRIC_rdma_srq_posted_receives = MetricPrototype::Gauge(
-    "rdma_srq_posted_receives", "SRQ posted receives", MetricUnit::kEntries,
-    "Receive buffers posted in the reactor's shared receive queue.");
+constexpr MetricPrototype METRIC_rdma_srq_posted_receives =
+    MetricPrototype::Gauge("rdma_srq_posted_receives", "SRQ posted receives", MetricUnit::kEntries,
+                           "Receive buffers posted in the reactor's shared receive queue.");
 constexpr MetricPrototype METRIC_rdma_srq_pool_bytes = MetricPrototype::Gauge(
     "rdma_srq_pool_bytes", "SRQ receive pool", MetricUnit::kBytes,
     "Registered receive memory of the reactor's shared receive queue (capped by "
@@ -30,12 +30,12 @@ constexpr MetricPrototype METRIC_rdma_srq_grants_outstanding = MetricPrototype::
 constexpr MetricPrototype METRIC_rdma_srq_credit_waits = MetricPrototype::Gauge(
     "rdma_srq_credit_waits", "SRQ credit waits", MetricUnit::kUnits,
     "Times a peer's credit top-up had to wait for the pool (since the reactor's SRQ was made).");
-constexpr MetricPrototype METRIC_rdma_srq_pool_growths = MetricPrototype::Gauge(
-    "rdma_srq_pool_growths", "SRQ pool growths", MetricUnit::kUnits,
-    "Chunks of receive blocks added to the reactor's pool after the first.");
-constexpr MetricPrototype METRIC_rdma_srq_connections = MetricPrototype::Gauge(
-    "rdma_srq_connections", "SRQ connections", MetricUnit::kConnections,
-    "RDMA connections receiving from the reactor's shared receive queue.");
+constexpr MetricPrototype METRIC_rdma_srq_pool_growths =
+    MetricPrototype::Gauge("rdma_srq_pool_growths", "SRQ pool growths", MetricUnit::kUnits,
+                           "Chunks of receive blocks added to the reactor's pool after the first.");
+constexpr MetricPrototype METRIC_rdma_srq_connections =
+    MetricPrototype::Gauge("rdma_srq_connections", "SRQ connections", MetricUnit::kConnections,
+                           "RDMA connections receiving from the reactor's shared receive queue.");
 constexpr MetricPrototype METRIC_rdma_posted_send_bytes = MetricPrototype::Histogram(
     "rdma_posted_send_bytes", "RDMA non-inline sends", MetricUnit::kBytes,
     "Sizes of RDMA messages sent from registered memory (not inline).", 1 << 20);
@@ -89,7 +89,8 @@ Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
     }
     slot = std::move(made).value();
     // Gauges per reactor; they read the stats, which outlive the context if need be.
-    auto entity = registry_->FindOrCreateEntity("rdma_srq", "reactor-" + std::to_string(srq_count_++));
+    auto entity =
+        registry_->FindOrCreateEntity("rdma_srq", "reactor-" + std::to_string(srq_count_++));
     std::shared_ptr<const SrqStats> st = slot->shared_stats();
     auto gauge = [&](const MetricPrototype* proto, const std::atomic<uint64_t> SrqStats::*field) {
       entity->FindOrCreateCallbackGauge(proto, [st, field] {
@@ -111,9 +112,8 @@ std::vector<RdmaTransportFactory::SrqSnapshot> RdmaTransportFactory::SrqStatsSna
   std::vector<SrqSnapshot> out;
   for (const auto& [thread, c] : srqs_) {
     const SrqStats& st = c->stats();
-    out.push_back({st.posted_receives.load(), st.pool_bytes.load(),
-                   st.grants_outstanding.load(), st.credit_waits.load(), st.pool_growths.load(),
-                   st.connections.load()});
+    out.push_back({st.posted_receives.load(), st.pool_bytes.load(), st.grants_outstanding.load(),
+                   st.credit_waits.load(), st.pool_growths.load(), st.connections.load()});
   }
   return out;
 }

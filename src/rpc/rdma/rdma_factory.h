@@ -101,9 +101,9 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   std::shared_ptr<RdmaDevice> device_;  // guarded by mu_
   // By reactor thread; declared after device_ so that they go first. Guarded by mu_.
   std::unordered_map<std::thread::id, std::shared_ptr<SrqContext>> srqs_;
-  int srq_count_ = 0;  // guarded by mu_: numbers the reactors' metric entities
-  Status device_error_;                 // guarded by mu_
-  bool device_tried_ = false;           // guarded by mu_
+  int srq_count_ = 0;          // guarded by mu_: numbers the reactors' metric entities
+  Status device_error_;        // guarded by mu_
+  bool device_tried_ = false;  // guarded by mu_
 };
 
 }  // namespace rrpc::rdma

@@ -73,9 +73,8 @@ class SrqTest : public RpcTestBase {
   }
   // The i-th distinct loopback address of the server.
   Sockaddr Remote(int i) const {
-    return Sockaddr::Parse("127.0." + std::to_string(i / 250) + "." +
-                           std::to_string(i % 250 + 1) + ":" +
-                           std::to_string(server_addr_.port()))
+    return Sockaddr::Parse("127.0." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1) +
+                           ":" + std::to_string(server_addr_.port()))
         .value();
   }
   // `calls` async echoes per connection to remotes [0, conns), all at once; every response
@@ -98,7 +97,8 @@ class SrqTest : public RpcTestBase {
       for (auto* m : {client.get(), server_.get()}) {
         for (const auto& c : m->DumpConnections()) {
           if (c.calls_in_flight == 0 && m == client.get()) continue;
-          std::string d = c.direction + " " + c.remote + " calls=" + std::to_string(c.calls_in_flight);
+          std::string d =
+              c.direction + " " + c.remote + " calls=" + std::to_string(c.calls_in_flight);
           for (auto& [k, v] : c.transport_details) d += " " + k + "=" + v;
           fprintf(stderr, "STUCK %s\n", d.c_str());
         }
@@ -106,7 +106,8 @@ class SrqTest : public RpcTestBase {
       for (auto* f : {server_factory_.get()}) {
         for (auto& x : f->SrqStatsSnapshot()) {
           fprintf(stderr, "SRQ posted=%lu pool=%lu granted=%lu waits=%lu conns=%lu\n",
-                  x.posted_receives, x.pool_bytes, x.grants_outstanding, x.credit_waits, x.connections);
+                  x.posted_receives, x.pool_bytes, x.grants_outstanding, x.credit_waits,
+                  x.connections);
         }
       }
       FAIL();

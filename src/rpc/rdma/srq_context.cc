@@ -16,8 +16,8 @@ constexpr uint64_t kSendBit = 1ull << 32;
 
 Result<std::unique_ptr<SrqContext>> SrqContext::Create(Context* ctx, ProtectionDomain* pd,
                                                        const SrqOptions& o) {
-  if (o.buffer_size < 256 || o.chunk_blocks == 0 || o.send_buffers < 2 ||
-      o.initial_credits < 4 || o.max_credits < o.initial_credits) {
+  if (o.buffer_size < 256 || o.chunk_blocks == 0 || o.send_buffers < 2 || o.initial_credits < 4 ||
+      o.max_credits < o.initial_credits) {
     return Status::InvalidArgument(
         "SRQ: buffer >= 256 B, chunk >= 1, send buffers >= 2, 4 <= initial credits <= max");
   }
@@ -59,7 +59,7 @@ bool SrqContext::Grow() {
     if (!Repost(base + i).ok()) return false;
   }
   stats_->pool_bytes.store(uint64_t{chunks_.size()} * options_.chunk_blocks * options_.buffer_size,
-                          std::memory_order_relaxed);
+                           std::memory_order_relaxed);
   if (chunks_.size() > 1) stats_->pool_growths.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -149,8 +149,8 @@ void SrqContext::Forget(uint32_t qp_num) {
   qps_.erase(it);
 }
 
-void SrqContext::Retire(uint32_t qp_num, std::unique_ptr<RdmaEndpoint> endpoint,
-                        uint32_t in_flight, uint32_t share) {
+void SrqContext::Retire(uint32_t qp_num, std::unique_ptr<RdmaEndpoint> endpoint, uint32_t in_flight,
+                        uint32_t share) {
   auto it = qps_.find(qp_num);
   if (it != qps_.end()) {
     // Early completions never handed over: their blocks go back.

@@ -34,13 +34,13 @@ namespace rrpc::rdma {
 class RdmaEndpoint;
 
 struct SrqOptions {
-  uint32_t buffer_size = 16 * 1024;      // each receive and send block
-  uint64_t max_memory = 64ull << 20;     // receive blocks per reactor, at most (the cap)
-  uint32_t chunk_blocks = 64;            // the pool grows by this many blocks at a time
-  uint32_t reserve = 8;                  // posted receives never granted
-  uint32_t initial_credits = 8;          // granted to each peer at the bootstrap
-  uint32_t max_credits = 64;             // a peer's target, at most
-  uint32_t send_buffers = 256;           // the reactor's shared send blocks
+  uint32_t buffer_size = 16 * 1024;   // each receive and send block
+  uint64_t max_memory = 64ull << 20;  // receive blocks per reactor, at most (the cap)
+  uint32_t chunk_blocks = 64;         // the pool grows by this many blocks at a time
+  uint32_t reserve = 8;               // posted receives never granted
+  uint32_t initial_credits = 8;       // granted to each peer at the bootstrap
+  uint32_t max_credits = 64;          // a peer's target, at most
+  uint32_t send_buffers = 256;        // the reactor's shared send blocks
 };
 
 // Per reactor; published for any thread to read.
@@ -137,8 +137,8 @@ class SrqContext {
   std::unordered_set<SrqClient*> live_;  // attached connections
 
   struct Entry {
-    SrqClient* client = nullptr;                // nullptr once retired
-    std::unique_ptr<RdmaEndpoint> retired;      // kept until its sends have completed
+    SrqClient* client = nullptr;            // nullptr once retired
+    std::unique_ptr<RdmaEndpoint> retired;  // kept until its sends have completed
     uint32_t in_flight = 0;
     std::vector<WorkCompletion> early;  // arrived before the connection attached
   };
