@@ -213,7 +213,25 @@ TEST_F(SrqTest, PoolGrowsToItsCapAndCallsWaitThenComplete) {
   EXPECT_EQ(s.pool_growths, 3u);        // and no further
   EXPECT_GT(s.credit_waits, 0u);
   EXPECT_LE(s.grants_outstanding, 64u - 4u);
-  // Connections beyond the pool's room for initial grants stay on TCP (counted), never RNR.
+  client->Shutdown();
+  ExpectAllReturned();
+}
+
+// A pool at its cap can't reserve a new peer's initial credits: that connection stays on TCP
+// (counted as `resources`) and its calls work; the ones that fit use the SRQ.
+TEST_F(SrqTest, ConnectionsBeyondTheCapStayOnTcp) {
+  RdmaOptions so = Srq(true);
+  so.srq.chunk_blocks = 16;
+  so.srq.max_memory = 32 * 1024;  // 32 blocks: reserve 4 + 7 peers x 4 initial credits
+  StartSrvr(so);
+  std::shared_ptr<RdmaTransportFactory> cf;
+  auto client = NewClient(Srq(true), &cf);
+  Burst(client, 10, 1, 64);  // one small call each: no credit requests, so exactly 7 fit
+  int rdma = 0;
+  for (const auto& c : client->DumpConnections()) rdma += c.transport == "rdma";
+  EXPECT_EQ(rdma, 7);
+  EXPECT_EQ(server_factory_->fallbacks(rdma::FallbackReason::kResources), 3u);
+  EXPECT_EQ(One(*server_factory_).pool_bytes, 32u * 1024);
   client->Shutdown();
   ExpectAllReturned();
 }
