@@ -184,15 +184,16 @@ void SrqContext::Retire(uint32_t qp_num, std::unique_ptr<RdmaEndpoint> endpoint,
   }
   endpoint.reset();
   if (watching_) {
-    if (attached_ == 0 && qps_.empty() && quarantined_ == 0) {
+    if (attached_ == 0) {
+      // The last connection of the reactor: stop watching now (the loop may stop running after
+      // this). What is left in the CQs is polled, and the quarantine ends, after the next
+      // Attach's first batch.
       ev_io_stop(loop_, &watcher_);
       ev_clear_pending(loop_, &watcher_);
       watching_ = false;
     } else {
       ev_feed_event(loop_, &watcher_, EV_READ);  // the quarantine ends after the next poll
     }
-  } else {
-    quarantined_ = 0;  // never started: nothing can be in the CQ for it
   }
 }
 
