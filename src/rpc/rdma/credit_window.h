@@ -39,8 +39,8 @@ class CreditWindow {
   }
   // The peer granted `n` credits.
   void Granted(uint32_t n) { credits_ += n; }
-  // We reposted a receive buffer: one more grant owed.
-  void Reposted() { ++owed_; }
+  // We reposted a receive buffer (SRQ mode: reserved `n` from the reactor's pool): grants owed.
+  void Reposted(uint32_t n = 1) { owed_ += n; }
 
  private:
   uint32_t credits_;

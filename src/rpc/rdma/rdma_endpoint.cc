@@ -31,12 +31,33 @@ Result<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::Create(Context* ctx, Protect
     ep->receive_pool_->Take(&index);
     RRPC_RETURN_NOT_OK(ep->PostReceive(index));
   }
-  static thread_local std::mt19937 rng{std::random_device{}()};
-  ep->address_.qp_num = ep->qp_->qp_num();
-  ep->address_.lid = ctx->port().lid;
-  ep->address_.gid = ctx->port().gid;
-  ep->address_.psn = rng() & 0xFFFFFF;
+  ep->SetAddress();
   return ep;
+}
+
+Result<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::CreateShared(Context* ctx, ProtectionDomain* pd,
+                                                                 const EndpointOptions& o,
+                                                                 SrqContext* shared) {
+  std::unique_ptr<RdmaEndpoint> ep(new RdmaEndpoint(ctx, o));
+  QpInitAttr attr;
+  attr.send_cq = shared->send_cq();
+  attr.recv_cq = shared->recv_cq();
+  attr.srq = shared->srq();
+  attr.caps.max_send_wr = o.send_buffers;  // this connection's sends in flight, at most
+  attr.caps.max_recv_wr = 0;
+  attr.caps.max_inline_data = o.max_inline;
+  RRPC_ASSIGN_OR_RETURN(ep->qp_, pd->CreateQp(attr));
+  RRPC_RETURN_NOT_OK(ep->qp_->ToInit(ctx->port().port));
+  ep->SetAddress();
+  return ep;
+}
+
+void RdmaEndpoint::SetAddress() {
+  static thread_local std::mt19937 rng{std::random_device{}()};
+  address_.qp_num = qp_->qp_num();
+  address_.lid = ctx_->port().lid;
+  address_.gid = ctx_->port().gid;
+  address_.psn = rng() & 0xFFFFFF;
 }
 
 Status RdmaEndpoint::PostReceive(uint32_t index) {

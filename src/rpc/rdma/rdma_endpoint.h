@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "rpc/rdma/block_pool.h"
+#include "rpc/rdma/srq_context.h"
 #include "rpc/rdma/verbs.h"
 
 namespace rrpc::rdma {
@@ -31,6 +32,12 @@ class RdmaEndpoint {
   static Result<std::unique_ptr<RdmaEndpoint>> Create(Context* ctx, ProtectionDomain* pd,
                                                       const EndpointOptions& options);
 
+  // SRQ mode: a QP whose receives come from `shared`'s SRQ and whose completions go to its CQs;
+  // no memory of its own (the reactor's pools serve it). Ends in INIT.
+  static Result<std::unique_ptr<RdmaEndpoint>> CreateShared(Context* ctx, ProtectionDomain* pd,
+                                                            const EndpointOptions& options,
+                                                            SrqContext* shared);
+
   // This side's address for the bootstrap message.
   const QpAddress& address() const { return address_; }
   // RTR/RTS, connected to `remote`.
@@ -41,6 +48,7 @@ class RdmaEndpoint {
   uint32_t inline_cap() const { return qp_->caps().max_inline_data; }
   uint32_t send_queue_depth() const { return qp_->caps().max_send_wr; }
 
+  // nullptr in SRQ mode (the SrqContext's).
   CompletionChannel* channel() const { return channel_.get(); }
   CompletionQueue* cq() const { return cq_.get(); }
   QueuePair* qp() const { return qp_.get(); }
@@ -53,6 +61,8 @@ class RdmaEndpoint {
   RdmaEndpoint(Context* ctx, const EndpointOptions& options) : ctx_(ctx), options_(options) {}
 
   Context* const ctx_;
+  void SetAddress();
+
   const EndpointOptions options_;
   QpAddress address_;
   std::unique_ptr<CompletionChannel> channel_;

@@ -17,6 +17,25 @@ constexpr MetricPrototype METRIC_rdma_fallbacks_total = MetricPrototype::Counter
 constexpr MetricPrototype METRIC_rdma_inline_send_bytes = MetricPrototype::Histogram(
     "rdma_inline_send_bytes", "RDMA inline sends", MetricUnit::kBytes,
     "Sizes of RDMA messages sent inline (copied into the work request; no DMA read).", 1 << 20);
+constexpr MetricPrototype METRIC_rdma_srq_posted_receives =
+    MetricPrototype::Gauge("rdma_srq_posted_receives", "SRQ posted receives", MetricUnit::kEntries,
+                           "Receive buffers posted in the reactor's shared receive queue.");
+constexpr MetricPrototype METRIC_rdma_srq_pool_bytes = MetricPrototype::Gauge(
+    "rdma_srq_pool_bytes", "SRQ receive pool", MetricUnit::kBytes,
+    "Registered receive memory of the reactor's shared receive queue (capped by "
+    "rdma_srq_max_memory).");
+constexpr MetricPrototype METRIC_rdma_srq_grants_outstanding = MetricPrototype::Gauge(
+    "rdma_srq_grants_outstanding", "SRQ grants outstanding", MetricUnit::kEntries,
+    "Credits granted to peers (held or owed), never above posted receives minus the reserve.");
+constexpr MetricPrototype METRIC_rdma_srq_credit_waits = MetricPrototype::Gauge(
+    "rdma_srq_credit_waits", "SRQ credit waits", MetricUnit::kUnits,
+    "Times a peer's credit top-up had to wait for the pool (since the reactor's SRQ was made).");
+constexpr MetricPrototype METRIC_rdma_srq_pool_growths =
+    MetricPrototype::Gauge("rdma_srq_pool_growths", "SRQ pool growths", MetricUnit::kUnits,
+                           "Chunks of receive blocks added to the reactor's pool after the first.");
+constexpr MetricPrototype METRIC_rdma_srq_connections =
+    MetricPrototype::Gauge("rdma_srq_connections", "SRQ connections", MetricUnit::kConnections,
+                           "RDMA connections receiving from the reactor's shared receive queue.");
 constexpr MetricPrototype METRIC_rdma_posted_send_bytes = MetricPrototype::Histogram(
     "rdma_posted_send_bytes", "RDMA non-inline sends", MetricUnit::kBytes,
     "Sizes of RDMA messages sent from registered memory (not inline).", 1 << 20);
@@ -53,6 +72,50 @@ Result<std::unique_ptr<rpc::Transport>> RdmaTransportFactory::NewClientTransport
 std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool server_side) {
   if (!options_.enabled) return nullptr;
   return std::make_unique<RdmaUpgrade>(this);
+}
+
+Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
+    const std::shared_ptr<RdmaDevice>& device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<SrqContext>& slot = srqs_[std::this_thread::get_id()];
+  if (slot == nullptr) {
+    SrqOptions o = options_.srq;
+    o.buffer_size = options_.endpoint.buffer_size;
+    Result<std::unique_ptr<SrqContext>> made =
+        SrqContext::Create(device->context.get(), device->pd.get(), o);
+    if (!made.ok()) {
+      srqs_.erase(std::this_thread::get_id());
+      return made.status();
+    }
+    slot = std::move(made).value();
+    // Gauges per reactor; they read the stats, which outlive the context if need be.
+    auto entity =
+        registry_->FindOrCreateEntity("rdma_srq", "reactor-" + std::to_string(srq_count_++));
+    std::shared_ptr<const SrqStats> st = slot->shared_stats();
+    auto gauge = [&](const MetricPrototype* proto, const std::atomic<uint64_t> SrqStats::*field) {
+      entity->FindOrCreateCallbackGauge(proto, [st, field] {
+        return static_cast<int64_t>(((*st).*field).load(std::memory_order_relaxed));
+      });
+    };
+    gauge(&METRIC_rdma_srq_posted_receives, &SrqStats::posted_receives);
+    gauge(&METRIC_rdma_srq_pool_bytes, &SrqStats::pool_bytes);
+    gauge(&METRIC_rdma_srq_grants_outstanding, &SrqStats::grants_outstanding);
+    gauge(&METRIC_rdma_srq_credit_waits, &SrqStats::credit_waits);
+    gauge(&METRIC_rdma_srq_pool_growths, &SrqStats::pool_growths);
+    gauge(&METRIC_rdma_srq_connections, &SrqStats::connections);
+  }
+  return slot;
+}
+
+std::vector<RdmaTransportFactory::SrqSnapshot> RdmaTransportFactory::SrqStatsSnapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<SrqSnapshot> out;
+  for (const auto& [thread, c] : srqs_) {
+    const SrqStats& st = c->stats();
+    out.push_back({st.posted_receives.load(), st.pool_bytes.load(), st.grants_outstanding.load(),
+                   st.credit_waits.load(), st.pool_growths.load(), st.connections.load()});
+  }
+  return out;
 }
 
 Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {

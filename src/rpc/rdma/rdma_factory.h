@@ -13,11 +13,15 @@
 #include <array>
 #include <memory>
 #include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
 
 #include "rpc/rdma/bootstrap.h"
 #include "rpc/rdma/rdma_endpoint.h"
 #include "rpc/rdma/rdma_transport.h"
 #include "rpc/rdma/soft_device.h"
+#include "rpc/rdma/srq_context.h"
 #include "rpc/rdma/verbs_ibv.h"
 #include "rpc/transport/tcp_transport.h"
 
@@ -37,6 +41,11 @@ struct RdmaOptions {
   VerbsDeviceOptions verbs;
   SoftDeviceOptions soft;
   EndpointOptions endpoint;
+  // SRQ mode (docs/rdma.md, "SRQ mode"): this side's receives come from one shared receive queue
+  // per reactor. Not with busy_poll (the connection then uses a private receive queue).
+  // srq.buffer_size is endpoint.buffer_size.
+  bool use_srq = false;
+  SrqOptions srq;
   RdmaTransportOptions transport;
   // The TCP connection every RDMA connection starts on (and falls back to).
   rpc::StreamTransportOptions stream;
@@ -69,6 +78,14 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   void CountFallback(FallbackReason reason, const Status& detail);
   uint64_t fallbacks(FallbackReason reason) const;
   RdmaSendMetrics send_metrics() const { return send_metrics_; }
+  // SRQ mode: the calling reactor thread's context, made on first use.
+  Result<std::shared_ptr<SrqContext>> SrqForThisThread(const std::shared_ptr<RdmaDevice>& device);
+  // One per reactor that has used SRQ mode (any thread).
+  struct SrqSnapshot {
+    uint64_t posted_receives, pool_bytes, grants_outstanding, credit_waits, pool_growths,
+        connections;
+  };
+  std::vector<SrqSnapshot> SrqStatsSnapshot() const;
   // What a connection holds so that it may outlive the factory: the device and, when the factory
   // owns it, the registry its metrics live in.
   std::shared_ptr<void> KeepAlive(std::shared_ptr<RdmaDevice> device) const;
@@ -80,10 +97,13 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   MetricRegistry* registry_;
   std::array<Counter*, 8> fallbacks_{};  // by FallbackReason
   RdmaSendMetrics send_metrics_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::shared_ptr<RdmaDevice> device_;  // guarded by mu_
-  Status device_error_;                 // guarded by mu_
-  bool device_tried_ = false;           // guarded by mu_
+  // By reactor thread; declared after device_ so that they go first. Guarded by mu_.
+  std::unordered_map<std::thread::id, std::shared_ptr<SrqContext>> srqs_;
+  int srq_count_ = 0;          // guarded by mu_: numbers the reactors' metric entities
+  Status device_error_;        // guarded by mu_
+  bool device_tried_ = false;  // guarded by mu_
 };
 
 }  // namespace rrpc::rdma

@@ -28,6 +28,18 @@ DEFINE_int32(rdma_rnr_retry, 0,
 DEFINE_bool(rdma_busy_poll, false,
             "Poll the completion queue every reactor loop iteration instead of sleeping on the "
             "completion channel: lower latency, one core busy per reactor");
+DEFINE_bool(rdma_use_srq, false,
+            "Receive from one shared receive queue per reactor (one receive pool, one send and "
+            "one receive CQ shared by its RDMA connections) instead of a private receive queue "
+            "per connection: receive memory stops growing with idle connections. Negotiated per "
+            "connection; not with --rdma_busy_poll");
+DEFINE_int64(rdma_srq_max_memory, 64ll << 20,
+             "SRQ mode: registered receive memory per reactor, at most; the pool grows in chunks "
+             "up to it and credit grants wait beyond it");
+DEFINE_int32(rdma_srq_initial_credits, 8,
+             "SRQ mode: credits granted to each peer at connection set-up (>= 4)");
+DEFINE_int32(rdma_srq_max_credits, 64,
+             "SRQ mode: credits one peer may hold, at most, after asking for more");
 
 namespace rrpc::rdma {
 
@@ -58,6 +70,19 @@ Result<RdmaOptions> RdmaOptionsFromFlags() {
   o.endpoint.rnr_retry = static_cast<uint8_t>(FLAGS_rdma_rnr_retry);
   o.transport.use_inline = FLAGS_rdma_inline;
   o.transport.busy_poll = FLAGS_rdma_busy_poll;
+  if (FLAGS_rdma_use_srq && FLAGS_rdma_busy_poll) {
+    return Status::InvalidArgument("--rdma_use_srq does not work with --rdma_busy_poll");
+  }
+  if (FLAGS_rdma_srq_initial_credits < 4 ||
+      FLAGS_rdma_srq_max_credits < FLAGS_rdma_srq_initial_credits ||
+      FLAGS_rdma_srq_max_memory < 0) {
+    return Status::InvalidArgument(
+        "RDMA SRQ flags: 4 <= initial credits <= max credits, max memory >= 0");
+  }
+  o.use_srq = FLAGS_rdma_use_srq;
+  o.srq.max_memory = static_cast<uint64_t>(FLAGS_rdma_srq_max_memory);
+  o.srq.initial_credits = static_cast<uint32_t>(FLAGS_rdma_srq_initial_credits);
+  o.srq.max_credits = static_cast<uint32_t>(FLAGS_rdma_srq_max_credits);
   return o;
 }
 

@@ -16,9 +16,10 @@ constexpr uint8_t kKindGrant = 2;
 // reliable on hardware, so the id says which queue the request came from).
 constexpr uint64_t kSendBit = 1ull << 32;
 
-void EncodeHeader(uint8_t* p, uint8_t kind, uint32_t grant) {
+void EncodeHeader(uint8_t* p, uint8_t kind, uint32_t grant, uint8_t request) {
   p[0] = kind;
-  p[1] = p[2] = p[3] = 0;
+  p[1] = request;
+  p[2] = p[3] = 0;
   p[4] = static_cast<uint8_t>(grant >> 24);
   p[5] = static_cast<uint8_t>(grant >> 16);
   p[6] = static_cast<uint8_t>(grant >> 8);
@@ -30,7 +31,7 @@ void EncodeHeader(uint8_t* p, uint8_t kind, uint32_t grant) {
 RdmaTransport::RdmaTransport(std::unique_ptr<RdmaEndpoint> endpoint, Socket bootstrap_socket,
                              uint32_t peer_credits, uint32_t peer_buffer_size,
                              const RdmaTransportOptions& options, RdmaSendMetrics metrics,
-                             std::shared_ptr<void> keep_alive)
+                             std::shared_ptr<void> keep_alive, SrqBinding srq, bool peer_srq)
     : ep_(std::move(endpoint)),
       socket_(std::move(bootstrap_socket)),
       options_(options),
@@ -38,8 +39,13 @@ RdmaTransport::RdmaTransport(std::unique_ptr<RdmaEndpoint> endpoint, Socket boot
       keep_alive_(std::move(keep_alive)),
       max_payload_(std::min(ep_->options().buffer_size, peer_buffer_size) -
                    static_cast<uint32_t>(kMessageHeaderSize)),
-      window_(peer_credits, ep_->options().receive_buffers),
-      reader_(options.max_frame_size, ep_->options().buffer_size) {}
+      window_(peer_credits, srq.context ? srq.initial_grant : ep_->options().receive_buffers),
+      reader_(options.max_frame_size, ep_->options().buffer_size),
+      srq_(std::move(srq.context)),
+      peer_credits_(srq.initial_grant),
+      target_(srq.initial_grant),
+      peer_srq_(peer_srq),
+      peer_initial_credits_(peer_credits) {}
 
 RdmaTransport::~RdmaTransport() { Close(); }
 
@@ -47,14 +53,21 @@ void RdmaTransport::Start(struct ev_loop* loop, rpc::TransportHost* host) {
   loop_ = loop;
   host_ = host;
   started_ = true;
-  ev_io_init(&channel_watcher_, &RdmaTransport::OnChannelReadable, ep_->channel()->fd(), EV_READ);
-  channel_watcher_.data = this;
-  ev_io_start(loop_, &channel_watcher_);
   ev_io_init(&socket_watcher_, &RdmaTransport::OnSocketReadable, socket_.fd(), EV_READ);
   socket_watcher_.data = this;
   ev_io_start(loop_, &socket_watcher_);
   ev_idle_init(&idle_watcher_, &RdmaTransport::OnIdle);
   idle_watcher_.data = this;
+  if (srq_) {
+    // Completions come from the reactor's context; the idle watcher only delivers held messages.
+    srq_->Attach(loop_, ep_->qp()->qp_num(), this);
+    attached_ = true;
+    ev_idle_start(loop_, &idle_watcher_);  // one look at grants and writability, from the loop
+    return;
+  }
+  ev_io_init(&channel_watcher_, &RdmaTransport::OnChannelReadable, ep_->channel()->fd(), EV_READ);
+  channel_watcher_.data = this;
+  ev_io_start(loop_, &channel_watcher_);
   if (options_.busy_poll) ev_idle_start(loop_, &idle_watcher_);
   // Messages may have arrived before the watcher: look at the CQ on the next loop iteration
   // (never from inside Start, which the connection calls in the middle of its own work).
@@ -73,8 +86,30 @@ void RdmaTransport::OnChannelReadable(struct ev_loop*, ev_io* w, int) {
   static_cast<RdmaTransport*>(w->data)->HandleCompletions();
 }
 
-void RdmaTransport::OnIdle(struct ev_loop*, ev_idle* w, int) {
-  static_cast<RdmaTransport*>(w->data)->HandleCompletions();
+void RdmaTransport::OnIdle(struct ev_loop* loop, ev_idle* w, int) {
+  auto* t = static_cast<RdmaTransport*>(w->data);
+  if (t->srq_) {
+    ev_idle_stop(loop, w);
+    t->DeliverHeld();
+    if (!t->closed_) t->AfterCompletions();
+    return;
+  }
+  t->HandleCompletions();
+}
+
+void RdmaTransport::DeliverHeld() {
+  // Messages held while reads were paused go first, in order.
+  while (!closed_ && !reads_paused_ && !held_.empty()) {
+    auto [index, length] = held_.front();
+    held_.pop_front();
+    Deliver(index, length);
+    if (closed_) {
+      if (srq_) (void)srq_->Repost(index);
+      return;
+    }
+    Status s = Repost(index);
+    if (!s.ok()) return Fail(s);
+  }
 }
 
 void RdmaTransport::OnSocketReadable(struct ev_loop*, ev_io* w, int) {
@@ -108,15 +143,8 @@ void RdmaTransport::HandleCompletions() {
     Status armed = ep_->cq()->RequestNotify();
     if (!armed.ok()) return Fail(armed);
   }
-  // Messages held while reads were paused go first, in order.
-  while (!reads_paused_ && !held_.empty()) {
-    auto [index, length] = held_.front();
-    held_.pop_front();
-    Deliver(index, length);
-    if (closed_) return;
-    Status s = Repost(index);
-    if (!s.ok()) return Fail(s);
-  }
+  DeliverHeld();
+  if (closed_) return;
   WorkCompletion wc[32];
   for (;;) {
     Result<int> n = ep_->cq()->Poll(wc, 32);
@@ -138,24 +166,95 @@ void RdmaTransport::HandleCompletions() {
     }
     if (*n < 32) break;
   }
+  AfterCompletions();
+}
+
+void RdmaTransport::AfterCompletions() {
   SendGrantIfDue();
-  if (closed_) return;
-  if (wants_writable_ && window_.CanSendData() && ep_->send_pool()->free_blocks() > 1) {
-    wants_writable_ = false;
-    host_->OnWritable();
+  if (closed_ || !wants_writable_) return;
+  if (!window_.CanSendData()) return;  // grants come with a received message
+  if (send_pool()->free_blocks() <= 1) {
+    // SRQ mode: the reactor's send blocks went to other connections; ask again.
+    if (srq_) srq_->WaitForSendBlock(this);
+    return;
   }
+  if (srq_ && in_flight_sends_ + 1 >= ep_->send_queue_depth()) return;  // our completions come
+  wants_writable_ = false;
+  host_->OnWritable();
+}
+
+void RdmaTransport::OnSrqSendDone(uint32_t block, WcStatus status) {
+  send_pool()->Return(block);
+  if (in_flight_sends_ > 0) --in_flight_sends_;
+  if (status != WcStatus::kSuccess) {
+    Fail(Status::NetworkError("RDMA send failed", WcStatusName(status)));
+  }
+}
+
+void RdmaTransport::OnSrqReceive(uint32_t block, uint32_t length, WcStatus status) {
+  if (closed_) return;
+  if (status != WcStatus::kSuccess) {
+    (void)srq_->Repost(block);
+    return Fail(Status::NetworkError("RDMA receive failed", WcStatusName(status)));
+  }
+  // The message used one of the grants the peer held.
+  if (peer_credits_ > 0) --peer_credits_;
+  srq_->Release(1);
+  HandleReceive(block, length);
+}
+
+void RdmaTransport::TopUp() {
+  if (closed_) return;
+  const uint32_t have = peer_credits_ + window_.owed();
+  if (have >= target_) return;
+  const uint32_t got = srq_->Reserve(target_ - have);
+  window_.Reposted(got);
+  if (have + got < target_) srq_->WaitForCredits(this);
+}
+
+void RdmaTransport::OnSrqCreditsAvailable() {
+  TopUp();
+  AfterCompletions();
+}
+
+uint32_t RdmaTransport::SpendCredit() {
+  const uint32_t grant = window_.Spend();
+  if (srq_) peer_credits_ += grant;
+  return grant;
+}
+
+uint8_t RdmaTransport::CreditRequest() {
+  // Asked before this message's credit is spent: soft at half the initial credits, hard when
+  // this is the last one that may go.
+  if (!peer_srq_ || request_pending_) return 0;
+  const uint32_t left = window_.credits() - 1;
+  if (left >= peer_initial_credits_ / 2) return 0;
+  request_pending_ = true;
+  ++credit_requests_;
+  return left <= 1 ? 2 : 1;
 }
 
 void RdmaTransport::HandleReceive(uint32_t index, uint32_t length) {
   if (length < kMessageHeaderSize) {
+    if (srq_) (void)srq_->Repost(index);  // the reactor's block: back to the SRQ
     host_->OnProtocolError(Status::Corruption("RDMA message shorter than its header"));
     return;
   }
-  const uint8_t* p = ep_->receive_pool()->block(index);
-  window_.Granted((uint32_t{p[4]} << 24) | (uint32_t{p[5]} << 16) | (uint32_t{p[6]} << 8) | p[7]);
+  const uint8_t* p = receive_block(index);
+  const uint32_t granted =
+      (uint32_t{p[4]} << 24) | (uint32_t{p[5]} << 16) | (uint32_t{p[6]} << 8) | p[7];
+  window_.Granted(granted);
+  if (granted > 0) request_pending_ = false;
   if (p[0] != kKindData && p[0] != kKindGrant) {
+    if (srq_) (void)srq_->Repost(index);
     host_->OnProtocolError(Status::Corruption("unknown RDMA message kind"));
     return;
+  }
+  if (srq_ && p[1] != 0) {
+    // The peer asks for more: soft adds half the initial grant, hard doubles (to the cap).
+    const uint32_t raised = p[1] == 2 ? target_ * 2 : target_ + std::max(1u, target_ / 2);
+    target_ = std::min(raised, srq_->options().max_credits);
+    TopUp();
   }
   if (reads_paused_ && p[0] == kKindData) {
     // Not reposted: the peer runs out of credits and stops, which is the backpressure.
@@ -163,13 +262,16 @@ void RdmaTransport::HandleReceive(uint32_t index, uint32_t length) {
     return;
   }
   Deliver(index, length);
-  if (closed_) return;
+  if (closed_) {
+    if (srq_) (void)srq_->Repost(index);
+    return;
+  }
   Status s = Repost(index);
   if (!s.ok()) Fail(s);
 }
 
 void RdmaTransport::Deliver(uint32_t index, uint32_t length) {
-  const uint8_t* p = ep_->receive_pool()->block(index);
+  const uint8_t* p = receive_block(index);
   if (p[0] != kKindData) return;
   host_->OnBytesReceived(length, MonoTime::Now());
   const uint8_t* data = p + kMessageHeaderSize;
@@ -196,13 +298,19 @@ void RdmaTransport::Deliver(uint32_t index, uint32_t length) {
 }
 
 Status RdmaTransport::Repost(uint32_t index) {
-  RRPC_RETURN_NOT_OK(ep_->PostReceive(index));
-  window_.Reposted();
+  if (!srq_) {
+    RRPC_RETURN_NOT_OK(ep_->PostReceive(index));
+    window_.Reposted();
+    return Status::OK();
+  }
+  // The buffer goes back to the pool; the peer gets it back one-for-one below its target.
+  RRPC_RETURN_NOT_OK(srq_->Repost(index));
+  TopUp();
   return Status::OK();
 }
 
 Status RdmaTransport::PostSend(uint32_t index, uint32_t length) {
-  Sge sge = ep_->send_pool()->sge(index, length);
+  Sge sge = send_pool()->sge(index, length);
   SendWr wr;
   wr.wr_id = kSendBit | index;
   wr.sg_list = &sge;
@@ -216,16 +324,26 @@ Status RdmaTransport::PostSend(uint32_t index, uint32_t length) {
     if (metrics_.posted_send_bytes) metrics_.posted_send_bytes->Record(length);
   }
   Status s = ep_->qp()->PostSend(wr);
-  if (!s.ok()) ep_->send_pool()->Return(index);
+  if (!s.ok()) {
+    send_pool()->Return(index);
+  } else {
+    ++in_flight_sends_;
+  }
   return s;
 }
 
 void RdmaTransport::SendGrantIfDue() {
-  if (!window_.GrantDue()) return;
+  if (closed_ || !window_.GrantDue()) return;
   uint32_t index;
-  // One send block is always left for this (Write never takes the last).
-  if (!ep_->send_pool()->Take(&index)) return;
-  EncodeHeader(ep_->send_pool()->block(index), kKindGrant, window_.Spend());
+  // One send block (and SQ slot) is always left for this (Write never takes the last); in SRQ
+  // mode the reactor's blocks return as other sends complete.
+  if (srq_ && in_flight_sends_ >= ep_->send_queue_depth()) return;
+  if (!send_pool()->Take(&index)) {
+    if (srq_) srq_->WaitForSendBlock(this);
+    return;
+  }
+  const uint8_t request = CreditRequest();
+  EncodeHeader(send_pool()->block(index), kKindGrant, SpendCredit(), request);
   ++grant_messages_;
   Status s = PostSend(index, kMessageHeaderSize);
   if (!s.ok()) Fail(s);
@@ -238,11 +356,16 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
   int i = 0;
   size_t off = 0;  // into iov[i]
   size_t taken = 0;
-  RegisteredBlockPool* pool = ep_->send_pool();
+  RegisteredBlockPool* pool = send_pool();
   while (i < niov) {
     // A credit (never the last unless this message grants), and a send block (never the last:
     // it is kept for grants, so they can't starve).
-    if (!window_.CanSendData() || pool->free_blocks() <= 1) break;
+    if (!window_.CanSendData()) break;
+    if (pool->free_blocks() <= 1) {
+      if (srq_) srq_->WaitForSendBlock(this);
+      break;
+    }
+    if (srq_ && in_flight_sends_ + 1 >= ep_->send_queue_depth()) break;
     uint32_t index;
     pool->Take(&index);
     uint8_t* block = pool->block(index);
@@ -257,7 +380,8 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
         off = 0;
       }
     }
-    EncodeHeader(block, kKindData, window_.Spend());
+    const uint8_t request = CreditRequest();
+    EncodeHeader(block, kKindData, SpendCredit(), request);
     RRPC_RETURN_NOT_OK(PostSend(index, static_cast<uint32_t>(kMessageHeaderSize + n)));
     taken += n;
   }
@@ -268,18 +392,37 @@ void RdmaTransport::PauseReading(bool paused) {
   if (paused == reads_paused_) return;
   reads_paused_ = paused;
   // Held messages are delivered from the loop, not from inside the connection's call.
-  if (!paused && started_ && !closed_) ev_feed_event(loop_, &channel_watcher_, EV_READ);
+  if (!paused && started_ && !closed_) {
+    if (srq_) {
+      ev_idle_start(loop_, &idle_watcher_);
+    } else {
+      ev_feed_event(loop_, &channel_watcher_, EV_READ);
+    }
+  }
 }
 
 void RdmaTransport::Close() {
   if (closed_) return;
   closed_ = true;
   if (started_) {
-    ev_io_stop(loop_, &channel_watcher_);
     ev_io_stop(loop_, &socket_watcher_);
     ev_idle_stop(loop_, &idle_watcher_);
-    // A fed event still pending for the watcher must not fire after it is gone.
-    ev_clear_pending(loop_, &channel_watcher_);
+    if (!srq_) {
+      ev_io_stop(loop_, &channel_watcher_);
+      // A fed event still pending for the watcher must not fire after it is gone.
+      ev_clear_pending(loop_, &channel_watcher_);
+    }
+  }
+  if (srq_) {
+    // Held blocks go back to the SRQ; the QP flushes its sends into the shared CQ and stays
+    // with the context until they are in; the peer's grants return to the pool.
+    for (auto& [index, length] : held_) (void)srq_->Repost(index);
+    held_.clear();
+    (void)ep_->qp()->ToError();
+    const uint32_t qp_num = ep_->qp()->qp_num();
+    srq_->Retire(qp_num, std::move(ep_), in_flight_sends_, peer_credits_ + window_.owed());
+    socket_.Close();
+    return;
   }
   // The queue pair goes first (in-flight requests die with it), then the memory and the CQ.
   ep_.reset();
@@ -291,8 +434,15 @@ void RdmaTransport::Describe(std::vector<std::pair<std::string, std::string>>* o
   if (ep_ == nullptr) return;
   out->emplace_back("credits", std::to_string(window_.credits()));
   out->emplace_back("grants owed", std::to_string(window_.owed()));
-  out->emplace_back("receive buffers", std::to_string(ep_->options().receive_buffers) + " x " +
-                                           std::to_string(ep_->options().buffer_size) + " B");
+  if (srq_) {
+    out->emplace_back("receive mode", "srq");
+    out->emplace_back("peer credits / target",
+                      std::to_string(peer_credits_) + " / " + std::to_string(target_));
+  } else {
+    out->emplace_back("receive buffers", std::to_string(ep_->options().receive_buffers) + " x " +
+                                             std::to_string(ep_->options().buffer_size) + " B");
+  }
+  if (peer_srq_) out->emplace_back("credit requests sent", std::to_string(credit_requests_));
   out->emplace_back("inline cap", std::to_string(ep_->inline_cap()));
   out->emplace_back("inline sends", std::to_string(inline_sends_));
   out->emplace_back("posted sends", std::to_string(posted_sends_));

@@ -7,7 +7,14 @@
 // reactor (or, in busy-poll mode, by polling every loop iteration). The TCP socket of the
 // bootstrap stays open and watched: its close is the peer's death, any byte on it an error.
 //
-// Each message starts with an 8-byte header: kind (1 data, 2 grant only), 3 zero bytes, and the
+// SRQ mode (srq_context.h): the receive blocks, send blocks and CQs are the reactor's, the
+// SrqContext hands this connection its completions, and the grants it owes come from the
+// reactor's ledger: a consumed buffer is granted back one-for-one up to the peer's target, which
+// starts at the initial grant and rises on the peer's credit requests (served from the free part
+// of the pool, waiting while there is none).
+//
+// Each message starts with an 8-byte header: kind (1 data, 2 grant only), a credit request (0
+// none, 1 soft, 2 hard; only sent to a peer whose receives are SRQ), 2 zero bytes, and the
 // credits it grants (big-endian 32 bits); docs/wire-format.md.
 // Reactor thread only (capabilities().concurrent_write is false).
 #pragma once
@@ -45,7 +52,13 @@ struct RdmaTransportOptions {
   const char* backend = "soft";  // for /connections
 };
 
-class RdmaTransport final : public rpc::Transport {
+// SRQ mode: the reactor's context and the grant reserved for the peer at the bootstrap.
+struct SrqBinding {
+  std::shared_ptr<SrqContext> context;  // nullptr: private receive queue
+  uint32_t initial_grant = 0;
+};
+
+class RdmaTransport final : public rpc::Transport, private SrqClient {
  public:
   // `endpoint` is connected to the peer, which posted `peer_credits` receive buffers of
   // `peer_buffer_size` bytes; `keep_alive` is held until the transport is gone (the device, and
@@ -53,7 +66,7 @@ class RdmaTransport final : public rpc::Transport {
   RdmaTransport(std::unique_ptr<RdmaEndpoint> endpoint, Socket bootstrap_socket,
                 uint32_t peer_credits, uint32_t peer_buffer_size,
                 const RdmaTransportOptions& options, RdmaSendMetrics metrics,
-                std::shared_ptr<void> keep_alive);
+                std::shared_ptr<void> keep_alive, SrqBinding srq = {}, bool peer_srq = false);
   ~RdmaTransport() override;
 
   const char* name() const override { return "rdma"; }
@@ -81,6 +94,24 @@ class RdmaTransport final : public rpc::Transport {
   Status PostSend(uint32_t index, uint32_t length);
   void SendGrantIfDue();
   void Fail(const Status& status);
+  // Grants due, then the host told it may write when a message could go.
+  void AfterCompletions();
+  RegisteredBlockPool* send_pool() const { return srq_ ? srq_->send_pool() : ep_->send_pool(); }
+  const uint8_t* receive_block(uint32_t index) const {
+    return srq_ ? srq_->receive_block(index) : ep_->receive_pool()->block(index);
+  }
+  // Spends a credit; the grants the message carries (SRQ mode: now held by the peer).
+  uint32_t SpendCredit();
+  // The credit request byte for the next message (0 unless the peer's receives are SRQ).
+  uint8_t CreditRequest();
+  // SRQ mode: reserves grants from the pool up to the peer's target; waits when there are none.
+  void TopUp();
+  void DeliverHeld();
+  // SrqClient.
+  void OnSrqSendDone(uint32_t block, WcStatus status) override;
+  void OnSrqReceive(uint32_t block, uint32_t length, WcStatus status) override;
+  void OnSrqBatchDone() override { AfterCompletions(); }
+  void OnSrqCreditsAvailable() override;
 
   std::unique_ptr<RdmaEndpoint> ep_;  // nullptr once closed
   Socket socket_;
@@ -101,6 +132,17 @@ class RdmaTransport final : public rpc::Transport {
   bool reads_paused_ = false;
   // Received while reads were paused: (block index, length), delivered and reposted on resume.
   std::deque<std::pair<uint32_t, uint32_t>> held_;
+  // SRQ mode (receive side): grants the peer holds, and how many it should hold.
+  std::shared_ptr<SrqContext> srq_;
+  uint32_t peer_credits_ = 0;
+  uint32_t target_ = 0;
+  uint32_t in_flight_sends_ = 0;
+  bool attached_ = false;
+  // Send side: the peer's receives are SRQ (it takes credit requests); one request at a time.
+  const bool peer_srq_;
+  const uint32_t peer_initial_credits_;
+  bool request_pending_ = false;
+  uint64_t credit_requests_ = 0;
   uint64_t inline_sends_ = 0;
   uint64_t posted_sends_ = 0;
   uint64_t grant_messages_ = 0;

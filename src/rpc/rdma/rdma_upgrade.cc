@@ -25,14 +25,44 @@ FallbackReason RdmaUpgrade::OpenDevice() {
 }
 
 FallbackReason RdmaUpgrade::MakeEndpoint() {
-  Result<std::unique_ptr<RdmaEndpoint>> ep =
-      RdmaEndpoint::Create(device_->context.get(), device_->pd.get(), factory_->options().endpoint);
+  const RdmaOptions& o = factory_->options();
+  Result<std::unique_ptr<RdmaEndpoint>> ep = Status::IllegalState("no endpoint");
+  if (o.use_srq && !o.transport.busy_poll) {
+    // SRQ mode: the reactor's SRQ, with the peer's initial grant reserved in its pool.
+    Result<std::shared_ptr<SrqContext>> srq = factory_->SrqForThisThread(device_);
+    if (!srq.ok()) {
+      factory_->CountFallback(FallbackReason::kResources, srq.status());
+      return FallbackReason::kResources;
+    }
+    if (!(*srq)->ReserveInitial(o.srq.initial_credits)) {
+      factory_->CountFallback(FallbackReason::kResources,
+                              Status::ServiceUnavailable("the reactor's SRQ pool is at its cap "
+                                                         "(rdma_srq_max_memory)"));
+      return FallbackReason::kResources;
+    }
+    srq_ = std::move(srq).value();
+    srq_grant_ = o.srq.initial_credits;
+    ep = RdmaEndpoint::CreateShared(device_->context.get(), device_->pd.get(), o.endpoint,
+                                    srq_.get());
+  } else {
+    ep = RdmaEndpoint::Create(device_->context.get(), device_->pd.get(), o.endpoint);
+  }
+  if (ep.ok() && srq_ != nullptr) srq_->Expect((*ep)->qp()->qp_num());
   if (!ep.ok()) {
+    DropEndpoint();
     factory_->CountFallback(FallbackReason::kResources, ep.status());
     return FallbackReason::kResources;
   }
   endpoint_ = std::move(ep).value();
   return FallbackReason::kNone;
+}
+
+void RdmaUpgrade::DropEndpoint() {
+  if (srq_ != nullptr && endpoint_ != nullptr) srq_->Forget(endpoint_->qp()->qp_num());
+  endpoint_.reset();
+  if (srq_ != nullptr) srq_->Release(srq_grant_);
+  srq_.reset();
+  srq_grant_ = 0;
 }
 
 BootstrapMessage RdmaUpgrade::LocalMessage() const {
@@ -41,7 +71,8 @@ BootstrapMessage RdmaUpgrade::LocalMessage() const {
   m.qp = endpoint_->address();
   m.path_mtu = endpoint_->port().active_mtu;
   m.buffer_size = endpoint_->options().buffer_size;
-  m.credits = endpoint_->options().receive_buffers +
+  m.srq = srq_ != nullptr;
+  m.credits = (srq_ != nullptr ? srq_grant_ : endpoint_->options().receive_buffers) +
               endpoint_->options().extra_advertised_credits_for_tests;
   m.send_queue_depth = endpoint_->send_queue_depth();
   m.inline_cap = endpoint_->inline_cap();
@@ -51,7 +82,7 @@ BootstrapMessage RdmaUpgrade::LocalMessage() const {
 
 std::string RdmaUpgrade::Fallback(FallbackReason reason, const Status& detail) {
   if (!detail.ok()) factory_->CountFallback(reason, detail);
-  endpoint_.reset();
+  DropEndpoint();
   BootstrapMessage m;
   m.fallback = true;
   m.reason = reason;
@@ -106,7 +137,7 @@ Status RdmaUpgrade::Accept(Slice answer) {
           peer_.reason == FallbackReason::kNone ? FallbackReason::kDisabled : peer_.reason,
           Status::NotSupported("the server can't use RDMA"));
     }
-    endpoint_.reset();
+    DropEndpoint();
     return Status::OK();
   }
   if (endpoint_ == nullptr) {
@@ -131,7 +162,7 @@ Status RdmaUpgrade::Accept(Slice answer) {
                             : peer_.nonce != nonce_ ? FallbackReason::kNonce
                                                     : FallbackReason::kConnect,
                             fail);
-    endpoint_.reset();
+    DropEndpoint();
     return fail.CloneAndPrepend("RDMA bootstrap");
   }
   agreed_ = true;
@@ -143,7 +174,7 @@ void RdmaUpgrade::PeerDeclined() {
     factory_->CountFallback(FallbackReason::kDisabled,
                             Status::NotSupported("the server has RDMA off"));
   }
-  endpoint_.reset();
+  DropEndpoint();
 }
 
 Result<std::unique_ptr<rpc::Transport>> RdmaUpgrade::Upgrade(rpc::DetachedStream stream) {
@@ -153,9 +184,11 @@ Result<std::unique_ptr<rpc::Transport>> RdmaUpgrade::Upgrade(rpc::DetachedStream
   }
   RdmaTransportOptions topts = factory_->options().transport;
   topts.backend = factory_->options().backend == RdmaBackend::kSoft ? "soft" : "verbs";
+  SrqBinding binding{std::move(srq_), srq_grant_};
+  srq_grant_ = 0;  // the transport owns the grant now
   return std::unique_ptr<rpc::Transport>(new RdmaTransport(
       std::move(endpoint_), std::move(stream.socket), peer_.credits, peer_.buffer_size, topts,
-      factory_->send_metrics(), factory_->KeepAlive(device_)));
+      factory_->send_metrics(), factory_->KeepAlive(device_), std::move(binding), peer_.srq));
 }
 
 }  // namespace rrpc::rdma

@@ -17,6 +17,7 @@ namespace rrpc::rdma {
 class RdmaUpgrade final : public rpc::TransportUpgrade {
  public:
   explicit RdmaUpgrade(RdmaTransportFactory* factory) : factory_(factory) {}
+  ~RdmaUpgrade() override { DropEndpoint(); }
 
   std::string Offer() override;
   std::string Answer(Slice offer) override;
@@ -32,10 +33,14 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   FallbackReason MakeEndpoint();
   BootstrapMessage LocalMessage() const;
   std::string Fallback(FallbackReason reason, const Status& detail);
+  // Gives up the endpoint and, in SRQ mode, the initial grant reserved for the peer.
+  void DropEndpoint();
 
   RdmaTransportFactory* const factory_;
   std::shared_ptr<RdmaDevice> device_;
   std::unique_ptr<RdmaEndpoint> endpoint_;
+  std::shared_ptr<SrqContext> srq_;  // SRQ mode: this reactor's
+  uint32_t srq_grant_ = 0;           // reserved in srq_ for the peer
   BootstrapMessage peer_;
   uint64_t nonce_ = 0;
   bool agreed_ = false;

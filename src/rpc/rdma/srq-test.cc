@@ -1,0 +1,293 @@
+// SRQ mode on the software backend, end to end through messengers: one shared receive queue per
+// reactor serving many connections, the pool growing to its cap and no further while calls wait,
+// bursts from many peers at once, private-RQ and SRQ peers mixed, teardown returning every
+// buffer. Every test runs with rnr_retry = 0: a grant beyond the posted receives fails loudly.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rpc/rdma/rdma_factory.h"
+#include "rpc/testing/rpc-test-util.h"
+#include "util/countdown_latch.h"
+#include "util/metrics/metric_entity.h"
+#include "util/metrics/metric_registry.h"
+#include "util/metrics/snapshot.h"
+
+namespace rrpc::rpc {
+namespace {
+
+using rdma::RdmaOptions;
+using rdma::RdmaTransportFactory;
+
+std::string Pattern(size_t n, int seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; i++) s[i] = static_cast<char>((i * 7 + seed * 13 + (i >> 10)) & 0xff);
+  return s;
+}
+
+RdmaOptions Srq(bool on) {
+  RdmaOptions o;
+  o.endpoint.buffer_size = 1024;
+  o.endpoint.receive_buffers = 8;
+  o.endpoint.send_buffers = 8;
+  o.endpoint.rnr_retry = 0;
+  o.use_srq = on;
+  o.srq.chunk_blocks = 64;
+  o.srq.reserve = 4;
+  o.srq.initial_credits = 4;
+  o.srq.max_credits = 16;
+  o.srq.send_buffers = 64;
+  o.srq.max_memory = 8 << 20;
+  return o;
+}
+
+class SrqTest : public RpcTestBase {
+ protected:
+  // A server on 0.0.0.0 (so that 127.0.x.y are distinct remotes, one connection each).
+  void StartSrvr(const RdmaOptions& o) {
+    server_factory_ = std::make_shared<RdmaTransportFactory>(o);
+    MessengerOptions so;
+    so.num_reactors = 1;
+    so.service_queue_length = 4096;
+    so.transport_factory = server_factory_;
+    so.name = "server";
+    auto built = MessengerBuilder(so).Build();
+    ASSERT_TRUE(built.ok()) << built.status().ToString();
+    server_ = std::move(built).value();
+    ASSERT_TRUE(server_->RegisterService(std::make_unique<TestEchoService>()).ok());
+    Sockaddr any = Sockaddr::Parse("0.0.0.0:0").value();
+    ASSERT_TRUE(server_->Listen(any, &server_addr_).ok());
+  }
+  std::shared_ptr<Messenger> NewClient(const RdmaOptions& o,
+                                       std::shared_ptr<RdmaTransportFactory>* factory) {
+    *factory = std::make_shared<RdmaTransportFactory>(o);
+    MessengerOptions co;
+    co.num_reactors = 1;
+    co.transport_factory = *factory;
+    co.name = "client";
+    return MessengerBuilder(co).Build().value();
+  }
+  // The i-th distinct loopback address of the server.
+  Sockaddr Remote(int i) const {
+    return Sockaddr::Parse("127.0." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1) +
+                           ":" + std::to_string(server_addr_.port()))
+        .value();
+  }
+  // `calls` async echoes per connection to remotes [0, conns), all at once; every response
+  // checked.
+  void Burst(const std::shared_ptr<Messenger>& client, int conns, int calls, size_t size) {
+    const int n = conns * calls;
+    std::vector<rtest::EchoRequestPB> reqs(n);
+    std::vector<rtest::EchoResponsePB> resps(n);
+    std::vector<RpcController> ctls(n);
+    CountDownLatch done(n);
+    std::vector<rtest::EchoServiceProxy> proxies;
+    for (int c = 0; c < conns; c++) proxies.emplace_back(client, Remote(c));
+    for (int i = 0; i < n; i++) {
+      reqs[i].set_data(Pattern(size + i % 7, i));
+      ctls[i].set_timeout(MonoDelta::FromSeconds(120));
+      proxies[i % conns].EchoAsync(reqs[i], &resps[i], &ctls[i], [&done] { done.CountDown(); });
+    }
+    if (!done.WaitFor(MonoDelta::FromSeconds(120))) {
+      // What each side holds, to tell a credit stall from a slow machine.
+      for (auto* m : {client.get(), server_.get()}) {
+        for (const auto& c : m->DumpConnections()) {
+          if (c.calls_in_flight == 0 && m == client.get()) continue;
+          std::string d =
+              c.direction + " " + c.remote + " calls=" + std::to_string(c.calls_in_flight);
+          for (auto& [k, v] : c.transport_details) d += " " + k + "=" + v;
+          fprintf(stderr, "STUCK %s\n", d.c_str());
+        }
+      }
+      for (auto* f : {server_factory_.get()}) {
+        for (auto& x : f->SrqStatsSnapshot()) {
+          fprintf(stderr, "SRQ posted=%lu pool=%lu granted=%lu waits=%lu conns=%lu\n",
+                  x.posted_receives, x.pool_bytes, x.grants_outstanding, x.credit_waits,
+                  x.connections);
+        }
+      }
+      FAIL();
+    }
+    for (int i = 0; i < n; i++) {
+      ASSERT_TRUE(ctls[i].status().ok()) << i << ": " << ctls[i].status().ToString();
+      ASSERT_EQ(resps[i].data(), reqs[i].data()) << i;
+    }
+  }
+  static RdmaTransportFactory::SrqSnapshot One(const RdmaTransportFactory& f) {
+    auto v = f.SrqStatsSnapshot();
+    EXPECT_EQ(v.size(), 1u);
+    return v.empty() ? RdmaTransportFactory::SrqSnapshot{} : v[0];
+  }
+  // Waits until the server's SRQ has no connection and every block is posted again.
+  void ExpectAllReturned() {
+    RdmaTransportFactory::SrqSnapshot s{};
+    for (int i = 0; i < 2000; i++) {
+      s = One(*server_factory_);
+      if (s.connections == 0 && s.grants_outstanding == 0 &&
+          s.posted_receives * 1024 == s.pool_bytes) {
+        break;
+      }
+      SleepFor(MonoDelta::FromMilliseconds(5));
+    }
+    EXPECT_EQ(s.connections, 0u);
+    EXPECT_EQ(s.grants_outstanding, 0u);
+    EXPECT_EQ(s.posted_receives * 1024, s.pool_bytes);
+  }
+  std::string TransportOf(const std::shared_ptr<Messenger>& m) {
+    auto conns = m->DumpConnections();
+    return conns.empty() ? "none" : conns[0].transport;
+  }
+  std::shared_ptr<RdmaTransportFactory> server_factory_;
+};
+
+TEST_F(SrqTest, EchoesEverySizeClassOverSrqOnBothSides) {
+  StartSrvr(Srq(true));
+  std::shared_ptr<RdmaTransportFactory> cf;
+  auto client = NewClient(Srq(true), &cf);
+  rtest::EchoServiceProxy proxy(client, Remote(0));
+  for (size_t size : {0, 1, 100, 1000, 1016, 5000, 200000}) {
+    rtest::EchoRequestPB req;
+    req.set_data(Pattern(size, static_cast<int>(size)));
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    ctl.set_timeout(MonoDelta::FromSeconds(60));
+    ASSERT_TRUE(proxy.Echo(req, &resp, &ctl).ok()) << size << ": " << ctl.status().ToString();
+    ASSERT_EQ(resp.data(), req.data()) << size;
+  }
+  EXPECT_EQ(TransportOf(client), "rdma");
+  EXPECT_EQ(One(*cf).connections, 1u);
+  EXPECT_EQ(One(*server_factory_).connections, 1u);
+  // The reactor's gauges, as /metrics shows them.
+  EntitySnapshot snap;
+  server_factory_->metric_registry()->FindOrCreateEntity("rdma_srq", "reactor-0")->ReadInto(&snap);
+  std::map<std::string, int64_t> gauges;
+  for (const auto& m : snap.metrics) gauges[m.prototype->name] = m.value;
+  EXPECT_EQ(gauges["rdma_srq_connections"], 1);
+  EXPECT_EQ(gauges["rdma_srq_pool_bytes"], 64 * 1024);
+  EXPECT_GE(gauges["rdma_srq_posted_receives"], 60);
+  EXPECT_GE(gauges["rdma_srq_grants_outstanding"], 4);
+  EXPECT_EQ(gauges.count("rdma_srq_credit_waits"), 1u);
+  client->Shutdown();
+  ExpectAllReturned();
+}
+
+// 1,000 connections on one reactor on each side, one call each at once (a burst from 1,000
+// peers with rnr_retry = 0), then a second round; the server's pool stays far below 1,000
+// private receive queues' worth.
+TEST_F(SrqTest, AThousandConnectionsOnOneReactor) {
+  StartSrvr(Srq(true));
+  std::shared_ptr<RdmaTransportFactory> cf;
+  auto client = NewClient(Srq(true), &cf);
+  constexpr int kConns = 1000;
+  Burst(client, kConns, 1, 64);
+  Burst(client, kConns, 2, 300);
+  EXPECT_EQ(client->DumpConnections().size(), static_cast<size_t>(kConns));
+  for (const auto& c : client->DumpConnections()) ASSERT_EQ(c.transport, "rdma");
+  auto s = One(*server_factory_);
+  EXPECT_EQ(s.connections, static_cast<uint64_t>(kConns));
+  // Initial grants (4 each) plus the reserve, rounded up to chunks: 4,032 + 64 blocks at most.
+  EXPECT_LE(s.pool_bytes, static_cast<uint64_t>((kConns * 4 + 4) / 64 + 1) * 64 * 1024);
+  EXPECT_LE(s.grants_outstanding + 4, s.posted_receives);  // the reserve (4) never granted
+  client->Shutdown();
+  ExpectAllReturned();
+}
+
+// A small cap: the busy peers ask for more credits than the pool can hold; the pool grows to
+// the cap and no further, top-ups wait, every call completes.
+TEST_F(SrqTest, PoolGrowsToItsCapAndCallsWaitThenComplete) {
+  RdmaOptions so = Srq(true);
+  so.srq.chunk_blocks = 16;
+  so.srq.max_memory = 64 * 1024;  // 64 blocks of 1 KiB: 4 chunks
+  so.srq.initial_credits = 4;
+  so.srq.max_credits = 64;
+  StartSrvr(so);
+  std::shared_ptr<RdmaTransportFactory> cf;
+  auto client = NewClient(Srq(true), &cf);
+  Burst(client, 8, 100, 2500);  // 3 messages a call: credits run short at once
+  auto s = One(*server_factory_);
+  EXPECT_EQ(s.pool_bytes, 64u * 1024);  // at the cap
+  EXPECT_EQ(s.pool_growths, 3u);        // and no further
+  EXPECT_GT(s.credit_waits, 0u);
+  EXPECT_LE(s.grants_outstanding, 64u - 4u);
+  client->Shutdown();
+  ExpectAllReturned();
+}
+
+// A pool at its cap can't reserve a new peer's initial credits: that connection stays on TCP
+// (counted as `resources`) and its calls work; the ones that fit use the SRQ.
+TEST_F(SrqTest, ConnectionsBeyondTheCapStayOnTcp) {
+  RdmaOptions so = Srq(true);
+  so.srq.chunk_blocks = 16;
+  so.srq.max_memory = 32 * 1024;  // 32 blocks: reserve 4 + 7 peers x 4 initial credits
+  StartSrvr(so);
+  std::shared_ptr<RdmaTransportFactory> cf;
+  auto client = NewClient(Srq(true), &cf);
+  Burst(client, 10, 1, 64);  // one small call each: no credit requests, so exactly 7 fit
+  int rdma = 0;
+  for (const auto& c : client->DumpConnections()) rdma += c.transport == "rdma";
+  EXPECT_EQ(rdma, 7);
+  EXPECT_EQ(server_factory_->fallbacks(rdma::FallbackReason::kResources), 3u);
+  EXPECT_EQ(One(*server_factory_).pool_bytes, 32u * 1024);
+  client->Shutdown();
+  ExpectAllReturned();
+}
+
+// One SRQ server, a private-RQ client and an SRQ client at once; and an SRQ client against a
+// private-RQ server.
+TEST_F(SrqTest, PrivateAndSrqPeersInteroperate) {
+  StartSrvr(Srq(true));
+  std::shared_ptr<RdmaTransportFactory> f1, f2;
+  auto priv = NewClient(Srq(false), &f1);
+  auto shared = NewClient(Srq(true), &f2);
+  Burst(priv, 20, 10, 1500);
+  Burst(shared, 20, 10, 1500);
+  EXPECT_EQ(TransportOf(priv), "rdma");
+  EXPECT_EQ(TransportOf(shared), "rdma");
+  EXPECT_TRUE(f1->SrqStatsSnapshot().empty());
+  EXPECT_EQ(One(*server_factory_).connections, 40u);
+  priv->Shutdown();
+  shared->Shutdown();
+  ExpectAllReturned();
+
+  server_->Shutdown();
+  StartSrvr(Srq(false));
+  std::shared_ptr<RdmaTransportFactory> f3;
+  auto shared2 = NewClient(Srq(true), &f3);
+  Burst(shared2, 5, 20, 3000);
+  EXPECT_EQ(TransportOf(shared2), "rdma");
+  EXPECT_TRUE(server_factory_->SrqStatsSnapshot().empty());
+  shared2->Shutdown();
+}
+
+// Clients torn down with calls in flight: every callback fires once, and the server's SRQ gets
+// every block back with no grant left outstanding.
+TEST_F(SrqTest, TeardownInFlightReturnsEveryBuffer) {
+  StartSrvr(Srq(true));
+  std::shared_ptr<RdmaTransportFactory> cf;
+  auto client = NewClient(Srq(true), &cf);
+  Burst(client, 30, 1, 10);  // connections up
+  constexpr int kCalls = 300;
+  std::vector<rtest::EchoRequestPB> reqs(kCalls);
+  std::vector<rtest::EchoResponsePB> resps(kCalls);
+  std::vector<RpcController> ctls(kCalls);
+  CountDownLatch done(kCalls);
+  std::vector<rtest::EchoServiceProxy> proxies;
+  for (int c = 0; c < 30; c++) proxies.emplace_back(client, Remote(c));
+  for (int i = 0; i < kCalls; i++) {
+    reqs[i].set_data(Pattern(2000, i));
+    ctls[i].set_timeout(MonoDelta::FromSeconds(60));
+    proxies[i % 30].EchoAsync(reqs[i], &resps[i], &ctls[i], [&done] { done.CountDown(); });
+  }
+  client->Shutdown();
+  ASSERT_TRUE(done.WaitFor(MonoDelta::FromSeconds(60)));
+  ExpectAllReturned();
+  auto c = One(*cf);
+  EXPECT_EQ(c.connections, 0u);
+}
+
+}  // namespace
+}  // namespace rrpc::rpc
