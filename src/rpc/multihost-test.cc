@@ -6,6 +6,7 @@
 // calls over the real addresses, calls timing out while the link is down and working again once
 // it is back, and calls timing out (not hanging) while the server is frozen. Skipped, saying why,
 // where namespaces cannot be made (no root, no `ip`, no CAP_SYS_ADMIN in a container).
+#include <dirent.h>
 #include <fcntl.h>
 #include <gflags/gflags.h>
 #include <sched.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -162,6 +164,32 @@ class MultiHostTest : public ::testing::Test {
     return s;
   }
 
+  // SIGSTOP stops a process's threads asynchronously: kill() may return while one of them still
+  // runs (and answers a call). Waits until every thread of `pid` shows state T (stopped).
+  static bool WaitUntilStopped(pid_t pid) {
+    return WaitForCondition(
+        [pid] {
+          const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+          DIR* d = opendir(dir.c_str());
+          if (d == nullptr) return false;
+          bool all_stopped = true;
+          while (dirent* e = readdir(d)) {
+            if (e->d_name[0] == '.') continue;
+            std::ifstream stat(dir + "/" + e->d_name + "/stat");
+            std::string line;
+            std::getline(stat, line);
+            // "tid (comm) S ...": the state follows the last ')'.
+            const size_t paren = line.rfind(')');
+            if (paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'T') {
+              all_stopped = false;
+            }
+          }
+          closedir(d);
+          return all_stopped;
+        },
+        MonoDelta::FromSeconds(30));
+  }
+
   // Calls until one succeeds, for at most `limit` (a link coming back takes a moment).
   bool EventuallyServes(MonoDelta limit = MonoDelta::FromSeconds(60)) {
     return WaitForCondition([&] { return Echo("back?", MonoDelta::FromSeconds(1)).ok(); }, limit);
@@ -216,6 +244,7 @@ TEST_F(MultiHostTest, ReconnectsToAServerRestartedWhileTheLinkWasDown) {
 TEST_F(MultiHostTest, CallsToAFrozenServerTimeOutAndResumeWhenItThaws) {
   ASSERT_TRUE(Echo("before", MonoDelta::FromSeconds(30)).ok());
   ASSERT_EQ(0, kill(server_pid_, SIGSTOP));
+  ASSERT_TRUE(WaitUntilStopped(server_pid_));
   const MonoTime start = MonoTime::Now();
   Status s = Echo("frozen", MonoDelta::FromMilliseconds(300));
   EXPECT_TRUE(s.IsTimedOut()) << s.ToString();
