@@ -70,6 +70,9 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   ~RdmaTransport() override;
 
   const char* name() const override { return "rdma"; }
+  // The bytes of a frame not yet complete, copied out of receive blocks (the connection's inbound
+  // memory budget and frame progress timeout count them, as over TCP).
+  size_t buffered_bytes() const override { return reader_.buffered(); }
   rpc::TransportCapabilities capabilities() const override { return {}; }
   void Start(struct ev_loop* loop, rpc::TransportHost* host) override;
   Status ExpectPreamble(size_t bytes) override;

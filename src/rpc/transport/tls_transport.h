@@ -60,6 +60,9 @@ class TlsTransport final : public Transport {
   void PauseReading(bool paused) override;
   Result<DetachedStream> Detach() override;
   void Close() override;
+  // The decrypted bytes of a frame not yet complete (the connection's inbound memory budget and
+  // frame progress timeout count them, as over TCP).
+  size_t buffered_bytes() const override { return reader_.buffered(); }
   void Describe(std::vector<std::pair<std::string, std::string>>* out) const override;
 
   // What the socket BIO sees (it lives in the .cc); public for the BIO's callbacks.
