@@ -332,9 +332,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rpc_bench", required=True, help="the rpc-bench binary")
     parser.add_argument("--screenshot", default="rpc-bench-dashboard.png")
-    parser.add_argument("--run_seconds", type=float, default=14,
+    # Long enough for Chromium to start and draw on a loaded 2-core machine (it starts after
+    # rpc-bench, inside this window).
+    parser.add_argument("--run_seconds", type=float, default=24,
                         help="rpc-bench's measuring window")
-    parser.add_argument("--shot_after", type=float, default=11,
+    parser.add_argument("--shot_after", type=float, default=20,
                         help="seconds after rpc-bench starts serving to take the screenshot")
     parser.add_argument("--linger_seconds", type=float, default=1)
     parser.add_argument("--width", type=int, default=1280)
