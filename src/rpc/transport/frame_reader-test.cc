@@ -270,5 +270,31 @@ TEST(FrameReaderTest, LargeFramesAreReadIntoBlocksOfTheirSizeWithoutMovingBytes)
   EXPECT_EQ(64u, reader.writable_size());
 }
 
+// Seed() takes bytes handed over from another transport, however many: more than a read block
+// (once a hang: the reader slid a full block onto itself forever), onto an empty reader and onto
+// one already holding a partial frame.
+TEST(FrameReaderTest, SeedTakesMoreThanAReadBlockAtOnce) {
+  FrameReader reader(/*max_frame_size=*/1 << 20, /*read_block_size=*/64);
+  std::string stream;
+  for (int i = 0; i < 6; i++) stream += MakeFrame(40 + i * 30, i);
+  const std::string partial = MakeFrame(100, 7);
+  reader.Seed(Slice(stream + partial.substr(0, 50)));
+  std::vector<BlockSlice> frames;
+  while (true) {
+    BlockSlice frame;
+    Result<bool> next = reader.NextFrame(&frame);
+    ASSERT_TRUE(next.ok());
+    if (!*next) break;
+    frames.push_back(std::move(frame));
+  }
+  ASSERT_EQ(6u, frames.size());
+  EXPECT_EQ(Content(MakeFrame(190, 5)), frames[5].slice.ToString());
+  reader.Seed(Slice(partial.substr(50)));
+  ASSERT_TRUE(Feed(&reader, MakeFrame(3, 8), 64, &frames).ok());
+  ASSERT_EQ(8u, frames.size());
+  EXPECT_EQ(Content(partial), frames[6].slice.ToString());
+  EXPECT_EQ(Content(MakeFrame(3, 8)), frames[7].slice.ToString());
+}
+
 }  // namespace
 }  // namespace rrpc::rpc

@@ -18,7 +18,9 @@ uint8_t* FrameReader::writable_data() {
     block_ = Block::Allocate(large_frames_ ? kFrameLengthSize : read_block_size_);
     start_ = end_ = 0;
   } else if (end_ == block_->capacity()) {
-    Relocate(read_block_size_);
+    // Usually consumed frames sit at the block's front and sliding the rest over makes room. A
+    // block full from its first byte (Seed() filled it, no NextFrame() since) must grow instead.
+    Relocate(start_ > 0 ? read_block_size_ : block_->capacity() + read_block_size_);
   }
   return block_->data() + end_;
 }
@@ -75,14 +77,18 @@ std::string FrameReader::TakeBuffered() {
 }
 
 void FrameReader::Seed(Slice bytes) {
-  while (!bytes.empty()) {
-    uint8_t* dst = writable_data();
-    const size_t n = std::min(bytes.size(), writable_size());
-    memcpy(dst, bytes.data(), n);
-    CountCopy(copy_side_, CopyKind::kStream, n);
-    Commit(n);
-    bytes = Slice(bytes.data() + n, bytes.size() - n);
+  if (bytes.empty()) return;
+  // Room for all of them at once. They may be more than a read block (a detached stream can hand
+  // over several frames), and they are already held in memory, so this adds no new exposure.
+  if (!block_) {
+    block_ = Block::Allocate(std::max(read_block_size_, bytes.size()));
+    start_ = end_ = 0;
+  } else if (block_->capacity() - end_ < bytes.size()) {
+    Relocate(end_ - start_ + bytes.size());
   }
+  memcpy(block_->data() + end_, bytes.data(), bytes.size());
+  CountCopy(copy_side_, CopyKind::kStream, bytes.size());
+  end_ += bytes.size();
 }
 
 void FrameReader::Relocate(size_t needed) {
