@@ -60,11 +60,19 @@ BlockRef Block::Allocate(size_t capacity) {
     mem = malloc(sizeof(Block) + capacity);
     if (mem == nullptr) throw std::bad_alloc();
   }
-  return BlockRef(new (mem) Block(capacity));
+  return BlockRef(new (mem) Block(capacity, nullptr));
+}
+
+Block* Block::Place(void* mem, size_t capacity, BlockRecycler* recycler) {
+  return new (mem) Block(capacity, recycler);
 }
 
 void Block::Release() const {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    if (recycler_ != nullptr) {
+      recycler_->Recycle(const_cast<Block*>(this));
+      return;
+    }
     const size_t capacity = capacity_;
     this->~Block();
     void* mem = const_cast<Block*>(this);

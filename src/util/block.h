@@ -15,10 +15,24 @@ namespace rrpc {
 class Block;
 using BlockRef = scoped_refptr<Block>;
 
+// Takes back a Block placed in memory it owns (Block::Place) when its last reference goes, on
+// whichever thread drops it (e.g. an RDMA receive pool, which reposts the buffer).
+class BlockRecycler {
+ public:
+  virtual void Recycle(Block* block) = 0;
+
+ protected:
+  ~BlockRecycler() = default;
+};
+
 class Block {
  public:
   // One allocation holds the header and `capacity` bytes.
   static BlockRef Allocate(size_t capacity);
+  // A Block at `mem` (sizeof(Block) + capacity bytes owned by `recycler`): its last Release()
+  // hands it to recycler->Recycle() instead of freeing it; the recycler may lend it again with
+  // BlockRef(block).
+  static Block* Place(void* mem, size_t capacity, BlockRecycler* recycler);
 
   uint8_t* data() { return reinterpret_cast<uint8_t*>(this + 1); }
   const uint8_t* data() const { return reinterpret_cast<const uint8_t*>(this + 1); }
@@ -29,9 +43,10 @@ class Block {
   bool HasOneRef() const { return refs_.load(std::memory_order_acquire) == 1; }
 
  private:
-  explicit Block(size_t capacity) : capacity_(capacity) {}
+  Block(size_t capacity, BlockRecycler* recycler) : capacity_(capacity), recycler_(recycler) {}
   const size_t capacity_;
   mutable std::atomic<int32_t> refs_{0};
+  BlockRecycler* const recycler_;  // nullptr: heap memory, freed (or cached) on the last Release
 };
 
 // Bytes inside a Block, keeping the Block alive.

@@ -16,7 +16,8 @@ Result<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::Create(Context* ctx, Protect
       ep->cq_,
       ctx->CreateCq(static_cast<int>(o.receive_buffers + o.send_buffers + 1), ep->channel_.get()));
   RRPC_ASSIGN_OR_RETURN(ep->receive_pool_,
-                        RegisteredBlockPool::Create(pd, o.receive_buffers, o.buffer_size));
+                        RegisteredBlockPool::Create(pd, o.receive_buffers + o.spare_receive_buffers,
+                                                    o.buffer_size));
   RRPC_ASSIGN_OR_RETURN(ep->send_pool_,
                         RegisteredBlockPool::Create(pd, o.send_buffers, o.buffer_size));
   QpInitAttr attr;

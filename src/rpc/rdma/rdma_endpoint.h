@@ -19,6 +19,10 @@ struct EndpointOptions {
   uint32_t buffer_size = 16 * 1024;  // each receive and send block
   uint32_t receive_buffers = 64;     // posted for the peer: its initial credits
   uint32_t send_buffers = 64;
+  // Receive blocks beyond those posted: when a large message's block is lent to the calls reading
+  // it (zero copy), one of these is posted in its place, so the peer's credits never wait for a
+  // call to end. With none left, messages are copied out instead (RdmaTransport::Deliver).
+  uint32_t spare_receive_buffers = 16;
   uint32_t max_inline = 236;  // asked for at QP creation; the device may grant less
   uint8_t rnr_retry = 0;
   // Tests only: credits announced beyond the buffers really posted, to play a peer whose

@@ -71,7 +71,7 @@ Result<std::unique_ptr<rpc::Transport>> RdmaTransportFactory::NewClientTransport
 
 std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool server_side) {
   if (!options_.enabled) return nullptr;
-  return std::make_unique<RdmaUpgrade>(this);
+  return std::make_unique<RdmaUpgrade>(this, server_side);
 }
 
 Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(

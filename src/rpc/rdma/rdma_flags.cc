@@ -22,6 +22,10 @@ DEFINE_int32(rdma_receive_buffers, 64,
              "Receive buffers posted per connection: the peer's credits. Memory per connection "
              "is about (receive + send buffers) x buffer bytes");
 DEFINE_int32(rdma_send_buffers, 64, "Send buffers per connection (one kept for credit grants)");
+DEFINE_int32(rdma_spare_receive_buffers, 16,
+             "Receive buffers per connection beyond those posted: a large message's buffer is "
+             "lent to its calls (zero copy) while a spare is posted in its place; with none "
+             "left, messages are copied out. 0: always copy");
 DEFINE_int32(rdma_rnr_retry, 0,
              "RNR retries before a send fails (7: forever). Credits keep receives posted, so 0 "
              "makes any accounting mistake fail loudly instead of stalling");
@@ -54,11 +58,11 @@ Result<RdmaOptions> RdmaOptionsFromFlags() {
                                    FLAGS_rdma_backend);
   }
   if (FLAGS_rdma_receive_buffers < 4 || FLAGS_rdma_send_buffers < 2 ||
-      FLAGS_rdma_buffer_bytes < 256 || FLAGS_rdma_max_inline < 0 || FLAGS_rdma_rnr_retry < 0 ||
+      FLAGS_rdma_buffer_bytes < 256 || FLAGS_rdma_spare_receive_buffers < 0 || FLAGS_rdma_max_inline < 0 || FLAGS_rdma_rnr_retry < 0 ||
       FLAGS_rdma_rnr_retry > 7) {
     return Status::InvalidArgument(
-        "RDMA flags: receive buffers >= 4, send buffers >= 2, buffer bytes >= 256, "
-        "rnr_retry 0..7");
+        "RDMA flags: receive buffers >= 4, send buffers >= 2, buffer bytes >= 256, spare "
+        "receive buffers >= 0, rnr_retry 0..7");
   }
   o.verbs.device = FLAGS_rdma_device;
   o.verbs.port = FLAGS_rdma_port;
@@ -66,6 +70,7 @@ Result<RdmaOptions> RdmaOptionsFromFlags() {
   o.endpoint.buffer_size = static_cast<uint32_t>(FLAGS_rdma_buffer_bytes);
   o.endpoint.receive_buffers = static_cast<uint32_t>(FLAGS_rdma_receive_buffers);
   o.endpoint.send_buffers = static_cast<uint32_t>(FLAGS_rdma_send_buffers);
+  o.endpoint.spare_receive_buffers = static_cast<uint32_t>(FLAGS_rdma_spare_receive_buffers);
   o.endpoint.max_inline = static_cast<uint32_t>(FLAGS_rdma_max_inline);
   o.endpoint.rnr_retry = static_cast<uint8_t>(FLAGS_rdma_rnr_retry);
   o.transport.use_inline = FLAGS_rdma_inline;

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "rpc/transport/frame_format.h"
 #include "util/metrics/histogram_metric.h"
 
 namespace rrpc::rdma {
@@ -45,7 +46,9 @@ RdmaTransport::RdmaTransport(std::unique_ptr<RdmaEndpoint> endpoint, Socket boot
       peer_credits_(srq.initial_grant),
       target_(srq.initial_grant),
       peer_srq_(peer_srq),
-      peer_initial_credits_(peer_credits) {}
+      peer_initial_credits_(peer_credits) {
+  reader_.set_copy_side(options_.copy_side);
+}
 
 RdmaTransport::~RdmaTransport() { Close(); }
 
@@ -102,11 +105,12 @@ void RdmaTransport::DeliverHeld() {
   while (!closed_ && !reads_paused_ && !held_.empty()) {
     auto [index, length] = held_.front();
     held_.pop_front();
-    Deliver(index, length);
+    const bool lent = Deliver(index, length);
     if (closed_) {
       if (srq_) (void)srq_->Repost(index);
       return;
     }
+    if (lent) continue;
     Status s = Repost(index);
     if (!s.ok()) return Fail(s);
   }
@@ -261,21 +265,73 @@ void RdmaTransport::HandleReceive(uint32_t index, uint32_t length) {
     held_.emplace_back(index, length);
     return;
   }
-  Deliver(index, length);
+  const bool lent = Deliver(index, length);
   if (closed_) {
     if (srq_) (void)srq_->Repost(index);
     return;
   }
+  if (lent) return;
   Status s = Repost(index);
   if (!s.ok()) Fail(s);
 }
 
-void RdmaTransport::Deliver(uint32_t index, uint32_t length) {
+bool RdmaTransport::Deliver(uint32_t index, uint32_t length) {
   const uint8_t* p = receive_block(index);
-  if (p[0] != kKindData) return;
+  if (p[0] != kKindData) return false;
   host_->OnBytesReceived(length, MonoTime::Now());
   const uint8_t* data = p + kMessageHeaderSize;
-  size_t left = length - kMessageHeaderSize;
+  const size_t bytes = length - kMessageHeaderSize;
+  if (!srq_ && bytes >= options_.lend_min_bytes && reader_.buffered() == 0) {
+    // The whole frames at the front go by reference; a bad length ends them, and the reader
+    // reports it below.
+    size_t whole = 0;
+    while (bytes - whole >= rpc::kFrameLengthSize) {
+      const size_t frame = rpc::DecodeBigEndian32(data + whole);
+      if (frame == 0 || frame > options_.max_frame_size ||
+          frame > bytes - whole - rpc::kFrameLengthSize) {
+        break;
+      }
+      whole += rpc::kFrameLengthSize + frame;
+    }
+    if (whole > 0 && LendFrames(index, data, whole)) {
+      if (!closed_) CopyIntoReader(data + whole, bytes - whole);
+      return true;
+    }
+  }
+  CopyIntoReader(data, bytes);
+  return false;
+}
+
+bool RdmaTransport::LendFrames(uint32_t index, const uint8_t* data, size_t whole) {
+  RegisteredBlockPool* pool = ep_->receive_pool();
+  uint32_t spare;
+  if (!pool->Take(&spare)) {
+    ++copied_no_spare_;
+    return false;
+  }
+  // The spare takes the lent block's place before any call sees the frames (a callback may
+  // close the connection); the peer gets its grant as for a repost.
+  Status s = ep_->PostReceive(spare);
+  if (!s.ok()) {
+    pool->Return(spare);
+    Fail(s);
+    return true;  // the connection is failing: nothing to repost
+  }
+  window_.Reposted();
+  ++lent_messages_;
+  BlockRef block = pool->Lend(index);
+  size_t off = 0;
+  while (off < whole) {
+    const uint32_t frame = rpc::DecodeBigEndian32(data + off);
+    host_->OnFrame(BlockSlice{block, Slice(data + off + rpc::kFrameLengthSize, frame)});
+    if (closed_) return true;
+    off += rpc::kFrameLengthSize + frame;
+  }
+  return true;
+}
+
+void RdmaTransport::CopyIntoReader(const uint8_t* data, size_t left) {
+  if (left > 0) CountCopy(options_.copy_side, CopyKind::kStream, left);
   while (left > 0) {
     uint8_t* room = reader_.writable_data();
     size_t n = std::min(left, reader_.writable_size());
@@ -373,6 +429,7 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
     while (i < niov && n < max_payload_) {
       size_t c = std::min(max_payload_ - n, iov[i].iov_len - off);
       memcpy(block + kMessageHeaderSize + n, static_cast<const uint8_t*>(iov[i].iov_base) + off, c);
+      CountCopy(options_.copy_side, CopyKind::kStream, c);
       n += c;
       off += c;
       if (off == iov[i].iov_len) {
@@ -441,6 +498,9 @@ void RdmaTransport::Describe(std::vector<std::pair<std::string, std::string>>* o
   } else {
     out->emplace_back("receive buffers", std::to_string(ep_->options().receive_buffers) + " x " +
                                              std::to_string(ep_->options().buffer_size) + " B");
+    out->emplace_back("receive blocks lent now", std::to_string(ep_->receive_pool()->lent()));
+    out->emplace_back("messages by reference", std::to_string(lent_messages_));
+    out->emplace_back("copied out, no spare", std::to_string(copied_no_spare_));
   }
   if (peer_srq_) out->emplace_back("credit requests sent", std::to_string(credit_requests_));
   out->emplace_back("inline cap", std::to_string(ep_->inline_cap()));

@@ -1,17 +1,24 @@
 // RdmaTransport: a connection's frames over an RC queue pair (private receive queue). Frames are
 // cut into messages of at most one receive buffer: Write() copies the queue's bytes into
 // registered send blocks and posts them (inline when they fit the granted cap), one credit each
-// (credit_window.h); received messages are copied out of their receive block into a FrameReader,
-// which gives whole frames to the connection exactly as over TCP, and the block is reposted at
-// once (one more grant owed). Completions arrive through the CQ's channel fd, watched by the
-// reactor (or, in busy-poll mode, by polling every loop iteration). The TCP socket of the
+// (credit_window.h). Received messages go up in one of two ways (docs/rdma.md, "Zero copy"):
+//  - large (at least lend_min_bytes of payload starting at a frame boundary): the receive block is
+//    lent to the calls (RegisteredBlockPool::Lend) and every whole frame in it goes up as a
+//    BlockSlice of it, read where the NIC put it; a spare block is posted in its place, so the
+//    peer's credits don't wait for the calls; the lent block becomes a spare again when its last
+//    call lets go. With no spare left (calls hold them all) the message is copied out instead;
+//  - otherwise copied out of the block into a FrameReader and the block reposted at once; a frame
+//    longer than a block is assembled there, once, into a block of its exact size.
+// Either way one grant more is owed. Completions arrive through the CQ's channel fd, watched by
+// the reactor (or, in busy-poll mode, by polling every loop iteration). The TCP socket of the
 // bootstrap stays open and watched: its close is the peer's death, any byte on it an error.
 //
 // SRQ mode (srq_context.h): the receive blocks, send blocks and CQs are the reactor's, the
 // SrqContext hands this connection its completions, and the grants it owes come from the
 // reactor's ledger: a consumed buffer is granted back one-for-one up to the peer's target, which
 // starts at the initial grant and rises on the peer's credit requests (served from the free part
-// of the pool, waiting while there is none).
+// of the pool, waiting while there is none). Received messages are always copied out (the shared
+// pool has no spares to post in a lent block's place).
 //
 // Each message starts with an 8-byte header: kind (1 data, 2 grant only), a credit request (0
 // none, 1 soft, 2 hard; only sent to a peer whose receives are SRQ), 2 zero bytes, and the
@@ -29,6 +36,7 @@
 #include "rpc/rdma/rdma_endpoint.h"
 #include "rpc/transport/frame_reader.h"
 #include "rpc/transport/transport.h"
+#include "util/copy_counter.h"
 #include "util/socket.h"
 
 namespace rrpc {
@@ -50,6 +58,12 @@ struct RdmaTransportOptions {
   bool use_inline = true;  // post messages up to the inline cap with IBV_SEND_INLINE
   bool busy_poll = false;  // poll the CQ every loop iteration instead of sleeping on the channel
   const char* backend = "soft";  // for /connections
+  // Messages with at least this much payload are handed up by reference (zero copy) while spare
+  // receive blocks last; smaller ones are copied out (cheaper than lending below ~4 KiB).
+  uint32_t lend_min_bytes = 4096;
+  // Which side's copy counters (util/copy_counter.h) this connection's copies count on; set by
+  // the upgrade.
+  CopySide copy_side = CopySide::kServer;
 };
 
 // SRQ mode: the reactor's context and the grant reserved for the peer at the bootstrap.
@@ -90,8 +104,15 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   void HandleCompletions();
   void HandleReceive(uint32_t index, uint32_t length);
   void HandleSocket();
-  // Copies a data message's payload into the reader and hands up every whole frame.
-  void Deliver(uint32_t index, uint32_t length);
+  // Hands up a data message's frames: by reference when it is large and a spare block can be
+  // posted in its place (returns true: the block is lent, not to be reposted), else copied into
+  // the reader (returns false).
+  bool Deliver(uint32_t index, uint32_t length);
+  // Lends receive block `index` and hands up its first `whole` bytes (whole frames) by reference.
+  // False when no spare block could take its place.
+  bool LendFrames(uint32_t index, const uint8_t* data, size_t whole);
+  // Copies `bytes` into the reader and hands up every frame it completes.
+  void CopyIntoReader(const uint8_t* data, size_t bytes);
   Status Repost(uint32_t index);
   // Posts send block `index` holding `length` bytes (header included).
   Status PostSend(uint32_t index, uint32_t length);
@@ -149,6 +170,8 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   uint64_t inline_sends_ = 0;
   uint64_t posted_sends_ = 0;
   uint64_t grant_messages_ = 0;
+  uint64_t lent_messages_ = 0;      // handed up by reference
+  uint64_t copied_no_spare_ = 0;    // large but copied out: every spare block was lent
 };
 
 }  // namespace rrpc::rdma

@@ -184,6 +184,7 @@ Result<std::unique_ptr<rpc::Transport>> RdmaUpgrade::Upgrade(rpc::DetachedStream
   }
   RdmaTransportOptions topts = factory_->options().transport;
   topts.backend = factory_->options().backend == RdmaBackend::kSoft ? "soft" : "verbs";
+  topts.copy_side = server_side_ ? CopySide::kServer : CopySide::kClient;
   SrqBinding binding{std::move(srq_), srq_grant_};
   srq_grant_ = 0;  // the transport owns the grant now
   return std::unique_ptr<rpc::Transport>(new RdmaTransport(

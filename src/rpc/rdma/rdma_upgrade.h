@@ -16,7 +16,8 @@ namespace rrpc::rdma {
 
 class RdmaUpgrade final : public rpc::TransportUpgrade {
  public:
-  explicit RdmaUpgrade(RdmaTransportFactory* factory) : factory_(factory) {}
+  RdmaUpgrade(RdmaTransportFactory* factory, bool server_side)
+      : factory_(factory), server_side_(server_side) {}
   ~RdmaUpgrade() override { DropEndpoint(); }
 
   std::string Offer() override;
@@ -37,6 +38,7 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   void DropEndpoint();
 
   RdmaTransportFactory* const factory_;
+  const bool server_side_;
   std::shared_ptr<RdmaDevice> device_;
   std::unique_ptr<RdmaEndpoint> endpoint_;
   std::shared_ptr<SrqContext> srq_;  // SRQ mode: this reactor's
