@@ -191,7 +191,7 @@ TEST_F(BenchModesTest, ThroughputAndLatencyRunOverSoftwareRdma) {
     EXPECT_GT(out.completed, 0u);
   }
   for (auto* f : {server_rdma.get(), client_rdma.get()}) {
-    EXPECT_GT(f->send_metrics().posted_send_bytes->Snapshot().count(), 0u);
+    EXPECT_GT(f->metrics().posted_send_bytes->Snapshot().count(), 0u);
     EXPECT_EQ(f->fallbacks(rdma::FallbackReason::kDisabled), 0u);
   }
 }

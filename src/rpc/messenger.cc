@@ -64,6 +64,8 @@ Status Messenger::Init() {
       transport_factory_ = std::make_shared<TcpTransportFactory>(stream);
     }
   }
+  // A factory with metrics of its own (RDMA's) exports them with the messenger's.
+  if (metric_registry_ != nullptr) transport_factory_->UseMetricRegistry(metric_registry_);
   if (options_.fault_injector != nullptr) {
     transport_factory_ = std::make_shared<FaultInjectingTransportFactory>(
         std::move(transport_factory_), options_.fault_injector);

@@ -40,23 +40,67 @@ constexpr MetricPrototype METRIC_rdma_posted_send_bytes = MetricPrototype::Histo
     "rdma_posted_send_bytes", "RDMA non-inline sends", MetricUnit::kBytes,
     "Sizes of RDMA messages sent from registered memory (not inline).", 1 << 20);
 
+constexpr MetricPrototype METRIC_rdma_upgrades_total = MetricPrototype::Counter(
+    "rdma_upgrades_total", "RDMA upgrades", MetricUnit::kConnections,
+    "Connections upgraded from TCP to RDMA after the bootstrap (the others fell back: "
+    "rdma_fallbacks_total).");
+constexpr MetricPrototype METRIC_rdma_credit_waits_total = MetricPrototype::Counter(
+    "rdma_credit_waits_total", "RDMA credit waits", MetricUnit::kUnits,
+    "Times an RDMA connection had bytes to send and no credit to spend (it waits for a grant).");
+constexpr MetricPrototype METRIC_rdma_sent_bytes_total = MetricPrototype::Counter(
+    "rdma_sent_bytes_total", "RDMA bytes sent", MetricUnit::kBytes,
+    "Bytes of RDMA messages posted, headers included.");
+constexpr MetricPrototype METRIC_rdma_received_bytes_total = MetricPrototype::Counter(
+    "rdma_received_bytes_total", "RDMA bytes received", MetricUnit::kBytes,
+    "Bytes of RDMA messages received, headers included.");
+constexpr MetricPrototype METRIC_rdma_zero_copy_messages_total = MetricPrototype::Counter(
+    "rdma_zero_copy_messages_total", "RDMA messages by reference", MetricUnit::kMessages,
+    "Received RDMA messages whose frames went up to the calls in their receive block (no copy).");
+constexpr MetricPrototype METRIC_rdma_copied_no_spare_total = MetricPrototype::Counter(
+    "rdma_copied_no_spare_total", "RDMA copies, no spare", MetricUnit::kMessages,
+    "Large RDMA messages copied out because calls held every spare receive block.");
+
 }  // namespace
 
 RdmaTransportFactory::RdmaTransportFactory(RdmaOptions options)
-    : options_(std::move(options)), tcp_(options_.stream), registry_(options_.metric_registry) {
-  if (registry_ == nullptr) {
+    : options_(std::move(options)), tcp_(options_.stream) {
+  MetricRegistry* registry = options_.metric_registry;
+  if (registry == nullptr) {
     owned_registry_ = std::make_shared<MetricRegistry>();
-    registry_ = owned_registry_.get();
+    registry = owned_registry_.get();
   }
+  BindMetrics(registry);
+}
+
+void RdmaTransportFactory::UseMetricRegistry(MetricRegistry* registry) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (options_.metric_registry != nullptr || bound_to_messenger_ || registry == nullptr) return;
+  bound_to_messenger_ = true;
+  BindMetrics(registry);
+}
+
+void RdmaTransportFactory::BindMetrics(MetricRegistry* registry) {
+  registry_ = registry;
   for (size_t r = 1; r < fallbacks_.size(); ++r) {
     auto entity = registry_->FindOrCreateEntity("rdma_fallback",
                                                 FallbackReasonName(static_cast<FallbackReason>(r)));
     fallbacks_[r] = entity->FindOrCreateCounter(&METRIC_rdma_fallbacks_total);
   }
+  auto conns = registry_->FindOrCreateEntity("rdma", "connections");
+  upgrades_ = conns->FindOrCreateCounter(&METRIC_rdma_upgrades_total);
+  metrics_.credit_waits = conns->FindOrCreateCounter(&METRIC_rdma_credit_waits_total);
   auto sends = registry_->FindOrCreateEntity("rdma", "sends");
-  send_metrics_.inline_send_bytes = sends->FindOrCreateHistogram(&METRIC_rdma_inline_send_bytes);
-  send_metrics_.posted_send_bytes = sends->FindOrCreateHistogram(&METRIC_rdma_posted_send_bytes);
+  metrics_.inline_send_bytes = sends->FindOrCreateHistogram(&METRIC_rdma_inline_send_bytes);
+  metrics_.posted_send_bytes = sends->FindOrCreateHistogram(&METRIC_rdma_posted_send_bytes);
+  metrics_.sent_bytes = sends->FindOrCreateCounter(&METRIC_rdma_sent_bytes_total);
+  auto receives = registry_->FindOrCreateEntity("rdma", "receives");
+  metrics_.received_bytes = receives->FindOrCreateCounter(&METRIC_rdma_received_bytes_total);
+  metrics_.lent_messages = receives->FindOrCreateCounter(&METRIC_rdma_zero_copy_messages_total);
+  metrics_.copied_no_spare =
+      receives->FindOrCreateCounter(&METRIC_rdma_copied_no_spare_total);
 }
+
+void RdmaTransportFactory::CountUpgrade() { upgrades_->Increment(); }
 
 RdmaTransportFactory::~RdmaTransportFactory() = default;
 

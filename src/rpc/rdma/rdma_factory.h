@@ -49,7 +49,9 @@ struct RdmaOptions {
   RdmaTransportOptions transport;
   // The TCP connection every RDMA connection starts on (and falls back to).
   rpc::StreamTransportOptions stream;
-  // Where the RDMA metrics go; nullptr: a registry of the factory's own (metric_registry()).
+  // Where the RDMA metrics go; nullptr: the registry of the messenger using the factory (its
+  // /metrics; the first messenger, when several share the factory), or, for a factory not used
+  // by a messenger with metrics, a registry of the factory's own (metric_registry()).
   MetricRegistry* metric_registry = nullptr;
 };
 
@@ -70,6 +72,8 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   Result<std::unique_ptr<rpc::Transport>> NewClientTransport(const Sockaddr& remote) override;
   std::unique_ptr<rpc::TransportUpgrade> NewUpgrade(bool server_side) override;
 
+  void UseMetricRegistry(MetricRegistry* registry) override;
+
   const RdmaOptions& options() const { return options_; }
   MetricRegistry* metric_registry() const { return registry_; }
   // The device, opened on first call; an error (remembered) when it can't be.
@@ -77,7 +81,9 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   // Counts and logs (the first of each reason, then every 1000th) a connection staying on TCP.
   void CountFallback(FallbackReason reason, const Status& detail);
   uint64_t fallbacks(FallbackReason reason) const;
-  RdmaSendMetrics send_metrics() const { return send_metrics_; }
+  // A connection upgraded to RDMA (counted in rrpc_rdma_upgrades_total).
+  void CountUpgrade();
+  RdmaMetrics metrics() const { return metrics_; }
   // SRQ mode: the calling reactor thread's context, made on first use.
   Result<std::shared_ptr<SrqContext>> SrqForThisThread(const std::shared_ptr<RdmaDevice>& device);
   // One per reactor that has used SRQ mode (any thread).
@@ -93,10 +99,16 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
  private:
   const RdmaOptions options_;
   rpc::TcpTransportFactory tcp_;
+  // Makes the metrics in `registry`. Before the first connection only (the constructor, then
+  // UseMetricRegistry from the messenger's Init, which happens before its reactors run).
+  void BindMetrics(MetricRegistry* registry);
+
   std::shared_ptr<MetricRegistry> owned_registry_;
-  MetricRegistry* registry_;
+  MetricRegistry* registry_ = nullptr;
+  bool bound_to_messenger_ = false;
   std::array<Counter*, 8> fallbacks_{};  // by FallbackReason
-  RdmaSendMetrics send_metrics_;
+  Counter* upgrades_ = nullptr;
+  RdmaMetrics metrics_;
   mutable std::mutex mu_;
   std::shared_ptr<RdmaDevice> device_;  // guarded by mu_
   // By reactor thread; declared after device_ so that they go first. Guarded by mu_.

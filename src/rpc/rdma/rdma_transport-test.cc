@@ -169,7 +169,7 @@ TEST_F(RdmaTransportTest, EverySendUpToTheInlineCapGoesInlineAndNoneAbove) {
     ASSERT_TRUE(Proxy().Echo(req, &resp, &ctl).ok());
   }
   for (auto* f : {client_factory_.get(), server_factory_.get()}) {
-    auto sends = f->send_metrics();
+    auto sends = f->metrics();
     Histogram in = sends.inline_send_bytes->Snapshot();
     Histogram posted = sends.posted_send_bytes->Snapshot();
     EXPECT_GT(in.count(), 0u);
@@ -184,8 +184,8 @@ TEST_F(RdmaTransportTest, InlineOffSendsNothingInline) {
   o.transport.use_inline = false;
   Start(o, o);
   ASSERT_TRUE(Echo("small").ok());
-  EXPECT_EQ(client_factory_->send_metrics().inline_send_bytes->Snapshot().count(), 0u);
-  EXPECT_GT(client_factory_->send_metrics().posted_send_bytes->Snapshot().count(), 0u);
+  EXPECT_EQ(client_factory_->metrics().inline_send_bytes->Snapshot().count(), 0u);
+  EXPECT_GT(client_factory_->metrics().posted_send_bytes->Snapshot().count(), 0u);
 }
 
 TEST_F(RdmaTransportTest, FallsBackToTcpWhenTheServerHasRdmaOff) {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "rpc/transport/frame_format.h"
+#include "util/metrics/counter.h"
 #include "util/metrics/histogram_metric.h"
 
 namespace rrpc::rdma {
@@ -31,7 +32,7 @@ void EncodeHeader(uint8_t* p, uint8_t kind, uint32_t grant, uint8_t request) {
 
 RdmaTransport::RdmaTransport(std::unique_ptr<RdmaEndpoint> endpoint, Socket bootstrap_socket,
                              uint32_t peer_credits, uint32_t peer_buffer_size,
-                             const RdmaTransportOptions& options, RdmaSendMetrics metrics,
+                             const RdmaTransportOptions& options, RdmaMetrics metrics,
                              std::shared_ptr<void> keep_alive, SrqBinding srq, bool peer_srq)
     : ep_(std::move(endpoint)),
       socket_(std::move(bootstrap_socket)),
@@ -244,6 +245,7 @@ void RdmaTransport::HandleReceive(uint32_t index, uint32_t length) {
     host_->OnProtocolError(Status::Corruption("RDMA message shorter than its header"));
     return;
   }
+  if (metrics_.received_bytes) metrics_.received_bytes->IncrementBy(length);
   const uint8_t* p = receive_block(index);
   const uint32_t granted =
       (uint32_t{p[4]} << 24) | (uint32_t{p[5]} << 16) | (uint32_t{p[6]} << 8) | p[7];
@@ -307,6 +309,7 @@ bool RdmaTransport::LendFrames(uint32_t index, const uint8_t* data, size_t whole
   uint32_t spare;
   if (!pool->Take(&spare)) {
     ++copied_no_spare_;
+    if (metrics_.copied_no_spare) metrics_.copied_no_spare->Increment();
     return false;
   }
   // The spare takes the lent block's place before any call sees the frames (a callback may
@@ -319,6 +322,7 @@ bool RdmaTransport::LendFrames(uint32_t index, const uint8_t* data, size_t whole
   }
   window_.Reposted();
   ++lent_messages_;
+  if (metrics_.lent_messages) metrics_.lent_messages->Increment();
   BlockRef block = pool->Lend(index);
   size_t off = 0;
   while (off < whole) {
@@ -384,6 +388,7 @@ Status RdmaTransport::PostSend(uint32_t index, uint32_t length) {
     send_pool()->Return(index);
   } else {
     ++in_flight_sends_;
+    if (metrics_.sent_bytes) metrics_.sent_bytes->IncrementBy(length);
   }
   return s;
 }
@@ -416,7 +421,10 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
   while (i < niov) {
     // A credit (never the last unless this message grants), and a send block (never the last:
     // it is kept for grants, so they can't starve).
-    if (!window_.CanSendData()) break;
+    if (!window_.CanSendData()) {
+      if (metrics_.credit_waits) metrics_.credit_waits->Increment();
+      break;
+    }
     if (pool->free_blocks() <= 1) {
       if (srq_) srq_->WaitForSendBlock(this);
       break;

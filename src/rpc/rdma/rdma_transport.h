@@ -40,6 +40,7 @@
 #include "util/socket.h"
 
 namespace rrpc {
+class Counter;
 class HistogramMetric;
 }
 
@@ -47,10 +48,16 @@ namespace rrpc::rdma {
 
 inline constexpr size_t kMessageHeaderSize = 8;
 
-// Counters an RDMA connection reports into (the factory's metrics); may be shared by many.
-struct RdmaSendMetrics {
+// The metrics RDMA connections report into (the factory's, exported on the messenger's /metrics);
+// shared by all of them. Any may be nullptr (not counted).
+struct RdmaMetrics {
   HistogramMetric* inline_send_bytes = nullptr;  // sizes of messages sent inline
   HistogramMetric* posted_send_bytes = nullptr;  // sizes of messages sent from registered memory
+  Counter* sent_bytes = nullptr;                 // message bytes posted (headers included)
+  Counter* received_bytes = nullptr;             // message bytes received (headers included)
+  Counter* credit_waits = nullptr;    // a Write stopped with bytes left: no credit to spend
+  Counter* lent_messages = nullptr;   // messages handed up by reference (zero copy)
+  Counter* copied_no_spare = nullptr;  // large messages copied out: every spare block was lent
 };
 
 struct RdmaTransportOptions {
@@ -79,7 +86,7 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   // the registry `metrics` live in when the factory owns it).
   RdmaTransport(std::unique_ptr<RdmaEndpoint> endpoint, Socket bootstrap_socket,
                 uint32_t peer_credits, uint32_t peer_buffer_size,
-                const RdmaTransportOptions& options, RdmaSendMetrics metrics,
+                const RdmaTransportOptions& options, RdmaMetrics metrics,
                 std::shared_ptr<void> keep_alive, SrqBinding srq = {}, bool peer_srq = false);
   ~RdmaTransport() override;
 
@@ -140,7 +147,7 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   std::unique_ptr<RdmaEndpoint> ep_;  // nullptr once closed
   Socket socket_;
   const RdmaTransportOptions options_;
-  const RdmaSendMetrics metrics_;
+  const RdmaMetrics metrics_;
   std::shared_ptr<void> keep_alive_;
   const uint32_t max_payload_;  // per message: the smaller of our send and the peer's receive
   CreditWindow window_;

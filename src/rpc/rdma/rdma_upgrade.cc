@@ -185,11 +185,12 @@ Result<std::unique_ptr<rpc::Transport>> RdmaUpgrade::Upgrade(rpc::DetachedStream
   RdmaTransportOptions topts = factory_->options().transport;
   topts.backend = factory_->options().backend == RdmaBackend::kSoft ? "soft" : "verbs";
   topts.copy_side = server_side_ ? CopySide::kServer : CopySide::kClient;
+  factory_->CountUpgrade();
   SrqBinding binding{std::move(srq_), srq_grant_};
   srq_grant_ = 0;  // the transport owns the grant now
   return std::unique_ptr<rpc::Transport>(new RdmaTransport(
       std::move(endpoint_), std::move(stream.socket), peer_.credits, peer_.buffer_size, topts,
-      factory_->send_metrics(), factory_->KeepAlive(device_), std::move(binding), peer_.srq));
+      factory_->metrics(), factory_->KeepAlive(device_), std::move(binding), peer_.srq));
 }
 
 }  // namespace rrpc::rdma

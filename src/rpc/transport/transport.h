@@ -23,6 +23,10 @@
 #include "util/socket.h"
 #include "util/status.h"
 
+namespace rrpc {
+class MetricRegistry;
+}
+
 namespace rrpc::rpc {
 
 // What a transport allows, so the connection asks instead of assuming.
@@ -161,6 +165,10 @@ class TransportFactory {
   // An upgrade this connection offers (client) or accepts (server) after negotiating; nullptr
   // when the factory has none (the connection stays on its first transport).
   virtual std::unique_ptr<TransportUpgrade> NewUpgrade(bool server_side) { return nullptr; }
+  // The registry of the messenger using this factory (its /metrics), given once by the
+  // messenger before its first connection, for a factory with metrics of its own (RDMA's) to
+  // export them there. Default: none kept.
+  virtual void UseMetricRegistry(MetricRegistry* registry) {}
 };
 
 }  // namespace rrpc::rpc
