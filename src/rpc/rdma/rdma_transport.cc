@@ -46,6 +46,7 @@ RdmaTransport::RdmaTransport(std::unique_ptr<RdmaEndpoint> endpoint, Socket boot
       srq_(std::move(srq.context)),
       peer_credits_(srq.initial_grant),
       target_(srq.initial_grant),
+      signal_interval_(srq_ ? 1 : std::max(1u, ep_->send_queue_depth() / 4)),
       peer_srq_(peer_srq),
       peer_initial_credits_(peer_credits) {
   reader_.set_copy_side(options_.copy_side);
@@ -163,7 +164,7 @@ void RdmaTransport::HandleCompletions() {
                                  WcStatusName(wc[i].status)));
       }
       if (is_send) {
-        ep_->send_pool()->Return(index);
+        ReapSends();
       } else {
         HandleReceive(index, wc[i].byte_len);
         if (closed_) return;
@@ -183,7 +184,7 @@ void RdmaTransport::AfterCompletions() {
     if (srq_) srq_->WaitForSendBlock(this);
     return;
   }
-  if (srq_ && in_flight_sends_ + 1 >= ep_->send_queue_depth()) return;  // our completions come
+  if (in_flight_sends_ + 1 >= ep_->send_queue_depth()) return;  // our completions come
   wants_writable_ = false;
   host_->OnWritable();
 }
@@ -376,6 +377,10 @@ Status RdmaTransport::PostSend(uint32_t index, uint32_t length) {
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.inline_data = options_.use_inline && length <= ep_->inline_cap();
+  // At most signal_interval_ - 1 unsignaled sends hold slots (and blocks) behind the last
+  // signaled one, fewer than the slots and blocks a writer needs, so none waits for ever.
+  wr.signaled = ++unsignaled_run_ >= signal_interval_;
+  if (wr.signaled) unsignaled_run_ = 0;
   if (wr.inline_data) {
     ++inline_sends_;
     if (metrics_.inline_send_bytes) metrics_.inline_send_bytes->Record(length);
@@ -386,11 +391,28 @@ Status RdmaTransport::PostSend(uint32_t index, uint32_t length) {
   Status s = ep_->qp()->PostSend(wr);
   if (!s.ok()) {
     send_pool()->Return(index);
-  } else {
-    ++in_flight_sends_;
-    if (metrics_.sent_bytes) metrics_.sent_bytes->IncrementBy(length);
+    return s;
+  }
+  ++in_flight_sends_;
+  if (metrics_.sent_bytes) metrics_.sent_bytes->IncrementBy(length);
+  if (!srq_) {
+    if (wr.inline_data) {
+      send_pool()->Return(index);  // the device copied the bytes
+      index = kNoBlock;
+    }
+    sends_.push_back(PendingSend{index, wr.signaled});
   }
   return s;
+}
+
+void RdmaTransport::ReapSends() {
+  while (!sends_.empty()) {
+    const PendingSend done = sends_.front();
+    sends_.pop_front();
+    --in_flight_sends_;
+    if (done.block != kNoBlock) ep_->send_pool()->Return(done.block);
+    if (done.signaled) return;
+  }
 }
 
 void RdmaTransport::SendGrantIfDue() {
@@ -398,7 +420,7 @@ void RdmaTransport::SendGrantIfDue() {
   uint32_t index;
   // One send block (and SQ slot) is always left for this (Write never takes the last); in SRQ
   // mode the reactor's blocks return as other sends complete.
-  if (srq_ && in_flight_sends_ >= ep_->send_queue_depth()) return;
+  if (in_flight_sends_ >= ep_->send_queue_depth()) return;
   if (!send_pool()->Take(&index)) {
     if (srq_) srq_->WaitForSendBlock(this);
     return;
@@ -429,7 +451,7 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
       if (srq_) srq_->WaitForSendBlock(this);
       break;
     }
-    if (srq_ && in_flight_sends_ + 1 >= ep_->send_queue_depth()) break;
+    if (in_flight_sends_ + 1 >= ep_->send_queue_depth()) break;
     uint32_t index;
     pool->Take(&index);
     uint8_t* block = pool->block(index);

@@ -123,6 +123,8 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   Status Repost(uint32_t index);
   // Posts send block `index` holding `length` bytes (header included).
   Status PostSend(uint32_t index, uint32_t length);
+  // Private mode: a signaled send completed; frees it and the unsignaled sends before it.
+  void ReapSends();
   void SendGrantIfDue();
   void Fail(const Status& status);
   // Grants due, then the host told it may write when a message could go.
@@ -167,7 +169,20 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   std::shared_ptr<SrqContext> srq_;
   uint32_t peer_credits_ = 0;
   uint32_t target_ = 0;
-  uint32_t in_flight_sends_ = 0;
+  uint32_t in_flight_sends_ = 0;  // posted, completion not yet seen (their SQ slots)
+  // Private receive queue: sends posted and not yet reaped, in order. Only every
+  // signal_interval_-th send (and every one in SRQ mode) asks for a completion: a depth-1 call
+  // then wakes neither reactor for its send completions (measured in docs/performance.md). A
+  // signaled completion frees the slots of every send up to it and their blocks (an inline
+  // send's block was free at once: the device copied its bytes when it was posted).
+  struct PendingSend {
+    uint32_t block;  // kNoBlock: inline, returned at post
+    bool signaled;
+  };
+  static constexpr uint32_t kNoBlock = ~0u;
+  std::deque<PendingSend> sends_;
+  uint32_t unsignaled_run_ = 0;
+  const uint32_t signal_interval_;
   bool attached_ = false;
   // Send side: the peer's receives are SRQ (it takes credit requests); one request at a time.
   const bool peer_srq_;
