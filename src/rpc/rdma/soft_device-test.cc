@@ -182,6 +182,26 @@ TEST_F(SoftDeviceTest, RnrRetriesUntilAReceiveIsPosted) {
   EXPECT_EQ(recvs[1].wr_id, 8u);
 }
 
+// Unsignaled sends ask for no ACK (AckReq clear); a later RNR NAK acknowledges them implicitly, so
+// the sender's error is the refused send's, not theirs, and they were delivered exactly once.
+TEST_F(SoftDeviceTest, AnRnrNakAcknowledgesTheUnsignaledSendsBeforeIt) {
+  Connect(Caps());  // rnr_retry 0
+  ASSERT_TRUE(b_.PostRecv(7, 0, 64).ok());
+  ASSERT_TRUE(b_.PostRecv(8, 64, 64).ok());
+  ASSERT_TRUE(a_.Send(1, 0, 10, /*signaled=*/false).ok());
+  ASSERT_TRUE(a_.Send(2, 0, 10, /*signaled=*/false).ok());
+  ASSERT_TRUE(a_.Send(3, 0, 10).ok());  // no receive left: RNR, then the QP errs
+  auto recvs = WaitFor(b_.recv_cq.get(), 2);
+  ASSERT_EQ(recvs.size(), 2u);
+  EXPECT_EQ(recvs[0].wr_id, 7u);
+  EXPECT_EQ(recvs[1].wr_id, 8u);
+  auto sends = WaitFor(a_.send_cq.get(), 1);
+  ASSERT_EQ(sends.size(), 1u);
+  EXPECT_EQ(sends[0].wr_id, 3u);
+  EXPECT_EQ(sends[0].status, WcStatus::kRnrRetryExceeded);
+  EXPECT_EQ(a_.qp->state(), QpState::kError);
+}
+
 TEST_F(SoftDeviceTest, ReceiveBufferTooSmallIsALocalLengthError) {
   Connect(Caps());
   ASSERT_TRUE(b_.PostRecv(1, 0, 16).ok());

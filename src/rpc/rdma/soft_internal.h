@@ -29,7 +29,11 @@ struct PacketHeader {
   uint8_t type;
   uint8_t has_imm;
   uint8_t status;  // kErrNak: the WcStatus the sender's request completes with
-  uint8_t pad = 0;
+  // kData: the sender wants it acknowledged now (IB's AckReq bit; set on signaled sends). The
+  // receiver acknowledges only those: an ACK covers every earlier packet, a NAK every packet
+  // before the one it refuses. Unsignaled sends need no ACK of their own (nothing completes on
+  // it), so a request/response exchange of unsignaled sends wakes no NIC thread for ACKs.
+  uint8_t ack_req = 0;
   uint32_t dst_qpn;
   uint32_t src_qpn;
   uint32_t psn;

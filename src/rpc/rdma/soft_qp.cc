@@ -156,7 +156,7 @@ void SoftQp::Transmit(Outstanding* s) {
   PacketHeader h{static_cast<uint8_t>(PacketType::kData),
                  static_cast<uint8_t>(s->has_imm),
                  0,
-                 0,
+                 static_cast<uint8_t>(s->signaled),
                  params_.remote.qp_num,
                  qpn_,
                  s->psn,
@@ -265,7 +265,7 @@ void SoftQp::OnData(Link* link, const PacketHeader& h, const uint8_t* payload) {
   }
   ++expected_psn_;
   CompleteRecv(r.wr_id, WcStatus::kSuccess, h.length, h.has_imm != 0, h.imm);
-  reply(PacketType::kAck, WcStatus::kSuccess);
+  if (h.ack_req != 0) reply(PacketType::kAck, WcStatus::kSuccess);
 }
 
 void SoftQp::OnAck(uint32_t psn) {
@@ -278,7 +278,12 @@ void SoftQp::OnAck(uint32_t psn) {
 }
 
 void SoftQp::OnRnrNak(uint32_t psn) {
-  if (state_ == QpState::kError || unacked_.empty() || unacked_.front().psn != psn) return;
+  if (state_ == QpState::kError) return;
+  while (!unacked_.empty() && PsnBefore(unacked_.front().psn, psn)) {
+    CompleteSend(unacked_.front(), WcStatus::kSuccess);  // implicitly acknowledged
+    unacked_.pop_front();
+  }
+  if (unacked_.empty() || unacked_.front().psn != psn) return;
   if (params_.rnr_retry != 7) {
     if (rnr_left_ == 0) {
       EnterError(WcStatus::kRnrRetryExceeded);
