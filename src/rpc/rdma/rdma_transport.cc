@@ -139,13 +139,14 @@ void RdmaTransport::Fail(const Status& status) {
 
 void RdmaTransport::HandleCompletions() {
   if (closed_) return;
-  // Events first, then re-arm, then poll empty: a completion after the poll signals again.
-  for (;;) {
+  // The event first, then re-arm, then poll empty: a completion after the poll signals again.
+  // One GetEvent: the channel serves only our CQ, armed once, so at most one event waits (asking
+  // again would cost one more read of the channel's fd per wakeup); if another did, the fd stays
+  // readable and the loop calls us again.
+  // Busy polling never arms the CQ, so no event ever waits: no read of the fd every iteration.
+  if (!options_.busy_poll) {
     Result<CompletionQueue*> ev = ep_->channel()->GetEvent();
     if (!ev.ok()) return Fail(ev.status());
-    if (*ev == nullptr) break;
-  }
-  if (!options_.busy_poll) {
     Status armed = ep_->cq()->RequestNotify();
     if (!armed.ok()) return Fail(armed);
   }
