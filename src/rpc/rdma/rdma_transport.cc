@@ -165,6 +165,7 @@ void RdmaTransport::HandleCompletions() {
                                  WcStatusName(wc[i].status)));
       }
       if (is_send) {
+        MutexLock lock(send_mu_);
         ReapSends();
       } else {
         HandleReceive(index, wc[i].byte_len);
@@ -179,20 +180,26 @@ void RdmaTransport::HandleCompletions() {
 void RdmaTransport::AfterCompletions() {
   SendGrantIfDue();
   if (closed_ || !wants_writable_) return;
-  if (!window_.CanSendData()) return;  // grants come with a received message
-  if (send_pool()->free_blocks() <= 1) {
-    // SRQ mode: the reactor's send blocks went to other connections; ask again.
-    if (srq_) srq_->WaitForSendBlock(this);
-    return;
+  {
+    MutexLock lock(send_mu_);
+    if (!window_.CanSendData()) return;  // grants come with a received message
+    if (send_pool()->free_blocks() <= 1) {
+      // SRQ mode: the reactor's send blocks went to other connections; ask again.
+      if (srq_) srq_->WaitForSendBlock(this);
+      return;
+    }
+    if (in_flight_sends_ + 1 >= ep_->send_queue_depth()) return;  // our completions come
   }
-  if (in_flight_sends_ + 1 >= ep_->send_queue_depth()) return;  // our completions come
   wants_writable_ = false;
   host_->OnWritable();
 }
 
 void RdmaTransport::OnSrqSendDone(uint32_t block, WcStatus status) {
-  send_pool()->Return(block);
-  if (in_flight_sends_ > 0) --in_flight_sends_;
+  {
+    MutexLock lock(send_mu_);
+    send_pool()->Return(block);
+    if (in_flight_sends_ > 0) --in_flight_sends_;
+  }
   if (status != WcStatus::kSuccess) {
     Fail(Status::NetworkError("RDMA send failed", WcStatusName(status)));
   }
@@ -212,6 +219,7 @@ void RdmaTransport::OnSrqReceive(uint32_t block, uint32_t length, WcStatus statu
 
 void RdmaTransport::TopUp() {
   if (closed_) return;
+  MutexLock lock(send_mu_);
   const uint32_t have = peer_credits_ + window_.owed();
   if (have >= target_) return;
   const uint32_t got = srq_->Reserve(target_ - have);
@@ -251,8 +259,11 @@ void RdmaTransport::HandleReceive(uint32_t index, uint32_t length) {
   const uint8_t* p = receive_block(index);
   const uint32_t granted =
       (uint32_t{p[4]} << 24) | (uint32_t{p[5]} << 16) | (uint32_t{p[6]} << 8) | p[7];
-  window_.Granted(granted);
-  if (granted > 0) request_pending_ = false;
+  {
+    MutexLock lock(send_mu_);
+    window_.Granted(granted);
+    if (granted > 0) request_pending_ = false;
+  }
   if (p[0] != kKindData && p[0] != kKindGrant) {
     if (srq_) (void)srq_->Repost(index);
     host_->OnProtocolError(Status::Corruption("unknown RDMA message kind"));
@@ -322,7 +333,10 @@ bool RdmaTransport::LendFrames(uint32_t index, const uint8_t* data, size_t whole
     Fail(s);
     return true;  // the connection is failing: nothing to repost
   }
-  window_.Reposted();
+  {
+    MutexLock lock(send_mu_);
+    window_.Reposted();
+  }
   ++lent_messages_;
   if (metrics_.lent_messages) metrics_.lent_messages->Increment();
   BlockRef block = pool->Lend(index);
@@ -362,6 +376,7 @@ void RdmaTransport::CopyIntoReader(const uint8_t* data, size_t left) {
 Status RdmaTransport::Repost(uint32_t index) {
   if (!srq_) {
     RRPC_RETURN_NOT_OK(ep_->PostReceive(index));
+    MutexLock lock(send_mu_);
     window_.Reposted();
     return Status::OK();
   }
@@ -417,24 +432,30 @@ void RdmaTransport::ReapSends() {
 }
 
 void RdmaTransport::SendGrantIfDue() {
-  if (closed_ || !window_.GrantDue()) return;
-  uint32_t index;
-  // One send block (and SQ slot) is always left for this (Write never takes the last); in SRQ
-  // mode the reactor's blocks return as other sends complete.
-  if (in_flight_sends_ >= ep_->send_queue_depth()) return;
-  if (!send_pool()->Take(&index)) {
-    if (srq_) srq_->WaitForSendBlock(this);
-    return;
+  if (closed_) return;
+  Status s;
+  {
+    MutexLock lock(send_mu_);
+    if (!window_.GrantDue()) return;
+    // One send block (and SQ slot) is always left for this (Write never takes the last); in SRQ
+    // mode the reactor's blocks return as other sends complete.
+    if (in_flight_sends_ >= ep_->send_queue_depth()) return;
+    uint32_t index;
+    if (!send_pool()->Take(&index)) {
+      if (srq_) srq_->WaitForSendBlock(this);
+      return;
+    }
+    const uint8_t request = CreditRequest();
+    EncodeHeader(send_pool()->block(index), kKindGrant, SpendCredit(), request);
+    ++grant_messages_;
+    s = PostSend(index, kMessageHeaderSize);
   }
-  const uint8_t request = CreditRequest();
-  EncodeHeader(send_pool()->block(index), kKindGrant, SpendCredit(), request);
-  ++grant_messages_;
-  Status s = PostSend(index, kMessageHeaderSize);
   if (!s.ok()) Fail(s);
 }
 
 Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
   if (closed_) return Status::NetworkError("RDMA connection closed");
+  MutexLock lock(send_mu_);
   iovec iov[64];
   const int niov = queue.GatherIovecs(iov, 64);
   int i = 0;
@@ -508,7 +529,13 @@ void RdmaTransport::Close() {
     held_.clear();
     (void)ep_->qp()->ToError();
     const uint32_t qp_num = ep_->qp()->qp_num();
-    srq_->Retire(qp_num, std::move(ep_), in_flight_sends_, peer_credits_ + window_.owed());
+    uint32_t in_flight, owed;
+    {
+      MutexLock lock(send_mu_);
+      in_flight = in_flight_sends_;
+      owed = window_.owed();
+    }
+    srq_->Retire(qp_num, std::move(ep_), in_flight, peer_credits_ + owed);
     socket_.Close();
     return;
   }
@@ -520,6 +547,7 @@ void RdmaTransport::Close() {
 void RdmaTransport::Describe(std::vector<std::pair<std::string, std::string>>* out) const {
   out->emplace_back("rdma backend", options_.backend);
   if (ep_ == nullptr) return;
+  MutexLock lock(send_mu_);
   out->emplace_back("credits", std::to_string(window_.credits()));
   out->emplace_back("grants owed", std::to_string(window_.owed()));
   if (srq_) {

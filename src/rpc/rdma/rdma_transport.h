@@ -23,7 +23,13 @@
 // Each message starts with an 8-byte header: kind (1 data, 2 grant only), a credit request (0
 // none, 1 soft, 2 hard; only sent to a peer whose receives are SRQ), 2 zero bytes, and the
 // credits it grants (big-endian 32 bits); docs/wire-format.md.
-// Reactor thread only (capabilities().concurrent_write is false).
+// Threads: the reactor's, except Write() with a private receive queue: capabilities() then say
+// concurrent_write, and a worker may write a lone response (a caller its call) under the
+// connection's write lock while the reactor reads, which saves a hand-off to the reactor per
+// message (docs/performance.md). The send side's state (credits, send blocks, sends in flight)
+// is then shared with the reactor's completion and receive paths, under send_mu_ (taken after the
+// connection's write lock; no callback into the connection runs under it). SRQ mode: reactor
+// only (its SrqContext is).
 #pragma once
 
 #include <ev.h>
@@ -37,6 +43,7 @@
 #include "rpc/transport/frame_reader.h"
 #include "rpc/transport/transport.h"
 #include "util/copy_counter.h"
+#include "util/mutex.h"
 #include "util/socket.h"
 
 namespace rrpc {
@@ -94,7 +101,11 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   // The bytes of a frame not yet complete, copied out of receive blocks (the connection's inbound
   // memory budget and frame progress timeout count them, as over TCP).
   size_t buffered_bytes() const override { return reader_.buffered(); }
-  rpc::TransportCapabilities capabilities() const override { return {}; }
+  rpc::TransportCapabilities capabilities() const override {
+    rpc::TransportCapabilities caps;
+    caps.concurrent_write = srq_ == nullptr;
+    return caps;
+  }
   void Start(struct ev_loop* loop, rpc::TransportHost* host) override;
   Status ExpectPreamble(size_t bytes) override;
   Result<size_t> Write(const rpc::TransferQueue& queue) override;
@@ -122,9 +133,9 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   void CopyIntoReader(const uint8_t* data, size_t bytes);
   Status Repost(uint32_t index);
   // Posts send block `index` holding `length` bytes (header included).
-  Status PostSend(uint32_t index, uint32_t length);
+  Status PostSend(uint32_t index, uint32_t length) REQUIRES(send_mu_);
   // Private mode: a signaled send completed; frees it and the unsignaled sends before it.
-  void ReapSends();
+  void ReapSends() REQUIRES(send_mu_);
   void SendGrantIfDue();
   void Fail(const Status& status);
   // Grants due, then the host told it may write when a message could go.
@@ -134,9 +145,9 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
     return srq_ ? srq_->receive_block(index) : ep_->receive_pool()->block(index);
   }
   // Spends a credit; the grants the message carries (SRQ mode: now held by the peer).
-  uint32_t SpendCredit();
+  uint32_t SpendCredit() REQUIRES(send_mu_);
   // The credit request byte for the next message (0 unless the peer's receives are SRQ).
-  uint8_t CreditRequest();
+  uint8_t CreditRequest() REQUIRES(send_mu_);
   // SRQ mode: reserves grants from the pool up to the peer's target; waits when there are none.
   void TopUp();
   void DeliverHeld();
@@ -152,7 +163,8 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   const RdmaMetrics metrics_;
   std::shared_ptr<void> keep_alive_;
   const uint32_t max_payload_;  // per message: the smaller of our send and the peer's receive
-  CreditWindow window_;
+  mutable Mutex send_mu_;
+  CreditWindow window_ GUARDED_BY(send_mu_);
   rpc::FrameReader reader_;
   struct ev_loop* loop_ = nullptr;
   rpc::TransportHost* host_ = nullptr;
@@ -169,7 +181,8 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   std::shared_ptr<SrqContext> srq_;
   uint32_t peer_credits_ = 0;
   uint32_t target_ = 0;
-  uint32_t in_flight_sends_ = 0;  // posted, completion not yet seen (their SQ slots)
+  // posted, completion not yet seen (their SQ slots)
+  uint32_t in_flight_sends_ GUARDED_BY(send_mu_) = 0;
   // Private receive queue: sends posted and not yet reaped, in order. Only every
   // signal_interval_-th send (and every one in SRQ mode) asks for a completion: a depth-1 call
   // then wakes neither reactor for its send completions (measured in docs/performance.md). A
@@ -180,18 +193,18 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
     bool signaled;
   };
   static constexpr uint32_t kNoBlock = ~0u;
-  std::deque<PendingSend> sends_;
-  uint32_t unsignaled_run_ = 0;
+  std::deque<PendingSend> sends_ GUARDED_BY(send_mu_);
+  uint32_t unsignaled_run_ GUARDED_BY(send_mu_) = 0;
   const uint32_t signal_interval_;
   bool attached_ = false;
   // Send side: the peer's receives are SRQ (it takes credit requests); one request at a time.
   const bool peer_srq_;
   const uint32_t peer_initial_credits_;
-  bool request_pending_ = false;
-  uint64_t credit_requests_ = 0;
-  uint64_t inline_sends_ = 0;
-  uint64_t posted_sends_ = 0;
-  uint64_t grant_messages_ = 0;
+  bool request_pending_ GUARDED_BY(send_mu_) = false;
+  uint64_t credit_requests_ GUARDED_BY(send_mu_) = 0;
+  uint64_t inline_sends_ GUARDED_BY(send_mu_) = 0;
+  uint64_t posted_sends_ GUARDED_BY(send_mu_) = 0;
+  uint64_t grant_messages_ GUARDED_BY(send_mu_) = 0;
   uint64_t lent_messages_ = 0;      // handed up by reference
   uint64_t copied_no_spare_ = 0;    // large but copied out: every spare block was lent
 };
