@@ -69,38 +69,53 @@ RdmaTransportFactory::RdmaTransportFactory(RdmaOptions options)
     owned_registry_ = std::make_shared<MetricRegistry>();
     registry = owned_registry_.get();
   }
-  BindMetrics(registry);
+  bound_ = BindMetrics(registry);
 }
 
 void RdmaTransportFactory::UseMetricRegistry(MetricRegistry* registry) {
+  if (options_.metric_registry != nullptr || registry == nullptr) return;
+  std::shared_ptr<BoundMetrics> next = BindMetrics(registry);
   std::lock_guard<std::mutex> lock(mu_);
-  if (options_.metric_registry != nullptr || bound_to_messenger_ || registry == nullptr) return;
-  bound_to_messenger_ = true;
-  BindMetrics(registry);
+  bound_ = std::move(next);
 }
 
-void RdmaTransportFactory::BindMetrics(MetricRegistry* registry) {
-  registry_ = registry;
-  for (size_t r = 1; r < fallbacks_.size(); ++r) {
-    auto entity = registry_->FindOrCreateEntity("rdma_fallback",
-                                                FallbackReasonName(static_cast<FallbackReason>(r)));
-    fallbacks_[r] = entity->FindOrCreateCounter(&METRIC_rdma_fallbacks_total);
+std::shared_ptr<RdmaTransportFactory::BoundMetrics> RdmaTransportFactory::BindMetrics(
+    MetricRegistry* registry) {
+  auto b = std::make_shared<BoundMetrics>();
+  b->registry = registry;
+  auto entity = [&](const std::string& type, const std::string& id) {
+    b->entities.push_back(registry->FindOrCreateEntity(type, id));
+    return b->entities.back();
+  };
+  for (size_t r = 1; r < b->fallbacks.size(); ++r) {
+    b->fallbacks[r] = entity("rdma_fallback", FallbackReasonName(static_cast<FallbackReason>(r)))
+                          ->FindOrCreateCounter(&METRIC_rdma_fallbacks_total);
   }
-  auto conns = registry_->FindOrCreateEntity("rdma", "connections");
-  upgrades_ = conns->FindOrCreateCounter(&METRIC_rdma_upgrades_total);
-  metrics_.credit_waits = conns->FindOrCreateCounter(&METRIC_rdma_credit_waits_total);
-  auto sends = registry_->FindOrCreateEntity("rdma", "sends");
-  metrics_.inline_send_bytes = sends->FindOrCreateHistogram(&METRIC_rdma_inline_send_bytes);
-  metrics_.posted_send_bytes = sends->FindOrCreateHistogram(&METRIC_rdma_posted_send_bytes);
-  metrics_.sent_bytes = sends->FindOrCreateCounter(&METRIC_rdma_sent_bytes_total);
-  auto receives = registry_->FindOrCreateEntity("rdma", "receives");
-  metrics_.received_bytes = receives->FindOrCreateCounter(&METRIC_rdma_received_bytes_total);
-  metrics_.lent_messages = receives->FindOrCreateCounter(&METRIC_rdma_zero_copy_messages_total);
-  metrics_.copied_no_spare =
-      receives->FindOrCreateCounter(&METRIC_rdma_copied_no_spare_total);
+  auto conns = entity("rdma", "connections");
+  b->upgrades = conns->FindOrCreateCounter(&METRIC_rdma_upgrades_total);
+  b->metrics.credit_waits = conns->FindOrCreateCounter(&METRIC_rdma_credit_waits_total);
+  auto sends = entity("rdma", "sends");
+  b->metrics.inline_send_bytes = sends->FindOrCreateHistogram(&METRIC_rdma_inline_send_bytes);
+  b->metrics.posted_send_bytes = sends->FindOrCreateHistogram(&METRIC_rdma_posted_send_bytes);
+  b->metrics.sent_bytes = sends->FindOrCreateCounter(&METRIC_rdma_sent_bytes_total);
+  auto receives = entity("rdma", "receives");
+  b->metrics.received_bytes = receives->FindOrCreateCounter(&METRIC_rdma_received_bytes_total);
+  b->metrics.lent_messages =
+      receives->FindOrCreateCounter(&METRIC_rdma_zero_copy_messages_total);
+  b->metrics.copied_no_spare = receives->FindOrCreateCounter(&METRIC_rdma_copied_no_spare_total);
+  return b;
 }
 
-void RdmaTransportFactory::CountUpgrade() { upgrades_->Increment(); }
+std::shared_ptr<RdmaTransportFactory::BoundMetrics> RdmaTransportFactory::bound() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bound_;
+}
+
+MetricRegistry* RdmaTransportFactory::metric_registry() const { return bound()->registry; }
+
+RdmaMetrics RdmaTransportFactory::metrics() const { return bound()->metrics; }
+
+void RdmaTransportFactory::CountUpgrade() { bound()->upgrades->Increment(); }
 
 RdmaTransportFactory::~RdmaTransportFactory() = default;
 
@@ -133,8 +148,9 @@ Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
     }
     slot = std::move(made).value();
     // Gauges per reactor; they read the stats, which outlive the context if need be.
-    auto entity =
-        registry_->FindOrCreateEntity("rdma_srq", "reactor-" + std::to_string(srq_count_++));
+    auto entity = bound_->registry->FindOrCreateEntity("rdma_srq",
+                                                       "reactor-" + std::to_string(srq_count_++));
+    bound_->entities.push_back(entity);
     std::shared_ptr<const SrqStats> st = slot->shared_stats();
     auto gauge = [&](const MetricPrototype* proto, const std::atomic<uint64_t> SrqStats::*field) {
       entity->FindOrCreateCallbackGauge(proto, [st, field] {
@@ -204,27 +220,33 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
 
 void RdmaTransportFactory::CountFallback(FallbackReason reason, const Status& detail) {
   size_t r = static_cast<size_t>(reason);
-  if (r == 0 || r >= fallbacks_.size()) return;
-  fallbacks_[r]->Increment();
-  const int64_t n = fallbacks_[r]->value();
+  std::shared_ptr<BoundMetrics> b = bound();
+  if (r == 0 || r >= b->fallbacks.size()) return;
+  b->fallbacks[r]->Increment();
+  const int64_t n = b->fallbacks[r]->value();
   if (n == 1 || n % 1000 == 0) {
     LOG(WARNING) << "RDMA: connection stays on TCP (" << FallbackReasonName(reason)
                  << "): " << detail.ToString() << " [" << n << " so far for this reason]";
   }
 }
 
-std::shared_ptr<void> RdmaTransportFactory::KeepAlive(std::shared_ptr<RdmaDevice> device) const {
+std::shared_ptr<void> RdmaTransportFactory::KeepAlive(std::shared_ptr<RdmaDevice> device,
+                                                      RdmaMetrics* metrics) const {
+  std::shared_ptr<BoundMetrics> b = bound();
+  *metrics = b->metrics;
   struct Held {
     std::shared_ptr<RdmaDevice> device;
     std::shared_ptr<MetricRegistry> registry;
+    std::shared_ptr<BoundMetrics> metrics;  // what the connection counts into
   };
-  return std::make_shared<Held>(Held{std::move(device), owned_registry_});
+  return std::make_shared<Held>(Held{std::move(device), owned_registry_, std::move(b)});
 }
 
 uint64_t RdmaTransportFactory::fallbacks(FallbackReason reason) const {
   size_t r = static_cast<size_t>(reason);
-  if (r == 0 || r >= fallbacks_.size()) return 0;
-  return static_cast<uint64_t>(fallbacks_[r]->value());
+  std::shared_ptr<BoundMetrics> b = bound();
+  if (r == 0 || r >= b->fallbacks.size()) return 0;
+  return static_cast<uint64_t>(b->fallbacks[r]->value());
 }
 
 }  // namespace rrpc::rdma

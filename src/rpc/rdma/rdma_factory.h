@@ -24,9 +24,11 @@
 #include "rpc/rdma/srq_context.h"
 #include "rpc/rdma/verbs_ibv.h"
 #include "rpc/transport/tcp_transport.h"
+#include "util/ref_counted.h"
 
 namespace rrpc {
 class Counter;
+class MetricEntity;
 class MetricRegistry;
 }  // namespace rrpc
 
@@ -50,8 +52,8 @@ struct RdmaOptions {
   // The TCP connection every RDMA connection starts on (and falls back to).
   rpc::StreamTransportOptions stream;
   // Where the RDMA metrics go; nullptr: the registry of the messenger using the factory (its
-  // /metrics; the first messenger, when several share the factory), or, for a factory not used
-  // by a messenger with metrics, a registry of the factory's own (metric_registry()).
+  // /metrics; the latest messenger made, when several share the factory), or, for a factory not
+  // used by a messenger with metrics, a registry of the factory's own (metric_registry()).
   MetricRegistry* metric_registry = nullptr;
 };
 
@@ -75,7 +77,7 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   void UseMetricRegistry(MetricRegistry* registry) override;
 
   const RdmaOptions& options() const { return options_; }
-  MetricRegistry* metric_registry() const { return registry_; }
+  MetricRegistry* metric_registry() const;
   // The device, opened on first call; an error (remembered) when it can't be.
   Result<std::shared_ptr<RdmaDevice>> Device();
   // Counts and logs (the first of each reason, then every 1000th) a connection staying on TCP.
@@ -83,7 +85,7 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   uint64_t fallbacks(FallbackReason reason) const;
   // A connection upgraded to RDMA (counted in rrpc_rdma_upgrades_total).
   void CountUpgrade();
-  RdmaMetrics metrics() const { return metrics_; }
+  RdmaMetrics metrics() const;
   // SRQ mode: the calling reactor thread's context, made on first use.
   Result<std::shared_ptr<SrqContext>> SrqForThisThread(const std::shared_ptr<RdmaDevice>& device);
   // One per reactor that has used SRQ mode (any thread).
@@ -94,21 +96,28 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   std::vector<SrqSnapshot> SrqStatsSnapshot() const;
   // What a connection holds so that it may outlive the factory: the device and, when the factory
   // owns it, the registry its metrics live in.
-  std::shared_ptr<void> KeepAlive(std::shared_ptr<RdmaDevice> device) const;
+  // Also gives the metrics the connection counts into (held by what it returns).
+  std::shared_ptr<void> KeepAlive(std::shared_ptr<RdmaDevice> device, RdmaMetrics* metrics) const;
 
  private:
   const RdmaOptions options_;
   rpc::TcpTransportFactory tcp_;
-  // Makes the metrics in `registry`. Before the first connection only (the constructor, then
-  // UseMetricRegistry from the messenger's Init, which happens before its reactors run).
-  void BindMetrics(MetricRegistry* registry);
+  // The metrics in one registry, and references to their entities: a registry (a messenger's)
+  // may go before the factory or its connections, the metrics they count into may not. Each
+  // connection's KeepAlive holds the one it was made with.
+  struct BoundMetrics {
+    MetricRegistry* registry = nullptr;
+    std::vector<scoped_refptr<MetricEntity>> entities;
+    std::array<Counter*, 8> fallbacks{};  // by FallbackReason
+    Counter* upgrades = nullptr;
+    RdmaMetrics metrics;
+  };
+  // Makes the metrics in `registry` (the constructor; UseMetricRegistry).
+  static std::shared_ptr<BoundMetrics> BindMetrics(MetricRegistry* registry);
+  std::shared_ptr<BoundMetrics> bound() const;
 
   std::shared_ptr<MetricRegistry> owned_registry_;
-  MetricRegistry* registry_ = nullptr;
-  bool bound_to_messenger_ = false;
-  std::array<Counter*, 8> fallbacks_{};  // by FallbackReason
-  Counter* upgrades_ = nullptr;
-  RdmaMetrics metrics_;
+  std::shared_ptr<BoundMetrics> bound_;  // guarded by mu_
   mutable std::mutex mu_;
   std::shared_ptr<RdmaDevice> device_;  // guarded by mu_
   // By reactor thread; declared after device_ so that they go first. Guarded by mu_.

@@ -76,6 +76,25 @@ TEST_F(RdmaMetricsTest, ConnectionMetricsAreOnTheServersRegistry) {
   EXPECT_EQ(Sample(server_, "rrpc_rdma_fallbacks_total", "rdma_fallback", "disabled"), 0);
 }
 
+// One factory used by one client messenger after another: the first one's registry goes with it,
+// and what the factory counts into must not (the second messenger's registry gets the metrics).
+TEST_F(RdmaMetricsTest, AFactoryOutlivesTheMessengerWhoseRegistryItUsed) {
+  MessengerOptions so, co;
+  co.bulk_connection_bytes = 0;
+  so.transport_factory = std::make_shared<RdmaTransportFactory>(Rdma());
+  co.transport_factory = std::make_shared<RdmaTransportFactory>(Rdma());
+  StartServer(so);
+  StartClient(co);
+  ASSERT_TRUE(Echo(10000).ok());
+  client_->Shutdown();
+  client_.reset();  // its registry is gone
+  StartClient(co);
+  ASSERT_TRUE(Echo(10000).ok());
+  ASSERT_TRUE(Echo(0).ok());
+  EXPECT_EQ(Sample(client_, "rrpc_rdma_upgrades_total", "rdma", "connections"), 1);
+  EXPECT_GT(Sample(client_, "rrpc_rdma_sent_bytes_total", "rdma", "sends"), 10000);
+}
+
 TEST_F(RdmaMetricsTest, FallbacksAreCountedByReason) {
   RdmaOptions off = Rdma();
   off.enabled = false;

@@ -188,9 +188,11 @@ Result<std::unique_ptr<rpc::Transport>> RdmaUpgrade::Upgrade(rpc::DetachedStream
   factory_->CountUpgrade();
   SrqBinding binding{std::move(srq_), srq_grant_};
   srq_grant_ = 0;  // the transport owns the grant now
+  RdmaMetrics metrics;
+  std::shared_ptr<void> keep_alive = factory_->KeepAlive(device_, &metrics);
   return std::unique_ptr<rpc::Transport>(new RdmaTransport(
       std::move(endpoint_), std::move(stream.socket), peer_.credits, peer_.buffer_size, topts,
-      factory_->metrics(), factory_->KeepAlive(device_), std::move(binding), peer_.srq));
+      metrics, std::move(keep_alive), std::move(binding), peer_.srq));
 }
 
 }  // namespace rrpc::rdma
