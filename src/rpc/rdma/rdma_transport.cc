@@ -28,6 +28,21 @@ void EncodeHeader(uint8_t* p, uint8_t kind, uint32_t grant, uint8_t request) {
   p[7] = static_cast<uint8_t>(grant);
 }
 
+// The frame length at byte `off` of iov[i] (the prefix may span iovecs); false when fewer than
+// its 4 bytes were gathered.
+bool PeekFrameLength(const iovec* iov, int niov, int i, size_t off, uint32_t* length) {
+  uint8_t prefix[rpc::kFrameLengthSize];
+  size_t got = 0;
+  for (; i < niov && got < sizeof(prefix); ++i, off = 0) {
+    const size_t c = std::min(sizeof(prefix) - got, iov[i].iov_len - off);
+    memcpy(prefix + got, static_cast<const uint8_t*>(iov[i].iov_base) + off, c);
+    got += c;
+  }
+  if (got < sizeof(prefix)) return false;
+  *length = rpc::DecodeBigEndian32(prefix);
+  return true;
+}
+
 }  // namespace
 
 RdmaTransport::RdmaTransport(std::unique_ptr<RdmaEndpoint> endpoint, Socket bootstrap_socket,
@@ -478,12 +493,31 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
     pool->Take(&index);
     uint8_t* block = pool->block(index);
     size_t n = 0;
+    const bool began_mid_frame = frame_sync_ && frame_left_ > 0;
     while (i < niov && n < max_payload_) {
-      size_t c = std::min(max_payload_ - n, iov[i].iov_len - off);
+      size_t limit = max_payload_ - n;
+      if (frame_sync_ && frame_left_ == 0) {
+        uint32_t length;
+        if (!PeekFrameLength(iov, niov, i, off, &length)) {
+          frame_sync_ = false;  // found again when a Write takes the whole queue
+        } else {
+          const size_t frame = rpc::kFrameLengthSize + size_t{length};
+          // A large frame goes at the front of a message of its own when it would straddle two
+          // (or follow another's tail): the receiver lends only whole frames at a message's front.
+          if (n > 0 && frame >= options_.lend_min_bytes && frame <= max_payload_ &&
+              (frame > limit || began_mid_frame)) {
+            break;
+          }
+          frame_left_ = frame;
+        }
+      }
+      if (frame_sync_) limit = std::min(limit, frame_left_);
+      size_t c = std::min(limit, iov[i].iov_len - off);
       memcpy(block + kMessageHeaderSize + n, static_cast<const uint8_t*>(iov[i].iov_base) + off, c);
       CountCopy(options_.copy_side, CopyKind::kStream, c);
       n += c;
       off += c;
+      if (frame_sync_) frame_left_ -= c;
       if (off == iov[i].iov_len) {
         ++i;
         off = 0;
@@ -493,6 +527,11 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
     EncodeHeader(block, kKindData, SpendCredit(), request);
     RRPC_RETURN_NOT_OK(PostSend(index, static_cast<uint32_t>(kMessageHeaderSize + n)));
     taken += n;
+  }
+  if (i == niov && niov < 64) {
+    // Everything queued went: the next byte starts a frame.
+    frame_sync_ = true;
+    frame_left_ = 0;
   }
   return taken;
 }

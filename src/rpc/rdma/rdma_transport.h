@@ -205,6 +205,12 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   uint64_t inline_sends_ GUARDED_BY(send_mu_) = 0;
   uint64_t posted_sends_ GUARDED_BY(send_mu_) = 0;
   uint64_t grant_messages_ GUARDED_BY(send_mu_) = 0;
+  // Where Write is in the frame stream, so that a large frame starts a message (see Write):
+  // bytes of the current frame not yet taken (0: at a frame's start). Lost when a length prefix
+  // lies beyond the gathered iovecs, found again when a Write takes the whole queue; only
+  // packing depends on it, never correctness.
+  size_t frame_left_ GUARDED_BY(send_mu_) = 0;
+  bool frame_sync_ GUARDED_BY(send_mu_) = true;
   uint64_t lent_messages_ = 0;      // handed up by reference
   uint64_t copied_no_spare_ = 0;    // large but copied out: every spare block was lent
 };
