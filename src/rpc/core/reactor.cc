@@ -252,6 +252,10 @@ std::vector<ConnectionInfo> Reactor::DumpConnections() {
       info.bytes_sent = conn->bytes_sent();
       info.calls_in_flight = conn->calls_in_flight();
       info.reads_paused = conn->reads_paused();
+      if (const MemoryTracker* memory = conn->inbound_memory()) {
+        info.inbound_memory_bytes = memory->consumption();
+        info.inbound_memory_peak_bytes = memory->peak();
+      }
       info.age_seconds = (now - conn->created()).ToSeconds();
       out.push_back(std::move(info));
     }
