@@ -111,6 +111,7 @@ class WebserverTest : public ::testing::Test {
     port_ = web_->bound_port();
   }
 
+  MetricRegistry registry_;  // outlives web_, which counts in it
   std::unique_ptr<Webserver> web_;
   uint16_t port_ = 0;
 };
@@ -174,11 +175,10 @@ int64_t WebCounter(MetricRegistry* registry, const MetricPrototype* prototype) {
 }
 
 TEST_F(WebserverTest, IdleConnectionsBeyondTheCapMakeRoomAndHealthzIsServed) {
-  MetricRegistry registry;
   WebserverOptions opts;
   opts.max_connections = 8;
   opts.request_timeout_ms = 60000;  // nothing times out during the test
-  opts.metric_registry = &registry;
+  opts.metric_registry = &registry_;
   StartServer(opts);
   // More idle connections than the cap (and than civetweb's 16 threads + 64 queued before).
   constexpr int kIdle = 100;
@@ -198,7 +198,7 @@ TEST_F(WebserverTest, IdleConnectionsBeyondTheCapMakeRoomAndHealthzIsServed) {
     }
     close(idle[i]);
   }
-  EXPECT_EQ(WebCounter(&registry, &METRIC_web_connections_refused_total), refused);
+  EXPECT_EQ(WebCounter(&registry_, &METRIC_web_connections_refused_total), refused);
   // And /healthz-like requests keep being answered, one after another.
   for (int i = 0; i < 5; i++) EXPECT_EQ(Get(port_, "/echo?again=1").status, 200);
 }
@@ -227,10 +227,9 @@ TEST_F(WebserverTest, AtTheCapWithEveryConnectionServedANewOneGets503) {
 }
 
 TEST_F(WebserverTest, IncompleteRequestGets408AtTheRequestTimeoutAndIsCounted) {
-  MetricRegistry registry;
   WebserverOptions opts;
   opts.request_timeout_ms = 200;
-  opts.metric_registry = &registry;
+  opts.metric_registry = &registry_;
   StartServer(opts);
   int fd = ConnectLoopback(port_);
   const std::string partial = "GET /echo HTTP/1.1\r\nHost: h\r\n";  // no blank line yet
@@ -238,7 +237,7 @@ TEST_F(WebserverTest, IncompleteRequestGets408AtTheRequestTimeoutAndIsCounted) {
             send(fd, partial.data(), partial.size(), MSG_NOSIGNAL));
   EXPECT_EQ(ReadUntilClosed(fd).rfind("HTTP/1.1 408 ", 0), 0u);
   close(fd);
-  EXPECT_EQ(WebCounter(&registry, &METRIC_web_request_timeouts_total), 1);
+  EXPECT_EQ(WebCounter(&registry_, &METRIC_web_request_timeouts_total), 1);
   EXPECT_EQ(Get(port_, "/echo").status, 200);
 }
 
