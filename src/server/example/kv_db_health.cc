@@ -60,6 +60,7 @@ void KvDbHealth::OnBackgroundError(rocksdb::BackgroundErrorReason, rocksdb::Stat
     std::lock_guard<std::mutex> lock(mu_);
     if (writes_stop) error_ = error->ToString();
     resumable_ = resumable;
+    error_generation_++;
   }
   const bool failed = writes_stop && resumable;  // a reopen is under way otherwise
   server_->ReportHealth(
@@ -101,9 +102,13 @@ void KvDbHealth::RecoveryLoop() {
     if (stopping_) break;
     const bool resumable = resumable_;
     const std::string error = error_;
+    const uint64_t generation = error_generation_;
     lock.unlock();
     Status s = TryRecover(resumable);
     lock.lock();
+    if (s.ok() && error_generation_ != generation) {
+      continue;  // a new error came meanwhile (e.g. from the reopened database): recover again
+    }
     if (s.ok()) {
       // A fresh database has no background error; a resumed one cleared it.
       resumable_ = true;

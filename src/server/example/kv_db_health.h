@@ -60,6 +60,9 @@ class KvDbHealth final : public rocksdb::EventListener {
   std::string error_;      // the background error while the database refuses writes; guarded by mu_
   bool resumable_ = true;  // DB::Resume() can clear error_, else a reopen; guarded by mu_
   bool stopping_ = false;  // guarded by mu_
+  // Counts background errors; a recovery clears error_ only if none came while it ran (the
+  // reopened database may fail again at once). Guarded by mu_.
+  uint64_t error_generation_ = 0;
   std::thread thread_;
 };
 
