@@ -81,8 +81,8 @@ void CheckCodec(const BlockSlice& frame) {
 
 // The call path's header codec (header_codec.h) against the generated parser: the same frames
 // parse, to the same fields, with the same body and tail; what it decodes it encodes back to
-// bytes that decode to the same fields (through the fast path, unless feature flags, which only
-// the generated parser reads, are present).
+// bytes that decode to the same fields (through the fast path, unless it holds what only the
+// generated parser reads).
 bool SameFields(const RequestHeaderFields& a, const RequestHeaderFields& b) {
   return a.call_id == b.call_id && a.has_remote_method == b.has_remote_method &&
          a.service_name == b.service_name && a.method_name == b.method_name &&
@@ -110,8 +110,12 @@ bool SameAsProto(const ResponseHeaderFields& f, const ResponseHeader& pb) {
          f.sidecar_offsets ==
              std::vector<uint32_t>(pb.sidecar_offsets().begin(), pb.sidecar_offsets().end());
 }
-bool HasFeatureFlags(const RequestHeaderFields& f) { return !f.required_feature_flags.empty(); }
-bool HasFeatureFlags(const ResponseHeaderFields&) { return false; }
+// What only the generated parser reads: feature flags, and negative call ids (ten-byte varints;
+// connection-level frames only).
+bool NeedsFallback(const RequestHeaderFields& f) {
+  return !f.required_feature_flags.empty() || f.call_id < 0;
+}
+bool NeedsFallback(const ResponseHeaderFields& f) { return f.call_id < 0; }
 
 template <typename Fields, typename Proto>
 void CheckHeaderCodec(const BlockSlice& frame) {
@@ -128,7 +132,7 @@ void CheckHeaderCodec(const BlockSlice& frame) {
   uint8_t* begin = reinterpret_cast<uint8_t*>(bytes.data());
   FUZZ_CHECK(EncodeTo(fields, begin) == begin + bytes.size());
   Fields again;
-  if (HasFeatureFlags(fields)) {
+  if (NeedsFallback(fields)) {
     FUZZ_CHECK(DecodeHeader(Slice(bytes), &again));
   } else {
     FUZZ_CHECK(DecodeHeaderFastPathOnly(Slice(bytes), &again));
