@@ -10,7 +10,7 @@
 #include "rpc/messenger.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/rpc_controller.h"
-#include "util/countdown_latch.h"
+#include "util/one_shot_event.h"
 #include "util/spin_wait.h"
 
 namespace rrpc::rpc {
@@ -189,15 +189,11 @@ Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Mes
 
 Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Message& request,
                           google::protobuf::Message* response, RpcController* controller) const {
-  // `done` lets the caller poll for a quick response (util/spin_wait.h) before it sleeps on the
-  // latch; the latch is still waited on, so the callback is out of it before it goes away.
-  std::atomic<bool> done{false};
-  CountDownLatch latch(1);
+  // The callback sets `done`; this thread may poll it for a quick response before it sleeps on
+  // it (util/one_shot_event.h: one futex wake, no lock for the woken caller to wait for).
+  OneShotEvent done;
   scoped_refptr<OutboundCall> call =
-      NewCall(method, request, response, controller, [&done, &latch] {
-        done.store(true, std::memory_order_release);
-        latch.CountDown();
-      });
+      NewCall(method, request, response, controller, [&done] { done.Notify(); });
   if (!call) return controller->status();
   // This thread writes the call itself on the connection its last synchronous call to this
   // remote went out on, when that connection has nothing else to write: no hand-off to the
@@ -219,13 +215,13 @@ Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Mes
   thread_local PollPolicy poll_policy;
   const MonoDelta poll = messenger_->options().sync_call_poll;
   if (poll > MonoDelta() && PollingCanPayOnThisThreadCached() && poll_policy.BeginPoll()) {
-    poll_policy.EndPoll(SpinUntil([&done] { return done.load(std::memory_order_acquire); }, poll));
+    poll_policy.EndPoll(done.Poll(poll));
   }
-  if (direct && !latch.WaitUntil(controller->deadline())) {
+  if (direct && !done.WaitUntil(controller->deadline())) {
     // No reactor timer watches a call this thread wrote: time it out there now.
     last.connection->TimeOutCallerCall(call);
   }
-  latch.Wait();
+  done.Wait();
   if (!direct && call->connection()) {
     last.messenger = messenger_.get();
     last.remote = remote_;

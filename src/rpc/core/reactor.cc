@@ -377,8 +377,13 @@ void Reactor::AssignOutboundCall(scoped_refptr<OutboundCall> call) {
   }
   // Bulk calls travel apart from small ones (MessengerOptions::bulk_connection_bytes).
   const size_t bulk_bytes = options().bulk_connection_bytes;
-  auto& by_remote =
-      bulk_bytes > 0 && call->total_bytes() >= bulk_bytes ? bulk_connections_ : client_connections_;
+  const bool bulk = bulk_bytes > 0 && call->total_bytes() >= bulk_bytes;
+  if (!bulk && last_client_connection_ != nullptr &&
+      last_client_connection_->remote() == call->remote()) {
+    last_client_connection_->QueueOutboundCall(std::move(call));
+    return;
+  }
+  auto& by_remote = bulk ? bulk_connections_ : client_connections_;
   auto it = by_remote.find(call->remote());
   Connection* conn = it == by_remote.end() ? nullptr : it->second;
   if (conn == nullptr) {
@@ -396,6 +401,7 @@ void Reactor::AssignOutboundCall(scoped_refptr<OutboundCall> call) {
     by_remote.emplace(call->remote(), conn);
     conn->Start();
   }
+  if (!bulk) last_client_connection_ = conn;
   conn->QueueOutboundCall(std::move(call));
 }
 
@@ -605,6 +611,7 @@ void Reactor::ConnectionClosed(Connection* conn) {
   DCHECK(IsCurrentThread());
   WatchPausedConnection(conn, false);
   if (conn->direction() == Connection::Direction::kServer) messenger_->RemoveServerConnection();
+  if (conn == last_client_connection_) last_client_connection_ = nullptr;
   for (auto* by_remote : {&client_connections_, &bulk_connections_}) {
     auto it = by_remote->find(conn->remote());
     if (it != by_remote->end() && it->second == conn) by_remote->erase(it);
