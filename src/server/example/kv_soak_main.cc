@@ -286,7 +286,8 @@ int Main() {
   server_options.fault_injector = server_faults;
   MetricRegistry kv_metrics;  // the service's counters; outlives the server
   std::shared_ptr<rpc::Messenger> server = rpc::MessengerBuilder(server_options).Build().value();
-  RRPC_CHECK_OK(server->RegisterService(std::make_unique<KvService>(db.get(), KvServiceOptions(), &kv_metrics)));
+  RRPC_CHECK_OK(server->RegisterService(
+      std::make_unique<KvService>(db.get(), KvServiceOptions(), &kv_metrics)));
   Sockaddr addr;
   RRPC_CHECK_OK(server->Listen(Sockaddr::Loopback(0), &addr));
   rpc::MessengerOptions client_options;
