@@ -182,8 +182,7 @@ void Reactor::RunAfter(MonoDelta delay, std::function<void()> task) {
 
 void Reactor::ArmDelayedTasks(std::vector<std::unique_ptr<DelayedTask>> tasks) {
   for (auto& t : tasks) {
-    ev_timer_init(&t->timer, &Reactor::OnDelayedTask,
-                  std::max(0.0, t->delay.ToSeconds()), 0.0);
+    ev_timer_init(&t->timer, &Reactor::OnDelayedTask, std::max(0.0, t->delay.ToSeconds()), 0.0);
     t->timer.data = t.get();
     ev_timer_start(loop_, &t->timer);
     DelayedTask* raw = t.get();

@@ -154,8 +154,7 @@ void ExchangeRaw(const Sockaddr& addr, const std::string& bytes) {
   // The server may close early (a refusal): a failed send is fine, a blocked one is not.
   size_t written = 0;
   while (written < bytes.size()) {
-    const ssize_t n =
-        ::send(fd, bytes.data() + written, bytes.size() - written, MSG_NOSIGNAL);
+    const ssize_t n = ::send(fd, bytes.data() + written, bytes.size() - written, MSG_NOSIGNAL);
     if (n <= 0) {
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) Hang("read the input");
       break;

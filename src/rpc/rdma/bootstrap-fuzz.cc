@@ -85,7 +85,8 @@ void FuzzServer(Slice offer, bool srq) {
 }
 
 void FuzzClient(Slice answer) {
-  std::unique_ptr<rpc::TransportUpgrade> upgrade = Factory(false)->NewUpgrade(/*server_side=*/false);
+  std::unique_ptr<rpc::TransportUpgrade> upgrade =
+      Factory(false)->NewUpgrade(/*server_side=*/false);
   FUZZ_CHECK(upgrade != nullptr);
   BootstrapMessage offer;
   FUZZ_CHECK(DecodeBootstrap(Slice(upgrade->Offer()), &offer).ok());

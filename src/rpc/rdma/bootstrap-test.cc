@@ -76,8 +76,8 @@ TEST(BootstrapTest, RefusesBitsVersionOneDoesNotDefine) {
   ASSERT_TRUE(DecodeBootstrap(Slice(good), &d).ok());
   EXPECT_TRUE(DecodeBootstrap(Slice(good + "x"), &d).IsCorruption());  // longer than 64
   // {offset, value}: an unknown flag, reason 8, backend 2, each reserved byte.
-  const std::pair<size_t, uint8_t> bad[] = {{1, 4}, {1, 0x80}, {3, 8}, {2, 1}, {10, 2},
-                                            {11, 1}, {60, 1}, {63, 0xff}};
+  const std::pair<size_t, uint8_t> bad[] = {{1, 4},  {1, 0x80}, {3, 8},  {2, 1},
+                                            {10, 2}, {11, 1},   {60, 1}, {63, 0xff}};
   for (const auto& [offset, value] : bad) {
     std::string b = good;
     b[offset] = static_cast<char>(value);

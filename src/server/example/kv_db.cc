@@ -63,8 +63,8 @@ Result<KvDb::Ref> KvDb::Use() {
   }
   std::shared_lock<std::shared_mutex> lock(mu_);
   if (db_ == nullptr) {
-    return Status::ServiceUnavailable("the database is closed (a reopen failed or the server stops)",
-                                      "retry");
+    return Status::ServiceUnavailable(
+        "the database is closed (a reopen failed or the server stops)", "retry");
   }
   rocksdb::DB* db = db_.get();
   return Ref(std::move(lock), db);

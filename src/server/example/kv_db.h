@@ -9,13 +9,13 @@
 // recovery thread). Lock order: a Ref's shared lock is taken after no other lock of kv's.
 #pragma once
 
+#include <rocksdb/options.h>
+
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <shared_mutex>
 #include <string>
-
-#include <rocksdb/options.h>
 
 #include "util/status.h"
 

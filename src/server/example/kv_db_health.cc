@@ -3,10 +3,9 @@
 #include <glog/logging.h>
 #include <rocksdb/db.h>
 
-#include "server/example/kv_db.h"
-
 #include <chrono>
 
+#include "server/example/kv_db.h"
 #include "util/thread.h"
 
 namespace rrpc::kv {

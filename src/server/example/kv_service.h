@@ -45,9 +45,9 @@ inline constexpr MetricPrototype METRIC_kv_values_sent_as_sidecars_total = Metri
 
 class KvService : public KvServiceIf {
  public:
-  // `db` is used, not owned; it outlives the service. The service's counters live in `metrics` (the server's registry,
-  // which outlives the service), entity "kv_service". `health` (optional, outlives the service)
-  // refuses writes while the database recovers from a background error.
+  // `db` is used, not owned; it outlives the service. The service's counters live in `metrics` (the
+  // server's registry, which outlives the service), entity "kv_service". `health` (optional,
+  // outlives the service) refuses writes while the database recovers from a background error.
   KvService(KvDb* db, KvServiceOptions options, MetricRegistry* metrics,
             const KvDbHealth* health = nullptr);
 

@@ -82,11 +82,10 @@ std::string ConnectionsHtml(const PageEnv& env, rpc::Messenger* messenger) {
     Cell("num", std::to_string(c.calls_in_flight), &content);
     // Server side: what the connection holds against the inbound memory budget.
     Cell("num",
-         c.direction == "server" ? FormatBytes(static_cast<uint64_t>(c.inbound_memory_bytes)) +
-                                       " (" +
-                                       FormatBytes(static_cast<uint64_t>(c.inbound_memory_peak_bytes)) +
-                                       ")"
-                                 : std::string("-"),
+         c.direction == "server"
+             ? FormatBytes(static_cast<uint64_t>(c.inbound_memory_bytes)) + " (" +
+                   FormatBytes(static_cast<uint64_t>(c.inbound_memory_peak_bytes)) + ")"
+             : std::string("-"),
          &content);
     Cell("num", FormatAge(c.age_seconds), &content);
     content += "</tr>\n";

@@ -282,9 +282,9 @@ void WebHttpFrontend::AcceptNew() {
       return;
     }
     if (conns_.size() >= options_.max_connections) {
-      auto oldest_reading =
-          std::find_if(conns_.begin(), conns_.end(),
-                       [](const auto& c) { return c->phase == Conn::Phase::kReading; });
+      auto oldest_reading = std::find_if(conns_.begin(), conns_.end(), [](const auto& c) {
+        return c->phase == Conn::Phase::kReading;
+      });
       refused_++;
       if (refused_metric_ != nullptr) refused_metric_->Increment();
       if (oldest_reading == conns_.end()) {

@@ -41,11 +41,10 @@
 namespace rrpc {
 
 // In the registry given in Options, entity ("server", "web").
-inline constexpr MetricPrototype METRIC_web_connections_open =
-    MetricPrototype::Gauge("web_connections_open", "Open web UI connections",
-                           MetricUnit::kConnections,
-                           "HTTP connections open at the web UI's port (webserver_max_connections "
-                           "caps them).");
+inline constexpr MetricPrototype METRIC_web_connections_open = MetricPrototype::Gauge(
+    "web_connections_open", "Open web UI connections", MetricUnit::kConnections,
+    "HTTP connections open at the web UI's port (webserver_max_connections "
+    "caps them).");
 inline constexpr MetricPrototype METRIC_web_connections_refused_total = MetricPrototype::Counter(
     "web_connections_refused_total", "Refused web UI connections", MetricUnit::kConnections,
     "HTTP connections answered 503 and closed at webserver_max_connections (the oldest idle one "
@@ -53,7 +52,6 @@ inline constexpr MetricPrototype METRIC_web_connections_refused_total = MetricPr
 inline constexpr MetricPrototype METRIC_web_request_timeouts_total = MetricPrototype::Counter(
     "web_request_timeouts_total", "Web UI request timeouts", MetricUnit::kConnections,
     "HTTP connections answered 408 and closed: no complete request within the request timeout.");
-
 
 class MetricRegistry;
 class Counter;

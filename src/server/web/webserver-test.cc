@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "server/web/http-test-util.h"
-#include "server/web/web_http_frontend.h"
 #include "server/web/web_assets.h"
 #include "server/web/web_dashboard.h"
+#include "server/web/web_http_frontend.h"
 #include "util/countdown_latch.h"
 #include "util/metrics/counter.h"
 #include "util/metrics/metric_entity.h"

@@ -184,7 +184,7 @@ class Webserver {
 
   mg_context* ctx_ = nullptr;  // Owned; freed by mg_stop().
   uint16_t civetweb_port_ = 0;
-  std::unique_ptr<WebTlsFrontend> tls_frontend_;  // Set while running with TLS.
+  std::unique_ptr<WebTlsFrontend> tls_frontend_;    // Set while running with TLS.
   std::unique_ptr<WebHttpFrontend> http_frontend_;  // Set while running without TLS.
   uint16_t bound_port_ = 0;
 };
