@@ -196,6 +196,53 @@ TEST_F(SrqTest, AThousandConnectionsOnOneReactor) {
   ExpectAllReturned();
 }
 
+// Reclaim: busy peers raise their targets; once idle, each is asked to keep only the floor (3)
+// and gives the rest back, so the server's ledger holds exactly 3 per peer; the next burst asks
+// for credits again and completes (rnr_retry = 0: no grant ever outran the posted receives);
+// then they are reclaimed again. Both sides are SRQ, so each reclaims the other's credits.
+TEST_F(SrqTest, IdlePeersGiveCreditsBackAndGetThemAgain) {
+  RdmaOptions o = Srq(true);
+  o.srq.initial_credits = 8;
+  o.srq.floor_credits = 3;
+  o.srq.max_credits = 16;
+  o.srq.reclaim_after = MonoDelta::FromMilliseconds(50);
+  StartSrvr(o);
+  std::shared_ptr<RdmaTransportFactory> cf;
+  auto client = NewClient(o, &cf);
+  constexpr int kConns = 20;
+  auto wait_for_floor = [&](const char* round) {
+    RdmaTransportFactory::SrqSnapshot s{}, c{};
+    for (int i = 0; i < 4000; i++) {
+      s = One(*server_factory_);
+      c = One(*cf);
+      if (s.grants_outstanding == kConns * 3 && c.grants_outstanding == kConns * 3) break;
+      SleepFor(MonoDelta::FromMilliseconds(5));
+    }
+    EXPECT_EQ(s.grants_outstanding, uint64_t{kConns * 3}) << round;
+    EXPECT_EQ(c.grants_outstanding, uint64_t{kConns * 3}) << round;
+    if (s.grants_outstanding != kConns * 3) {
+      for (const auto& x : server_->DumpConnections()) {
+        std::string d = x.remote;
+        for (auto& [k, v] : x.transport_details) d += " " + k + "=" + v;
+        fprintf(stderr, "SERVER %s\n", d.c_str());
+      }
+    }
+    EXPECT_GE(s.reclaims, uint64_t{kConns}) << round;
+    EXPECT_GT(s.credits_reclaimed, 0u) << round;
+  };
+  // Multi-fragment calls (1 KiB buffers), several per peer at once: targets rise above 8.
+  Burst(client, kConns, 6, 3000);
+  EXPECT_GT(One(*server_factory_).grants_outstanding, uint64_t{kConns * 8});
+  wait_for_floor("first idle period");
+  const uint64_t reclaimed = One(*server_factory_).credits_reclaimed;
+  Burst(client, kConns, 6, 3000);
+  wait_for_floor("second idle period");
+  EXPECT_GT(One(*server_factory_).credits_reclaimed, reclaimed);
+  for (const auto& c : client->DumpConnections()) ASSERT_EQ(c.transport, "rdma");
+  client->Shutdown();
+  ExpectAllReturned();
+}
+
 // A small cap: the busy peers ask for more credits than the pool can hold; the pool grows to
 // the cap and no further, top-ups wait, every call completes.
 TEST_F(SrqTest, PoolGrowsToItsCapAndCallsWaitThenComplete) {
