@@ -522,9 +522,15 @@ void SoftDeviceImpl::Dispatch(Link* link, const PacketHeader& h, const uint8_t* 
 MonoTime SoftDeviceImpl::RunTimers() {
   MonoTime now = MonoTime::Now();
   MonoTime next = MonoTime::Max();
-  for (auto& [qpn, qp] : qps_) {
+  for (auto it = rnr_waiting.begin(); it != rnr_waiting.end();) {
+    SoftQp* qp = *it;
     if (qp->rnr_deadline() <= now) qp->OnTimer(now);
-    if (qp->rnr_deadline() < next) next = qp->rnr_deadline();
+    if (qp->rnr_deadline().IsMax()) {
+      it = rnr_waiting.erase(it);  // resent, or gone to ERR
+    } else {
+      next = std::min(next, qp->rnr_deadline());
+      ++it;
+    }
   }
   return next;
 }

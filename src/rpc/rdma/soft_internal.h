@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "rpc/rdma/soft_device.h"
@@ -200,7 +201,15 @@ class SoftDeviceImpl final : public SoftDevice {
   uint32_t NewQpNum() { return next_qpn_++; }
   uint32_t NewKey() { return next_key_++; }
   void AddQp(SoftQp* qp) { qps_[qp->qp_num()] = qp; }
-  void RemoveQp(uint32_t qpn) { qps_.erase(qpn); }
+  void RemoveQp(uint32_t qpn) {
+    auto it = qps_.find(qpn);
+    if (it == qps_.end()) return;
+    rnr_waiting.erase(it->second);
+    qps_.erase(it);
+  }
+  // QPs waiting out an RNR delay: the NIC loop's timers look at these only (looking at every QP
+  // after every wakeup made the software NIC O(connections) per packet). REQUIRES mu held.
+  std::unordered_set<SoftQp*> rnr_waiting;
   void AddCq(SoftCq* cq) { cqs_.insert(cq); }
   void RemoveCq(SoftCq* cq) { cqs_.erase(cq); }
   bool ConsumeRegistrationFailure();

@@ -289,6 +289,7 @@ void SoftQp::OnRnrNak(uint32_t psn) {
   // Go back N: everything from the refused packet on goes again after the RNR delay.
   for (Outstanding& s : unacked_) s.sent = false;
   rnr_deadline_ = MonoTime::Now() + RnrDelay(params_.min_rnr_timer);
+  dev_->rnr_waiting.insert(this);
 }
 
 void SoftQp::OnErrNak(uint32_t psn, WcStatus status) {
