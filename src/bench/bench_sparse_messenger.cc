@@ -20,6 +20,7 @@
 #include "bench/bench_modes.h"
 #include "bench/bench_payload.h"
 #include "rpc/messenger.h"
+#include "rpc/rdma/rdma_factory.h"
 #include "rpc/rpc_controller.h"
 #include "util/countdown_latch.h"
 #include "util/thread.h"
@@ -119,9 +120,13 @@ Status RunSparseMessengerMode(const BenchConfig& config, RunControl* control, Mo
   if (config.senders > config.connections) {
     return Status::InvalidArgument("--senders must not exceed --connections");
   }
-  // One descriptor per connection here (two over RDMA: the bootstrap socket stays open), the same
-  // again in an in-process server, and a margin for the messengers and libraries.
-  const uint64_t per_connection = config.in_process_server ? 4 : 2;
+  // One descriptor per connection here (its socket; over RDMA the bootstrap socket, and with a
+  // private receive queue its completion channel too), the same again in an in-process server,
+  // and a margin for the messengers and libraries.
+  const auto* rdma_factory =
+      dynamic_cast<const rdma::RdmaTransportFactory*>(config.client_messenger.transport_factory.get());
+  uint64_t per_connection = rdma_factory != nullptr && !rdma_factory->options().use_srq ? 2 : 1;
+  if (config.in_process_server) per_connection *= 2;
   RRPC_RETURN_NOT_OK(EnsureFileLimit(per_connection * config.connections + 256));
 
   rpc::MessengerOptions options = config.client_messenger;

@@ -65,7 +65,6 @@ Result<std::unique_ptr<SrqContext>> SrqContext::Create(Context* ctx, ProtectionD
     std::lock_guard<std::mutex> lock(registry_mu);
     LimitFlags()[c->srq_.get()] = &c->limit_hit_;
   }
-  c->ArmLimit();
   RRPC_RETURN_NOT_OK(c->recv_cq_->RequestNotify());
   RRPC_RETURN_NOT_OK(c->send_cq_->RequestNotify());
   return c;
@@ -93,6 +92,7 @@ bool SrqContext::Grow() {
   stats_->pool_bytes.store(uint64_t{chunks_.size()} * options_.chunk_blocks * options_.buffer_size,
                            std::memory_order_relaxed);
   if (chunks_.size() > 1) stats_->pool_growths.fetch_add(1, std::memory_order_relaxed);
+  ArmLimit();  // a quarter of the new total
   return true;
 }
 
@@ -381,8 +381,8 @@ void SrqContext::ArmLimit() {
 
 void SrqContext::HandleLimitEvent() {
   stats_->limit_events.fetch_add(1, std::memory_order_relaxed);
-  (void)Grow();  // false at the cap: the ledger still holds, grants just wait
-  ArmLimit();
+  // Grow re-arms; at the cap (false) the ledger still holds and grants just wait.
+  if (!Grow()) ArmLimit();
 }
 
 }  // namespace rrpc::rdma
