@@ -118,7 +118,8 @@ class BenchModesTest : public ::testing::Test {
       case BenchMode::kLatency:
         return RunLatencyMode(config_, &control, out);
       case BenchMode::kCps:
-        return RunCpsMode(config_, &control, out);
+        return config_.cps_messenger_client ? RunCpsMessengerMode(config_, &control, out)
+                                            : RunCpsMode(config_, &control, out);
       case BenchMode::kSparse:
         return config_.sparse_messenger_client ? RunSparseMessengerMode(config_, &control, out)
                                                : RunSparseMode(config_, &control, out);
@@ -331,6 +332,32 @@ TEST_F(BenchModesTest, SparseOverTheMessengerHoldsEveryConnection) {
         << (srq ? "srq" : "private rq");
   }
   EXPECT_EQ(0u, server_rdma->fallbacks(rdma::FallbackReason::kResources));
+}
+
+// cps through the client messenger: every call on a connection of its own (the server accepted
+// one connection per call), over TCP and over RDMA (SRQ) with the bootstrap each time.
+TEST_F(BenchModesTest, CpsOverTheMessengerOpensAConnectionPerCall) {
+  rdma::RdmaOptions srq;
+  srq.use_srq = true;
+  auto server_rdma = std::make_shared<rdma::RdmaTransportFactory>(srq);
+  bind_any_ = true;
+  StartServer(false, false, /*tls=*/false, server_rdma);
+  config_.cps_messenger_client = true;
+  for (bool rdma : {false, true}) {
+    if (rdma) {
+      config_.client_messenger.transport_factory =
+          std::make_shared<rdma::RdmaTransportFactory>(srq);
+    }
+    ModeOutput out;
+    Status s = Run(BenchMode::kCps, &out);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_GT(out.completed, 1u);
+  }
+  // Every RDMA connection upgraded: none fell back for any reason but kDisabled (the TCP leg's
+  // client offers no RDMA).
+  for (int r = 2; r <= 7; r++) {
+    EXPECT_EQ(0u, server_rdma->fallbacks(static_cast<rdma::FallbackReason>(r))) << r;
+  }
 }
 
 TEST_F(BenchModesTest, SidecarsAndOtherResponseSizesAreEchoedAndChecked) {

@@ -32,6 +32,8 @@ Status RunLatencyMode(const BenchConfig& config, RunControl* control, ModeOutput
 Status RunCpsMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
 Status RunSparseMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
 Status RunMixedMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
+// cps mode through a client Messenger (config.cps_messenger_client).
+Status RunCpsMessengerMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
 // sparse mode through a client Messenger (config.sparse_messenger_client).
 Status RunSparseMessengerMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
 // sparse over the messenger: connection i's remote, loopback address 127.<i / 250>.<i % 250 + 1>

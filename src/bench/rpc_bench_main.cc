@@ -92,6 +92,12 @@ DEFINE_string(sparse_client, "auto",
               "--transport, connection i to 127.<i/250>.<i%250+1> at the server's port (the "
               "server must listen on 0.0.0.0: the in-process one does, a --server_only one needs "
               "--bind_host=0.0.0.0); auto: messenger over rdma, raw otherwise");
+DEFINE_string(cps_client, "auto",
+              "cps: who opens the connections. raw: hand-made TCP connections; messenger: one "
+              "rrpc client Messenger over --transport (each client thread calls its own "
+              "127.0.0.x at the server's port and shuts the connection down after the call; the "
+              "server must listen on 0.0.0.0, as for --sparse_client); auto: messenger over rdma, "
+              "raw otherwise");
 DEFINE_double(sparse_hold_seconds, 0,
               "sparse over the messenger: seconds the established connections stay idle before "
               "the calls start (to read the server's RSS with all of them idle)");
@@ -147,15 +153,22 @@ bool ConfigFromFlags(BenchConfig* c, std::string* error) {
       c->mode == BenchMode::kSparse &&
       (FLAGS_sparse_client == "messenger" ||
        (FLAGS_sparse_client == "auto" && FLAGS_transport == "rdma"));
+  if (FLAGS_cps_client != "auto" && FLAGS_cps_client != "raw" && FLAGS_cps_client != "messenger") {
+    *error = "--cps_client must be auto, raw or messenger";
+    return false;
+  }
+  c->cps_messenger_client =
+      c->mode == BenchMode::kCps &&
+      (FLAGS_cps_client == "messenger" || (FLAGS_cps_client == "auto" && FLAGS_transport == "rdma"));
   if (!(FLAGS_sparse_hold_seconds >= 0)) {
     *error = "--sparse_hold_seconds must not be negative";
     return false;
   }
   c->sparse_hold_seconds = FLAGS_sparse_hold_seconds;
   if (FLAGS_transport == "rdma" && c->mode != BenchMode::kThroughput &&
-      c->mode != BenchMode::kLatency && !c->sparse_messenger_client) {
-    // cps and raw sparse drive raw TCP clients (no messenger), which can't do the RDMA bootstrap.
-    *error = "--transport=rdma runs the throughput, latency and sparse (messenger client) modes";
+      c->mode != BenchMode::kLatency && !c->sparse_messenger_client && !c->cps_messenger_client) {
+    // Raw cps and sparse clients (no messenger) can't do the RDMA bootstrap.
+    *error = "--transport=rdma needs the messenger client in cps and sparse modes";
     return false;
   }
   c->tls_resume_sessions = FLAGS_tls_resume_sessions;
@@ -382,7 +395,9 @@ int Run() {
   std::shared_ptr<rpc::Messenger> server;
   if (FLAGS_server_addr.empty()) {
     // The messenger's sparse connections go to distinct loopback addresses (127.x.y.z).
-    if (config.sparse_messenger_client) server_options.bind_address = Sockaddr::Parse("0.0.0.0:0").value();
+    if (config.sparse_messenger_client || config.cps_messenger_client) {
+      server_options.bind_address = Sockaddr::Parse("0.0.0.0:0").value();
+    }
     Result<std::shared_ptr<rpc::Messenger>> started =
         StartBenchServer(server_options, &config.server);
     if (!started.ok()) {
@@ -424,7 +439,8 @@ int Run() {
       s = RunLatencyMode(config, &control, &output);
       break;
     case BenchMode::kCps:
-      s = RunCpsMode(config, &control, &output);
+      s = config.cps_messenger_client ? RunCpsMessengerMode(config, &control, &output)
+                                      : RunCpsMode(config, &control, &output);
       break;
     case BenchMode::kSparse:
       s = config.sparse_messenger_client ? RunSparseMessengerMode(config, &control, &output)
