@@ -2,7 +2,8 @@
 # sparse-memory.sh: one row of docs/performance.md's sparse-connection memory table. Runs an
 # rpc-bench server (--server_only, on 0.0.0.0) and an rpc-bench sparse client (one client
 # messenger holding N connections, 127.x.y.z each) as two processes, so each side's RSS is its
-# own; reads the server's RSS before any connection and while all N are established and idle
+# own (with --rdma_soft_pin_memory, so registered memory counts in RSS as on hardware); reads the
+# server's RSS before any connection and while all N are established and idle
 # (--sparse_hold_seconds), and prints one line with both sides' figures and the client's latency.
 #
 #   build-support/sparse-memory.sh RPC_BENCH N TRANSPORT USE_SRQ [extra rpc-bench flags...]
@@ -20,8 +21,8 @@ fi
 BENCH=$1 N=$2 TRANSPORT=$3 SRQ=$4
 shift 4
 OUT=$(mktemp -d)
-"$BENCH" --server_only --transport="$TRANSPORT" --rdma_use_srq="$SRQ" --bind_host=0.0.0.0 \
-  --port=0 "$@" >"$OUT/server" 2>&1 &
+"$BENCH" --server_only --transport="$TRANSPORT" --rdma_use_srq="$SRQ"  --bind_host=0.0.0.0 \
+  --port=0 --rdma_soft_pin_memory=true "$@" >"$OUT/server" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true; rm -rf "$OUT"' EXIT
 for _ in $(seq 100); do
@@ -34,7 +35,7 @@ SERVER_BASE=$(rss $SERVER)
 "$BENCH" --mode=sparse --sparse_client=messenger --transport="$TRANSPORT" --rdma_use_srq="$SRQ" \
   --server_addr="127.0.0.1:$PORT" --connections="$N" --senders="${SENDERS:-4}" \
   --sleep_us="${SLEEP_US:-1000}" --warmup_seconds="${WARMUP:-2}" --run_seconds="${RUN:-10}" \
-  --sparse_hold_seconds="${HOLD:-3}" "$@" >"$OUT/client" 2>&1 &
+  --sparse_hold_seconds="${HOLD:-3}" --rdma_soft_pin_memory=true "$@" >"$OUT/client" 2>&1 &
 CLIENT=$!
 # Bounded: the client's set-up ends by its call timeout per connection.
 while kill -0 $CLIENT 2>/dev/null && ! grep -q established "$OUT/client"; do sleep 0.2; done

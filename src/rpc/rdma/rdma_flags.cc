@@ -41,9 +41,11 @@ DEFINE_int32(rdma_srq_initial_credits, 8,
 DEFINE_int32(rdma_srq_max_credits, 64,
              "SRQ mode: credits one peer may hold, at most, after asking for more");
 
-DEFINE_bool(rdma_soft_pin_memory, true,
+DEFINE_bool(rdma_soft_pin_memory, false,
             "soft backend: registration faults the registered pages in, as a NIC's pinning does, "
-            "so RSS counts registered memory as on hardware");
+            "so RSS counts registered memory as on hardware (memory figures: "
+            "build-support/sparse-memory.sh sets it); off, untouched registered pages cost no RSS "
+            "and registering is cheaper than on hardware");
 DEFINE_int32(rdma_srq_reclaim_after_ms, 10000,
              "SRQ mode: a peer that sent nothing for this long gets its credit target lowered to "
              "--rdma_srq_floor_credits and is asked to give back the credits above it; 0: never");
