@@ -94,9 +94,8 @@ Status RunCpsMessengerMode(const BenchConfig& config, RunControl* control, ModeO
   LatencyRecorders recorders;
   std::vector<std::thread> threads;
   for (int t = 0; t < config.client_threads; t++) {
-    Result<std::thread> thread =
-        StartThread("bench", "client-bench-" + std::to_string(t), [&config, t, &client, control,
-                                                                  &recorders] {
+    Result<std::thread> thread = StartThread(
+        "bench", "client-bench-" + std::to_string(t), [&config, t, &client, control, &recorders] {
           RunClient(config, t, client.get(), client, control, &recorders);
         });
     if (!thread.ok()) {

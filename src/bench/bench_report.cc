@@ -196,7 +196,8 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
     fields.push_back({"rss_per_conn_kb", Fmt("%.3f", rss_per_conn_kb)});
     fields.push_back({"rss_all_open_kb", std::to_string(o.rss_all_open_kb)});
     fields.push_back({"mean_us", Fmt("%.2f", mean_us)});
-    fields.push_back({"sparse_client", config.sparse_messenger_client ? "messenger" : "raw", false});
+    fields.push_back(
+        {"sparse_client", config.sparse_messenger_client ? "messenger" : "raw", false});
   }
   if (config.mode != BenchMode::kCps) {
     fields.push_back({"bytes_per_sec", Fmt("%.0f", bytes_per_sec)});

@@ -123,8 +123,8 @@ Status RunSparseMessengerMode(const BenchConfig& config, RunControl* control, Mo
   // One descriptor per connection here (its socket; over RDMA the bootstrap socket, and with a
   // private receive queue its completion channel too), the same again in an in-process server,
   // and a margin for the messengers and libraries.
-  const auto* rdma_factory =
-      dynamic_cast<const rdma::RdmaTransportFactory*>(config.client_messenger.transport_factory.get());
+  const auto* rdma_factory = dynamic_cast<const rdma::RdmaTransportFactory*>(
+      config.client_messenger.transport_factory.get());
   uint64_t per_connection = rdma_factory != nullptr && !rdma_factory->options().use_srq ? 2 : 1;
   if (config.in_process_server) per_connection *= 2;
   RRPC_RETURN_NOT_OK(EnsureFileLimit(per_connection * config.connections + 256));

@@ -35,12 +35,13 @@ DEFINE_string(mode, "throughput",
               "throughput: async calls kept in flight; latency: one call at a time; "
               "cps: a new connection per call; sparse: many connections, each called rarely; "
               "mixed: small calls one at a time (their latency is reported) beside bulk calls");
-DEFINE_string(transport, "tcp",
-              "tcp, tls or rdma. tls: the server requires TLS 1.3/1.2 on its port, with the --rpc_* "
-              "certificate flags or else a throwaway CA and certificate made at start "
-              "(docs/security.md). rdma: connections upgrade to RDMA after negotiating "
-              "(--rdma_backend=soft runs the software backend, same host only; throughput and "
-              "latency modes).");
+DEFINE_string(
+    transport, "tcp",
+    "tcp, tls or rdma. tls: the server requires TLS 1.3/1.2 on its port, with the --rpc_* "
+    "certificate flags or else a throwaway CA and certificate made at start "
+    "(docs/security.md). rdma: connections upgrade to RDMA after negotiating "
+    "(--rdma_backend=soft runs the software backend, same host only; throughput and "
+    "latency modes).");
 DEFINE_bool(tls_resume_sessions, false,
             "cps over TLS: each connection resumes its thread's previous session (a TLS 1.3 "
             "ticket) instead of a full handshake.");
@@ -149,17 +150,16 @@ bool ConfigFromFlags(BenchConfig* c, std::string* error) {
     *error = "--sparse_client must be auto, raw or messenger";
     return false;
   }
-  c->sparse_messenger_client =
-      c->mode == BenchMode::kSparse &&
-      (FLAGS_sparse_client == "messenger" ||
-       (FLAGS_sparse_client == "auto" && FLAGS_transport == "rdma"));
+  c->sparse_messenger_client = c->mode == BenchMode::kSparse &&
+                               (FLAGS_sparse_client == "messenger" ||
+                                (FLAGS_sparse_client == "auto" && FLAGS_transport == "rdma"));
   if (FLAGS_cps_client != "auto" && FLAGS_cps_client != "raw" && FLAGS_cps_client != "messenger") {
     *error = "--cps_client must be auto, raw or messenger";
     return false;
   }
   c->cps_messenger_client =
-      c->mode == BenchMode::kCps &&
-      (FLAGS_cps_client == "messenger" || (FLAGS_cps_client == "auto" && FLAGS_transport == "rdma"));
+      c->mode == BenchMode::kCps && (FLAGS_cps_client == "messenger" ||
+                                     (FLAGS_cps_client == "auto" && FLAGS_transport == "rdma"));
   if (!(FLAGS_sparse_hold_seconds >= 0)) {
     *error = "--sparse_hold_seconds must not be negative";
     return false;

@@ -250,13 +250,15 @@ void RdmaTransport::HandleReturnsAndReclaim(uint8_t returned, uint8_t keep) {
     srq_->Release(n);
     srq_->CountReclaimed(n);
   }
-  if (keep > 0 && window_.credits() > keep) {
-    // The peer reclaims what we hold above `keep`; the next message says how many went back.
-    const uint32_t n = window_.credits() - keep;
+  // Never below 3, whatever the peer asks: with fewer, our deadlock-freedom argument fails.
+  const uint32_t kept = keep > 0 ? std::max<uint32_t>(keep, 3) : 0;
+  if (keep > 0 && window_.credits() > kept) {
+    // The peer reclaims what we hold above the floor; the next message says how many went back.
+    const uint32_t n = window_.credits() - kept;
     window_.Return(n);
     returning_ += n;
     credits_returned_ += n;
-    request_reference_ = keep;
+    request_reference_ = kept;
   }
 }
 

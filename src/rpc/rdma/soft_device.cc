@@ -4,8 +4,8 @@
 
 #include <fcntl.h>
 #include <sys/epoll.h>
-#include <sys/mman.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>

@@ -44,8 +44,8 @@ struct SrqOptions {
   // to `floor_credits` and is asked to give back what it holds above it; zero: never.
   uint32_t floor_credits = 3;
   MonoDelta reclaim_after = MonoDelta::FromSeconds(10);
-  uint32_t max_credits = 64;          // a peer's target, at most
-  uint32_t send_buffers = 256;        // the reactor's shared send blocks
+  uint32_t max_credits = 64;    // a peer's target, at most
+  uint32_t send_buffers = 256;  // the reactor's shared send blocks
 };
 
 // Per reactor; published for any thread to read.
@@ -56,8 +56,8 @@ struct SrqStats {
   std::atomic<uint64_t> credit_waits{0};  // top-ups that had to wait for the pool
   std::atomic<uint64_t> pool_growths{0};
   std::atomic<uint64_t> connections{0};
-  std::atomic<uint64_t> limit_events{0};  // the SRQ's limit event fired (posted receives low)
-  std::atomic<uint64_t> reclaims{0};      // idle peers asked to give credits back
+  std::atomic<uint64_t> limit_events{0};       // the SRQ's limit event fired (posted receives low)
+  std::atomic<uint64_t> reclaims{0};           // idle peers asked to give credits back
   std::atomic<uint64_t> credits_reclaimed{0};  // credits given back by them
 };
 
