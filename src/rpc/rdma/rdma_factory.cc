@@ -92,7 +92,7 @@ Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
     SrqOptions o = options_.srq;
     o.buffer_size = options_.endpoint.buffer_size;
     Result<std::unique_ptr<SrqContext>> made =
-        SrqContext::Create(device->context.get(), device->pd.get(), o);
+        SrqContext::Create(device->context.get(), device->pd.get(), o, device);
     if (!made.ok()) {
       srqs_.erase(std::this_thread::get_id());
       return made.status();
@@ -127,7 +127,8 @@ std::vector<RdmaTransportFactory::SrqSnapshot> RdmaTransportFactory::SrqStatsSna
     const SrqStats& st = c->stats();
     out.push_back({st.posted_receives.load(), st.pool_bytes.load(), st.grants_outstanding.load(),
                    st.credit_waits.load(), st.pool_growths.load(), st.connections.load(),
-                   st.limit_events.load(), st.reclaims.load(), st.credits_reclaimed.load()});
+                   st.limit_events.load(), st.reclaims.load(), st.credits_reclaimed.load(),
+                   st.background_growths.load()});
   }
   return out;
 }

@@ -281,7 +281,10 @@ TEST_F(SrqTest, LimitEventGrowsThePoolWhileCompletionsLag) {
     ctls[i].set_timeout(MonoDelta::FromSeconds(120));
     proxies[i % kConns].EchoAsync(reqs[i], &resps[i], &ctls[i], [&done] { done.CountDown(); });
   }
-  for (int i = 0; i < 4000 && One(*server_factory_).limit_events == 0; i++) {
+  // The chunk is made off the reactor thread and posted when it is ready.
+  for (int i = 0; i < 4000; i++) {
+    s = One(*server_factory_);
+    if (s.limit_events > 0 && s.pool_bytes > 128u * 1024) break;
     SleepFor(MonoDelta::FromMilliseconds(5));
   }
   s = One(*server_factory_);
@@ -295,6 +298,7 @@ TEST_F(SrqTest, LimitEventGrowsThePoolWhileCompletionsLag) {
   EXPECT_EQ(s.limit_events, 1u);
   EXPECT_EQ(s.pool_bytes, 144u * 1024);  // one chunk more
   EXPECT_EQ(s.pool_growths, growths + 1);
+  EXPECT_EQ(s.background_growths, 1u);
   dev->StallCompletions(false);
   ASSERT_TRUE(done.WaitFor(MonoDelta::FromSeconds(120)));
   for (int i = 0; i < n; i++) {
@@ -321,6 +325,8 @@ TEST_F(SrqTest, PoolGrowsToItsCapAndCallsWaitThenComplete) {
   auto s = One(*server_factory_);
   EXPECT_EQ(s.pool_bytes, 64u * 1024);  // at the cap
   EXPECT_EQ(s.pool_growths, 3u);        // and no further
+  // Chunks wanted by waiting top-ups were made off the reactor thread.
+  EXPECT_GT(s.background_growths, 0u);
   EXPECT_GT(s.credit_waits, 0u);
   EXPECT_LE(s.grants_outstanding, 64u - 4u);
   client->Shutdown();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "rpc/rdma/rdma_endpoint.h"
@@ -26,7 +27,8 @@ std::unordered_map<const void*, std::atomic<bool>*>& LimitFlags() {
 }  // namespace
 
 Result<std::unique_ptr<SrqContext>> SrqContext::Create(Context* ctx, ProtectionDomain* pd,
-                                                       const SrqOptions& o) {
+                                                       const SrqOptions& o,
+                                                       std::shared_ptr<void> keep_alive) {
   if (o.buffer_size < 256 || o.chunk_blocks == 0 || o.send_buffers < 2 || o.floor_credits < 3 ||
       o.initial_credits < o.floor_credits || o.max_credits < o.initial_credits) {
     return Status::InvalidArgument(
@@ -40,6 +42,7 @@ Result<std::unique_ptr<SrqContext>> SrqContext::Create(Context* ctx, ProtectionD
   std::unique_ptr<SrqContext> c(new SrqContext(o));
   c->ctx_ = ctx;
   c->pd_ = pd;
+  c->keep_alive_ = std::move(keep_alive);
   c->max_blocks_ = static_cast<uint32_t>(std::min<uint64_t>(chunks * o.chunk_blocks, 1u << 24));
   RRPC_ASSIGN_OR_RETURN(c->channel_, ctx->CreateChannel());
   // Every completion fits: one per posted receive, one per send block in flight.
@@ -71,6 +74,10 @@ Result<std::unique_ptr<SrqContext>> SrqContext::Create(Context* ctx, ProtectionD
 }
 
 SrqContext::~SrqContext() {
+  {
+    std::lock_guard<std::mutex> lock(handoff_->mu);
+    handoff_->open = false;  // a growth thread still running drops its chunk
+  }
   if (srq_ != nullptr) {
     std::lock_guard<std::mutex> lock(registry_mu);
     LimitFlags().erase(srq_.get());
@@ -84,8 +91,53 @@ bool SrqContext::Grow() {
   Result<std::unique_ptr<RegisteredBlockPool>> chunk =
       RegisteredBlockPool::Create(pd_, options_.chunk_blocks, options_.buffer_size);
   if (!chunk.ok()) return false;
+  return AddChunk(std::move(chunk).value());
+}
+
+bool SrqContext::GrowSoon() {
+  // Off the reactor only while it watches (the chunk comes back through its loop) and with the
+  // device kept alive for the thread.
+  if (!options_.grow_off_reactor || !watching_ || keep_alive_ == nullptr) return Grow();
+  if (growing_) return false;  // one at a time; its arrival serves the waiters
+  if (chunks_.size() * options_.chunk_blocks + options_.chunk_blocks > max_blocks_) return false;
+  growing_ = true;
+  // Allocating, registering (pinning, on hardware) and faulting in a chunk can take a while:
+  // a thread does it while the reactor goes on; the reactor posts the blocks on OnGrowthReady.
+  std::thread([handoff = handoff_, keep_alive = keep_alive_, pd = pd_,
+               blocks = options_.chunk_blocks, size = options_.buffer_size] {
+    Result<std::unique_ptr<RegisteredBlockPool>> chunk =
+        RegisteredBlockPool::Create(pd, blocks, size);
+    std::lock_guard<std::mutex> lock(handoff->mu);
+    if (!handoff->open) return;  // the context is gone: the chunk deregisters here (pd alive)
+    if (chunk.ok()) {
+      handoff->chunk = std::move(chunk).value();
+    } else {
+      handoff->failed = true;
+    }
+    if (handoff->loop != nullptr) ev_async_send(handoff->loop, handoff->ready_watcher);
+  }).detach();
+  return true;
+}
+
+void SrqContext::OnGrowthReady(struct ev_loop*, ev_async* w, int) {
+  auto* self = static_cast<SrqContext*>(w->data);
+  std::unique_ptr<RegisteredBlockPool> chunk;
+  {
+    std::lock_guard<std::mutex> lock(self->handoff_->mu);
+    if (self->handoff_->chunk == nullptr && !self->handoff_->failed) return;
+    chunk = std::move(self->handoff_->chunk);
+    self->handoff_->failed = false;
+  }
+  self->growing_ = false;
+  if (chunk != nullptr && self->AddChunk(std::move(chunk))) {
+    self->stats_->background_growths.fetch_add(1, std::memory_order_relaxed);
+  }
+  self->ServeWaiters();
+}
+
+bool SrqContext::AddChunk(std::unique_ptr<RegisteredBlockPool> chunk) {
   const uint32_t base = static_cast<uint32_t>(chunks_.size()) * options_.chunk_blocks;
-  chunks_.push_back(std::move(chunk).value());
+  chunks_.push_back(std::move(chunk));
   for (uint32_t i = 0; i < options_.chunk_blocks; ++i) {
     if (!Repost(base + i).ok()) return false;
   }
@@ -140,8 +192,9 @@ void SrqContext::CancelWait(SrqClient* client) {
 }
 
 void SrqContext::ServeWaiters() {
-  // Grow while peers wait and the cap allows (between batches, on the reactor).
-  while (!waiters_.empty() && Free() <= 0 && Grow()) {
+  // Grow while peers wait and the cap allows: a chunk made off the reactor (served again when
+  // it is posted), or here between batches.
+  while (!waiters_.empty() && Free() <= 0 && GrowSoon() && !growing_) {
   }
   while (!waiters_.empty() && Free() > 0) {
     SrqClient* c = waiters_.front();
@@ -320,6 +373,17 @@ void SrqContext::StartWatching(struct ev_loop* loop) {
   ev_io_init(&watcher_, &SrqContext::OnChannelReadable, channel_->fd(), EV_READ);
   watcher_.data = this;
   ev_io_start(loop_, &watcher_);
+  ev_async_init(&growth_ready_, &SrqContext::OnGrowthReady);
+  growth_ready_.data = this;
+  ev_async_start(loop_, &growth_ready_);
+  {
+    std::lock_guard<std::mutex> lock(handoff_->mu);
+    handoff_->loop = loop_;
+    handoff_->ready_watcher = &growth_ready_;
+    // A chunk made while nobody watched: take it on the first turn.
+    if (handoff_->chunk != nullptr || handoff_->failed)
+      ev_feed_event(loop_, &growth_ready_, EV_ASYNC);
+  }
   ev_io_init(&async_watcher_, &SrqContext::OnAsyncReadable, ctx_->async_fd(), EV_READ);
   async_watcher_.data = this;
   ev_io_start(loop_, &async_watcher_);
@@ -334,6 +398,12 @@ void SrqContext::StartWatching(struct ev_loop* loop) {
 
 void SrqContext::StopWatching() {
   if (!watching_) return;
+  {
+    std::lock_guard<std::mutex> lock(handoff_->mu);
+    handoff_->loop = nullptr;  // the thread leaves its chunk for the next StartWatching
+  }
+  ev_async_stop(loop_, &growth_ready_);
+  ev_clear_pending(loop_, &growth_ready_);
   ev_io_stop(loop_, &watcher_);
   ev_clear_pending(loop_, &watcher_);
   ev_io_stop(loop_, &async_watcher_);
@@ -381,8 +451,8 @@ void SrqContext::ArmLimit() {
 
 void SrqContext::HandleLimitEvent() {
   stats_->limit_events.fetch_add(1, std::memory_order_relaxed);
-  // Grow re-arms; at the cap (false) the ledger still holds and grants just wait.
-  if (!Grow()) ArmLimit();
+  // Growth re-arms; at the cap (false) the ledger still holds and grants just wait.
+  if (!GrowSoon()) ArmLimit();
 }
 
 }  // namespace rrpc::rdma

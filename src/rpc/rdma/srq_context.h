@@ -22,6 +22,7 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -46,6 +47,10 @@ struct SrqOptions {
   MonoDelta reclaim_after = MonoDelta::FromSeconds(10);
   uint32_t max_credits = 64;    // a peer's target, at most
   uint32_t send_buffers = 256;  // the reactor's shared send blocks
+  // Chunks wanted while connections run (credit waiters, the limit event) are allocated and
+  // registered on a thread of their own; the reactor only posts them. Set-up growth (the
+  // bootstrap's initial grant) stays synchronous: a connection can't wait for it.
+  bool grow_off_reactor = true;
 };
 
 // Per reactor; published for any thread to read.
@@ -56,9 +61,10 @@ struct SrqStats {
   std::atomic<uint64_t> credit_waits{0};  // top-ups that had to wait for the pool
   std::atomic<uint64_t> pool_growths{0};
   std::atomic<uint64_t> connections{0};
-  std::atomic<uint64_t> limit_events{0};       // the SRQ's limit event fired (posted receives low)
-  std::atomic<uint64_t> reclaims{0};           // idle peers asked to give credits back
-  std::atomic<uint64_t> credits_reclaimed{0};  // credits given back by them
+  std::atomic<uint64_t> limit_events{0};        // the SRQ's limit event fired (posted receives low)
+  std::atomic<uint64_t> reclaims{0};            // idle peers asked to give credits back
+  std::atomic<uint64_t> credits_reclaimed{0};   // credits given back by them
+  std::atomic<uint64_t> background_growths{0};  // chunks made off the reactor thread
 };
 
 // What the context calls on a connection (RdmaTransport in SRQ mode).
@@ -78,8 +84,10 @@ class SrqClient {
 
 class SrqContext {
  public:
+  // `keep_alive` keeps the device (and `pd`) alive for a growth thread that outlives us.
   static Result<std::unique_ptr<SrqContext>> Create(Context* ctx, ProtectionDomain* pd,
-                                                    const SrqOptions& options);
+                                                    const SrqOptions& options,
+                                                    std::shared_ptr<void> keep_alive = nullptr);
   ~SrqContext();
 
   const SrqOptions& options() const { return options_; }
@@ -141,6 +149,22 @@ class SrqContext {
   void HandleLimitEvent();
   // Adds a chunk of receive blocks, all posted; false at the cap or on failure.
   bool Grow();
+  // Posts `chunk`'s blocks as the next chunk of the pool.
+  bool AddChunk(std::unique_ptr<RegisteredBlockPool> chunk);
+  // Grows by a chunk: off the reactor thread (options().grow_off_reactor: false when one is
+  // already on its way; waiters are served when it is posted) or now. False at the cap.
+  bool GrowSoon();
+  static void OnGrowthReady(struct ev_loop* loop, ev_async* w, int revents);
+  // What the growth thread and the reactor share. The thread holds it (and the device) past our
+  // destruction; `open` false means we are gone and the chunk is dropped.
+  struct GrowthHandoff {
+    std::mutex mu;
+    bool open = true;                            // guarded by mu
+    struct ev_loop* loop = nullptr;              // guarded by mu; null while not watching
+    ev_async* ready_watcher = nullptr;           // guarded by mu
+    std::unique_ptr<RegisteredBlockPool> chunk;  // guarded by mu; made, not yet taken
+    bool failed = false;                         // guarded by mu
+  };
   int64_t Free() const {
     return static_cast<int64_t>(posted_) - options_.reserve - granted_ - quarantined_;
   }
@@ -155,6 +179,10 @@ class SrqContext {
   std::atomic<bool> limit_hit_{false};
   ev_io async_watcher_;
   ev_timer idle_timer_;
+  ev_async growth_ready_;
+  std::shared_ptr<void> keep_alive_;
+  const std::shared_ptr<GrowthHandoff> handoff_ = std::make_shared<GrowthHandoff>();
+  bool growing_ = false;  // a growth thread is on its way (reactor thread)
   uint32_t max_blocks_ = 0;
   const std::shared_ptr<SrqStats> stats_ = std::make_shared<SrqStats>();
   struct ev_loop* loop_ = nullptr;
