@@ -46,6 +46,9 @@ constexpr MetricPrototype METRIC_rdma_srq_reclaims = MetricPrototype::Gauge(
 constexpr MetricPrototype METRIC_rdma_srq_credits_reclaimed = MetricPrototype::Gauge(
     "rdma_srq_credits_reclaimed", "SRQ credits reclaimed", MetricUnit::kEntries,
     "Credits idle peers gave back to the reactor's ledger.");
+constexpr MetricPrototype METRIC_rdma_srq_background_growths = MetricPrototype::Gauge(
+    "rdma_srq_background_growths", "SRQ background growths", MetricUnit::kUnits,
+    "Chunks of receive blocks allocated and registered off the reactor thread.");
 constexpr MetricPrototype METRIC_rdma_posted_send_bytes = MetricPrototype::Histogram(
     "rdma_posted_send_bytes", "RDMA non-inline sends", MetricUnit::kBytes,
     "Sizes of RDMA messages sent from registered memory (not inline).", 1 << 20);
@@ -116,6 +119,7 @@ Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
     gauge(&METRIC_rdma_srq_limit_events, &SrqStats::limit_events);
     gauge(&METRIC_rdma_srq_reclaims, &SrqStats::reclaims);
     gauge(&METRIC_rdma_srq_credits_reclaimed, &SrqStats::credits_reclaimed);
+    gauge(&METRIC_rdma_srq_background_growths, &SrqStats::background_growths);
   }
   return slot;
 }
