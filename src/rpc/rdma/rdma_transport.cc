@@ -103,7 +103,7 @@ void RdmaTransport::DeliverHeld() {
   // Messages held while reads were paused go first, in order.
   while (!closed_ && !reads_paused_ && !held_.empty()) {
     auto [index, length] = held_.front();
-    held_.pop_front();
+    held_.erase(held_.begin());  // a few at most (the peer's credits)
     Deliver(index, length);
     if (closed_) {
       if (srq_) (void)srq_->Repost(index);
