@@ -38,7 +38,9 @@ SERVER_BASE=$(rss $SERVER)
   --sparse_hold_seconds="${HOLD:-3}" --rdma_soft_pin_memory=true "$@" >"$OUT/client" 2>&1 &
 CLIENT=$!
 # Bounded: the client's set-up ends by its call timeout per connection.
-while kill -0 $CLIENT 2>/dev/null && ! grep -q established "$OUT/client"; do sleep 0.2; done
+while kill -0 $CLIENT 2>/dev/null && ! grep -q established "$OUT/client" 2>/dev/null; do
+  sleep 0.2
+done
 sleep 1
 SERVER_IDLE=$(rss $SERVER)
 STATUS=0
