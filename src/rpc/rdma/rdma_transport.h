@@ -14,16 +14,22 @@
 // of the pool, waiting while there is none).
 //
 // Each message starts with an 8-byte header: kind (1 data, 2 grant only), a credit request (0
-// none, 1 soft, 2 hard; only sent to a peer whose receives are SRQ), 2 zero bytes, and the
-// credits it grants (big-endian 32 bits); docs/wire-format.md.
+// none, 1 soft, 2 hard; only sent to a peer whose receives are SRQ), the credits the sender gives
+// back (answering a reclaim), a reclaim (0 none, else: keep at most this many of my credits; only
+// from an SRQ receiver), and the credits it grants (big-endian 32 bits); docs/wire-format.md.
+//
+// Reclaim (SRQ receiver): a peer that sent nothing for srq.reclaim_after has its target lowered
+// to srq.floor_credits and, when it holds more, is asked to keep only that many; it stops using
+// the rest at once and says so in its next message (a grant-only one if it has nothing else), and
+// the ledger gets them back. Its next burst asks for credits again as usual.
 // Reactor thread only (capabilities().concurrent_write is false).
 #pragma once
 
 #include <ev.h>
 
-#include <deque>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "rpc/rdma/credit_window.h"
 #include "rpc/rdma/rdma_endpoint.h"
@@ -115,6 +121,11 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   void OnSrqReceive(uint32_t block, uint32_t length, WcStatus status) override;
   void OnSrqBatchDone() override { AfterCompletions(); }
   void OnSrqCreditsAvailable() override;
+  void OnSrqIdleCheck(MonoTime now) override;
+  // Fills header bytes 2 (credits given back) and 3 (reclaim) of the next message.
+  void EncodeReturnsAndReclaim(uint8_t* header);
+  // Header bytes 2 and 3 of a received message.
+  void HandleReturnsAndReclaim(uint8_t returned, uint8_t keep);
 
   std::unique_ptr<RdmaEndpoint> ep_;  // nullptr once closed
   Socket socket_;
@@ -134,7 +145,9 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   bool wants_writable_ = false;
   bool reads_paused_ = false;
   // Received while reads were paused: (block index, length), delivered and reposted on resume.
-  std::deque<std::pair<uint32_t, uint32_t>> held_;
+  // A vector, not a deque: an empty std::deque allocates ~600 bytes, which every idle connection
+  // would hold for nothing.
+  std::vector<std::pair<uint32_t, uint32_t>> held_;
   // SRQ mode (receive side): grants the peer holds, and how many it should hold.
   std::shared_ptr<SrqContext> srq_;
   uint32_t peer_credits_ = 0;
@@ -145,6 +158,15 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   const bool peer_srq_;
   const uint32_t peer_initial_credits_;
   bool request_pending_ = false;
+  // Credit requests start below half of this: the initial credits, or what a reclaim left us.
+  uint32_t request_reference_;
+  // Reclaim, receive side: when the peer last sent, a reclaim to send / sent and unanswered.
+  MonoTime last_receive_;
+  bool reclaim_due_ = false;
+  bool reclaim_pending_ = false;
+  // Reclaim, send side: credits given back and not yet said so.
+  uint32_t returning_ = 0;
+  uint64_t credits_returned_ = 0;
   uint64_t credit_requests_ = 0;
   uint64_t inline_sends_ = 0;
   uint64_t posted_sends_ = 0;
