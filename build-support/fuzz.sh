@@ -34,7 +34,8 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(frame_codec-fuzz negotiation-fuzz server_connection-fuzz)
+[ ${#targets[@]} -gt 0 ] || targets=(frame_codec-fuzz negotiation-fuzz server_connection-fuzz tls_connection-fuzz
+  bootstrap-fuzz)
 
 export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -49,13 +50,14 @@ for t in "${targets[@]}"; do
   crashes="$build/crashes"
   mkdir -p "$work" "$crashes"
   log="$build/$t.log"
+  bin=$(find "$build/src" -type f -name "$t" -perm -u+x | head -1)
   before=$(find "$crashes" -name "$t-*" -type f | wc -l)
   status=0
   # -timeout: one input taking this long is a hang. -max_len: frames and handshakes of interest
   # fit; bigger inputs only slow the search. Leak checks stay on (ASAN_OPTIONS).
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    "$build/src/rpc/$t" -seed="$seed" -max_total_time="$seconds" -print_final_stats=1 -timeout=25 \
+    "$bin" -seed="$seed" -max_total_time="$seconds" -print_final_stats=1 -timeout=25 \
     -max_len=4096 -rss_limit_mb=2048 -artifact_prefix="$crashes/$t-" "$work" "$seeds" \
     >"$log" 2>&1 || status=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)

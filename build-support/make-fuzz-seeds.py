@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus of the fuzz targets (src/rpc/core/fuzz-corpus/<target>/seed-*).
+"""Writes the seed corpus of the fuzz targets (src/rpc/{core,rdma}/fuzz-corpus/<target>/seed-*).
 
 The seeds are a few well-formed and a few typical broken inputs, so a fuzz run starts from the
 shapes docs/wire-format.md describes instead of discovering "RRPC" and protobuf by chance. The
@@ -8,11 +8,14 @@ src/rpc/testing/rtest.proto). Inputs that once crashed a target go next to the s
 regress-*, written by hand or copied from a crash file; this script leaves those alone.
 Usage: build-support/make-fuzz-seeds.py
 """
+import hashlib
+import hmac
 import os
 import struct
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "rpc", "core",
-                    "fuzz-corpus")
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "rpc")
+ROOT = os.path.join(SRC, "core", "fuzz-corpus")
+RDMA_ROOT = os.path.join(SRC, "rdma", "fuzz-corpus")
 
 
 def varint(v):
@@ -58,11 +61,31 @@ def request_header(call_id, service, method, timeout_ms=0, sidecar_offsets=(), r
     return h
 
 
-def negotiate(features=(1,), name="seed"):
+def negotiate(features=(1,), name="seed", token=None):
     b = field_varint(1, 1)
     for f in features:
         b += field_varint(2, f)
-    return b + field_bytes(3, name)
+    b += field_bytes(3, name)
+    if token is not None:
+        b += field_bytes(4, token)
+    return b
+
+
+# The key tls_connection-fuzz.cc gives its server; tokens as security/auth_token.cc mints them.
+TOKEN_KEY = b"rrpc-fuzz-token-key-0123456789abcdef"
+
+
+def token(user, expires=4102444800):
+    signed = "rrpc1.%d.%s" % (expires, user.encode().hex())
+    return signed + "." + hmac.new(TOKEN_KEY, signed.encode(), hashlib.sha256).hexdigest()
+
+
+def bootstrap(fallback=False, srq=False, reason=0, qp_num=1, lid=0, backend=1, gid=b"\0" * 16,
+              psn=7, mtu=1024, buffer_size=4096, credits=8, sq_depth=16, inline_cap=64, nonce=42,
+              version=1, reserved=0):
+    flags = (1 if fallback else 0) | (2 if srq else 0)
+    return (struct.pack(">BBHIHBB", version, flags, reason, qp_num, lid, backend, reserved) + gid +
+            struct.pack(">IIIIIIQI", psn, mtu, buffer_size, credits, sq_depth, inline_cap, nonce, 0))
 
 
 HELLO = PREAMBLE + frame(field_varint(1, -2), negotiate())
@@ -91,8 +114,8 @@ def error_status(message, code):
     return field_bytes(1, message) + field_varint(2, code)
 
 
-def write(target, name, data):
-    d = os.path.join(ROOT, target)
+def write(target, name, data, root=ROOT):
+    d = os.path.join(root, target)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "seed-" + name), "wb") as f:
         f.write(data)
@@ -140,6 +163,34 @@ def main():
     write(sc, "hello-partial-frame", HELLO + echo_call(10)[:9])
     write(sc, "bad-preamble", b"GET / HTTP/1.1\r\n\r\n")
     write(sc, "preamble-only", PREAMBLE)
+
+    # tls_connection-fuzz: [mode byte: even inside TLS, odd raw][bytes]; raw with an odd second
+    # byte: a real ClientHello, then the bytes after that byte
+    tc = "tls_connection-fuzz"
+    write(tc, "tls-hello-echo", b"\x00" + HELLO + echo_call(1))
+    write(tc, "tls-token-echo", b"\x00" + PREAMBLE + frame(field_varint(1, -2), negotiate(token=token("alice"))) + echo_call(2))
+    write(tc, "tls-bad-token", b"\x00" + PREAMBLE + frame(field_varint(1, -2), negotiate(token=token("alice")[:-3] + "abc")) + echo_call(3))
+    write(tc, "tls-expired-token", b"\x00" + PREAMBLE + frame(field_varint(1, -2), negotiate(token=token("bob", 1000))))
+    write(tc, "tls-upgrade-offer", b"\x00" + PREAMBLE + frame(field_varint(1, -2), negotiate((1, 3))) + frame(field_varint(1, -4), bootstrap()))
+    write(tc, "tls-pipelined", b"\x00" + HELLO + b"".join(echo_call(i, b"t" * i, 500) for i in range(6)))
+    write(tc, "tls-bad-preamble", b"\x00" + b"GET / HTTP/1.1\r\n\r\n")
+    write(tc, "tls-partial-frame", b"\x00" + HELLO + echo_call(4)[:9])
+    write(tc, "raw-plaintext", b"\x01" + b"\x00" + HELLO + echo_call(1))
+    write(tc, "raw-hello-then-garbage", b"\x01\x01" + b"\x16\x03\x03\x00\x05hello")
+    write(tc, "raw-record-garbage", b"\x01\x16\x03\x01\x00\x20" + b"\xab" * 32)
+
+    # bootstrap-fuzz: [mode byte: 0 decode, 1 server, 2 server with SRQ, 3 client][message]
+    bf = "bootstrap-fuzz"
+    for mode in range(4):
+        write(bf, "%d-offer" % mode, bytes([mode]) + bootstrap(), RDMA_ROOT)
+        write(bf, "%d-fallback" % mode, bytes([mode]) + bootstrap(fallback=True, reason=2, backend=1, qp_num=0, psn=0, mtu=0, buffer_size=0, credits=0, sq_depth=0, inline_cap=0), RDMA_ROOT)
+    write(bf, "0-srq", b"\x00" + bootstrap(srq=True, credits=64), RDMA_ROOT)
+    write(bf, "0-short", b"\x00" + bootstrap()[:63], RDMA_ROOT)
+    write(bf, "0-version-2", b"\x00" + bootstrap(version=2), RDMA_ROOT)
+    write(bf, "0-reserved-set", b"\x00" + bootstrap(reserved=1), RDMA_ROOT)
+    write(bf, "1-verbs-backend", b"\x01" + bootstrap(backend=0), RDMA_ROOT)
+    write(bf, "1-tiny-buffers", b"\x01" + bootstrap(buffer_size=16, credits=1), RDMA_ROOT)
+    write(bf, "3-nonce-mismatch", b"\x03" + bootstrap(nonce=7), RDMA_ROOT)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,15 @@ struct BenchConfig {
   int connections = 10000;
   int senders = 2;
   int64_t sleep_us = 1000;
+  // sparse: the connections are held by a client Messenger (any transport, rrpc's real cost per
+  // connection; bench_sparse_messenger.cc) instead of hand-made raw TCP connections.
+  bool sparse_messenger_client = false;
+  // cps: each connection is one of a client Messenger's (any transport, the RDMA bootstrap
+  // included; bench_cps_messenger.cc) instead of a hand-made raw TCP connection.
+  bool cps_messenger_client = false;
+  // sparse over the messenger: seconds to keep the established connections idle before the
+  // calls start (a script reads the server's RSS then).
+  double sparse_hold_seconds = 0;
 
   // Calls (or connections) in flight at once over the whole run: the RESULT line's conc.
   int Concurrency() const;

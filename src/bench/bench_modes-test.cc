@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,8 @@ class BenchModesTest : public ::testing::Test {
     options.workers = server_workers_;
     options.corrupt_responses_for_test = corrupt;
     options.inline_handlers = inline_handlers;
+    // sparse over the messenger calls 127.x.y.z, one connection per address.
+    if (bind_any_) options.bind_address = Sockaddr::Parse("0.0.0.0:0").value();
     if (tls) {
       auto note = ConfigureBenchTls(&options.messenger, &config_);
       ASSERT_TRUE(note.ok()) << note.status().ToString();
@@ -115,16 +118,25 @@ class BenchModesTest : public ::testing::Test {
       case BenchMode::kLatency:
         return RunLatencyMode(config_, &control, out);
       case BenchMode::kCps:
-        return RunCpsMode(config_, &control, out);
+        return config_.cps_messenger_client ? RunCpsMessengerMode(config_, &control, out)
+                                            : RunCpsMode(config_, &control, out);
       case BenchMode::kSparse:
-        return RunSparseMode(config_, &control, out);
+        return config_.sparse_messenger_client ? RunSparseMessengerMode(config_, &control, out)
+                                               : RunSparseMode(config_, &control, out);
       case BenchMode::kMixed:
         return RunMixedMode(config_, &control, out);
     }
     return Status::OK();
   }
+  // Server connections by transport.
+  std::map<std::string, int> ServerTransports() {
+    std::map<std::string, int> n;
+    for (const auto& c : server_->DumpConnections()) n[c.transport]++;
+    return n;
+  }
 
   BenchConfig config_;
+  bool bind_any_ = false;
   int server_workers_ = 2;
   std::shared_ptr<rpc::Messenger> server_;
 };
@@ -275,6 +287,77 @@ TEST_F(BenchModesTest, SparseReportsItsConnectionsAndMemory) {
   EXPECT_GT(out.rss_before_open_kb, 0);
   EXPECT_GT(out.rss_all_open_kb, 0);
   EXPECT_GT(out.rss_after_run_kb, 0);
+}
+
+TEST(BenchSparseTest, ConnectionIGoesToItsOwnLoopbackAddress) {
+  const Sockaddr any = Sockaddr::Parse("0.0.0.0:7000").value();
+  EXPECT_EQ("127.0.0.1", SparseRemote(any, 0).value().host());
+  EXPECT_EQ(7000, SparseRemote(any, 0).value().port());
+  EXPECT_EQ("127.0.0.250", SparseRemote(any, 249).value().host());
+  EXPECT_EQ("127.1.0.1", SparseRemote(Sockaddr::Loopback(7000), 250).value().host());
+  EXPECT_EQ("127.39.0.250", SparseRemote(any, 9999).value().host());
+  EXPECT_FALSE(SparseRemote(Sockaddr::Parse("10.0.0.1:7000").value(), 0).ok());
+  EXPECT_FALSE(SparseRemote(any, 250 * 256).ok());
+}
+
+// sparse through rrpc's client messenger: one connection per loopback address, held by the
+// messenger over TCP, then over RDMA with SRQ and private-RQ clients against one SRQ server.
+TEST_F(BenchModesTest, SparseOverTheMessengerHoldsEveryConnection) {
+  auto server_rdma_options = rdma::RdmaOptions();
+  server_rdma_options.use_srq = true;
+  auto server_rdma = std::make_shared<rdma::RdmaTransportFactory>(server_rdma_options);
+  bind_any_ = true;
+  StartServer(false, false, /*tls=*/false, server_rdma);
+  config_.sparse_messenger_client = true;
+  config_.senders = 4;
+  config_.sleep_us = 100;
+  {
+    ModeOutput out;
+    Status s = Run(BenchMode::kSparse, &out);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_GT(out.completed, 0u);
+    EXPECT_EQ(50, out.connections);
+    EXPECT_EQ((std::map<std::string, int64_t>{{"tcp", 50}}), out.connections_by_transport);
+  }
+  for (bool srq : {true, false}) {
+    rdma::RdmaOptions client_options;
+    client_options.use_srq = srq;
+    config_.client_messenger.transport_factory =
+        std::make_shared<rdma::RdmaTransportFactory>(client_options);
+    ModeOutput out;
+    Status s = Run(BenchMode::kSparse, &out);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_GT(out.completed, 0u);
+    EXPECT_EQ((std::map<std::string, int64_t>{{"rdma", 50}}), out.connections_by_transport)
+        << (srq ? "srq" : "private rq");
+  }
+  EXPECT_EQ(0u, server_rdma->fallbacks(rdma::FallbackReason::kResources));
+}
+
+// cps through the client messenger: every call on a connection of its own (the server accepted
+// one connection per call), over TCP and over RDMA (SRQ) with the bootstrap each time.
+TEST_F(BenchModesTest, CpsOverTheMessengerOpensAConnectionPerCall) {
+  rdma::RdmaOptions srq;
+  srq.use_srq = true;
+  auto server_rdma = std::make_shared<rdma::RdmaTransportFactory>(srq);
+  bind_any_ = true;
+  StartServer(false, false, /*tls=*/false, server_rdma);
+  config_.cps_messenger_client = true;
+  for (bool rdma : {false, true}) {
+    if (rdma) {
+      config_.client_messenger.transport_factory =
+          std::make_shared<rdma::RdmaTransportFactory>(srq);
+    }
+    ModeOutput out;
+    Status s = Run(BenchMode::kCps, &out);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_GT(out.completed, 1u);
+  }
+  // Every RDMA connection upgraded: none fell back for any reason but kDisabled (the TCP leg's
+  // client offers no RDMA).
+  for (int r = 2; r <= 7; r++) {
+    EXPECT_EQ(0u, server_rdma->fallbacks(static_cast<rdma::FallbackReason>(r))) << r;
+  }
 }
 
 TEST_F(BenchModesTest, SidecarsAndOtherResponseSizesAreEchoedAndChecked) {

@@ -13,7 +13,8 @@
 //    while config.mixed_bulk_streams bulk calls with config.mixed_bulk_bytes sidecars are kept in
 //    flight, through the same client messenger or one of their own; reports the small calls'
 //    latency and, besides, the bulk bytes moved.
-//  - sparse: opens config.connections connections (RawRpcConnection), then config.senders
+//  - sparse: opens config.connections connections (RawRpcConnection, or with
+//    sparse_messenger_client one client Messenger over any transport), then config.senders
 //    threads go round them making one call each and sleeping sleep_us in between; measures RSS
 //    per connection.
 #pragma once
@@ -31,6 +32,13 @@ Status RunLatencyMode(const BenchConfig& config, RunControl* control, ModeOutput
 Status RunCpsMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
 Status RunSparseMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
 Status RunMixedMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
+// cps mode through a client Messenger (config.cps_messenger_client).
+Status RunCpsMessengerMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
+// sparse mode through a client Messenger (config.sparse_messenger_client).
+Status RunSparseMessengerMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
+// sparse over the messenger: connection i's remote, loopback address 127.<i / 250>.<i % 250 + 1>
+// at `server`'s port (which must be on this host, listening on 0.0.0.0).
+Result<Sockaddr> SparseRemote(const Sockaddr& server, int i);
 
 // Shared by the modes (bench_modes.cc).
 

@@ -68,8 +68,9 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
   const double server_stream = copied(CopySide::kServer, CopyKind::kStream);
 
   // ---- Human summary.
-  fprintf(out, "rpc-bench rrpc %s over tcp: request %zu B, response %zu B, sidecar %zu B; ",
-          ModeName(config.mode), config.payload_bytes, config.response_bytes, config.sidecar_bytes);
+  fprintf(out, "rpc-bench rrpc %s over %s: request %zu B, response %zu B, sidecar %zu B; ",
+          ModeName(config.mode), config.transport.c_str(), config.payload_bytes,
+          config.response_bytes, config.sidecar_bytes);
   switch (config.mode) {
     case BenchMode::kThroughput:
       fprintf(out, "%d client threads x %d calls in flight\n", config.client_threads,
@@ -154,10 +155,20 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
             o.connections > 0
                 ? static_cast<double>(o.rss_after_run_kb - o.rss_before_open_kb) / o.connections
                 : 0.0);
+    if (config.sparse_messenger_client) {
+      fprintf(out, "  held by one client messenger; established connections by transport:");
+      for (const auto& [transport, count] : o.connections_by_transport) {
+        fprintf(out, " %s %" PRId64, transport.c_str(), count);
+      }
+      fputc('\n', out);
+    }
     if (config.in_process_server) {
-      fprintf(out,
-              "  (client and server share this process: the figure is both sides' cost; the raw"
-              " client holds ~12 B per connection, so nearly all of it is the server's)\n");
+      fprintf(out, config.sparse_messenger_client
+                       ? "  (client and server share this process: the figure is both sides' cost;"
+                         " run --server_only and --server_addr to split them)\n"
+                       : "  (client and server share this process: the figure is both sides' cost;"
+                         " the raw client holds ~12 B per connection, so nearly all of it is the"
+                         " server's)\n");
     } else {
       fprintf(out,
               "  (the server runs elsewhere: this is the client's cost only; the server's shows in"
@@ -183,6 +194,10 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
   if (sparse) {
     fields.push_back({"conns", std::to_string(o.connections)});
     fields.push_back({"rss_per_conn_kb", Fmt("%.3f", rss_per_conn_kb)});
+    fields.push_back({"rss_all_open_kb", std::to_string(o.rss_all_open_kb)});
+    fields.push_back({"mean_us", Fmt("%.2f", mean_us)});
+    fields.push_back(
+        {"sparse_client", config.sparse_messenger_client ? "messenger" : "raw", false});
   }
   if (config.mode != BenchMode::kCps) {
     fields.push_back({"bytes_per_sec", Fmt("%.0f", bytes_per_sec)});

@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "bench/bench_usage.h"
@@ -99,6 +101,9 @@ struct ModeOutput {
   int64_t rss_before_open_kb = -1;
   int64_t rss_all_open_kb = -1;
   int64_t rss_after_run_kb = -1;
+  // sparse mode over the client messenger: its established connections by transport ("rdma",
+  // "tcp", ...; an RDMA connection that fell back counts as tcp).
+  std::map<std::string, int64_t> connections_by_transport;
 };
 
 }  // namespace rrpc::bench

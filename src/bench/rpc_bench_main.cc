@@ -35,12 +35,13 @@ DEFINE_string(mode, "throughput",
               "throughput: async calls kept in flight; latency: one call at a time; "
               "cps: a new connection per call; sparse: many connections, each called rarely; "
               "mixed: small calls one at a time (their latency is reported) beside bulk calls");
-DEFINE_string(transport, "tcp",
-              "tcp, tls or rdma. tls: the server requires TLS 1.3/1.2 on its port, with the --rpc_* "
-              "certificate flags or else a throwaway CA and certificate made at start "
-              "(docs/security.md). rdma: connections upgrade to RDMA after negotiating "
-              "(--rdma_backend=soft runs the software backend, same host only; throughput and "
-              "latency modes).");
+DEFINE_string(
+    transport, "tcp",
+    "tcp, tls or rdma. tls: the server requires TLS 1.3/1.2 on its port, with the --rpc_* "
+    "certificate flags or else a throwaway CA and certificate made at start "
+    "(docs/security.md). rdma: connections upgrade to RDMA after negotiating "
+    "(--rdma_backend=soft runs the software backend, same host only; throughput and "
+    "latency modes).");
 DEFINE_bool(tls_resume_sessions, false,
             "cps over TLS: each connection resumes its thread's previous session (a TLS 1.3 "
             "ticket) instead of a full handshake.");
@@ -86,6 +87,21 @@ DEFINE_bool(mixed_separate_messenger, false,
 DEFINE_int32(connections, 10000, "sparse: connections held open");
 DEFINE_int32(senders, 2, "sparse: threads that go round the connections making calls");
 DEFINE_int64(sleep_us, 1000, "sparse: each sender's pause between calls, in microseconds");
+DEFINE_string(sparse_client, "auto",
+              "sparse: who holds the connections. raw: hand-made TCP connections (about 12 B "
+              "each, so RSS shows the server's cost); messenger: one rrpc client Messenger over "
+              "--transport, connection i to 127.<i/250>.<i%250+1> at the server's port (the "
+              "server must listen on 0.0.0.0: the in-process one does, a --server_only one needs "
+              "--bind_host=0.0.0.0); auto: messenger over rdma, raw otherwise");
+DEFINE_string(cps_client, "auto",
+              "cps: who opens the connections. raw: hand-made TCP connections; messenger: one "
+              "rrpc client Messenger over --transport (each client thread calls its own "
+              "127.0.0.x at the server's port and shuts the connection down after the call; the "
+              "server must listen on 0.0.0.0, as for --sparse_client); auto: messenger over rdma, "
+              "raw otherwise");
+DEFINE_double(sparse_hold_seconds, 0,
+              "sparse over the messenger: seconds the established connections stay idle before "
+              "the calls start (to read the server's RSS with all of them idle)");
 DEFINE_bool(server_only, false,
             "Run only the server, on --bind_host:--port, until SIGINT or SIGTERM");
 DEFINE_string(bind_host, "127.0.0.1", "--server_only: address to listen on");
@@ -129,10 +145,30 @@ bool ConfigFromFlags(BenchConfig* c, std::string* error) {
     *error = "--transport must be tcp, tls or rdma, not '" + FLAGS_transport + "'";
     return false;
   }
+  if (FLAGS_sparse_client != "auto" && FLAGS_sparse_client != "raw" &&
+      FLAGS_sparse_client != "messenger") {
+    *error = "--sparse_client must be auto, raw or messenger";
+    return false;
+  }
+  c->sparse_messenger_client = c->mode == BenchMode::kSparse &&
+                               (FLAGS_sparse_client == "messenger" ||
+                                (FLAGS_sparse_client == "auto" && FLAGS_transport == "rdma"));
+  if (FLAGS_cps_client != "auto" && FLAGS_cps_client != "raw" && FLAGS_cps_client != "messenger") {
+    *error = "--cps_client must be auto, raw or messenger";
+    return false;
+  }
+  c->cps_messenger_client =
+      c->mode == BenchMode::kCps && (FLAGS_cps_client == "messenger" ||
+                                     (FLAGS_cps_client == "auto" && FLAGS_transport == "rdma"));
+  if (!(FLAGS_sparse_hold_seconds >= 0)) {
+    *error = "--sparse_hold_seconds must not be negative";
+    return false;
+  }
+  c->sparse_hold_seconds = FLAGS_sparse_hold_seconds;
   if (FLAGS_transport == "rdma" && c->mode != BenchMode::kThroughput &&
-      c->mode != BenchMode::kLatency) {
-    // cps and sparse drive raw TCP clients (no messenger), which can't do the RDMA bootstrap.
-    *error = "--transport=rdma runs the throughput and latency modes";
+      c->mode != BenchMode::kLatency && !c->sparse_messenger_client && !c->cps_messenger_client) {
+    // Raw cps and sparse clients (no messenger) can't do the RDMA bootstrap.
+    *error = "--transport=rdma needs the messenger client in cps and sparse modes";
     return false;
   }
   c->tls_resume_sessions = FLAGS_tls_resume_sessions;
@@ -358,6 +394,10 @@ int Run() {
   }
   std::shared_ptr<rpc::Messenger> server;
   if (FLAGS_server_addr.empty()) {
+    // The messenger's sparse connections go to distinct loopback addresses (127.x.y.z).
+    if (config.sparse_messenger_client || config.cps_messenger_client) {
+      server_options.bind_address = Sockaddr::Parse("0.0.0.0:0").value();
+    }
     Result<std::shared_ptr<rpc::Messenger>> started =
         StartBenchServer(server_options, &config.server);
     if (!started.ok()) {
@@ -399,10 +439,12 @@ int Run() {
       s = RunLatencyMode(config, &control, &output);
       break;
     case BenchMode::kCps:
-      s = RunCpsMode(config, &control, &output);
+      s = config.cps_messenger_client ? RunCpsMessengerMode(config, &control, &output)
+                                      : RunCpsMode(config, &control, &output);
       break;
     case BenchMode::kSparse:
-      s = RunSparseMode(config, &control, &output);
+      s = config.sparse_messenger_client ? RunSparseMessengerMode(config, &control, &output)
+                                         : RunSparseMode(config, &control, &output);
       break;
     case BenchMode::kMixed:
       s = RunMixedMode(config, &control, &output);

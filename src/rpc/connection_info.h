@@ -21,8 +21,13 @@ struct ConnectionInfo {
   uint64_t bytes_received = 0;
   uint64_t bytes_sent = 0;
   size_t calls_in_flight = 0;
-  // The server stopped reading: the peer leaves too many responses unread.
+  // The server stopped reading: the peer leaves too many responses unread, or its inbound memory
+  // is over the limit.
   bool reads_paused = false;
+  // Server side: bytes this connection holds against the inbound memory budget (its partial
+  // frame, queued and running requests, unsent responses) now, and the most it held.
+  int64_t inbound_memory_bytes = 0;
+  int64_t inbound_memory_peak_bytes = 0;
   double age_seconds = 0;
 };
 

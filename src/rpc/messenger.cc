@@ -157,6 +157,14 @@ void Messenger::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
   reactors_[index]->QueueOutboundCall(std::move(call));
 }
 
+void Messenger::RunAfter(MonoDelta delay, std::function<void()> task) {
+  Reactor* current = Reactor::Current();
+  Reactor* reactor = current != nullptr && current->messenger() == this
+                         ? current
+                         : reactors_[ThreadSalt() % reactors_.size()].get();
+  reactor->RunAfter(delay, std::move(task));
+}
+
 int32_t Messenger::NextCallId() {
   // Wraps from INT32_MAX back to 0; ids only need to be unique among a connection's calls in
   // flight.

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +70,9 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
 
   // Any thread: hands a serialized call to the reactor owning its remote's connection.
   void QueueOutboundCall(scoped_refptr<OutboundCall> call);
+  // Any thread: runs `task` on a reactor after `delay` (the calling reactor when called on one),
+  // exactly once; see Reactor::RunAfter. Asynchronous retries wait their backoff here.
+  void RunAfter(MonoDelta delay, std::function<void()> task);
   // Unique per messenger; never negative.
   int32_t NextCallId();
 

@@ -10,7 +10,7 @@
 #include "rpc/messenger.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/rpc_controller.h"
-#include "util/countdown_latch.h"
+#include "util/one_shot_event.h"
 #include "util/spin_wait.h"
 
 namespace rrpc::rpc {
@@ -20,6 +20,24 @@ namespace {
 double RetryJitter() {
   thread_local std::mt19937_64 rng(std::random_device{}());
   return std::uniform_real_distribution<double>(0, 1)(rng);
+}
+
+// A wait between half and all of `backoff`, so refused clients spread out.
+MonoDelta JitteredWait(MonoDelta backoff) {
+  return MonoDelta::FromNanoseconds(
+      backoff.ToNanoseconds() / 2 +
+      static_cast<int64_t>(RetryJitter() * static_cast<double>(backoff.ToNanoseconds()) / 2));
+}
+
+MonoDelta NextBackoff(const RetryPolicy& policy, MonoDelta backoff) {
+  return std::min(policy.max_backoff,
+                  MonoDelta::FromNanoseconds(static_cast<int64_t>(
+                      static_cast<double>(backoff.ToNanoseconds()) * policy.multiplier)));
+}
+
+bool RefusedAsTooBusy(const RpcController& controller) {
+  return !controller.status().ok() && controller.error_response() != nullptr &&
+         controller.error_response()->code() == ErrorStatusPB::ERROR_SERVER_TOO_BUSY;
 }
 
 // Per calling thread: the connection its last synchronous call went out on through a reactor.
@@ -81,12 +99,69 @@ scoped_refptr<OutboundCall> Proxy::NewCall(const std::string& method,
   return call;
 }
 
+// An asynchronous call that may be retried: what every attempt needs once the caller's request
+// (and perhaps its proxy) is gone. Shared by each attempt's callback and the timer between two.
+struct Proxy::AsyncRetry {
+  explicit AsyncRetry(const Proxy& p) : proxy(p) {}
+  Proxy proxy;  // a copy: the caller's may be destroyed while a retry waits
+  std::string method;
+  std::unique_ptr<google::protobuf::Message> request;  // a copy of the caller's
+  google::protobuf::Message* response = nullptr;
+  RpcController* controller = nullptr;
+  ResponseCallback callback;
+  MonoDelta backoff;
+};
+
 void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Message& request,
                          google::protobuf::Message* response, RpcController* controller,
                          ResponseCallback callback) const {
-  scoped_refptr<OutboundCall> call =
-      NewCall(method, request, response, controller, std::move(callback));
-  if (call) messenger_->QueueOutboundCall(std::move(call));
+  controller->attempts_ = 1;
+  if (controller->retry_policy().max_attempts <= 1) {
+    scoped_refptr<OutboundCall> call =
+        NewCall(method, request, response, controller, std::move(callback));
+    if (call) messenger_->QueueOutboundCall(std::move(call));
+    return;
+  }
+  auto retry = std::make_shared<AsyncRetry>(*this);
+  retry->method = method;
+  retry->request.reset(request.New());
+  retry->request->CopyFrom(request);
+  retry->response = response;
+  retry->controller = controller;
+  retry->callback = std::move(callback);
+  retry->backoff = controller->retry_policy().initial_backoff;
+  AsyncAttempt(std::move(retry));
+}
+
+void Proxy::AsyncAttempt(std::shared_ptr<AsyncRetry> retry) {
+  // The call's callback holds the shared state (not the other way round: no cycle); `retry`
+  // itself keeps it, and so the proxy whose method runs, alive until this returns even when the
+  // call finishes on the spot.
+  AsyncRetry* r = retry.get();
+  scoped_refptr<OutboundCall> call = r->proxy.NewCall(
+      r->method, *r->request, r->response, r->controller, [retry] { OnAsyncAttemptDone(retry); });
+  if (call) r->proxy.messenger_->QueueOutboundCall(std::move(call));
+}
+
+void Proxy::OnAsyncAttemptDone(const std::shared_ptr<AsyncRetry>& retry) {
+  RpcController* controller = retry->controller;
+  const RetryPolicy& policy = controller->retry_policy();
+  if (RefusedAsTooBusy(*controller) && controller->attempts_ < policy.max_attempts) {
+    const MonoDelta wait = JitteredWait(retry->backoff);
+    if (MonoTime::Now() + wait < controller->deadline()) {  // else no time for another try
+      retry->backoff = NextBackoff(policy, retry->backoff);
+      // On a reactor, after this callback has returned: the finished attempt is done with the
+      // controller by then.
+      retry->proxy.messenger_->RunAfter(wait, [retry] {
+        retry->controller->PrepareRetry();
+        retry->controller->attempts_++;
+        AsyncAttempt(retry);
+      });
+      return;
+    }
+  }
+  ResponseCallback done = std::move(retry->callback);
+  done();
 }
 
 Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Message& request,
@@ -103,34 +178,22 @@ Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Mes
   for (int attempt = 1;; attempt++) {
     controller->attempts_ = attempt;
     Status s = SyncAttempt(method, request, response, controller);
-    if (s.ok() || attempt >= policy.max_attempts || controller->error_response() == nullptr ||
-        controller->error_response()->code() != ErrorStatusPB::ERROR_SERVER_TOO_BUSY) {
-      return s;
-    }
-    // Jittered: a wait between half and all of the backoff, so refused clients spread out.
-    const MonoDelta wait = MonoDelta::FromNanoseconds(
-        backoff.ToNanoseconds() / 2 +
-        static_cast<int64_t>(RetryJitter() * static_cast<double>(backoff.ToNanoseconds()) / 2));
+    if (attempt >= policy.max_attempts || !RefusedAsTooBusy(*controller)) return s;
+    const MonoDelta wait = JitteredWait(backoff);
     if (MonoTime::Now() + wait >= controller->deadline()) return s;  // no time for another try
     SleepFor(wait);
-    backoff = std::min(policy.max_backoff,
-                       MonoDelta::FromNanoseconds(static_cast<int64_t>(
-                           static_cast<double>(backoff.ToNanoseconds()) * policy.multiplier)));
+    backoff = NextBackoff(policy, backoff);
     controller->PrepareRetry();
   }
 }
 
 Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Message& request,
                           google::protobuf::Message* response, RpcController* controller) const {
-  // `done` lets the caller poll for a quick response (util/spin_wait.h) before it sleeps on the
-  // latch; the latch is still waited on, so the callback is out of it before it goes away.
-  std::atomic<bool> done{false};
-  CountDownLatch latch(1);
+  // The callback sets `done`; this thread may poll it for a quick response before it sleeps on
+  // it (util/one_shot_event.h: one futex wake, no lock for the woken caller to wait for).
+  OneShotEvent done;
   scoped_refptr<OutboundCall> call =
-      NewCall(method, request, response, controller, [&done, &latch] {
-        done.store(true, std::memory_order_release);
-        latch.CountDown();
-      });
+      NewCall(method, request, response, controller, [&done] { done.Notify(); });
   if (!call) return controller->status();
   // This thread writes the call itself on the connection its last synchronous call to this
   // remote went out on, when that connection has nothing else to write: no hand-off to the
@@ -152,13 +215,13 @@ Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Mes
   thread_local PollPolicy poll_policy;
   const MonoDelta poll = messenger_->options().sync_call_poll;
   if (poll > MonoDelta() && PollingCanPayOnThisThreadCached() && poll_policy.BeginPoll()) {
-    poll_policy.EndPoll(SpinUntil([&done] { return done.load(std::memory_order_acquire); }, poll));
+    poll_policy.EndPoll(done.Poll(poll));
   }
-  if (direct && !latch.WaitUntil(controller->deadline())) {
+  if (direct && !done.WaitUntil(controller->deadline())) {
     // No reactor timer watches a call this thread wrote: time it out there now.
     last.connection->TimeOutCallerCall(call);
   }
-  latch.Wait();
+  done.Wait();
   if (!direct && call->connection()) {
     last.messenger = messenger_.get();
     last.remote = remote_;

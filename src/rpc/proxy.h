@@ -34,15 +34,17 @@ class Proxy {
   virtual ~Proxy();
 
   // Sends `request`; fills `response` and calls `callback` when the call finishes. `request` may
-  // be destroyed when this returns (it is serialized here); `response` and `controller` must live
-  // until the callback.
+  // be destroyed when this returns (it is serialized here, or copied when retries are allowed);
+  // `response` and `controller` must live until the callback. Retries a call refused as too
+  // busy as controller->retry_policy() allows (none by default), within the controller's
+  // deadline: each waits its jittered backoff on a reactor timer (Messenger::RunAfter), and
+  // `callback` runs once, after the last attempt.
   void AsyncRequest(const std::string& method, const google::protobuf::Message& request,
                     google::protobuf::Message* response, RpcController* controller,
                     ResponseCallback callback) const;
   // Blocks until the call finishes; returns controller->status(). On a reactor thread (a callback
   // or an inline handler) it would wait for itself: it returns IllegalState at once instead.
-  // Retries a call refused as too busy as controller->retry_policy() allows (none by default),
-  // within the controller's deadline.
+  // Retries as AsyncRequest does (sleeping its backoffs on the calling thread).
   Status SyncRequest(const std::string& method, const google::protobuf::Message& request,
                      google::protobuf::Message* response, RpcController* controller) const;
 
@@ -50,6 +52,10 @@ class Proxy {
   const std::string& service_name() const { return service_name_; }
 
  private:
+  struct AsyncRetry;
+  // One attempt of an AsyncRequest that may be retried, and what follows it.
+  static void AsyncAttempt(std::shared_ptr<AsyncRetry> retry);
+  static void OnAsyncAttemptDone(const std::shared_ptr<AsyncRetry>& retry);
   // One attempt of SyncRequest.
   Status SyncAttempt(const std::string& method, const google::protobuf::Message& request,
                      google::protobuf::Message* response, RpcController* controller) const;

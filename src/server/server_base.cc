@@ -114,6 +114,8 @@ Status ServerBase::Start() {
     wopts.tls_certificate_path = options_.webserver_tls_certificate_path;
     wopts.tls_private_key_path = options_.webserver_tls_private_key_path;
     wopts.tls_ca_certificate_path = options_.webserver_tls_ca_certificate_path;
+    wopts.max_connections = options_.webserver_max_connections;
+    wopts.metric_registry = metric_registry_.get();
     web_ = std::make_unique<Webserver>(wopts);
     RegisterDashboard(web_.get());
     WebPagesOptions popts;

@@ -51,6 +51,8 @@ struct ServerBaseOptions {
   // With web UI TLS: PEM CAs whose client certificates the web UI demands (mutual TLS); empty:
   // no client certificates asked for.
   std::string webserver_tls_ca_certificate_path;
+  // Plain-HTTP web UI: open connections at most (WebserverOptions::max_connections).
+  size_t webserver_max_connections = 128;
   // The status and reflection services answer only authenticated callers (a verified client
   // certificate or a token); others get ERROR_NOT_AUTHORIZED.
   bool status_requires_authentication = false;

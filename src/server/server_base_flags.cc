@@ -20,6 +20,10 @@ DEFINE_string(webserver_tls_ca_certificate, "",
               "PEM CAs for the web UI's client certificates: set (with "
               "--webserver_tls_certificate), the UI serves only clients presenting a certificate "
               "they signed.");
+DEFINE_uint32(webserver_max_connections, 128,
+              "Open connections the plain-HTTP web UI holds at most. At the cap a new connection "
+              "replaces the oldest one that has not sent its whole request (answered 503), or "
+              "gets 503 when all are being served. Each costs a descriptor, not a thread.");
 DEFINE_bool(status_require_authentication, false,
             "The status and reflection services answer only authenticated callers (client "
             "certificate or token).");
@@ -41,6 +45,7 @@ ServerBaseOptions ServerBaseOptions::FromFlags(std::string name) {
   options.webserver_tls_certificate_path = FLAGS_webserver_tls_certificate;
   options.webserver_tls_private_key_path = FLAGS_webserver_tls_private_key;
   options.webserver_tls_ca_certificate_path = FLAGS_webserver_tls_ca_certificate;
+  options.webserver_max_connections = FLAGS_webserver_max_connections;
   options.status_requires_authentication = FLAGS_status_require_authentication;
   options.data_dir = FLAGS_data_dir;
   options.shutdown_timeout = MonoDelta::FromMilliseconds(FLAGS_shutdown_timeout_ms);

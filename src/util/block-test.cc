@@ -1,6 +1,6 @@
-// Block: exact capacities, and the per-thread reuse of freed 64 KiB read blocks (bounded, and
-// safe when a block dies on another thread or at thread exit; the sanitizer builds check the
-// memory side).
+// Block: exact capacities, and the per-thread reuse of freed 64 KiB read blocks and small blocks
+// (bounded, and safe when a block dies on another thread or at thread exit; the sanitizer builds
+// check the memory side).
 #include "util/block.h"
 
 #include <gtest/gtest.h>
@@ -32,6 +32,18 @@ TEST(BlockTest, AFreedReadBlockIsReusedByTheSameThread) {
   }
   BlockRef again = Block::Allocate(64 * 1024);
   EXPECT_EQ(first, again->data());
+}
+
+TEST(BlockTest, FreedSmallBlocksAreReusedByTheSameThreadForAnySmallSize) {
+  const uint8_t* first;
+  {
+    BlockRef block = Block::Allocate(100);  // a small call's frame head
+    first = block->data();
+  }
+  BlockRef again = Block::Allocate(256);
+  EXPECT_EQ(first, again->data());
+  EXPECT_EQ(256u, again->capacity());
+  memset(again->data(), 0xcd, again->capacity());  // the whole small size class is ours
 }
 
 TEST(BlockTest, BlocksOfOtherSizesAreNotCached) {

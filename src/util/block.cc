@@ -20,6 +20,17 @@ constexpr size_t kCachedBlockCapacity = 64 * 1024;
 void FreeMemory(void* mem) { free(mem); }
 using ReadBlockStash = ThreadStash<void*, 4, FreeMemory>;
 
+// Small blocks (a small call's frame head: length, header and body, about 100 bytes for a
+// 64-byte echo) all get room for this many bytes and are kept per thread too: the head of a
+// request is made on the calling thread and freed once written, usually by the same thread (its
+// reactor, or the caller writing it itself), and a response's head by the worker that writes it.
+// Saves a malloc/free pair per frame (measured with build-support/echo-cost: about 170
+// instructions per echo call for the two heads). A thread that only frees them keeps at most 32
+// (10 KiB); the rest go back to the heap.
+constexpr size_t kSmallBlockCapacity = 256;
+void FreeSmallBlock(void* mem) { free(mem); }
+using SmallBlockStash = ThreadStash<void*, 32, FreeSmallBlock>;
+
 // Behind the per-thread stashes, a small pool shared by all threads: a read block whose last call
 // a worker answered (and wrote itself) is freed on the worker, while its reactor needs the next
 // one. Without it every such block was a 64 KiB malloc on the reactor and a free on the worker
@@ -55,6 +66,13 @@ SharedBlockPool& SharedPool() {
 
 BlockRef Block::Allocate(size_t capacity) {
   void* mem;
+  if (capacity <= kSmallBlockCapacity) {
+    if (!SmallBlockStash::Pop(&mem)) {
+      mem = malloc(sizeof(Block) + kSmallBlockCapacity);
+      if (mem == nullptr) throw std::bad_alloc();
+    }
+    return BlockRef(new (mem) Block(capacity, nullptr));
+  }
   if (capacity != kCachedBlockCapacity ||
       (!ReadBlockStash::Pop(&mem) && !SharedPool().Take(&mem))) {
     mem = malloc(sizeof(Block) + capacity);
@@ -76,6 +94,10 @@ void Block::Release() const {
     const size_t capacity = capacity_;
     this->~Block();
     void* mem = const_cast<Block*>(this);
+    if (capacity <= kSmallBlockCapacity) {
+      if (!SmallBlockStash::Push(mem)) free(mem);
+      return;
+    }
     if (capacity == kCachedBlockCapacity && (ReadBlockStash::Push(mem) || SharedPool().Put(mem))) {
       return;
     }

@@ -38,11 +38,11 @@ Connection::Connection(Reactor* reactor, Direction direction, std::unique_ptr<Tr
                               ? std::make_unique<ServerNegotiation>(
                                     AsNegotiationHost(), reactor->messenger()->security())
                               : nullptr),
-      client_negotiation_(direction == Direction::kClient
-                              ? std::make_unique<ClientNegotiation>(
-                                    AsNegotiationHost(), reactor->messenger_name(),
-                                    reactor->messenger()->security()->auth_token())
-                              : nullptr),
+      client_negotiation_(
+          direction == Direction::kClient
+              ? std::make_unique<ClientNegotiation>(AsNegotiationHost(), reactor->messenger_name(),
+                                                    reactor->messenger()->security()->auth_token())
+              : nullptr),
       memory_(direction == Direction::kServer
                   ? std::make_unique<MemoryTracker>(
                         "connection", static_cast<int64_t>(options_.inbound_memory_per_connection),
@@ -251,8 +251,7 @@ bool Connection::TrySendCallFromCaller(const scoped_refptr<OutboundCall>& call) 
       done = true;
     } else {
       // Part of it, none, or an error: the reactor writes the rest or meets the error.
-      unsent_bytes_.fetch_add(raw->total_bytes() - raw->bytes_written(),
-                              std::memory_order_relaxed);
+      unsent_bytes_.fetch_add(raw->total_bytes() - raw->bytes_written(), std::memory_order_relaxed);
       last_write_progress_ = MonoTime::Now();
     }
   }
@@ -647,15 +646,15 @@ Status Connection::HandleCallFrame(BlockSlice frame, size_t* charged) {
 
 Status Connection::HandleResponseFrame(BlockSlice frame) {
   DCHECK(reactor_->IsCurrentThread());
-  ResponseHeader header;
+  thread_local ResponseHeaderFields header;  // decoding clears it; its vector keeps capacity
   Slice body, tail;
   RRPC_RETURN_NOT_OK(ParseFrame(frame.slice, &header, &body, &tail));
-  auto it = awaiting_response_.find(header.call_id());
+  auto it = awaiting_response_.find(header.call_id);
   if (it == awaiting_response_.end()) {
     scoped_refptr<OutboundCall> caller_call;
     {
       MutexLock lock(write_mu_);
-      if (caller_call_ != nullptr && caller_call_->call_id() == header.call_id()) {
+      if (caller_call_ != nullptr && caller_call_->call_id() == header.call_id) {
         caller_call = std::move(caller_call_);
         caller_call_ = nullptr;
       }
@@ -665,7 +664,7 @@ Status Connection::HandleResponseFrame(BlockSlice frame) {
       return Status::OK();
     }
     // Usually a response that came after its call timed out.
-    VLOG(1) << "response to unknown or finished call " << header.call_id() << " from "
+    VLOG(1) << "response to unknown or finished call " << header.call_id << " from "
             << remote_.ToString();
     return Status::OK();
   }

@@ -3,7 +3,8 @@
 // and a response. Checks, beyond "no crash": the frames FrameReader yields are exactly those a
 // plain reading of the whole input finds, whatever the chunking of the reads and however long
 // earlier frames are held; every header that parses serializes back to a frame that parses to
-// the same header.
+// the same header; the call path's header codec (header_codec.h) parses exactly the frames the
+// generated parser parses, to the same fields, and encodes them as protobuf does.
 //
 // Input: byte 0 picks the read block size, byte 1 seeds the sizes of the reads, the rest is the
 // stream. Run with build-support/fuzz.sh; ctest replays fuzz-corpus/frame_codec-fuzz/.
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "rpc/core/header_codec.h"
 #include "rpc/core/wire_codec.h"
 #include "rpc/rpc_header.pb.h"
 #include "rpc/transport/frame_format.h"
@@ -77,6 +79,67 @@ void CheckCodec(const BlockSlice& frame) {
   FUZZ_CHECK(body2.empty() && tail2.empty());
 }
 
+// The call path's header codec (header_codec.h) against the generated parser: the same frames
+// parse, to the same fields, with the same body and tail; what it decodes it encodes back to
+// bytes that decode to the same fields (through the fast path, unless it holds what only the
+// generated parser reads).
+bool SameFields(const RequestHeaderFields& a, const RequestHeaderFields& b) {
+  return a.call_id == b.call_id && a.has_remote_method == b.has_remote_method &&
+         a.service_name == b.service_name && a.method_name == b.method_name &&
+         a.has_timeout_millis == b.has_timeout_millis && a.timeout_millis == b.timeout_millis &&
+         a.sidecar_offsets == b.sidecar_offsets &&
+         a.required_feature_flags == b.required_feature_flags;
+}
+bool SameFields(const ResponseHeaderFields& a, const ResponseHeaderFields& b) {
+  return a.call_id == b.call_id && a.is_error == b.is_error &&
+         a.sidecar_offsets == b.sidecar_offsets;
+}
+bool SameAsProto(const RequestHeaderFields& f, const RequestHeader& pb) {
+  return f.call_id == pb.call_id() && f.has_remote_method == pb.has_remote_method() &&
+         f.service_name == Slice(pb.remote_method().service_name()) &&
+         f.method_name == Slice(pb.remote_method().method_name()) &&
+         f.has_timeout_millis == pb.has_timeout_millis() &&
+         f.timeout_millis == pb.timeout_millis() &&
+         f.sidecar_offsets ==
+             std::vector<uint32_t>(pb.sidecar_offsets().begin(), pb.sidecar_offsets().end()) &&
+         f.required_feature_flags == std::vector<int>(pb.required_feature_flags().begin(),
+                                                      pb.required_feature_flags().end());
+}
+bool SameAsProto(const ResponseHeaderFields& f, const ResponseHeader& pb) {
+  return f.call_id == pb.call_id() && f.is_error == pb.is_error() &&
+         f.sidecar_offsets ==
+             std::vector<uint32_t>(pb.sidecar_offsets().begin(), pb.sidecar_offsets().end());
+}
+// What only the generated parser reads: feature flags, and negative call ids (ten-byte varints;
+// connection-level frames only).
+bool NeedsFallback(const RequestHeaderFields& f) {
+  return !f.required_feature_flags.empty() || f.call_id < 0;
+}
+bool NeedsFallback(const ResponseHeaderFields& f) { return f.call_id < 0; }
+
+template <typename Fields, typename Proto>
+void CheckHeaderCodec(const BlockSlice& frame) {
+  Proto pb;
+  Fields fields;
+  Slice body, tail, body2, tail2;
+  const bool pb_ok = ParseFrame(frame.slice, &pb, &body, &tail).ok();
+  const bool fields_ok = ParseFrame(frame.slice, &fields, &body2, &tail2).ok();
+  FUZZ_CHECK(pb_ok == fields_ok);
+  if (!pb_ok) return;
+  FUZZ_CHECK(body == body2 && tail == tail2);
+  FUZZ_CHECK(SameAsProto(fields, pb));
+  std::string bytes(EncodedSize(fields), '\0');
+  uint8_t* begin = reinterpret_cast<uint8_t*>(bytes.data());
+  FUZZ_CHECK(EncodeTo(fields, begin) == begin + bytes.size());
+  Fields again;
+  if (NeedsFallback(fields)) {
+    FUZZ_CHECK(DecodeHeader(Slice(bytes), &again));
+  } else {
+    FUZZ_CHECK(DecodeHeaderFastPathOnly(Slice(bytes), &again));
+  }
+  FUZZ_CHECK(SameFields(fields, again));
+}
+
 }  // namespace
 }  // namespace rrpc::rpc
 
@@ -122,6 +185,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       frames++;
       CheckCodec<RequestHeader>(frame);
       CheckCodec<ResponseHeader>(frame);
+      CheckHeaderCodec<RequestHeaderFields, RequestHeader>(frame);
+      CheckHeaderCodec<ResponseHeaderFields, ResponseHeader>(frame);
       held.push_back(std::move(frame));
       if (held.size() > (chunk_seed & 3)) held.pop_front();
     }

@@ -10,8 +10,15 @@
 
 namespace rrpc::rpc {
 
+namespace {
+const std::string& EmptyName() {
+  static const std::string* const empty = new std::string();
+  return *empty;
+}
+}  // namespace
+
 InboundCall::InboundCall(scoped_refptr<Connection> connection)
-    : connection_(std::move(connection)) {}
+    : connection_(std::move(connection)), service_name_(&EmptyName()), method_name_(&EmptyName()) {}
 
 InboundCall::~InboundCall() {
   if (held_bytes_ != 0) connection_->inbound_memory()->Release(held_bytes_);
@@ -32,23 +39,24 @@ MonoTime& InboundCall::LastRespondTimeOnThisThread() {
 Status InboundCall::ParseFrom(BlockSlice frame, MonoTime arrival) {
   arrival_ = arrival;
   frame_bytes_ = kFrameLengthSize + frame.slice.size();
-  thread_local RequestHeader header;  // ParseFrame clears it; strings keep their capacity
+  thread_local RequestHeaderFields header;  // decoding clears it; its vectors keep capacity
   Slice tail;
   RRPC_RETURN_NOT_OK(ParseFrame(frame.slice, &header, &body_, &tail));
-  if (!header.has_remote_method()) {
+  if (!header.has_remote_method) {
     return Status::InvalidArgument("call frame without a remote method");
   }
-  RRPC_RETURN_NOT_OK(SplitSidecars(tail, header.sidecar_offsets(), &inbound_sidecars_));
-  for (int f : header.required_feature_flags()) {
+  RRPC_RETURN_NOT_OK(SplitSidecars(tail, header.sidecar_offsets, &inbound_sidecars_));
+  for (int f : header.required_feature_flags) {
     // A server knows sidecars; TLS is a property of the connection, not of a call.
     if (f != SIDECARS) unsupported_features_.push_back(f);
   }
   frame_block_ = std::move(frame.block);
-  call_id_ = header.call_id();
-  service_name_ = &header.remote_method().service_name();
-  method_name_ = &header.remote_method().method_name();
-  if (header.timeout_millis() > 0) {
-    deadline_ = arrival + MonoDelta::FromMilliseconds(header.timeout_millis());
+  call_id_ = header.call_id;
+  requested_service_ =
+      std::string_view(header.service_name.char_data(), header.service_name.size());
+  requested_method_ = std::string_view(header.method_name.char_data(), header.method_name.size());
+  if (header.timeout_millis > 0) {
+    deadline_ = arrival + MonoDelta::FromMilliseconds(header.timeout_millis);
   }
   return Status::OK();
 }
@@ -104,12 +112,13 @@ void InboundCall::RespondApplicationError(const Status& status) {
 }
 
 void InboundCall::Respond(const google::protobuf::MessageLite& body, bool is_error) {
-  ResponseHeader header;
-  header.set_call_id(call_id_);
-  if (is_error) header.set_is_error(true);
+  thread_local ResponseHeaderFields header;  // its vector keeps its capacity
+  header.Clear();
+  header.call_id = call_id_;
+  header.is_error = is_error;
   uint32_t offset = 0;
   for (const auto& sidecar : outbound_sidecars_) {
-    header.add_sidecar_offsets(offset);
+    header.sidecar_offsets.push_back(offset);
     offset += static_cast<uint32_t>(sidecar.slice.size());
   }
   // The client enforces its own maximum; a response too large for ours becomes an error.

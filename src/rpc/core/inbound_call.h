@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rpc/observe/rpcz_store.h"
@@ -35,17 +36,21 @@ class InboundCall final : public OutboundTransfer {
   explicit InboundCall(scoped_refptr<Connection> connection);
   ~InboundCall() override;
 
-  // Reactor thread. Parses the frame's header and finds the body and sidecars (kept by reference
-  // into the frame's block). Fixes the deadline: arrival + the header's timeout. The header is
-  // parsed into a message reused by the thread, so a call allocates nothing for it; what the call
-  // needs later is copied out. InvalidArgument when the header names no method.
+  // Reactor thread. Parses the frame's header (core/header_codec.h) and finds the body and
+  // sidecars (kept by reference into the frame's block). Fixes the deadline: arrival + the
+  // header's timeout. The header's fields land in a struct reused by the thread, so a call
+  // allocates nothing for them; what the call needs later is copied out. InvalidArgument when the
+  // header names no method.
   Status ParseFrom(BlockSlice frame, MonoTime arrival);
 
   int32_t call_id() const { return call_id_; }
-  // The names the caller sent. Until set_method() they point into the reactor's reused header and
-  // are valid only until the reactor parses its next frame (the service pool routes the call, or
-  // answers it, before that); from set_method() on they are the registered service's and method's
-  // own names.
+  // The names the caller sent, for the service pool to route the call: they point into the frame
+  // (or, for a header in an unusual layout, into the reactor's reused header message, valid only
+  // until the reactor parses its next frame; the service pool routes the call, or answers it,
+  // before that).
+  std::string_view requested_service_name() const { return requested_service_; }
+  std::string_view requested_method_name() const { return requested_method_; }
+  // The registered service's and method's own names, from set_method() on (empty before).
   const std::string& service_name() const { return *service_name_; }
   const std::string& method_name() const { return *method_name_; }
   Slice serialized_request() const { return body_; }
@@ -109,8 +114,10 @@ class InboundCall final : public OutboundTransfer {
 
   scoped_refptr<Connection> connection_;
   int32_t call_id_ = 0;
-  const std::string* service_name_ = nullptr;
-  const std::string* method_name_ = nullptr;
+  std::string_view requested_service_;
+  std::string_view requested_method_;
+  const std::string* service_name_;  // set_method() sets both; an empty string before
+  const std::string* method_name_;
   BlockRef frame_block_;  // keeps body_ and inbound_sidecars_ alive
   Slice body_;
   std::vector<Slice> inbound_sidecars_;

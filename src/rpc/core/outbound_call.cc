@@ -70,30 +70,32 @@ MonoTime OutboundCall::deadline() const { return controller_->deadline(); }
 Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t call_id,
                                size_t max_message_size) {
   call_id_ = call_id;
-  // One header per thread, cleared and refilled: Clear() keeps the remote method message and its
-  // strings' capacity, so building a header allocates nothing after a thread's first call.
-  thread_local RequestHeader header;
+  // One header per thread, cleared and refilled (its vectors keep their capacity); the names are
+  // written straight from the caller's strings into the frame (core/header_codec.h).
+  thread_local RequestHeaderFields header;
   header.Clear();
-  header.set_call_id(call_id);
-  header.mutable_remote_method()->set_service_name(*service_name_);
-  header.mutable_remote_method()->set_method_name(method_name_);
-  service_name_ = nullptr;
+  header.call_id = call_id;
+  header.has_remote_method = true;
+  header.service_name = Slice(*service_name_);
+  header.method_name = Slice(method_name_);
   sent_at_ = MonoTime::Now();
   const MonoTime deadline = controller_->deadline();
   if (!deadline.IsMax()) {
     // At least 1 ms: 0 would mean "no deadline" to the server.
     const int64_t ms = std::max<int64_t>(1, (deadline - sent_at_).ToMilliseconds());
-    header.set_timeout_millis(static_cast<uint32_t>(std::min<int64_t>(ms, UINT32_MAX)));
+    header.has_timeout_millis = true;
+    header.timeout_millis = static_cast<uint32_t>(std::min<int64_t>(ms, UINT32_MAX));
   }
   uint32_t offset = 0;
   for (const auto& sidecar : controller_->outbound_sidecars_) {
-    header.add_sidecar_offsets(offset);
+    header.sidecar_offsets.push_back(offset);
     offset += static_cast<uint32_t>(sidecar.slice.size());
   }
-  RRPC_ASSIGN_OR_RETURN(BlockSlice head,
-                        SerializeFrameHead(header, request, offset, max_message_size));
+  Result<BlockSlice> head = SerializeFrameHead(header, request, offset, max_message_size);
+  service_name_ = nullptr;  // the header no longer points at it
+  RRPC_RETURN_NOT_OK(head.status());
   CountCopy(CopySide::kClient, CopyKind::kBody, static_cast<size_t>(request.GetCachedSize()));
-  SetPayload(std::move(head), controller_->outbound_sidecars_);
+  SetPayload(std::move(head).value(), controller_->outbound_sidecars_);
   state_ = State::kSerialized;
   return Status::OK();
 }
@@ -122,11 +124,11 @@ void OutboundCall::OnTimerFired(struct ev_loop* /*loop*/, ev_timer* timer, int /
   call->on_timeout_(call, call->on_timeout_arg_);
 }
 
-void OutboundCall::FinishWithResponse(BlockSlice frame, const ResponseHeader& header, Slice body,
-                                      Slice tail, MonoTime received_at) {
+void OutboundCall::FinishWithResponse(BlockSlice frame, const ResponseHeaderFields& header,
+                                      Slice body, Slice tail, MonoTime received_at) {
   if (finished()) return;
   received_at_ = received_at;
-  if (header.is_error()) {
+  if (header.is_error) {
     auto error = std::make_unique<ErrorStatusPB>();
     if (!ParseMessageQuietly(body, error.get())) {
       Finish(Status::Corruption("error response does not parse"), nullptr);
@@ -143,7 +145,7 @@ void OutboundCall::FinishWithResponse(BlockSlice frame, const ResponseHeader& he
     return;
   }
   controller_->inbound_sidecars_.clear();
-  Status s = SplitSidecars(tail, header.sidecar_offsets(), &controller_->inbound_sidecars_);
+  Status s = SplitSidecars(tail, header.sidecar_offsets, &controller_->inbound_sidecars_);
   if (!s.ok()) {
     Finish(std::move(s), nullptr);
     return;

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "rpc/core/header_codec.h"
 #include "rpc/response_callback.h"
 #include "rpc/rpc_header.pb.h"
 #include "rpc/transport/outbound_transfer.h"
@@ -69,8 +70,8 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
                   void* arg);
   // Reactor thread. Each finishes the call (if not finished yet) and runs the callback.
   // `received_at`: when the reactor read the response (saves a clock read).
-  void FinishWithResponse(BlockSlice frame, const ResponseHeader& header, Slice body, Slice tail,
-                          MonoTime received_at);
+  void FinishWithResponse(BlockSlice frame, const ResponseHeaderFields& header, Slice body,
+                          Slice tail, MonoTime received_at);
   void FinishWithError(const Status& status);
   void FinishTimedOut();
   // Caller thread, before the call reached any reactor (e.g. messenger shut down).

@@ -150,6 +150,53 @@ void Reactor::Shutdown() {
   }
   // Work queued while the loop was stopping: fail it here. Nothing more can be queued.
   DrainIncomingWork();
+  // Delayed tasks still waiting run now (the loop is gone: this thread owns them).
+  std::unordered_map<DelayedTask*, std::unique_ptr<DelayedTask>> delayed;
+  delayed.swap(armed_delayed_);
+  for (auto& [raw, task] : delayed) {
+    ev_timer_stop(loop_, &task->timer);
+    task->task();
+  }
+}
+
+void Reactor::RunAfter(MonoDelta delay, std::function<void()> task) {
+  auto delayed = std::make_unique<DelayedTask>();
+  delayed->reactor = this;
+  delayed->delay = delay;
+  delayed->task = std::move(task);
+  bool wake = false;
+  {
+    MutexLock lock(mu_);
+    if (accepting_work_) {
+      incoming_delayed_.push_back(std::move(delayed));
+      wake = !wakeup_pending_;
+      wakeup_pending_ = true;
+    }
+  }
+  if (delayed) {  // not queued: the reactor is gone
+    delayed->task();
+    return;
+  }
+  if (wake) WakeUp();
+}
+
+void Reactor::ArmDelayedTasks(std::vector<std::unique_ptr<DelayedTask>> tasks) {
+  for (auto& t : tasks) {
+    ev_timer_init(&t->timer, &Reactor::OnDelayedTask, std::max(0.0, t->delay.ToSeconds()), 0.0);
+    t->timer.data = t.get();
+    ev_timer_start(loop_, &t->timer);
+    DelayedTask* raw = t.get();
+    armed_delayed_.emplace(raw, std::move(t));
+  }
+}
+
+void Reactor::OnDelayedTask(struct ev_loop*, ev_timer* w, int) {
+  auto* raw = static_cast<DelayedTask*>(w->data);
+  Reactor* self = raw->reactor;
+  auto it = self->armed_delayed_.find(raw);
+  std::unique_ptr<DelayedTask> task = std::move(it->second);
+  self->armed_delayed_.erase(it);
+  task->task();
 }
 
 Reactor* Reactor::Current() { return tls_current_reactor; }
@@ -252,6 +299,10 @@ std::vector<ConnectionInfo> Reactor::DumpConnections() {
       info.bytes_sent = conn->bytes_sent();
       info.calls_in_flight = conn->calls_in_flight();
       info.reads_paused = conn->reads_paused();
+      if (const MemoryTracker* memory = conn->inbound_memory()) {
+        info.inbound_memory_bytes = memory->consumption();
+        info.inbound_memory_peak_bytes = memory->peak();
+      }
       info.age_seconds = (now - conn->created()).ToSeconds();
       out.push_back(std::move(info));
     }
@@ -278,11 +329,13 @@ void Reactor::DrainIncomingWork() {
   std::vector<scoped_refptr<OutboundCall>> calls;
   std::vector<InboundCall*> responses;
   std::vector<std::function<void()>> tasks;
+  std::vector<std::unique_ptr<DelayedTask>> delayed;
   {
     MutexLock lock(mu_);
     calls.swap(incoming_calls_);
     responses.swap(incoming_responses_);
     tasks.swap(incoming_tasks_);
+    delayed.swap(incoming_delayed_);
     wakeup_pending_ = false;
   }
   const bool running = IsCurrentThread();
@@ -303,6 +356,11 @@ void Reactor::DrainIncomingWork() {
   for (auto& task : tasks) {
     if (running) task();
   }
+  if (running) {
+    ArmDelayedTasks(std::move(delayed));
+  } else {
+    for (auto& t : delayed) t->task();  // the loop is gone: now, exactly once
+  }
 }
 
 void Reactor::AssignOutboundCall(scoped_refptr<OutboundCall> call) {
@@ -318,8 +376,13 @@ void Reactor::AssignOutboundCall(scoped_refptr<OutboundCall> call) {
   }
   // Bulk calls travel apart from small ones (MessengerOptions::bulk_connection_bytes).
   const size_t bulk_bytes = options().bulk_connection_bytes;
-  auto& by_remote =
-      bulk_bytes > 0 && call->total_bytes() >= bulk_bytes ? bulk_connections_ : client_connections_;
+  const bool bulk = bulk_bytes > 0 && call->total_bytes() >= bulk_bytes;
+  if (!bulk && last_client_connection_ != nullptr &&
+      last_client_connection_->remote() == call->remote()) {
+    last_client_connection_->QueueOutboundCall(std::move(call));
+    return;
+  }
+  auto& by_remote = bulk ? bulk_connections_ : client_connections_;
   auto it = by_remote.find(call->remote());
   Connection* conn = it == by_remote.end() ? nullptr : it->second;
   if (conn == nullptr) {
@@ -337,6 +400,7 @@ void Reactor::AssignOutboundCall(scoped_refptr<OutboundCall> call) {
     by_remote.emplace(call->remote(), conn);
     conn->Start();
   }
+  if (!bulk) last_client_connection_ = conn;
   conn->QueueOutboundCall(std::move(call));
 }
 
@@ -546,6 +610,7 @@ void Reactor::ConnectionClosed(Connection* conn) {
   DCHECK(IsCurrentThread());
   WatchPausedConnection(conn, false);
   if (conn->direction() == Connection::Direction::kServer) messenger_->RemoveServerConnection();
+  if (conn == last_client_connection_) last_client_connection_ = nullptr;
   for (auto* by_remote : {&client_connections_, &bulk_connections_}) {
     auto it = by_remote->find(conn->remote());
     if (it != by_remote->end() && it->second == conn) by_remote->erase(it);

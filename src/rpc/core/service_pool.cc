@@ -25,8 +25,8 @@ ServicePool::~ServicePool() { Shutdown(); }
 
 Status ServicePool::RegisterService(std::unique_ptr<ServiceIf> service) {
   if (started_.load()) return Status::IllegalState("services must be registered before start");
-  const std::string name = service->service_name();
-  auto [it, inserted] = services_.emplace(name, std::move(service));
+  const std::string& name = service->service_name();
+  auto [it, inserted] = services_.emplace(std::string_view(name), std::move(service));
   if (!inserted) return Status::AlreadyPresent("service already registered", name);
   if (options_.metrics != nullptr) {
     for (auto& [method_name, info] : it->second->methods_) {
@@ -57,7 +57,7 @@ void ServicePool::Shutdown() {
   workers_.clear();
 }
 
-const ServiceIf* ServicePool::FindService(const std::string& name) const {
+const ServiceIf* ServicePool::FindService(std::string_view name) const {
   auto it = services_.find(name);
   return it == services_.end() ? nullptr : it->second.get();
 }
@@ -71,19 +71,21 @@ std::vector<const ServiceIf*> ServicePool::services() const {
 void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
   // Responding hands the call to its reactor: from here on it is managed by hand.
   InboundCall* raw = call.release();
-  const ServiceIf* service = FindService(raw->service_name());
+  const ServiceIf* service = FindService(raw->requested_service_name());
   if (service == nullptr) {
     if (options_.metrics != nullptr) options_.metrics->no_such_method->Increment();
-    raw->RespondFailure(ErrorStatusPB::ERROR_NO_SUCH_SERVICE,
-                        Status::NotFound("no such service: " + raw->service_name()));
+    raw->RespondFailure(
+        ErrorStatusPB::ERROR_NO_SUCH_SERVICE,
+        Status::NotFound("no such service: " + std::string(raw->requested_service_name())));
     return;
   }
-  const RpcMethodInfo* method = service->FindMethod(raw->method_name());
+  const RpcMethodInfo* method = service->FindMethod(raw->requested_method_name());
   if (method == nullptr) {
     if (options_.metrics != nullptr) options_.metrics->no_such_method->Increment();
     raw->RespondFailure(
         ErrorStatusPB::ERROR_NO_SUCH_METHOD,
-        Status::NotFound("no such method: " + raw->service_name() + "." + raw->method_name()));
+        Status::NotFound("no such method: " + std::string(raw->requested_service_name()) + "." +
+                         std::string(raw->requested_method_name())));
     return;
   }
   raw->set_method(service->service_name(), method);

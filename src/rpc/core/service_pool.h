@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -61,7 +62,7 @@ class ServicePool {
   // the rest is queued.
   void QueueInboundCall(std::unique_ptr<InboundCall> call);
 
-  const ServiceIf* FindService(const std::string& name) const;
+  const ServiceIf* FindService(std::string_view name) const;
   std::vector<const ServiceIf*> services() const;
   size_t queue_size() const { return queue_.size(); }
   // The calls in flight and the recent slow and failed ones, for /rpcz.
@@ -78,7 +79,8 @@ class ServicePool {
 
   const ServicePoolOptions options_;
   RpczStore rpcz_store_;  // Declared before the queue and workers: outlives the calls they hold.
-  std::unordered_map<std::string, std::unique_ptr<ServiceIf>> services_;
+  // Keyed by each service's own name (service_name() of the value, which lives as long as it).
+  std::unordered_map<std::string_view, std::unique_ptr<ServiceIf>> services_;
   DeadlineQueue<InboundCall, CallDeadline> queue_;
   std::vector<std::thread> workers_;
   std::atomic<bool> started_{false};

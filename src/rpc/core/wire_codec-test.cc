@@ -20,7 +20,7 @@ constexpr size_t kNoLimit = 1u << 31;
 struct Offsets {
   std::vector<uint32_t> v;
   int size() const { return static_cast<int>(v.size()); }
-  uint32_t Get(int i) const { return v[i]; }
+  uint32_t operator[](int i) const { return v[i]; }
 };
 
 std::string Bytes(std::initializer_list<uint8_t> b) { return std::string(b.begin(), b.end()); }

@@ -10,10 +10,13 @@ namespace rrpc::rpc {
 
 using google::protobuf::io::CodedOutputStream;
 
-Result<BlockSlice> SerializeFrameHead(const google::protobuf::MessageLite& header,
-                                      const google::protobuf::MessageLite& body,
-                                      size_t sidecar_bytes, size_t max_frame_size) {
-  const size_t header_size = header.ByteSizeLong();
+namespace {
+
+// Writes a frame head whose header is `header_size` bytes, written by `write_header`.
+template <typename WriteHeader>
+Result<BlockSlice> SerializeFrameHeadWith(size_t header_size, const WriteHeader& write_header,
+                                          const google::protobuf::MessageLite& body,
+                                          size_t sidecar_bytes, size_t max_frame_size) {
   const size_t body_size = body.ByteSizeLong();
   const size_t head_size =
       CodedOutputStream::VarintSize32(static_cast<uint32_t>(header_size)) + header_size +
@@ -29,12 +32,39 @@ Result<BlockSlice> SerializeFrameHead(const google::protobuf::MessageLite& heade
   EncodeBigEndian32(p, static_cast<uint32_t>(frame_size));
   p += kFrameLengthSize;
   p = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(header_size), p);
-  p = header.SerializeWithCachedSizesToArray(p);
-  p = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(body_size), p);
+  uint8_t* const header_end = write_header(p);
+  DCHECK_EQ(header_end, p + header_size);
+  p = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(body_size), header_end);
   p = body.SerializeWithCachedSizesToArray(p);
   DCHECK_EQ(p, block->data() + block->capacity());
   Slice bytes(block->data(), block->capacity());
   return BlockSlice{std::move(block), bytes};
+}
+
+}  // namespace
+
+Result<BlockSlice> SerializeFrameHead(const google::protobuf::MessageLite& header,
+                                      const google::protobuf::MessageLite& body,
+                                      size_t sidecar_bytes, size_t max_frame_size) {
+  return SerializeFrameHeadWith(
+      header.ByteSizeLong(), [&](uint8_t* p) { return header.SerializeWithCachedSizesToArray(p); },
+      body, sidecar_bytes, max_frame_size);
+}
+
+Result<BlockSlice> SerializeFrameHead(const RequestHeaderFields& header,
+                                      const google::protobuf::MessageLite& body,
+                                      size_t sidecar_bytes, size_t max_frame_size) {
+  return SerializeFrameHeadWith(
+      EncodedSize(header), [&](uint8_t* p) { return EncodeTo(header, p); }, body, sidecar_bytes,
+      max_frame_size);
+}
+
+Result<BlockSlice> SerializeFrameHead(const ResponseHeaderFields& header,
+                                      const google::protobuf::MessageLite& body,
+                                      size_t sidecar_bytes, size_t max_frame_size) {
+  return SerializeFrameHeadWith(
+      EncodedSize(header), [&](uint8_t* p) { return EncodeTo(header, p); }, body, sidecar_bytes,
+      max_frame_size);
 }
 
 namespace {
@@ -73,19 +103,51 @@ bool ParseMessageQuietly(Slice bytes, google::protobuf::MessageLite* message) {
          message->IsInitialized();
 }
 
-Status ParseFrame(Slice frame, google::protobuf::MessageLite* header, Slice* body, Slice* tail) {
+namespace {
+// ParseFrame for any header type: `parse_header` turns the header's bytes into it.
+template <typename ParseHeader>
+Status ParseFrameWith(Slice frame, const ParseHeader& parse_header, Slice* body, Slice* tail) {
   Slice header_bytes;
   if (!ReadDelimited(&frame, &header_bytes)) {
     return Status::Corruption("frame header length is malformed or exceeds the frame");
   }
-  if (!ParseMessageQuietly(header_bytes, header)) {
-    return Status::Corruption("frame header does not parse", header->InitializationErrorString());
-  }
+  RRPC_RETURN_NOT_OK(parse_header(header_bytes));
   if (!ReadDelimited(&frame, body)) {
     return Status::Corruption("frame body length is malformed or exceeds the frame");
   }
   *tail = frame;
   return Status::OK();
+}
+}  // namespace
+
+Status ParseFrame(Slice frame, google::protobuf::MessageLite* header, Slice* body, Slice* tail) {
+  return ParseFrameWith(
+      frame,
+      [header](Slice bytes) {
+        if (ParseMessageQuietly(bytes, header)) return Status::OK();
+        return Status::Corruption("frame header does not parse",
+                                  header->InitializationErrorString());
+      },
+      body, tail);
+}
+
+template <typename Fields>
+Status ParseFrameWithFields(Slice frame, Fields* header, Slice* body, Slice* tail) {
+  return ParseFrameWith(
+      frame,
+      [header](Slice bytes) {
+        if (DecodeHeader(bytes, header)) return Status::OK();
+        return Status::Corruption("frame header does not parse");
+      },
+      body, tail);
+}
+
+Status ParseFrame(Slice frame, RequestHeaderFields* header, Slice* body, Slice* tail) {
+  return ParseFrameWithFields(frame, header, body, tail);
+}
+
+Status ParseFrame(Slice frame, ResponseHeaderFields* header, Slice* body, Slice* tail) {
+  return ParseFrameWithFields(frame, header, body, tail);
 }
 
 }  // namespace rrpc::rpc

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "rpc/core/header_codec.h"
 #include "rpc/transport/frame_format.h"
 #include "util/block.h"
 #include "util/slice.h"
@@ -23,10 +24,23 @@ Result<BlockSlice> SerializeFrameHead(const google::protobuf::MessageLite& heade
                                       const google::protobuf::MessageLite& body,
                                       size_t sidecar_bytes, size_t max_frame_size);
 
+// The same with a call's or a response's header (header_codec.h): the call path's, without
+// building a protobuf message.
+Result<BlockSlice> SerializeFrameHead(const RequestHeaderFields& header,
+                                      const google::protobuf::MessageLite& body,
+                                      size_t sidecar_bytes, size_t max_frame_size);
+Result<BlockSlice> SerializeFrameHead(const ResponseHeaderFields& header,
+                                      const google::protobuf::MessageLite& body,
+                                      size_t sidecar_bytes, size_t max_frame_size);
+
 // Splits a frame (the bytes after its length prefix) into its header, body and the tail after the
 // body (sidecars). Corruption when the varints or lengths are malformed or the header does not
 // parse. Does not parse the body: that needs the method's message type.
 Status ParseFrame(Slice frame, google::protobuf::MessageLite* header, Slice* body, Slice* tail);
+// The same with a call's or a response's header (header_codec.h); the same frames parse, with
+// the same fields.
+Status ParseFrame(Slice frame, RequestHeaderFields* header, Slice* body, Slice* tail);
+Status ParseFrame(Slice frame, ResponseHeaderFields* header, Slice* body, Slice* tail);
 
 // Parses `bytes` into `message`; false when they do not parse or leave a required field unset.
 // Unlike ParseFromArray, never logs: protobuf writes an ERROR line for every message missing a
@@ -42,14 +56,14 @@ Status BadSidecarLayout(size_t tail_size, int num_offsets, uint32_t first_offset
 
 template <typename Offsets, typename Out>
 Status SplitSidecars(Slice tail, const Offsets& offsets, Out* out) {
-  const int n = offsets.size();
+  const int n = static_cast<int>(offsets.size());
   if (n == 0) {
     return tail.empty() ? Status::OK() : BadSidecarLayout(tail.size(), 0, 0);
   }
-  if (offsets.Get(0) != 0) return BadSidecarLayout(tail.size(), n, offsets.Get(0));
+  if (offsets[0] != 0) return BadSidecarLayout(tail.size(), n, offsets[0]);
   for (int i = 0; i < n; i++) {
-    uint32_t begin = offsets.Get(i);
-    uint32_t end = (i + 1 < n) ? offsets.Get(i + 1) : static_cast<uint32_t>(tail.size());
+    uint32_t begin = offsets[i];
+    uint32_t end = (i + 1 < n) ? offsets[i + 1] : static_cast<uint32_t>(tail.size());
     if (begin > end || end > tail.size()) {
       return Status::Corruption("bad sidecar offsets in frame");
     }

@@ -70,6 +70,39 @@ TEST(BootstrapTest, RefusesShortMessagesAndOtherVersions) {
   EXPECT_TRUE(DecodeBootstrap(Slice(b), &d).IsNotSupported());
 }
 
+TEST(BootstrapTest, RefusesBitsVersionOneDoesNotDefine) {
+  const std::string good = EncodeBootstrap(BootstrapMessage());
+  BootstrapMessage d;
+  ASSERT_TRUE(DecodeBootstrap(Slice(good), &d).ok());
+  EXPECT_TRUE(DecodeBootstrap(Slice(good + "x"), &d).IsCorruption());  // longer than 64
+  // {offset, value}: an unknown flag, reason 8, backend 2, each reserved byte.
+  const std::pair<size_t, uint8_t> bad[] = {{1, 4},  {1, 0x80}, {3, 8},  {2, 1},
+                                            {10, 2}, {11, 1},   {60, 1}, {63, 0xff}};
+  for (const auto& [offset, value] : bad) {
+    std::string b = good;
+    b[offset] = static_cast<char>(value);
+    BootstrapMessage untouched;
+    untouched.nonce = 99;
+    Status s = DecodeBootstrap(Slice(b), &untouched);
+    EXPECT_TRUE(s.IsCorruption()) << "byte " << offset << ": " << s.ToString();
+    EXPECT_EQ(untouched.nonce, 99u) << "a refused message changed the output";
+  }
+}
+
+TEST(BootstrapTest, EveryAcceptedMessageEncodesBackToItsBytes) {
+  BootstrapMessage m;
+  m.fallback = true;
+  m.srq = true;
+  m.reason = FallbackReason::kConnect;
+  m.backend = BootstrapBackend::kVerbs;
+  m.qp.psn = 0xffffffff;
+  m.nonce = ~0ull;
+  const std::string b = EncodeBootstrap(m);
+  BootstrapMessage d;
+  ASSERT_TRUE(DecodeBootstrap(Slice(b), &d).ok());
+  EXPECT_EQ(EncodeBootstrap(d), b);
+}
+
 TEST(CreditWindowTest, TheLastCreditGoesOnlyOnAMessageThatGrants) {
   CreditWindow w(/*send_credits=*/2, /*posted=*/8);
   EXPECT_TRUE(w.CanSendData());

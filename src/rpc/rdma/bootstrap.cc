@@ -75,9 +75,25 @@ Status DecodeBootstrap(Slice bytes, BootstrapMessage* m) {
   if (b[0] != kBootstrapVersion) {
     return Status::NotSupported("RDMA bootstrap version " + std::to_string(b[0]));
   }
-  if (bytes.size() < kBootstrapSize) {
+  if (bytes.size() != kBootstrapSize) {
     return Status::Corruption("RDMA bootstrap message of " + std::to_string(bytes.size()) +
                               " bytes, version 1 has 64");
+  }
+  // Version 1 defines every bit: anything else is a broken or foreign peer, refused rather than
+  // half understood (and so every accepted message encodes back to the same bytes).
+  if ((b[1] & ~(kFlagFallback | kFlagSrq)) != 0) {
+    return Status::Corruption("RDMA bootstrap message with unknown flags " + std::to_string(b[1]));
+  }
+  if (Get16(b + 2) > static_cast<uint16_t>(FallbackReason::kConnect)) {
+    return Status::Corruption("RDMA bootstrap message with unknown fallback reason " +
+                              std::to_string(Get16(b + 2)));
+  }
+  if (b[10] > static_cast<uint8_t>(BootstrapBackend::kSoft)) {
+    return Status::Corruption("RDMA bootstrap message with unknown backend " +
+                              std::to_string(b[10]));
+  }
+  if (b[11] != 0 || Get32(b + 60) != 0) {
+    return Status::Corruption("RDMA bootstrap message with reserved bytes set");
   }
   m->version = b[0];
   m->fallback = (b[1] & kFlagFallback) != 0;

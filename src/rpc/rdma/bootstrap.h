@@ -47,7 +47,9 @@ struct BootstrapMessage {
 };
 
 std::string EncodeBootstrap(const BootstrapMessage& m);
-// Corruption when shorter than version 1's 64 bytes; NotSupported for another version.
+// NotSupported for another version; Corruption for a version-1 message that is not exactly 64
+// bytes or sets a bit version 1 does not define (unknown flag, reason or backend, a reserved
+// byte). What it accepts, EncodeBootstrap gives back byte for byte.
 Status DecodeBootstrap(Slice bytes, BootstrapMessage* m);
 
 }  // namespace rrpc::rdma

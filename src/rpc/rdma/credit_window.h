@@ -17,8 +17,10 @@ namespace rrpc::rdma {
 class CreditWindow {
  public:
   // `send_credits`: the receive buffers the peer posted for us (its bootstrap says);
-  // `posted`: ours for it. REQUIRES: posted >= 4, so that a grant-only message always carries
-  // more than the one credit it costs (no grant ping-pong).
+  // `posted`: ours for it. REQUIRES: posted >= 3. The threshold is then at least 2, so a
+  // grant-only message always carries more than the one credit it costs (no grant ping-pong),
+  // and at most posted - 1, so a peer stuck on its last credit has spent enough for us to owe it
+  // a grant-only message.
   CreditWindow(uint32_t send_credits, uint32_t posted)
       : credits_(send_credits), grant_threshold_(std::max<uint32_t>(2, posted / 2)) {}
 
@@ -39,13 +41,23 @@ class CreditWindow {
   }
   // The peer granted `n` credits.
   void Granted(uint32_t n) { credits_ += n; }
+  // SRQ reclaim: `n` grants owed are not given after all (the peer never knew of them).
+  void Forgo(uint32_t n) { owed_ -= std::min(n, owed_); }
+  // The peer reclaimed `n` of our credits (SRQ reclaim): we stop using them.
+  void Return(uint32_t n) { credits_ -= std::min(n, credits_); }
+  // SRQ mode: the peer's share (credits it holds plus grants owed) moves with credit requests
+  // and reclaims; the threshold follows half of it (at least 2), so a peer stuck on its last
+  // credit (share >= 3 always) is owed enough for a grant-only message, as at construction.
+  void set_grant_threshold_for_share(uint32_t share) {
+    grant_threshold_ = std::max<uint32_t>(2, share / 2);
+  }
   // We reposted a receive buffer (SRQ mode: reserved `n` from the reactor's pool): grants owed.
   void Reposted(uint32_t n = 1) { owed_ += n; }
 
  private:
   uint32_t credits_;
   uint32_t owed_ = 0;
-  const uint32_t grant_threshold_;
+  uint32_t grant_threshold_;
 };
 
 }  // namespace rrpc::rdma

@@ -36,6 +36,19 @@ constexpr MetricPrototype METRIC_rdma_srq_pool_growths =
 constexpr MetricPrototype METRIC_rdma_srq_connections =
     MetricPrototype::Gauge("rdma_srq_connections", "SRQ connections", MetricUnit::kConnections,
                            "RDMA connections receiving from the reactor's shared receive queue.");
+constexpr MetricPrototype METRIC_rdma_srq_limit_events = MetricPrototype::Gauge(
+    "rdma_srq_limit_events", "SRQ limit events", MetricUnit::kUnits,
+    "Times the reactor's SRQ limit event fired (posted receives below a quarter of the pool); "
+    "each grows the pool by a chunk within rdma_srq_max_memory.");
+constexpr MetricPrototype METRIC_rdma_srq_reclaims = MetricPrototype::Gauge(
+    "rdma_srq_reclaims", "SRQ reclaims", MetricUnit::kUnits,
+    "Idle peers asked to give back their credits above rdma_srq_floor_credits.");
+constexpr MetricPrototype METRIC_rdma_srq_credits_reclaimed = MetricPrototype::Gauge(
+    "rdma_srq_credits_reclaimed", "SRQ credits reclaimed", MetricUnit::kEntries,
+    "Credits idle peers gave back to the reactor's ledger.");
+constexpr MetricPrototype METRIC_rdma_srq_background_growths = MetricPrototype::Gauge(
+    "rdma_srq_background_growths", "SRQ background growths", MetricUnit::kUnits,
+    "Chunks of receive blocks allocated and registered off the reactor thread.");
 constexpr MetricPrototype METRIC_rdma_posted_send_bytes = MetricPrototype::Histogram(
     "rdma_posted_send_bytes", "RDMA non-inline sends", MetricUnit::kBytes,
     "Sizes of RDMA messages sent from registered memory (not inline).", 1 << 20);
@@ -141,7 +154,7 @@ Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
     SrqOptions o = options_.srq;
     o.buffer_size = options_.endpoint.buffer_size;
     Result<std::unique_ptr<SrqContext>> made =
-        SrqContext::Create(device->context.get(), device->pd.get(), o);
+        SrqContext::Create(device->context.get(), device->pd.get(), o, device);
     if (!made.ok()) {
       srqs_.erase(std::this_thread::get_id());
       return made.status();
@@ -163,6 +176,10 @@ Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
     gauge(&METRIC_rdma_srq_credit_waits, &SrqStats::credit_waits);
     gauge(&METRIC_rdma_srq_pool_growths, &SrqStats::pool_growths);
     gauge(&METRIC_rdma_srq_connections, &SrqStats::connections);
+    gauge(&METRIC_rdma_srq_limit_events, &SrqStats::limit_events);
+    gauge(&METRIC_rdma_srq_reclaims, &SrqStats::reclaims);
+    gauge(&METRIC_rdma_srq_credits_reclaimed, &SrqStats::credits_reclaimed);
+    gauge(&METRIC_rdma_srq_background_growths, &SrqStats::background_growths);
   }
   return slot;
 }
@@ -173,7 +190,9 @@ std::vector<RdmaTransportFactory::SrqSnapshot> RdmaTransportFactory::SrqStatsSna
   for (const auto& [thread, c] : srqs_) {
     const SrqStats& st = c->stats();
     out.push_back({st.posted_receives.load(), st.pool_bytes.load(), st.grants_outstanding.load(),
-                   st.credit_waits.load(), st.pool_growths.load(), st.connections.load()});
+                   st.credit_waits.load(), st.pool_growths.load(), st.connections.load(),
+                   st.limit_events.load(), st.reclaims.load(), st.credits_reclaimed.load(),
+                   st.background_growths.load()});
   }
   return out;
 }

@@ -41,9 +41,21 @@ DEFINE_int64(rdma_srq_max_memory, 64ll << 20,
              "SRQ mode: registered receive memory per reactor, at most; the pool grows in chunks "
              "up to it and credit grants wait beyond it");
 DEFINE_int32(rdma_srq_initial_credits, 8,
-             "SRQ mode: credits granted to each peer at connection set-up (>= 4)");
+             "SRQ mode: credits granted to each peer at connection set-up (>= 3)");
 DEFINE_int32(rdma_srq_max_credits, 64,
              "SRQ mode: credits one peer may hold, at most, after asking for more");
+
+DEFINE_bool(rdma_soft_pin_memory, false,
+            "soft backend: registration faults the registered pages in, as a NIC's pinning does, "
+            "so RSS counts registered memory as on hardware (memory figures: "
+            "build-support/sparse-memory.sh sets it); off, untouched registered pages cost no RSS "
+            "and registering is cheaper than on hardware");
+DEFINE_int32(rdma_srq_reclaim_after_ms, 10000,
+             "SRQ mode: a peer that sent nothing for this long gets its credit target lowered to "
+             "--rdma_srq_floor_credits and is asked to give back the credits above it; 0: never");
+DEFINE_int32(rdma_srq_floor_credits, 3,
+             "SRQ mode: credits an idle peer keeps after a reclaim (>= 3: a call and its "
+             "fragments never wait for a grant that is not due)");
 
 namespace rrpc::rdma {
 
@@ -64,6 +76,7 @@ Result<RdmaOptions> RdmaOptionsFromFlags() {
         "RDMA flags: receive buffers >= 4, send buffers >= 2, buffer bytes >= 256, spare "
         "receive buffers >= 0, rnr_retry 0..7");
   }
+  o.soft.pin_registered_memory = FLAGS_rdma_soft_pin_memory;
   o.verbs.device = FLAGS_rdma_device;
   o.verbs.port = FLAGS_rdma_port;
   o.verbs.gid_index = FLAGS_rdma_gid_index;
@@ -78,15 +91,20 @@ Result<RdmaOptions> RdmaOptionsFromFlags() {
   if (FLAGS_rdma_use_srq && FLAGS_rdma_busy_poll) {
     return Status::InvalidArgument("--rdma_use_srq does not work with --rdma_busy_poll");
   }
-  if (FLAGS_rdma_srq_initial_credits < 4 ||
+  if (FLAGS_rdma_srq_initial_credits < 3 ||
       FLAGS_rdma_srq_max_credits < FLAGS_rdma_srq_initial_credits ||
-      FLAGS_rdma_srq_max_memory < 0) {
+      FLAGS_rdma_srq_max_memory < 0 || FLAGS_rdma_srq_floor_credits < 3 ||
+      FLAGS_rdma_srq_floor_credits > FLAGS_rdma_srq_initial_credits ||
+      FLAGS_rdma_srq_reclaim_after_ms < 0) {
     return Status::InvalidArgument(
-        "RDMA SRQ flags: 4 <= initial credits <= max credits, max memory >= 0");
+        "RDMA SRQ flags: 3 <= floor credits <= initial credits <= max credits, max memory >= 0, "
+        "reclaim after >= 0");
   }
   o.use_srq = FLAGS_rdma_use_srq;
   o.srq.max_memory = static_cast<uint64_t>(FLAGS_rdma_srq_max_memory);
   o.srq.initial_credits = static_cast<uint32_t>(FLAGS_rdma_srq_initial_credits);
+  o.srq.floor_credits = static_cast<uint32_t>(FLAGS_rdma_srq_floor_credits);
+  o.srq.reclaim_after = MonoDelta::FromMilliseconds(FLAGS_rdma_srq_reclaim_after_ms);
   o.srq.max_credits = static_cast<uint32_t>(FLAGS_rdma_srq_max_credits);
   return o;
 }

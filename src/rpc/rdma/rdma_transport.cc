@@ -18,10 +18,10 @@ constexpr uint8_t kKindGrant = 2;
 // reliable on hardware, so the id says which queue the request came from).
 constexpr uint64_t kSendBit = 1ull << 32;
 
+// Bytes 2 and 3 (returns, reclaim) are filled by EncodeReturnsAndReclaim.
 void EncodeHeader(uint8_t* p, uint8_t kind, uint32_t grant, uint8_t request) {
   p[0] = kind;
   p[1] = request;
-  p[2] = p[3] = 0;
   p[4] = static_cast<uint8_t>(grant >> 24);
   p[5] = static_cast<uint8_t>(grant >> 16);
   p[6] = static_cast<uint8_t>(grant >> 8);
@@ -63,7 +63,9 @@ RdmaTransport::RdmaTransport(std::unique_ptr<RdmaEndpoint> endpoint, Socket boot
       target_(srq.initial_grant),
       signal_interval_(srq_ ? 1 : std::max(1u, ep_->send_queue_depth() / 4)),
       peer_srq_(peer_srq),
-      peer_initial_credits_(peer_credits) {
+      peer_initial_credits_(peer_credits),
+      request_reference_(peer_credits),
+      last_receive_(MonoTime::Now()) {
   reader_.set_copy_side(options_.copy_side);
 }
 
@@ -121,7 +123,7 @@ void RdmaTransport::DeliverHeld() {
   // Messages held while reads were paused go first, in order.
   while (!closed_ && !reads_paused_ && !held_.empty()) {
     auto [index, length] = held_.front();
-    held_.pop_front();
+    held_.erase(held_.begin());  // a few at most (the peer's credits)
     const bool lent = Deliver(index, length);
     if (closed_) {
       if (srq_) (void)srq_->Repost(index);
@@ -229,6 +231,8 @@ void RdmaTransport::OnSrqReceive(uint32_t block, uint32_t length, WcStatus statu
   // The message used one of the grants the peer held.
   if (peer_credits_ > 0) --peer_credits_;
   srq_->Release(1);
+  last_receive_ = MonoTime::Now();
+  reclaim_pending_ = false;  // an answer comes in order after this, or none was needed
   HandleReceive(block, length);
 }
 
@@ -240,6 +244,55 @@ void RdmaTransport::TopUp() {
   const uint32_t got = srq_->Reserve(target_ - have);
   window_.Reposted(got);
   if (have + got < target_) srq_->WaitForCredits(this);
+}
+
+void RdmaTransport::OnSrqIdleCheck(MonoTime now) {
+  const SrqOptions& o = srq_->options();
+  if (closed_ || now - last_receive_ < o.reclaim_after) return;
+  if (target_ > o.floor_credits) target_ = o.floor_credits;
+  {
+    MutexLock lock(send_mu_);
+    // Grants owed above the target are simply kept (the peer never knew of them).
+    const uint32_t share = peer_credits_ + window_.owed();
+    if (share > target_) {
+      const uint32_t forgo = std::min(window_.owed(), share - target_);
+      window_.Forgo(forgo);
+      srq_->Release(forgo);
+    }
+    if (reclaim_pending_ || peer_credits_ <= target_) return;
+    reclaim_due_ = true;
+  }
+  reclaim_pending_ = true;
+  srq_->CountReclaim();
+  SendGrantIfDue();
+}
+
+void RdmaTransport::EncodeReturnsAndReclaim(uint8_t* p) {
+  const uint32_t returned = std::min<uint32_t>(returning_, 255);
+  returning_ -= returned;
+  p[2] = static_cast<uint8_t>(returned);
+  p[3] = reclaim_due_ ? static_cast<uint8_t>(std::min<uint32_t>(target_, 255)) : 0;
+  reclaim_due_ = false;
+}
+
+void RdmaTransport::HandleReturnsAndReclaim(uint8_t returned, uint8_t keep) {
+  if (returned > 0 && srq_) {
+    // Credits the peer stopped using: ours again (they were part of its share).
+    const uint32_t n = std::min<uint32_t>(returned, peer_credits_);
+    peer_credits_ -= n;
+    srq_->Release(n);
+    srq_->CountReclaimed(n);
+  }
+  // Never below 3, whatever the peer asks: with fewer, our deadlock-freedom argument fails.
+  const uint32_t kept = keep > 0 ? std::max<uint32_t>(keep, 3) : 0;
+  if (keep > 0 && window_.credits() > kept) {
+    // The peer reclaims what we hold above the floor; the next message says how many went back.
+    const uint32_t n = window_.credits() - kept;
+    window_.Return(n);
+    returning_ += n;
+    credits_returned_ += n;
+    request_reference_ = kept;
+  }
 }
 
 void RdmaTransport::OnSrqCreditsAvailable() {
@@ -258,7 +311,7 @@ uint8_t RdmaTransport::CreditRequest() {
   // this is the last one that may go.
   if (!peer_srq_ || request_pending_) return 0;
   const uint32_t left = window_.credits() - 1;
-  if (left >= peer_initial_credits_ / 2) return 0;
+  if (left >= std::max(2u, request_reference_ / 2)) return 0;
   request_pending_ = true;
   ++credit_requests_;
   return left <= 1 ? 2 : 1;
@@ -278,6 +331,10 @@ void RdmaTransport::HandleReceive(uint32_t index, uint32_t length) {
     MutexLock lock(send_mu_);
     window_.Granted(granted);
     if (granted > 0) request_pending_ = false;
+    // Grants raise the reference again (up to the initial credits) after a reclaim lowered it.
+    request_reference_ =
+        std::max(request_reference_, std::min(window_.credits(), peer_initial_credits_));
+    HandleReturnsAndReclaim(p[2], p[3]);
   }
   if (p[0] != kKindData && p[0] != kKindGrant) {
     if (srq_) (void)srq_->Repost(index);
@@ -451,7 +508,10 @@ void RdmaTransport::SendGrantIfDue() {
   Status s;
   {
     MutexLock lock(send_mu_);
-    if (!window_.GrantDue()) return;
+    // Grants owed, or returns / a reclaim to say (those only on a credit that may go).
+    const bool control = (returning_ > 0 || reclaim_due_) && window_.CanSendData();
+    if (srq_) window_.set_grant_threshold_for_share(peer_credits_ + window_.owed());
+    if (!window_.GrantDue() && !control) return;
     // One send block (and SQ slot) is always left for this (Write never takes the last); in SRQ
     // mode the reactor's blocks return as other sends complete.
     if (in_flight_sends_ >= ep_->send_queue_depth()) return;
@@ -460,8 +520,10 @@ void RdmaTransport::SendGrantIfDue() {
       if (srq_) srq_->WaitForSendBlock(this);
       return;
     }
-    const uint8_t request = CreditRequest();
-    EncodeHeader(send_pool()->block(index), kKindGrant, SpendCredit(), request);
+    // No credit request here: requests ride on data (a grant-only message answering a reclaim
+    // would otherwise ask for the credits it just gave back, and the two sides would ping-pong).
+    EncodeHeader(send_pool()->block(index), kKindGrant, SpendCredit(), /*request=*/0);
+    EncodeReturnsAndReclaim(send_pool()->block(index));
     ++grant_messages_;
     s = PostSend(index, kMessageHeaderSize);
   }
@@ -525,6 +587,7 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
     }
     const uint8_t request = CreditRequest();
     EncodeHeader(block, kKindData, SpendCredit(), request);
+    EncodeReturnsAndReclaim(block);
     RRPC_RETURN_NOT_OK(PostSend(index, static_cast<uint32_t>(kMessageHeaderSize + n)));
     taken += n;
   }
@@ -601,6 +664,9 @@ void RdmaTransport::Describe(std::vector<std::pair<std::string, std::string>>* o
     out->emplace_back("copied out, no spare", std::to_string(copied_no_spare_));
   }
   if (peer_srq_) out->emplace_back("credit requests sent", std::to_string(credit_requests_));
+  if (credits_returned_ > 0) {
+    out->emplace_back("credits given back", std::to_string(credits_returned_));
+  }
   out->emplace_back("inline cap", std::to_string(ep_->inline_cap()));
   out->emplace_back("inline sends", std::to_string(inline_sends_));
   out->emplace_back("posted sends", std::to_string(posted_sends_));

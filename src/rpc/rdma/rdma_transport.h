@@ -21,22 +21,28 @@
 // pool has no spares to post in a lent block's place).
 //
 // Each message starts with an 8-byte header: kind (1 data, 2 grant only), a credit request (0
-// none, 1 soft, 2 hard; only sent to a peer whose receives are SRQ), 2 zero bytes, and the
-// credits it grants (big-endian 32 bits); docs/wire-format.md.
+// none, 1 soft, 2 hard; only sent to a peer whose receives are SRQ), the credits the sender gives
+// back (answering a reclaim), a reclaim (0 none, else: keep at most this many of my credits; only
+// from an SRQ receiver), and the credits it grants (big-endian 32 bits); docs/wire-format.md.
+//
+// Reclaim (SRQ receiver): a peer that sent nothing for srq.reclaim_after has its target lowered
+// to srq.floor_credits and, when it holds more, is asked to keep only that many; it stops using
+// the rest at once and says so in its next message (a grant-only one if it has nothing else), and
+// the ledger gets them back. Its next burst asks for credits again as usual.
 // Threads: the reactor's, except Write() with a private receive queue: capabilities() then say
 // concurrent_write, and a worker may write a lone response (a caller its call) under the
 // connection's write lock while the reactor reads, which saves a hand-off to the reactor per
-// message (docs/performance.md). The send side's state (credits, send blocks, sends in flight)
-// is then shared with the reactor's completion and receive paths, under send_mu_ (taken after the
-// connection's write lock; no callback into the connection runs under it). SRQ mode: reactor
-// only (its SrqContext is).
+// message (docs/performance.md). The send side's state (credits, send blocks, sends in flight,
+// credit requests and returns) is then shared with the reactor's completion and receive paths,
+// under send_mu_ (taken after the connection's write lock; no callback into the connection runs
+// under it). SRQ mode: reactor only (its SrqContext is).
 #pragma once
 
 #include <ev.h>
 
-#include <deque>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "rpc/rdma/credit_window.h"
 #include "rpc/rdma/rdma_endpoint.h"
@@ -156,6 +162,11 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   void OnSrqReceive(uint32_t block, uint32_t length, WcStatus status) override;
   void OnSrqBatchDone() override { AfterCompletions(); }
   void OnSrqCreditsAvailable() override;
+  void OnSrqIdleCheck(MonoTime now) override;
+  // Fills header bytes 2 (credits given back) and 3 (reclaim) of the next message.
+  void EncodeReturnsAndReclaim(uint8_t* header) REQUIRES(send_mu_);
+  // Header bytes 2 and 3 of a received message.
+  void HandleReturnsAndReclaim(uint8_t returned, uint8_t keep) REQUIRES(send_mu_);
 
   std::unique_ptr<RdmaEndpoint> ep_;  // nullptr once closed
   Socket socket_;
@@ -176,7 +187,9 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   bool wants_writable_ = false;
   bool reads_paused_ = false;
   // Received while reads were paused: (block index, length), delivered and reposted on resume.
-  std::deque<std::pair<uint32_t, uint32_t>> held_;
+  // A vector, not a deque: an empty std::deque allocates ~600 bytes, which every idle connection
+  // would hold for nothing.
+  std::vector<std::pair<uint32_t, uint32_t>> held_;
   // SRQ mode (receive side): grants the peer holds, and how many it should hold.
   std::shared_ptr<SrqContext> srq_;
   uint32_t peer_credits_ = 0;
@@ -201,6 +214,15 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   const bool peer_srq_;
   const uint32_t peer_initial_credits_;
   bool request_pending_ GUARDED_BY(send_mu_) = false;
+  // Credit requests start below half of this: the initial credits, or what a reclaim left us.
+  uint32_t request_reference_ GUARDED_BY(send_mu_);
+  // Reclaim, receive side: when the peer last sent, a reclaim to send / sent and unanswered.
+  MonoTime last_receive_;
+  bool reclaim_due_ GUARDED_BY(send_mu_) = false;
+  bool reclaim_pending_ = false;
+  // Reclaim, send side: credits given back and not yet said so.
+  uint32_t returning_ GUARDED_BY(send_mu_) = 0;
+  uint64_t credits_returned_ GUARDED_BY(send_mu_) = 0;
   uint64_t credit_requests_ GUARDED_BY(send_mu_) = 0;
   uint64_t inline_sends_ GUARDED_BY(send_mu_) = 0;
   uint64_t posted_sends_ GUARDED_BY(send_mu_) = 0;

@@ -115,7 +115,7 @@ std::string RdmaUpgrade::Answer(Slice offer) {
     return Fallback(FallbackReason::kIncompatible,
                     Status::NotSupported("the client uses the other RDMA backend"));
   }
-  if (peer_.buffer_size < kMinPeerBuffer || peer_.credits < 4) {
+  if (peer_.buffer_size < kMinPeerBuffer || peer_.credits < 3) {
     return Fallback(FallbackReason::kIncompatible,
                     Status::InvalidArgument("client's receive buffers too small or too few"));
   }
@@ -152,7 +152,7 @@ Status RdmaUpgrade::Accept(Slice answer) {
   } else if (peer_.nonce != nonce_) {
     fail = Status::Corruption("RDMA bootstrap answer carries another connection's nonce");
   } else if (peer_.backend != BackendOf(factory_->options().backend) ||
-             peer_.buffer_size < kMinPeerBuffer || peer_.credits < 4) {
+             peer_.buffer_size < kMinPeerBuffer || peer_.credits < 3) {
     fail = Status::NotSupported("RDMA bootstrap answer with parameters this side can't use");
   } else {
     fail = endpoint_->Connect(peer_.qp, peer_.path_mtu);

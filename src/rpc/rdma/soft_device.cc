@@ -5,10 +5,12 @@
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -20,6 +22,22 @@ namespace soft {
 namespace {
 
 constexpr uint8_t kGidMagic[4] = {'r', 's', 'f', 't'};
+
+// Faults every page of [addr, addr + length) in without changing its bytes, as pinning does.
+void FaultIn(uint8_t* addr, size_t length) {
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(addr) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + length;
+  if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0) return;
+  // Older kernels: write each page's first byte back to itself (nobody uses the region yet).
+  for (uintptr_t p = begin; p < end; p += page) {
+    volatile uint8_t* b = reinterpret_cast<volatile uint8_t*>(std::max(p, uintptr_t(addr)));
+    *b = *b;
+  }
+}
 
 // The abstract UNIX socket address of the device a GID names: "\0rrpc-soft-<pid>-<id>".
 sockaddr_un AddressOf(const Gid& gid, socklen_t* len) {
@@ -58,6 +76,10 @@ class SoftPd final : public ProtectionDomain {
   explicit SoftPd(SoftDeviceImpl* dev) : dev_(dev) {}
 
   Result<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length) override {
+    // Outside the device lock: touching many pages takes a while.
+    if (dev_->options().pin_registered_memory && addr != nullptr) {
+      FaultIn(static_cast<uint8_t*>(addr), length);
+    }
     std::lock_guard<std::mutex> lock(dev_->mu);
     if (dev_->ConsumeRegistrationFailure()) {
       return Status::IOError("memory registration failed (injected fault)");
@@ -500,9 +522,15 @@ void SoftDeviceImpl::Dispatch(Link* link, const PacketHeader& h, const uint8_t* 
 MonoTime SoftDeviceImpl::RunTimers() {
   MonoTime now = MonoTime::Now();
   MonoTime next = MonoTime::Max();
-  for (auto& [qpn, qp] : qps_) {
+  for (auto it = rnr_waiting.begin(); it != rnr_waiting.end();) {
+    SoftQp* qp = *it;
     if (qp->rnr_deadline() <= now) qp->OnTimer(now);
-    if (qp->rnr_deadline() < next) next = qp->rnr_deadline();
+    if (qp->rnr_deadline().IsMax()) {
+      it = rnr_waiting.erase(it);  // resent, or gone to ERR
+    } else {
+      next = std::min(next, qp->rnr_deadline());
+      ++it;
+    }
   }
   return next;
 }

@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "rpc/rdma/soft_device.h"
@@ -173,7 +174,10 @@ class SoftQp final : public QueuePair {
   uint32_t unsignaled_done_ = 0;     // completion behind them frees them, as on hardware)
   int rnr_left_ = 0;
   MonoTime rnr_deadline_ = MonoTime::Max();
-  std::deque<PostedRecv> rq_;  // private receive queue (no SRQ)
+  // The private receive queue; none on a QP attached to an SRQ (as on hardware, where such a
+  // QP has no receive ring; an empty std::deque still allocates about 600 bytes, which 10,000
+  // SRQ connections would pay for nothing).
+  const std::unique_ptr<std::deque<PostedRecv>> rq_;
 };
 
 // The device: owns the NIC thread, the links and the registry of QPs and memory regions.
@@ -204,7 +208,15 @@ class SoftDeviceImpl final : public SoftDevice {
   uint32_t NewQpNum() { return next_qpn_++; }
   uint32_t NewKey() { return next_key_++; }
   void AddQp(SoftQp* qp) { qps_[qp->qp_num()] = qp; }
-  void RemoveQp(uint32_t qpn) { qps_.erase(qpn); }
+  void RemoveQp(uint32_t qpn) {
+    auto it = qps_.find(qpn);
+    if (it == qps_.end()) return;
+    rnr_waiting.erase(it->second);
+    qps_.erase(it);
+  }
+  // QPs waiting out an RNR delay: the NIC loop's timers look at these only (looking at every QP
+  // after every wakeup made the software NIC O(connections) per packet). REQUIRES mu held.
+  std::unordered_set<SoftQp*> rnr_waiting;
   void AddCq(SoftCq* cq) { cqs_.insert(cq); }
   void RemoveCq(SoftCq* cq) { cqs_.erase(cq); }
   bool ConsumeRegistrationFailure();

@@ -25,7 +25,8 @@ SoftQp::SoftQp(SoftDeviceImpl* dev, const void* pd, const QpInitAttr& attr, uint
       recv_cq_(static_cast<SoftCq*>(attr.recv_cq)),
       srq_(static_cast<SoftSrq*>(attr.srq)),
       qpn_(qpn),
-      caps_(caps) {}
+      caps_(caps),
+      rq_(srq_ == nullptr ? std::make_unique<std::deque<PostedRecv>>() : nullptr) {}
 
 SoftQp::~SoftQp() {
   std::lock_guard<std::mutex> lock(dev_->mu);
@@ -132,7 +133,8 @@ Status SoftQp::PostRecv(const RecvWr& wr) {
   if (wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > caps_.max_recv_sge) {
     return Status::InvalidArgument("too many SGEs in a receive");
   }
-  if (rq_.size() >= caps_.max_recv_wr) {
+  if (rq_ == nullptr) return Status::InvalidArgument("post receive on a QP attached to an SRQ");
+  if (rq_->size() >= caps_.max_recv_wr) {
     return Status::IOError("receive queue full (" + std::to_string(caps_.max_recv_wr) + ")");
   }
   if (state_ == QpState::kError) {
@@ -148,7 +150,7 @@ Status SoftQp::PostRecv(const RecvWr& wr) {
   r.wr_id = wr.wr_id;
   r.num_sge = wr.num_sge;
   for (int i = 0; i < wr.num_sge; ++i) r.sge[i] = wr.sg_list[i];
-  rq_.push_back(r);
+  rq_->push_back(r);
   return Status::OK();
 }
 
@@ -208,9 +210,9 @@ void SoftQp::EnterError(WcStatus first_status) {
   }
   slots_used_ = 0;
   unsignaled_done_ = 0;
-  while (!rq_.empty()) {
-    CompleteRecv(rq_.front().wr_id, WcStatus::kFlushed, 0, false, 0);
-    rq_.pop_front();
+  while (rq_ != nullptr && !rq_->empty()) {
+    CompleteRecv(rq_->front().wr_id, WcStatus::kFlushed, 0, false, 0);
+    rq_->pop_front();
   }
 }
 
@@ -242,9 +244,9 @@ void SoftQp::OnData(Link* link, const PacketHeader& h, const uint8_t* payload) {
   bool have = false;
   if (srq_ != nullptr) {
     have = srq_->Take(&r);
-  } else if (!rq_.empty()) {
-    r = rq_.front();
-    rq_.pop_front();
+  } else if (!rq_->empty()) {
+    r = rq_->front();
+    rq_->pop_front();
     have = true;
   }
   if (!have) {
@@ -294,6 +296,7 @@ void SoftQp::OnRnrNak(uint32_t psn) {
   // Go back N: everything from the refused packet on goes again after the RNR delay.
   for (Outstanding& s : unacked_) s.sent = false;
   rnr_deadline_ = MonoTime::Now() + RnrDelay(params_.min_rnr_timer);
+  dev_->rnr_waiting.insert(this);
 }
 
 void SoftQp::OnErrNak(uint32_t psn, WcStatus status) {

@@ -196,6 +196,120 @@ TEST_F(SrqTest, AThousandConnectionsOnOneReactor) {
   ExpectAllReturned();
 }
 
+// Reclaim: busy peers raise their targets; once idle, each is asked to keep only the floor (3)
+// and gives the rest back, so the server's ledger holds exactly 3 per peer; the next burst asks
+// for credits again and completes (rnr_retry = 0: no grant ever outran the posted receives);
+// then they are reclaimed again. Both sides are SRQ, so each reclaims the other's credits.
+TEST_F(SrqTest, IdlePeersGiveCreditsBackAndGetThemAgain) {
+  RdmaOptions o = Srq(true);
+  o.srq.initial_credits = 8;
+  o.srq.floor_credits = 3;
+  o.srq.max_credits = 16;
+  o.srq.reclaim_after = MonoDelta::FromMilliseconds(50);
+  StartSrvr(o);
+  std::shared_ptr<RdmaTransportFactory> cf;
+  auto client = NewClient(o, &cf);
+  constexpr int kConns = 20;
+  auto wait_for_floor = [&](const char* round) {
+    RdmaTransportFactory::SrqSnapshot s{}, c{};
+    for (int i = 0; i < 4000; i++) {
+      s = One(*server_factory_);
+      c = One(*cf);
+      if (s.grants_outstanding == kConns * 3 && c.grants_outstanding == kConns * 3) break;
+      SleepFor(MonoDelta::FromMilliseconds(5));
+    }
+    EXPECT_EQ(s.grants_outstanding, uint64_t{kConns * 3}) << round;
+    EXPECT_EQ(c.grants_outstanding, uint64_t{kConns * 3}) << round;
+    if (s.grants_outstanding != kConns * 3) {
+      for (const auto& x : server_->DumpConnections()) {
+        std::string d = x.remote;
+        for (auto& [k, v] : x.transport_details) d += " " + k + "=" + v;
+        fprintf(stderr, "SERVER %s\n", d.c_str());
+      }
+    }
+    EXPECT_GE(s.reclaims, uint64_t{kConns}) << round;
+    EXPECT_GT(s.credits_reclaimed, 0u) << round;
+  };
+  // Multi-fragment calls (1 KiB buffers), several per peer at once: targets rise above 8.
+  Burst(client, kConns, 6, 3000);
+  EXPECT_GT(One(*server_factory_).grants_outstanding, uint64_t{kConns * 8});
+  wait_for_floor("first idle period");
+  const uint64_t reclaimed = One(*server_factory_).credits_reclaimed;
+  Burst(client, kConns, 6, 3000);
+  wait_for_floor("second idle period");
+  EXPECT_GT(One(*server_factory_).credits_reclaimed, reclaimed);
+  for (const auto& c : client->DumpConnections()) ASSERT_EQ(c.transport, "rdma");
+  client->Shutdown();
+  ExpectAllReturned();
+}
+
+// The SRQ limit event: peers spend the credits they hold while the server's completions are
+// stalled (the software backend's fault hook), so posted receives fall below a quarter of the
+// pool; the limit event (read from the device's async fd, not a completion) grows the pool by a
+// chunk at once; once completions flow again every call completes (rnr_retry = 0).
+TEST_F(SrqTest, LimitEventGrowsThePoolWhileCompletionsLag) {
+  RdmaOptions o = Srq(true);
+  o.srq.chunk_blocks = 16;
+  o.srq.reserve = 4;
+  o.srq.initial_credits = 8;
+  o.srq.max_credits = 8;
+  o.srq.reclaim_after = MonoDelta();  // never
+  StartSrvr(o);
+  std::shared_ptr<RdmaTransportFactory> cf;
+  auto client = NewClient(Srq(false), &cf);  // private RQ: 8 receive buffers
+  constexpr int kConns = 14;
+  Burst(client, kConns, 1, 64);
+  // 14 x 8 grants + the reserve fit in 8 chunks: 128 posted, 112 granted, limit armed at 32.
+  auto s = One(*server_factory_);
+  ASSERT_EQ(s.pool_bytes, 128u * 1024);
+  ASSERT_EQ(s.grants_outstanding, 112u);
+  ASSERT_EQ(s.limit_events, 0u);
+  const uint64_t growths = s.pool_growths;
+  rdma::SoftDevice* dev = server_factory_->Device().value()->soft;
+  dev->StallCompletions(true);
+  // 10 calls of 2 KB per peer: each peer sends 7 messages (its credits but the last), 98 in all.
+  constexpr int kCalls = 10;
+  const int n = kConns * kCalls;
+  std::vector<rtest::EchoRequestPB> reqs(n);
+  std::vector<rtest::EchoResponsePB> resps(n);
+  std::vector<RpcController> ctls(n);
+  CountDownLatch done(n);
+  std::vector<rtest::EchoServiceProxy> proxies;
+  for (int c = 0; c < kConns; c++) proxies.emplace_back(client, Remote(c));
+  for (int i = 0; i < n; i++) {
+    reqs[i].set_data(Pattern(2000, i));  // two messages each (1 KiB buffers): no batching below 7
+    ctls[i].set_timeout(MonoDelta::FromSeconds(120));
+    proxies[i % kConns].EchoAsync(reqs[i], &resps[i], &ctls[i], [&done] { done.CountDown(); });
+  }
+  // The chunk is made off the reactor thread and posted when it is ready.
+  for (int i = 0; i < 4000; i++) {
+    s = One(*server_factory_);
+    if (s.limit_events > 0 && s.pool_bytes > 128u * 1024) break;
+    SleepFor(MonoDelta::FromMilliseconds(5));
+  }
+  s = One(*server_factory_);
+  if (s.limit_events != 1) {
+    for (const auto& x : client->DumpConnections()) {
+      std::string d = x.remote + " calls=" + std::to_string(x.calls_in_flight);
+      for (auto& [k, v] : x.transport_details) d += " " + k + "=" + v;
+      fprintf(stderr, "CLIENT %s\n", d.c_str());
+    }
+  }
+  EXPECT_EQ(s.limit_events, 1u);
+  EXPECT_EQ(s.pool_bytes, 144u * 1024);  // one chunk more
+  EXPECT_EQ(s.pool_growths, growths + 1);
+  EXPECT_EQ(s.background_growths, 1u);
+  dev->StallCompletions(false);
+  ASSERT_TRUE(done.WaitFor(MonoDelta::FromSeconds(120)));
+  for (int i = 0; i < n; i++) {
+    ASSERT_TRUE(ctls[i].status().ok()) << i << ": " << ctls[i].status().ToString();
+    ASSERT_EQ(resps[i].data(), reqs[i].data()) << i;
+  }
+  EXPECT_LE(One(*server_factory_).grants_outstanding + 4, One(*server_factory_).posted_receives);
+  client->Shutdown();
+  ExpectAllReturned();
+}
+
 // A small cap: the busy peers ask for more credits than the pool can hold; the pool grows to
 // the cap and no further, top-ups wait, every call completes.
 TEST_F(SrqTest, PoolGrowsToItsCapAndCallsWaitThenComplete) {
@@ -211,6 +325,8 @@ TEST_F(SrqTest, PoolGrowsToItsCapAndCallsWaitThenComplete) {
   auto s = One(*server_factory_);
   EXPECT_EQ(s.pool_bytes, 64u * 1024);  // at the cap
   EXPECT_EQ(s.pool_growths, 3u);        // and no further
+  // Chunks wanted by waiting top-ups were made off the reactor thread.
+  EXPECT_GT(s.background_growths, 0u);
   EXPECT_GT(s.credit_waits, 0u);
   EXPECT_LE(s.grants_outstanding, 64u - 4u);
   client->Shutdown();

@@ -3,6 +3,9 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
 
 #include "rpc/rdma/rdma_endpoint.h"
 
@@ -12,21 +15,34 @@ namespace {
 // A send's wr_id: its block with this bit set (the same convention as private-RQ mode).
 constexpr uint64_t kSendBit = 1ull << 32;
 
+// A device's async events come through one fd that every reactor's context watches; whichever
+// reads an SRQ limit event flags the context owning that SRQ, found here (registered for the
+// context's lifetime, so the flag is never set on a context being destroyed).
+std::mutex registry_mu;
+std::unordered_map<const void*, std::atomic<bool>*>& LimitFlags() {
+  static auto* flags = new std::unordered_map<const void*, std::atomic<bool>*>();
+  return *flags;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<SrqContext>> SrqContext::Create(Context* ctx, ProtectionDomain* pd,
-                                                       const SrqOptions& o) {
-  if (o.buffer_size < 256 || o.chunk_blocks == 0 || o.send_buffers < 2 || o.initial_credits < 4 ||
-      o.max_credits < o.initial_credits) {
+                                                       const SrqOptions& o,
+                                                       std::shared_ptr<void> keep_alive) {
+  if (o.buffer_size < 256 || o.chunk_blocks == 0 || o.send_buffers < 2 || o.floor_credits < 3 ||
+      o.initial_credits < o.floor_credits || o.max_credits < o.initial_credits) {
     return Status::InvalidArgument(
-        "SRQ: buffer >= 256 B, chunk >= 1, send buffers >= 2, 4 <= initial credits <= max");
+        "SRQ: buffer >= 256 B, chunk >= 1, send buffers >= 2, 3 <= floor credits <= initial "
+        "credits <= max");
   }
   const uint64_t chunks = o.max_memory / (uint64_t{o.chunk_blocks} * o.buffer_size);
   if (chunks == 0) {
     return Status::InvalidArgument("SRQ: rdma_srq_max_memory below one chunk of receive blocks");
   }
   std::unique_ptr<SrqContext> c(new SrqContext(o));
+  c->ctx_ = ctx;
   c->pd_ = pd;
+  c->keep_alive_ = std::move(keep_alive);
   c->max_blocks_ = static_cast<uint32_t>(std::min<uint64_t>(chunks * o.chunk_blocks, 1u << 24));
   RRPC_ASSIGN_OR_RETURN(c->channel_, ctx->CreateChannel());
   // Every completion fits: one per posted receive, one per send block in flight.
@@ -36,15 +52,37 @@ Result<std::unique_ptr<SrqContext>> SrqContext::Create(Context* ctx, ProtectionD
                         ctx->CreateCq(static_cast<int>(o.send_buffers + 1), c->channel_.get()));
   RRPC_ASSIGN_OR_RETURN(c->send_pool_,
                         RegisteredBlockPool::Create(pd, o.send_buffers, o.buffer_size));
-  RRPC_ASSIGN_OR_RETURN(c->srq_, pd->CreateSrq(c->max_blocks_));
+  // A device refusing the depth (its max_srq_wr) gets asked for half, down to one chunk; the cap
+  // shrinks with it.
+  for (;;) {
+    Result<std::unique_ptr<SharedReceiveQueue>> srq = pd->CreateSrq(c->max_blocks_);
+    if (srq.ok()) {
+      c->srq_ = std::move(srq).value();
+      break;
+    }
+    if (c->max_blocks_ / 2 < o.chunk_blocks) return srq.status();
+    c->max_blocks_ = c->max_blocks_ / 2 / o.chunk_blocks * o.chunk_blocks;
+  }
   if (!c->Grow()) return Status::RuntimeError("SRQ: the first receive blocks could not be posted");
+  {
+    std::lock_guard<std::mutex> lock(registry_mu);
+    LimitFlags()[c->srq_.get()] = &c->limit_hit_;
+  }
   RRPC_RETURN_NOT_OK(c->recv_cq_->RequestNotify());
   RRPC_RETURN_NOT_OK(c->send_cq_->RequestNotify());
   return c;
 }
 
 SrqContext::~SrqContext() {
-  if (watching_) ev_io_stop(loop_, &watcher_);
+  {
+    std::lock_guard<std::mutex> lock(handoff_->mu);
+    handoff_->open = false;  // a growth thread still running drops its chunk
+  }
+  if (srq_ != nullptr) {
+    std::lock_guard<std::mutex> lock(registry_mu);
+    LimitFlags().erase(srq_.get());
+  }
+  StopWatching();
   qps_.clear();  // the QPs first
 }
 
@@ -53,14 +91,60 @@ bool SrqContext::Grow() {
   Result<std::unique_ptr<RegisteredBlockPool>> chunk =
       RegisteredBlockPool::Create(pd_, options_.chunk_blocks, options_.buffer_size);
   if (!chunk.ok()) return false;
+  return AddChunk(std::move(chunk).value());
+}
+
+bool SrqContext::GrowSoon() {
+  // Off the reactor only while it watches (the chunk comes back through its loop) and with the
+  // device kept alive for the thread.
+  if (!options_.grow_off_reactor || !watching_ || keep_alive_ == nullptr) return Grow();
+  if (growing_) return false;  // one at a time; its arrival serves the waiters
+  if (chunks_.size() * options_.chunk_blocks + options_.chunk_blocks > max_blocks_) return false;
+  growing_ = true;
+  // Allocating, registering (pinning, on hardware) and faulting in a chunk can take a while:
+  // a thread does it while the reactor goes on; the reactor posts the blocks on OnGrowthReady.
+  std::thread([handoff = handoff_, keep_alive = keep_alive_, pd = pd_,
+               blocks = options_.chunk_blocks, size = options_.buffer_size] {
+    Result<std::unique_ptr<RegisteredBlockPool>> chunk =
+        RegisteredBlockPool::Create(pd, blocks, size);
+    std::lock_guard<std::mutex> lock(handoff->mu);
+    if (!handoff->open) return;  // the context is gone: the chunk deregisters here (pd alive)
+    if (chunk.ok()) {
+      handoff->chunk = std::move(chunk).value();
+    } else {
+      handoff->failed = true;
+    }
+    if (handoff->loop != nullptr) ev_async_send(handoff->loop, handoff->ready_watcher);
+  }).detach();
+  return true;
+}
+
+void SrqContext::OnGrowthReady(struct ev_loop*, ev_async* w, int) {
+  auto* self = static_cast<SrqContext*>(w->data);
+  std::unique_ptr<RegisteredBlockPool> chunk;
+  {
+    std::lock_guard<std::mutex> lock(self->handoff_->mu);
+    if (self->handoff_->chunk == nullptr && !self->handoff_->failed) return;
+    chunk = std::move(self->handoff_->chunk);
+    self->handoff_->failed = false;
+  }
+  self->growing_ = false;
+  if (chunk != nullptr && self->AddChunk(std::move(chunk))) {
+    self->stats_->background_growths.fetch_add(1, std::memory_order_relaxed);
+  }
+  self->ServeWaiters();
+}
+
+bool SrqContext::AddChunk(std::unique_ptr<RegisteredBlockPool> chunk) {
   const uint32_t base = static_cast<uint32_t>(chunks_.size()) * options_.chunk_blocks;
-  chunks_.push_back(std::move(chunk).value());
+  chunks_.push_back(std::move(chunk));
   for (uint32_t i = 0; i < options_.chunk_blocks; ++i) {
     if (!Repost(base + i).ok()) return false;
   }
   stats_->pool_bytes.store(uint64_t{chunks_.size()} * options_.chunk_blocks * options_.buffer_size,
                            std::memory_order_relaxed);
   if (chunks_.size() > 1) stats_->pool_growths.fetch_add(1, std::memory_order_relaxed);
+  ArmLimit();  // a quarter of the new total
   return true;
 }
 
@@ -108,8 +192,9 @@ void SrqContext::CancelWait(SrqClient* client) {
 }
 
 void SrqContext::ServeWaiters() {
-  // Grow while peers wait and the cap allows (between batches, on the reactor).
-  while (!waiters_.empty() && Free() <= 0 && Grow()) {
+  // Grow while peers wait and the cap allows: a chunk made off the reactor (served again when
+  // it is posted), or here between batches.
+  while (!waiters_.empty() && Free() <= 0 && GrowSoon() && !growing_) {
   }
   while (!waiters_.empty() && Free() > 0) {
     SrqClient* c = waiters_.front();
@@ -125,13 +210,7 @@ void SrqContext::Attach(struct ev_loop* loop, uint32_t qp_num, SrqClient* client
   live_.insert(client);
   ++attached_;
   stats_->connections.store(attached_, std::memory_order_relaxed);
-  if (!watching_) {
-    loop_ = loop;
-    ev_io_init(&watcher_, &SrqContext::OnChannelReadable, channel_->fd(), EV_READ);
-    watcher_.data = this;
-    ev_io_start(loop_, &watcher_);
-    watching_ = true;
-  }
+  if (!watching_) StartWatching(loop);
   // Completions may have arrived before the connection attached.
   ev_feed_event(loop_, &watcher_, EV_READ);
 }
@@ -188,9 +267,7 @@ void SrqContext::Retire(uint32_t qp_num, std::unique_ptr<RdmaEndpoint> endpoint,
       // The last connection of the reactor: stop watching now (the loop may stop running after
       // this). What is left in the CQs is polled, and the quarantine ends, after the next
       // Attach's first batch.
-      ev_io_stop(loop_, &watcher_);
-      ev_clear_pending(loop_, &watcher_);
-      watching_ = false;
+      StopWatching();
     } else {
       ev_feed_event(loop_, &watcher_, EV_READ);  // the quarantine ends after the next poll
     }
@@ -246,6 +323,7 @@ void SrqContext::HandleCompletions() {
   // Re-arm, then poll empty: a completion after the poll signals again.
   (void)recv_cq_->RequestNotify();
   (void)send_cq_->RequestNotify();
+  if (limit_hit_.exchange(false, std::memory_order_acq_rel)) HandleLimitEvent();
   const uint64_t quarantine_before = quarantined_;
   std::vector<SrqClient*> touched;
   // Completions that came before their connection attached go first, in order.
@@ -287,10 +365,94 @@ void SrqContext::HandleCompletions() {
     if (live_.count(c) != 0) c->OnSrqBatchDone();  // not closed during this batch
   }
   ServeWaiters();
-  if (attached_ == 0 && watching_) {
-    ev_io_stop(loop_, &watcher_);
-    watching_ = false;
+  if (attached_ == 0 && watching_) StopWatching();
+}
+
+void SrqContext::StartWatching(struct ev_loop* loop) {
+  loop_ = loop;
+  ev_io_init(&watcher_, &SrqContext::OnChannelReadable, channel_->fd(), EV_READ);
+  watcher_.data = this;
+  ev_io_start(loop_, &watcher_);
+  ev_async_init(&growth_ready_, &SrqContext::OnGrowthReady);
+  growth_ready_.data = this;
+  ev_async_start(loop_, &growth_ready_);
+  {
+    std::lock_guard<std::mutex> lock(handoff_->mu);
+    handoff_->loop = loop_;
+    handoff_->ready_watcher = &growth_ready_;
+    // A chunk made while nobody watched: take it on the first turn.
+    if (handoff_->chunk != nullptr || handoff_->failed)
+      ev_feed_event(loop_, &growth_ready_, EV_ASYNC);
   }
+  ev_io_init(&async_watcher_, &SrqContext::OnAsyncReadable, ctx_->async_fd(), EV_READ);
+  async_watcher_.data = this;
+  ev_io_start(loop_, &async_watcher_);
+  if (options_.reclaim_after > MonoDelta()) {
+    const double period = std::max(0.01, options_.reclaim_after.ToSeconds() / 2);
+    ev_timer_init(&idle_timer_, &SrqContext::OnIdleTimer, period, period);
+    idle_timer_.data = this;
+    ev_timer_start(loop_, &idle_timer_);
+  }
+  watching_ = true;
+}
+
+void SrqContext::StopWatching() {
+  if (!watching_) return;
+  {
+    std::lock_guard<std::mutex> lock(handoff_->mu);
+    handoff_->loop = nullptr;  // the thread leaves its chunk for the next StartWatching
+  }
+  ev_async_stop(loop_, &growth_ready_);
+  ev_clear_pending(loop_, &growth_ready_);
+  ev_io_stop(loop_, &watcher_);
+  ev_clear_pending(loop_, &watcher_);
+  ev_io_stop(loop_, &async_watcher_);
+  ev_clear_pending(loop_, &async_watcher_);
+  if (options_.reclaim_after > MonoDelta()) {
+    ev_timer_stop(loop_, &idle_timer_);
+    ev_clear_pending(loop_, &idle_timer_);
+  }
+  watching_ = false;
+}
+
+void SrqContext::OnAsyncReadable(struct ev_loop*, ev_io* w, int) {
+  auto* self = static_cast<SrqContext*>(w->data);
+  // Every reactor's context watches the device's one async fd: whichever reads an SRQ limit
+  // event flags the context owning that SRQ, which handles it now (ours) or on its next batch of
+  // completions (the limit fires as receives are consumed, so one comes). Other events (port,
+  // QP fatal) are not used: a broken QP shows in its completions.
+  AsyncEvent event;
+  while (self->ctx_->NextAsyncEvent(&event)) {
+    if (event.type != AsyncEventType::kSrqLimitReached) continue;
+    std::lock_guard<std::mutex> lock(registry_mu);
+    auto it = LimitFlags().find(event.object);
+    if (it != LimitFlags().end()) it->second->store(true, std::memory_order_release);
+  }
+  if (self->limit_hit_.exchange(false, std::memory_order_acq_rel)) {
+    self->HandleLimitEvent();
+    self->ServeWaiters();
+  }
+}
+
+void SrqContext::OnIdleTimer(struct ev_loop*, ev_timer* w, int) {
+  auto* self = static_cast<SrqContext*>(w->data);
+  const MonoTime now = MonoTime::Now();
+  // A look may close a connection (a failed send), which retires it from live_.
+  std::vector<SrqClient*> clients(self->live_.begin(), self->live_.end());
+  for (SrqClient* c : clients) {
+    if (self->live_.count(c) != 0) c->OnSrqIdleCheck(now);
+  }
+}
+
+void SrqContext::ArmLimit() {
+  const uint64_t mark = std::max<uint64_t>(options_.reserve, posted_ / 4);
+  (void)srq_->ArmLimit(static_cast<uint32_t>(std::min<uint64_t>(mark, max_blocks_)));
+}
+
+void SrqContext::HandleLimitEvent() {
+  stats_->limit_events.fetch_add(1, std::memory_order_relaxed);
+  // Growth re-arms; at the cap (false) the ledger still holds and grants just wait.
+  if (!GrowSoon()) ArmLimit();
 }
 
 }  // namespace rrpc::rdma

@@ -22,12 +22,14 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "rpc/rdma/block_pool.h"
 #include "rpc/rdma/verbs.h"
+#include "util/monotime.h"
 
 namespace rrpc::rdma {
 
@@ -38,9 +40,17 @@ struct SrqOptions {
   uint64_t max_memory = 64ull << 20;  // receive blocks per reactor, at most (the cap)
   uint32_t chunk_blocks = 64;         // the pool grows by this many blocks at a time
   uint32_t reserve = 8;               // posted receives never granted
-  uint32_t initial_credits = 8;       // granted to each peer at the bootstrap
-  uint32_t max_credits = 64;          // a peer's target, at most
-  uint32_t send_buffers = 256;        // the reactor's shared send blocks
+  uint32_t initial_credits = 8;       // granted to each peer at the bootstrap (>= floor)
+  // Reclaim (docs/rdma.md): a peer that sent nothing for `reclaim_after` has its target lowered
+  // to `floor_credits` and is asked to give back what it holds above it; zero: never.
+  uint32_t floor_credits = 3;
+  MonoDelta reclaim_after = MonoDelta::FromSeconds(10);
+  uint32_t max_credits = 64;    // a peer's target, at most
+  uint32_t send_buffers = 256;  // the reactor's shared send blocks
+  // Chunks wanted while connections run (credit waiters, the limit event) are allocated and
+  // registered on a thread of their own; the reactor only posts them. Set-up growth (the
+  // bootstrap's initial grant) stays synchronous: a connection can't wait for it.
+  bool grow_off_reactor = true;
 };
 
 // Per reactor; published for any thread to read.
@@ -51,6 +61,10 @@ struct SrqStats {
   std::atomic<uint64_t> credit_waits{0};  // top-ups that had to wait for the pool
   std::atomic<uint64_t> pool_growths{0};
   std::atomic<uint64_t> connections{0};
+  std::atomic<uint64_t> limit_events{0};        // the SRQ's limit event fired (posted receives low)
+  std::atomic<uint64_t> reclaims{0};            // idle peers asked to give credits back
+  std::atomic<uint64_t> credits_reclaimed{0};   // credits given back by them
+  std::atomic<uint64_t> background_growths{0};  // chunks made off the reactor thread
 };
 
 // What the context calls on a connection (RdmaTransport in SRQ mode).
@@ -63,12 +77,17 @@ class SrqClient {
   virtual void OnSrqBatchDone() = 0;
   // The ledger has room again for a top-up this connection waited for.
   virtual void OnSrqCreditsAvailable() = 0;
+  // Every reclaim_after / 2: a peer that sent nothing since the last look for reclaim_after
+  // gives back the credits it holds above the floor (docs/rdma.md, "Reclaim").
+  virtual void OnSrqIdleCheck(MonoTime now) = 0;
 };
 
 class SrqContext {
  public:
+  // `keep_alive` keeps the device (and `pd`) alive for a growth thread that outlives us.
   static Result<std::unique_ptr<SrqContext>> Create(Context* ctx, ProtectionDomain* pd,
-                                                    const SrqOptions& options);
+                                                    const SrqOptions& options,
+                                                    std::shared_ptr<void> keep_alive = nullptr);
   ~SrqContext();
 
   const SrqOptions& options() const { return options_; }
@@ -101,6 +120,11 @@ class SrqContext {
   bool ReserveInitial(uint32_t n);
   // `n` grants consumed (a message arrived) or given up.
   void Release(uint32_t n);
+  // An idle peer was asked for its credits above the floor / gave `n` back.
+  void CountReclaim() { stats_->reclaims.fetch_add(1, std::memory_order_relaxed); }
+  void CountReclaimed(uint32_t n) {
+    stats_->credits_reclaimed.fetch_add(n, std::memory_order_relaxed);
+  }
   // Posts receive block `index` again.
   Status Repost(uint32_t index);
   // `client` waits for free grants (once in the queue at most).
@@ -112,9 +136,35 @@ class SrqContext {
  private:
   SrqContext(const SrqOptions& options) : options_(options) {}
   static void OnChannelReadable(struct ev_loop* loop, ev_io* w, int revents);
+  static void OnAsyncReadable(struct ev_loop* loop, ev_io* w, int revents);
+  static void OnIdleTimer(struct ev_loop* loop, ev_timer* w, int revents);
   void HandleCompletions();
+  // Starts / stops the completion, async event and idle watchers (first attach, last retire).
+  void StartWatching(struct ev_loop* loop);
+  void StopWatching();
+  // Arms the SRQ limit at a quarter of the posted receives (at least the reserve).
+  void ArmLimit();
+  // The limit event fired (flagged by whichever reactor read the device's async events): grows
+  // the pool by a chunk within the cap, and re-arms.
+  void HandleLimitEvent();
   // Adds a chunk of receive blocks, all posted; false at the cap or on failure.
   bool Grow();
+  // Posts `chunk`'s blocks as the next chunk of the pool.
+  bool AddChunk(std::unique_ptr<RegisteredBlockPool> chunk);
+  // Grows by a chunk: off the reactor thread (options().grow_off_reactor: false when one is
+  // already on its way; waiters are served when it is posted) or now. False at the cap.
+  bool GrowSoon();
+  static void OnGrowthReady(struct ev_loop* loop, ev_async* w, int revents);
+  // What the growth thread and the reactor share. The thread holds it (and the device) past our
+  // destruction; `open` false means we are gone and the chunk is dropped.
+  struct GrowthHandoff {
+    std::mutex mu;
+    bool open = true;                            // guarded by mu
+    struct ev_loop* loop = nullptr;              // guarded by mu; null while not watching
+    ev_async* ready_watcher = nullptr;           // guarded by mu
+    std::unique_ptr<RegisteredBlockPool> chunk;  // guarded by mu; made, not yet taken
+    bool failed = false;                         // guarded by mu
+  };
   int64_t Free() const {
     return static_cast<int64_t>(posted_) - options_.reserve - granted_ - quarantined_;
   }
@@ -122,7 +172,17 @@ class SrqContext {
   void Publish();
 
   const SrqOptions options_;
+  Context* ctx_ = nullptr;
   ProtectionDomain* pd_ = nullptr;
+  // Set by any reactor reading the device's async events (under the registry lock in the .cc);
+  // read and cleared by ours.
+  std::atomic<bool> limit_hit_{false};
+  ev_io async_watcher_;
+  ev_timer idle_timer_;
+  ev_async growth_ready_;
+  std::shared_ptr<void> keep_alive_;
+  const std::shared_ptr<GrowthHandoff> handoff_ = std::make_shared<GrowthHandoff>();
+  bool growing_ = false;  // a growth thread is on its way (reactor thread)
   uint32_t max_blocks_ = 0;
   const std::shared_ptr<SrqStats> stats_ = std::make_shared<SrqStats>();
   struct ev_loop* loop_ = nullptr;

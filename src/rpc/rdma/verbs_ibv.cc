@@ -54,6 +54,16 @@ uint32_t MtuBytes(ibv_mtu mtu) { return 128u << static_cast<int>(mtu); }
 
 Status Errno(const char* what, int err) { return Status::FromErrno(what, err ? err : EIO); }
 
+// One receive request in the library's form. Sge has ibv_sge's layout (the static_assert above),
+// so the list is passed as is.
+ibv_recv_wr ToIbvRecvWr(const RecvWr& wr) {
+  ibv_recv_wr w{};
+  w.wr_id = wr.wr_id;
+  w.sg_list = reinterpret_cast<ibv_sge*>(const_cast<Sge*>(wr.sg_list));
+  w.num_sge = wr.num_sge;
+  return w;
+}
+
 class IbvMr final : public MemoryRegion {
  public:
   IbvMr(const Library* lib, ibv_mr* mr) : lib_(lib), mr_(mr) {}
@@ -144,10 +154,7 @@ class IbvSrq final : public SharedReceiveQueue {
   IbvSrq(const Library* lib, ibv_srq* srq) : lib_(lib), srq_(srq) {}
   ~IbvSrq() override { lib_->destroy_srq(srq_); }
   Status PostRecv(const RecvWr& wr) override {
-    ibv_recv_wr w{};
-    w.wr_id = wr.wr_id;
-    w.sg_list = reinterpret_cast<ibv_sge*>(const_cast<Sge*>(wr.sg_list));
-    w.num_sge = wr.num_sge;
+    ibv_recv_wr w = ToIbvRecvWr(wr);
     ibv_recv_wr* bad = nullptr;
     int rc = ibv_post_srq_recv(srq_, &w, &bad);
     return rc == 0 ? Status::OK() : Errno("ibv_post_srq_recv", rc);
@@ -249,10 +256,7 @@ class IbvQp final : public QueuePair {
     return rc == 0 ? Status::OK() : Errno("ibv_post_send", rc);
   }
   Status PostRecv(const RecvWr& wr) override {
-    ibv_recv_wr w{};
-    w.wr_id = wr.wr_id;
-    w.sg_list = reinterpret_cast<ibv_sge*>(const_cast<Sge*>(wr.sg_list));
-    w.num_sge = wr.num_sge;
+    ibv_recv_wr w = ToIbvRecvWr(wr);
     ibv_recv_wr* bad = nullptr;
     int rc = ibv_post_recv(qp_, &w, &bad);
     return rc == 0 ? Status::OK() : Errno("ibv_post_recv", rc);

@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include "rpc/transport/frame_delivery.h"
+
 namespace rrpc::rpc {
 
 namespace {
@@ -182,22 +184,7 @@ void TcpTransport::HandleReadable() {
 }
 
 void TcpTransport::DeliverBuffered() {
-  if (preamble_bytes_ > 0) {
-    Slice preamble;
-    if (!reader_.NextRaw(preamble_bytes_, &preamble)) return;
-    preamble_bytes_ = 0;
-    host_->OnPreamble(preamble);
-  }
-  BlockSlice frame;
-  while (!closed_ && preamble_bytes_ == 0) {
-    Result<bool> next = reader_.NextFrame(&frame);
-    if (!next.ok()) {
-      host_->OnProtocolError(next.status());
-      return;
-    }
-    if (!*next) return;
-    host_->OnFrame(std::move(frame));
-  }
+  DeliverFrames(&reader_, &preamble_bytes_, host_, [this] { return !closed_; });
 }
 
 std::unique_ptr<Transport> TcpTransportFactory::NewServerTransport(Socket accepted) {

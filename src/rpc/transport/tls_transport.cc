@@ -11,6 +11,8 @@
 #include <climits>
 #include <cstring>
 
+#include "rpc/transport/frame_delivery.h"
+
 namespace rrpc::rpc {
 
 namespace {
@@ -366,22 +368,8 @@ void TlsTransport::ReadRecords() {
 }
 
 void TlsTransport::DeliverBuffered() {
-  if (preamble_bytes_ > 0) {
-    Slice preamble;
-    if (!reader_.NextRaw(preamble_bytes_, &preamble)) return;
-    preamble_bytes_ = 0;
-    host_->OnPreamble(preamble);
-  }
-  BlockSlice frame;
-  while (phase_ == Phase::kEstablished && preamble_bytes_ == 0) {
-    Result<bool> next = reader_.NextFrame(&frame);
-    if (!next.ok()) {
-      host_->OnProtocolError(next.status());
-      return;
-    }
-    if (!*next) return;
-    host_->OnFrame(std::move(frame));
-  }
+  DeliverFrames(&reader_, &preamble_bytes_, host_,
+                [this] { return phase_ == Phase::kEstablished; });
 }
 
 Result<bool> TlsTransport::FlushPendingLocked() {

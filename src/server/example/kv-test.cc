@@ -25,6 +25,7 @@
 #include "rpc/testing/rpc-test-util.h"
 #include "server/example/kv_client.h"
 #include "server/example/kv_server.h"
+#include "util/countdown_latch.h"
 #include "util/mutex.h"
 
 extern char** environ;
@@ -194,26 +195,81 @@ class KvHealthTest : public KvTest {
   std::unique_ptr<rocksdb::Env> env_;  // outlives the server (reset in TearDown)
 };
 
-TEST_F(KvHealthTest, WriteErrorMakesServerFailedAndRefusesWritesWithTheReason) {
+TEST_F(KvHealthTest, UnrecoverableWriteErrorReopensTheDatabaseAndLosesNoAcknowledgedWrite) {
   StartFailable();
+  // The reopen waits here (database closed, calls refused) until the test lets it go on.
+  CountDownLatch reopening(1), go_on(1);
+  server_->db()->set_reopen_hook_for_tests([&] {
+    reopening.CountDown();
+    go_on.Wait();
+  });
   std::unique_ptr<KvClient> client = NewClient();
-  ASSERT_TRUE(client->Put("a", "1").ok());
+  constexpr int kAcknowledged = 50;
+  for (int i = 0; i < kAcknowledged; i++) {
+    ASSERT_TRUE(client->Put(KeyOf("k", i), "v" + std::to_string(i)).ok());
+  }
 
   // The write-ahead log cannot be written (an error not marked retryable): RocksDB stops writes
-  // for good; only reopening the database helps (it rates the error unrecoverable).
+  // for good and rates the error unrecoverable; DB::Resume() can't help, a reopen does.
   fs_->fail = true;
-  EXPECT_FALSE(client->Put("x", "lost").ok());
-  fs_->fail = false;
-  ASSERT_TRUE(WaitForCondition([&] { return !server_->base()->Health().ok(); })) << Note();
-  const std::string health = server_->base()->Health().ToString();
-  EXPECT_NE(std::string::npos, health.find("FAILED: rocksdb: background error")) << health;
-  EXPECT_NE(std::string::npos, health.find("restart")) << health;
-  Status s = client->Put("b", "2");
-  EXPECT_NE(std::string::npos, s.ToString().find("writes refused")) << s.ToString();
-  EXPECT_NE(std::string::npos, s.ToString().find("Too many open files")) << s.ToString();
+  EXPECT_FALSE(client->Put("x", "not acknowledged").ok());
+  reopening.Wait();
+  const std::string note = Note();
+  EXPECT_EQ(0u, note.find("DEGRADED: rocksdb: background error")) << note;
+  EXPECT_NE(std::string::npos, note.find("reopening the database")) << note;
+  // During the reopen: writes and reads refused with a retriable status that says why.
+  Status put = client->Put("b", "2");
+  EXPECT_NE(std::string::npos, put.ToString().find("writes refused")) << put.ToString();
   std::string value;
-  EXPECT_TRUE(client->Get("a", &value).ok()) << "reads go on";
+  Status get = client->Get("k1", &value);
+  EXPECT_NE(std::string::npos, get.ToString().find("reopening")) << get.ToString();
+
+  fs_->fail = false;  // the disk is fine again
+  go_on.CountDown();
+  ASSERT_TRUE(WaitForCondition([&] { return Note().empty(); })) << Note();
+  EXPECT_TRUE(server_->base()->Health().ok());
+  EXPECT_EQ(1, server_->db()->reopens());
+  // Writes resume, and every acknowledged write is there.
+  ASSERT_TRUE(client->Put("b", "2").ok());
+  for (int i = 0; i < kAcknowledged; i++) {
+    ASSERT_TRUE(client->Get(KeyOf("k", i), &value).ok()) << KeyOf("k", i);
+    EXPECT_EQ("v" + std::to_string(i), value);
+  }
+  ASSERT_TRUE(client->Get("b", &value).ok());
+  EXPECT_EQ("2", value);
+}
+
+// A reopen that fails (the fault is still there) reports the server failed and is retried until
+// the database opens.
+TEST_F(KvHealthTest, FailedReopenIsRetriedUntilTheDatabaseOpens) {
+  StartFailable();
+  std::atomic<int> attempts{0};
+  CountDownLatch second_attempt(1);
+  server_->db()->set_reopen_hook_for_tests([&] {
+    // The first attempt meets a directory it can't open (as after a lost mount); later ones
+    // find it back.
+    if (attempts++ == 0) {
+      std::filesystem::rename(data_dir_, data_dir_ + ".away");
+      std::ofstream(data_dir_) << "not a directory";
+    } else {
+      std::filesystem::remove(data_dir_);
+      std::filesystem::rename(data_dir_ + ".away", data_dir_);
+      second_attempt.CountDown();
+    }
+  });
+  std::unique_ptr<KvClient> client = NewClient();
+  ASSERT_TRUE(client->Put("a", "1").ok());
+  fs_->fail = true;
+  EXPECT_FALSE(client->Put("x", "not acknowledged").ok());
+  fs_->fail = false;
+  second_attempt.Wait();
+  ASSERT_TRUE(WaitForCondition([&] { return Note().empty(); })) << Note();
+  EXPECT_GE(attempts.load(), 2);
+  EXPECT_EQ(1, server_->db()->reopens());
+  std::string value;
+  ASSERT_TRUE(client->Get("a", &value).ok());
   EXPECT_EQ("1", value);
+  EXPECT_TRUE(client->Put("c", "3").ok());
 }
 
 // A transient error (marked retryable): RocksDB keeps accepting writes and recovers by itself
@@ -224,7 +280,7 @@ TEST_F(KvHealthTest, TransientFlushErrorIsDegradedUntilRocksDbRecovers) {
   std::unique_ptr<KvClient> client = NewClient();
   ASSERT_TRUE(client->Put("a", "1").ok());
   fs_->fail = true;  // table files cannot be created, but the error says it may pass
-  EXPECT_FALSE(server_->db()->Flush(rocksdb::FlushOptions()).ok());
+  EXPECT_FALSE(server_->db()->unprotected_for_tests()->Flush(rocksdb::FlushOptions()).ok());
   ASSERT_TRUE(WaitForCondition([&] { return !Note().empty(); }));
   EXPECT_EQ(0u, Note().find("DEGRADED: rocksdb: background error")) << Note();
   EXPECT_TRUE(server_->base()->Health().ok()) << "degraded still serves";

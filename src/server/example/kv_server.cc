@@ -22,10 +22,12 @@ Status KvServer::Start() {
   if (options_.db_env != nullptr) db_options.env = options_.db_env;
   db_health_ = std::make_shared<KvDbHealth>(&base_, options_.db_recovery_interval);
   db_options.listeners.push_back(db_health_);
-  rocksdb::DB* db = nullptr;
-  rocksdb::Status rs = rocksdb::DB::Open(db_options, data_dir_, &db);
-  if (!rs.ok()) return Status::IOError("opening the database", rs.ToString());
-  db_.reset(db);
+  db_ = std::make_unique<KvDb>(data_dir_, db_options);
+  Status s = db_->Open();
+  if (!s.ok()) {
+    db_.reset();
+    return s;
+  }
   RRPC_RETURN_NOT_OK(base_.Init());  // creates the metric registry the service counts in
   RRPC_RETURN_NOT_OK(db_health_->Start(db_.get()));
   auto service = std::make_unique<KvService>(db_.get(), options_.service, base_.metric_registry(),
@@ -40,12 +42,9 @@ Status KvServer::Start() {
 void KvServer::Shutdown() {
   base_.Shutdown();
   if (db_health_) db_health_->Stop();
-  if (db_) {
-    // Workers are joined: no handler uses the database any more.
-    rocksdb::Status rs = db_->Close();
-    if (!rs.ok()) LOG(WARNING) << "closing the database: " << rs.ToString();
-    db_.reset();
-  }
+  // Workers are joined: no handler uses the database any more. Closing syncs what was
+  // acknowledged into its files.
+  if (db_) db_->Close();
 }
 
 }  // namespace rrpc::kv

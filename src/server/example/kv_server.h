@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "server/example/kv_db.h"
 #include "server/example/kv_db_health.h"
 #include "server/example/kv_service.h"
 #include "server/server_base.h"
@@ -51,14 +52,15 @@ class KvServer {
   KvService* service() { return service_; }
   const Sockaddr& rpc_address() const { return base_.rpc_address(); }
   const std::string& data_dir() const { return data_dir_; }
-  // The database (tests force flushes through it); valid from Start() until Shutdown().
-  rocksdb::DB* db() const { return db_.get(); }
+  // The database handle (tests force flushes and reopens through it); valid from Start() until
+  // destruction.
+  KvDb* db() const { return db_.get(); }
 
  private:
   const KvServerOptions options_;
   std::string data_dir_;
   // Declared before base_: the messenger (and the service using the database) goes first.
-  std::unique_ptr<rocksdb::DB> db_;
+  std::unique_ptr<KvDb> db_;
   // Listens to the database (a listener RocksDB shares); stopped before the database closes.
   std::shared_ptr<KvDbHealth> db_health_;
   ServerBase base_;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "rpc/rpc_context.h"
+#include "server/example/kv_db.h"
 #include "server/example/kv_db_health.h"
 #include "util/block.h"
 #include "util/metrics/counter.h"
@@ -48,7 +49,7 @@ Status RequestValue(const rpc::RpcContext& context, bool has_inline,
 
 }  // namespace
 
-KvService::KvService(rocksdb::DB* db, KvServiceOptions options, MetricRegistry* metrics,
+KvService::KvService(KvDb* db, KvServiceOptions options, MetricRegistry* metrics,
                      const KvDbHealth* health)
     : db_(db),
       options_(std::move(options)),
@@ -89,18 +90,22 @@ void KvService::Put(const PutRequestPB* req, PutResponsePB* /*resp*/, rpc::RpcCo
   s = WritesAllowed();
   if (!s.ok()) return context->RespondFailure(s);
   if (req->has_value_sidecar()) values_received_as_sidecars_->Increment();
+  Result<KvDb::Ref> db = db_->Use();
+  if (!db.ok()) return context->RespondFailure(db.status());
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync_writes;
-  s = FromRocks(db_->Put(wo, req->key(), value));
+  s = FromRocks((*db)->Put(wo, req->key(), value));
   if (!s.ok()) return context->RespondFailure(s);
   context->RespondSuccess();
 }
 
 void KvService::Get(const GetRequestPB* req, GetResponsePB* resp, rpc::RpcContext* context) {
   RunHook();
+  Result<KvDb::Ref> db = db_->Use();
+  if (!db.ok()) return context->RespondFailure(db.status());
   rocksdb::PinnableSlice value;
   rocksdb::Status rs =
-      db_->Get(rocksdb::ReadOptions(), db_->DefaultColumnFamily(), req->key(), &value);
+      (*db)->Get(rocksdb::ReadOptions(), (*db)->DefaultColumnFamily(), req->key(), &value);
   if (rs.IsNotFound()) {
     resp->set_found(false);
     return context->RespondSuccess();
@@ -125,9 +130,11 @@ void KvService::Delete(const DeleteRequestPB* req, DeleteResponsePB* /*resp*/,
   RunHook();
   Status s = WritesAllowed();
   if (!s.ok()) return context->RespondFailure(s);
+  Result<KvDb::Ref> db = db_->Use();
+  if (!db.ok()) return context->RespondFailure(db.status());
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync_writes;
-  s = FromRocks(db_->Delete(wo, req->key()));
+  s = FromRocks((*db)->Delete(wo, req->key()));
   if (!s.ok()) return context->RespondFailure(s);
   context->RespondSuccess();
 }
@@ -136,7 +143,9 @@ void KvService::Scan(const ScanRequestPB* req, ScanResponsePB* resp, rpc::RpcCon
   RunHook();
   uint32_t limit = req->limit();
   if (limit == 0 || limit > options_.max_scan_pairs) limit = options_.max_scan_pairs;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  Result<KvDb::Ref> db = db_->Use();
+  if (!db.ok()) return context->RespondFailure(db.status());
+  std::unique_ptr<rocksdb::Iterator> it((*db)->NewIterator(rocksdb::ReadOptions()));
   const bool bounded = req->has_end_key() && !req->end_key().empty();
   const rocksdb::Slice end(req->end_key());
   size_t bytes = 0;
@@ -187,9 +196,11 @@ void KvService::Batch(const BatchRequestPB* req, BatchResponsePB* /*resp*/,
   }
   Status s = WritesAllowed();
   if (!s.ok()) return context->RespondFailure(s);
+  Result<KvDb::Ref> db = db_->Use();
+  if (!db.ok()) return context->RespondFailure(db.status());
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync_writes;
-  s = FromRocks(db_->Write(wo, &batch));
+  s = FromRocks((*db)->Write(wo, &batch));
   if (!s.ok()) return context->RespondFailure(s);
   context->RespondSuccess();
 }

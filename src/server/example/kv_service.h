@@ -2,8 +2,8 @@
 // database. Values of at least `sidecar_threshold` bytes are answered as response sidecars, and
 // large request values arrive as request sidecars (see kv.proto), so they are never copied into
 // or out of protobuf. Handlers run on worker threads (never reactors), several at once: the
-// service is thread-safe. The database must outlive every call (KvServer shuts the RPC server
-// down before it closes the database).
+// service is thread-safe. Each call uses the database through a KvDb::Ref, so the database may
+// be reopened under running calls (those meanwhile get ServiceUnavailable: retry).
 #pragma once
 
 #include <atomic>
@@ -18,12 +18,9 @@
 #include "util/mutex.h"
 #include "util/status.h"
 
-namespace rocksdb {
-class DB;
-}  // namespace rocksdb
-
 namespace rrpc::kv {
 
+class KvDb;
 class KvDbHealth;
 
 struct KvServiceOptions {
@@ -48,10 +45,10 @@ inline constexpr MetricPrototype METRIC_kv_values_sent_as_sidecars_total = Metri
 
 class KvService : public KvServiceIf {
  public:
-  // `db` is used, not owned. The service's counters live in `metrics` (the server's registry,
-  // which outlives the service), entity "kv_service". `health` (optional, outlives the service)
-  // refuses writes while the database recovers from a background error.
-  KvService(rocksdb::DB* db, KvServiceOptions options, MetricRegistry* metrics,
+  // `db` is used, not owned; it outlives the service. The service's counters live in `metrics` (the
+  // server's registry, which outlives the service), entity "kv_service". `health` (optional,
+  // outlives the service) refuses writes while the database recovers from a background error.
+  KvService(KvDb* db, KvServiceOptions options, MetricRegistry* metrics,
             const KvDbHealth* health = nullptr);
 
   void Put(const PutRequestPB* req, PutResponsePB* resp, rpc::RpcContext* context) override;
@@ -69,7 +66,7 @@ class KvService : public KvServiceIf {
   // OK, or why writes are refused now (the database recovers from a background error).
   Status WritesAllowed() const;
 
-  rocksdb::DB* const db_;
+  KvDb* const db_;
   const KvServiceOptions options_;
   const KvDbHealth* const health_;
   Counter* const values_received_as_sidecars_;

@@ -33,6 +33,7 @@
 #include "rpc/messenger.h"
 #include "rpc/rpc_controller.h"
 #include "server/example/kv.rrpc.h"
+#include "server/example/kv_db.h"
 #include "server/example/kv_service.h"
 #include "util/command_line.h"
 #include "util/countdown_latch.h"
@@ -274,10 +275,8 @@ int Main() {
   rocksdb::Options db_options;
   db_options.create_if_missing = true;
   db_options.write_buffer_size = 4 << 20;  // memtables flush often: RSS reflects rrpc, not them
-  rocksdb::DB* raw_db = nullptr;
-  rocksdb::Status rs = rocksdb::DB::Open(db_options, dir, &raw_db);
-  CHECK(rs.ok()) << rs.ToString();
-  std::unique_ptr<rocksdb::DB> db(raw_db);
+  auto db = std::make_unique<KvDb>(dir, db_options);
+  RRPC_CHECK_OK(db->Open());
 
   auto server_faults = std::make_shared<FaultInjector>(FaultSpec(), 11);
   auto client_faults = std::make_shared<FaultInjector>(FaultSpec(), 13);
@@ -287,7 +286,8 @@ int Main() {
   server_options.fault_injector = server_faults;
   MetricRegistry kv_metrics;  // the service's counters; outlives the server
   std::shared_ptr<rpc::Messenger> server = rpc::MessengerBuilder(server_options).Build().value();
-  RRPC_CHECK_OK(server->RegisterService(std::make_unique<KvService>(db.get(), KvServiceOptions(), &kv_metrics)));
+  RRPC_CHECK_OK(server->RegisterService(
+      std::make_unique<KvService>(db.get(), KvServiceOptions(), &kv_metrics)));
   Sockaddr addr;
   RRPC_CHECK_OK(server->Listen(Sockaddr::Loopback(0), &addr));
   rpc::MessengerOptions client_options;

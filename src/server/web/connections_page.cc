@@ -44,6 +44,8 @@ std::string ConnectionsJson(rpc::Messenger* messenger) {
             .Uint("bytes_sent", c.bytes_sent)
             .Uint("calls_in_flight", c.calls_in_flight)
             .Bool("reads_paused", c.reads_paused)
+            .Int("inbound_memory_bytes", c.inbound_memory_bytes)
+            .Int("inbound_memory_peak_bytes", c.inbound_memory_peak_bytes)
             .Double("age_seconds", c.age_seconds);
       },
       root.Member("connections"));
@@ -57,7 +59,8 @@ std::string ConnectionsHtml(const PageEnv& env, rpc::Messenger* messenger) {
   const std::vector<Column> columns = {
       {"Peer", false},      {"Direction", false},      {"State", false},
       {"Transport", false}, {"Reactor", true},         {"Bytes in", true},
-      {"Bytes out", true},  {"Calls in flight", true}, {"Age", true}};
+      {"Bytes out", true},  {"Calls in flight", true}, {"Inbound memory (peak)", true},
+      {"Age", true}};
   BeginTable("Connections", std::to_string(conns.size()), "", columns, &content);
   for (const rpc::ConnectionInfo& c : conns) {
     content += "<tr>";
@@ -77,6 +80,13 @@ std::string ConnectionsHtml(const PageEnv& env, rpc::Messenger* messenger) {
     Cell("num", FormatBytes(c.bytes_received), &content);
     Cell("num", FormatBytes(c.bytes_sent), &content);
     Cell("num", std::to_string(c.calls_in_flight), &content);
+    // Server side: what the connection holds against the inbound memory budget.
+    Cell("num",
+         c.direction == "server"
+             ? FormatBytes(static_cast<uint64_t>(c.inbound_memory_bytes)) + " (" +
+                   FormatBytes(static_cast<uint64_t>(c.inbound_memory_peak_bytes)) + ")"
+             : std::string("-"),
+         &content);
     Cell("num", FormatAge(c.age_seconds), &content);
     content += "</tr>\n";
   }

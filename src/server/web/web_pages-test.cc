@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "rpc/core/negotiation.h"
 #include "rpc/core/service_pool.h"
 #include "rpc/observe/rpcz_store.h"
 #include "rpc/rdma/rdma_factory.h"
@@ -219,6 +220,37 @@ TEST_F(WebPagesTest, ConnectionsListsTheClientsConnection) {
   EXPECT_EQ(0u, r.headers["content-type"].rfind("text/html", 0));
   EXPECT_TRUE(Contains(r.body, "<td class=\"mono\">" + raw_peer + "</td>")) << r.body;
   EXPECT_TRUE(Contains(r.body, "<span class=\"pill open\">open</span>")) << r.body;
+  close(raw);
+}
+
+// A server connection shows what it holds against the inbound memory budget: here the part of a
+// frame that has arrived so far.
+TEST_F(WebPagesTest, ConnectionsShowInboundMemoryOfAPartialFrame) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  StartWeb(server_.get(), nullptr);
+  const int raw = ConnectLoopback(server_addr_.port());
+  const std::string raw_peer = LocalAddress(raw);
+  const BlockSlice hello = rpc::BuildClientHello("partial-frame");
+  std::string bytes = hello.slice.ToString();
+  // A frame announced at 5000 bytes, of which 1000 arrive.
+  const char length[4] = {0, 0, 0x13, static_cast<char>(0x88)};
+  bytes.append(length, 4);
+  bytes.append(1000, 'x');
+  ASSERT_EQ(static_cast<ssize_t>(bytes.size()), send(raw, bytes.data(), bytes.size(), 0));
+  int64_t held = 0;
+  ASSERT_TRUE(WaitForCondition([&] {
+    for (const auto& c : server_->DumpConnections()) {
+      if (c.remote == raw_peer) held = c.inbound_memory_bytes;
+    }
+    return held >= 1000;
+  })) << held;
+  HttpReply r = Fetch("/connections?format=json");
+  ASSERT_EQ(200, r.status);
+  ExpectValidJson(r.body);
+  EXPECT_TRUE(Contains(r.body, "\"inbound_memory_bytes\":" + std::to_string(held))) << r.body;
+  r = Fetch("/connections");
+  ASSERT_EQ(200, r.status);
+  EXPECT_TRUE(Contains(r.body, "Inbound memory")) << r.body;
   close(raw);
 }
 

@@ -24,6 +24,11 @@
 #include "server/web/http-test-util.h"
 #include "server/web/web_assets.h"
 #include "server/web/web_dashboard.h"
+#include "server/web/web_http_frontend.h"
+#include "util/countdown_latch.h"
+#include "util/metrics/counter.h"
+#include "util/metrics/metric_entity.h"
+#include "util/metrics/metric_registry.h"
 
 namespace rrpc {
 namespace {
@@ -106,6 +111,7 @@ class WebserverTest : public ::testing::Test {
     port_ = web_->bound_port();
   }
 
+  MetricRegistry registry_;  // outlives web_, which counts in it
   std::unique_ptr<Webserver> web_;
   uint16_t port_ = 0;
 };
@@ -147,6 +153,105 @@ TEST_F(WebserverTest, IdleClientIsCutOffAtTheRequestTimeout) {
   EXPECT_TRUE(n == 0 || errno == ECONNRESET) << "still open: " << strerror(errno);
   close(fd);
   EXPECT_EQ(Get(port_, "/echo").status, 200);
+}
+
+// Everything the server sends on `fd` until it closes (blocking, 20 s receive timeout).
+std::string ReadUntilClosed(int fd) {
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+bool StillOpen(int fd) {
+  char c;
+  return recv(fd, &c, 1, MSG_DONTWAIT) == -1 && errno == EAGAIN;
+}
+
+int64_t WebCounter(MetricRegistry* registry, const MetricPrototype* prototype) {
+  auto entity = registry->FindEntity("server", "web");
+  return entity == nullptr ? -1 : entity->FindOrCreateCounter(prototype)->value();
+}
+
+TEST_F(WebserverTest, IdleConnectionsBeyondTheCapMakeRoomAndHealthzIsServed) {
+  WebserverOptions opts;
+  opts.max_connections = 8;
+  opts.request_timeout_ms = 60000;  // nothing times out during the test
+  opts.metric_registry = &registry_;
+  StartServer(opts);
+  // More idle connections than the cap (and than civetweb's 16 threads + 64 queued before).
+  constexpr int kIdle = 100;
+  std::vector<int> idle;
+  for (int i = 0; i < kIdle; i++) idle.push_back(ConnectLoopback(port_));
+  // A client that sends its request is served: it takes the oldest idle connection's place.
+  EXPECT_EQ(Get(port_, "/echo?x=1").status, 200);
+  // The oldest kIdle + 1 - cap idle ones got 503 and were closed, in the order they came; the
+  // newest cap - 1 are still open (the answered request's slot is free again).
+  const int refused = kIdle + 1 - static_cast<int>(opts.max_connections);
+  for (int i = 0; i < kIdle; i++) {
+    if (i < refused) {
+      const std::string got = ReadUntilClosed(idle[i]);
+      EXPECT_EQ(got.rfind("HTTP/1.1 503 ", 0), 0u) << "connection " << i << ": " << got;
+    } else {
+      EXPECT_TRUE(StillOpen(idle[i])) << "connection " << i;
+    }
+    close(idle[i]);
+  }
+  EXPECT_EQ(WebCounter(&registry_, &METRIC_web_connections_refused_total), refused);
+  // And /healthz-like requests keep being answered, one after another.
+  for (int i = 0; i < 5; i++) EXPECT_EQ(Get(port_, "/echo?again=1").status, 200);
+}
+
+TEST_F(WebserverTest, AtTheCapWithEveryConnectionServedANewOneGets503) {
+  WebserverOptions opts;
+  opts.max_connections = 2;
+  StartServer(opts);
+  CountDownLatch entered(2), release(1);
+  web_->RegisterPage("/block", [&](const WebRequest&, WebResponse* resp) {
+    entered.CountDown();
+    release.Wait();
+    resp->body = "done\n";
+  });
+  std::vector<std::thread> blocked;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 2; i++) {
+    blocked.emplace_back([&] { ok += Get(port_, "/block").status == 200; });
+  }
+  entered.Wait();
+  EXPECT_EQ(Get(port_, "/echo").status, 503);  // both slots are answering requests
+  release.CountDown();
+  for (auto& t : blocked) t.join();
+  EXPECT_EQ(ok.load(), 2);
+  EXPECT_EQ(Get(port_, "/echo").status, 200);
+}
+
+TEST_F(WebserverTest, IncompleteRequestGets408AtTheRequestTimeoutAndIsCounted) {
+  WebserverOptions opts;
+  opts.request_timeout_ms = 200;
+  opts.metric_registry = &registry_;
+  StartServer(opts);
+  int fd = ConnectLoopback(port_);
+  const std::string partial = "GET /echo HTTP/1.1\r\nHost: h\r\n";  // no blank line yet
+  ASSERT_EQ(static_cast<ssize_t>(partial.size()),
+            send(fd, partial.data(), partial.size(), MSG_NOSIGNAL));
+  EXPECT_EQ(ReadUntilClosed(fd).rfind("HTTP/1.1 408 ", 0), 0u);
+  close(fd);
+  EXPECT_EQ(WebCounter(&registry_, &METRIC_web_request_timeouts_total), 1);
+  EXPECT_EQ(Get(port_, "/echo").status, 200);
+}
+
+TEST_F(WebserverTest, CivetwebsPrivatePortRefusesDirectClients) {
+  StartServer();
+  ASSERT_NE(web_->civetweb_port(), web_->bound_port());
+  EXPECT_EQ(Get(web_->civetweb_port(), "/echo").status, 403);
+  // Through the public port the client's own address is reported.
+  int fd = ConnectLoopback(port_);
+  const std::string me = LocalAddress(fd);
+  const std::string req = "GET /echo HTTP/1.1\r\nHost: h\r\n\r\n";
+  ASSERT_EQ(static_cast<ssize_t>(req.size()), send(fd, req.data(), req.size(), MSG_NOSIGNAL));
+  EXPECT_NE(ReadUntilClosed(fd).find("remote=" + me + "\n"), std::string::npos);
+  close(fd);
 }
 
 TEST_F(WebserverTest, BindsEphemeralPortAndReportsIt) {

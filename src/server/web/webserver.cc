@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "server/web/web_http_frontend.h"
 #include "server/web/web_tls_frontend.h"
 
 namespace rrpc {
@@ -310,7 +311,11 @@ Status Webserver::Start() {
   }
   InitCivetwebOnce();
 
+  if (options_.max_connections < 1) {
+    return Status::InvalidArgument("web server max_connections must be at least 1");
+  }
   std::unique_ptr<WebTlsFrontend> frontend;
+  std::unique_ptr<WebHttpFrontend> http_frontend;
   std::string listening = bind_host_ + ":" + std::to_string(port);
   if (is_tls()) {
     WebTlsFrontend::Options tls;
@@ -323,6 +328,18 @@ Status Webserver::Start() {
     Status s = frontend->Bind(bind_host_, port);
     if (!s.ok()) return s.CloneAndPrepend("could not start HTTPS web server");
     // civetweb serves only the frontend, on a private loopback port.
+    listening = "127.0.0.1:0";
+  } else {
+    WebHttpFrontend::Options http;
+    http.max_connections = options_.max_connections;
+    http.request_timeout_ms = options_.request_timeout_ms;
+    http.io_timeout_ms = std::max(options_.request_timeout_ms, 10000);
+    http.max_header_bytes = options_.max_header_bytes * 2;  // civetweb's buffer, see below
+    http.max_body_bytes = options_.max_body_bytes;
+    http.metric_registry = options_.metric_registry;
+    http_frontend = std::make_unique<WebHttpFrontend>(std::move(http));
+    Status s = http_frontend->Bind(bind_host_, port);
+    if (!s.ok()) return s.CloneAndPrepend("could not start web server");
     listening = "127.0.0.1:0";
   }
 
@@ -373,9 +390,11 @@ Status Webserver::Start() {
 
   // Set before mg_start2: HandleRequest reads it from civetweb's threads.
   tls_frontend_ = std::move(frontend);
+  http_frontend_ = std::move(http_frontend);
   ctx_ = mg_start2(&init, &error);
   if (ctx_ == nullptr) {
     tls_frontend_.reset();
+    http_frontend_.reset();
     return Status::NetworkError("could not start web server",
                                 options_.bind_address + ": " + error_text);
   }
@@ -390,7 +409,12 @@ Status Webserver::Start() {
     tls_frontend_->Start(civetweb_port_);
     bound_port_ = tls_frontend_->bound_port();
   } else {
-    bound_port_ = civetweb_port_;
+    Status s = http_frontend_->Start(civetweb_port_);
+    if (!s.ok()) {
+      Stop();
+      return s.CloneAndPrepend("could not start web server");
+    }
+    bound_port_ = http_frontend_->bound_port();
   }
   VLOG(1) << "web server listening at " << url();
   return Status::OK();
@@ -404,15 +428,18 @@ Status Webserver::ReloadTlsCertificates() {
 void Webserver::Stop() {
   if (ctx_ == nullptr) return;
   if (tls_frontend_ != nullptr) tls_frontend_->Stop();
+  if (http_frontend_ != nullptr) http_frontend_->Stop();
   StopCivetweb();
   tls_frontend_.reset();
+  http_frontend_.reset();
 }
 
 void Webserver::StopCivetweb() {
   // civetweb's accept loop checks its stop flag only between polls of up to two seconds; a
   // connection attempt ends the poll early. The waker stops once mg_stop returns.
   std::atomic<bool> stopped{false};
-  std::string host = tls_frontend_ != nullptr ? "127.0.0.1" : bind_host_;
+  // civetweb listens on loopback behind either frontend.
+  std::string host = "127.0.0.1";
   std::thread waker([&] {
     for (int i = 0; i < 200 && !stopped; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -459,10 +486,15 @@ int Webserver::HandleRequest(mg_connection* conn) {
 
   WebRequest req;
   req.remote_address = std::string(ri->remote_addr) + ":" + std::to_string(ri->remote_port);
-  if (tls_frontend_ != nullptr &&
-      !tls_frontend_->LookupClient(static_cast<uint16_t>(ri->remote_port), &req.remote_address)) {
+  const uint16_t via_port = static_cast<uint16_t>(ri->remote_port);
+  if (tls_frontend_ != nullptr && !tls_frontend_->LookupClient(via_port, &req.remote_address)) {
     // A local process connected to civetweb's private port directly, around TLS.
     WriteError(conn, 403, "this server is served over HTTPS only", head_only);
+    return 403;
+  }
+  if (http_frontend_ != nullptr && !http_frontend_->LookupClient(via_port, &req.remote_address)) {
+    // Directly to the private port, around the connection cap.
+    WriteError(conn, 403, "connect to the web UI's own port", head_only);
     return 403;
   }
   req.method = method;

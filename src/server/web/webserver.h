@@ -6,8 +6,10 @@
 // stall the web UI, never a reactor or an RPC worker. Requests it cannot serve get a 4xx:
 // 400 malformed, 404 unknown path, 405 method not allowed for the page, 411 body of unknown
 // length, 413 body larger than max_body_bytes, 431 headers larger than max_header_bytes.
-// With TLS, civetweb listens on a private loopback port behind WebTlsFrontend and answers 403
-// to anything that did not come through the frontend.
+// civetweb listens on a private loopback port behind a frontend that owns the public port:
+// WebHttpFrontend (plain HTTP: a connection cap, and only complete requests reach civetweb's
+// threads) or WebTlsFrontend (HTTPS); it answers 403 to anything that did not come through the
+// frontend.
 //
 // Thread-safety: RegisterPage/RegisterStaticAsset may be called from any thread, before or
 // after Start(). Start() and Stop() must not race with each other. Handlers run on civetweb's
@@ -40,6 +42,8 @@ struct mg_context;
 
 namespace rrpc {
 
+class MetricRegistry;
+class WebHttpFrontend;
 class WebTlsFrontend;
 
 struct WebserverOptions {
@@ -73,6 +77,13 @@ struct WebserverOptions {
   // backlog (listen_backlog) until a thread frees.
   int max_queued_connections = 64;
   int listen_backlog = 128;
+  // Plain HTTP: open connections at the public port (WebHttpFrontend, which reads each request
+  // before civetweb sees it). At the cap a new connection replaces the oldest one still
+  // sending its request, or gets 503. Idle connections cost a descriptor each, no thread.
+  size_t max_connections = 128;
+  // Where the frontend's metrics go (web_connections_open, web_connections_refused_total,
+  // web_request_timeouts_total); nullptr: none. Not owned; must outlive the Webserver.
+  MetricRegistry* metric_registry = nullptr;
 };
 
 // What a PageHandler sees of one HTTP request.
@@ -173,7 +184,8 @@ class Webserver {
 
   mg_context* ctx_ = nullptr;  // Owned; freed by mg_stop().
   uint16_t civetweb_port_ = 0;
-  std::unique_ptr<WebTlsFrontend> tls_frontend_;  // Set while running with TLS.
+  std::unique_ptr<WebTlsFrontend> tls_frontend_;    // Set while running with TLS.
+  std::unique_ptr<WebHttpFrontend> http_frontend_;  // Set while running without TLS.
   uint16_t bound_port_ = 0;
 };
 

@@ -1,0 +1,70 @@
+// The call and response headers of a frame (RequestHeader, ResponseHeader in rpc_header.proto),
+// encoded and decoded by hand on the call path. Pure functions, thread-safe.
+//
+// Why not protobuf: per 64-byte echo call, building, sizing, serializing and parsing the two
+// generated header messages cost about 1,500 instructions (callgrind, echo-cost), mostly string
+// assignments of the method names (copied into the header on the client, out of the frame on the
+// server) and the generic parser's setup. The fields are few and fixed, so:
+//  - encoding writes the bytes protobuf would write for the same fields (fields in number order,
+//    repeated fields unpacked), so the wire does not change (header_codec-test checks it byte for
+//    byte against the generated serializer);
+//  - decoding takes the common layout (the one the encoder writes: each field at most once, in
+//    number order) in one bounds-checked pass, with the method names pointing into the frame;
+//    anything else (other field order, repeats, packed offsets, feature flags, unknown fields,
+//    long varints) goes to the generated parser, so every header protobuf accepts is accepted
+//    with the same meaning and every one it refuses is refused (frame_codec-fuzz compares the
+//    two on every input).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "util/slice.h"
+#include "util/status.h"
+
+namespace rrpc::rpc {
+
+// A RequestHeader's fields. Decoded names point into the bytes decoded (or, for a header that
+// took the generated parser, into a per-thread message that the next decode on this thread
+// replaces): valid as long as those bytes, and on the decoding thread until its next decode.
+struct RequestHeaderFields {
+  int32_t call_id = 0;
+  bool has_remote_method = false;
+  Slice service_name;
+  Slice method_name;
+  bool has_timeout_millis = false;
+  uint32_t timeout_millis = 0;
+  std::vector<uint32_t> sidecar_offsets;
+  std::vector<int> required_feature_flags;
+
+  // Keeps the vectors' capacity (a per-thread instance allocates nothing after its first use).
+  void Clear();
+};
+
+// A ResponseHeader's fields.
+struct ResponseHeaderFields {
+  int32_t call_id = 0;
+  bool is_error = false;
+  std::vector<uint32_t> sidecar_offsets;
+
+  void Clear();
+};
+
+// Exact size of the encoding, and the encoding itself (`out` has EncodedSize() bytes; returns the
+// end of what was written).
+size_t EncodedSize(const RequestHeaderFields& header);
+uint8_t* EncodeTo(const RequestHeaderFields& header, uint8_t* out);
+size_t EncodedSize(const ResponseHeaderFields& header);
+uint8_t* EncodeTo(const ResponseHeaderFields& header, uint8_t* out);
+
+// Decodes a header's bytes. False when protobuf would refuse them (malformed, or a required field
+// missing); `*header` is then unspecified.
+bool DecodeHeader(Slice bytes, RequestHeaderFields* header);
+bool DecodeHeader(Slice bytes, ResponseHeaderFields* header);
+
+// The same, without the generated parser's fallback: false also for a valid header in a layout
+// the fast path does not take. For tests and the fuzz target, which compare the two.
+bool DecodeHeaderFastPathOnly(Slice bytes, RequestHeaderFields* header);
+bool DecodeHeaderFastPathOnly(Slice bytes, ResponseHeaderFields* header);
+
+}  // namespace rrpc::rpc
