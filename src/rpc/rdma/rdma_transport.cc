@@ -566,7 +566,8 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
           const size_t frame = rpc::kFrameLengthSize + size_t{length};
           // A large frame goes at the front of a message of its own when it would straddle two
           // (or follow another's tail): the receiver lends only whole frames at a message's front.
-          if (n > 0 && frame >= options_.lend_min_bytes && frame <= max_payload_ &&
+          // (Not to a peer whose receives are SRQ: it copies every message out.)
+          if (!peer_srq_ && n > 0 && frame >= options_.lend_min_bytes && frame <= max_payload_ &&
               (frame > limit || began_mid_frame)) {
             break;
           }
