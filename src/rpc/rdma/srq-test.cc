@@ -230,9 +230,10 @@ TEST_F(SrqTest, IdlePeersGiveCreditsBackAndGetThemAgain) {
     EXPECT_GE(s.reclaims, uint64_t{kConns}) << round;
     EXPECT_GT(s.credits_reclaimed, 0u) << round;
   };
-  // Multi-fragment calls (1 KiB buffers), several per peer at once: targets rise above 8.
+  // Multi-fragment calls (1 KiB buffers), several per peer at once: targets rise above 8. (Not
+  // asserted on the ledger right after the burst: a peer whose calls finished early may already
+  // have been reclaimed by then on a slow machine.)
   Burst(client, kConns, 6, 3000);
-  EXPECT_GT(One(*server_factory_).grants_outstanding, uint64_t{kConns * 8});
   wait_for_floor("first idle period");
   const uint64_t reclaimed = One(*server_factory_).credits_reclaimed;
   Burst(client, kConns, 6, 3000);
@@ -321,6 +322,10 @@ TEST_F(SrqTest, PoolGrowsToItsCapAndCallsWaitThenComplete) {
   StartSrvr(so);
   std::shared_ptr<RdmaTransportFactory> cf;
   auto client = NewClient(Srq(true), &cf);
+  // The 8 connections first (one small call each): their initial grants grow the pool to 3
+  // chunks on the reactor, at set-up. Only then the burst, so the growth its waiting top-ups
+  // want is the background kind whatever the timing.
+  Burst(client, 8, 1, 64);
   Burst(client, 8, 100, 2500);  // 3 messages a call: credits run short at once
   auto s = One(*server_factory_);
   EXPECT_EQ(s.pool_bytes, 64u * 1024);  // at the cap

@@ -86,8 +86,15 @@ SrqContext::~SrqContext() {
   qps_.clear();  // the QPs first
 }
 
+bool SrqContext::RoomForAnotherChunk() const {
+  // A chunk a growth thread is making counts already: without it, set-up growth on the reactor
+  // and a background growth could both pass this check and take the pool past its cap.
+  const size_t chunks = chunks_.size() + (growing_ ? 1 : 0);
+  return (chunks + 1) * options_.chunk_blocks <= max_blocks_;
+}
+
 bool SrqContext::Grow() {
-  if (chunks_.size() * options_.chunk_blocks + options_.chunk_blocks > max_blocks_) return false;
+  if (!RoomForAnotherChunk()) return false;
   Result<std::unique_ptr<RegisteredBlockPool>> chunk =
       RegisteredBlockPool::Create(pd_, options_.chunk_blocks, options_.buffer_size);
   if (!chunk.ok()) return false;
@@ -99,7 +106,7 @@ bool SrqContext::GrowSoon() {
   // device kept alive for the thread.
   if (!options_.grow_off_reactor || !watching_ || keep_alive_ == nullptr) return Grow();
   if (growing_) return false;  // one at a time; its arrival serves the waiters
-  if (chunks_.size() * options_.chunk_blocks + options_.chunk_blocks > max_blocks_) return false;
+  if (!RoomForAnotherChunk()) return false;
   growing_ = true;
   // Allocating, registering (pinning, on hardware) and faulting in a chunk can take a while:
   // a thread does it while the reactor goes on; the reactor posts the blocks on OnGrowthReady.

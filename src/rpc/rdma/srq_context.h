@@ -149,6 +149,8 @@ class SrqContext {
   void HandleLimitEvent();
   // Adds a chunk of receive blocks, all posted; false at the cap or on failure.
   bool Grow();
+  // Whether one more chunk stays within the cap, counting a chunk still being made.
+  bool RoomForAnotherChunk() const;
   // Posts `chunk`'s blocks as the next chunk of the pool.
   bool AddChunk(std::unique_ptr<RegisteredBlockPool> chunk);
   // Grows by a chunk: off the reactor thread (options().grow_off_reactor: false when one is
