@@ -31,7 +31,7 @@ if [ "${RRPC_SKIP_CLANG:-0}" != 1 ]; then
   ninja -C build/ci-clang -j "$jobs"
 fi
 if [ "${RRPC_SKIP_FUZZ:-0}" != 1 ]; then
-  # Fuzz smoke: each libFuzzer target (clang, ASAN+UBSAN; five of them) for 15 s from its seed
+  # Fuzz smoke: libFuzzer targets (clang, ASAN+UBSAN; four of the five) for 15 s from their seed
   # corpus, so the stage stays under ~2.5 min with a warm ccache; a crash,
   # hang, leak or failed check fails the run (docs/reliability.md). A fixed seed makes the run
   # repeatable (RRPC_FUZZ_SEED=0 for a fresh one). tls_connection-fuzz is left out until a
