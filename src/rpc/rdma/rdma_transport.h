@@ -60,6 +60,12 @@ class HistogramMetric;
 namespace rrpc::rdma {
 
 inline constexpr size_t kMessageHeaderSize = 8;
+// Header byte 0: the message kind.
+inline constexpr uint8_t kKindData = 1;
+inline constexpr uint8_t kKindGrant = 2;
+// wr_id of a send: its send block index with this bit set (a failed completion's opcode is not
+// reliable on hardware, so the id says which queue the request came from).
+inline constexpr uint64_t kSendWrIdBit = 1ull << 32;
 
 // The metrics RDMA connections report into (the factory's, exported on the messenger's /metrics);
 // shared by all of them. Any may be nullptr (not counted).
