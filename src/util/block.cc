@@ -85,12 +85,25 @@ Block* Block::Place(void* mem, size_t capacity, BlockRecycler* recycler) {
   return new (mem) Block(capacity, recycler);
 }
 
+BlockAttachment* Block::Attach(BlockAttachment* a) {
+  if (recycler_ != nullptr) {
+    delete a;
+    return nullptr;
+  }
+  BlockAttachment* expected = nullptr;
+  if (attachment_.compare_exchange_strong(expected, a, std::memory_order_acq_rel)) return a;
+  delete a;
+  return expected;
+}
+
 void Block::Release() const {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     if (recycler_ != nullptr) {
       recycler_->Recycle(const_cast<Block*>(this));
       return;
     }
+    // Whatever is tied to the memory (a registration) goes before the memory does.
+    if (BlockAttachment* a = attachment_.load(std::memory_order_acquire)) delete a;
     const size_t capacity = capacity_;
     this->~Block();
     void* mem = const_cast<Block*>(this);

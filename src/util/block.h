@@ -25,6 +25,14 @@ class BlockRecycler {
   ~BlockRecycler() = default;
 };
 
+// Something that lives exactly as long as one heap Block (e.g. an RDMA registration of its
+// memory, so that a block sent many times is registered once): destroyed by the block's last
+// Release, on whichever thread drops it, before the memory is freed or reused.
+class BlockAttachment {
+ public:
+  virtual ~BlockAttachment() = default;
+};
+
 class Block {
  public:
   // One allocation holds the header and `capacity` bytes.
@@ -37,6 +45,15 @@ class Block {
   uint8_t* data() { return reinterpret_cast<uint8_t*>(this + 1); }
   const uint8_t* data() const { return reinterpret_cast<const uint8_t*>(this + 1); }
   size_t capacity() const { return capacity_; }
+  // Who takes the block back (Place), nullptr for a heap block (Allocate).
+  const BlockRecycler* recycler() const { return recycler_; }
+
+  // The block's attachment, nullptr when none (any thread).
+  BlockAttachment* attachment() const { return attachment_.load(std::memory_order_acquire); }
+  // Gives `a` to this heap block unless it already has an attachment (another thread may race
+  // to attach). Returns the attachment the block has now: `a`, or the one that won, in which
+  // case `a` is deleted. A placed block takes none (returns nullptr, deletes `a`).
+  BlockAttachment* Attach(BlockAttachment* a);
 
   void AddRef() const { refs_.fetch_add(1, std::memory_order_relaxed); }
   void Release() const;
@@ -47,6 +64,7 @@ class Block {
   const size_t capacity_;
   mutable std::atomic<int32_t> refs_{0};
   BlockRecycler* const recycler_;  // nullptr: heap memory, freed (or cached) on the last Release
+  mutable std::atomic<BlockAttachment*> attachment_{nullptr};  // owned; heap blocks only
 };
 
 // Bytes inside a Block, keeping the Block alive.

@@ -113,4 +113,8 @@ BlockRef RegisteredBlockPool::Lend(uint32_t index) { return arena_->Lend(index);
 
 uint32_t RegisteredBlockPool::lent() const { return arena_->lent(); }
 
+bool RegisteredBlockPool::Owns(const Block* block) const {
+  return block->recycler() == static_cast<const BlockRecycler*>(arena_);
+}
+
 }  // namespace rrpc::rdma

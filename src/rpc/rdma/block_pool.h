@@ -48,6 +48,8 @@ class RegisteredBlockPool {
   BlockRef Lend(uint32_t index);
   // Blocks lent and not yet back.
   uint32_t lent() const;
+  // Whether `block` is one of this pool's (lent) blocks: its bytes are registered under lkey().
+  bool Owns(const Block* block) const;
 
  private:
   class Arena;

@@ -1,5 +1,6 @@
 #include "rpc/rdma/rdma_endpoint.h"
 
+#include <algorithm>
 #include <random>
 
 namespace rrpc::rdma {
@@ -9,7 +10,7 @@ Result<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::Create(Context* ctx, Protect
   if (o.receive_buffers < 4 || o.send_buffers < 2 || o.buffer_size < 64) {
     return Status::InvalidArgument("RDMA endpoint needs >= 4 receive and >= 2 send buffers");
   }
-  std::unique_ptr<RdmaEndpoint> ep(new RdmaEndpoint(ctx, o));
+  std::unique_ptr<RdmaEndpoint> ep(new RdmaEndpoint(ctx, pd, o));
   RRPC_ASSIGN_OR_RETURN(ep->channel_, ctx->CreateChannel());
   // Every completion fits: one per posted receive and one per send block in flight.
   RRPC_ASSIGN_OR_RETURN(
@@ -24,6 +25,7 @@ Result<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::Create(Context* ctx, Protect
   attr.send_cq = attr.recv_cq = ep->cq_.get();
   attr.caps.max_send_wr = o.send_buffers;  // one send in flight per send block
   attr.caps.max_recv_wr = o.receive_buffers;
+  attr.caps.max_send_sge = std::max(1u, o.max_send_sge);
   attr.caps.max_inline_data = o.max_inline;
   RRPC_ASSIGN_OR_RETURN(ep->qp_, pd->CreateQp(attr));
   RRPC_RETURN_NOT_OK(ep->qp_->ToInit(ctx->port().port));
@@ -39,7 +41,7 @@ Result<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::Create(Context* ctx, Protect
 Result<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::CreateShared(Context* ctx, ProtectionDomain* pd,
                                                                  const EndpointOptions& o,
                                                                  SrqContext* shared) {
-  std::unique_ptr<RdmaEndpoint> ep(new RdmaEndpoint(ctx, o));
+  std::unique_ptr<RdmaEndpoint> ep(new RdmaEndpoint(ctx, pd, o));
   QpInitAttr attr;
   attr.send_cq = shared->send_cq();
   attr.recv_cq = shared->recv_cq();

@@ -24,6 +24,9 @@ struct EndpointOptions {
   // call to end. With none left, messages are copied out instead (RdmaTransport::Deliver).
   uint32_t spare_receive_buffers = 16;
   uint32_t max_inline = 236;  // asked for at QP creation; the device may grant less
+  // SGEs per send asked for at QP creation (private receive queue): a message sent without
+  // copying points at its header and at up to max_send_sge - 1 pieces of sidecars.
+  uint32_t max_send_sge = 4;
   uint8_t rnr_retry = 0;
   // Tests only: credits announced beyond the buffers really posted, to play a peer whose
   // accounting is wrong (its sender then meets RNR).
@@ -55,6 +58,8 @@ class RdmaEndpoint {
   // nullptr in SRQ mode (the SrqContext's).
   CompletionChannel* channel() const { return channel_.get(); }
   CompletionQueue* cq() const { return cq_.get(); }
+  // The protection domain the QP and the pools belong to (the device's; outlives the endpoint).
+  ProtectionDomain* pd() const { return pd_; }
   QueuePair* qp() const { return qp_.get(); }
   RegisteredBlockPool* receive_pool() const { return receive_pool_.get(); }
   RegisteredBlockPool* send_pool() const { return send_pool_.get(); }
@@ -62,9 +67,11 @@ class RdmaEndpoint {
   Status PostReceive(uint32_t index);
 
  private:
-  RdmaEndpoint(Context* ctx, const EndpointOptions& options) : ctx_(ctx), options_(options) {}
+  RdmaEndpoint(Context* ctx, ProtectionDomain* pd, const EndpointOptions& options)
+      : ctx_(ctx), pd_(pd), options_(options) {}
 
   Context* const ctx_;
+  ProtectionDomain* const pd_;
   void SetAddress();
 
   const EndpointOptions options_;

@@ -72,6 +72,17 @@ constexpr MetricPrototype METRIC_rdma_zero_copy_messages_total = MetricPrototype
 constexpr MetricPrototype METRIC_rdma_copied_no_spare_total = MetricPrototype::Counter(
     "rdma_copied_no_spare_total", "RDMA copies, no spare", MetricUnit::kMessages,
     "Large RDMA messages copied out because calls held every spare receive block.");
+constexpr MetricPrototype METRIC_rdma_zero_copy_sent_bytes_total = MetricPrototype::Counter(
+    "rdma_zero_copy_sent_bytes_total", "RDMA bytes sent by reference", MetricUnit::kBytes,
+    "Payload bytes RDMA sends read where they were (a registered Block: an echoed receive block, "
+    "or a sidecar registered for its lifetime), without a copy.");
+constexpr MetricPrototype METRIC_rdma_copied_sent_bytes_total = MetricPrototype::Counter(
+    "rdma_copied_sent_bytes_total", "RDMA bytes sent copied", MetricUnit::kBytes,
+    "Payload bytes copied into registered send blocks before sending (small pieces, borrowed "
+    "sidecars, unregistered blocks below --rdma_register_min_bytes).");
+constexpr MetricPrototype METRIC_rdma_send_registrations_total = MetricPrototype::Counter(
+    "rdma_send_registrations_total", "RDMA send registrations", MetricUnit::kUnits,
+    "Blocks registered with the device on their first zero-copy send (deregistered when freed).");
 
 }  // namespace
 
@@ -111,6 +122,11 @@ std::shared_ptr<RdmaTransportFactory::BoundMetrics> RdmaTransportFactory::BindMe
   b->metrics.inline_send_bytes = sends->FindOrCreateHistogram(&METRIC_rdma_inline_send_bytes);
   b->metrics.posted_send_bytes = sends->FindOrCreateHistogram(&METRIC_rdma_posted_send_bytes);
   b->metrics.sent_bytes = sends->FindOrCreateCounter(&METRIC_rdma_sent_bytes_total);
+  b->metrics.zero_copy_sent_bytes =
+      sends->FindOrCreateCounter(&METRIC_rdma_zero_copy_sent_bytes_total);
+  b->metrics.copied_sent_bytes = sends->FindOrCreateCounter(&METRIC_rdma_copied_sent_bytes_total);
+  b->metrics.send_registrations =
+      sends->FindOrCreateCounter(&METRIC_rdma_send_registrations_total);
   auto receives = entity("rdma", "receives");
   b->metrics.received_bytes = receives->FindOrCreateCounter(&METRIC_rdma_received_bytes_total);
   b->metrics.lent_messages =

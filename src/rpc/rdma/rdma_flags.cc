@@ -26,6 +26,14 @@ DEFINE_int32(rdma_spare_receive_buffers, 16,
              "Receive buffers per connection beyond those posted: a large message's buffer is "
              "lent to its calls (zero copy) while a spare is posted in its place; with none "
              "left, messages are copied out. 0: always copy");
+DEFINE_int32(rdma_send_zero_copy_min_bytes, 4096,
+             "A piece of a sidecar (or body) at least this long whose Block is registered is sent "
+             "by reference, without copying it into a send block; 0: every byte is copied");
+DEFINE_int64(rdma_register_min_bytes, 64 * 1024,
+             "A heap Block not yet registered with the RDMA device is registered (for its "
+             "lifetime: a Block sent again costs nothing more) when at least this much of it is "
+             "sent; smaller ones are copied. 0: never (only echoed receive blocks go by "
+             "reference). docs/rdma.md, \"Zero copy on send\", says what it costs");
 DEFINE_int32(rdma_rnr_retry, 0,
              "RNR retries before a send fails (7: forever). Credits keep receives posted, so 0 "
              "makes any accounting mistake fail loudly instead of stalling");
@@ -87,6 +95,11 @@ Result<RdmaOptions> RdmaOptionsFromFlags() {
   o.endpoint.max_inline = static_cast<uint32_t>(FLAGS_rdma_max_inline);
   o.endpoint.rnr_retry = static_cast<uint8_t>(FLAGS_rdma_rnr_retry);
   o.transport.use_inline = FLAGS_rdma_inline;
+  if (FLAGS_rdma_send_zero_copy_min_bytes < 0 || FLAGS_rdma_register_min_bytes < 0) {
+    return Status::InvalidArgument("RDMA zero-copy send thresholds must be >= 0");
+  }
+  o.transport.send_zero_copy_min_bytes = static_cast<uint32_t>(FLAGS_rdma_send_zero_copy_min_bytes);
+  o.transport.register_min_bytes = static_cast<uint64_t>(FLAGS_rdma_register_min_bytes);
   o.transport.busy_poll = FLAGS_rdma_busy_poll;
   if (FLAGS_rdma_use_srq && FLAGS_rdma_busy_poll) {
     return Status::InvalidArgument("--rdma_use_srq does not work with --rdma_busy_poll");

@@ -1,6 +1,9 @@
 // The send side of RdmaTransport (rdma_transport.h): frames cut into messages, credits spent,
-// grants and credit requests encoded, sends posted and reaped.
+// grants and credit requests encoded, sends posted and reaped; large pieces of registered Blocks
+// sent by reference (zero copy), their blocks held until the send completes.
 #include <cstring>
+#include <memory>
+#include <utility>
 
 #include "rpc/rdma/rdma_transport.h"
 #include "rpc/transport/frame_format.h"
@@ -9,6 +12,23 @@
 
 namespace rrpc::rdma {
 namespace {
+
+// A heap Block's registration with one protection domain, made on its first zero-copy send and
+// owned by the block (BlockAttachment): deregistered when the block is freed, on whichever
+// thread drops it last. It holds the device (`keep_alive`) so the PD outlives the region.
+class BlockRegistration final : public BlockAttachment {
+ public:
+  BlockRegistration(const ProtectionDomain* pd, std::unique_ptr<MemoryRegion> mr,
+                    std::shared_ptr<void> keep_alive)
+      : keep_alive_(std::move(keep_alive)), pd_(pd), mr_(std::move(mr)) {}
+  const ProtectionDomain* pd() const { return pd_; }
+  uint32_t lkey() const { return mr_->lkey(); }
+
+ private:
+  std::shared_ptr<void> keep_alive_;  // declared first: goes after the region
+  const ProtectionDomain* const pd_;
+  std::unique_ptr<MemoryRegion> mr_;
+};
 
 // Bytes 2 and 3 (returns, reclaim) are filled by EncodeReturnsAndReclaim.
 void EncodeHeader(uint8_t* p, uint8_t kind, uint32_t grant, uint8_t request) {
@@ -63,15 +83,21 @@ uint8_t RdmaTransport::CreditRequest() {
 }
 
 Status RdmaTransport::PostSend(uint32_t index, uint32_t length) {
-  Sge sge = send_pool()->sge(index, length);
+  const Sge sge = send_pool()->sge(index, length);
+  return PostSend(index, &sge, 1, length, nullptr, 0);
+}
+
+Status RdmaTransport::PostSend(uint32_t index, const Sge* sges, int nsge, uint32_t length,
+                               BlockRef* held, int nheld) {
   SendWr wr;
   wr.wr_id = kSendWrIdBit | index;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.inline_data = options_.use_inline && length <= ep_->inline_cap();
+  wr.sg_list = sges;
+  wr.num_sge = nsge;
+  wr.inline_data = nheld == 0 && options_.use_inline && length <= ep_->inline_cap();
   // At most signal_interval_ - 1 unsignaled sends hold slots (and blocks) behind the last
-  // signaled one, fewer than the slots and blocks a writer needs, so none waits for ever.
-  wr.signaled = ++unsignaled_run_ >= signal_interval_;
+  // signaled one, fewer than the slots and blocks a writer needs, so none waits for ever. A send
+  // holding blocks by reference is signaled, so they are released when it is done.
+  wr.signaled = ++unsignaled_run_ >= signal_interval_ || nheld > 0;
   if (wr.signaled) unsignaled_run_ = 0;
   if (wr.inline_data) {
     ++inline_sends_;
@@ -83,7 +109,7 @@ Status RdmaTransport::PostSend(uint32_t index, uint32_t length) {
   Status s = ep_->qp()->PostSend(wr);
   if (!s.ok()) {
     send_pool()->Return(index);
-    return s;
+    return s;  // `held` go with the caller: the device never saw them
   }
   ++in_flight_sends_;
   if (metrics_.sent_bytes) metrics_.sent_bytes->IncrementBy(length);
@@ -92,19 +118,47 @@ Status RdmaTransport::PostSend(uint32_t index, uint32_t length) {
       send_pool()->Return(index);  // the device copied the bytes
       index = kNoBlock;
     }
-    sends_.push_back(PendingSend{index, wr.signaled});
+    PendingSend& p = sends_.emplace_back();
+    p.block = index;
+    p.signaled = wr.signaled;
+    for (int k = 0; k < nheld; ++k) p.held[k] = std::move(held[k]);
   }
   return s;
 }
 
 void RdmaTransport::ReapSends() {
   while (!sends_.empty()) {
-    const PendingSend done = sends_.front();
+    // The blocks the send read by reference are released here (or by Close, after the QP).
+    const PendingSend done = std::move(sends_.front());
     sends_.pop_front();
     --in_flight_sends_;
     if (done.block != kNoBlock) ep_->send_pool()->Return(done.block);
     if (done.signaled) return;
   }
+}
+
+bool RdmaTransport::SendLkey(Block* block, size_t bytes, uint32_t* lkey) {
+  if (ep_->receive_pool()->Owns(block)) {
+    // One of our receive blocks (an echoed sidecar): registered while the endpoint lives, and
+    // every send on it ends before the endpoint goes.
+    *lkey = ep_->receive_pool()->lkey();
+    return true;
+  }
+  if (block->recycler() != nullptr) return false;  // another pool's: its registration may go
+  BlockAttachment* a = block->attachment();
+  if (a == nullptr) {
+    if (options_.register_min_bytes == 0 || bytes < options_.register_min_bytes) return false;
+    Result<std::unique_ptr<MemoryRegion>> mr =
+        ep_->pd()->RegisterMemory(block->data(), block->capacity());
+    if (!mr.ok()) return false;  // copied instead; a failed registration harms nothing else
+    ++send_registrations_;
+    if (metrics_.send_registrations) metrics_.send_registrations->Increment();
+    a = block->Attach(new BlockRegistration(ep_->pd(), std::move(mr).value(), keep_alive_));
+  }
+  auto* r = dynamic_cast<const BlockRegistration*>(a);
+  if (r == nullptr || r->pd() != ep_->pd()) return false;  // another device's: copy
+  *lkey = r->lkey();
+  return true;
 }
 
 void RdmaTransport::SendGrantIfDue() {
@@ -138,7 +192,15 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
   if (closed_) return Status::NetworkError("RDMA connection closed");
   MutexLock lock(send_mu_);
   iovec iov[64];
-  const int niov = queue.GatherIovecs(iov, 64);
+  Block* blocks[64];
+  const int niov = queue.GatherIovecs(iov, 64, blocks);
+  // Per iovec: its lkey when it may go by reference (looked up on first use).
+  enum : uint8_t { kUnknown, kByReference, kCopy };
+  uint8_t how[64];
+  uint32_t lkeys[64];
+  memset(how, kUnknown, sizeof(how));
+  const bool zero_copy =
+      !srq_ && options_.send_zero_copy_min_bytes > 0 && max_send_sge_ > 1;
   int i = 0;
   size_t off = 0;  // into iov[i]
   size_t taken = 0;
@@ -158,10 +220,19 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
     uint32_t index;
     pool->Take(&index);
     uint8_t* block = pool->block(index);
+    // The message: its header and copied runs in the send block, pieces sent by reference in
+    // SGEs of their own, in the order of the bytes.
+    Sge sges[kMaxSendSge];
+    int nsge = 1;
+    sges[0] = pool->sge(index, kMessageHeaderSize);
+    size_t used = kMessageHeaderSize;  // of the send block
+    BlockRef held[kMaxSendSge - 1];
+    int nheld = 0;
     size_t n = 0;
     const bool began_mid_frame = frame_sync_ && frame_left_ > 0;
     while (i < niov && n < max_payload_) {
       size_t limit = max_payload_ - n;
+      const size_t frame_left_before = frame_left_;
       if (frame_sync_ && frame_left_ == 0) {
         uint32_t length;
         if (!PeekFrameLength(iov, niov, i, off, &length)) {
@@ -179,9 +250,41 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
         }
       }
       if (frame_sync_) limit = std::min(limit, frame_left_);
-      size_t c = std::min(limit, iov[i].iov_len - off);
-      memcpy(block + kMessageHeaderSize + n, static_cast<const uint8_t*>(iov[i].iov_base) + off, c);
-      CountCopy(options_.copy_side, CopyKind::kStream, c);
+      const size_t c = std::min(limit, iov[i].iov_len - off);
+      const uint8_t* src = static_cast<const uint8_t*>(iov[i].iov_base) + off;
+      if (zero_copy && how[i] == kUnknown) {
+        how[i] = blocks[i] != nullptr && iov[i].iov_len >= options_.send_zero_copy_min_bytes &&
+                         SendLkey(blocks[i], iov[i].iov_len, &lkeys[i])
+                     ? kByReference
+                     : kCopy;
+      }
+      const bool by_reference =
+          zero_copy && how[i] == kByReference && c >= options_.send_zero_copy_min_bytes;
+      const bool extends = !by_reference && sges[nsge - 1].lkey == pool->lkey() &&
+                           sges[nsge - 1].addr + sges[nsge - 1].length ==
+                               reinterpret_cast<uint64_t>(block + used);
+      if (!extends && nsge == max_send_sge_) {
+        frame_left_ = frame_left_before;  // no SGE left: the message ends before these bytes
+        break;
+      }
+      if (by_reference) {
+        sges[nsge++] = Sge{reinterpret_cast<uint64_t>(src), static_cast<uint32_t>(c), lkeys[i]};
+        held[nheld++] = BlockRef(blocks[i]);
+        zero_copy_sent_bytes_ += c;
+        if (metrics_.zero_copy_sent_bytes) metrics_.zero_copy_sent_bytes->IncrementBy(c);
+      } else {
+        if (extends) {
+          sges[nsge - 1].length += static_cast<uint32_t>(c);
+        } else {
+          sges[nsge++] = Sge{reinterpret_cast<uint64_t>(block + used), static_cast<uint32_t>(c),
+                             pool->lkey()};
+        }
+        memcpy(block + used, src, c);
+        used += c;
+        CountCopy(options_.copy_side, CopyKind::kStream, c);
+        copied_sent_bytes_ += c;
+        if (metrics_.copied_sent_bytes) metrics_.copied_sent_bytes->IncrementBy(c);
+      }
       n += c;
       off += c;
       if (frame_sync_) frame_left_ -= c;
@@ -193,7 +296,8 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
     const uint8_t request = CreditRequest();
     EncodeHeader(block, kKindData, SpendCredit(), request);
     EncodeReturnsAndReclaim(block);
-    RRPC_RETURN_NOT_OK(PostSend(index, static_cast<uint32_t>(kMessageHeaderSize + n)));
+    RRPC_RETURN_NOT_OK(PostSend(index, sges, nsge,
+                                static_cast<uint32_t>(kMessageHeaderSize + n), held, nheld));
     taken += n;
   }
   if (i == niov && niov < 64) {

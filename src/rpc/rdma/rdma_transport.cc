@@ -28,6 +28,8 @@ RdmaTransport::RdmaTransport(std::unique_ptr<RdmaEndpoint> endpoint, Socket boot
       peer_credits_(srq.initial_grant),
       target_(srq.initial_grant),
       signal_interval_(srq_ ? 1 : std::max(1u, ep_->send_queue_depth() / 4)),
+      max_send_sge_(static_cast<int>(
+          std::min<uint32_t>(kMaxSendSge, std::max(1u, ep_->qp()->caps().max_send_sge)))),
       peer_srq_(peer_srq),
       peer_initial_credits_(peer_credits),
       request_reference_(peer_credits),
@@ -441,8 +443,15 @@ void RdmaTransport::Close() {
     socket_.Close();
     return;
   }
-  // The queue pair goes first (in-flight requests die with it), then the memory and the CQ.
+  // The queue pair goes first (in-flight requests die with it), then the memory and the CQ;
+  // only then the blocks unfinished sends read by reference (each exactly once: the queue is
+  // emptied here, and nothing is added once closed_ is set).
   ep_.reset();
+  {
+    MutexLock lock(send_mu_);
+    sends_.clear();
+    in_flight_sends_ = 0;
+  }
   socket_.Close();
 }
 
@@ -471,6 +480,9 @@ void RdmaTransport::Describe(std::vector<std::pair<std::string, std::string>>* o
   out->emplace_back("inline sends", std::to_string(inline_sends_));
   out->emplace_back("posted sends", std::to_string(posted_sends_));
   out->emplace_back("grant messages", std::to_string(grant_messages_));
+  out->emplace_back("bytes sent by reference", std::to_string(zero_copy_sent_bytes_));
+  out->emplace_back("bytes sent copied", std::to_string(copied_sent_bytes_));
+  out->emplace_back("blocks registered to send", std::to_string(send_registrations_));
 }
 
 }  // namespace rrpc::rdma

@@ -1,7 +1,11 @@
 // RdmaTransport: a connection's frames over an RC queue pair (private receive queue). Frames are
-// cut into messages of at most one receive buffer: Write() copies the queue's bytes into
-// registered send blocks and posts them (inline when they fit the granted cap), one credit each
-// (credit_window.h). Received messages go up in one of two ways (docs/rdma.md, "Zero copy"):
+// cut into messages of at most one receive buffer, one credit each (credit_window.h), posted
+// inline when they fit the granted cap. Write() (rdma_send.cc) copies small pieces into
+// registered send blocks; a large piece whose Block is registered (a receive block of this
+// connection being echoed, or a heap Block registered on its first send, for its lifetime) is
+// sent where it is: the send's SGE list points at it, and the transport keeps a reference to its
+// block until the send completes (docs/rdma.md, "Zero copy on send").
+// Received messages go up in one of two ways (docs/rdma.md, "Zero copy"):
 //  - large (at least lend_min_bytes of payload starting at a frame boundary): the receive block is
 //    lent to the calls (RegisteredBlockPool::Lend) and every whole frame in it goes up as a
 //    BlockSlice of it, read where the NIC put it; a spare block is posted in its place, so the
@@ -40,6 +44,8 @@
 
 #include <ev.h>
 
+#include <array>
+#include <deque>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -77,6 +83,9 @@ struct RdmaMetrics {
   Counter* credit_waits = nullptr;    // a Write stopped with bytes left: no credit to spend
   Counter* lent_messages = nullptr;   // messages handed up by reference (zero copy)
   Counter* copied_no_spare = nullptr;  // large messages copied out: every spare block was lent
+  Counter* zero_copy_sent_bytes = nullptr;  // payload bytes sent from where they were (no copy)
+  Counter* copied_sent_bytes = nullptr;     // payload bytes copied into send blocks
+  Counter* send_registrations = nullptr;    // Blocks registered on their first zero-copy send
 };
 
 struct RdmaTransportOptions {
@@ -87,6 +96,14 @@ struct RdmaTransportOptions {
   // Messages with at least this much payload are handed up by reference (zero copy) while spare
   // receive blocks last; smaller ones are copied out (cheaper than lending below ~4 KiB).
   uint32_t lend_min_bytes = 4096;
+  // Send side: a piece of a message at least this long whose Block is registered goes by
+  // reference (an SGE pointing at it) instead of being copied into a send block; 0: every byte
+  // is copied. Private receive queue only.
+  uint32_t send_zero_copy_min_bytes = 4096;
+  // A heap Block not registered yet is registered (for its lifetime) when a piece of it at least
+  // this long is sent; smaller ones are copied. 0: never register (only receive blocks echoed
+  // go without a copy).
+  uint64_t register_min_bytes = 64 * 1024;
   // Which side's copy counters (util/copy_counter.h) this connection's copies count on; set by
   // the upgrade.
   CopySide copy_side = CopySide::kServer;
@@ -146,6 +163,15 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   Status Repost(uint32_t index);
   // Posts send block `index` holding `length` bytes (header included).
   Status PostSend(uint32_t index, uint32_t length) REQUIRES(send_mu_);
+  // Posts a message of `length` bytes gathered from `sges` (the first in send block `index`);
+  // `held` are the blocks the other SGEs read, kept until the send completes.
+  static constexpr int kMaxSendSge = 4;
+  Status PostSend(uint32_t index, const Sge* sges, int nsge, uint32_t length, BlockRef* held,
+                  int nheld) REQUIRES(send_mu_);
+  // The lkey under which `block`'s bytes are registered with our protection domain, registering
+  // it when it is a heap block and `bytes` (what would be sent of it) reach register_min_bytes.
+  // False: copy it.
+  bool SendLkey(Block* block, size_t bytes, uint32_t* lkey) REQUIRES(send_mu_);
   // Private mode: a signaled send completed; frees it and the unsignaled sends before it.
   void ReapSends() REQUIRES(send_mu_);
   void SendGrantIfDue();
@@ -207,14 +233,18 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   // then wakes neither reactor for its send completions (measured in docs/performance.md). A
   // signaled completion frees the slots of every send up to it and their blocks (an inline
   // send's block was free at once: the device copied its bytes when it was posted).
+  // A send that reads blocks by reference (zero copy) is always signaled: its completion
+  // releases them, and an RC QP completes in order, so every send before it is done too.
   struct PendingSend {
     uint32_t block;  // kNoBlock: inline, returned at post
     bool signaled;
+    std::array<BlockRef, kMaxSendSge - 1> held;  // read by the send until it completes
   };
   static constexpr uint32_t kNoBlock = ~0u;
   std::deque<PendingSend> sends_ GUARDED_BY(send_mu_);
   uint32_t unsignaled_run_ GUARDED_BY(send_mu_) = 0;
   const uint32_t signal_interval_;
+  const int max_send_sge_;  // SGEs per send: what the QP granted, at most kMaxSendSge
   bool attached_ = false;
   // Send side: the peer's receives are SRQ (it takes credit requests); one request at a time.
   const bool peer_srq_;
@@ -233,6 +263,9 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   uint64_t inline_sends_ GUARDED_BY(send_mu_) = 0;
   uint64_t posted_sends_ GUARDED_BY(send_mu_) = 0;
   uint64_t grant_messages_ GUARDED_BY(send_mu_) = 0;
+  uint64_t zero_copy_sent_bytes_ GUARDED_BY(send_mu_) = 0;
+  uint64_t copied_sent_bytes_ GUARDED_BY(send_mu_) = 0;
+  uint64_t send_registrations_ GUARDED_BY(send_mu_) = 0;
   // Where Write is in the frame stream, so that a large frame starts a message (see Write):
   // bytes of the current frame not yet taken (0: at a frame's start). Lost when a length prefix
   // lies beyond the gathered iovecs, found again when a Write takes the whole queue; only

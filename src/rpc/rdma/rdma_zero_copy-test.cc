@@ -130,7 +130,9 @@ TEST_F(RdmaZeroCopyTest, BackToBackLargeFramesEachStartAMessage) {
 }
 
 // Sidecars larger than a receive block (64 KiB .. 8 MiB) arrive in fragments and are assembled
-// once into a block of their size: one copy per direction on each side, never more.
+// once into a block of their size: one copy per direction on each side, never more. The client's
+// sidecar is borrowed (copied when sent); the server's echo is a Block of its own, registered
+// and sent by reference: the server copies only what it receives.
 TEST_F(RdmaZeroCopyTest, LargeSidecarsCopyOncePerSide) {
   Start(Rdma(4));
   ASSERT_TRUE(EchoSidecar("warm up").ok());
@@ -144,8 +146,8 @@ TEST_F(RdmaZeroCopyTest, LargeSidecarsCopyOncePerSide) {
     // Send once, receive once; the first fragment may be moved once more into the frame's block.
     EXPECT_GE(client, 2 * size) << size;
     EXPECT_LT(client, 2 * size + 16 * 1024 + 400) << size;
-    EXPECT_GE(server, 2 * size) << size;
-    EXPECT_LT(server, 2 * size + 16 * 1024 + 400) << size;
+    EXPECT_GE(server, size) << size;
+    EXPECT_LT(server, size + 16 * 1024 + 400) << size;
   }
 }
 

@@ -17,6 +17,7 @@ namespace {
 
 // One side: a device, a PD, a registered buffer, a CQ for sends and one for receives, a QP.
 struct Side {
+  SoftDeviceOptions options;  // set before Open
   std::unique_ptr<SoftDevice> dev;
   std::unique_ptr<ProtectionDomain> pd;
   std::vector<uint8_t> buf = std::vector<uint8_t>(1 << 16);
@@ -27,7 +28,7 @@ struct Side {
   std::unique_ptr<QueuePair> qp;
 
   void Open(const QpCaps& caps, int cq_size = 64, bool use_srq = false) {
-    dev = OpenSoftDevice().value();
+    dev = OpenSoftDevice(options).value();
     pd = dev->AllocPd().value();
     mr = pd->RegisterMemory(buf.data(), buf.size()).value();
     channel = dev->CreateChannel().value();
@@ -300,6 +301,43 @@ TEST_F(SoftDeviceTest, AWrongLkeyOrMemoryOutsideTheRegionIsAProtectionError) {
   auto bad = WaitFor(b_.recv_cq.get(), 1);
   ASSERT_EQ(bad.size(), 1u);
   EXPECT_EQ(bad[0].status, WcStatus::kLocalProtectionError);
+}
+
+// A send's memory belongs to the NIC until its completion: deregistered (its Block freed) or
+// overwritten before then, the send completes with a protection error and the QP goes to ERR.
+// The peer has no receive posted, so the send waits in RNR retries (deterministically unacked)
+// while the test breaks the rule.
+TEST_F(SoftDeviceTest, MemoryDeregisteredBeforeTheCompletionIsAProtectionError) {
+  Connect(Caps(), /*rnr_retry=*/7);
+  std::vector<uint8_t> extra(4096, 'x');
+  std::unique_ptr<MemoryRegion> mr = a_.pd->RegisterMemory(extra.data(), extra.size()).value();
+  Sge s{reinterpret_cast<uint64_t>(extra.data()), 4096, mr->lkey()};
+  SendWr wr;
+  wr.wr_id = 9;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  ASSERT_TRUE(a_.qp->PostSend(wr).ok());
+  Settle();
+  mr.reset();  // deregistered while the send is outstanding
+  ASSERT_TRUE(b_.PostRecv(1, 0, 8192).ok());
+  auto done = WaitFor(a_.send_cq.get(), 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, WcStatus::kLocalProtectionError);
+  EXPECT_EQ(a_.qp->state(), QpState::kError);
+}
+
+TEST_F(SoftDeviceTest, MemoryChangedBeforeTheCompletionIsAProtectionErrorWhenVerified) {
+  a_.options.verify_send_memory = true;
+  Connect(Caps(), /*rnr_retry=*/7);
+  memset(a_.buf.data(), 'a', 4096);
+  ASSERT_TRUE(a_.Send(3, 0, 4096).ok());
+  Settle();
+  a_.buf[100] = 'b';  // reused before the completion
+  ASSERT_TRUE(b_.PostRecv(1, 0, 8192).ok());
+  auto done = WaitFor(a_.send_cq.get(), 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, WcStatus::kLocalProtectionError);
+  EXPECT_EQ(a_.qp->state(), QpState::kError);
 }
 
 TEST_F(SoftDeviceTest, SrqLimitEventFiresOnceWhenReceivesDropBelowTheLimit) {

@@ -28,6 +28,13 @@ struct SoftDeviceOptions {
   // process's RSS then counts registered memory as it would on hardware (rpc-bench's memory
   // figures). Off, untouched registered pages cost nothing (what tests want).
   bool pin_registered_memory = false;
+  // A send's memory must stay registered and unchanged until its completion (the NIC may read
+  // it again, e.g. to retransmit). Every successful completion checks that its SGEs' lkeys still
+  // name their regions (a freed or deregistered buffer completes with kLocalProtectionError and
+  // the QP goes to ERR); with this on, it also compares the bytes with those posted (a buffer
+  // reused before the completion fails the same way; a freed one is a use-after-free ASAN
+  // reports). Costs a read of every sent byte on the NIC thread: tests turn it on.
+  bool verify_send_memory = false;
 };
 
 class SoftDevice : public Context {

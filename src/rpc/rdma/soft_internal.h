@@ -148,11 +148,18 @@ class SoftQp final : public QueuePair {
     bool has_imm;
     uint32_t imm;
     std::string payload;
+    // Not inline: the memory the payload came from, checked again at completion.
+    Sge sge[PostedRecv::kMaxSge];
+    int num_sge = 0;
   };
   // REQUIRES: dev->mu held.
   void Transmit(Outstanding* s);
   void EnterError(WcStatus first_status);
   void CompleteSend(const Outstanding& s, WcStatus status);
+  // Completes an acknowledged send: success when its memory still holds what was posted
+  // (SoftDeviceOptions::verify_send_memory), else a protection error that puts the QP in ERR
+  // (returns false: stop completing).
+  bool CompleteAcked(const Outstanding& s);
   void CompleteRecv(uint64_t wr_id, WcStatus status, uint32_t len, bool has_imm, uint32_t imm);
   Status CheckSges(const Sge* sge, int n) const;
 

@@ -101,7 +101,11 @@ Status SoftQp::PostSend(const SendWr& wr) {
   }
   if (len > dev_->port().max_msg_size) return Status::InvalidArgument("message too long");
   ++slots_used_;
-  Outstanding s{wr.wr_id, next_psn_++, wr.signaled, false, wr.has_imm, wr.imm, {}};
+  Outstanding s{wr.wr_id, next_psn_++, wr.signaled, false, wr.has_imm, wr.imm, {}, {}, 0};
+  if (!wr.inline_data && wr.num_sge <= PostedRecv::kMaxSge) {
+    s.num_sge = wr.num_sge;
+    for (int i = 0; i < wr.num_sge; ++i) s.sge[i] = wr.sg_list[i];
+  }
   if (state_ == QpState::kError) {
     CompleteSend(s, WcStatus::kFlushed);
     return Status::OK();
@@ -270,20 +274,41 @@ void SoftQp::OnData(Link* link, const PacketHeader& h, const uint8_t* payload) {
   if (h.ack_req != 0) reply(PacketType::kAck, WcStatus::kSuccess);
 }
 
+bool SoftQp::CompleteAcked(const Outstanding& s) {
+  bool intact = CheckSges(s.sge, s.num_sge).ok();
+  if (intact && dev_->options().verify_send_memory) {
+    size_t off = 0;
+    for (int i = 0; i < s.num_sge && intact; ++i) {
+      intact = memcmp(reinterpret_cast<const void*>(s.sge[i].addr), s.payload.data() + off,
+                      s.sge[i].length) == 0;
+      off += s.sge[i].length;
+    }
+  }
+  if (!intact) {
+    CompleteSend(s, WcStatus::kLocalProtectionError);
+    EnterError(WcStatus::kFlushed);
+    return false;
+  }
+  CompleteSend(s, WcStatus::kSuccess);
+  return true;
+}
+
 void SoftQp::OnAck(uint32_t psn) {
   if (state_ == QpState::kError) return;
   rnr_left_ = params_.rnr_retry;
   while (!unacked_.empty() && !PsnBefore(psn, unacked_.front().psn)) {
-    CompleteSend(unacked_.front(), WcStatus::kSuccess);
+    const Outstanding s = std::move(unacked_.front());
     unacked_.pop_front();
+    if (!CompleteAcked(s)) return;
   }
 }
 
 void SoftQp::OnRnrNak(uint32_t psn) {
   if (state_ == QpState::kError) return;
   while (!unacked_.empty() && PsnBefore(unacked_.front().psn, psn)) {
-    CompleteSend(unacked_.front(), WcStatus::kSuccess);  // implicitly acknowledged
+    const Outstanding s = std::move(unacked_.front());  // implicitly acknowledged
     unacked_.pop_front();
+    if (!CompleteAcked(s)) return;
   }
   if (unacked_.empty() || unacked_.front().psn != psn) return;
   if (params_.rnr_retry != 7) {
@@ -302,8 +327,9 @@ void SoftQp::OnRnrNak(uint32_t psn) {
 void SoftQp::OnErrNak(uint32_t psn, WcStatus status) {
   if (state_ == QpState::kError) return;
   while (!unacked_.empty() && PsnBefore(unacked_.front().psn, psn)) {
-    CompleteSend(unacked_.front(), WcStatus::kSuccess);  // implicitly acknowledged
+    const Outstanding s = std::move(unacked_.front());  // implicitly acknowledged
     unacked_.pop_front();
+    if (!CompleteAcked(s)) return;
   }
   EnterError(status);
 }

@@ -35,10 +35,11 @@ void OutboundTransfer::CopyUnsentBorrowedSidecars() {
   }
 }
 
-int OutboundTransfer::FillIovecs(iovec* iov, int max) const {
+int OutboundTransfer::FillIovecs(iovec* iov, int max, Block** blocks) const {
   int n = 0;
   size_t skip = bytes_written_;
-  auto add = [&](const Slice& s) {
+  auto add = [&](const BlockSlice& bs) {
+    const Slice& s = bs.slice;
     if (n >= max) return;
     if (skip >= s.size()) {
       skip -= s.size();
@@ -46,11 +47,12 @@ int OutboundTransfer::FillIovecs(iovec* iov, int max) const {
     }
     iov[n].iov_base = const_cast<uint8_t*>(s.data() + skip);
     iov[n].iov_len = s.size() - skip;
+    if (blocks != nullptr) blocks[n] = bs.block.get();
     skip = 0;
     n++;
   };
-  add(head_.slice);
-  for (const auto& s : sidecars_) add(s.slice);
+  add(head_);
+  for (const auto& s : sidecars_) add(s);
   return n;
 }
 

@@ -33,8 +33,10 @@ class OutboundTransfer {
   bool started() const { return bytes_written_ > 0; }
   bool finished() const { return bytes_written_ == total_bytes_; }
 
-  // Appends iovecs for the unwritten bytes, at most `max`; returns how many were added.
-  int FillIovecs(iovec* iov, int max) const;
+  // Appends iovecs for the unwritten bytes, at most `max`; returns how many were added. With
+  // `blocks`, blocks[k] is set to the Block holding iov[k]'s bytes, nullptr for borrowed bytes
+  // (a transport that reads them after Write returns takes a reference: RDMA zero copy).
+  int FillIovecs(iovec* iov, int max, Block** blocks = nullptr) const;
   // Records `n` more bytes written; returns the bytes of `n` this transfer did not need.
   size_t Advance(size_t n);
 
@@ -80,12 +82,13 @@ class TransferQueue {
   }
   static OutboundTransfer* next(const OutboundTransfer* t) { return t->next_in_queue_; }
   // Fills `iov` with the unwritten bytes of the transfers from the front, stopping before a
-  // cancelled one or when `max` iovecs are used; returns how many it filled.
-  int GatherIovecs(iovec* iov, int max) const {
+  // cancelled one or when `max` iovecs are used; returns how many it filled. `blocks`, when
+  // given, gets the Block of each iovec (OutboundTransfer::FillIovecs).
+  int GatherIovecs(iovec* iov, int max, Block** blocks = nullptr) const {
     int n = 0;
     for (OutboundTransfer* t = head_; t != nullptr && n < max; t = t->next_in_queue_) {
       if (t->cancelled()) break;
-      n += t->FillIovecs(iov + n, max - n);
+      n += t->FillIovecs(iov + n, max - n, blocks == nullptr ? nullptr : blocks + n);
     }
     return n;
   }
