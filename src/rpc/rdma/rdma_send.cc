@@ -258,8 +258,9 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
                      ? kByReference
                      : kCopy;
       }
-      const bool by_reference =
-          zero_copy && how[i] == kByReference && c >= options_.send_zero_copy_min_bytes;
+      // Decided per piece: every part of a large registered piece goes by reference, its tail
+      // in the last message too (an SGE costs less than a copy).
+      const bool by_reference = zero_copy && how[i] == kByReference;
       const bool extends = !by_reference && sges[nsge - 1].lkey == pool->lkey() &&
                            sges[nsge - 1].addr + sges[nsge - 1].length ==
                                reinterpret_cast<uint64_t>(block + used);
@@ -268,7 +269,8 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
         break;
       }
       if (by_reference) {
-        sges[nsge++] = Sge{reinterpret_cast<uint64_t>(src), static_cast<uint32_t>(c), lkeys[i]};
+        const uint32_t lkey = options_.wrong_send_lkey_for_tests ? lkeys[i] + 1000 : lkeys[i];
+        sges[nsge++] = Sge{reinterpret_cast<uint64_t>(src), static_cast<uint32_t>(c), lkey};
         held[nheld++] = BlockRef(blocks[i]);
         zero_copy_sent_bytes_ += c;
         if (metrics_.zero_copy_sent_bytes) metrics_.zero_copy_sent_bytes->IncrementBy(c);

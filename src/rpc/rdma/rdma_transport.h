@@ -104,6 +104,8 @@ struct RdmaTransportOptions {
   // this long is sent; smaller ones are copied. 0: never register (only receive blocks echoed
   // go without a copy).
   uint64_t register_min_bytes = 64 * 1024;
+  // Tests only: pieces sent by reference carry a wrong lkey (the soft backend must refuse them).
+  bool wrong_send_lkey_for_tests = false;
   // Which side's copy counters (util/copy_counter.h) this connection's copies count on; set by
   // the upgrade.
   CopySide copy_side = CopySide::kServer;

@@ -81,6 +81,9 @@ class TestEchoService : public rtest::EchoServiceIf {
     MutexLock l(hook_mu_);
     hook_ = std::move(hook);
   }
+  // true: the response carries the request's sidecars themselves (slices of the blocks they
+  // arrived in: zero copy on a transport that can send from them); false (default): copies.
+  void set_echo_sidecars_by_reference(bool on) { echo_by_reference_.store(on); }
 
   void Echo(const rtest::EchoRequestPB* req, rtest::EchoResponsePB* resp,
             RpcContext* context) override {
@@ -98,6 +101,10 @@ class TestEchoService : public rtest::EchoServiceIf {
     }
     resp->set_data(req->data());
     for (size_t i = 0; i < context->num_inbound_sidecars(); i++) {
+      if (echo_by_reference_.load()) {
+        context->AddOutboundSidecar(context->inbound_sidecar_block(i));
+        continue;
+      }
       Slice s = context->inbound_sidecar(i);
       BlockRef block = Block::Allocate(s.size());
       memcpy(block->data(), s.data(), s.size());
@@ -116,6 +123,7 @@ class TestEchoService : public rtest::EchoServiceIf {
 
  private:
   std::atomic<int> calls_{0};
+  std::atomic<bool> echo_by_reference_{false};
   Mutex hook_mu_;
   EchoHook hook_ GUARDED_BY(hook_mu_);
 };
