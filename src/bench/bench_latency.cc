@@ -27,20 +27,19 @@ void RunLatencyClient(const BenchConfig& config, const BenchServiceProxy& proxy,
   LatencyRecorders::PerThread* recorder = recorders->Local();
   BenchRequestPB request;
   InitRequest(config, /*stream=*/0, &request);
-  std::string sidecar(config.sidecar_bytes, '\0');
-  FillPattern(/*stream=*/1ULL << 32, sidecar.data(), sidecar.size());
+  SidecarBlock sidecar(/*stream=*/1ULL << 32, config.sidecar_bytes);
   BenchResponsePB response;
   rpc::RpcController ctl;
   for (uint64_t seq = 0; !control->stopping(); seq++) {
     StampCall(seq, &request, &sidecar);
     ctl.Reset();
     ctl.set_timeout(config.call_timeout);
-    if (!sidecar.empty()) ctl.AddOutboundSidecar(Slice(sidecar));
+    if (sidecar.size > 0) ctl.AddOutboundSidecar(sidecar.block_slice());
     const MonoTime start = MonoTime::Now();
     Status s = proxy.Echo(request, &response, &ctl);
     const MonoTime end = MonoTime::Now();
     if (s.ok()) {
-      s = CheckResponse(config, request, response, Slice(sidecar), ctl.num_inbound_sidecars(),
+      s = CheckResponse(config, request, response, sidecar.slice(), ctl.num_inbound_sidecars(),
                         ctl.num_inbound_sidecars() > 0 ? ctl.inbound_sidecar(0) : Slice());
     }
     if (!s.ok()) {

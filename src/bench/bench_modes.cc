@@ -52,6 +52,18 @@ void StampCall(uint64_t seq, BenchRequestPB* request, std::string* sidecar) {
   StampSequence(~seq, sidecar->data(), sidecar->size());
 }
 
+SidecarBlock::SidecarBlock(uint64_t stream, size_t bytes) : size(bytes) {
+  if (bytes == 0) return;
+  block = Block::Allocate(bytes);
+  FillPattern(stream, data(), bytes);
+}
+
+void StampCall(uint64_t seq, BenchRequestPB* request, SidecarBlock* sidecar) {
+  std::string* payload = request->mutable_payload();
+  StampSequence(seq, payload->data(), payload->size());
+  StampSequence(~seq, sidecar->data(), sidecar->size);
+}
+
 Status CheckResponse(const BenchConfig& config, const BenchRequestPB& request,
                      const BenchResponsePB& response, Slice request_sidecar,
                      size_t num_response_sidecars, Slice response_sidecar) {

@@ -22,6 +22,7 @@
 #include "bench/bench.pb.h"
 #include "bench/bench_config.h"
 #include "bench/bench_runner.h"
+#include "util/block.h"
 #include "util/slice.h"
 #include "util/status.h"
 
@@ -47,6 +48,19 @@ Result<Sockaddr> SparseRemote(const Sockaddr& server, int i);
 void InitRequest(const BenchConfig& config, uint64_t stream, BenchRequestPB* request);
 // Stamps call `seq` into the request's payload and into `sidecar` (may be empty).
 void StampCall(uint64_t seq, BenchRequestPB* request, std::string* sidecar);
+// A client's sidecar in a Block of its own, filled once and stamped per call: a transport that
+// can send from registered blocks (RDMA) registers it once and sends it without a copy; TCP sends
+// any sidecar from where it is.
+struct SidecarBlock {
+  SidecarBlock() = default;
+  SidecarBlock(uint64_t stream, size_t bytes);
+  BlockRef block;
+  size_t size = 0;
+  char* data() const { return block ? reinterpret_cast<char*>(block->data()) : nullptr; }
+  Slice slice() const { return Slice(reinterpret_cast<const uint8_t*>(data()), size); }
+  BlockSlice block_slice() const { return BlockSlice{block, slice()}; }
+};
+void StampCall(uint64_t seq, BenchRequestPB* request, SidecarBlock* sidecar);
 // OK when the response echoes the request (bench_payload.h) and, when a sidecar was sent, exactly
 // one response sidecar echoes it.
 Status CheckResponse(const BenchConfig& config, const BenchRequestPB& request,

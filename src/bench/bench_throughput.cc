@@ -35,7 +35,7 @@ struct CallSlot {
   BenchRequestPB request;
   BenchResponsePB response;
   rpc::RpcController controller;
-  std::string sidecar;
+  SidecarBlock sidecar;
   MonoTime issued;    // first send of the current call
   MonoTime deadline;  // of the current call, over all its attempts
   int attempts = 0;   // sends of the current call so far
@@ -57,8 +57,7 @@ class ThroughputRun {
       slot.index = i;
       slot.rng = 0x9e3779b97f4a7c15ULL * (i + 1);
       InitRequest(config, /*stream=*/i, &slot.request);
-      slot.sidecar.resize(config.sidecar_bytes);
-      FillPattern(/*stream=*/i + (1ULL << 32), slot.sidecar.data(), slot.sidecar.size());
+      slot.sidecar = SidecarBlock(/*stream=*/i + (1ULL << 32), config.sidecar_bytes);
     }
   }
 
@@ -99,7 +98,7 @@ class ThroughputRun {
     slot->attempts++;
     slot->controller.Reset();
     slot->controller.set_timeout(slot->deadline - now);
-    if (!slot->sidecar.empty()) slot->controller.AddOutboundSidecar(Slice(slot->sidecar));
+    if (slot->sidecar.size > 0) slot->controller.AddOutboundSidecar(slot->sidecar.block_slice());
     proxy_.EchoAsync(slot->request, &slot->response, &slot->controller,
                      [slot] { slot->run->OnDone(slot); });
   }
@@ -144,7 +143,7 @@ class ThroughputRun {
     }
     Status s = ctl.status();
     if (s.ok()) {
-      s = CheckResponse(config_, slot->request, slot->response, Slice(slot->sidecar),
+      s = CheckResponse(config_, slot->request, slot->response, slot->sidecar.slice(),
                         ctl.num_inbound_sidecars(),
                         ctl.num_inbound_sidecars() > 0 ? ctl.inbound_sidecar(0) : Slice());
     }
