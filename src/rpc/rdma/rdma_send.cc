@@ -253,7 +253,10 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
       const size_t c = std::min(limit, iov[i].iov_len - off);
       const uint8_t* src = static_cast<const uint8_t*>(iov[i].iov_base) + off;
       if (zero_copy && how[i] == kUnknown) {
-        how[i] = blocks[i] != nullptr && iov[i].iov_len >= options_.send_zero_copy_min_bytes &&
+        // iov[0] may be the tail of a piece an earlier Write began sending by reference (it
+        // stopped for credits): its block decides, not its length.
+        how[i] = blocks[i] != nullptr &&
+                         (iov[i].iov_len >= options_.send_zero_copy_min_bytes || i == 0) &&
                          SendLkey(blocks[i], iov[i].iov_len, &lkeys[i])
                      ? kByReference
                      : kCopy;
