@@ -84,20 +84,21 @@ uint8_t RdmaTransport::CreditRequest() {
 
 Status RdmaTransport::PostSend(uint32_t index, uint32_t length) {
   const Sge sge = send_pool()->sge(index, length);
-  return PostSend(index, &sge, 1, length, nullptr, 0);
+  return PostSend(index, &sge, 1, length, nullptr, 0, /*signal=*/false);
 }
 
 Status RdmaTransport::PostSend(uint32_t index, const Sge* sges, int nsge, uint32_t length,
-                               BlockRef* held, int nheld) {
+                               BlockRef* held, int nheld, bool signal) {
   SendWr wr;
   wr.wr_id = kSendWrIdBit | index;
   wr.sg_list = sges;
   wr.num_sge = nsge;
   wr.inline_data = nheld == 0 && options_.use_inline && length <= ep_->inline_cap();
   // At most signal_interval_ - 1 unsignaled sends hold slots (and blocks) behind the last
-  // signaled one, fewer than the slots and blocks a writer needs, so none waits for ever. A send
-  // holding blocks by reference is signaled, so they are released when it is done.
-  wr.signaled = ++unsignaled_run_ >= signal_interval_ || nheld > 0;
+  // signaled one, fewer than the slots and blocks a writer needs, so none waits for ever. The
+  // caller signals the send carrying the end of a piece sent by reference (`signal`): every
+  // send before it holding that piece's block is then retired by its completion.
+  wr.signaled = ++unsignaled_run_ >= signal_interval_ || signal;
   if (wr.signaled) unsignaled_run_ = 0;
   if (wr.inline_data) {
     ++inline_sends_;
@@ -228,6 +229,7 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
     size_t used = kMessageHeaderSize;  // of the send block
     BlockRef held[kMaxSendSge - 1];
     int nheld = 0;
+    bool ends_piece = false;  // carries the last bytes of a piece sent by reference
     size_t n = 0;
     const bool began_mid_frame = frame_sync_ && frame_left_ > 0;
     while (i < niov && n < max_payload_) {
@@ -275,6 +277,7 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
         const uint32_t lkey = options_.wrong_send_lkey_for_tests ? lkeys[i] + 1000 : lkeys[i];
         sges[nsge++] = Sge{reinterpret_cast<uint64_t>(src), static_cast<uint32_t>(c), lkey};
         held[nheld++] = BlockRef(blocks[i]);
+        if (off + c == iov[i].iov_len) ends_piece = true;
         zero_copy_sent_bytes_ += c;
         if (metrics_.zero_copy_sent_bytes) metrics_.zero_copy_sent_bytes->IncrementBy(c);
       } else {
@@ -302,7 +305,8 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
     EncodeHeader(block, kKindData, SpendCredit(), request);
     EncodeReturnsAndReclaim(block);
     RRPC_RETURN_NOT_OK(PostSend(index, sges, nsge,
-                                static_cast<uint32_t>(kMessageHeaderSize + n), held, nheld));
+                                static_cast<uint32_t>(kMessageHeaderSize + n), held, nheld,
+                                ends_piece));
     taken += n;
   }
   if (i == niov && niov < 64) {

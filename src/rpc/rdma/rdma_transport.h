@@ -166,10 +166,11 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   // Posts send block `index` holding `length` bytes (header included).
   Status PostSend(uint32_t index, uint32_t length) REQUIRES(send_mu_);
   // Posts a message of `length` bytes gathered from `sges` (the first in send block `index`);
-  // `held` are the blocks the other SGEs read, kept until the send completes.
+  // `held` are the blocks the other SGEs read, kept until the send is retired (its completion,
+  // or a later signaled one's); `signal` asks for a completion.
   static constexpr int kMaxSendSge = 4;
   Status PostSend(uint32_t index, const Sge* sges, int nsge, uint32_t length, BlockRef* held,
-                  int nheld) REQUIRES(send_mu_);
+                  int nheld, bool signal) REQUIRES(send_mu_);
   // The lkey under which `block`'s bytes are registered with our protection domain, registering
   // it when it is a heap block and `bytes` (what would be sent of it) reach register_min_bytes.
   // False: copy it.
@@ -235,8 +236,10 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   // then wakes neither reactor for its send completions (measured in docs/performance.md). A
   // signaled completion frees the slots of every send up to it and their blocks (an inline
   // send's block was free at once: the device copied its bytes when it was posted).
-  // A send that reads blocks by reference (zero copy) is always signaled: its completion
-  // releases them, and an RC QP completes in order, so every send before it is done too.
+  // A send that reads blocks by reference (zero copy) holds them here. The send carrying the
+  // last bytes of such a piece is signaled, and an RC QP completes in order, so its completion
+  // retires every send before it (the piece's other fragments) and releases their blocks. A
+  // piece left half-posted (no credit) holds its blocks until its end goes, or until Close.
   struct PendingSend {
     uint32_t block;  // kNoBlock: inline, returned at post
     bool signaled;
