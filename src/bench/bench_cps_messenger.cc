@@ -13,14 +13,12 @@
 #include <vector>
 
 #include "bench/bench.rrpc.h"
+#include "bench/bench_clients.h"
 #include "bench/bench_modes.h"
-#include "bench/bench_payload.h"
 #include "rpc/core/connection.h"
 #include "rpc/core/reactor.h"
 #include "rpc/messenger.h"
-#include "rpc/rpc_controller.h"
 #include "util/countdown_latch.h"
-#include "util/thread.h"
 
 namespace rrpc::bench {
 
@@ -45,70 +43,41 @@ void CloseConnectionsTo(rpc::Messenger* client, const Sockaddr& remote) {
   done.Wait();
 }
 
-void RunClient(const BenchConfig& config, int index, rpc::Messenger* messenger,
-               const std::shared_ptr<rpc::Messenger>& client, RunControl* control,
-               LatencyRecorders* recorders) {
+void RunClient(const BenchConfig& config, int index, const std::shared_ptr<rpc::Messenger>& client,
+               RunControl* control, LatencyRecorders* recorders) {
   LatencyRecorders::PerThread* recorder = recorders->Local();
   Result<Sockaddr> remote = SparseRemote(config.server, index);
   if (!remote.ok()) return control->Fail(remote.status());
   const BenchServiceProxy proxy(client, *remote);
-  BenchRequestPB request;
-  InitRequest(config, /*stream=*/index, &request);
-  std::string sidecar(config.sidecar_bytes, '\0');
-  FillPattern(/*stream=*/index + (1ULL << 32), sidecar.data(), sidecar.size());
-  BenchResponsePB response;
-  rpc::RpcController ctl;
+  EchoCaller echo(config, /*stream=*/index);
   for (uint64_t n = 0; !control->stopping(); n++) {
-    StampCall(n * config.client_threads + index, &request, &sidecar);
+    echo.Stamp(n * config.client_threads + index);
     const MonoTime start = MonoTime::Now();
-    ctl.Reset();
-    ctl.set_timeout(config.call_timeout);
-    if (!sidecar.empty()) ctl.AddOutboundSidecar(Slice(sidecar));
-    Status s = proxy.Echo(request, &response, &ctl);
-    if (s.ok()) {
-      s = CheckResponse(config, request, response, Slice(sidecar), ctl.num_inbound_sidecars(),
-                        ctl.num_inbound_sidecars() > 0 ? ctl.inbound_sidecar(0) : Slice());
-    }
-    CloseConnectionsTo(messenger, *remote);
+    Status s = echo.CallProxy(proxy);
+    CloseConnectionsTo(client.get(), *remote);
     const MonoTime end = MonoTime::Now();
+    if (s.ok()) s = echo.Check();
     if (!s.ok()) {
       control->Fail(s.CloneAndPrepend("connection " + std::to_string(n) + " of client thread " +
                                       std::to_string(index)));
       return;
     }
-    if (control->measuring()) {
-      recorder->completed++;
-      recorder->latency_ns.Record(static_cast<uint64_t>((end - start).ToNanoseconds()));
-    }
+    if (control->measuring()) recorder->RecordCall(start, end);
   }
 }
 
 }  // namespace
 
 Status RunCpsMessengerMode(const BenchConfig& config, RunControl* control, ModeOutput* out) {
-  rpc::MessengerOptions options = config.client_messenger;
-  options.name = "client";
-  options.num_reactors = config.client_reactors;
-  rpc::MessengerBuilder builder(std::move(options));
-  RRPC_ASSIGN_OR_RETURN(std::shared_ptr<rpc::Messenger> client, builder.Build());
+  RRPC_ASSIGN_OR_RETURN(std::shared_ptr<rpc::Messenger> client,
+                        NewClientMessenger(config, "client"));
   LatencyRecorders recorders;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < config.client_threads; t++) {
-    Result<std::thread> thread = StartThread(
-        "bench", "client-bench-" + std::to_string(t), [&config, t, &client, control, &recorders] {
-          RunClient(config, t, client.get(), client, control, &recorders);
-        });
-    if (!thread.ok()) {
-      control->Fail(thread.status());
-      break;
-    }
-    threads.push_back(std::move(thread).value());
-  }
-  control->RunWindow(config.warmup_seconds, config.run_seconds, &out->window_start,
-                     &out->window_end);
-  out->measured = control->measured();
-  // Bounded: every call ends by its timeout, every close by its reactor's next turn.
-  for (auto& t : threads) t.join();
+  std::vector<std::thread> threads = StartClientThreads(
+      "bench", config.client_threads, control, [&config, &client, control, &recorders](int t) {
+        RunClient(config, t, client, control, &recorders);
+      });
+  // Every call ends by its timeout, every close by its reactor's next turn.
+  MeasureAndJoin(config, control, &threads, out);
   client->Shutdown();
   recorders.Merge(&out->completed, &out->latency_ns);
   if (control->failed()) return control->error();

@@ -11,10 +11,9 @@
 #include <thread>
 
 #include "bench/bench.rrpc.h"
+#include "bench/bench_clients.h"
 #include "bench/bench_modes.h"
-#include "bench/bench_payload.h"
 #include "rpc/messenger.h"
-#include "rpc/rpc_controller.h"
 #include "util/thread.h"
 
 namespace rrpc::bench {
@@ -25,31 +24,18 @@ namespace {
 void RunLatencyClient(const BenchConfig& config, const BenchServiceProxy& proxy,
                       RunControl* control, LatencyRecorders* recorders) {
   LatencyRecorders::PerThread* recorder = recorders->Local();
-  BenchRequestPB request;
-  InitRequest(config, /*stream=*/0, &request);
-  SidecarBlock sidecar(/*stream=*/1ULL << 32, config.sidecar_bytes);
-  BenchResponsePB response;
-  rpc::RpcController ctl;
+  EchoCaller echo(config, /*stream=*/0);
   for (uint64_t seq = 0; !control->stopping(); seq++) {
-    StampCall(seq, &request, &sidecar);
-    ctl.Reset();
-    ctl.set_timeout(config.call_timeout);
-    if (sidecar.size > 0) ctl.AddOutboundSidecar(sidecar.block_slice());
+    echo.Stamp(seq);
     const MonoTime start = MonoTime::Now();
-    Status s = proxy.Echo(request, &response, &ctl);
+    Status s = echo.CallProxy(proxy);
     const MonoTime end = MonoTime::Now();
-    if (s.ok()) {
-      s = CheckResponse(config, request, response, sidecar.slice(), ctl.num_inbound_sidecars(),
-                        ctl.num_inbound_sidecars() > 0 ? ctl.inbound_sidecar(0) : Slice());
-    }
+    if (s.ok()) s = echo.Check();
     if (!s.ok()) {
       control->Fail(s.CloneAndPrepend("Echo call " + std::to_string(seq)));
       return;
     }
-    if (control->measuring()) {
-      recorder->completed++;
-      recorder->latency_ns.Record(static_cast<uint64_t>((end - start).ToNanoseconds()));
-    }
+    if (control->measuring()) recorder->RecordCall(start, end);
   }
 }
 
@@ -62,11 +48,8 @@ Status RunLatencyMode(const BenchConfig& config, RunControl* control, ModeOutput
     one_slot.async_call_concurrency = 1;
     return RunThroughputMode(one_slot, control, out);
   }
-  rpc::MessengerOptions options = config.client_messenger;
-  options.name = "client";
-  options.num_reactors = config.client_reactors;
-  rpc::MessengerBuilder builder(std::move(options));
-  RRPC_ASSIGN_OR_RETURN(std::shared_ptr<rpc::Messenger> client, builder.Build());
+  RRPC_ASSIGN_OR_RETURN(std::shared_ptr<rpc::Messenger> client,
+                        NewClientMessenger(config, "client"));
   const BenchServiceProxy proxy(client, config.server);
   LatencyRecorders recorders;
   RRPC_ASSIGN_OR_RETURN(std::thread thread, StartThread("bench", "client-bench-0", [&] {

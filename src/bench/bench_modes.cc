@@ -45,13 +45,6 @@ void InitRequest(const BenchConfig& config, uint64_t stream, BenchRequestPB* req
   }
 }
 
-void StampCall(uint64_t seq, BenchRequestPB* request, std::string* sidecar) {
-  std::string* payload = request->mutable_payload();
-  StampSequence(seq, payload->data(), payload->size());
-  // A different stamp in the sidecar: a sidecar swapped with the payload still fails the check.
-  StampSequence(~seq, sidecar->data(), sidecar->size());
-}
-
 SidecarBlock::SidecarBlock(uint64_t stream, size_t bytes) : size(bytes) {
   if (bytes == 0) return;
   block = Block::Allocate(bytes);

@@ -46,11 +46,9 @@ Result<Sockaddr> SparseRemote(const Sockaddr& server, int i);
 // A request of config.payload_bytes of stream `stream`'s pattern, asking for
 // config.response_bytes back (the field is left out when they are equal).
 void InitRequest(const BenchConfig& config, uint64_t stream, BenchRequestPB* request);
-// Stamps call `seq` into the request's payload and into `sidecar` (may be empty).
-void StampCall(uint64_t seq, BenchRequestPB* request, std::string* sidecar);
 // A client's sidecar in a Block of its own, filled once and stamped per call: a transport that
 // can send from registered blocks (RDMA) registers it once and sends it without a copy; TCP sends
-// any sidecar from where it is.
+// any sidecar from where it is. Stamped only once the previous call finished (its answer in).
 struct SidecarBlock {
   SidecarBlock() = default;
   SidecarBlock(uint64_t stream, size_t bytes);
@@ -60,6 +58,7 @@ struct SidecarBlock {
   Slice slice() const { return Slice(reinterpret_cast<const uint8_t*>(data()), size); }
   BlockSlice block_slice() const { return BlockSlice{block, slice()}; }
 };
+// Stamps call `seq` into the request's payload and into `sidecar` (may be empty).
 void StampCall(uint64_t seq, BenchRequestPB* request, SidecarBlock* sidecar);
 // OK when the response echoes the request (bench_payload.h) and, when a sidecar was sent, exactly
 // one response sidecar echoes it.

@@ -62,6 +62,11 @@ class LatencyRecorders {
   struct PerThread {
     uint64_t completed = 0;
     Histogram latency_ns{kMaxLatencyNs};
+    // One completed call, from `start` to `end`.
+    void RecordCall(MonoTime start, MonoTime end) {
+      completed++;
+      latency_ns.Record(static_cast<uint64_t>((end - start).ToNanoseconds()));
+    }
     // Throughput mode: too-busy answers received and calls sent again, inside the window.
     uint64_t rejected = 0;
     uint64_t retries = 0;

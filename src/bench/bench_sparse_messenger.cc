@@ -13,95 +13,47 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "bench/bench.rrpc.h"
+#include "bench/bench_clients.h"
 #include "bench/bench_modes.h"
-#include "bench/bench_payload.h"
+#include "bench/bench_sparse_phases.h"
+#include "bench/bench_usage.h"
 #include "rpc/messenger.h"
 #include "rpc/rdma/rdma_factory.h"
 #include "rpc/rpc_controller.h"
-#include "util/countdown_latch.h"
-#include "util/thread.h"
 
 namespace rrpc::bench {
 
 namespace {
 
-// Shared by the main thread and the senders; lives on the main thread's stack for the run.
-struct MessengerSparseRun {
-  MessengerSparseRun(const BenchConfig& c, RunControl* ctl)
-      : config(c), control(ctl), ready(c.senders), opened(c.senders) {}
+// Sender s's connections are the client messenger's, one per proxy (each to its own address).
+class MessengerSparseSender : public SparseSender {
+ public:
+  MessengerSparseSender(const BenchConfig& config, int s,
+                        const std::vector<std::unique_ptr<BenchServiceProxy>>* proxies)
+      : echo_(config, /*stream=*/s), proxies_(proxies) {}
 
-  const BenchConfig& config;
-  RunControl* const control;
-  LatencyRecorders recorders;
-  // Sender s owns proxies s, s + senders, s + 2 * senders, ...
-  std::vector<std::unique_ptr<BenchServiceProxy>> proxies;
-  CountDownLatch ready;       // senders set up; main may read the baseline RSS
-  CountDownLatch open_go{1};  // main: open your connections
-  CountDownLatch opened;      // senders' connections are open (or the run failed)
-  CountDownLatch send_go{1};  // main: start calling
+  // The first call on an address opens its connection (and upgrades it, over RDMA).
+  Status Open(size_t i, uint64_t seq) override {
+    echo_.Stamp(seq);
+    RRPC_RETURN_NOT_OK(echo_.CallProxy(*(*proxies_)[i]));
+    return echo_.Check();
+  }
+
+  Status Call(size_t i, uint64_t seq, MonoTime* start, MonoTime* end) override {
+    echo_.Stamp(seq);
+    *start = MonoTime::Now();
+    RRPC_RETURN_NOT_OK(echo_.CallProxy(*(*proxies_)[i]));
+    *end = MonoTime::Now();
+    return echo_.Check();
+  }
+
+ private:
+  EchoCaller echo_;
+  const std::vector<std::unique_ptr<BenchServiceProxy>>* const proxies_;
 };
-
-// One checked Echo call on `proxy`.
-Status CallOnce(const BenchConfig& config, const BenchServiceProxy& proxy,
-                const BenchRequestPB& request, const std::string& sidecar,
-                BenchResponsePB* response, rpc::RpcController* ctl) {
-  ctl->Reset();
-  ctl->set_timeout(config.call_timeout);
-  if (!sidecar.empty()) ctl->AddOutboundSidecar(Slice(sidecar));
-  RRPC_RETURN_NOT_OK(proxy.Echo(request, response, ctl));
-  return CheckResponse(config, request, *response, Slice(sidecar), ctl->num_inbound_sidecars(),
-                       ctl->num_inbound_sidecars() > 0 ? ctl->inbound_sidecar(0) : Slice());
-}
-
-void RunSender(MessengerSparseRun* run, int s) {
-  const BenchConfig& config = run->config;
-  RunControl* control = run->control;
-  // Everything the sender allocates comes before the baseline RSS is read.
-  LatencyRecorders::PerThread* recorder = run->recorders.Local();
-  BenchRequestPB request;
-  InitRequest(config, /*stream=*/s, &request);
-  std::string sidecar(config.sidecar_bytes, '\0');
-  FillPattern(/*stream=*/s + (1ULL << 32), sidecar.data(), sidecar.size());
-  BenchResponsePB response;
-  rpc::RpcController ctl;
-  const size_t n = run->proxies.size();
-  const size_t step = static_cast<size_t>(config.senders);
-  run->ready.CountDown();
-
-  run->open_go.Wait();
-  uint64_t seq = s;
-  // The first call on each address opens its connection (and upgrades it, over RDMA).
-  for (size_t i = s; i < n && !control->failed(); i += step, seq += step) {
-    StampCall(seq, &request, &sidecar);
-    Status st = CallOnce(config, *run->proxies[i], request, sidecar, &response, &ctl);
-    if (!st.ok()) control->Fail(st.CloneAndPrepend("opening connection " + std::to_string(i)));
-  }
-  run->opened.CountDown();
-
-  run->send_go.Wait();
-  size_t i = s;
-  for (; i < n && !control->stopping(); seq += step) {
-    StampCall(seq, &request, &sidecar);
-    const MonoTime start = MonoTime::Now();
-    Status st = CallOnce(config, *run->proxies[i], request, sidecar, &response, &ctl);
-    const MonoTime end = MonoTime::Now();
-    if (!st.ok()) {
-      control->Fail(st.CloneAndPrepend("call on connection " + std::to_string(i)));
-      return;
-    }
-    if (control->measuring()) {
-      recorder->completed++;
-      recorder->latency_ns.Record(static_cast<uint64_t>((end - start).ToNanoseconds()));
-    }
-    i += step;
-    if (i >= n) i = s;
-    if (config.sleep_us > 0) SleepFor(MonoDelta::FromMicroseconds(config.sleep_us));
-  }
-}
 
 }  // namespace
 
@@ -129,66 +81,43 @@ Status RunSparseMessengerMode(const BenchConfig& config, RunControl* control, Mo
   if (config.in_process_server) per_connection *= 2;
   RRPC_RETURN_NOT_OK(EnsureFileLimit(per_connection * config.connections + 256));
 
-  rpc::MessengerOptions options = config.client_messenger;
-  options.name = "client";
-  options.num_reactors = config.client_reactors;
-  rpc::MessengerBuilder builder(std::move(options));
-  RRPC_ASSIGN_OR_RETURN(std::shared_ptr<rpc::Messenger> client, builder.Build());
-
-  MessengerSparseRun run(config, control);
-  run.proxies.reserve(static_cast<size_t>(config.connections));
+  RRPC_ASSIGN_OR_RETURN(std::shared_ptr<rpc::Messenger> client,
+                        NewClientMessenger(config, "client"));
+  std::vector<std::unique_ptr<BenchServiceProxy>> proxies;
+  proxies.reserve(static_cast<size_t>(config.connections));
   for (int i = 0; i < config.connections; i++) {
-    RRPC_ASSIGN_OR_RETURN(Sockaddr remote, SparseRemote(config.server, i));
-    run.proxies.push_back(std::make_unique<BenchServiceProxy>(client, remote));
-  }
-  std::vector<std::thread> threads;
-  for (int s = 0; s < config.senders; s++) {
-    Result<std::thread> thread = StartThread("bench", "client-sender-" + std::to_string(s),
-                                             [&run, s] { RunSender(&run, s); });
-    if (!thread.ok()) {
-      control->Fail(thread.status());
-      // The missing senders never count down.
-      run.ready.CountDown(config.senders - s);
-      run.opened.CountDown(config.senders - s);
-      break;
+    Result<Sockaddr> remote = SparseRemote(config.server, i);
+    if (!remote.ok()) {
+      client->Shutdown();
+      return remote.status();
     }
-    threads.push_back(std::move(thread).value());
+    proxies.push_back(std::make_unique<BenchServiceProxy>(client, *remote));
   }
-  run.ready.Wait();
-  out->rss_before_open_kb = ReadProcessStatusKb("VmRSS");
-  run.open_go.CountDown();
-  // Bounded: every call ends by its timeout.
-  run.opened.Wait();
-  out->rss_all_open_kb = ReadProcessStatusKb("VmRSS");
-  out->connections = config.connections;
-  for (const rpc::ConnectionInfo& c : client->DumpConnections()) {
-    if (c.direction != "client") continue;
-    out->connections_by_transport[c.transport]++;
-  }
-  // For scripts that read the server's RSS while every connection is established and idle.
-  fprintf(stderr, "rpc-bench: sparse: %d connections established (", config.connections);
-  for (const auto& [transport, count] : out->connections_by_transport) {
-    fprintf(stderr, " %s %" PRId64, transport.c_str(), count);
-  }
-  fprintf(stderr, " ); client RSS %" PRId64 " kB; holding them idle for %.1f s\n",
-          out->rss_all_open_kb, config.sparse_hold_seconds);
-  fflush(stderr);
-  if (config.sparse_hold_seconds > 0 && !control->failed()) {
-    SleepFor(MonoDelta::FromSeconds(config.sparse_hold_seconds));
-  }
-  run.send_go.CountDown();
-  if (!control->failed()) {
-    control->RunWindow(config.warmup_seconds, config.run_seconds, &out->window_start,
-                       &out->window_end);
-    out->measured = control->measured();
-  }
-  control->Stop();
-  for (auto& t : threads) t.join();
-  out->rss_after_run_kb = ReadProcessStatusKb("VmRSS");
+  auto all_open = [&config, &client, out] {
+    for (const rpc::ConnectionInfo& c : client->DumpConnections()) {
+      if (c.direction != "client") continue;
+      out->connections_by_transport[c.transport]++;
+    }
+    // For scripts that read the server's RSS while every connection is established and idle.
+    fprintf(stderr, "rpc-bench: sparse: %d connections established (", config.connections);
+    for (const auto& [transport, count] : out->connections_by_transport) {
+      fprintf(stderr, " %s %" PRId64, transport.c_str(), count);
+    }
+    fprintf(stderr, " ); client RSS %" PRId64 " kB; holding them idle for %.1f s\n",
+            out->rss_all_open_kb, config.sparse_hold_seconds);
+    fflush(stderr);
+    if (config.sparse_hold_seconds > 0) {
+      SleepFor(MonoDelta::FromSeconds(config.sparse_hold_seconds));
+    }
+  };
+  Status s = RunSparsePhases(
+      config, control, proxies.size(),
+      [&config, &proxies](int sender) {
+        return std::make_unique<MessengerSparseSender>(config, sender, &proxies);
+      },
+      all_open, out);
   client->Shutdown();
-  run.recorders.Merge(&out->completed, &out->latency_ns);
-  if (control->failed()) return control->error();
-  return Status::OK();
+  return s;
 }
 
 }  // namespace rrpc::bench

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench/bench.rrpc.h"
+#include "bench/bench_clients.h"
 #include "bench/bench_modes.h"
 #include "bench/bench_payload.h"
 #include "bench/bench_retry.h"
@@ -153,11 +154,7 @@ class ThroughputRun {
       idle_slots_.CountDown();
       return;
     }
-    if (control_->measuring()) {
-      LatencyRecorders::PerThread* r = recorders_.Local();
-      r->completed++;
-      r->latency_ns.Record(static_cast<uint64_t>((now - slot->issued).ToNanoseconds()));
-    }
+    if (control_->measuring()) recorders_.Local()->RecordCall(slot->issued, now);
     if (control_->stopping()) {
       idle_slots_.CountDown();
       return;
@@ -173,16 +170,6 @@ class ThroughputRun {
   LatencyRecorders recorders_;
   RetryTimer retry_timer_;
 };
-
-// Makes a client messenger from the run's options.
-Result<std::shared_ptr<rpc::Messenger>> NewClientMessenger(const BenchConfig& config,
-                                                           const std::string& name) {
-  rpc::MessengerOptions options = config.client_messenger;
-  options.name = name;
-  options.num_reactors = config.client_reactors;
-  rpc::MessengerBuilder builder(std::move(options));
-  return builder.Build();
-}
 
 }  // namespace
 
