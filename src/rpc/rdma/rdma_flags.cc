@@ -26,9 +26,11 @@ DEFINE_int32(rdma_spare_receive_buffers, 16,
              "Receive buffers per connection beyond those posted: a large message's buffer is "
              "lent to its calls (zero copy) while a spare is posted in its place; with none "
              "left, messages are copied out. 0: always copy");
-DEFINE_int32(rdma_send_zero_copy_min_bytes, 4096,
-             "A piece of a sidecar (or body) at least this long whose Block is registered is sent "
-             "by reference, without copying it into a send block; 0: every byte is copied");
+DEFINE_int32(rdma_send_zero_copy_min_bytes, 256 * 1024,
+             "A sidecar (or frame head) at least this long whose Block is registered is sent by "
+             "reference, without copying it into send blocks; 0: every byte is copied. Smaller "
+             "ones are copied: the completion that releases the block costs more (measured on "
+             "the software backend, docs/performance.md)");
 DEFINE_int64(rdma_register_min_bytes, 64 * 1024,
              "A heap Block not yet registered with the RDMA device is registered (for its "
              "lifetime: a Block sent again costs nothing more) when at least this much of it is "

@@ -96,10 +96,11 @@ struct RdmaTransportOptions {
   // Messages with at least this much payload are handed up by reference (zero copy) while spare
   // receive blocks last; smaller ones are copied out (cheaper than lending below ~4 KiB).
   uint32_t lend_min_bytes = 4096;
-  // Send side: a piece of a message at least this long whose Block is registered goes by
-  // reference (an SGE pointing at it) instead of being copied into a send block; 0: every byte
-  // is copied. Private receive queue only.
-  uint32_t send_zero_copy_min_bytes = 4096;
+  // Send side: a piece (a sidecar, a frame head) at least this long whose Block is registered
+  // goes by reference (SGEs pointing at it) instead of being copied into send blocks; 0: every
+  // byte is copied. Private receive queue only. Below ~256 KiB the signaled completion that
+  // releases the block costs more than the copy on the software backend (docs/performance.md).
+  uint32_t send_zero_copy_min_bytes = 256 * 1024;
   // A heap Block not registered yet is registered (for its lifetime) when a piece of it at least
   // this long is sent; smaller ones are copied. 0: never register (only receive blocks echoed
   // go without a copy).

@@ -36,6 +36,7 @@ RdmaOptions Rdma() {
   o.endpoint.spare_receive_buffers = 4;
   o.endpoint.rnr_retry = 0;
   o.soft.verify_send_memory = true;
+  o.transport.send_zero_copy_min_bytes = 4096;  // from 64 KiB sidecars up, and echoed blocks
   return o;
 }
 
