@@ -165,6 +165,23 @@ TEST_F(RdmaZeroCopySendTest, SmallAndBorrowedSidecarsAreCopied) {
   EXPECT_GE(Value(cm.copied_sent_bytes), 202000u);
 }
 
+// With the default threshold (256 KiB) a 64 KiB Block is copied (a copy costs less than the
+// completion that would release it) and a 512 KiB one goes by reference.
+TEST_F(RdmaZeroCopySendTest, ByDefaultOnlyPiecesFrom256KiBGoByReference) {
+  RdmaOptions o = Rdma();
+  o.transport.send_zero_copy_min_bytes = rdma::RdmaTransportOptions().send_zero_copy_min_bytes;
+  ASSERT_EQ(o.transport.send_zero_copy_min_bytes, 256u * 1024);
+  Start(o, o);
+  const rdma::RdmaMetrics cm = client_factory_->metrics();
+  BlockRef small = PatternBlock(64 << 10, 5);
+  BlockRef large = PatternBlock(512 << 10, 6);
+  const uint64_t zc0 = Value(cm.zero_copy_sent_bytes);
+  ASSERT_TRUE(Echo(BlockSlice{small, Slice(small->data(), 64 << 10)}).ok());
+  EXPECT_EQ(Value(cm.zero_copy_sent_bytes), zc0);
+  ASSERT_TRUE(Echo(BlockSlice{large, Slice(large->data(), 512 << 10)}).ok());
+  EXPECT_EQ(Value(cm.zero_copy_sent_bytes) - zc0, 512u << 10);
+}
+
 // The client's device stops delivering completions, so its zero-copy sends stay in flight
 // holding the sidecar Block; the client shuts down: every call fails once, and each held
 // reference is released exactly once (the Block ends with the test's reference alone; ASAN

@@ -296,6 +296,7 @@ class IbvPd final : public ProtectionDomain {
         QpCaps granted = a.caps;  // read back what the device granted
         granted.max_send_wr = attempt.cap.max_send_wr;
         granted.max_recv_wr = attempt.cap.max_recv_wr;
+        granted.max_send_sge = attempt.cap.max_send_sge;
         granted.max_inline_data = attempt.cap.max_inline_data;
         return std::unique_ptr<QueuePair>(new IbvQp(lib_, qp, granted));
       }
