@@ -3,12 +3,19 @@
 // named there, so ctest replays the seed corpus and the inputs that once crashed a target in the
 // plain, ASAN and TSAN builds too. A crash or a failed check aborts, as under libFuzzer.
 // build-support/fuzz.sh builds the same targets with libFuzzer to search for new inputs.
+//
+// The replay also interrupts the target's thread with a signal every 100 us (see
+// InterruptEvery100Microseconds): libFuzzer does so too, rarely, and a harness must take it in
+// stride.
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -41,6 +48,29 @@ std::vector<std::string> FilesIn(const std::string& dir) {
   return files;
 }
 
+// libFuzzer sends SIGALRM every -timeout/2 + 1 seconds (13 s under fuzz.sh) to look for a hung
+// input, with a handler that does not restart interrupted calls; and a socket call with a timeout
+// (SO_RCVTIMEO) is never restarted anyway (signal(7)): it fails with EINTR. A harness that took
+// that for the server's answer failed at random on a loaded machine (tls_connection-fuzz, whose
+// blocking SSL_connect read EINTR as a failed handshake). Here it happens on every input: the
+// thread that runs the inputs gets a SIGALRM every 100 us, so such a harness fails its replay
+// at once, in every build.
+void InterruptEvery100Microseconds() {
+  struct sigaction action = {};
+  action.sa_handler = [](int) {};
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;  // no SA_RESTART, like libFuzzer's
+  if (sigaction(SIGALRM, &action, nullptr) != 0) abort();
+  sigevent event = {};
+  event.sigev_notify = SIGEV_THREAD_ID;  // this thread only: the targets' own threads are left be
+  event._sigev_un._tid = gettid();
+  event.sigev_signo = SIGALRM;
+  timer_t timer;
+  if (timer_create(CLOCK_MONOTONIC, &event, &timer) != 0) abort();
+  const itimerspec every_100us = {{0, 100000}, {0, 100000}};
+  if (timer_settime(timer, 0, &every_100us, nullptr) != 0) abort();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -59,6 +89,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s FILE_OR_DIR...  (no inputs found)\n", argv[0]);
     return 2;
   }
+  InterruptEvery100Microseconds();
   for (const std::string& path : inputs) {
     std::ifstream in(path, std::ios::binary);
     if (!in) {
