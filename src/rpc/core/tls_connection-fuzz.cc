@@ -18,7 +18,6 @@
 // wait a poll() against the exchange's deadline, so libFuzzer's SIGALRM cannot fail a handshake
 // (rpc/testing/fuzzed-server.h).
 // Run with build-support/fuzz.sh; ctest replays fuzz-corpus/tls_connection-fuzz/.
-#include <glog/logging.h>
 #include <google/protobuf/stubs/logging.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -35,14 +34,9 @@
 #include <memory>
 #include <string>
 
-#include "rpc/core/wire_codec.h"
 #include "rpc/messenger.h"
-#include "rpc/rpc_context.h"
-#include "rpc/rpc_controller.h"
-#include "rpc/rpc_header.pb.h"
 #include "rpc/security/ephemeral_certs.h"
 #include "rpc/testing/fuzzed-server.h"
-#include "rpc/testing/rtest.rrpc.h"
 #include "util/fuzz_check.h"
 #include "util/monotime.h"
 #include "util/sockaddr.h"
@@ -62,24 +56,6 @@ constexpr char kTokenKey[] = "rrpc-fuzz-token-key-0123456789abcdef";
 
 // What the process logged last (LLVMFuzzerInitialize installs it).
 const ServerLogTail* s_tail = nullptr;
-
-class FuzzEchoService final : public rtest::EchoServiceIf {
- public:
-  void Echo(const rtest::EchoRequestPB* req, rtest::EchoResponsePB* resp,
-            RpcContext* context) override {
-    if (req->has_fail_with()) {
-      context->RespondFailure(Status::IllegalState(req->fail_with()));
-      return;
-    }
-    resp->set_data(req->data());
-    context->RespondSuccess();
-  }
-  void Add(const rtest::AddRequestPB* req, rtest::AddResponsePB* resp,
-           RpcContext* context) override {
-    resp->set_sum(req->a() + req->b());
-    context->RespondSuccess();
-  }
-};
 
 struct Server {
   std::shared_ptr<Messenger> server;
@@ -117,17 +93,12 @@ Server* TheServer() {
 
     MessengerOptions options;
     options.name = "fuzz-tls-server";
-    options.num_reactors = 1;
-    options.num_workers = 2;
-    options.max_message_size = 1 << 20;
     options.security.certificate_file = cert.certificate;
     options.security.private_key_file = cert.private_key;
     options.security.ca_certificate_file = ca_file;
     options.security.token_key_file = dir + "/token.key";
     options.security.encryption = SecurityPolicy::kRequired;  // loopback plaintext refused too
-    out->server = MessengerBuilder(options).Build().value();
-    FUZZ_CHECK(out->server->RegisterService(std::make_unique<FuzzEchoService>()).ok());
-    FUZZ_CHECK(out->server->Listen(Sockaddr::Loopback(0), &out->addr).ok());
+    out->server = fuzzing::StartEchoServer(options, &out->addr);
 
     MessengerOptions client;
     client.name = "fuzz-tls-client";

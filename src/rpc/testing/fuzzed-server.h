@@ -1,7 +1,7 @@
 // What the connection fuzz targets (server_connection-fuzz, tls_connection-fuzz) do to the live
-// server they fuzz, apart from the input itself: send bytes on a connection of their own and wait
-// for the close, check that what came back is well-formed response frames, check that a normal
-// client is still served, and, when a check fails, say why (the server's last log lines).
+// server they fuzz, apart from the input itself: start it, send bytes on a connection of their own
+// and wait for the close, check that what came back is well-formed response frames, check that a
+// normal client is still served, and, when a check fails, say why (the server's last log lines).
 //
 // Every wait is a poll() on a non-blocking socket against one deadline for the whole exchange. A
 // signal only interrupts the poll, which is repeated: libFuzzer interrupts the target with SIGALRM
@@ -29,6 +29,7 @@
 #include "rpc/rpc_controller.h"
 #include "rpc/rpc_header.pb.h"
 #include "rpc/testing/rtest.rrpc.h"
+#include "rpc/testing/test-echo-service.h"
 #include "rpc/transport/frame_format.h"
 #include "util/fuzz_check.h"
 #include "util/monotime.h"
@@ -79,6 +80,20 @@ class ServerLogTail final : public google::LogSink {
   mutable Mutex mu_;
   std::deque<std::string> lines_ GUARDED_BY(mu_);
 };
+
+// The server a connection fuzz target feeds: `options` (its name and security) with one reactor,
+// two workers and frames up to 1 MiB, serving the echo service (sleeps ignored) on a loopback
+// port, written to *addr.
+inline std::shared_ptr<Messenger> StartEchoServer(MessengerOptions options, Sockaddr* addr) {
+  options.num_reactors = 1;
+  options.num_workers = 2;
+  options.max_message_size = 1 << 20;
+  std::shared_ptr<Messenger> server = MessengerBuilder(options).Build().value();
+  auto service = std::make_unique<TestEchoService>(TestEchoService::Sleeps::kIgnored);
+  FUZZ_CHECK(server->RegisterService(std::move(service)).ok());
+  FUZZ_CHECK(server->Listen(Sockaddr::Loopback(0), addr).ok());
+  return server;
+}
 
 // Prints `what` failed, and the server's log tail when there is one; aborts (the input is kept).
 [[noreturn]] inline void Fail(const std::string& what, const ServerLogTail* tail) {
