@@ -654,38 +654,55 @@ class TlsClient {
   bool handshake_done_ = false;
 };
 
+// An HTTPS web server with /echo, counting in its own registry, for the cap and timeout tests.
+class HttpsLimitsTest : public ::testing::Test {
+ protected:
+  void StartServer(size_t max_connections, int request_timeout_ms) {
+    ASSERT_TRUE(MakeSelfSignedCert(dir_.path())) << "openssl req failed";
+    WebserverOptions opts;
+    opts.tls_certificate_path = dir_.path() + "/cert.pem";
+    opts.tls_private_key_path = dir_.path() + "/key.pem";
+    opts.max_connections = max_connections;
+    opts.request_timeout_ms = request_timeout_ms;
+    opts.metric_registry = &registry_;
+    web_ = std::make_unique<Webserver>(opts);
+    web_->RegisterPage("/echo", &EchoPage);
+    ASSERT_TRUE(web_->Start().ok());
+    port_ = web_->bound_port();
+  }
+  // The status of a whole HTTPS request sent at once.
+  int EchoStatus() {
+    return ParseReply(
+               SendTls(port_, "GET /echo HTTP/1.1\r\nHost: h\r\n\r\n", dir_.path() + "/cert.pem"))
+        .status;
+  }
+
+  TempDir dir_;
+  MetricRegistry registry_;  // outlives web_
+  std::unique_ptr<Webserver> web_;
+  uint16_t port_ = 0;
+};
+
 // HTTPS is terminated on the frontend's event loop, so the cap and timeouts hold for it as for
 // HTTP: a connection in its handshake, or past it without a complete request, is "still sending
 // its request" and makes room for a new one.
-TEST(WebserverTlsTest, IdleHttpsConnectionsBeyondTheCapMakeRoomAndTheRequestIsServed) {
-  TempDir dir;
-  ASSERT_TRUE(MakeSelfSignedCert(dir.path())) << "openssl req failed";
-  MetricRegistry registry;
-  WebserverOptions opts;
-  opts.tls_certificate_path = dir.path() + "/cert.pem";
-  opts.tls_private_key_path = dir.path() + "/key.pem";
-  opts.max_connections = 8;
-  opts.request_timeout_ms = 60000;  // nothing times out during the test
-  opts.metric_registry = &registry;
-  Webserver web(opts);
-  web.RegisterPage("/echo", &EchoPage);
-  ASSERT_TRUE(web.Start().ok());
+TEST_F(HttpsLimitsTest, IdleHttpsConnectionsBeyondTheCapMakeRoomAndTheRequestIsServed) {
+  constexpr size_t kCap = 8;
+  StartServer(kCap, /*request_timeout_ms=*/60000);  // nothing times out during the test
   // The oldest idle connection finished its handshake; the 29 after it never send a ClientHello.
-  auto handshaken = std::make_unique<TlsClient>(web.bound_port());
+  auto handshaken = std::make_unique<TlsClient>(port_);
   ASSERT_TRUE(handshaken->handshake_done());
   constexpr int kSilent = 29;
   std::vector<int> silent;
-  for (int i = 0; i < kSilent; i++) silent.push_back(ConnectLoopback(web.bound_port()));
+  for (int i = 0; i < kSilent; i++) silent.push_back(ConnectLoopback(port_));
   // A client that sends its request at once is served: it takes the oldest idle one's place.
-  HttpReply r = ParseReply(SendTls(web.bound_port(), "GET /echo HTTP/1.1\r\nHost: h\r\n\r\n",
-                                   opts.tls_certificate_path));
-  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(EchoStatus(), 200);
   // The handshaken one got its 503 inside TLS; the silent ones made room in the order they came
   // (closed, nothing to read: they have no TLS session to read a 503 in); the newest cap - 1 are
   // still open.
   const std::string got = handshaken->ReadUntilClosed();
   EXPECT_EQ(got.rfind("HTTP/1.1 503 ", 0), 0u) << got;
-  const int refused = 1 + kSilent + 1 - static_cast<int>(opts.max_connections);
+  const int refused = 1 + kSilent + 1 - static_cast<int>(kCap);
   for (int i = 0; i < kSilent; i++) {
     if (i < refused - 1) {
       EXPECT_EQ(ReadUntilClosed(silent[i]), "") << "connection " << i;
@@ -694,40 +711,22 @@ TEST(WebserverTlsTest, IdleHttpsConnectionsBeyondTheCapMakeRoomAndTheRequestIsSe
     }
     close(silent[i]);
   }
-  EXPECT_EQ(WebCounter(&registry, &METRIC_web_connections_refused_total), refused);
-  for (int i = 0; i < 3; i++) {
-    EXPECT_EQ(ParseReply(SendTls(web.bound_port(), "GET /echo HTTP/1.1\r\nHost: h\r\n\r\n",
-                                 opts.tls_certificate_path))
-                  .status,
-              200);
-  }
+  EXPECT_EQ(WebCounter(&registry_, &METRIC_web_connections_refused_total), refused);
+  for (int i = 0; i < 3; i++) EXPECT_EQ(EchoStatus(), 200);
 }
 
-TEST(WebserverTlsTest, HttpsRequestNotCompleteInTimeGets408AndASilentClientIsClosed) {
-  TempDir dir;
-  ASSERT_TRUE(MakeSelfSignedCert(dir.path())) << "openssl req failed";
-  MetricRegistry registry;
-  WebserverOptions opts;
-  opts.tls_certificate_path = dir.path() + "/cert.pem";
-  opts.tls_private_key_path = dir.path() + "/key.pem";
-  opts.request_timeout_ms = 200;
-  opts.metric_registry = &registry;
-  Webserver web(opts);
-  web.RegisterPage("/echo", &EchoPage);
-  ASSERT_TRUE(web.Start().ok());
-  TlsClient partial(web.bound_port());
+TEST_F(HttpsLimitsTest, HttpsRequestNotCompleteInTimeGets408AndASilentClientIsClosed) {
+  StartServer(/*max_connections=*/128, /*request_timeout_ms=*/200);
+  TlsClient partial(port_);
   ASSERT_TRUE(partial.handshake_done());
   ASSERT_TRUE(partial.Send("GET /echo HTTP/1.1\r\nHost: h\r\n"));  // no blank line yet
-  const int silent = ConnectLoopback(web.bound_port());            // never sends a ClientHello
+  const int silent = ConnectLoopback(port_);                       // never sends a ClientHello
   const std::string got = partial.ReadUntilClosed();
   EXPECT_EQ(got.rfind("HTTP/1.1 408 ", 0), 0u) << got;
   EXPECT_EQ(ReadUntilClosed(silent), "");
   close(silent);
-  EXPECT_EQ(WebCounter(&registry, &METRIC_web_request_timeouts_total), 2);
-  EXPECT_EQ(ParseReply(SendTls(web.bound_port(), "GET /echo HTTP/1.1\r\nHost: h\r\n\r\n",
-                               opts.tls_certificate_path))
-                .status,
-            200);
+  EXPECT_EQ(WebCounter(&registry_, &METRIC_web_request_timeouts_total), 2);
+  EXPECT_EQ(EchoStatus(), 200);
 }
 
 TEST(WebserverTlsTest, BadKeyFailsStartWithReason) {
