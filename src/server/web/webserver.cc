@@ -176,8 +176,8 @@ std::once_flag g_civetweb_init_once;
 
 void InitCivetwebOnce() {
   // Once per process and never undone. No TLS feature: civetweb's run-time OpenSSL loading
-  // fails with OpenSSL 3 (see web_tls_frontend.h), and mg_exit_library would tear down
-  // OpenSSL state the rest of the process shares.
+  // fails with OpenSSL 3 (see webserver.h, tls_certificate_path), and mg_exit_library would tear
+  // down OpenSSL state the rest of the process shares.
   std::call_once(g_civetweb_init_once, [] { mg_init_library(0); });
 }
 
