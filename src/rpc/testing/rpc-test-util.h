@@ -15,6 +15,7 @@
 #include "rpc/rpc_context.h"
 #include "rpc/rpc_controller.h"
 #include "rpc/testing/rtest.rrpc.h"
+#include "rpc/testing/test-echo-service.h"
 #include "util/countdown_latch.h"
 #include "util/mutex.h"
 
@@ -70,55 +71,6 @@ inline bool WaitForCondition(const std::function<bool()>& cond,
   }
   return true;
 }
-
-// Echoes data back (and its sidecars); sleeps or fails on request. Add adds.
-class TestEchoService : public rtest::EchoServiceIf {
- public:
-  // Runs first in every Echo handler, on its worker thread: tests block there (HandlerGate),
-  // record the order calls run in, or add response sidecars. Settable at any time.
-  using EchoHook = std::function<void(const rtest::EchoRequestPB& req, RpcContext* context)>;
-  void set_echo_hook(EchoHook hook) {
-    MutexLock l(hook_mu_);
-    hook_ = std::move(hook);
-  }
-
-  void Echo(const rtest::EchoRequestPB* req, rtest::EchoResponsePB* resp,
-            RpcContext* context) override {
-    calls_.fetch_add(1);
-    EchoHook hook;
-    {
-      MutexLock l(hook_mu_);
-      hook = hook_;
-    }
-    if (hook) hook(*req, context);
-    if (req->sleep_ms() > 0) SleepFor(MonoDelta::FromMilliseconds(req->sleep_ms()));
-    if (req->has_fail_with()) {
-      context->RespondFailure(Status::IllegalState(req->fail_with()));
-      return;
-    }
-    resp->set_data(req->data());
-    for (size_t i = 0; i < context->num_inbound_sidecars(); i++) {
-      Slice s = context->inbound_sidecar(i);
-      BlockRef block = Block::Allocate(s.size());
-      memcpy(block->data(), s.data(), s.size());
-      context->AddOutboundSidecar(BlockSlice{block, Slice(block->data(), s.size())});
-    }
-    context->RespondSuccess();
-  }
-  void Add(const rtest::AddRequestPB* req, rtest::AddResponsePB* resp,
-           RpcContext* context) override {
-    calls_.fetch_add(1);
-    resp->set_sum(req->a() + req->b());
-    context->RespondSuccess();
-  }
-  // Handlers run (Echo and Add), counted as they start.
-  int calls() const { return calls_.load(); }
-
- private:
-  std::atomic<int> calls_{0};
-  Mutex hook_mu_;
-  EchoHook hook_ GUARDED_BY(hook_mu_);
-};
 
 // A server messenger with TestEchoService on 127.0.0.1 and a client messenger.
 class RpcTestBase : public ::testing::Test {
