@@ -13,16 +13,17 @@
 // detection, replay and handshake-failure paths, not to fuzz OpenSSL (docs/reliability.md).
 // Checks: the server never crashes; what it sends inside TLS is a sequence of well-formed
 // response frames; it closes the connection within 10 s of the input's end; every 16 inputs a
-// TLS client still gets its echo answered.
+// TLS client still gets its echo answered. A failed check prints why, with the server's last log
+// lines (why it closed its recent connections). The fuzz client's socket is non-blocking, every
+// wait a poll() against the exchange's deadline, so libFuzzer's SIGALRM cannot fail a handshake
+// (rpc/testing/fuzzed-server.h).
 // Run with build-support/fuzz.sh; ctest replays fuzz-corpus/tls_connection-fuzz/.
-#include <glog/logging.h>
 #include <google/protobuf/stubs/logging.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -33,14 +34,9 @@
 #include <memory>
 #include <string>
 
-#include "rpc/core/wire_codec.h"
 #include "rpc/messenger.h"
-#include "rpc/rpc_context.h"
-#include "rpc/rpc_controller.h"
-#include "rpc/rpc_header.pb.h"
 #include "rpc/security/ephemeral_certs.h"
-#include "rpc/testing/rtest.rrpc.h"
-#include "rpc/transport/frame_format.h"
+#include "rpc/testing/fuzzed-server.h"
 #include "util/fuzz_check.h"
 #include "util/monotime.h"
 #include "util/sockaddr.h"
@@ -48,27 +44,18 @@
 namespace rrpc::rpc {
 namespace {
 
+using fuzzing::CheckResponseFrames;
+using fuzzing::Connect;
+using fuzzing::Fail;
+using fuzzing::kServerTimeoutSeconds;
+using fuzzing::ServerLogTail;
+using fuzzing::WaitUntilReady;
+
 // The token key the seeds' tokens are signed with (build-support/make-fuzz-seeds.py).
 constexpr char kTokenKey[] = "rrpc-fuzz-token-key-0123456789abcdef";
-constexpr int kTimeoutSeconds = 10;
 
-class FuzzEchoService final : public rtest::EchoServiceIf {
- public:
-  void Echo(const rtest::EchoRequestPB* req, rtest::EchoResponsePB* resp,
-            RpcContext* context) override {
-    if (req->has_fail_with()) {
-      context->RespondFailure(Status::IllegalState(req->fail_with()));
-      return;
-    }
-    resp->set_data(req->data());
-    context->RespondSuccess();
-  }
-  void Add(const rtest::AddRequestPB* req, rtest::AddResponsePB* resp,
-           RpcContext* context) override {
-    resp->set_sum(req->a() + req->b());
-    context->RespondSuccess();
-  }
-};
+// What the process logged last (LLVMFuzzerInitialize installs it).
+const ServerLogTail* s_tail = nullptr;
 
 struct Server {
   std::shared_ptr<Messenger> server;
@@ -106,17 +93,12 @@ Server* TheServer() {
 
     MessengerOptions options;
     options.name = "fuzz-tls-server";
-    options.num_reactors = 1;
-    options.num_workers = 2;
-    options.max_message_size = 1 << 20;
     options.security.certificate_file = cert.certificate;
     options.security.private_key_file = cert.private_key;
     options.security.ca_certificate_file = ca_file;
     options.security.token_key_file = dir + "/token.key";
     options.security.encryption = SecurityPolicy::kRequired;  // loopback plaintext refused too
-    out->server = MessengerBuilder(options).Build().value();
-    FUZZ_CHECK(out->server->RegisterService(std::make_unique<FuzzEchoService>()).ok());
-    FUZZ_CHECK(out->server->Listen(Sockaddr::Loopback(0), &out->addr).ok());
+    out->server = fuzzing::StartEchoServer(options, &out->addr);
 
     MessengerOptions client;
     client.name = "fuzz-tls-client";
@@ -132,130 +114,96 @@ Server* TheServer() {
   return s;
 }
 
-// A blocking connection whose reads and writes give up after kTimeoutSeconds.
-int Connect(const Sockaddr& addr) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  FUZZ_CHECK(fd >= 0);
-  timeval tv{kTimeoutSeconds, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  FUZZ_CHECK(::connect(fd, addr.addr(), addr.addrlen()) == 0);
-  return fd;
-}
-
-[[noreturn]] void Hang(const char* what) {
-  fprintf(stderr, "server did not %s within %d s\n", what, kTimeoutSeconds);
-  abort();
-}
-
-// Raw mode: writes the bytes, shuts the write side, reads until the server closes.
-void ExchangeRaw(const Sockaddr& addr, const std::string& bytes) {
-  const int fd = Connect(addr);
-  // The server may close early (a refusal): a failed send is fine, a blocked one is not.
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::send(fd, bytes.data() + written, bytes.size() - written, MSG_NOSIGNAL);
-    if (n <= 0) {
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) Hang("read the input");
-      break;
-    }
-    written += static_cast<size_t>(n);
+const char* SslErrorName(int err) {
+  switch (err) {
+    case SSL_ERROR_SSL:
+      return "SSL_ERROR_SSL";
+    case SSL_ERROR_SYSCALL:
+      return "SSL_ERROR_SYSCALL";
+    case SSL_ERROR_ZERO_RETURN:
+      return "SSL_ERROR_ZERO_RETURN";
+    default:
+      return "other";
   }
-  ::shutdown(fd, SHUT_WR);
-  char buf[16384];
+}
+
+// Runs `op`, an SSL call on the non-blocking socket `fd`, until it no longer asks to wait for the
+// socket; returns its last result, with *err its SSL_get_error and *sys_errno the errno it left.
+template <typename Op>
+int SslCall(SSL* ssl, int fd, MonoTime deadline, const char* server_did_not, Op op, int* err,
+            int* sys_errno) {
   while (true) {
-    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n > 0) continue;
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) Hang("close the connection");
-    break;  // closed or reset
+    ERR_clear_error();
+    errno = 0;
+    const int ret = op();
+    *sys_errno = errno;
+    *err = ret > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl, ret);
+    if (*err == SSL_ERROR_WANT_READ) {
+      WaitUntilReady(fd, POLLIN, deadline, server_did_not, s_tail);
+    } else if (*err == SSL_ERROR_WANT_WRITE) {
+      WaitUntilReady(fd, POLLOUT, deadline, server_did_not, s_tail);
+    } else {
+      return ret;
+    }
   }
-  ::close(fd);
-}
-
-// The server only ever sends whole, well-formed response frames (the last one may be cut short
-// by the close).
-void CheckResponses(const std::string& bytes) {
-  size_t pos = 0;
-  const uint8_t* p = reinterpret_cast<const uint8_t*>(bytes.data());
-  while (bytes.size() - pos >= kFrameLengthSize) {
-    const uint32_t length = DecodeBigEndian32(p + pos);
-    FUZZ_CHECK(length > 0);
-    if (bytes.size() - pos - kFrameLengthSize < length) break;
-    ResponseHeader header;
-    Slice body, tail;
-    FUZZ_CHECK(ParseFrame(Slice(p + pos + kFrameLengthSize, length), &header, &body, &tail).ok());
-    pos += kFrameLengthSize + length;
-  }
-}
-
-bool TimedOut(SSL* ssl, int ret) {
-  const int err = SSL_get_error(ssl, ret);
-  return err == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
 // TLS mode: handshake, the bytes as plaintext, close_notify and the write side shut, then reads
 // until the server closes; checks what it sent.
 void ExchangeInsideTls(Server* s, const std::string& plaintext) {
-  const int fd = Connect(s->addr);
+  const MonoTime deadline = MonoTime::Now() + MonoDelta::FromSeconds(kServerTimeoutSeconds);
+  const int fd = Connect(s->addr, deadline, s_tail);
   SSL* ssl = SSL_new(s->tls);
   SSL_set_fd(ssl, fd);
-  int ret = SSL_connect(ssl);
+  int err, sys_errno;
+  int ret = SslCall(
+      ssl, fd, deadline, "finish the TLS handshake", [&] { return SSL_connect(ssl); }, &err,
+      &sys_errno);
   if (ret != 1) {
-    if (TimedOut(ssl, ret)) Hang("finish the TLS handshake");
-    fprintf(stderr, "TLS handshake with the server failed\n");
-    abort();  // the server must take a plain client's handshake
+    // The server must take a plain client's handshake, whatever came before.
+    char openssl[256] = "none";
+    if (ERR_peek_error() != 0) ERR_error_string_n(ERR_peek_error(), openssl, sizeof(openssl));
+    Fail("TLS handshake with the server failed: " + std::string(SslErrorName(err)) +
+             " (SSL_get_error " + std::to_string(err) + "), errno " + std::to_string(sys_errno) +
+             " (" + strerror(sys_errno) + "), OpenSSL: " + openssl,
+         s_tail);
   }
   size_t written = 0;
   while (written < plaintext.size()) {
-    ret = SSL_write(ssl, plaintext.data() + written, static_cast<int>(plaintext.size() - written));
-    if (ret <= 0) {
-      if (TimedOut(ssl, ret)) Hang("read the input");
-      break;  // the server closed early (a refusal)
-    }
+    const int n = static_cast<int>(plaintext.size() - written);
+    ret = SslCall(
+        ssl, fd, deadline, "read the input",
+        [&] { return SSL_write(ssl, plaintext.data() + written, n); }, &err, &sys_errno);
+    if (ret <= 0) break;  // the server closed early (a refusal)
     written += static_cast<size_t>(ret);
   }
-  SSL_shutdown(ssl);  // close_notify: the end of the input
+  // close_notify: the end of the input (0: sent, the server's not yet read).
+  SslCall(
+      ssl, fd, deadline, "read the input", [&] { return SSL_shutdown(ssl) >= 0 ? 1 : -1; }, &err,
+      &sys_errno);
   ::shutdown(fd, SHUT_WR);
   std::string received;
   char buf[16384];
   while (true) {
-    ret = SSL_read(ssl, buf, sizeof(buf));
-    if (ret > 0) {
-      received.append(buf, static_cast<size_t>(ret));
-      continue;
-    }
-    if (TimedOut(ssl, ret)) Hang("close the connection");
-    break;  // close_notify, EOF or reset
+    ret = SslCall(
+        ssl, fd, deadline, "close the connection", [&] { return SSL_read(ssl, buf, sizeof(buf)); },
+        &err, &sys_errno);
+    if (ret <= 0) break;  // close_notify, EOF or reset
+    received.append(buf, static_cast<size_t>(ret));
   }
   SSL_free(ssl);
   ERR_clear_error();
   ::close(fd);
-  CheckResponses(received);
-}
-
-void CheckStillServes(Server* s) {
-  rtest::EchoServiceProxy proxy(s->client, s->addr);
-  rtest::EchoRequestPB req;
-  req.set_data("still there?");
-  rtest::EchoResponsePB resp;
-  RpcController ctl;
-  ctl.set_timeout(MonoDelta::FromSeconds(kTimeoutSeconds));
-  Status st = proxy.Echo(req, &resp, &ctl);
-  if (!st.ok()) {
-    fprintf(stderr, "server stopped serving: %s\n", st.ToString().c_str());
-    abort();
-  }
-  FUZZ_CHECK(resp.data() == "still there?");
+  CheckResponseFrames(received);
 }
 
 }  // namespace
 }  // namespace rrpc::rpc
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  // Hostile input makes the server log every bad frame; a fuzz run wants none of it.
-  FLAGS_minloglevel = 3;
-  google::InitGoogleLogging("tls_connection-fuzz");
+  // Hostile input makes the server log every bad frame: kept in memory, printed only when a check
+  // fails.
+  rrpc::rpc::s_tail = rrpc::rpc::ServerLogTail::Install("tls_connection-fuzz");
   google::protobuf::SetLogHandler(nullptr);
   signal(SIGPIPE, SIG_IGN);
   return 0;
@@ -269,10 +217,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (data[0] % 2 == 0) {
     rrpc::rpc::ExchangeInsideTls(s, rest);
   } else if (size >= 2 && data[1] % 2 == 1) {
-    rrpc::rpc::ExchangeRaw(s->addr, s->client_hello + rest.substr(1));
+    rrpc::rpc::fuzzing::ExchangeRaw(s->addr, s->client_hello + rest.substr(1), rrpc::rpc::s_tail);
   } else {
-    rrpc::rpc::ExchangeRaw(s->addr, rest);
+    rrpc::rpc::fuzzing::ExchangeRaw(s->addr, rest, rrpc::rpc::s_tail);
   }
-  if (inputs++ % 16 == 0) rrpc::rpc::CheckStillServes(s);
+  if (inputs++ % 16 == 0) {
+    rrpc::rpc::fuzzing::CheckStillServes(s->client, s->addr, rrpc::rpc::s_tail);
+  }
   return 0;
 }

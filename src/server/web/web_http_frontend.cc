@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "glog/logging.h"
+#include "server/web/web_client_tls.h"
 #include "util/metrics/counter.h"
 #include "util/metrics/gauge.h"
 #include "util/metrics/metric_registry.h"
@@ -74,8 +75,20 @@ void DrainAndClose(int fd) {
 
 // One client connection, and its backend connection once the request is complete.
 struct WebHttpFrontend::Conn {
-  enum class Phase { kReading, kConnecting, kRelaying };
+  // HTTPS starts in kHandshaking; kHandshaking and kReading are "still sending its request".
+  enum class Phase { kHandshaking, kReading, kConnecting, kRelaying };
+  bool still_sending_request() const {
+    return phase == Phase::kHandshaking || phase == Phase::kReading;
+  }
+  // HTTPS: OpenSSL holds client bytes already read from the socket, which poll() will not
+  // report, and the connection would read them now.
+  bool tls_bytes_waiting() const {
+    const bool reads = phase == Phase::kReading ||
+                       (phase == Phase::kRelaying && !client_eof && up.size() < kRelayBuffer);
+    return tls != nullptr && reads && tls->HasPending();
+  }
   int client = -1;
+  std::unique_ptr<WebClientTls> tls;  // HTTPS only; destroyed before `client` is closed
   int backend = -1;
   uint16_t backend_port = 0;  // our local port toward civetweb (clients_by_port_ key)
   std::string client_addr;
@@ -178,6 +191,9 @@ void WebHttpFrontend::Loop() {
       next_deadline = std::min(next_deadline, c->deadline_ms);
       short ce = 0, be = 0;
       switch (c->phase) {
+        case Conn::Phase::kHandshaking:
+          ce = c->tls->wanted_events() != 0 ? c->tls->wanted_events() : POLLIN;
+          break;
         case Conn::Phase::kReading:
           ce = POLLIN;
           break;
@@ -191,6 +207,11 @@ void WebHttpFrontend::Loop() {
           if (!c->up.empty()) be |= POLLOUT;
           break;
       }
+      if (c->tls != nullptr && c->phase != Conn::Phase::kHandshaking) {
+        // A TLS read or write that would block may wait for the other direction.
+        ce |= c->tls->wanted_events();
+      }
+      if (c->tls_bytes_waiting()) next_deadline = now;  // read them without waiting
       // Each connection has one entry per socket, even with no events (errors still show).
       fds.push_back({c->client, ce, 0});
       owners.push_back(c.get());
@@ -214,12 +235,15 @@ void WebHttpFrontend::Loop() {
     std::vector<Conn*> done;
     while (i < fds.size()) {
       Conn* c = owners[i];
-      const short client_events = fds[i].revents;
+      short client_events = fds[i].revents;
       short backend_events = 0;
       const bool has_backend = i + 1 < fds.size() && owners[i + 1] == c;
       if (has_backend) backend_events = fds[i + 1].revents;
       i += has_backend ? 2 : 1;
-      if (c->phase == Conn::Phase::kReading) {
+      if (c->tls_bytes_waiting()) client_events |= POLLIN;
+      if (c->phase == Conn::Phase::kHandshaking) {
+        if (client_events != 0) ContinueHandshake(c);
+      } else if (c->phase == Conn::Phase::kReading) {
         if (client_events != 0) ReadRequest(c);
       } else if (c->phase == Conn::Phase::kConnecting) {
         if (backend_events != 0) {
@@ -242,7 +266,7 @@ void WebHttpFrontend::Loop() {
     for (auto it = conns_.begin(); it != conns_.end();) {
       Conn* c = it->get();
       if (c->client >= 0 && after >= c->deadline_ms) {
-        if (c->phase == Conn::Phase::kReading) {
+        if (c->still_sending_request()) {
           timed_out_++;
           if (timed_out_metric_ != nullptr) timed_out_metric_->Increment();
           Refuse(c, k408);
@@ -282,15 +306,17 @@ void WebHttpFrontend::AcceptNew() {
       return;
     }
     if (conns_.size() >= options_.max_connections) {
-      auto oldest_reading = std::find_if(conns_.begin(), conns_.end(), [](const auto& c) {
-        return c->phase == Conn::Phase::kReading;
-      });
+      auto oldest_reading = std::find_if(conns_.begin(), conns_.end(),
+                                         [](const auto& c) { return c->still_sending_request(); });
       refused_++;
       if (refused_metric_ != nullptr) refused_metric_->Increment();
       if (oldest_reading == conns_.end()) {
-        // Every open connection is being served: the newcomer waits its turn elsewhere.
-        ssize_t ignored = ::send(fd, k503, sizeof(k503) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-        (void)ignored;
+        // Every open connection is being served: the newcomer waits its turn elsewhere. (An
+        // HTTPS one gets no 503: it has not made a TLS session to read one in.)
+        if (options_.tls == nullptr) {
+          ssize_t ignored = ::send(fd, k503, sizeof(k503) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+          (void)ignored;
+        }
         DrainAndClose(fd);
         continue;
       }
@@ -301,6 +327,16 @@ void WebHttpFrontend::AcceptNew() {
     c->client = fd;
     c->client_addr = PeerName(peer);
     c->deadline_ms = NowMs() + options_.request_timeout_ms;
+    if (options_.tls != nullptr) {
+      Result<std::unique_ptr<WebClientTls>> tls = WebClientTls::Accept(*options_.tls, fd);
+      if (!tls.ok()) {
+        LOG(WARNING) << "web UI frontend: " << tls.status().ToString();
+        Close(c.get());
+        continue;
+      }
+      c->tls = std::move(*tls);
+      c->phase = Conn::Phase::kHandshaking;
+    }
     conns_.push_back(std::move(c));
   }
 }
@@ -320,11 +356,37 @@ bool WebHttpFrontend::RequestReadyToRelay(const std::string& buffer) const {
   return buffer.size() - (head_end + 4) >= body;
 }
 
+void WebHttpFrontend::ContinueHandshake(Conn* c) {
+  switch (c->tls->Handshake()) {
+    case WebClientTls::Step::kDone:
+      c->phase = Conn::Phase::kReading;
+      // The request may have come with the handshake's last flight: the loop reads it next
+      // round (HasPending), or when the socket says so.
+      break;
+    case WebClientTls::Step::kWouldBlock:
+      break;
+    case WebClientTls::Step::kFailed:
+      Close(c);
+      break;
+  }
+}
+
+ssize_t WebHttpFrontend::ClientRecv(Conn* c, char* buf, size_t len) {
+  if (c->tls != nullptr) return c->tls->Read(buf, len);
+  return ::recv(c->client, buf, len, 0);
+}
+
+ssize_t WebHttpFrontend::ClientSend(Conn* c, const char* data, size_t len) {
+  if (c->tls != nullptr) return c->tls->Write(data, len);
+  return ::send(c->client, data, len, MSG_NOSIGNAL);
+}
+
 void WebHttpFrontend::ReadRequest(Conn* c) {
   char buf[kReadChunk];
-  const ssize_t n = ::recv(c->client, buf, sizeof(buf), 0);
-  if (n < 0 && errno != EAGAIN && errno != EINTR) {
-    Close(c);  // reset before its request was complete
+  const ssize_t n = ClientRecv(c, buf, sizeof(buf));
+  if (n < 0) {
+    // Nothing yet (HTTPS: a record not complete), or reset before its request was complete.
+    if (errno != EAGAIN && errno != EINTR) Close(c);
     return;
   }
   if (n == 0) {
@@ -376,7 +438,7 @@ bool WebHttpFrontend::Relay(Conn* c, short client_events, short backend_events) 
   char buf[kReadChunk];
   // Reads first, then writes what they brought.
   if ((client_events & (POLLIN | POLLHUP)) && !c->client_eof) {
-    const ssize_t n = ::recv(c->client, buf, sizeof(buf), 0);
+    const ssize_t n = ClientRecv(c, buf, sizeof(buf));
     if (n > 0) {
       c->up.append(buf, static_cast<size_t>(n));
       progress = c->backend >= 0;  // bytes for nobody don't keep the connection alive
@@ -411,7 +473,7 @@ bool WebHttpFrontend::Relay(Conn* c, short client_events, short backend_events) 
   }
   if (c->backend < 0) c->up.clear();  // nobody left to read it
   if (!c->down.empty()) {
-    const ssize_t n = ::send(c->client, c->down.data(), c->down.size(), MSG_NOSIGNAL);
+    const ssize_t n = ClientSend(c, c->down.data(), c->down.size());
     if (n > 0) {
       c->down.erase(0, static_cast<size_t>(n));
       progress = true;
@@ -425,8 +487,14 @@ bool WebHttpFrontend::Relay(Conn* c, short client_events, short backend_events) 
 }
 
 void WebHttpFrontend::Refuse(Conn* c, const char* response) {
-  ssize_t ignored = ::send(c->client, response, strlen(response), MSG_NOSIGNAL | MSG_DONTWAIT);
-  (void)ignored;
+  // Best effort: one try, the socket may be full. Mid-handshake there is no session to answer in.
+  if (c->tls == nullptr) {
+    ssize_t ignored = ::send(c->client, response, strlen(response), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)ignored;
+  } else if (c->tls->established()) {
+    ssize_t ignored = c->tls->Write(response, strlen(response));
+    (void)ignored;
+  }
   Close(c);
 }
 
@@ -442,6 +510,10 @@ void WebHttpFrontend::CloseBackend(Conn* c) {
 
 void WebHttpFrontend::Close(Conn* c) {
   CloseBackend(c);
+  if (c->tls != nullptr) {
+    c->tls->Shutdown();  // close_notify: the answer is complete, not cut
+    c->tls.reset();
+  }
   if (c->client >= 0) {
     DrainAndClose(c->client);
     c->client = -1;

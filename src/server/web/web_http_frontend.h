@@ -1,6 +1,8 @@
-// WebHttpFrontend: the plain-HTTP web UI's public port. It accepts connections on one
+// WebHttpFrontend: the web UI's public port, HTTP or HTTPS. It accepts connections on one
 // event-loop thread, reads each request (headers, and a body of announced length) there, and
-// relays only complete requests to civetweb on a private loopback port.
+// relays only complete requests to civetweb on a private loopback port. With a TLS context it
+// terminates TLS there too (WebClientTls, non-blocking): a handshake in progress counts as a
+// request still being sent, so HTTPS clients are capped and timed exactly like HTTP ones.
 //
 // Why: civetweb gives every accepted connection a blocking thread (16) or a queue slot (64), and
 // has no limit of its own; a client that connects and sends nothing holds one until the request
@@ -12,7 +14,7 @@
 //     So a stream of idle connections can't lock the port, and a client that sends its request
 //     at once (a health checker) is always served.
 //   - a request not complete within `request_timeout_ms` of the connect gets "408 Request
-//     Timeout" and is closed.
+//     Timeout" and is closed (HTTPS: handshake included; one still in its handshake is closed).
 //   - a relayed connection idle (no byte either way) for `io_timeout_ms` is closed.
 // Requests civetweb must refuse (headers too large, body of unknown or too large length) are
 // relayed as soon as that is known, so civetweb's precise 4xx still answers them.
@@ -24,6 +26,8 @@
 // Thread-safety: Bind/Start/Stop from one controlling thread; LookupClient and stats from any
 // thread. Everything else runs on the frontend's own thread.
 #pragma once
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstddef>
@@ -56,6 +60,9 @@ inline constexpr MetricPrototype METRIC_web_request_timeouts_total = MetricProto
 class MetricRegistry;
 class Counter;
 class Gauge;
+namespace security {
+class TlsContext;
+}
 
 class WebHttpFrontend {
  public:
@@ -68,6 +75,9 @@ class WebHttpFrontend {
     size_t max_header_bytes = 32 * 1024;
     size_t max_body_bytes = 64 * 1024;
     MetricRegistry* metric_registry = nullptr;  // optional; not owned
+    // Set: HTTPS only (mutual TLS when the context has a CA). Not owned; outlives the frontend
+    // (its Reload() applies to connections accepted afterwards).
+    const security::TlsContext* tls = nullptr;
   };
   struct Stats {
     int64_t open = 0;
@@ -99,8 +109,13 @@ class WebHttpFrontend {
 
   void Loop();
   void AcceptNew();
+  // HTTPS: continues the handshake; the request is read once it is done.
+  void ContinueHandshake(Conn* c);
   // Reads what the client sent; starts the relay once the request is complete.
   void ReadRequest(Conn* c);
+  // The client's socket, through TLS when it speaks it: as recv()/send() (non-blocking).
+  ssize_t ClientRecv(Conn* c, char* buf, size_t len);
+  ssize_t ClientSend(Conn* c, const char* data, size_t len);
   // Connects to civetweb and hands it the request read so far.
   void StartRelay(Conn* c);
   // Moves bytes both ways as the poll results allow; false when the connection is done.

@@ -600,12 +600,11 @@ TEST(WebserverTlsTest, StalledTlsClientIsCutOffAtStop) {
   ASSERT_TRUE(MakeSelfSignedCert(dir.path())) << "openssl req failed";
   WebserverOptions opts;
   opts.tls_certificate_path = dir.path() + "/cert.pem";
-  opts.num_threads = 1;
   opts.tls_private_key_path = dir.path() + "/key.pem";
   opts.request_timeout_ms = 60000;
   Webserver web(opts);
   ASSERT_TRUE(web.Start().ok());
-  // Connects and never sends a ClientHello: the only relay thread waits in the handshake.
+  // Connects and never sends a ClientHello: the handshake waits on the frontend's event loop.
   int fd = ConnectLoopback(web.bound_port());
   // Stop cuts the handshake instead of waiting out its 60 s timeout (30 s is far from both).
   auto start = std::chrono::steady_clock::now();
@@ -616,6 +615,118 @@ TEST(WebserverTlsTest, StalledTlsClientIsCutOffAtStop) {
   int err = errno;
   EXPECT_TRUE(n == 0 || (n < 0 && err == ECONNRESET)) << "connection left open: " << n;
   close(fd);
+}
+
+// An HTTPS client connection that completed its handshake (trusting anything: these tests are
+// about the connection, not the certificate) and sends only what the test says.
+class TlsClient {
+ public:
+  explicit TlsClient(uint16_t port)
+      : ctx_(SSL_CTX_new(TLS_client_method())), fd_(ConnectLoopback(port)) {
+    ssl_ = SSL_new(ctx_);
+    SSL_set_fd(ssl_, fd_);
+    handshake_done_ = SSL_connect(ssl_) == 1;
+  }
+  ~TlsClient() {
+    SSL_free(ssl_);
+    SSL_CTX_free(ctx_);
+    close(fd_);
+    ERR_clear_error();
+  }
+  bool handshake_done() const { return handshake_done_; }
+  bool Send(const std::string& bytes) {
+    return SSL_write(ssl_, bytes.data(), static_cast<int>(bytes.size())) ==
+           static_cast<int>(bytes.size());
+  }
+  // The plaintext the server sends until it closes.
+  std::string ReadUntilClosed() {
+    std::string out;
+    char buf[4096];
+    int n;
+    while ((n = SSL_read(ssl_, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+    return out;
+  }
+
+ private:
+  SSL_CTX* const ctx_;
+  const int fd_;
+  SSL* ssl_ = nullptr;
+  bool handshake_done_ = false;
+};
+
+// An HTTPS web server with /echo, counting in its own registry, for the cap and timeout tests.
+class HttpsLimitsTest : public ::testing::Test {
+ protected:
+  void StartServer(size_t max_connections, int request_timeout_ms) {
+    ASSERT_TRUE(MakeSelfSignedCert(dir_.path())) << "openssl req failed";
+    WebserverOptions opts;
+    opts.tls_certificate_path = dir_.path() + "/cert.pem";
+    opts.tls_private_key_path = dir_.path() + "/key.pem";
+    opts.max_connections = max_connections;
+    opts.request_timeout_ms = request_timeout_ms;
+    opts.metric_registry = &registry_;
+    web_ = std::make_unique<Webserver>(opts);
+    web_->RegisterPage("/echo", &EchoPage);
+    ASSERT_TRUE(web_->Start().ok());
+    port_ = web_->bound_port();
+  }
+  // The status of a whole HTTPS request sent at once.
+  int EchoStatus() {
+    return ParseReply(
+               SendTls(port_, "GET /echo HTTP/1.1\r\nHost: h\r\n\r\n", dir_.path() + "/cert.pem"))
+        .status;
+  }
+
+  TempDir dir_;
+  MetricRegistry registry_;  // outlives web_
+  std::unique_ptr<Webserver> web_;
+  uint16_t port_ = 0;
+};
+
+// HTTPS is terminated on the frontend's event loop, so the cap and timeouts hold for it as for
+// HTTP: a connection in its handshake, or past it without a complete request, is "still sending
+// its request" and makes room for a new one.
+TEST_F(HttpsLimitsTest, IdleHttpsConnectionsBeyondTheCapMakeRoomAndTheRequestIsServed) {
+  constexpr size_t kCap = 8;
+  StartServer(kCap, /*request_timeout_ms=*/60000);  // nothing times out during the test
+  // The oldest idle connection finished its handshake; the 29 after it never send a ClientHello.
+  auto handshaken = std::make_unique<TlsClient>(port_);
+  ASSERT_TRUE(handshaken->handshake_done());
+  constexpr int kSilent = 29;
+  std::vector<int> silent;
+  for (int i = 0; i < kSilent; i++) silent.push_back(ConnectLoopback(port_));
+  // A client that sends its request at once is served: it takes the oldest idle one's place.
+  EXPECT_EQ(EchoStatus(), 200);
+  // The handshaken one got its 503 inside TLS; the silent ones made room in the order they came
+  // (closed, nothing to read: they have no TLS session to read a 503 in); the newest cap - 1 are
+  // still open.
+  const std::string got = handshaken->ReadUntilClosed();
+  EXPECT_EQ(got.rfind("HTTP/1.1 503 ", 0), 0u) << got;
+  const int refused = 1 + kSilent + 1 - static_cast<int>(kCap);
+  for (int i = 0; i < kSilent; i++) {
+    if (i < refused - 1) {
+      EXPECT_EQ(ReadUntilClosed(silent[i]), "") << "connection " << i;
+    } else {
+      EXPECT_TRUE(StillOpen(silent[i])) << "connection " << i;
+    }
+    close(silent[i]);
+  }
+  EXPECT_EQ(WebCounter(&registry_, &METRIC_web_connections_refused_total), refused);
+  for (int i = 0; i < 3; i++) EXPECT_EQ(EchoStatus(), 200);
+}
+
+TEST_F(HttpsLimitsTest, HttpsRequestNotCompleteInTimeGets408AndASilentClientIsClosed) {
+  StartServer(/*max_connections=*/128, /*request_timeout_ms=*/200);
+  TlsClient partial(port_);
+  ASSERT_TRUE(partial.handshake_done());
+  ASSERT_TRUE(partial.Send("GET /echo HTTP/1.1\r\nHost: h\r\n"));  // no blank line yet
+  const int silent = ConnectLoopback(port_);                       // never sends a ClientHello
+  const std::string got = partial.ReadUntilClosed();
+  EXPECT_EQ(got.rfind("HTTP/1.1 408 ", 0), 0u) << got;
+  EXPECT_EQ(ReadUntilClosed(silent), "");
+  close(silent);
+  EXPECT_EQ(WebCounter(&registry_, &METRIC_web_request_timeouts_total), 2);
+  EXPECT_EQ(EchoStatus(), 200);
 }
 
 TEST(WebserverTlsTest, BadKeyFailsStartWithReason) {

@@ -14,8 +14,8 @@
 #include <mutex>
 #include <thread>
 
+#include "rpc/security/tls_context.h"
 #include "server/web/web_http_frontend.h"
-#include "server/web/web_tls_frontend.h"
 
 namespace rrpc {
 
@@ -176,8 +176,8 @@ std::once_flag g_civetweb_init_once;
 
 void InitCivetwebOnce() {
   // Once per process and never undone. No TLS feature: civetweb's run-time OpenSSL loading
-  // fails with OpenSSL 3 (see web_tls_frontend.h), and mg_exit_library would tear down
-  // OpenSSL state the rest of the process shares.
+  // fails with OpenSSL 3 (see webserver.h, tls_certificate_path), and mg_exit_library would tear
+  // down OpenSSL state the rest of the process shares.
   std::call_once(g_civetweb_init_once, [] { mg_init_library(0); });
 }
 
@@ -314,34 +314,36 @@ Status Webserver::Start() {
   if (options_.max_connections < 1) {
     return Status::InvalidArgument("web server max_connections must be at least 1");
   }
-  std::unique_ptr<WebTlsFrontend> frontend;
-  std::unique_ptr<WebHttpFrontend> http_frontend;
-  std::string listening = bind_host_ + ":" + std::to_string(port);
+  // One frontend owns the public port, HTTP or HTTPS (it terminates TLS on its event loop, so
+  // both are capped and timed alike); civetweb serves only it, on a private loopback port.
+  std::unique_ptr<security::TlsContext> tls;
   if (is_tls()) {
-    WebTlsFrontend::Options tls;
-    tls.certificate_path = options_.tls_certificate_path;
-    tls.private_key_path = options_.tls_private_key_path;
-    tls.ca_certificate_path = options_.tls_ca_certificate_path;
-    tls.num_threads = options_.num_threads;
-    tls.io_timeout_ms = options_.request_timeout_ms;
-    frontend = std::make_unique<WebTlsFrontend>(std::move(tls));
-    Status s = frontend->Bind(bind_host_, port);
-    if (!s.ok()) return s.CloneAndPrepend("could not start HTTPS web server");
-    // civetweb serves only the frontend, on a private loopback port.
-    listening = "127.0.0.1:0";
-  } else {
-    WebHttpFrontend::Options http;
-    http.max_connections = options_.max_connections;
-    http.request_timeout_ms = options_.request_timeout_ms;
-    http.io_timeout_ms = std::max(options_.request_timeout_ms, 10000);
-    http.max_header_bytes = options_.max_header_bytes * 2;  // civetweb's buffer, see below
-    http.max_body_bytes = options_.max_body_bytes;
-    http.metric_registry = options_.metric_registry;
-    http_frontend = std::make_unique<WebHttpFrontend>(std::move(http));
-    Status s = http_frontend->Bind(bind_host_, port);
-    if (!s.ok()) return s.CloneAndPrepend("could not start web server");
-    listening = "127.0.0.1:0";
+    security::TlsContextOptions tls_options;
+    tls_options.certificate_file = options_.tls_certificate_path;
+    tls_options.private_key_file = options_.tls_private_key_path;
+    tls_options.ca_certificate_file = options_.tls_ca_certificate_path;
+    tls_options.request_client_certificate = tls_options.require_client_certificate =
+        !options_.tls_ca_certificate_path.empty();
+    Result<std::unique_ptr<security::TlsContext>> made =
+        security::TlsContext::Create(std::move(tls_options));
+    if (!made.ok()) return made.status().CloneAndPrepend("could not start HTTPS web server");
+    tls = std::move(*made);
   }
+  WebHttpFrontend::Options http;
+  http.max_connections = options_.max_connections;
+  http.request_timeout_ms = options_.request_timeout_ms;
+  http.io_timeout_ms = std::max(options_.request_timeout_ms, 10000);
+  http.max_header_bytes = options_.max_header_bytes * 2;  // civetweb's buffer, see below
+  http.max_body_bytes = options_.max_body_bytes;
+  http.metric_registry = options_.metric_registry;
+  http.tls = tls.get();
+  auto http_frontend = std::make_unique<WebHttpFrontend>(std::move(http));
+  Status bound = http_frontend->Bind(bind_host_, port);
+  if (!bound.ok()) {
+    return bound.CloneAndPrepend(is_tls() ? "could not start HTTPS web server"
+                                          : "could not start web server");
+  }
+  const std::string listening = "127.0.0.1:0";
 
   std::string threads = std::to_string(options_.num_threads);
   // civetweb's buffer is twice our limit so that most oversized requests still parse and get a
@@ -389,12 +391,12 @@ Status Webserver::Start() {
   init.configuration_options = cw_options;
 
   // Set before mg_start2: HandleRequest reads it from civetweb's threads.
-  tls_frontend_ = std::move(frontend);
+  tls_ = std::move(tls);
   http_frontend_ = std::move(http_frontend);
   ctx_ = mg_start2(&init, &error);
   if (ctx_ == nullptr) {
-    tls_frontend_.reset();
     http_frontend_.reset();
+    tls_.reset();
     return Status::NetworkError("could not start web server",
                                 options_.bind_address + ": " + error_text);
   }
@@ -405,33 +407,27 @@ Status Webserver::Start() {
     return Status::IllegalState("web server started without a listening port");
   }
   civetweb_port_ = static_cast<uint16_t>(ports[0].port);
-  if (tls_frontend_ != nullptr) {
-    tls_frontend_->Start(civetweb_port_);
-    bound_port_ = tls_frontend_->bound_port();
-  } else {
-    Status s = http_frontend_->Start(civetweb_port_);
-    if (!s.ok()) {
-      Stop();
-      return s.CloneAndPrepend("could not start web server");
-    }
-    bound_port_ = http_frontend_->bound_port();
+  Status s = http_frontend_->Start(civetweb_port_);
+  if (!s.ok()) {
+    Stop();
+    return s.CloneAndPrepend("could not start web server");
   }
+  bound_port_ = http_frontend_->bound_port();
   VLOG(1) << "web server listening at " << url();
   return Status::OK();
 }
 
 Status Webserver::ReloadTlsCertificates() {
-  if (tls_frontend_ == nullptr) return Status::IllegalState("web UI is not serving TLS");
-  return tls_frontend_->ReloadCertificates();
+  if (tls_ == nullptr) return Status::IllegalState("web UI is not serving TLS");
+  return tls_->Reload();
 }
 
 void Webserver::Stop() {
   if (ctx_ == nullptr) return;
-  if (tls_frontend_ != nullptr) tls_frontend_->Stop();
   if (http_frontend_ != nullptr) http_frontend_->Stop();
   StopCivetweb();
-  tls_frontend_.reset();
   http_frontend_.reset();
+  tls_.reset();
 }
 
 void Webserver::StopCivetweb() {
@@ -487,14 +483,13 @@ int Webserver::HandleRequest(mg_connection* conn) {
   WebRequest req;
   req.remote_address = std::string(ri->remote_addr) + ":" + std::to_string(ri->remote_port);
   const uint16_t via_port = static_cast<uint16_t>(ri->remote_port);
-  if (tls_frontend_ != nullptr && !tls_frontend_->LookupClient(via_port, &req.remote_address)) {
-    // A local process connected to civetweb's private port directly, around TLS.
-    WriteError(conn, 403, "this server is served over HTTPS only", head_only);
-    return 403;
-  }
   if (http_frontend_ != nullptr && !http_frontend_->LookupClient(via_port, &req.remote_address)) {
-    // Directly to the private port, around the connection cap.
-    WriteError(conn, 403, "connect to the web UI's own port", head_only);
+    // A local process connected to civetweb's private port directly, around the frontend (its
+    // connection cap, and TLS).
+    WriteError(
+        conn, 403,
+        is_tls() ? "this server is served over HTTPS only" : "connect to the web UI's own port",
+        head_only);
     return 403;
   }
   req.method = method;

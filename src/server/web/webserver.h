@@ -6,10 +6,9 @@
 // stall the web UI, never a reactor or an RPC worker. Requests it cannot serve get a 4xx:
 // 400 malformed, 404 unknown path, 405 method not allowed for the page, 411 body of unknown
 // length, 413 body larger than max_body_bytes, 431 headers larger than max_header_bytes.
-// civetweb listens on a private loopback port behind a frontend that owns the public port:
-// WebHttpFrontend (plain HTTP: a connection cap, and only complete requests reach civetweb's
-// threads) or WebTlsFrontend (HTTPS); it answers 403 to anything that did not come through the
-// frontend.
+// civetweb listens on a private loopback port behind WebHttpFrontend, which owns the public port
+// (HTTP, or HTTPS terminated there: a connection cap, and only complete requests reach civetweb's
+// threads); it answers 403 to anything that did not come through the frontend.
 //
 // Thread-safety: RegisterPage/RegisterStaticAsset may be called from any thread, before or
 // after Start(). Start() and Stop() must not race with each other. Handlers run on civetweb's
@@ -44,7 +43,9 @@ namespace rrpc {
 
 class MetricRegistry;
 class WebHttpFrontend;
-class WebTlsFrontend;
+namespace security {
+class TlsContext;
+}
 
 struct WebserverOptions {
   // "ipv4:port". Port 0 picks a free port; bound_port() reports it after Start(). Bind to
@@ -58,7 +59,10 @@ struct WebserverOptions {
   // TLS: when tls_certificate_path is set the server speaks only HTTPS. The certificate file is
   // PEM (leaf first, then any chain); the key is read from tls_private_key_path, or from the
   // certificate file when that is empty. TLS 1.2 is the minimum version. TLS is terminated by
-  // WebTlsFrontend (see web_tls_frontend.h for why not by civetweb).
+  // WebHttpFrontend on its event loop (web_client_tls.h), with rpc/security's TlsContext, not by
+  // civetweb: Debian's civetweb 1.15 loads OpenSSL by name at run time ("libssl.so") and looks up
+  // SSL_get_peer_certificate, which OpenSSL 3 no longer exports, so its HTTPS cannot start
+  // (civetweb issue #1334).
   std::string tls_certificate_path;
   std::string tls_private_key_path;
   // With TLS: PEM CAs whose client certificates the UI demands (mutual TLS: an operator's
@@ -77,8 +81,8 @@ struct WebserverOptions {
   // backlog (listen_backlog) until a thread frees.
   int max_queued_connections = 64;
   int listen_backlog = 128;
-  // Plain HTTP: open connections at the public port (WebHttpFrontend, which reads each request
-  // before civetweb sees it). At the cap a new connection replaces the oldest one still
+  // Open connections at the public port, HTTP or HTTPS (WebHttpFrontend, which reads each
+  // request before civetweb sees it). At the cap a new connection replaces the oldest one still
   // sending its request, or gets 503. Idle connections cost a descriptor each, no thread.
   size_t max_connections = 128;
   // Where the frontend's metrics go (web_connections_open, web_connections_refused_total,
@@ -184,8 +188,8 @@ class Webserver {
 
   mg_context* ctx_ = nullptr;  // Owned; freed by mg_stop().
   uint16_t civetweb_port_ = 0;
-  std::unique_ptr<WebTlsFrontend> tls_frontend_;    // Set while running with TLS.
-  std::unique_ptr<WebHttpFrontend> http_frontend_;  // Set while running without TLS.
+  std::unique_ptr<security::TlsContext> tls_;       // Set while running with TLS.
+  std::unique_ptr<WebHttpFrontend> http_frontend_;  // Set while running.
   uint16_t bound_port_ = 0;
 };
 
