@@ -55,15 +55,12 @@ Status Reactor::Start() {
   ev_async_init(&async_watcher_, &Reactor::OnAsync);
   async_watcher_.data = this;
   ev_async_start(loop_, &async_watcher_);
-  ev_prepare_init(&prepare_watcher_, &Reactor::OnPrepare);
-  prepare_watcher_.data = this;
-  ev_prepare_start(loop_, &prepare_watcher_);
-  if (metrics_ != nullptr) {
-    ev_check_init(&check_watcher_, &Reactor::OnCheck);
-    check_watcher_.data = this;
-    ev_set_priority(&check_watcher_, EV_MAXPRI);  // first after waking: time every callback
-    ev_check_start(loop_, &check_watcher_);
-  }
+  // libev runs the callbacks of each loop iteration through this, and the reactor's own
+  // end-of-iteration work follows them there: no prepare or check watcher to queue and invoke
+  // per iteration (libev's queueing and invoking, and two clock reads, per iteration saved).
+  ev_set_invoke_pending_cb(loop_, &Reactor::InvokePending);
+  // With metrics, libev calls this just before it blocks, with its clock freshly read.
+  if (metrics_ != nullptr) ev_set_loop_release_cb(loop_, &Reactor::OnAboutToBlock, nullptr);
   const double scan = options().idle_scan_period.ToSeconds();
   ev_timer_init(&idle_timer_, &Reactor::OnIdleScan, scan, scan);
   idle_timer_.data = this;
@@ -375,23 +372,41 @@ void Reactor::ScheduleFlush(Connection* conn) {
   flush_list_.push_back(conn);
 }
 
-void Reactor::OnPrepare(struct ev_loop*, ev_prepare* w, int) {
-  auto* reactor = static_cast<Reactor*>(w->data);
-  reactor->FlushScheduled();
+void Reactor::InvokePending(struct ev_loop* loop) {
+  // libev calls this once per iteration, after the wait (and once when ev_run starts).
+  auto* reactor = static_cast<Reactor*>(ev_userdata(loop));
+  // libev read the clock when the wait returned and not since: the time this iteration woke up.
+  if (reactor->metrics_ != nullptr) reactor->woke_at_ = ev_now(loop);
+  do {
+    ev_invoke_pending(loop);
+    reactor->FinishIteration();
+    // What the flushes fed libev (a transport started for a new call's connection) runs now, as
+    // it did when this work ran in a prepare watcher.
+  } while (ev_pending_count(loop) != 0);
+}
+
+void Reactor::FinishIteration() {
+  FlushScheduled();
   // Every callback of this iteration has returned: closed connections may go now.
-  reactor->closed_connections_.clear();
-  if (reactor->metrics_ != nullptr) reactor->RecordBusyTime();
+  closed_connections_.clear();
 }
 
-void Reactor::OnCheck(struct ev_loop*, ev_check* w, int) {
-  static_cast<Reactor*>(w->data)->busy_since_ = MonoTime::Now();
+void Reactor::OnAboutToBlock(struct ev_loop* loop) noexcept {
+  // Runs on the reactor thread, inside ev_run, right after libev updated its clock before
+  // blocking: the flushes of the last iteration are done (FinishIteration), so from waking to now
+  // is the busy time, measured with libev's own two clock reads per iteration.
+  auto* reactor = static_cast<Reactor*>(ev_userdata(loop));
+  reactor->RecordBusyTime(ev_now(loop));
 }
 
-void Reactor::RecordBusyTime() {
-  // From waking (check) to about to block (prepare, after the flushes): two clock reads per loop
-  // iteration, however many events it handled.
-  if (busy_since_.ToNanoseconds() == 0) return;  // the first iteration has not waited yet
-  const int64_t ns = busy_ns_carry_ + (MonoTime::Now() - busy_since_).ToNanoseconds();
+void Reactor::RecordBusyTime(ev_tstamp about_to_block) {
+  if (woke_at_ == 0) return;  // the first iteration has not waited yet
+  // libev's timestamps are CLOCK_REALTIME's scale kept in step with the monotonic clock; a clock
+  // step between two resyncs could make one interval negative or huge: such an interval counts 0.
+  const double seconds = about_to_block - woke_at_;
+  woke_at_ = 0;
+  if (seconds <= 0 || seconds > 60) return;
+  const int64_t ns = busy_ns_carry_ + static_cast<int64_t>(seconds * 1e9);
   busy_ns_carry_ = ns % 1000;
   if (ns >= 1000) metrics_->reactor_busy_time_us->IncrementBy(ns / 1000);
 }
@@ -500,7 +515,7 @@ void Reactor::ConnectionClosed(Connection* conn) {
   if (entry == connections_.end()) return;
   // Not released here: a closing connection is usually deep inside its own transport's callback
   // (a bad frame, the peer closing), and dropping the last reference would free the transport
-  // under it. Released once the loop iteration's callbacks have all returned (OnPrepare).
+  // under it. Released once the loop iteration's callbacks have all returned (FinishIteration).
   closed_connections_.push_back(std::move(entry->second));
   connections_.erase(entry);
 }
