@@ -7,6 +7,7 @@
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/service_if.h"
 #include "util/copy_counter.h"
+#include "util/home_pool.h"
 
 namespace rrpc::rpc {
 
@@ -19,6 +20,10 @@ const std::string& EmptyName() {
 
 InboundCall::InboundCall(scoped_refptr<Connection> connection)
     : connection_(std::move(connection)), service_name_(&EmptyName()), method_name_(&EmptyName()) {}
+
+void* InboundCall::operator new(size_t size) { return HomePool::Allocate(size); }
+
+void InboundCall::operator delete(void* p) { HomePool::Free(p); }
 
 InboundCall::~InboundCall() {
   if (held_bytes_ != 0) connection_->inbound_memory()->Release(held_bytes_);
