@@ -1,65 +1,55 @@
 #include "util/home_pool.h"
 
 #include <cstdlib>
-#include <mutex>
 #include <new>
-#include <vector>
 
-namespace rrpc {
+namespace rrpc::home_pool_internal {
+
+Home* AdoptOrCreate(Orphans* orphans) {
+  {
+    std::lock_guard<std::mutex> lock(orphans->mu);
+    if (!orphans->homes.empty()) {
+      Home* home = orphans->homes.back();
+      orphans->homes.pop_back();
+      return home;
+    }
+  }
+  return new Home;  // never destroyed: blocks may come back to it at any time
+}
+
+void Abandon(Orphans* orphans, Home* home) {
+  std::lock_guard<std::mutex> lock(orphans->mu);
+  orphans->homes.push_back(home);
+}
 
 namespace {
-// Homes whose threads exited, waiting for a thread to adopt them. Never destroyed (blocks may be
-// returned to a home at any time, even during static destruction).
-std::mutex* OrphansMutex() {
-  static auto* mu = new std::mutex;
-  return mu;
-}
-std::vector<void*>* Orphans() {
-  static auto* orphans = new std::vector<void*>;
-  return orphans;
+// The owner: moves the returned blocks to the kept list, freeing those beyond `max_kept`.
+void TakeReturned(Home* home, size_t max_kept) {
+  Header* h = home->returned.exchange(nullptr, std::memory_order_acquire);
+  while (h != nullptr) {
+    Header* next = h->next;
+    if (home->kept_count < max_kept) {
+      h->next = home->kept;
+      home->kept = h;
+      home->kept_count++;
+    } else {
+      std::free(h);
+    }
+    h = next;
+  }
 }
 }  // namespace
 
-HomePool::Home* HomePool::ThisThreadHome() {
-  // The thread's home, given up at thread exit. Trivially destructible storage: usable while
-  // other thread_locals are being destroyed.
-  thread_local Home* home = nullptr;
-  thread_local bool exited = false;
-  if (home != nullptr || exited) return home;
-  {
-    std::lock_guard<std::mutex> lock(*OrphansMutex());
-    if (!Orphans()->empty()) {
-      home = static_cast<Home*>(Orphans()->back());
-      Orphans()->pop_back();
-    }
-  }
-  if (home == nullptr) home = new Home;
-  struct GiveUp {
-    Home** home;
-    bool* exited;
-    ~GiveUp() {
-      std::lock_guard<std::mutex> lock(*OrphansMutex());
-      Orphans()->push_back(*home);
-      *home = nullptr;
-      *exited = true;  // from now on this thread allocates from the heap
-    }
-  };
-  thread_local GiveUp give_up{&home, &exited};
-  (void)give_up;
-  return home;
-}
-
-void* HomePool::Allocate(size_t size) {
-  Home* home = ThisThreadHome();
+void* Allocate(Home* home, size_t size, size_t max_kept) {
   if (home != nullptr && home->block_size == 0) home->block_size = size;
   if (home == nullptr || home->block_size != size) {
-    // This thread is exiting, or the size is not the pool's: a block without a home (the heap's).
+    // This thread is exiting, or the size is not the pool's: a block of the heap's.
     auto* h = static_cast<Header*>(std::malloc(sizeof(Header) + size));
     if (h == nullptr) throw std::bad_alloc();
     h->home = nullptr;
     return h + 1;
   }
-  if (home->kept == nullptr) TakeReturned(home);
+  if (home->kept == nullptr) TakeReturned(home, max_kept);
   Header* h = home->kept;
   if (h != nullptr) {
     home->kept = h->next;
@@ -72,7 +62,7 @@ void* HomePool::Allocate(size_t size) {
   return h + 1;
 }
 
-void HomePool::Free(void* p) {
+void Free(void* p) {
   if (p == nullptr) return;
   Header* h = static_cast<Header*>(p) - 1;
   Home* home = h->home;
@@ -88,27 +78,11 @@ void HomePool::Free(void* p) {
                                                  std::memory_order_relaxed));
 }
 
-void HomePool::TakeReturned(Home* home) {
-  Header* h = home->returned.exchange(nullptr, std::memory_order_acquire);
-  while (h != nullptr) {
-    Header* next = h->next;
-    if (home->kept_count < kMaxKept) {
-      h->next = home->kept;
-      home->kept = h;
-      home->kept_count++;
-    } else {
-      std::free(h);
-    }
-    h = next;
-  }
-}
-
-size_t HomePool::FreeBlocksOnThisThreadForTests() {
-  Home* home = ThisThreadHome();
+size_t FreeBlocks(Home* home) {
   if (home == nullptr) return 0;
   size_t n = home->kept_count;
   for (Header* h = home->returned.load(std::memory_order_acquire); h != nullptr; h = h->next) n++;
   return n;
 }
 
-}  // namespace rrpc
+}  // namespace rrpc::home_pool_internal
