@@ -58,6 +58,8 @@ Connection::~Connection() { DCHECK(state_ == State::kClosed) << "connection dest
 
 void Connection::Start() {
   DCHECK(reactor_->IsCurrentThread());
+  ev_timer_init(&call_deadline_timer_, &Connection::OnCallDeadlineTimer, 0.0, 0.0);
+  call_deadline_timer_.data = this;
   ev_timer_init(&negotiation_timer_, &Connection::OnNegotiationTimeout,
                 options_.negotiation_timeout.ToSeconds(), 0.0);
   negotiation_timer_.data = this;
@@ -123,7 +125,7 @@ void Connection::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
     call->FinishWithError(Status::NetworkError("connection closed", remote_.ToString()));
     return;
   }
-  call->StartTimer(reactor_->loop(), &Connection::OnCallTimeout, this);
+  WatchDeadline(call.get());
   if (call->finished()) return;  // deadline already passed and the callback ran
   if (call->report_connection()) call->set_connection(this);
   if (!sending_calls_) {
@@ -470,6 +472,7 @@ Status Connection::HandleResponseFrame(BlockSlice frame) {
   }
   scoped_refptr<OutboundCall> call = std::move(it->second);
   awaiting_response_.erase(it);
+  ForgetAnsweredDeadlines(header.call_id);
   call->FinishWithResponse(std::move(frame), header, body, tail, last_activity_);
   return Status::OK();
 }
@@ -484,6 +487,8 @@ void Connection::Shutdown(const Status& reason) {
           << remote_.ToString() << " closing: " << reason.ToString();
   state_ = State::kClosed;
   ev_timer_stop(reactor_->loop(), &negotiation_timer_);
+  ev_timer_stop(reactor_->loop(), &call_deadline_timer_);
+  call_deadlines_.clear();  // every call waiting is failed below
   write_armed_ = false;
   TransferQueue unsent;
   scoped_refptr<OutboundCall> caller_call;
