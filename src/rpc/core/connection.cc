@@ -107,6 +107,7 @@ size_t Connection::calls_in_flight() const {
 
 bool Connection::IsIdle() {
   if (calls_in_flight() != 0) return false;
+  if (!staged_.empty()) return false;
   MutexLock lock(write_mu_);
   return write_queue_.empty() && caller_call_ == nullptr;
 }
@@ -342,7 +343,7 @@ void Connection::OnFrame(BlockSlice frame) {
 
 void Connection::SendConnectionBytes(BlockSlice bytes) {
   DCHECK(reactor_->IsCurrentThread());
-  QueueTransfer(new BytesTransfer(std::move(bytes)));
+  QueueTransferNow(new BytesTransfer(std::move(bytes)));
 }
 
 void Connection::HandleNegotiationFrame(Slice frame) {
@@ -498,6 +499,7 @@ void Connection::Shutdown(const Status& reason) {
     MutexLock lock(write_mu_);
     write_closed_ = true;
     unsent = write_queue_.TakeAll();
+    unsent.Append(staged_.TakeAll());
     caller_call = std::move(caller_call_);
     caller_call_ = nullptr;
     unsent_bytes_.store(0, std::memory_order_relaxed);

@@ -183,7 +183,12 @@ class Connection final : public RefCounted<Connection>,
   void SendPendingCalls();
   // `upgrade`: the transport both sides agreed to continue on (RDMA), or nullptr.
   void MarkOpen(std::unique_ptr<TransportUpgrade> upgrade);
-  void QueueTransfer(OutboundTransfer* transfer) EXCLUDES(write_mu_);
+  // Reactor thread: a call or response to write, staged (no lock) until the end of this loop
+  // iteration's Flush(), which moves what is staged to the write queue under one lock.
+  void QueueTransfer(OutboundTransfer* transfer);
+  // Reactor thread: connection bytes (preamble, negotiation, a fatal error frame) straight to the
+  // write queue, behind what is staged: nothing written later, by any thread, may pass them.
+  void QueueTransferNow(OutboundTransfer* transfer) EXCLUDES(write_mu_);
   // Server side: counts the transport's buffered (partial frame) bytes in memory_.
   void SyncPartialCharge();
   // Server side: this connection or its messenger holds more inbound memory than allowed. Pauses
@@ -218,6 +223,12 @@ class Connection final : public RefCounted<Connection>,
   Mutex write_mu_;
   // Transfers to write, in order. The connection owns the references they represent.
   TransferQueue write_queue_ GUARDED_BY(write_mu_);
+  // Reactor thread only: calls and responses the reactor queued in this loop iteration, not yet
+  // in write_queue_ (QueueTransfer); Flush() appends them under the lock it takes anyway, so the
+  // reactor takes write_mu_ once per batch instead of once more per frame. A worker's or
+  // caller's lone write may go out before them: whole frames of independent calls, so only their
+  // order changes; connection bytes never wait here (QueueTransferNow).
+  TransferQueue staged_;
   // Bytes of the write queue not yet written; reads pause while it is too high (server side).
   // Changed under write_mu_; read without it for backpressure.
   std::atomic<size_t> unsent_bytes_{0};

@@ -19,11 +19,24 @@ void Connection::QueueResponse(InboundCall* call) {
 }
 
 void Connection::QueueTransfer(OutboundTransfer* transfer) {
+  DCHECK(reactor_->IsCurrentThread());
+  const bool first = staged_.empty();
+  staged_.push_back(transfer);
+  unsent_bytes_.fetch_add(transfer->total_bytes() - transfer->bytes_written(),
+                          std::memory_order_relaxed);
+  // While the transport is full, OnWritable() flushes (and takes what is staged).
+  if (first && !write_armed_) reactor_->ScheduleFlush(this);
+  ApplyBackpressure();
+}
+
+void Connection::QueueTransferNow(OutboundTransfer* transfer) {
+  DCHECK(reactor_->IsCurrentThread());
   bool was_empty;
   {
     MutexLock lock(write_mu_);
-    was_empty = write_queue_.empty();
+    was_empty = write_queue_.empty() && staged_.empty();
     if (was_empty) last_write_progress_ = last_activity_;  // a recent time, without a clock read
+    write_queue_.Append(staged_.TakeAll());
     write_queue_.push_back(transfer);
     unsent_bytes_.fetch_add(transfer->total_bytes() - transfer->bytes_written(),
                             std::memory_order_relaxed);
@@ -142,6 +155,10 @@ void Connection::Flush() {
   bool transport_full = false;
   {
     MutexLock lock(write_mu_);
+    if (!staged_.empty()) {
+      if (write_queue_.empty()) last_write_progress_ = last_activity_;  // as QueueTransferNow
+      write_queue_.Append(staged_.TakeAll());
+    }
     while (!write_queue_.empty()) {
       // Drop finished calls that never started out: nobody waits for them any more.
       OutboundTransfer* front = write_queue_.front();
