@@ -100,6 +100,92 @@ TEST_F(ClientTest, CallWhoseDeadlineAlreadyPassedTimesOut) {
   ASSERT_TRUE(Echo("next").ok());
 }
 
+// Deadlines on one connection share one timer while they come in nondecreasing order
+// (connection.h: call_deadlines_): the calls stuck in the server time out, each once and not
+// before its deadline, and the calls answered meanwhile never do.
+TEST_F(ClientTest, CallsOfOneConnectionTimeOutAtTheirDeadlinesWhileOthersAreAnswered) {
+  MessengerOptions server_options;
+  server_options.num_workers = 4;  // three stuck calls leave a worker for the fast ones
+  StartServer(server_options);
+  StartClient();
+  // Its 60 s deadline leaves the connection's timer armed for then: the calls below, with earlier
+  // deadlines, must arm it again.
+  ASSERT_TRUE(Echo("warm up").ok());
+  service_->set_echo_hook([this](const rtest::EchoRequestPB& req, RpcContext*) {
+    if (req.data() == "slow") gate_.Pass();
+  });
+  constexpr int kSlow = 3;
+  CountedCall slow[kSlow];
+  CountedCall fast[kSlow];
+  CountDownLatch done(2 * kSlow);
+  std::atomic<int64_t> early_ns{0};
+  MonoTime deadline[kSlow];
+  for (int i = 0; i < kSlow; i++) {
+    slow[i].req.set_data("slow");
+    // Nondecreasing deadlines: all on the connection's one timer.
+    slow[i].ctl.set_timeout(MonoDelta::FromMilliseconds(300 + 100 * i));
+    deadline[i] = slow[i].ctl.deadline();
+    Proxy().EchoAsync(slow[i].req, &slow[i].resp, &slow[i].ctl, [&, i] {
+      const int64_t early = (deadline[i] - MonoTime::Now()).ToNanoseconds();
+      if (early > 0) early_ns = early;
+      slow[i].callbacks++;
+      done.CountDown();
+    });
+    fast[i].req.set_data("fast");
+    fast[i].ctl.set_timeout(MonoDelta::FromSeconds(60));
+    Proxy().EchoAsync(fast[i].req, &fast[i].resp, &fast[i].ctl, [&, i] {
+      fast[i].callbacks++;
+      done.CountDown();
+    });
+  }
+  // Well before the warm-up call's 60 s deadline, however loaded the machine.
+  ASSERT_TRUE(done.WaitFor(MonoDelta::FromSeconds(30)));
+  EXPECT_EQ(0, early_ns.load()) << "a call timed out before its deadline";
+  for (int i = 0; i < kSlow; i++) {
+    EXPECT_TRUE(slow[i].ctl.status().IsTimedOut()) << slow[i].ctl.status().ToString();
+    EXPECT_TRUE(fast[i].ctl.status().ok()) << fast[i].ctl.status().ToString();
+  }
+  gate_.Open();
+  ASSERT_TRUE(Echo("after").ok());
+  for (int i = 0; i < kSlow; i++) {
+    EXPECT_EQ(1, slow[i].callbacks.load());
+    EXPECT_EQ(1, fast[i].callbacks.load());
+  }
+}
+
+// A call with a shorter timeout than the calls before it on its connection gets a timer of its
+// own: it times out at its deadline, not after theirs.
+TEST_F(ClientTest, AShorterTimeoutAfterLongerOnesFiresAtItsOwnDeadline) {
+  StartServer();
+  StartClient();
+  ASSERT_TRUE(Echo("warm up").ok());
+  BlockEchoes();
+  CountedCall longer;
+  longer.req.set_data("long");
+  longer.ctl.set_timeout(MonoDelta::FromSeconds(120));
+  CountDownLatch longer_done(1);
+  Proxy().EchoAsync(longer.req, &longer.resp, &longer.ctl, [&] {
+    longer.callbacks++;
+    longer_done.CountDown();
+  });
+  CountedCall shorter;
+  shorter.req.set_data("short");
+  shorter.ctl.set_timeout(MonoDelta::FromMilliseconds(300));
+  CountDownLatch shorter_done(1);
+  Proxy().EchoAsync(shorter.req, &shorter.resp, &shorter.ctl, [&] {
+    shorter.callbacks++;
+    shorter_done.CountDown();
+  });
+  // Well before the longer call's deadline (120 s), however loaded the machine.
+  ASSERT_TRUE(shorter_done.WaitFor(MonoDelta::FromSeconds(30)));
+  EXPECT_TRUE(shorter.ctl.status().IsTimedOut()) << shorter.ctl.status().ToString();
+  EXPECT_EQ(0, longer.callbacks.load());
+  gate_.Open();
+  ASSERT_TRUE(longer_done.WaitFor(MonoDelta::FromSeconds(60)));
+  EXPECT_TRUE(longer.ctl.status().ok()) << longer.ctl.status().ToString();
+  EXPECT_EQ(1, shorter.callbacks.load());
+}
+
 TEST_F(ClientTest, ConnectionRefusedIsNetworkError) {
   // A bound socket that does not listen: connecting to it is refused, and nobody else can take
   // the port while we hold it.

@@ -3,25 +3,26 @@
 #include <cstdlib>
 #include <new>
 
-#include "util/mutex.h"
+#include "util/home_pool.h"
 #include "util/thread_stash.h"
 
 namespace rrpc {
 
 namespace {
 
-// Freed blocks of the read-block size are kept per thread for the next Allocate of that size. A
-// reactor allocates a read block per batch of reads and frees it when the last call in it dies,
-// on the same thread; reusing it skips a 64 KiB malloc/free pair and the allocator's fast-bin
-// consolidation that freeing a large chunk triggers. Bounded, so a thread that only frees
-// blocks (they came from another thread) keeps at most four of them.
+// Read blocks (the read-block size) come from a HomePool (util/home_pool.h): a reactor allocates
+// one per batch of reads, and the last call in it usually dies on a worker (which answered and
+// wrote the response itself); the block goes back to the reactor that made it, with one
+// compare-and-swap, for its next read. Reusing it skips a 64 KiB malloc/free pair and the
+// allocator's fast-bin consolidation that freeing a large chunk triggers. (Before: a per-thread
+// stash behind a small pool shared by all threads under a mutex, a lock on each side per call.)
+// At most 16 kept per reactor (1 MiB).
 constexpr size_t kCachedBlockCapacity = 64 * 1024;
-
-void FreeMemory(void* mem) { free(mem); }
-using ReadBlockStash = ThreadStash<void*, 4, FreeMemory>;
+struct ReadBlockPoolTag {};
+using ReadBlockPool = HomePool<ReadBlockPoolTag, 16>;
 
 // Small blocks (a small call's frame head: length, header and body, about 100 bytes for a
-// 64-byte echo) all get room for this many bytes and are kept per thread too: the head of a
+// 64-byte echo) all get room for this many bytes and are kept per thread: the head of a
 // request is made on the calling thread and freed once written, usually by the same thread (its
 // reactor, or the caller writing it itself), and a response's head by the worker that writes it.
 // Saves a malloc/free pair per frame (measured with build-support/echo-cost: about 170
@@ -30,37 +31,6 @@ using ReadBlockStash = ThreadStash<void*, 4, FreeMemory>;
 constexpr size_t kSmallBlockCapacity = 256;
 void FreeSmallBlock(void* mem) { free(mem); }
 using SmallBlockStash = ThreadStash<void*, 32, FreeSmallBlock>;
-
-// Behind the per-thread stashes, a small pool shared by all threads: a read block whose last call
-// a worker answered (and wrote itself) is freed on the worker, while its reactor needs the next
-// one. Without it every such block was a 64 KiB malloc on the reactor and a free on the worker
-// (measured with build-support/echo-cost: 140 instructions per echo call more).
-class SharedBlockPool {
- public:
-  bool Put(void* mem) {
-    MutexLock lock(mu_);
-    if (count_ == kCapacity) return false;
-    blocks_[count_++] = mem;
-    return true;
-  }
-  bool Take(void** mem) {
-    MutexLock lock(mu_);
-    if (count_ == 0) return false;
-    *mem = blocks_[--count_];
-    return true;
-  }
-
- private:
-  static constexpr int kCapacity = 16;
-  Mutex mu_;
-  void* blocks_[kCapacity] GUARDED_BY(mu_);
-  int count_ GUARDED_BY(mu_) = 0;
-};
-// Never destroyed: threads may free blocks during static destruction.
-SharedBlockPool& SharedPool() {
-  static SharedBlockPool* pool = new SharedBlockPool;
-  return *pool;
-}
 
 }  // namespace
 
@@ -73,8 +43,9 @@ BlockRef Block::Allocate(size_t capacity) {
     }
     return BlockRef(new (mem) Block(capacity, nullptr));
   }
-  if (capacity != kCachedBlockCapacity ||
-      (!ReadBlockStash::Pop(&mem) && !SharedPool().Take(&mem))) {
+  if (capacity == kCachedBlockCapacity) {
+    mem = ReadBlockPool::Allocate(sizeof(Block) + capacity);
+  } else {
     mem = malloc(sizeof(Block) + capacity);
     if (mem == nullptr) throw std::bad_alloc();
   }
@@ -111,7 +82,8 @@ void Block::Release() const {
       if (!SmallBlockStash::Push(mem)) free(mem);
       return;
     }
-    if (capacity == kCachedBlockCapacity && (ReadBlockStash::Push(mem) || SharedPool().Put(mem))) {
+    if (capacity == kCachedBlockCapacity) {
+      ReadBlockPool::Free(mem);
       return;
     }
     free(mem);

@@ -58,6 +58,8 @@ Connection::~Connection() { DCHECK(state_ == State::kClosed) << "connection dest
 
 void Connection::Start() {
   DCHECK(reactor_->IsCurrentThread());
+  ev_timer_init(&call_deadline_timer_, &Connection::OnCallDeadlineTimer, 0.0, 0.0);
+  call_deadline_timer_.data = this;
   ev_timer_init(&negotiation_timer_, &Connection::OnNegotiationTimeout,
                 options_.negotiation_timeout.ToSeconds(), 0.0);
   negotiation_timer_.data = this;
@@ -105,6 +107,7 @@ size_t Connection::calls_in_flight() const {
 
 bool Connection::IsIdle() {
   if (calls_in_flight() != 0) return false;
+  if (!staged_.empty()) return false;
   MutexLock lock(write_mu_);
   return write_queue_.empty() && caller_call_ == nullptr;
 }
@@ -123,7 +126,7 @@ void Connection::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
     call->FinishWithError(Status::NetworkError("connection closed", remote_.ToString()));
     return;
   }
-  call->StartTimer(reactor_->loop(), &Connection::OnCallTimeout, this);
+  WatchDeadline(call.get());
   if (call->finished()) return;  // deadline already passed and the callback ran
   if (call->report_connection()) call->set_connection(this);
   if (!sending_calls_) {
@@ -150,131 +153,6 @@ void Connection::OnCallTimeout(OutboundCall* call, void* arg) {
   // long as a stalled peer kept its receive window shut.
   if (call->started() && !call->OutboundTransfer::finished()) call->DetachUnsentPayload();
   call->FinishTimedOut();
-}
-
-// ---- Server side: responses out.
-
-void Connection::QueueResponse(InboundCall* call) {
-  DCHECK(reactor_->IsCurrentThread());
-  if (state_ == State::kClosed) {
-    call->TransferAborted(Status::NetworkError("connection closed", remote_.ToString()));
-    return;
-  }
-  QueueTransfer(call);
-}
-
-void Connection::QueueTransfer(OutboundTransfer* transfer) {
-  bool was_empty;
-  {
-    MutexLock lock(write_mu_);
-    was_empty = write_queue_.empty();
-    if (was_empty) last_write_progress_ = last_activity_;  // a recent time, without a clock read
-    write_queue_.push_back(transfer);
-    unsent_bytes_.fetch_add(transfer->total_bytes() - transfer->bytes_written(),
-                            std::memory_order_relaxed);
-  }
-  if (was_empty && !write_armed_) reactor_->ScheduleFlush(this);
-  ApplyBackpressure();
-}
-
-bool Connection::TryWriteLoneResponse(InboundCall* call) {
-  // Another call in flight means more responses are coming: let the reactor batch them.
-  if (inbound_in_flight_.load(std::memory_order_relaxed) != 1) return false;
-  // Until the call is written or queued, its reference keeps this connection alive; once queued,
-  // the reactor may close the connection and delete the call at any moment.
-  scoped_refptr<Connection> self(this);
-  bool transport_holds_bytes = false;
-  {
-    MutexLock lock(write_mu_);
-    if (write_closed_ || !write_queue_.empty() || !caps_.concurrent_write) return false;
-    write_queue_.push_back(call);
-    Result<size_t> written = transport_->Write(write_queue_);
-    const size_t w = written.ok() ? *written : 0;
-    if (w > 0) {
-      call->Advance(w);
-      bytes_sent_.fetch_add(w, std::memory_order_relaxed);
-      if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(w);
-    }
-    if (!call->finished()) {
-      // The transport took part of it, or none, or failed: the reactor writes the rest (asking
-      // the transport to report writability) or meets the error and closes the connection.
-      VLOG(2) << "lone response to " << remote_.ToString() << ": " << w << " of "
-              << call->total_bytes() << " bytes written by the worker, the reactor writes the rest";
-      unsent_bytes_.fetch_add(call->total_bytes() - call->bytes_written(),
-                              std::memory_order_relaxed);
-      last_write_progress_ = MonoTime::Now();
-      call = nullptr;  // queued: from here on the reactor may delete it
-    } else {
-      write_queue_.pop_front();
-      // A transport that kept part of it (TLS: a record the socket did not take) needs the
-      // reactor to finish it.
-      transport_holds_bytes = transport_->HoldsUnsentBytes();
-    }
-  }
-  if (call != nullptr) {
-    call->TransferDone();  // deletes the call
-    if (transport_holds_bytes) reactor_->RunOnReactor([self] { self->Flush(); });
-    return true;
-  }
-  reactor_->RunOnReactor([self] { self->Flush(); });
-  return true;
-}
-
-bool Connection::TrySendCallFromCaller(const scoped_refptr<OutboundCall>& call) {
-  if (direction_ != Direction::kClient) return false;
-  scoped_refptr<Connection> self(this);
-  bool done = false;
-  bool transport_holds_bytes = false;
-  OutboundCall* raw = call.get();
-  {
-    MutexLock lock(write_mu_);
-    // Not before the connection sends calls (the preamble must go first), nor once it is closed.
-    if (!callers_may_write_ || write_closed_ || !caps_.concurrent_write || !write_queue_.empty() ||
-        caller_call_) {
-      return false;
-    }
-    caller_call_ = call;  // the response handler finds it here
-    raw->AddRef();        // the write queue's reference, dropped in TransferDone/TransferAborted
-    write_queue_.push_back(raw);
-    Result<size_t> written = transport_->Write(write_queue_);
-    const size_t w = written.ok() ? *written : 0;
-    if (w > 0) {
-      raw->Advance(w);
-      bytes_sent_.fetch_add(w, std::memory_order_relaxed);
-      if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(w);
-    }
-    if (raw->OutboundTransfer::finished()) {
-      write_queue_.pop_front();
-      // A transport that kept part of it (TLS: a record the socket did not take) needs the
-      // reactor to finish it.
-      transport_holds_bytes = transport_->HoldsUnsentBytes();
-      done = true;
-    } else {
-      // Part of it, none, or an error: the reactor writes the rest or meets the error.
-      unsent_bytes_.fetch_add(raw->total_bytes() - raw->bytes_written(), std::memory_order_relaxed);
-      last_write_progress_ = MonoTime::Now();
-    }
-  }
-  if (done) {
-    raw->TransferDone();
-    if (!transport_holds_bytes) return true;
-  }
-  reactor_->RunOnReactor([self] { self->Flush(); });
-  return true;
-}
-
-void Connection::TimeOutCallerCall(scoped_refptr<OutboundCall> call) {
-  scoped_refptr<Connection> self(this);
-  reactor_->RunOnReactor([self, call] {
-    {
-      MutexLock lock(self->write_mu_);
-      if (self->caller_call_ != call) return;  // answered (or failed) first
-      self->caller_call_ = nullptr;
-    }
-    // As OnCallTimeout: a half-written frame still goes out whole, from copies.
-    if (call->started() && !call->OutboundTransfer::finished()) call->DetachUnsentPayload();
-    call->FinishTimedOut();
-  });
 }
 
 void Connection::ApplyBackpressure() {
@@ -353,68 +231,6 @@ void Connection::CloseWithFatalError(ErrorStatusPB::RpcErrorCodePB code, const S
   Shutdown(reason);
 }
 
-void Connection::Flush() {
-  DCHECK(reactor_->IsCurrentThread());
-  if (state_ == State::kClosed || state_ == State::kConnecting) return;
-  scoped_refptr<Connection> self(this);
-  // Transfers that left the queue, finished after unlocking: their callbacks may queue more.
-  TransferQueue written, dropped;
-  Status error;
-  bool transport_full = false;
-  {
-    MutexLock lock(write_mu_);
-    while (!write_queue_.empty()) {
-      // Drop finished calls that never started out: nobody waits for them any more.
-      OutboundTransfer* front = write_queue_.front();
-      if (front->cancelled()) {
-        write_queue_.pop_front();
-        unsent_bytes_.fetch_sub(front->total_bytes(), std::memory_order_relaxed);
-        dropped.push_back(front);
-        continue;
-      }
-      Result<size_t> w = transport_->Write(write_queue_);
-      if (!w.ok()) {
-        error = w.status().CloneAndPrepend("write to " + remote_.ToString());
-        break;
-      }
-      if (*w == 0) {
-        transport_full = true;
-        break;
-      }
-      bytes_sent_.fetch_add(*w, std::memory_order_relaxed);
-      unsent_bytes_.fetch_sub(*w, std::memory_order_relaxed);
-      if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(*w);
-      size_t left = *w;
-      while (left > 0) {
-        OutboundTransfer* t = write_queue_.front();
-        left = t->Advance(left);
-        if (!t->finished()) break;
-        written.push_back(write_queue_.pop_front());
-      }
-    }
-    // Bytes the transport took but could not send yet: wait for writability as after a short
-    // write, even with nothing queued.
-    if (error.ok() && !transport_full && transport_->HoldsUnsentBytes()) transport_full = true;
-  }
-  while (!dropped.empty()) {
-    dropped.pop_front()->TransferAborted(Status::Aborted("call finished before it was sent"));
-  }
-  while (!written.empty()) written.pop_front()->TransferDone();
-  if (!error.ok()) {
-    Shutdown(error);
-    return;
-  }
-  NotifyWhenWritable(transport_full);
-  ApplyBackpressure();
-}
-
-void Connection::NotifyWhenWritable(bool on) {
-  DCHECK(reactor_->IsCurrentThread());
-  if (on == write_armed_) return;
-  write_armed_ = on;
-  transport_->NotifyWhenWritable(on);
-}
-
 // ---- Transport events (reactor thread).
 
 void Connection::OnNegotiationTimeout(struct ev_loop*, ev_timer* w, int) {
@@ -443,19 +259,6 @@ void Connection::OnBytesReceived(size_t bytes, MonoTime now) {
   if (direction_ == Direction::kServer) {
     SyncPartialCharge();
     if (memory_->OverLimit()) OnInboundMemoryOverLimit();
-  }
-}
-
-void Connection::OnWritable() {
-  DCHECK(reactor_->IsCurrentThread());
-  scoped_refptr<Connection> self(this);
-  write_armed_ = false;
-  const uint64_t sent_before = bytes_sent();
-  Flush();
-  if (bytes_sent() != sent_before) {
-    // Only here after a full transport: the clock read is rare.
-    MutexLock lock(write_mu_);
-    last_write_progress_ = MonoTime::Now();
   }
 }
 
@@ -540,7 +343,7 @@ void Connection::OnFrame(BlockSlice frame) {
 
 void Connection::SendConnectionBytes(BlockSlice bytes) {
   DCHECK(reactor_->IsCurrentThread());
-  QueueTransfer(new BytesTransfer(std::move(bytes)));
+  QueueTransferNow(new BytesTransfer(std::move(bytes)));
 }
 
 void Connection::HandleNegotiationFrame(Slice frame) {
@@ -670,6 +473,7 @@ Status Connection::HandleResponseFrame(BlockSlice frame) {
   }
   scoped_refptr<OutboundCall> call = std::move(it->second);
   awaiting_response_.erase(it);
+  ForgetAnsweredDeadlines(header.call_id);
   call->FinishWithResponse(std::move(frame), header, body, tail, last_activity_);
   return Status::OK();
 }
@@ -684,6 +488,8 @@ void Connection::Shutdown(const Status& reason) {
           << remote_.ToString() << " closing: " << reason.ToString();
   state_ = State::kClosed;
   ev_timer_stop(reactor_->loop(), &negotiation_timer_);
+  ev_timer_stop(reactor_->loop(), &call_deadline_timer_);
+  call_deadlines_.clear();  // every call waiting is failed below
   write_armed_ = false;
   TransferQueue unsent;
   scoped_refptr<OutboundCall> caller_call;
@@ -693,6 +499,7 @@ void Connection::Shutdown(const Status& reason) {
     MutexLock lock(write_mu_);
     write_closed_ = true;
     unsent = write_queue_.TakeAll();
+    unsent.Append(staged_.TakeAll());
     caller_call = std::move(caller_call_);
     caller_call_ = nullptr;
     unsent_bytes_.store(0, std::memory_order_relaxed);

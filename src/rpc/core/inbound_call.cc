@@ -7,6 +7,7 @@
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/service_if.h"
 #include "util/copy_counter.h"
+#include "util/home_pool.h"
 
 namespace rrpc::rpc {
 
@@ -19,6 +20,16 @@ const std::string& EmptyName() {
 
 InboundCall::InboundCall(scoped_refptr<Connection> connection)
     : connection_(std::move(connection)), service_name_(&EmptyName()), method_name_(&EmptyName()) {}
+
+namespace {
+struct InboundCallPoolTag {};
+// Calls a reactor has in flight at once, mostly; a burst beyond goes back to the heap.
+using InboundCallPool = HomePool<InboundCallPoolTag, 256>;
+}  // namespace
+
+void* InboundCall::operator new(size_t size) { return InboundCallPool::Allocate(size); }
+
+void InboundCall::operator delete(void* p) { InboundCallPool::Free(p); }
 
 InboundCall::~InboundCall() {
   if (held_bytes_ != 0) connection_->inbound_memory()->Release(held_bytes_);

@@ -34,6 +34,10 @@ class InboundCall final : public OutboundTransfer {
   static MonoTime& LastRespondTimeOnThisThread();
 
   explicit InboundCall(scoped_refptr<Connection> connection);
+  // The memory of calls comes from their reactor's HomePool (util/home_pool.h): made on the
+  // reactor, freed mostly by the worker that wrote the response, reused by the reactor.
+  static void* operator new(size_t size);
+  static void operator delete(void* p);
   ~InboundCall() override;
 
   // Reactor thread. Parses the frame's header (core/header_codec.h) and finds the body and

@@ -61,6 +61,8 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   const Sockaddr& remote() const { return remote_; }
   const std::string& method_name() const { return method_name_; }
   MonoTime deadline() const;
+  // When the call was serialized (Serialize()): about when it was queued for sending.
+  MonoTime sent_at() const { return sent_at_; }
   bool finished() const { return state_ == State::kFinished; }
 
   // Reactor thread. Starts the timeout timer on `reactor`'s loop. `on_timeout` runs on the

@@ -22,11 +22,6 @@ namespace rrpc::rpc {
 namespace {
 // Set on each reactor thread for its lifetime.
 thread_local Reactor* tls_current_reactor = nullptr;
-// Accepts per readable event on the listener before serving other events.
-constexpr int kMaxAcceptsPerEvent = 64;
-// Pause of the listener after accept() fails for lack of resources, doubled while it keeps failing.
-constexpr MonoDelta kFirstAcceptBackoff = MonoDelta::FromMilliseconds(20);
-constexpr MonoDelta kMaxAcceptBackoff = MonoDelta::FromSeconds(1);
 // How often connections paused for backpressure look again whether they may read.
 constexpr double kPausedRecheckSeconds = 0.005;
 }  // namespace
@@ -60,15 +55,12 @@ Status Reactor::Start() {
   ev_async_init(&async_watcher_, &Reactor::OnAsync);
   async_watcher_.data = this;
   ev_async_start(loop_, &async_watcher_);
-  ev_prepare_init(&prepare_watcher_, &Reactor::OnPrepare);
-  prepare_watcher_.data = this;
-  ev_prepare_start(loop_, &prepare_watcher_);
-  if (metrics_ != nullptr) {
-    ev_check_init(&check_watcher_, &Reactor::OnCheck);
-    check_watcher_.data = this;
-    ev_set_priority(&check_watcher_, EV_MAXPRI);  // first after waking: time every callback
-    ev_check_start(loop_, &check_watcher_);
-  }
+  // libev runs the callbacks of each loop iteration through this, and the reactor's own
+  // end-of-iteration work follows them there: no prepare or check watcher to queue and invoke
+  // per iteration (libev's queueing and invoking, and two clock reads, per iteration saved).
+  ev_set_invoke_pending_cb(loop_, &Reactor::InvokePending);
+  // With metrics, libev calls this just before it blocks, with its clock freshly read.
+  if (metrics_ != nullptr) ev_set_loop_release_cb(loop_, &Reactor::OnAboutToBlock, nullptr);
   const double scan = options().idle_scan_period.ToSeconds();
   ev_timer_init(&idle_timer_, &Reactor::OnIdleScan, scan, scan);
   idle_timer_.data = this;
@@ -95,35 +87,6 @@ Status Reactor::Start() {
                            }));
   started.Wait();
   return Status::OK();
-}
-
-void Reactor::StartAccepting(Socket listener) {
-  auto watching = std::make_shared<CountDownLatch>(1);
-  auto sock = std::make_shared<Socket>(std::move(listener));
-  RunOnReactor([this, sock, watching] {
-    listener_ = std::move(*sock);
-    ev_io_init(&accept_watcher_, &Reactor::OnAccept, listener_.fd(), EV_READ);
-    accept_watcher_.data = this;
-    ev_io_start(loop_, &accept_watcher_);
-    watching->CountDown();
-  });
-  watching->Wait();
-}
-
-void Reactor::StopAccepting() {
-  CHECK(!IsCurrentThread()) << "a reactor cannot wait for itself";
-  auto closed = std::make_shared<CountDownLatch>(1);
-  RunOnReactor([this, closed] {
-    if (listener_.valid()) {
-      StopAcceptWatchers();
-      listener_.Close();
-    }
-    closed->CountDown();
-  });
-  // A reactor already shut down never runs the task (nor accepts); don't wait for it then.
-  while (!closed->WaitFor(MonoDelta::FromMilliseconds(100))) {
-    if (stopped_.load()) return;
-  }
 }
 
 void Reactor::RunLoop() {
@@ -404,113 +367,46 @@ void Reactor::AssignOutboundCall(scoped_refptr<OutboundCall> call) {
   conn->QueueOutboundCall(std::move(call));
 }
 
-void Reactor::OnAccept(struct ev_loop*, ev_io* w, int) {
-  static_cast<Reactor*>(w->data)->AcceptConnections();
-}
-
-void Reactor::AcceptConnections() {
-  DCHECK(IsCurrentThread());
-  for (int i = 0; i < kMaxAcceptsPerEvent; i++) {
-    Socket sock;
-    Sockaddr peer;
-    Status s = listener_.Accept(&sock, &peer);
-    if (!s.ok()) {
-      const int err = s.posix_code();
-      if (err == EAGAIN || err == EWOULDBLOCK) return;
-      if (err == ECONNABORTED || err == EINTR) continue;  // that one is gone; the next may wait
-      int64_t dropped = 0;
-      if (accept_error_log_.Allow(&dropped)) {
-        LOG(WARNING) << messenger_name() << " reactor " << index_ << ": " << s.ToString()
-                     << ": refusing new connections for a while" << LogThrottle::Suffix(dropped);
-      }
-      if (err == EMFILE || err == ENFILE) {
-        if (metrics_ != nullptr) metrics_->accept_fd_exhausted->Increment();
-        ShedBacklogWithoutDescriptors();
-      }
-      BackOffAccepting();  // out of descriptors or memory (ENOBUFS, ENOMEM): retrying now fails
-      return;
-    }
-    accept_backoff_ = MonoDelta();
-    if (!messenger_->TryAddServerConnection()) {
-      RefuseConnection(std::move(sock));
-      continue;
-    }
-    scoped_refptr<Connection> conn(
-        new Connection(this, Connection::Direction::kServer,
-                       transport_factory_->NewServerTransport(std::move(sock)), peer));
-    Connection* raw = conn.get();
-    connections_.emplace(raw, std::move(conn));
-    raw->Start();
-  }
-}
-
-void Reactor::ShedBacklogWithoutDescriptors() {
-  if (reserved_fd_ < 0) return;
-  ::close(reserved_fd_);
-  // Each refused socket is closed at once, so the freed descriptor serves every accept here.
-  for (int i = 0; i < kMaxAcceptsPerEvent; i++) {
-    Socket sock;
-    Sockaddr peer;
-    if (!listener_.Accept(&sock, &peer).ok()) break;
-    RefuseConnection(std::move(sock));
-  }
-  // Another thread may have taken the descriptor meanwhile: then there is no reserve until a
-  // later shed finds one free (reopened on the next failure).
-  reserved_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-}
-
-void Reactor::RefuseConnection(Socket sock) {
-  if (metrics_ != nullptr) metrics_->connections_refused->Increment();
-  // Best effort and never blocking: a fresh socket's send buffer holds the few bytes.
-  ssize_t ignored =
-      ::send(sock.fd(), refusal_frame_.data(), refusal_frame_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-  (void)ignored;
-  sock.Close();
-}
-
-void Reactor::BackOffAccepting() {
-  accept_backoff_ = accept_backoff_ == MonoDelta()
-                        ? kFirstAcceptBackoff
-                        : std::min(kMaxAcceptBackoff, accept_backoff_ + accept_backoff_);
-  ev_io_stop(loop_, &accept_watcher_);
-  ev_timer_stop(loop_, &accept_backoff_timer_);
-  ev_timer_set(&accept_backoff_timer_, accept_backoff_.ToSeconds(), 0.0);
-  ev_timer_start(loop_, &accept_backoff_timer_);
-}
-
-void Reactor::OnAcceptBackoffDone(struct ev_loop*, ev_timer* w, int) {
-  auto* reactor = static_cast<Reactor*>(w->data);
-  if (!reactor->listener_.valid()) return;
-  ev_io_start(reactor->loop_, &reactor->accept_watcher_);
-}
-
-void Reactor::StopAcceptWatchers() {
-  ev_io_stop(loop_, &accept_watcher_);
-  ev_timer_stop(loop_, &accept_backoff_timer_);
-}
-
 void Reactor::ScheduleFlush(Connection* conn) {
   DCHECK(IsCurrentThread());
   flush_list_.push_back(conn);
 }
 
-void Reactor::OnPrepare(struct ev_loop*, ev_prepare* w, int) {
-  auto* reactor = static_cast<Reactor*>(w->data);
-  reactor->FlushScheduled();
+void Reactor::InvokePending(struct ev_loop* loop) {
+  // libev calls this once per iteration, after the wait (and once when ev_run starts).
+  auto* reactor = static_cast<Reactor*>(ev_userdata(loop));
+  // libev read the clock when the wait returned and not since: the time this iteration woke up.
+  if (reactor->metrics_ != nullptr) reactor->woke_at_ = ev_now(loop);
+  do {
+    ev_invoke_pending(loop);
+    reactor->FinishIteration();
+    // What the flushes fed libev (a transport started for a new call's connection) runs now, as
+    // it did when this work ran in a prepare watcher.
+  } while (ev_pending_count(loop) != 0);
+}
+
+void Reactor::FinishIteration() {
+  FlushScheduled();
   // Every callback of this iteration has returned: closed connections may go now.
-  reactor->closed_connections_.clear();
-  if (reactor->metrics_ != nullptr) reactor->RecordBusyTime();
+  closed_connections_.clear();
 }
 
-void Reactor::OnCheck(struct ev_loop*, ev_check* w, int) {
-  static_cast<Reactor*>(w->data)->busy_since_ = MonoTime::Now();
+void Reactor::OnAboutToBlock(struct ev_loop* loop) noexcept {
+  // Runs on the reactor thread, inside ev_run, right after libev updated its clock before
+  // blocking: the flushes of the last iteration are done (FinishIteration), so from waking to now
+  // is the busy time, measured with libev's own two clock reads per iteration.
+  auto* reactor = static_cast<Reactor*>(ev_userdata(loop));
+  reactor->RecordBusyTime(ev_now(loop));
 }
 
-void Reactor::RecordBusyTime() {
-  // From waking (check) to about to block (prepare, after the flushes): two clock reads per loop
-  // iteration, however many events it handled.
-  if (busy_since_.ToNanoseconds() == 0) return;  // the first iteration has not waited yet
-  const int64_t ns = busy_ns_carry_ + (MonoTime::Now() - busy_since_).ToNanoseconds();
+void Reactor::RecordBusyTime(ev_tstamp about_to_block) {
+  if (woke_at_ == 0) return;  // the first iteration has not waited yet
+  // libev's timestamps are CLOCK_REALTIME's scale kept in step with the monotonic clock; a clock
+  // step between two resyncs could make one interval negative or huge: such an interval counts 0.
+  const double seconds = about_to_block - woke_at_;
+  woke_at_ = 0;
+  if (seconds <= 0 || seconds > 60) return;
+  const int64_t ns = busy_ns_carry_ + static_cast<int64_t>(seconds * 1e9);
   busy_ns_carry_ = ns % 1000;
   if (ns >= 1000) metrics_->reactor_busy_time_us->IncrementBy(ns / 1000);
 }
@@ -619,7 +515,7 @@ void Reactor::ConnectionClosed(Connection* conn) {
   if (entry == connections_.end()) return;
   // Not released here: a closing connection is usually deep inside its own transport's callback
   // (a bad frame, the peer closing), and dropping the last reference would free the transport
-  // under it. Released once the loop iteration's callbacks have all returned (OnPrepare).
+  // under it. Released once the loop iteration's callbacks have all returned (FinishIteration).
   closed_connections_.push_back(std::move(entry->second));
   connections_.erase(entry);
 }

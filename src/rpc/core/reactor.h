@@ -120,10 +120,15 @@ class Reactor {
   static void OnDelayedTask(struct ev_loop* loop, ev_timer* w, int revents);
   // Reactor thread (or after the loop stopped): starts the timers of `tasks`.
   void ArmDelayedTasks(std::vector<std::unique_ptr<DelayedTask>> tasks);
-  static void OnPrepare(struct ev_loop* loop, ev_prepare* w, int revents);
-  static void OnCheck(struct ev_loop* loop, ev_check* w, int revents);
-  // Adds the time since the loop woke up (OnCheck) to reactor_busy_time_us.
-  void RecordBusyTime();
+  // libev's invoke-pending callback: runs the iteration's callbacks, then FinishIteration().
+  static void InvokePending(struct ev_loop* loop);
+  // After each loop iteration's callbacks, before the loop waits again: writes what they queued
+  // (one batch per connection) and frees the connections they closed.
+  void FinishIteration();
+  // libev's release callback, with metrics only: the loop is about to block.
+  static void OnAboutToBlock(struct ev_loop* loop) noexcept;
+  // Adds the time from woke_at_ to `about_to_block` (libev timestamps) to reactor_busy_time_us.
+  void RecordBusyTime(ev_tstamp about_to_block);
   void FlushScheduled();
   void RunLoop();
   void DrainIncomingWork() EXCLUDES(mu_);
@@ -163,8 +168,6 @@ class Reactor {
   ev_timer idle_timer_;
   ev_timer paused_recheck_timer_;  // runs while paused_connections_ is not empty
   std::unordered_set<Connection*> paused_connections_;  // reactor thread
-  ev_prepare prepare_watcher_;  // flushes batched writes before the loop blocks
-  ev_check check_watcher_;      // with metrics: notes when the loop wakes up
 
   MessengerMetrics* const metrics_;  // the messenger's; nullptr when disabled
   // A hostile peer can make one error per connection or frame: the log shows a few per period.
@@ -173,9 +176,9 @@ class Reactor {
   // Incremented by this reactor, decremented by whichever thread finishes a call: a counter per
   // reactor, on a cache line of its own, so reactors never share one.
   alignas(64) std::atomic<int64_t> inbound_calls_in_flight_{0};
-  // Reactor thread only: when the loop last woke up (0: not yet), and the nanoseconds of busy
-  // time not yet counted in whole microseconds.
-  MonoTime busy_since_;
+  // Reactor thread only, with metrics: when the loop last woke up (libev's clock; 0: not since it
+  // last blocked), and the nanoseconds of busy time not yet counted in whole microseconds.
+  ev_tstamp woke_at_ = 0;
   int64_t busy_ns_carry_ = 0;
   // Reactor thread only: AssignOutboundCall frames on the stack. A call that fails at once
   // (its connection closing, a connect refused on the spot) runs its callback inside

@@ -93,6 +93,17 @@ class TransferQueue {
     return n;
   }
 
+  // Moves every transfer of `other` to the back of this queue, in order.
+  void Append(TransferQueue other) {
+    if (other.head_ == nullptr) return;
+    if (tail_ == nullptr) {
+      head_ = other.head_;
+    } else {
+      tail_->next_in_queue_ = other.head_;
+    }
+    tail_ = other.tail_;
+  }
+
   // Takes every transfer, leaving this queue empty.
   TransferQueue TakeAll() {
     TransferQueue out;

@@ -1,0 +1,88 @@
+#include "util/home_pool.h"
+
+#include <cstdlib>
+#include <new>
+
+namespace rrpc::home_pool_internal {
+
+Home* AdoptOrCreate(Orphans* orphans) {
+  {
+    std::lock_guard<std::mutex> lock(orphans->mu);
+    if (!orphans->homes.empty()) {
+      Home* home = orphans->homes.back();
+      orphans->homes.pop_back();
+      return home;
+    }
+  }
+  return new Home;  // never destroyed: blocks may come back to it at any time
+}
+
+void Abandon(Orphans* orphans, Home* home) {
+  std::lock_guard<std::mutex> lock(orphans->mu);
+  orphans->homes.push_back(home);
+}
+
+namespace {
+// The owner: moves the returned blocks to the kept list, freeing those beyond `max_kept`.
+void TakeReturned(Home* home, size_t max_kept) {
+  Header* h = home->returned.exchange(nullptr, std::memory_order_acquire);
+  while (h != nullptr) {
+    Header* next = h->next;
+    if (home->kept_count < max_kept) {
+      h->next = home->kept;
+      home->kept = h;
+      home->kept_count++;
+    } else {
+      std::free(h);
+    }
+    h = next;
+  }
+}
+}  // namespace
+
+void* Allocate(Home* home, size_t size, size_t max_kept) {
+  if (home != nullptr && home->block_size == 0) home->block_size = size;
+  if (home == nullptr || home->block_size != size) {
+    // This thread is exiting, or the size is not the pool's: a block of the heap's.
+    auto* h = static_cast<Header*>(std::malloc(sizeof(Header) + size));
+    if (h == nullptr) throw std::bad_alloc();
+    h->home = nullptr;
+    return h + 1;
+  }
+  if (home->kept == nullptr) TakeReturned(home, max_kept);
+  Header* h = home->kept;
+  if (h != nullptr) {
+    home->kept = h->next;
+    home->kept_count--;
+    return h + 1;
+  }
+  h = static_cast<Header*>(std::malloc(sizeof(Header) + size));
+  if (h == nullptr) throw std::bad_alloc();
+  h->home = home;
+  return h + 1;
+}
+
+void Free(void* p) {
+  if (p == nullptr) return;
+  Header* h = static_cast<Header*>(p) - 1;
+  Home* home = h->home;
+  if (home == nullptr) {
+    std::free(h);
+    return;
+  }
+  // Release: the block's last use (the object's destruction) happens before the owner reuses it.
+  Header* head = home->returned.load(std::memory_order_relaxed);
+  do {
+    h->next = head;
+  } while (!home->returned.compare_exchange_weak(head, h, std::memory_order_release,
+                                                 std::memory_order_relaxed));
+}
+
+size_t FreeBlocks(Home* home) {
+  if (home == nullptr) return 0;
+  size_t n = home->kept_count;
+  for (Header* h = home->returned.load(std::memory_order_acquire); h != nullptr; h = h->next) n++;
+  return n;
+}
+
+}  // namespace rrpc::home_pool_internal
