@@ -67,7 +67,11 @@ void RdmaTransport::EncodeReturnsAndReclaim(uint8_t* p) {
 
 uint32_t RdmaTransport::SpendCredit() {
   const uint32_t grant = window_.Spend();
-  if (srq_) peer_credits_ += grant;
+  if (srq_) {
+    peer_credits_ += grant;
+  } else {
+    peer_holds_ += grant;
+  }
   return grant;
 }
 

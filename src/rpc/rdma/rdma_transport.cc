@@ -1,5 +1,6 @@
 #include "rpc/rdma/rdma_transport.h"
 
+#include <glog/logging.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -27,6 +28,10 @@ RdmaTransport::RdmaTransport(std::unique_ptr<RdmaEndpoint> endpoint, Socket boot
       srq_(std::move(srq.context)),
       peer_credits_(srq.initial_grant),
       target_(srq.initial_grant),
+      // What our bootstrap advertised (the test hook's extra included: the peer counts on it).
+      peer_holds_(srq_ ? 0
+                       : ep_->options().receive_buffers +
+                             ep_->options().extra_advertised_credits_for_tests),
       signal_interval_(srq_ ? 1 : std::max(1u, ep_->send_queue_depth() / 4)),
       max_send_sge_(static_cast<int>(
           std::min<uint32_t>(kMaxSendSge, std::max(1u, ep_->qp()->caps().max_send_sge)))),
@@ -90,9 +95,14 @@ void RdmaTransport::OnIdle(struct ev_loop* loop, ev_idle* w, int) {
 void RdmaTransport::DeliverHeld() {
   // Messages held while reads were paused go first, in order.
   while (!closed_ && !reads_paused_ && !held_.empty()) {
-    auto [index, length] = held_.front();
+    HeldMessage held = std::move(held_.front());
     held_.erase(held_.begin());  // a few at most (the peer's credits)
-    const bool lent = Deliver(index, length);
+    const uint32_t index = held.index;
+    if (held.copy != nullptr) {
+      (void)Deliver(index, held.length, held.copy.get());  // its block went back long ago
+      continue;
+    }
+    const bool lent = Deliver(index, held.length);
     if (closed_) {
       if (srq_) (void)srq_->Repost(index);
       return;
@@ -270,14 +280,18 @@ void RdmaTransport::HandleReceive(uint32_t index, uint32_t length) {
   const uint8_t* p = receive_block(index);
   const uint32_t granted =
       (uint32_t{p[4]} << 24) | (uint32_t{p[5]} << 16) | (uint32_t{p[6]} << 8) | p[7];
+  bool peer_out_of_credits;
   {
     MutexLock lock(send_mu_);
+    // The message used one of the peer's credits (SRQ mode: counted in OnSrqReceive).
+    if (!srq_ && peer_holds_ > 0) --peer_holds_;
     window_.Granted(granted);
     if (granted > 0) request_pending_ = false;
     // Grants raise the reference again (up to the initial credits) after a reclaim lowered it.
     request_reference_ =
         std::max(request_reference_, std::min(window_.credits(), peer_initial_credits_));
     HandleReturnsAndReclaim(p[2], p[3]);
+    peer_out_of_credits = (srq_ ? peer_credits_ : peer_holds_) == 0;
   }
   if (p[0] != kKindData && p[0] != kKindGrant) {
     if (srq_) (void)srq_->Repost(index);
@@ -290,11 +304,16 @@ void RdmaTransport::HandleReceive(uint32_t index, uint32_t length) {
     target_ = std::min(raised, srq_->options().max_credits);
     TopUp();
   }
-  if (reads_paused_ && p[0] == kKindData) {
-    // Not reposted: the peer runs out of credits and stops, which is the backpressure.
-    held_.emplace_back(index, length);
-    return;
+  if (p[0] == kKindData && !reads_paused_ && !held_.empty()) {
+    // Reads resumed and the held messages not delivered yet (SRQ mode delivers them from the
+    // idle watcher, after completions that may come first): they go first, in order.
+    DeliverHeld();
+    if (closed_) {
+      if (srq_) (void)srq_->Repost(index);
+      return;
+    }
   }
+  if (reads_paused_ && p[0] == kKindData) return Hold(index, length, peer_out_of_credits);
   const bool lent = Deliver(index, length);
   if (closed_) {
     if (srq_) (void)srq_->Repost(index);
@@ -305,13 +324,36 @@ void RdmaTransport::HandleReceive(uint32_t index, uint32_t length) {
   if (!s.ok()) Fail(s);
 }
 
-bool RdmaTransport::Deliver(uint32_t index, uint32_t length) {
-  const uint8_t* p = receive_block(index);
+void RdmaTransport::Hold(uint32_t index, uint32_t length, bool peer_out_of_credits) {
+  if (!peer_out_of_credits) {
+    // Not reposted: the peer runs out of credits and stops, which is the backpressure.
+    held_.push_back(HeldMessage{index, length, nullptr});
+    return;
+  }
+  // The peer spent its last credit on this message (it only does so on a message that grants
+  // us credits). Holding the block too would leave it no credit to send the grants it owes us
+  // for our next messages: our responses would wait for its grants, and it for our credit,
+  // while the responses unsent keep reads paused (a deadlock, docs/rdma.md "Paused reads and
+  // credits"). So this one is copied out (one receive buffer, once per message we send it while
+  // paused) and its block reposted: the grant goes with our next message, the peer's next
+  // message carries grants again, and reads stay paused.
+  auto copy = std::make_unique<uint8_t[]>(length);
+  memcpy(copy.get(), receive_block(index), length);
+  held_.push_back(HeldMessage{kNoBlock, length, std::move(copy)});
+  ++held_copies_;
+  VLOG(2) << "reads paused, the peer's last credit used: message copied out, block reposted ("
+          << held_.size() << " held)";
+  Status s = Repost(index);
+  if (!s.ok()) Fail(s);
+}
+
+bool RdmaTransport::Deliver(uint32_t index, uint32_t length, const uint8_t* copy) {
+  const uint8_t* p = copy != nullptr ? copy : receive_block(index);
   if (p[0] != kKindData) return false;
   host_->OnBytesReceived(length, MonoTime::Now());
   const uint8_t* data = p + kMessageHeaderSize;
   const size_t bytes = length - kMessageHeaderSize;
-  if (!srq_ && bytes >= options_.lend_min_bytes && reader_.buffered() == 0) {
+  if (!srq_ && copy == nullptr && bytes >= options_.lend_min_bytes && reader_.buffered() == 0) {
     // The whole frames at the front go by reference; a bad length ends them, and the reader
     // reports it below.
     size_t whole = 0;
@@ -429,7 +471,9 @@ void RdmaTransport::Close() {
   if (srq_) {
     // Held blocks go back to the SRQ; the QP flushes its sends into the shared CQ and stays
     // with the context until they are in; the peer's grants return to the pool.
-    for (auto& [index, length] : held_) (void)srq_->Repost(index);
+    for (const HeldMessage& h : held_) {
+      if (h.copy == nullptr) (void)srq_->Repost(h.index);
+    }
     held_.clear();
     (void)ep_->qp()->ToError();
     const uint32_t qp_num = ep_->qp()->qp_num();
@@ -461,6 +505,9 @@ void RdmaTransport::Describe(std::vector<std::pair<std::string, std::string>>* o
   MutexLock lock(send_mu_);
   out->emplace_back("credits", std::to_string(window_.credits()));
   out->emplace_back("grants owed", std::to_string(window_.owed()));
+  if (!srq_) out->emplace_back("peer credits", std::to_string(peer_holds_));
+  out->emplace_back("messages held (reads paused)", std::to_string(held_.size()));
+  out->emplace_back("held messages copied out", std::to_string(held_copies_));
   if (srq_) {
     out->emplace_back("receive mode", "srq");
     out->emplace_back("peer credits / target",

@@ -157,7 +157,11 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   // Hands up a data message's frames: by reference when it is large and a spare block can be
   // posted in its place (returns true: the block is lent, not to be reposted), else copied into
   // the reader (returns false).
-  bool Deliver(uint32_t index, uint32_t length);
+  // `copy`: the message is there, not in block `index` (a message copied out while paused).
+  bool Deliver(uint32_t index, uint32_t length, const uint8_t* copy = nullptr);
+  // Reads paused: holds data message `index` until they resume; the one that used the peer's
+  // last credit is copied out and its block reposted (the grant is owed at once).
+  void Hold(uint32_t index, uint32_t length, bool peer_out_of_credits);
   // Lends receive block `index` and hands up its first `whole` bytes (whole frames) by reference.
   // False when no spare block could take its place.
   bool LendFrames(uint32_t index, const uint8_t* data, size_t whole);
@@ -222,14 +226,26 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   bool closed_ = false;
   bool wants_writable_ = false;
   bool reads_paused_ = false;
-  // Received while reads were paused: (block index, length), delivered and reposted on resume.
-  // A vector, not a deque: an empty std::deque allocates ~600 bytes, which every idle connection
-  // would hold for nothing.
-  std::vector<std::pair<uint32_t, uint32_t>> held_;
+  // Received while reads were paused, delivered on resume in order: a receive block (reposted
+  // then), or, for the message that used the peer's last credit, a copy of it (its block was
+  // reposted at once: holding it too would leave the peer no credit to send the grants our
+  // responses wait for, docs/rdma.md "Paused reads and credits"). A vector, not a deque: an empty
+  // std::deque allocates ~600 bytes, which every idle connection would hold for nothing.
+  struct HeldMessage {
+    uint32_t index;  // kNoBlock when `copy` holds the message
+    uint32_t length;
+    std::unique_ptr<uint8_t[]> copy;
+  };
+  std::vector<HeldMessage> held_;
+  uint64_t held_copies_ = 0;  // messages copied out while paused (the peer's last credit)
   // SRQ mode (receive side): grants the peer holds, and how many it should hold.
   std::shared_ptr<SrqContext> srq_;
   uint32_t peer_credits_ = 0;
   uint32_t target_ = 0;
+  // Private receive queue: the credits the peer holds as we know them (what we advertised and
+  // granted, less the messages received); never below its real credits. 0: it can send us
+  // nothing until our next grant. (SRQ mode counts them in peer_credits_.)
+  uint32_t peer_holds_ GUARDED_BY(send_mu_) = 0;
   // posted, completion not yet seen (their SQ slots)
   uint32_t in_flight_sends_ GUARDED_BY(send_mu_) = 0;
   // Private receive queue: sends posted and not yet reaped, in order. Only every
