@@ -27,12 +27,6 @@ class ClientPayloadTest : public RpcTestBase {
 
 // ---- Sidecars.
 
-std::string Pattern(size_t n, int seed) {
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; i++) s[i] = static_cast<char>((i * 7 + seed * 13 + (i >> 10)) & 0xff);
-  return s;
-}
-
 TEST_F(ClientPayloadTest, SidecarsOfManySizesRoundTripOnRequestAndResponse) {
   StartServer();
   StartClient();

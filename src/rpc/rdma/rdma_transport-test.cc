@@ -20,12 +20,6 @@ using rdma::FallbackReason;
 using rdma::RdmaOptions;
 using rdma::RdmaTransportFactory;
 
-std::string Pattern(size_t n, int seed) {
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; i++) s[i] = static_cast<char>((i * 7 + seed * 13 + (i >> 10)) & 0xff);
-  return s;
-}
-
 RdmaOptions SmallRdma() {
   RdmaOptions o;
   o.endpoint.buffer_size = 4096;

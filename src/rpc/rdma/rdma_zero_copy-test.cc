@@ -18,12 +18,6 @@ namespace {
 using rdma::RdmaOptions;
 using rdma::RdmaTransportFactory;
 
-std::string Pattern(size_t n, int seed) {
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; i++) s[i] = static_cast<char>((i * 7 + seed * 13 + (i >> 10)) & 0xff);
-  return s;
-}
-
 RdmaOptions Rdma(uint32_t spares) {
   RdmaOptions o;
   o.endpoint.buffer_size = 16 * 1024;

@@ -60,6 +60,14 @@ class HandlerGate {
   CountDownLatch open_{1};
 };
 
+// `n` bytes of a pattern that differs per `seed` and from one KiB to the next, so a payload
+// shifted, truncated or swapped with another shows in a byte-for-byte comparison.
+inline std::string Pattern(size_t n, int seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; i++) s[i] = static_cast<char>((i * 7 + seed * 13 + (i >> 10)) & 0xff);
+  return s;
+}
+
 // Polls `cond` until it holds or `timeout` passes; returns whether it held. For conditions
 // another thread makes true "soon" (a reactor closing a socket, a queue filling up).
 inline bool WaitForCondition(const std::function<bool()>& cond,
