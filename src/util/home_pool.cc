@@ -7,7 +7,7 @@ namespace rrpc::home_pool_internal {
 
 Home* AdoptOrCreate(Orphans* orphans) {
   {
-    std::lock_guard<std::mutex> lock(orphans->mu);
+    MutexLock lock(orphans->mu);
     if (!orphans->homes.empty()) {
       Home* home = orphans->homes.back();
       orphans->homes.pop_back();
@@ -18,7 +18,7 @@ Home* AdoptOrCreate(Orphans* orphans) {
 }
 
 void Abandon(Orphans* orphans, Home* home) {
-  std::lock_guard<std::mutex> lock(orphans->mu);
+  MutexLock lock(orphans->mu);
   orphans->homes.push_back(home);
 }
 

@@ -26,8 +26,10 @@
 
 #include <atomic>
 #include <cstddef>
-#include <mutex>
 #include <vector>
+
+#include "util/mutex.h"
+#include "util/thread_annotations.h"
 
 namespace rrpc {
 
@@ -46,8 +48,8 @@ struct Home {
 };
 // The homes of one pool whose threads exited, for the next thread to adopt.
 struct Orphans {
-  std::mutex mu;
-  std::vector<Home*> homes;
+  Mutex mu;
+  std::vector<Home*> homes GUARDED_BY(mu);
 };
 
 Home* AdoptOrCreate(Orphans* orphans);

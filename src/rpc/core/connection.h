@@ -163,6 +163,8 @@ class Connection final : public RefCounted<Connection>,
   // front of call_deadlines_ (each looked up at most once or twice), so it holds no more than the
   // calls in flight.
   void ForgetAnsweredDeadlines(int32_t call_id);
+  // Drops the deadlines at the front of call_deadlines_ whose calls are no longer waiting.
+  void DropAnsweredDeadlinesAtFront();
   static void OnCallDeadlineTimer(struct ev_loop* loop, ev_timer* w, int revents);
   // Times out the calls whose deadlines passed, then sleeps until the first one still waiting.
   void ExpireCallDeadlines();

@@ -29,8 +29,11 @@ void Connection::WatchDeadline(OutboundCall* call) {
 void Connection::ForgetAnsweredDeadlines(int32_t call_id) {
   if (call_deadlines_.empty() || call_deadlines_.front().call_id != call_id) return;
   call_deadlines_.pop_front();
-  // Calls answered out of order left their deadlines behind this one: drop those now at the
-  // front, up to the first call still waiting.
+  // Calls answered out of order left their deadlines behind this one.
+  DropAnsweredDeadlinesAtFront();
+}
+
+void Connection::DropAnsweredDeadlinesAtFront() {
   while (!call_deadlines_.empty() && FindWaitingCall(call_deadlines_.front().call_id) == nullptr) {
     call_deadlines_.pop_front();
   }
@@ -70,9 +73,7 @@ void Connection::ExpireCallDeadlines() {
     OnCallTimeout(call, this);  // its callback may queue calls (and deadlines) on this connection
     if (state_ == State::kClosed) return;
   }
-  while (!call_deadlines_.empty() && FindWaitingCall(call_deadlines_.front().call_id) == nullptr) {
-    call_deadlines_.pop_front();
-  }
+  DropAnsweredDeadlinesAtFront();
   if (!call_deadlines_.empty() && !ev_is_active(&call_deadline_timer_)) ArmCallDeadlineTimer(now);
 }
 

@@ -10,27 +10,11 @@
 #include <sys/wait.h>
 
 #include "rpc/testing/raw-socket-test-util.h"
+#include "rpc/testing/tls-client-hello.h"
 #include "rpc/testing/tls-test-util.h"
 
 namespace rrpc::rpc {
 namespace {
-
-// A real ClientHello, as OpenSSL's client writes it.
-std::string MakeClientHello() {
-  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
-  SSL* ssl = SSL_new(ctx);
-  BIO* rbio = BIO_new(BIO_s_mem());
-  BIO* wbio = BIO_new(BIO_s_mem());
-  SSL_set_bio(ssl, rbio, wbio);
-  SSL_set_connect_state(ssl);
-  SSL_do_handshake(ssl);  // writes the hello, then wants the server's answer
-  char* data = nullptr;
-  const long n = BIO_get_mem_data(wbio, &data);
-  std::string hello(data, static_cast<size_t>(n));
-  SSL_free(ssl);
-  SSL_CTX_free(ctx);
-  return hello;
-}
 
 // A blocking TCP connection to `addr` (no reads bounded by a timeout: WaitForClose polls).
 int ConnectRaw(const Sockaddr& addr) {

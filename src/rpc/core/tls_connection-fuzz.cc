@@ -37,6 +37,7 @@
 #include "rpc/messenger.h"
 #include "rpc/security/ephemeral_certs.h"
 #include "rpc/testing/fuzzed-server.h"
+#include "rpc/testing/tls-client-hello.h"
 #include "util/fuzz_check.h"
 #include "util/monotime.h"
 #include "util/sockaddr.h"
@@ -64,20 +65,6 @@ struct Server {
   SSL_CTX* tls = nullptr;    // the fuzz client's: verifies nothing, it only carries the input
   std::string client_hello;  // a real one, for the odd mode
 };
-
-std::string MakeClientHello(SSL_CTX* ctx) {
-  SSL* ssl = SSL_new(ctx);
-  BIO* rbio = BIO_new(BIO_s_mem());
-  BIO* wbio = BIO_new(BIO_s_mem());
-  SSL_set_bio(ssl, rbio, wbio);
-  SSL_set_connect_state(ssl);
-  SSL_do_handshake(ssl);  // writes the hello, then wants the server's answer
-  char* data = nullptr;
-  const long n = BIO_get_mem_data(wbio, &data);
-  std::string hello(data, static_cast<size_t>(n));
-  SSL_free(ssl);
-  return hello;
-}
 
 Server* TheServer() {
   static Server* s = [] {
