@@ -52,7 +52,7 @@ uint8_t* WriteLengthDelimited(uint8_t tag, Slice bytes, uint8_t* p) {
 
 // The fast path's varint: at most 5 bytes and a value that fits in 32 bits, so it means exactly
 // what protobuf's 32-bit reading of it means. Anything longer is left to the generated parser.
-bool ReadSmallVarint(const uint8_t** p, const uint8_t* end, uint32_t* out) {
+bool ReadSmallVarintLoop(const uint8_t** p, const uint8_t* end, uint32_t* out) {
   const uint8_t* q = *p;
   uint32_t v = 0;
   for (int shift = 0; shift < 35; shift += 7) {
@@ -69,8 +69,27 @@ bool ReadSmallVarint(const uint8_t** p, const uint8_t* end, uint32_t* out) {
   return false;
 }
 
+// The same, with the one- and two-byte varints of a header (tags' values, lengths, call ids
+// below 16,384, timeouts below 16 s) read without the loop: about half the decoding's
+// instructions went to the loop's shift and bound checks (callgrind, echo-cost).
+inline bool ReadSmallVarint(const uint8_t** p, const uint8_t* end, uint32_t* out) {
+  const uint8_t* q = *p;
+  const size_t avail = static_cast<size_t>(end - q);
+  if (avail >= 1 && q[0] < 0x80) {
+    *out = q[0];
+    *p = q + 1;
+    return true;
+  }
+  if (avail >= 2 && q[1] < 0x80) {  // q[0] >= 0x80 here
+    *out = (q[0] & 0x7fu) | static_cast<uint32_t>(q[1]) << 7;
+    *p = q + 2;
+    return true;
+  }
+  return ReadSmallVarintLoop(p, end, out);
+}
+
 // A length-delimited field's bytes (after its tag), bounds-checked against `end`.
-bool ReadBytes(const uint8_t** p, const uint8_t* end, Slice* out) {
+inline bool ReadBytes(const uint8_t** p, const uint8_t* end, Slice* out) {
   uint32_t len;
   if (!ReadSmallVarint(p, end, &len)) return false;
   if (len > static_cast<size_t>(end - *p)) return false;

@@ -75,6 +75,13 @@ namespace {
 bool ReadDelimited(Slice* in, Slice* out) {
   const uint8_t* p = in->data();
   const uint8_t* const end = p + in->size();
+  if (p != end && *p < 0x80) {  // a length below 128 (a header, a small body): one byte
+    const size_t short_len = *p;
+    if (short_len > in->size() - 1) return false;
+    *out = in->sub(1, short_len);
+    in->remove_prefix(1 + short_len);
+    return true;
+  }
   uint32_t len = 0;
   for (int shift = 0;; shift += 7) {
     if (p == end || shift > 28) return false;
