@@ -134,7 +134,7 @@ void Connection::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
     return;
   }
   OutboundCall* raw = call.get();
-  awaiting_response_.emplace(raw->call_id(), std::move(call));
+  awaiting_response_.Insert(raw->call_id(), std::move(call));
   raw->AddRef();  // the write queue's reference, dropped in TransferDone/TransferAborted
   QueueTransfer(raw);
 }
@@ -143,7 +143,7 @@ void Connection::OnCallTimeout(OutboundCall* call, void* arg) {
   auto* conn = static_cast<Connection*>(arg);
   DCHECK(conn->reactor_->IsCurrentThread());
   scoped_refptr<Connection> self(conn);
-  if (conn->awaiting_response_.erase(call->call_id()) == 0) {
+  if (!conn->awaiting_response_.Erase(call->call_id())) {
     auto it = std::find_if(conn->pending_calls_.begin(), conn->pending_calls_.end(),
                            [call](const auto& c) { return c.get() == call; });
     if (it != conn->pending_calls_.end()) conn->pending_calls_.erase(it);
@@ -389,7 +389,7 @@ void Connection::SendPendingCalls() {
   for (auto& call : pending) {
     if (call->finished()) continue;
     OutboundCall* raw = call.get();
-    awaiting_response_.emplace(raw->call_id(), std::move(call));
+    awaiting_response_.Insert(raw->call_id(), std::move(call));
     raw->AddRef();  // the write queue's reference
     QueueTransfer(raw);
   }
@@ -452,8 +452,8 @@ Status Connection::HandleResponseFrame(BlockSlice frame) {
   thread_local ResponseHeaderFields header;  // decoding clears it; its vector keeps capacity
   Slice body, tail;
   RRPC_RETURN_NOT_OK(ParseFrame(frame.slice, &header, &body, &tail));
-  auto it = awaiting_response_.find(header.call_id);
-  if (it == awaiting_response_.end()) {
+  scoped_refptr<OutboundCall> call;
+  if (!awaiting_response_.Erase(header.call_id, &call)) {
     scoped_refptr<OutboundCall> caller_call;
     {
       MutexLock lock(write_mu_);
@@ -471,8 +471,6 @@ Status Connection::HandleResponseFrame(BlockSlice frame) {
             << remote_.ToString();
     return Status::OK();
   }
-  scoped_refptr<OutboundCall> call = std::move(it->second);
-  awaiting_response_.erase(it);
   ForgetAnsweredDeadlines(header.call_id);
   call->FinishWithResponse(std::move(frame), header, body, tail, last_activity_);
   return Status::OK();
@@ -516,7 +514,9 @@ void Connection::Shutdown(const Status& reason) {
   for (auto& call : pending) call->FinishWithError(reason);
   AwaitingMap awaiting;
   awaiting.swap(awaiting_response_);
-  for (auto& [id, call] : awaiting) call->FinishWithError(reason);
+  awaiting.ForEach([&reason](int32_t, scoped_refptr<OutboundCall>& call) {
+    call->FinishWithError(reason);
+  });
   if (caller_call != nullptr) caller_call->FinishWithError(reason);
   while (!unsent.empty()) unsent.pop_front()->TransferAborted(reason);
   if (MessengerMetrics* m = reactor_->metrics()) m->ConnectionClosed();

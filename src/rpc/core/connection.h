@@ -25,12 +25,12 @@
 #include "rpc/core/outbound_call.h"
 #include "rpc/rpc_header.pb.h"
 #include "rpc/transport/transport.h"
+#include "util/int_map.h"
 #include "util/memory_tracker.h"
 #include "util/monotime.h"
 #include "util/mutex.h"
 #include "util/ref_counted.h"
 #include "util/sockaddr.h"
-#include "util/stash_allocator.h"
 #include "util/status.h"
 
 namespace rrpc::rpc {
@@ -247,12 +247,9 @@ class Connection final : public RefCounted<Connection>,
   std::vector<scoped_refptr<OutboundCall>> pending_calls_;
   // Client side: calls go out as they come (set once the negotiation allows it).
   bool sending_calls_ = false;
-  // Client side: calls sent (or being sent) and awaiting their response, by call id. Its nodes
-  // come from the reactor thread's stash: no malloc per call.
-  using AwaitingMap =
-      std::unordered_map<int32_t, scoped_refptr<OutboundCall>, std::hash<int32_t>,
-                         std::equal_to<int32_t>,
-                         StashAllocator<std::pair<const int32_t, scoped_refptr<OutboundCall>>>>;
+  // Client side: calls sent (or being sent) and awaiting their response, by call id: one flat
+  // array, no allocation per call.
+  using AwaitingMap = IntMap<scoped_refptr<OutboundCall>>;
   AwaitingMap awaiting_response_;
   // Client side: the deadlines of calls, in the order they were queued and so in nondecreasing
   // order (a call whose deadline would break the order has a timer of its own), and the one

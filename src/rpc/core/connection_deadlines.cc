@@ -40,8 +40,7 @@ void Connection::DropAnsweredDeadlinesAtFront() {
 }
 
 OutboundCall* Connection::FindWaitingCall(int32_t call_id) {
-  auto it = awaiting_response_.find(call_id);
-  if (it != awaiting_response_.end()) return it->second.get();
+  if (scoped_refptr<OutboundCall>* call = awaiting_response_.Find(call_id)) return call->get();
   for (const auto& call : pending_calls_) {  // only while connecting: a handful
     if (call->call_id() == call_id) return call.get();
   }
