@@ -67,6 +67,34 @@ TEST_F(RpcErrorsTest, UnknownMethodIsNotSupportedWithNoSuchMethod) {
   EXPECT_EQ(0, service_->calls());
 }
 
+TEST_F(RpcErrorsTest, RoutingAfterAKnownMethodStillTellsMethodsAndServicesApart) {
+  // The reactor remembers its last routed method (service_pool.cc): calls that differ from it in
+  // the method, the service or only a name's length must not take its route.
+  auto echo = [&](const std::string& service, const std::string& method) {
+    rtest::EchoRequestPB req;
+    req.set_data("x");
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    Status s = Call(service, method, req, &resp, &ctl);
+    return ctl.error_response() != nullptr ? static_cast<int>(ctl.error_response()->code())
+                                           : (s.ok() ? -1 : -2);
+  };
+  EXPECT_EQ(-1, echo(kEchoService, "Echo"));
+  EXPECT_EQ(ErrorStatusPB::ERROR_NO_SUCH_METHOD, echo(kEchoService, "Ech"));
+  EXPECT_EQ(ErrorStatusPB::ERROR_NO_SUCH_METHOD, echo(kEchoService, "Echo2"));
+  EXPECT_EQ(ErrorStatusPB::ERROR_NO_SUCH_SERVICE, echo("rrpc.rtest.EchoServicf", "Echo"));
+  EXPECT_EQ(-1, echo(kEchoService, "Echo"));
+  rtest::AddRequestPB add;
+  add.set_a(2);
+  add.set_b(3);
+  rtest::AddResponsePB sum;
+  RpcController ctl;
+  ASSERT_TRUE(Call(kEchoService, "Add", add, &sum, &ctl).ok());
+  EXPECT_EQ(5, sum.sum());
+  EXPECT_EQ(-1, echo(kEchoService, "Echo"));
+  EXPECT_EQ(4, service_->calls());
+}
+
 TEST_F(RpcErrorsTest, RequestThatDoesNotParseIsInvalidArgumentWithInvalidRequest) {
   // An AddResponsePB's bytes (field 1 as a varint) are not an EchoRequestPB: its required
   // `data` is missing.

@@ -15,8 +15,29 @@
 
 namespace rrpc::rpc {
 
+namespace {
+
+// The calling reactor thread's last routed method. Calls of one method come in runs, and two
+// short name comparisons cost less than the two hash lookups they save (~60 instructions per
+// call, callgrind, build-support/echo-cost). Keyed by the pool's serial number, so that a pool
+// made where a freed one was never matches; only found methods are kept, and services are
+// registered before the pool starts and never removed, so a kept one stays valid.
+struct LastRoute {
+  uint64_t pool_serial = 0;  // 0: nothing kept
+  std::string service_name;
+  std::string method_name;
+  const ServiceIf* service = nullptr;
+  const RpcMethodInfo* method = nullptr;
+};
+thread_local LastRoute tls_last_route;
+
+std::atomic<uint64_t> next_pool_serial{1};
+
+}  // namespace
+
 ServicePool::ServicePool(ServicePoolOptions options)
-    : options_(std::move(options)),
+    : serial_(next_pool_serial.fetch_add(1, std::memory_order_relaxed)),
+      options_(std::move(options)),
       // Workers inherit the creating thread's CPU affinity, so this thread's answer is theirs.
       queue_(options_.queue_length,
              PollingCanPayOnThisThread() ? options_.worker_idle_spin : MonoDelta()) {}
@@ -71,7 +92,24 @@ std::vector<const ServiceIf*> ServicePool::services() const {
 void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
   // Responding hands the call to its reactor: from here on it is managed by hand.
   InboundCall* raw = call.release();
-  const ServiceIf* service = FindService(raw->requested_service_name());
+  LastRoute& last = tls_last_route;
+  const ServiceIf* service;
+  const RpcMethodInfo* method;
+  if (last.pool_serial == serial_ && raw->requested_service_name() == last.service_name &&
+      raw->requested_method_name() == last.method_name) {
+    service = last.service;
+    method = last.method;
+  } else {
+    service = FindService(raw->requested_service_name());
+    method = service != nullptr ? service->FindMethod(raw->requested_method_name()) : nullptr;
+    if (method != nullptr) {
+      last.pool_serial = serial_;
+      last.service_name.assign(raw->requested_service_name());
+      last.method_name.assign(raw->requested_method_name());
+      last.service = service;
+      last.method = method;
+    }
+  }
   if (service == nullptr) {
     if (options_.metrics != nullptr) options_.metrics->no_such_method->Increment();
     raw->RespondFailure(
@@ -79,7 +117,6 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
         Status::NotFound("no such service: " + std::string(raw->requested_service_name())));
     return;
   }
-  const RpcMethodInfo* method = service->FindMethod(raw->requested_method_name());
   if (method == nullptr) {
     if (options_.metrics != nullptr) options_.metrics->no_such_method->Increment();
     raw->RespondFailure(

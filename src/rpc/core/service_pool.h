@@ -77,6 +77,7 @@ class ServicePool {
   void RunWorker();
   void RunCall(InboundCall* call);
 
+  const uint64_t serial_;  // Unique per pool in this process (the route cache's key).
   const ServicePoolOptions options_;
   RpczStore rpcz_store_;  // Declared before the queue and workers: outlives the calls they hold.
   // Keyed by each service's own name (service_name() of the value, which lives as long as it).
