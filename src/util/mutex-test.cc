@@ -33,19 +33,21 @@ TEST(MutexTest, ContendedIncrementsAreNeverLost) {
 
 TEST(MutexTest, TryLockFailsWhileHeldAndSucceedsAfter) {
   Mutex mu;
-  ASSERT_TRUE(mu.TryLock());
-  bool other_got_it = true;
-  std::thread([&] {
-    other_got_it = mu.TryLock();
-    if (other_got_it) mu.Unlock();
-  }).join();
-  EXPECT_FALSE(other_got_it);
-  mu.Unlock();
-  std::thread([&] {
-    other_got_it = mu.TryLock();
-    if (other_got_it) mu.Unlock();
-  }).join();
-  EXPECT_TRUE(other_got_it);
+  auto try_on_another_thread = [&mu] {
+    bool got = false;
+    std::thread([&] {
+      if (mu.TryLock()) {
+        got = true;
+        mu.Unlock();
+      }
+    }).join();
+    return got;
+  };
+  {
+    MutexLock l(mu);
+    EXPECT_FALSE(try_on_another_thread());
+  }
+  EXPECT_TRUE(try_on_another_thread());
 }
 
 TEST(MutexTest, SleeperIsWokenByUnlock) {
