@@ -12,11 +12,12 @@ FrameReader::FrameReader(size_t max_frame_size, size_t read_block_size)
     : max_frame_size_(max_frame_size), read_block_size_(read_block_size) {}
 
 uint8_t* FrameReader::writable_data() {
+  if (tail_size_ > 0) FoldTail();  // bytes read after the block come before any read now
   if (!block_) {
     // After a large frame, room for only the next length prefix: NextFrame() then gives the frame
     // a block of its size before any of its bytes is read (Relocate moves only the prefix).
     block_ = Block::Allocate(large_frames_ ? kFrameLengthSize : read_block_size_);
-    start_ = end_ = 0;
+    start_ = end_ = frame_end_ = 0;
   } else if (end_ == block_->capacity()) {
     // Usually consumed frames sit at the block's front and sliding the rest over makes room. A
     // block full from its first byte (Seed() filled it, no NextFrame() since) must grow instead.
@@ -29,14 +30,37 @@ size_t FrameReader::writable_size() const {
   return block_ ? block_->capacity() - end_ : read_block_size_;
 }
 
+int FrameReader::ReadSpace(iovec iov[2]) {
+  uint8_t* const data = writable_data();
+  const size_t capacity = block_->capacity();
+  iov[0].iov_base = data;
+  iov[0].iov_len = capacity - end_;
+  if (frame_end_ != capacity) return 1;
+  // The room ends exactly where the pending frame does: read the next prefix too, nothing more.
+  iov[1].iov_base = tail_;
+  iov[1].iov_len = sizeof(tail_);
+  return 2;
+}
+
 void FrameReader::Commit(size_t n) {
   DCHECK(block_);
-  DCHECK_LE(end_ + n, block_->capacity());
+  const size_t room = block_->capacity() - end_;
+  if (n > room) {
+    // A scatter read ran past the block into the tail ReadSpace() offered.
+    DCHECK_EQ(frame_end_, block_->capacity());
+    DCHECK_EQ(tail_size_, 0u);
+    DCHECK_LE(n - room, sizeof(tail_));
+    tail_size_ = n - room;
+    n = room;
+  }
   end_ += n;
 }
 
 Result<bool> FrameReader::NextFrame(BlockSlice* frame) {
+  // A tail follows a frame that filled the block: it is the next frame's start once that is taken.
+  if (tail_size_ > 0 && start_ == end_) FoldTail();
   const size_t available = end_ - start_;
+  frame_end_ = 0;
   if (available < kFrameLengthSize) {
     if (available == 0) block_.reset();  // idle: hold nothing
     return false;
@@ -53,6 +77,7 @@ Result<bool> FrameReader::NextFrame(BlockSlice* frame) {
   if (available < total) {
     // Make sure the whole frame fits from its start, so the next reads complete it in place.
     if (start_ + total > block_->capacity()) Relocate(total);
+    frame_end_ = start_ + total;
     return false;
   }
   frame->block = block_;
@@ -62,6 +87,7 @@ Result<bool> FrameReader::NextFrame(BlockSlice* frame) {
 }
 
 bool FrameReader::NextRaw(size_t n, Slice* out) {
+  if (tail_size_ > 0) FoldTail();
   if (end_ - start_ < n) return false;
   *out = Slice(block_->data() + start_, n);
   start_ += n;
@@ -69,20 +95,22 @@ bool FrameReader::NextRaw(size_t n, Slice* out) {
 }
 
 std::string FrameReader::TakeBuffered() {
+  if (tail_size_ > 0) FoldTail();
   std::string out;
   if (block_) out.assign(reinterpret_cast<const char*>(block_->data() + start_), end_ - start_);
   block_.reset();
-  start_ = end_ = 0;
+  start_ = end_ = frame_end_ = 0;
   return out;
 }
 
 void FrameReader::Seed(Slice bytes) {
   if (bytes.empty()) return;
+  if (tail_size_ > 0) FoldTail();
   // Room for all of them at once. They may be more than a read block (a detached stream can hand
   // over several frames), and they are already held in memory, so this adds no new exposure.
   if (!block_) {
     block_ = Block::Allocate(std::max(read_block_size_, bytes.size()));
-    start_ = end_ = 0;
+    start_ = end_ = frame_end_ = 0;
   } else if (block_->capacity() - end_ < bytes.size()) {
     Relocate(end_ - start_ + bytes.size());
   }
@@ -106,8 +134,34 @@ void FrameReader::Relocate(size_t needed) {
     memcpy(fresh->data(), block_->data() + start_, pending);
     block_ = std::move(fresh);
   }
+  if (frame_end_ != 0) frame_end_ -= start_;
   start_ = 0;
   end_ = pending;
+}
+
+void FrameReader::FoldTail() {
+  if (block_ && end_ > start_) {
+    // The block still holds bytes nobody took (a frame not yet asked for, or a preamble): the
+    // tail goes after them. Not the bulk path, where the frame before the tail is taken first.
+    if (block_->capacity() - end_ < tail_size_) Relocate(end_ - start_ + tail_size_);
+  } else {
+    // Every byte of the block is taken: start the next one from the prefix. A whole, valid prefix
+    // sizes it as NextFrame() would (a large frame's own size, else a read block); a bad one is
+    // refused by NextFrame() from this small block, and a partial one waits for its rest here.
+    size_t capacity = kFrameLengthSize;
+    if (tail_size_ == kFrameLengthSize) {
+      const uint32_t length = DecodeBigEndian32(tail_);
+      if (length > 0 && length <= max_frame_size_) {
+        capacity = std::max(kFrameLengthSize + length, read_block_size_);
+      }
+    }
+    block_ = Block::Allocate(capacity);
+    start_ = end_ = frame_end_ = 0;
+  }
+  // The length prefix only (not payload): not counted as a copy.
+  memcpy(block_->data() + end_, tail_, tail_size_);
+  end_ += tail_size_;
+  tail_size_ = 0;
 }
 
 }  // namespace rrpc::rpc
