@@ -30,39 +30,25 @@ size_t FrameReader::writable_size() const {
   return block_ ? block_->capacity() - end_ : read_block_size_;
 }
 
-int FrameReader::ReadSpace(iovec iov[2]) {
-  uint8_t* const data = writable_data();
-  const size_t capacity = block_->capacity();
-  iov[0].iov_base = data;
-  iov[0].iov_len = capacity - end_;
-  if (frame_end_ != capacity) return 1;
-  // The room ends exactly where the pending frame does: read the next prefix too, nothing more.
-  iov[1].iov_base = tail_;
-  iov[1].iov_len = sizeof(tail_);
-  return 2;
-}
-
-void FrameReader::Commit(size_t n) {
-  DCHECK(block_);
+void FrameReader::CommitIntoTail(size_t n) {
   const size_t room = block_->capacity() - end_;
-  if (n > room) {
-    // A scatter read ran past the block into the tail ReadSpace() offered.
-    DCHECK_EQ(frame_end_, block_->capacity());
-    DCHECK_EQ(tail_size_, 0u);
-    DCHECK_LE(n - room, sizeof(tail_));
-    tail_size_ = n - room;
-    n = room;
-  }
-  end_ += n;
+  DCHECK_EQ(frame_end_, block_->capacity());
+  DCHECK_EQ(tail_size_, 0u);
+  DCHECK_LE(n - room, sizeof(tail_));
+  tail_size_ = n - room;
+  end_ += room;
 }
 
 Result<bool> FrameReader::NextFrame(BlockSlice* frame) {
-  // A tail follows a frame that filled the block: it is the next frame's start once that is taken.
-  if (tail_size_ > 0 && start_ == end_) FoldTail();
-  const size_t available = end_ - start_;
-  frame_end_ = 0;
+  size_t available = end_ - start_;
+  if (available == 0 && tail_size_ > 0) {
+    // The frame that filled the block is taken: the tail is the next frame's start.
+    FoldTail();
+    available = end_ - start_;
+  }
   if (available < kFrameLengthSize) {
     if (available == 0) block_.reset();  // idle: hold nothing
+    frame_end_ = 0;
     return false;
   }
   const uint32_t length = DecodeBigEndian32(block_->data() + start_);
@@ -80,6 +66,7 @@ Result<bool> FrameReader::NextFrame(BlockSlice* frame) {
     frame_end_ = start_ + total;
     return false;
   }
+  frame_end_ = 0;
   frame->block = block_;
   frame->slice = Slice(block_->data() + start_ + kFrameLengthSize, length);
   start_ += total;

@@ -53,8 +53,23 @@ class FrameReader {
   // The scatter-read form of the two above: fills `iov` with the room to read into and returns
   // how many entries it used. The second, when there is one, is the next frame's length prefix
   // (see the class comment). Commit() then takes the bytes read across all of them.
-  int ReadSpace(iovec iov[2]);
-  void Commit(size_t n);
+  int ReadSpace(iovec iov[2]) {
+    iov[0].iov_base = writable_data();
+    const size_t capacity = block_->capacity();
+    iov[0].iov_len = capacity - end_;
+    if (frame_end_ != capacity) return 1;
+    // The room ends exactly where the pending frame does: the next prefix too, nothing more.
+    iov[1].iov_base = tail_;
+    iov[1].iov_len = sizeof(tail_);
+    return 2;
+  }
+  void Commit(size_t n) {
+    if (n > block_->capacity() - end_) {
+      CommitIntoTail(n);
+    } else {
+      end_ += n;
+    }
+  }
 
   // Yields the next complete frame (the bytes after its length prefix) in `frame`. Returns false
   // when more bytes are needed, or a Corruption/InvalidArgument status when the stream is bad
@@ -75,6 +90,8 @@ class FrameReader {
  private:
   // Moves the pending partial frame into a block with room for `needed` bytes from its start.
   void Relocate(size_t needed);
+  // Commit() of a scatter read that ran past the block into the tail.
+  void CommitIntoTail(size_t n);
   // Moves the bytes a scatter read put after the block (the next frame's prefix, or part of it)
   // into the block, or into a fresh one sized from the prefix once the block is all consumed.
   void FoldTail();
