@@ -3,7 +3,6 @@
 #include "rpc/transport/frame_reader.h"
 
 #include <gtest/gtest.h>
-
 #include <sys/uio.h>
 
 #include <algorithm>
