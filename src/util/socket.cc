@@ -151,6 +151,17 @@ Result<size_t> Socket::Recv(uint8_t* buf, size_t len) {
   }
 }
 
+Result<size_t> Socket::Readv(const iovec* iov, int iovcnt) {
+  while (true) {
+    ssize_t n = ::readv(fd_, iov, iovcnt);
+    if (n > 0) return static_cast<size_t>(n);
+    if (n == 0) return Status::EndOfFile("connection closed by peer");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
+    return Status::FromErrno("readv", errno);
+  }
+}
+
 Result<size_t> Socket::Writev(const iovec* iov, int iovcnt) {
   msghdr msg{};
   msg.msg_iov = const_cast<iovec*>(iov);

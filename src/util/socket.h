@@ -63,6 +63,8 @@ class Socket {
   // Reads up to `len` bytes. Returns bytes read (> 0), 0 when nothing is available (EAGAIN),
   // or an error; a closed peer is Status::EndOfFile.
   Result<size_t> Recv(uint8_t* buf, size_t len);
+  // Recv() scattered over `iov` (one readv()): fills them in order, same results as Recv().
+  Result<size_t> Readv(const iovec* iov, int iovcnt);
   // Writes from `iov`; returns bytes written, 0 on EAGAIN. Never raises SIGPIPE.
   Result<size_t> Writev(const iovec* iov, int iovcnt);
 

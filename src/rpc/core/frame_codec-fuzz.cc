@@ -6,9 +6,11 @@
 // the same header; the call path's header codec (header_codec.h) parses exactly the frames the
 // generated parser parses, to the same fields, and encodes them as protobuf does.
 //
-// Input: byte 0 picks the read block size, byte 1 seeds the sizes of the reads, the rest is the
-// stream. Run with build-support/fuzz.sh; ctest replays fuzz-corpus/frame_codec-fuzz/.
+// Input: byte 0 picks the read block size, byte 1 seeds the sizes of the reads (and which of them
+// are scatter reads, ReadSpace()), the rest is the stream. Run with build-support/fuzz.sh; ctest
+// replays fuzz-corpus/frame_codec-fuzz/.
 #include <google/protobuf/stubs/logging.h>
+#include <sys/uio.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -165,13 +167,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t pos = 0;
   while (pos < size && !bad) {
     chunk_seed = chunk_seed * 1103515245u + 12345u;
-    uint8_t* dst = reader.writable_data();
-    const size_t room = reader.writable_size();
-    FUZZ_CHECK(room > 0);
-    const size_t n = std::min({room, size - pos, size_t{1} + (chunk_seed >> 16) % 300});
-    memcpy(dst, data + pos, n);
-    reader.Commit(n);
-    pos += n;
+    const size_t chunk = size_t{1} + (chunk_seed >> 16) % 300;
+    if (chunk_seed & 0x100) {
+      // A scatter read as TcpTransport makes it: the offered regions filled in order.
+      iovec iov[2];
+      const int parts = reader.ReadSpace(iov);
+      FUZZ_CHECK(parts == 1 || parts == 2);
+      FUZZ_CHECK(iov[0].iov_len > 0);
+      FUZZ_CHECK(parts == 1 || iov[1].iov_len == kFrameLengthSize);
+      size_t n = 0;
+      for (int i = 0; i < parts; i++) {
+        const size_t take = std::min({iov[i].iov_len, size - pos, chunk - n});
+        memcpy(iov[i].iov_base, data + pos, take);
+        pos += take;
+        n += take;
+      }
+      reader.Commit(n);
+    } else {
+      uint8_t* dst = reader.writable_data();
+      const size_t room = reader.writable_size();
+      FUZZ_CHECK(room > 0);
+      const size_t n = std::min({room, size - pos, chunk});
+      memcpy(dst, data + pos, n);
+      reader.Commit(n);
+      pos += n;
+    }
     while (true) {
       BlockSlice frame;
       rrpc::Result<bool> next = reader.NextFrame(&frame);

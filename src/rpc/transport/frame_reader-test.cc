@@ -3,6 +3,7 @@
 #include "rpc/transport/frame_reader.h"
 
 #include <gtest/gtest.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <string>
@@ -38,6 +39,47 @@ Status Feed(FrameReader* reader, const std::string& bytes, size_t chunk,
     memcpy(dst, bytes.data() + pos, n);
     reader->Commit(n);
     pos += n;
+    while (true) {
+      BlockSlice frame;
+      Result<bool> next = reader->NextFrame(&frame);
+      if (!next.ok()) return next.status();
+      if (!*next) break;
+      frames->push_back(std::move(frame));
+    }
+  }
+  return Status::OK();
+}
+
+// Feed() through ReadSpace(), as TcpTransport reads: each read fills the offered regions in order
+// (as readv() does) with at most `chunk` bytes. Counts the reads, and the reads that came back
+// short of the room offered (what tells the transport the socket is drained).
+struct ScatterStats {
+  int reads = 0;
+  int short_reads = 0;
+};
+Status FeedScatter(FrameReader* reader, const std::string& bytes, size_t chunk,
+                   std::vector<BlockSlice>* frames, ScatterStats* stats = nullptr) {
+  size_t pos = 0;
+  while (pos < bytes.size()) {
+    iovec iov[2];
+    const int parts = reader->ReadSpace(iov);
+    if (parts < 1 || parts > 2 || iov[0].iov_len == 0) {
+      return Status::IllegalState("reader offered no room to read into");
+    }
+    size_t room = 0;
+    size_t n = 0;
+    for (int i = 0; i < parts; i++) {
+      room += iov[i].iov_len;
+      const size_t take = std::min({iov[i].iov_len, chunk - n, bytes.size() - pos});
+      memcpy(iov[i].iov_base, bytes.data() + pos, take);
+      pos += take;
+      n += take;
+    }
+    reader->Commit(n);
+    if (stats != nullptr) {
+      stats->reads++;
+      if (n < room) stats->short_reads++;
+    }
     while (true) {
       BlockSlice frame;
       Result<bool> next = reader->NextFrame(&frame);
@@ -89,6 +131,35 @@ TEST_P(FrameReaderSplitTest, FramesFedOneByteAtATimeComeOutWhole) {
   // Earlier frames stay intact while the reader moves on and relocates partial frames.
   for (size_t i = 0; i < expected.size(); i++) {
     EXPECT_EQ(Content(expected[i]), frames[i].slice.ToString()) << i;
+  }
+}
+
+// The same with scatter reads: a frame that fills its block exactly is read with the next prefix,
+// or part of it, and whatever the split, the frames and the bytes after them come out whole.
+TEST_P(FrameReaderSplitTest, ScatterReadsSplitAtEveryByteBoundaryComeOutWhole) {
+  const size_t block = GetParam();
+  const std::vector<std::string> expected = SampleFrames();
+  std::string stream;
+  for (const auto& f : expected) stream += f;
+  for (size_t split = 0; split <= stream.size(); split++) {
+    FrameReader reader(1 << 20, block);
+    std::vector<BlockSlice> frames;
+    ASSERT_TRUE(FeedScatter(&reader, stream.substr(0, split), stream.size(), &frames).ok());
+    ASSERT_TRUE(FeedScatter(&reader, stream.substr(split), stream.size(), &frames).ok());
+    ASSERT_EQ(expected.size(), frames.size()) << "split at " << split;
+    for (size_t i = 0; i < expected.size(); i++) {
+      ASSERT_EQ(Content(expected[i]), frames[i].slice.ToString()) << "split " << split << " #" << i;
+    }
+    EXPECT_EQ(0u, reader.buffered());
+  }
+  for (size_t chunk : {1, 2, 3, 5, 7}) {
+    FrameReader reader(1 << 20, block);
+    std::vector<BlockSlice> frames;
+    ASSERT_TRUE(FeedScatter(&reader, stream, chunk, &frames).ok());
+    ASSERT_EQ(expected.size(), frames.size()) << "chunk " << chunk;
+    for (size_t i = 0; i < expected.size(); i++) {
+      EXPECT_EQ(Content(expected[i]), frames[i].slice.ToString()) << "chunk " << chunk << " #" << i;
+    }
   }
 }
 
@@ -268,6 +339,109 @@ TEST(FrameReaderTest, LargeFramesAreReadIntoBlocksOfTheirSizeWithoutMovingBytes)
   EXPECT_EQ(Content(MakeFrame(20, 10)), frames.back().slice.ToString());
   reader.writable_data();
   EXPECT_EQ(64u, reader.writable_size());
+}
+
+// Back-to-back large frames through scatter reads: after the first, one read completes each frame
+// and brings the next one's length prefix (the read that would only have returned EAGAIN is gone),
+// no payload byte is moved, each frame fills a block of its own size, and the read that drains
+// the stream comes back short.
+TEST(FrameReaderTest, ScatterReadsTakeEachLargeFrameAndTheNextPrefixInOneRead) {
+  FrameReader reader(/*max_frame_size=*/1 << 20, /*read_block_size=*/64);
+  reader.set_copy_side(CopySide::kClient);
+  std::vector<BlockSlice> frames;
+  ASSERT_TRUE(FeedScatter(&reader, MakeFrame(1000, 1), 1 << 20, &frames).ok());
+  ASSERT_EQ(1u, frames.size());
+  const CopyTotals before = ReadCopyTotals();
+  constexpr int kFrames = 5;
+  std::string stream;
+  for (int i = 0; i < kFrames; i++) stream += MakeFrame(500 + i * 100, i + 2);
+  // The stream arrives whole, as a socket that holds all of it would give it.
+  ScatterStats stats;
+  ASSERT_TRUE(FeedScatter(&reader, stream, 1 << 20, &frames, &stats).ok());
+  ASSERT_EQ(1u + kFrames, frames.size());
+  // One read of the first prefix (the reader is in large-frame mode), then one per frame.
+  EXPECT_EQ(1 + kFrames, stats.reads);
+  EXPECT_EQ(1, stats.short_reads);  // the last: nothing after the last frame
+  EXPECT_EQ(before.get(CopySide::kClient, CopyKind::kStream),
+            ReadCopyTotals().get(CopySide::kClient, CopyKind::kStream));
+  for (int i = 0; i < kFrames; i++) {
+    const BlockSlice& f = frames[1 + i];
+    EXPECT_EQ(Content(MakeFrame(500 + i * 100, i + 2)), f.slice.ToString());
+    EXPECT_EQ(kFrameLengthSize + f.slice.size(), f.block->capacity());
+  }
+  EXPECT_EQ(0u, reader.buffered());
+
+  // The second region is the next prefix only, and only while a frame fills the block exactly.
+  const std::string next = MakeFrame(300, 9);
+  uint8_t* dst = reader.writable_data();
+  memcpy(dst, next.data(), kFrameLengthSize);
+  reader.Commit(kFrameLengthSize);
+  BlockSlice frame;
+  ASSERT_FALSE(*reader.NextFrame(&frame));
+  iovec iov[2];
+  ASSERT_EQ(2, reader.ReadSpace(iov));
+  EXPECT_EQ(next.size() - kFrameLengthSize, iov[0].iov_len);
+  EXPECT_EQ(kFrameLengthSize, iov[1].iov_len);
+  // A small frame next: its prefix sizes a whole read block, and reads go back to one region.
+  const std::string small = MakeFrame(10, 10);
+  memcpy(iov[0].iov_base, next.data() + kFrameLengthSize, iov[0].iov_len);
+  memcpy(iov[1].iov_base, small.data(), kFrameLengthSize);
+  reader.Commit(iov[0].iov_len + kFrameLengthSize);
+  EXPECT_EQ(next.size() + kFrameLengthSize, reader.buffered());
+  ASSERT_TRUE(*reader.NextFrame(&frame));
+  EXPECT_EQ(Content(next), frame.slice.ToString());
+  ASSERT_FALSE(*reader.NextFrame(&frame));
+  EXPECT_EQ(kFrameLengthSize, reader.buffered());
+  ASSERT_EQ(1, reader.ReadSpace(iov));
+  EXPECT_EQ(64u - kFrameLengthSize, iov[0].iov_len);
+}
+
+// A bad prefix that arrives in the tail is refused as it would be in the block, and the reader
+// allocates nothing of the size it claims.
+TEST(FrameReaderTest, BadPrefixReadIntoTheTailIsRefused) {
+  constexpr size_t kMax = 4096;
+  for (uint32_t length : {0u, static_cast<uint32_t>(kMax + 1), 0xffffffffu}) {
+    FrameReader reader(kMax, /*read_block_size=*/64);
+    std::vector<BlockSlice> frames;
+    ASSERT_TRUE(FeedScatter(&reader, MakeFrame(1000, 1).substr(0, 100), 1 << 20, &frames).ok());
+    std::string bad(kFrameLengthSize, '\0');
+    EncodeBigEndian32(reinterpret_cast<uint8_t*>(bad.data()), length);
+    Status s = FeedScatter(&reader, MakeFrame(1000, 1).substr(100) + bad, 1 << 20, &frames);
+    ASSERT_EQ(1u, frames.size()) << length;
+    EXPECT_TRUE(length == 0 ? s.IsCorruption() : s.IsInvalidArgument()) << s.ToString();
+    EXPECT_EQ(kFrameLengthSize, reader.buffered());
+    reader.writable_data();
+    EXPECT_LE(reader.writable_size(), 64u) << length;
+  }
+}
+
+// Bytes read into the tail are part of what the reader holds: counted, and handed over with the
+// stream before and after the frame ahead of them is taken.
+TEST(FrameReaderTest, TakeBufferedIncludesTheTail) {
+  const std::string large = MakeFrame(200, 1);
+  const std::string next = MakeFrame(5, 2);
+  for (bool take_frame_first : {false, true}) {
+    FrameReader reader(1 << 20, /*read_block_size=*/64);
+    uint8_t* dst = reader.writable_data();
+    memcpy(dst, large.data(), 64);
+    reader.Commit(64);
+    BlockSlice frame;
+    ASSERT_FALSE(*reader.NextFrame(&frame));
+    iovec iov[2];
+    ASSERT_EQ(2, reader.ReadSpace(iov));
+    memcpy(iov[0].iov_base, large.data() + 64, iov[0].iov_len);
+    memcpy(iov[1].iov_base, next.data(), 3);  // part of the next prefix
+    reader.Commit(iov[0].iov_len + 3);
+    EXPECT_EQ(large.size() - 64 + 64 + 3, reader.buffered());
+    std::string expected = large + next.substr(0, 3);
+    if (take_frame_first) {
+      ASSERT_TRUE(*reader.NextFrame(&frame));
+      EXPECT_EQ(Content(large), frame.slice.ToString());
+      expected = next.substr(0, 3);
+    }
+    EXPECT_EQ(expected, reader.TakeBuffered()) << take_frame_first;
+    EXPECT_EQ(0u, reader.buffered());
+  }
 }
 
 // Seed() takes bytes handed over from another transport, however many: more than a read block

@@ -12,11 +12,12 @@ FrameReader::FrameReader(size_t max_frame_size, size_t read_block_size)
     : max_frame_size_(max_frame_size), read_block_size_(read_block_size) {}
 
 uint8_t* FrameReader::writable_data() {
+  if (tail_size_ > 0) FoldTail();  // bytes read after the block come before any read now
   if (!block_) {
     // After a large frame, room for only the next length prefix: NextFrame() then gives the frame
     // a block of its size before any of its bytes is read (Relocate moves only the prefix).
     block_ = Block::Allocate(large_frames_ ? kFrameLengthSize : read_block_size_);
-    start_ = end_ = 0;
+    start_ = end_ = frame_end_ = 0;
   } else if (end_ == block_->capacity()) {
     // Usually consumed frames sit at the block's front and sliding the rest over makes room. A
     // block full from its first byte (Seed() filled it, no NextFrame() since) must grow instead.
@@ -29,16 +30,25 @@ size_t FrameReader::writable_size() const {
   return block_ ? block_->capacity() - end_ : read_block_size_;
 }
 
-void FrameReader::Commit(size_t n) {
-  DCHECK(block_);
-  DCHECK_LE(end_ + n, block_->capacity());
-  end_ += n;
+void FrameReader::CommitIntoTail(size_t n) {
+  const size_t room = block_->capacity() - end_;
+  DCHECK_EQ(frame_end_, block_->capacity());
+  DCHECK_EQ(tail_size_, 0u);
+  DCHECK_LE(n - room, sizeof(tail_));
+  tail_size_ = n - room;
+  end_ += room;
 }
 
 Result<bool> FrameReader::NextFrame(BlockSlice* frame) {
-  const size_t available = end_ - start_;
+  size_t available = end_ - start_;
+  if (available == 0 && tail_size_ > 0) {
+    // The frame that filled the block is taken: the tail is the next frame's start.
+    FoldTail();
+    available = end_ - start_;
+  }
   if (available < kFrameLengthSize) {
     if (available == 0) block_.reset();  // idle: hold nothing
+    frame_end_ = 0;
     return false;
   }
   const uint32_t length = DecodeBigEndian32(block_->data() + start_);
@@ -53,8 +63,10 @@ Result<bool> FrameReader::NextFrame(BlockSlice* frame) {
   if (available < total) {
     // Make sure the whole frame fits from its start, so the next reads complete it in place.
     if (start_ + total > block_->capacity()) Relocate(total);
+    frame_end_ = start_ + total;
     return false;
   }
+  frame_end_ = 0;
   frame->block = block_;
   frame->slice = Slice(block_->data() + start_ + kFrameLengthSize, length);
   start_ += total;
@@ -62,6 +74,7 @@ Result<bool> FrameReader::NextFrame(BlockSlice* frame) {
 }
 
 bool FrameReader::NextRaw(size_t n, Slice* out) {
+  if (tail_size_ > 0) FoldTail();
   if (end_ - start_ < n) return false;
   *out = Slice(block_->data() + start_, n);
   start_ += n;
@@ -69,20 +82,22 @@ bool FrameReader::NextRaw(size_t n, Slice* out) {
 }
 
 std::string FrameReader::TakeBuffered() {
+  if (tail_size_ > 0) FoldTail();
   std::string out;
   if (block_) out.assign(reinterpret_cast<const char*>(block_->data() + start_), end_ - start_);
   block_.reset();
-  start_ = end_ = 0;
+  start_ = end_ = frame_end_ = 0;
   return out;
 }
 
 void FrameReader::Seed(Slice bytes) {
   if (bytes.empty()) return;
+  if (tail_size_ > 0) FoldTail();
   // Room for all of them at once. They may be more than a read block (a detached stream can hand
   // over several frames), and they are already held in memory, so this adds no new exposure.
   if (!block_) {
     block_ = Block::Allocate(std::max(read_block_size_, bytes.size()));
-    start_ = end_ = 0;
+    start_ = end_ = frame_end_ = 0;
   } else if (block_->capacity() - end_ < bytes.size()) {
     Relocate(end_ - start_ + bytes.size());
   }
@@ -106,8 +121,34 @@ void FrameReader::Relocate(size_t needed) {
     memcpy(fresh->data(), block_->data() + start_, pending);
     block_ = std::move(fresh);
   }
+  if (frame_end_ != 0) frame_end_ -= start_;
   start_ = 0;
   end_ = pending;
+}
+
+void FrameReader::FoldTail() {
+  if (block_ && end_ > start_) {
+    // The block still holds bytes nobody took (a frame not yet asked for, or a preamble): the
+    // tail goes after them. Not the bulk path, where the frame before the tail is taken first.
+    if (block_->capacity() - end_ < tail_size_) Relocate(end_ - start_ + tail_size_);
+  } else {
+    // Every byte of the block is taken: start the next one from the prefix. A whole, valid prefix
+    // sizes it as NextFrame() would (a large frame's own size, else a read block); a bad one is
+    // refused by NextFrame() from this small block, and a partial one waits for its rest here.
+    size_t capacity = kFrameLengthSize;
+    if (tail_size_ == kFrameLengthSize) {
+      const uint32_t length = DecodeBigEndian32(tail_);
+      if (length > 0 && length <= max_frame_size_) {
+        capacity = std::max(kFrameLengthSize + length, read_block_size_);
+      }
+    }
+    block_ = Block::Allocate(capacity);
+    start_ = end_ = frame_end_ = 0;
+  }
+  // The length prefix only (not payload): not counted as a copy.
+  memcpy(block_->data() + end_, tail_, tail_size_);
+  end_ += tail_size_;
+  tail_size_ = 0;
 }
 
 }  // namespace rrpc::rpc

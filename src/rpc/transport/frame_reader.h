@@ -13,13 +13,23 @@
 // the handler reads them, instead of their first read block being copied over (a bulk stream of
 // 1 MiB frames would otherwise copy up to 64 KiB of each). A small frame after that costs one
 // more recv(), and the reader goes back to full-block reads.
+//
+// A frame's exact-size block ends where the frame ends, so a read into it alone returns exactly
+// the room asked for even when the socket is then empty, and the reader could not tell a drained
+// socket from a full one without another recv() (EAGAIN, once per large frame). ReadSpace() offers
+// a scatter read instead: the rest of the frame, then room for the next frame's length prefix
+// only (4 bytes kept in the reader, never payload). One readv() then completes the frame, learns
+// the next one's size, and comes back short when the socket is drained.
 // Owned and used by one connection on its reactor thread; not thread-safe.
 #pragma once
+
+#include <sys/uio.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "rpc/transport/frame_format.h"
 #include "util/block.h"
 #include "util/copy_counter.h"
 #include "util/status.h"
@@ -40,7 +50,26 @@ class FrameReader {
   // The room writable_data() made. REQUIRES: writable_data() called first (until it has made
   // room, a block full up to a partial frame reports 0).
   size_t writable_size() const;
-  void Commit(size_t n);
+  // The scatter-read form of the two above: fills `iov` with the room to read into and returns
+  // how many entries it used. The second, when there is one, is the next frame's length prefix
+  // (see the class comment). Commit() then takes the bytes read across all of them.
+  int ReadSpace(iovec iov[2]) {
+    iov[0].iov_base = writable_data();
+    const size_t capacity = block_->capacity();
+    iov[0].iov_len = capacity - end_;
+    if (frame_end_ != capacity) return 1;
+    // The room ends exactly where the pending frame does: the next prefix too, nothing more.
+    iov[1].iov_base = tail_;
+    iov[1].iov_len = sizeof(tail_);
+    return 2;
+  }
+  void Commit(size_t n) {
+    if (n > block_->capacity() - end_) {
+      CommitIntoTail(n);
+    } else {
+      end_ += n;
+    }
+  }
 
   // Yields the next complete frame (the bytes after its length prefix) in `frame`. Returns false
   // when more bytes are needed, or a Corruption/InvalidArgument status when the stream is bad
@@ -51,7 +80,7 @@ class FrameReader {
   // call on this reader. False, taking nothing, while fewer than `n` are buffered.
   bool NextRaw(size_t n, Slice* out);
   // Bytes received but not yet returned as frames.
-  size_t buffered() const { return end_ - start_; }
+  size_t buffered() const { return end_ - start_ + tail_size_; }
   // Takes every byte received and not yet returned (for handing the stream to another
   // transport); the reader is empty afterwards.
   std::string TakeBuffered();
@@ -61,6 +90,11 @@ class FrameReader {
  private:
   // Moves the pending partial frame into a block with room for `needed` bytes from its start.
   void Relocate(size_t needed);
+  // Commit() of a scatter read that ran past the block into the tail.
+  void CommitIntoTail(size_t n);
+  // Moves the bytes a scatter read put after the block (the next frame's prefix, or part of it)
+  // into the block, or into a fresh one sized from the prefix once the block is all consumed.
+  void FoldTail();
 
   const size_t max_frame_size_;
   const size_t read_block_size_;
@@ -70,6 +104,12 @@ class FrameReader {
   BlockRef block_;
   size_t start_ = 0;  // first unconsumed byte
   size_t end_ = 0;    // one past the last received byte
+  // Where the partial frame at start_ ends in the block, once NextFrame() has read its length;
+  // 0 when unknown. A scatter read offers the tail only when this is the block's end.
+  size_t frame_end_ = 0;
+  // Bytes logically after end_ that a scatter read put here: at most a length prefix.
+  uint8_t tail_[kFrameLengthSize];
+  size_t tail_size_ = 0;
 };
 
 }  // namespace rrpc::rpc

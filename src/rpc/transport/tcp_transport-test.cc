@@ -140,6 +140,36 @@ TEST_F(TcpTransportTest, OversizedFrameIsAProtocolErrorAndStopsDelivery) {
   EXPECT_NE(std::string::npos, host.protocol_errors[0].ToString().find("exceeds the maximum"));
 }
 
+// Frames larger than the read block, back to back, are read into blocks of their size together
+// with the next frame's length prefix (readv): they come out whole and in order, and a bad prefix
+// that arrives right after one of them is refused like any other.
+TEST_F(TcpTransportTest, LargeFramesBackToBackAndABadPrefixAfterThem) {
+  options_.read_block_size = 1024;
+  options_.max_frame_size = 64 * 1024;
+  Socket client;
+  auto transport = AcceptServerTransport(&client);
+  RecordingHost host;
+  transport->Start(loop_, &host);
+  std::vector<std::string> expected;
+  std::string bytes;
+  for (int i = 0; i < 20; i++) {
+    std::string content(3000 + i * 500 + (i % 3 == 0 ? 0 : 100 - i), static_cast<char>('a' + i));
+    if (i % 5 == 4) content.resize(10);  // small ones between them too
+    expected.push_back(content);
+    bytes += Frame(content);
+  }
+  std::string bad(4, '\0');
+  EncodeBigEndian32(reinterpret_cast<uint8_t*>(bad.data()), 64 * 1024 + 1);
+  bytes += bad;
+  ASSERT_TRUE(
+      client.BlockingWrite(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()).ok());
+  ASSERT_TRUE(RunUntil([&] { return !host.protocol_errors.empty(); }));
+  EXPECT_EQ(expected, host.frames);
+  EXPECT_EQ(bytes.size(), host.bytes_received);
+  EXPECT_NE(std::string::npos, host.protocol_errors[0].ToString().find("exceeds the maximum"));
+  EXPECT_TRUE(host.failures.empty());
+}
+
 TEST_F(TcpTransportTest, PeerCloseIsReportedOnce) {
   Socket client;
   auto transport = AcceptServerTransport(&client);

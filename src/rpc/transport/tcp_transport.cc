@@ -162,12 +162,15 @@ void TcpTransport::HandleReadable() {
     DeliverBuffered();
   }
   for (int i = 0; i < kMaxReadsPerEvent && !closed_ && !reads_paused_; i++) {
-    // writable_data() first: it makes the room (a block full up to a partial length prefix is
-    // relocated there). Asked before it, writable_size() could be 0, and recv() of 0 bytes
-    // returns 0, which reads as "peer closed" and dropped healthy connections.
-    uint8_t* const buf = reader_.writable_data();
-    const size_t room = reader_.writable_size();
-    Result<size_t> got = socket_.Recv(buf, room);
+    // ReadSpace() makes the room (a block full up to a partial length prefix is relocated), so
+    // it is never empty: a read of 0 bytes would return 0, which reads as "peer closed". After a
+    // frame that fills its block exactly it adds room for the next length prefix, so a drained
+    // socket still shows as a short read (no recv() that only returns EAGAIN).
+    iovec iov[2];
+    const int parts = reader_.ReadSpace(iov);
+    const size_t room = iov[0].iov_len + (parts > 1 ? iov[1].iov_len : 0);
+    Result<size_t> got = parts > 1 ? socket_.Readv(iov, parts)
+                                   : socket_.Recv(static_cast<uint8_t*>(iov[0].iov_base), room);
     if (!got.ok()) {
       Status s = got.status();
       if (s.IsEndOfFile()) s = Status::NetworkError("connection closed by peer");

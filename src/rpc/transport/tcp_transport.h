@@ -1,9 +1,10 @@
 // TcpTransport: a connection's frames over a non-blocking TCP socket. Reads go into a FrameReader
-// (up to 16 recv()s per readable event, so one busy peer cannot starve the reactor's others) and
-// come out as frames; writes gather the queue into one writev() of up to 64 iovecs, and only a
-// partial write arms the write watcher (no epoll_ctl per call). Owns the socket, its watchers,
-// connect errors and TCP_NODELAY. A worker may write concurrently with the reactor's reads: the
-// kernel keeps the two directions of a socket apart.
+// (up to 16 reads per readable event, so one busy peer cannot starve the reactor's others; a
+// readv() where the reader offers the next length prefix's room too) and come out as frames;
+// writes gather the queue into one writev() of up to 64 iovecs, and only a partial write arms the
+// write watcher (no epoll_ctl per call). Owns the socket, its watchers, connect errors and
+// TCP_NODELAY. A worker may write concurrently with the reactor's reads: the kernel keeps the two
+// directions of a socket apart.
 // Reactor thread, except Write() (see Transport).
 #pragma once
 
