@@ -77,7 +77,7 @@ void TcpTransport::NotifyWhenWritable(bool on) {
 
 void TcpTransport::PauseReading(bool paused) {
   reads_paused_ = paused;
-  if (!connecting_) SetReadWatcher(!paused);
+  if (!connecting_) SetReadWatcher(!paused && !parked_);
 }
 
 Result<DetachedStream> TcpTransport::Detach() {
@@ -161,7 +161,7 @@ void TcpTransport::HandleReadable() {
     seeded_ = false;
     DeliverBuffered();
   }
-  for (int i = 0; i < kMaxReadsPerEvent && !closed_ && !reads_paused_; i++) {
+  for (int i = 0; i < kMaxReadsPerEvent && !closed_ && !reads_paused_ && !parked_; i++) {
     // writable_data() first: it makes the room (a block full up to a partial length prefix is
     // relocated there). Asked before it, writable_size() could be 0, and recv() of 0 bytes
     // returns 0, which reads as "peer closed" and dropped healthy connections.
@@ -184,7 +184,8 @@ void TcpTransport::HandleReadable() {
 }
 
 void TcpTransport::DeliverBuffered() {
-  DeliverFrames(&reader_, &preamble_bytes_, host_, [this] { return !closed_; });
+  // A frame may park reads (a caller reads the next one): stop there.
+  DeliverFrames(&reader_, &preamble_bytes_, host_, [this] { return !closed_ && !parked_; });
 }
 
 std::unique_ptr<Transport> TcpTransportFactory::NewServerTransport(Socket accepted) {
