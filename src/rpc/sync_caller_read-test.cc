@@ -232,11 +232,11 @@ TEST_F(SyncCallerReadTest, AServerRestartedWhileReadsAreParkedGetsAFreshConnecti
 }
 
 // A hand-made server: answers echo calls; after `answer` of them, sends a connection error
-// frame (call id -2) and closes, either right away (`before_next_call`) or after reading the
-// next call; `closed` counts down once it has. Then it accepts a second connection and answers
-// one call.
-void ServeThenFail(RawListener* listener, int answer, bool before_next_call, CountDownLatch* closed,
-                   Status* status) {
+// frame (call id -2) and closes, either once `go` counts down (`before_next_call`) or after
+// reading the next call; `closed` counts down once it has. Then it accepts a second connection
+// and answers one call.
+void ServeThenFail(RawListener* listener, int answer, bool before_next_call, CountDownLatch* go,
+                   CountDownLatch* closed, Status* status) {
   auto serve = [](RawConnection* conn, int calls) -> Status {
     for (int i = 0; i < calls; i++) {
       RequestHeader header;
@@ -263,6 +263,9 @@ void ServeThenFail(RawListener* listener, int answer, bool before_next_call, Cou
     if (status->ok()) *status = serve(&conn, answer);
     std::string next;
     if (status->ok() && !before_next_call) *status = conn.ReadFrame(&next);
+    if (status->ok() && before_next_call && !go->WaitFor(kLong)) {
+      *status = Status::TimedOut("raw server: no go");
+    }
     if (!status->ok()) return;
     *status = conn.Write(BuildServerReply(NegotiatePB(), Status::IllegalState("scripted failure"),
                                           ErrorStatusPB::FATAL_UNKNOWN)
@@ -299,12 +302,14 @@ TEST_F(SyncCallerReadScriptedTest, AConnectionErrorWhileReadsAreParkedGivesTheNe
   RawListener listener;
   ASSERT_TRUE(listener.status().ok());
   Status server_status;
-  CountDownLatch closed(1);
-  std::thread server(
-      [&] { ServeThenFail(&listener, 3, /*before_next_call=*/true, &closed, &server_status); });
+  CountDownLatch go(1), closed(1);
+  std::thread server([&] {
+    ServeThenFail(&listener, 3, /*before_next_call=*/true, &go, &closed, &server_status);
+  });
   StartOneConnectionClient();
   for (int i = 0; i < 3; i++) ASSERT_TRUE(EchoTo(listener.addr(), "call").ok()) << i;
-  EXPECT_EQ(1, ReadByCaller());  // the third
+  EXPECT_EQ(1, ReadByCaller());  // the third, alone on the stream: the reads are parked again
+  go.CountDown();
   ASSERT_TRUE(closed.WaitFor(kLong));  // on loopback the bytes and the close have arrived
   // The error frame and the close arrive while nobody reads; the next call notices them first.
   Status s = EchoTo(listener.addr(), "on a fresh connection");
@@ -317,9 +322,10 @@ TEST_F(SyncCallerReadScriptedTest, AConnectionErrorWhileTheCallerReadsFailsItsCa
   RawListener listener;
   ASSERT_TRUE(listener.status().ok());
   Status server_status;
-  CountDownLatch closed(1);
-  std::thread server(
-      [&] { ServeThenFail(&listener, 3, /*before_next_call=*/false, &closed, &server_status); });
+  CountDownLatch go(1), closed(1);
+  std::thread server([&] {
+    ServeThenFail(&listener, 3, /*before_next_call=*/false, &go, &closed, &server_status);
+  });
   StartOneConnectionClient();
   for (int i = 0; i < 3; i++) ASSERT_TRUE(EchoTo(listener.addr(), "call").ok()) << i;
   ASSERT_EQ(1, ReadByCaller());

@@ -11,6 +11,11 @@
 
 namespace rrpc::rpc {
 
+namespace {
+// Reads (each up to 16 recv()s, HandleReadable) while resuming, before yielding to the loop.
+constexpr int kMaxResumeReads = 4;
+}  // namespace
+
 bool TcpTransport::ParkReads() {
   if (closed_ || connecting_ || loop_ == nullptr) return false;
   parked_ = true;
@@ -25,7 +30,12 @@ void TcpTransport::ResumeReads(bool read_now) {
   if (reads_paused_) return;
   if (read_now) {
     DeliverBuffered();
-    if (!closed_ && !parked_) HandleReadable();
+    // Until the socket holds nothing more: a close right behind the last bytes (a server's
+    // error frame, then its close) is met now, before the caller queues its next call, not in a
+    // later loop iteration. Bounded, as a readable event is.
+    for (int i = 0; i < kMaxResumeReads && !closed_ && !parked_ && !PeerQuietWhileParked(); i++) {
+      HandleReadable();
+    }
   } else if (reader_.buffered() > 0) {
     // The socket may never signal these bytes again: the read event delivers them first.
     seeded_ = true;
@@ -34,6 +44,7 @@ void TcpTransport::ResumeReads(bool read_now) {
 }
 
 bool TcpTransport::PeerQuietWhileParked() {
+  // Also asked by ResumeReads() (reactor thread): a look at the socket, nothing read.
   pollfd p{socket_.fd(), POLLIN | POLLRDHUP, 0};
   int r;
   do {
