@@ -62,6 +62,13 @@ void Connection::ResumeReadsFromCaller(BlockSlice* frame) {
     OnFrame(std::move(*frame));
     if (state_ == State::kClosed) return;
   }
+  {
+    // The frame may have been a caller's response after all that parked the reads again (and a
+    // caller may own them by now): then there is nothing to resume. Only this thread leaves
+    // kReactor, so the answer holds after unlocking.
+    MutexLock lock(write_mu_);
+    if (read_owner_.load(std::memory_order_relaxed) != ReadOwner::kReactor) return;
+  }
   transport_->ResumeReads(/*read_now=*/true);
 }
 
