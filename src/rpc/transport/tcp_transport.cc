@@ -161,7 +161,7 @@ void TcpTransport::HandleReadable() {
     seeded_ = false;
     DeliverBuffered();
   }
-  for (int i = 0; i < kMaxReadsPerEvent && !closed_ && !reads_paused_ && !parked_; i++) {
+  for (int i = 0; i < kMaxReadsPerEvent && !closed_ && !reads_paused_; i++) {
     // writable_data() first: it makes the room (a block full up to a partial length prefix is
     // relocated there). Asked before it, writable_size() could be 0, and recv() of 0 bytes
     // returns 0, which reads as "peer closed" and dropped healthy connections.

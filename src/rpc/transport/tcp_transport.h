@@ -76,8 +76,9 @@ class TcpTransport final : public Transport {
   bool reads_paused_ = false;
   bool wants_writable_ = false;
   bool seeded_ = false;  // bytes from a detached stream wait in reader_ for the first read event
-  // ParkReads() ran: the reactor does not read; a caller thread the connection chose may, and
-  // owns reader_ and the socket's read side meanwhile. Reactor thread.
+  // ParkReads() ran (reads_paused_ is set with it): the reactor does not read; a caller thread
+  // the connection chose may, and owns reader_ and the socket's read side meanwhile. Reactor
+  // thread.
   bool parked_ = false;
   size_t preamble_bytes_ = 0;  // still to deliver through OnPreamble
 };

@@ -17,8 +17,11 @@ constexpr int kMaxResumeReads = 4;
 }  // namespace
 
 bool TcpTransport::ParkReads() {
-  if (closed_ || connecting_ || loop_ == nullptr) return false;
+  // Only client connections park, and they never pause for backpressure: parking uses the
+  // pause's stop, so a read loop running now (HandleReadable) ends after this frame's batch.
+  if (closed_ || connecting_ || loop_ == nullptr || reads_paused_) return false;
   parked_ = true;
+  reads_paused_ = true;
   SetReadWatcher(false);
   return true;
 }
@@ -26,8 +29,8 @@ bool TcpTransport::ParkReads() {
 void TcpTransport::ResumeReads(bool read_now) {
   if (closed_ || !parked_) return;
   parked_ = false;
-  SetReadWatcher(!reads_paused_);
-  if (reads_paused_) return;
+  reads_paused_ = false;
+  SetReadWatcher(true);
   if (read_now) {
     DeliverBuffered();
     // Until the socket holds nothing more: a close right behind the last bytes (a server's
