@@ -88,8 +88,7 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
   return true;
 }
 
-Connection::CallerSend Connection::TrySendCallFromCaller(
-    const scoped_refptr<OutboundCall>& call) {
+Connection::CallerSend Connection::TrySendCallFromCaller(const scoped_refptr<OutboundCall>& call) {
   if (direction_ != Direction::kClient) return CallerSend::kNotSent;
   scoped_refptr<Connection> self(this);
   bool done = false;
