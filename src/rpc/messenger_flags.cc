@@ -25,6 +25,10 @@ DEFINE_bool(rpc_sync_call_direct_write, true,
             "A thread making a synchronous call writes the request itself when the connection "
             "its previous call used has nothing else to write, instead of handing it to a "
             "reactor (saves a wake-up per call).");
+DEFINE_bool(rpc_sync_call_caller_reads, true,
+            "A thread whose synchronous call is the only one outstanding on its connection "
+            "(plain TCP) reads the response from the socket itself instead of being woken by a "
+            "reactor that read it (saves a thread wake-up per call).");
 DEFINE_int64(rpc_max_message_size, 64 * 1024 * 1024,
              "Largest frame (bytes) accepted or sent. Checked from the length prefix before "
              "anything is buffered, so a peer cannot make the server allocate more.");
@@ -68,6 +72,7 @@ MessengerOptions MessengerOptionsFromFlags(std::string name) {
   options.worker_idle_spin = MonoDelta::FromMicroseconds(FLAGS_rpc_worker_idle_spin_us);
   options.sync_call_poll = MonoDelta::FromMicroseconds(FLAGS_rpc_sync_call_poll_us);
   options.sync_call_direct_write = FLAGS_rpc_sync_call_direct_write;
+  options.sync_call_caller_reads = FLAGS_rpc_sync_call_caller_reads;
   options.max_message_size = static_cast<size_t>(FLAGS_rpc_max_message_size);
   options.bulk_connection_bytes = FLAGS_rpc_bulk_connection_bytes > 0
                                       ? static_cast<size_t>(FLAGS_rpc_bulk_connection_bytes)

@@ -41,6 +41,11 @@ struct MessengerOptions {
   // free (Proxy::SyncRequest, docs/architecture.md): no hand-off to a reactor. false: every call
   // goes through a reactor (for A/B measurements).
   bool sync_call_direct_write = true;
+  // A thread whose synchronous call is its connection's only one outstanding reads the response
+  // itself (plain TCP): the reactor's reads stay parked between such calls, and the caller is
+  // woken by the kernel, not by the reactor (docs/architecture.md, "The synchronous call path").
+  // false: responses always come through the reactor.
+  bool sync_call_caller_reads = true;
   // Largest frame accepted or sent, checked from the length prefix before buffering.
   size_t max_message_size = 64 * 1024 * 1024;
   // Bytes read per recv() when no large frame is pending.

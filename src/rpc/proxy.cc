@@ -204,18 +204,27 @@ Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Mes
   const size_t bulk_bytes = messenger_->options().bulk_connection_bytes;
   SyncCallConnection& last =
       last_by_class[bulk_bytes > 0 && call->total_bytes() >= bulk_bytes ? 1 : 0];
-  const bool direct = messenger_->options().sync_call_direct_write &&
-                      last.messenger == messenger_.get() && last.remote == remote_ &&
-                      last.connection->TrySendCallFromCaller(call);
+  // The caller may also read the response itself: when its call is the connection's only one,
+  // the reactor leaves it the socket (Connection::ReadResponseAsCaller), and the kernel wakes
+  // this thread, not the reactor.
+  const bool may_write = messenger_->options().sync_call_direct_write &&
+                         last.messenger == messenger_.get() && last.remote == remote_;
+  const Connection::CallerSend sent =
+      may_write ? last.connection->TrySendCallFromCaller(call) : Connection::CallerSend::kNotSent;
+  const bool direct = sent != Connection::CallerSend::kNotSent;
   if (!direct) {
     call->set_report_connection();
     messenger_->QueueOutboundCall(call);
   }
-  // Per calling thread: a thread whose responses come slowly soon stops polling.
-  thread_local PollPolicy poll_policy;
-  const MonoDelta poll = messenger_->options().sync_call_poll;
-  if (poll > MonoDelta() && PollingCanPayOnThisThreadCached() && poll_policy.BeginPoll()) {
-    poll_policy.EndPoll(done.Poll(poll));
+  if (sent == Connection::CallerSend::kSentCallerReads) {
+    last.connection->ReadResponseAsCaller(call);
+  } else {
+    // Per calling thread: a thread whose responses come slowly soon stops polling.
+    thread_local PollPolicy poll_policy;
+    const MonoDelta poll = messenger_->options().sync_call_poll;
+    if (poll > MonoDelta() && PollingCanPayOnThisThreadCached() && poll_policy.BeginPoll()) {
+      poll_policy.EndPoll(done.Poll(poll));
+    }
   }
   if (direct && !done.WaitUntil(controller->deadline())) {
     // No reactor timer watches a call this thread wrote: time it out there now.

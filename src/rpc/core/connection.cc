@@ -137,6 +137,7 @@ void Connection::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
   awaiting_response_.Insert(raw->call_id(), std::move(call));
   raw->AddRef();  // the write queue's reference, dropped in TransferDone/TransferAborted
   QueueTransfer(raw);
+  EnsureReactorReads();  // its response is the reactor's to read
 }
 
 void Connection::OnCallTimeout(OutboundCall* call, void* arg) {
@@ -460,6 +461,7 @@ Status Connection::HandleResponseFrame(BlockSlice frame) {
       if (caller_call_ != nullptr && caller_call_->call_id() == header.call_id) {
         caller_call = std::move(caller_call_);
         caller_call_ = nullptr;
+        MaybeParkReads();  // its next call's response: read by its caller
       }
     }
     if (caller_call != nullptr) {
@@ -491,6 +493,7 @@ void Connection::Shutdown(const Status& reason) {
   write_armed_ = false;
   TransferQueue unsent;
   scoped_refptr<OutboundCall> caller_call;
+  bool caller_reading;
   {
     // After this no worker writes (TryWriteLoneResponse checks write_closed_ under the lock), so
     // the transport can close.
@@ -501,8 +504,15 @@ void Connection::Shutdown(const Status& reason) {
     caller_call = std::move(caller_call_);
     caller_call_ = nullptr;
     unsent_bytes_.store(0, std::memory_order_relaxed);
+    caller_reading = read_owner_.load(std::memory_order_relaxed) == ReadOwner::kCaller;
   }
-  transport_->Close();
+  // A caller reading the socket (ReadResponseAsCaller) is woken by the stream's end; the
+  // descriptor stays until the connection goes, so it never reads a reused one.
+  if (caller_reading) {
+    transport_->CloseUnderCaller();
+  } else {
+    transport_->Close();
+  }
   if (memory_ != nullptr) {
     memory_->Release(static_cast<int64_t>(partial_charged_));  // the transport dropped it
     partial_charged_ = 0;

@@ -12,6 +12,7 @@
 // reactor closes its transport in Shutdown(), so a late reference is harmless.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <functional>
@@ -69,10 +70,18 @@ class Connection final : public RefCounted<Connection>,
   // A thread making a synchronous call, client side: the same for a request. When nothing waits
   // to be written, no other caller's call is out this way and the transport allows writes from
   // other threads (concurrent_write), the caller writes `call` itself and saves the hand-off to
-  // the reactor (a wakeup, and the reactor's loop turn before the write); the response comes back
-  // through the reactor as usual. Returns false, having done nothing, otherwise. On true the call
-  // has no timer on the reactor: past its deadline the caller must call TimeOutCallerCall().
-  bool TrySendCallFromCaller(const scoped_refptr<OutboundCall>& call) EXCLUDES(write_mu_);
+  // the reactor (a wakeup, and the reactor's loop turn before the write). kNotSent: nothing done.
+  // kSent: the response comes back through the reactor; the call has no timer there, so past its
+  // deadline the caller must call TimeOutCallerCall(). kSentCallerReads: the reactor's reads are
+  // parked and the caller owns them: it must call ReadResponseAsCaller() next.
+  enum class CallerSend { kNotSent, kSent, kSentCallerReads };
+  CallerSend TrySendCallFromCaller(const scoped_refptr<OutboundCall>& call) EXCLUDES(write_mu_);
+  // The caller thread, after kSentCallerReads (connection_caller_read.cc): reads the stream itself
+  // until `call`'s response comes (then finishes the call here) or its deadline passes (finishes
+  // it timed out); anything else (another frame, a bad one, the stream's end) it hands, with the
+  // read side, back to the reactor, which then goes on as if it had read it (and finishes the
+  // call, or the caller times it out as after kSent). Returns without waiting for the reactor.
+  void ReadResponseAsCaller(const scoped_refptr<OutboundCall>& call) EXCLUDES(write_mu_);
   // Any thread: finishes `call` (sent by TrySendCallFromCaller) as timed out, on the reactor,
   // unless it has finished by then.
   void TimeOutCallerCall(scoped_refptr<OutboundCall> call) EXCLUDES(write_mu_);
@@ -97,7 +106,10 @@ class Connection final : public RefCounted<Connection>,
   void DescribeTransport(std::vector<std::pair<std::string, std::string>>* out) const {
     transport_->Describe(out);
   }
-  MonoTime last_activity() const { return last_activity_; }
+  MonoTime last_activity() const {
+    return std::max(last_activity_,
+                    MonoTime::FromNanoseconds(caller_read_at_ns_.load(std::memory_order_relaxed)));
+  }
   MonoTime created() const { return created_; }
   // Calls this connection waits on (client) or has in flight in the server (server).
   size_t calls_in_flight() const;
@@ -110,7 +122,9 @@ class Connection final : public RefCounted<Connection>,
   // Who the peer is (server side: the client's user and how it authenticated; client side: the
   // user the server says we are). Fixed when the connection opens; read by workers after that.
   const CallerIdentity& identity() const { return identity_; }
-  uint64_t bytes_received() const { return bytes_received_; }
+  uint64_t bytes_received() const {
+    return bytes_received_ + caller_bytes_received_.load(std::memory_order_relaxed);
+  }
   uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   bool reads_paused() const { return reads_paused_; }
 
@@ -200,6 +214,25 @@ class Connection final : public RefCounted<Connection>,
   void SetReadsPaused(bool paused);
   void NotifyWhenWritable(bool on);
 
+  // Reads by a synchronous caller (connection_caller_read.cc).
+  // Reactor thread, having just taken caller_call_'s response: when nothing else waits on this
+  // connection, stops the reactor's reads so the next caller reads its response itself.
+  void MaybeParkReads() REQUIRES(write_mu_);
+  // Reactor thread: a call now waits for a response that the reactor must read (an
+  // asynchronous call, a second caller's): reads resume now if parked, or once the caller owning
+  // them is done.
+  void EnsureReactorReads() EXCLUDES(write_mu_);
+  // Reactor thread, from a caller's hand-back: `frame` (if any) first, as if just read, then
+  // reads go on (ResumeReads(read_now)).
+  void ResumeReadsFromCaller(BlockSlice* frame);
+  // Caller thread, reads parked, about to write: true when the peer has sent nothing (no bytes,
+  // no close) since they were parked.
+  bool ParkedStreamQuiet() REQUIRES(write_mu_);
+  // Caller thread, having given parked reads back (read_owner_ kReactor) because the stream was
+  // not quiet: has the reactor read what came and waits (until `deadline`) until it has, so a
+  // close has shut this connection down before the caller queues its call (on a fresh one).
+  void ResumeReadsAndWait(MonoTime deadline) EXCLUDES(write_mu_);
+
   Reactor* const reactor_;
   const Direction direction_;
   const Sockaddr remote_;
@@ -239,6 +272,23 @@ class Connection final : public RefCounted<Connection>,
   // Client side: the call a synchronous caller wrote itself (TrySendCallFromCaller), awaiting
   // its response.
   scoped_refptr<OutboundCall> caller_call_ GUARDED_BY(write_mu_);
+  // Client side: who reads the socket (docs/architecture.md, "The synchronous call path").
+  //  kReactor: the reactor (its watcher runs, or a task restarting it is on its way);
+  //  kParked: nobody (the transport's watcher is stopped; ParkReads); nothing is outstanding;
+  //  kCaller: the synchronous caller whose call is caller_call_, inside ReadResponseAsCaller.
+  // Only the reactor leaves kReactor (MaybeParkReads); only a caller leaves kParked (taking the
+  // reads in TrySendCallFromCaller) or kCaller (ReadResponseAsCaller); the reactor also leaves
+  // kParked when it needs reads (EnsureReactorReads). Changed under write_mu_; atomic so that
+  // the reactor reads it without the lock (kReactor cannot change under it).
+  enum class ReadOwner : uint8_t { kReactor, kParked, kCaller };
+  std::atomic<ReadOwner> read_owner_{ReadOwner::kReactor};
+  // Set by the reactor while a caller owns the reads and a call that the reactor must read was
+  // queued: the caller hands the reads back instead of parking them.
+  bool reactor_wants_reads_ GUARDED_BY(write_mu_) = false;
+  // What callers read (added to bytes_received_ and last_activity_ for /connections and the
+  // idle scan).
+  std::atomic<uint64_t> caller_bytes_received_{0};
+  std::atomic<int64_t> caller_read_at_ns_{0};
   // Client side: calls may be written now (the preamble and the negotiation request are queued
   // ahead of them); set with sending_calls_.
   bool callers_may_write_ GUARDED_BY(write_mu_) = false;

@@ -88,47 +88,75 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
   return true;
 }
 
-bool Connection::TrySendCallFromCaller(const scoped_refptr<OutboundCall>& call) {
-  if (direction_ != Direction::kClient) return false;
+Connection::CallerSend Connection::TrySendCallFromCaller(const scoped_refptr<OutboundCall>& call) {
+  if (direction_ != Direction::kClient) return CallerSend::kNotSent;
   scoped_refptr<Connection> self(this);
   bool done = false;
   bool transport_holds_bytes = false;
+  bool caller_reads = false;
+  bool resume_reads = false;  // the reads were parked but this caller will not read
+  bool sent = false;
   OutboundCall* raw = call.get();
   {
     MutexLock lock(write_mu_);
     // Not before the connection sends calls (the preamble must go first), nor once it is closed.
     if (!callers_may_write_ || write_closed_ || !caps_.concurrent_write || !write_queue_.empty() ||
         caller_call_) {
-      return false;
+      return CallerSend::kNotSent;
     }
-    caller_call_ = call;  // the response handler finds it here
-    raw->AddRef();        // the write queue's reference, dropped in TransferDone/TransferAborted
-    write_queue_.push_back(raw);
-    Result<size_t> written = transport_->Write(write_queue_);
-    const size_t w = written.ok() ? *written : 0;
-    if (w > 0) {
-      raw->Advance(w);
-      bytes_sent_.fetch_add(w, std::memory_order_relaxed);
-      if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(w);
-    }
-    if (raw->OutboundTransfer::finished()) {
-      write_queue_.pop_front();
-      // A transport that kept part of it (TLS: a record the socket did not take) needs the
-      // reactor to finish it.
-      transport_holds_bytes = transport_->HoldsUnsentBytes();
-      done = true;
+    const bool parked = read_owner_.load(std::memory_order_relaxed) == ReadOwner::kParked;
+    if (parked && !ParkedStreamQuiet()) {
+      // Bytes or a close came while nobody read: the reactor reads them first (a server that
+      // closed meanwhile gives this call a fresh connection, not a failure).
+      read_owner_.store(ReadOwner::kReactor, std::memory_order_relaxed);
+      resume_reads = true;
     } else {
-      // Part of it, none, or an error: the reactor writes the rest or meets the error.
-      unsent_bytes_.fetch_add(raw->total_bytes() - raw->bytes_written(), std::memory_order_relaxed);
-      last_write_progress_ = MonoTime::Now();
+      sent = true;
+      caller_call_ = call;  // the response handler finds it here
+      raw->AddRef();        // the write queue's reference, dropped in TransferDone/TransferAborted
+      write_queue_.push_back(raw);
+      Result<size_t> written = transport_->Write(write_queue_);
+      const size_t w = written.ok() ? *written : 0;
+      if (w > 0) {
+        raw->Advance(w);
+        bytes_sent_.fetch_add(w, std::memory_order_relaxed);
+        if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(w);
+      }
+      if (raw->OutboundTransfer::finished()) {
+        write_queue_.pop_front();
+        // A transport that kept part of it (TLS: a record the socket did not take) needs the
+        // reactor to finish it.
+        transport_holds_bytes = transport_->HoldsUnsentBytes();
+        done = true;
+      } else {
+        // Part of it, none, or an error: the reactor writes the rest or meets the error.
+        unsent_bytes_.fetch_add(raw->total_bytes() - raw->bytes_written(),
+                                std::memory_order_relaxed);
+        last_write_progress_ = MonoTime::Now();
+      }
+      if (parked) {
+        // The reads stay with this caller only when its call is out whole: a call the reactor
+        // must still finish writing is also read by the reactor (and may time out half written).
+        caller_reads = done && !transport_holds_bytes;
+        read_owner_.store(caller_reads ? ReadOwner::kCaller : ReadOwner::kReactor,
+                          std::memory_order_relaxed);
+        resume_reads = !caller_reads;
+      }
     }
   }
-  if (done) {
-    raw->TransferDone();
-    if (!transport_holds_bytes) return true;
+  if (!sent) {
+    ResumeReadsAndWait(call->deadline());
+    return CallerSend::kNotSent;
   }
-  reactor_->RunOnReactor([self] { self->Flush(); });
-  return true;
+  if (done) raw->TransferDone();
+  const bool flush = !done || transport_holds_bytes;
+  if (flush || resume_reads) {
+    reactor_->RunOnReactor([self, flush, resume_reads] {
+      if (resume_reads) self->ResumeReadsFromCaller(nullptr);
+      if (flush) self->Flush();
+    });
+  }
+  return caller_reads ? CallerSend::kSentCallerReads : CallerSend::kSent;
 }
 
 void Connection::TimeOutCallerCall(scoped_refptr<OutboundCall> call) {

@@ -60,6 +60,8 @@ MessengerMetrics::MessengerMetrics(MetricRegistry* registry, scoped_refptr<Metri
       no_such_method(entity->FindOrCreateCounter(&METRIC_no_such_method_total)),
       worker_idle_polls(entity->FindOrCreateCounter(&METRIC_worker_idle_polls_total)),
       worker_idle_poll_hits(entity->FindOrCreateCounter(&METRIC_worker_idle_poll_hits_total)),
+      sync_responses_read_by_caller(
+          entity->FindOrCreateCounter(&METRIC_sync_responses_read_by_caller_total)),
       registry_(registry),
       entity_(std::move(entity)),
       // Reads 0 until the service pool attaches its queue.

@@ -101,6 +101,12 @@ inline constexpr MetricPrototype METRIC_worker_idle_poll_hits_total = MetricProt
     "worker_idle_poll_hits_total", "Worker idle poll hits", MetricUnit::kUnits,
     "Idle polls that got a call while polling: hand-offs without a futex wake or a context "
     "switch. Few hits for many polls means polling costs CPU for nothing (it then backs off).");
+inline constexpr MetricPrototype METRIC_sync_responses_read_by_caller_total =
+    MetricPrototype::Counter(
+        "sync_responses_read_by_caller_total", "Sync responses read by the caller",
+        MetricUnit::kCalls,
+        "Responses to synchronous calls that the calling thread read from the socket itself "
+        "(its call the connection's only one outstanding), without a reactor's wake-up.");
 inline constexpr MetricPrototype METRIC_too_busy_rejections_total = MetricPrototype::Counter(
     "too_busy_rejections_total", "Too-busy rejections", MetricUnit::kCalls,
     "Calls answered ERROR_SERVER_TOO_BUSY, by the service queue or by a handler.");
@@ -272,6 +278,7 @@ class MessengerMetrics {
   Counter* const no_such_method;
   Counter* const worker_idle_polls;
   Counter* const worker_idle_poll_hits;
+  Counter* const sync_responses_read_by_caller;
 
  private:
   MessengerMetrics(MetricRegistry* registry, scoped_refptr<MetricEntity> entity);

@@ -77,7 +77,7 @@ void TcpTransport::NotifyWhenWritable(bool on) {
 
 void TcpTransport::PauseReading(bool paused) {
   reads_paused_ = paused;
-  if (!connecting_) SetReadWatcher(!paused);
+  if (!connecting_) SetReadWatcher(!paused && !parked_);
 }
 
 Result<DetachedStream> TcpTransport::Detach() {
@@ -187,7 +187,8 @@ void TcpTransport::HandleReadable() {
 }
 
 void TcpTransport::DeliverBuffered() {
-  DeliverFrames(&reader_, &preamble_bytes_, host_, [this] { return !closed_; });
+  // A frame may park reads (a caller reads the next one): stop there.
+  DeliverFrames(&reader_, &preamble_bytes_, host_, [this] { return !closed_ && !parked_; });
 }
 
 std::unique_ptr<Transport> TcpTransportFactory::NewServerTransport(Socket accepted) {

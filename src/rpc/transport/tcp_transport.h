@@ -44,6 +44,13 @@ class TcpTransport final : public Transport {
   Result<DetachedStream> Detach() override;
   void Close() override;
   size_t buffered_bytes() const override { return reader_.buffered(); }
+  // Reads by a synchronous caller (tcp_transport_parked.cc).
+  bool ParkReads() override;
+  void ResumeReads(bool read_now) override;
+  bool PeerQuietWhileParked() override;
+  Result<bool> ReadFrameWhileParked(MonoTime deadline, BlockSlice* frame,
+                                    size_t* bytes_read) override;
+  void CloseUnderCaller() override;
 
  private:
   static void OnReadable(struct ev_loop* loop, ev_io* w, int revents);
@@ -70,6 +77,10 @@ class TcpTransport final : public Transport {
   bool reads_paused_ = false;
   bool wants_writable_ = false;
   bool seeded_ = false;  // bytes from a detached stream wait in reader_ for the first read event
+  // ParkReads() ran (reads_paused_ is set with it): the reactor does not read; a caller thread
+  // the connection chose may, and owns reader_ and the socket's read side meanwhile. Reactor
+  // thread.
+  bool parked_ = false;
   size_t preamble_bytes_ = 0;  // still to deliver through OnPreamble
 };
 

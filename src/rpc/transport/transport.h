@@ -121,6 +121,35 @@ class Transport {
   // (closes its socket). Idempotent; safe from inside a host callback.
   virtual void Close() = 0;
 
+  // ---- Reads by a synchronous caller (docs/architecture.md, "The synchronous call path"). A
+  // client connection may hand the read side of its stream to the one thread that waits for the
+  // connection's only call; the connection decides who reads (its read ownership), the transport
+  // only obeys. The defaults say "not supported", so a wrapper (fault injection, a test's) or a
+  // transport whose reads share state with its writes (TLS, RDMA) keeps every read on the reactor.
+  //
+  // Reactor thread: stops reading (the watcher, and any read loop now running) until
+  // ResumeReads(); the buffered bytes stay. false, doing nothing, where unsupported.
+  virtual bool ParkReads() { return false; }
+  // Reactor thread, after ParkReads(): reads again. `read_now`: delivers what is buffered and
+  // reads the socket at once (from a task; the connection may close inside); otherwise only
+  // restarts the watcher (and has buffered bytes delivered in this loop iteration).
+  virtual void ResumeReads(bool read_now) {}
+  // A caller thread, while reads are parked and nobody else reads: true when the peer has sent
+  // nothing since (no bytes, no close), so a call written now meets the stream as it was.
+  virtual bool PeerQuietWhileParked() { return false; }
+  // A caller thread that the connection gave the parked read side: the next complete frame,
+  // waiting (poll, recv) until `deadline`. true with `*frame`; false when the deadline passed
+  // first; an error when the stream ended or failed or a frame is bad (what was read stays
+  // buffered, so the reactor meets the same once it reads again). `*bytes_read`: bytes received.
+  virtual Result<bool> ReadFrameWhileParked(MonoTime deadline, BlockSlice* frame,
+                                            size_t* bytes_read) {
+    return Status::NotSupported("reads by the caller");
+  }
+  // Reactor thread: Close() while a caller may be inside ReadFrameWhileParked(): ends the stream
+  // for it at once (shutdown) and keeps the descriptor, and the buffer it reads into, until the
+  // transport is destroyed, so the caller never reads from a descriptor number reused meanwhile.
+  virtual void CloseUnderCaller() { Close(); }
+
   // Reactor thread: bytes received and not yet delivered (a partial frame), which the
   // connection counts against its inbound memory limit. 0 where the transport cannot tell.
   virtual size_t buffered_bytes() const { return 0; }
