@@ -19,14 +19,7 @@ namespace {
 class ClientTest : public RpcTestBase {
  protected:
   Status Echo(const std::string& data, MonoDelta timeout = MonoDelta::FromSeconds(60)) {
-    rtest::EchoRequestPB req;
-    req.set_data(data);
-    rtest::EchoResponsePB resp;
-    RpcController ctl;
-    ctl.set_timeout(timeout);
-    Status s = Proxy().Echo(req, &resp, &ctl);
-    if (s.ok() && resp.data() != data) return Status::Corruption("echo mismatch");
-    return s;
+    return EchoOnce(Proxy(), data, timeout);
   }
 };
 

@@ -153,15 +153,7 @@ class MultiHostTest : public ::testing::Test {
   }
 
   Status Echo(const std::string& data, MonoDelta timeout) {
-    rtest::EchoServiceProxy proxy(client_, server_addr_);
-    rtest::EchoRequestPB req;
-    req.set_data(data);
-    rtest::EchoResponsePB resp;
-    RpcController ctl;
-    ctl.set_timeout(timeout);
-    Status s = proxy.Echo(req, &resp, &ctl);
-    if (s.ok() && resp.data() != data) return Status::Corruption("wrong echo");
-    return s;
+    return EchoOnce(rtest::EchoServiceProxy(client_, server_addr_), data, timeout);
   }
 
   // SIGSTOP stops a process's threads asynchronously: kill() may return while one of them still

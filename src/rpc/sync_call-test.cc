@@ -82,15 +82,7 @@ class SyncCallTest : public RpcTestBase {
     StartClient(options);
   }
   Status Echo(const std::string& data, MonoDelta timeout, uint32_t sleep_ms = 0) {
-    rtest::EchoRequestPB req;
-    req.set_data(data);
-    if (sleep_ms > 0) req.set_sleep_ms(sleep_ms);
-    rtest::EchoResponsePB resp;
-    RpcController ctl;
-    ctl.set_timeout(timeout);
-    Status s = Proxy().Echo(req, &resp, &ctl);
-    if (s.ok() && resp.data() != data) return Status::Corruption("wrong echo");
-    return s;
+    return EchoOnce(Proxy(), data, timeout, sleep_ms);
   }
   WriterLog log_;
 };

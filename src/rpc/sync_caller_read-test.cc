@@ -32,15 +32,7 @@ class SyncCallerReadTest : public RpcTestBase {
     StartClient(options);
   }
   Status Echo(const std::string& data, MonoDelta timeout = kLong, uint32_t sleep_ms = 0) {
-    rtest::EchoRequestPB req;
-    req.set_data(data);
-    if (sleep_ms > 0) req.set_sleep_ms(sleep_ms);
-    rtest::EchoResponsePB resp;
-    RpcController ctl;
-    ctl.set_timeout(timeout);
-    Status s = Proxy().Echo(req, &resp, &ctl);
-    if (s.ok() && resp.data() != data) return Status::Corruption("wrong echo");
-    return s;
+    return EchoOnce(Proxy(), data, timeout, sleep_ms);
   }
   int64_t ReadByCaller() const {
     return client_->metrics()->sync_responses_read_by_caller->value();
@@ -286,15 +278,7 @@ void ServeThenFail(RawListener* listener, int answer, bool before_next_call, Cou
 class SyncCallerReadScriptedTest : public SyncCallerReadTest {
  protected:
   Status EchoTo(const Sockaddr& addr, const std::string& data) {
-    rtest::EchoServiceProxy proxy(client_, addr);
-    rtest::EchoRequestPB req;
-    req.set_data(data);
-    rtest::EchoResponsePB resp;
-    RpcController ctl;
-    ctl.set_timeout(kLong);
-    Status s = proxy.Echo(req, &resp, &ctl);
-    if (s.ok() && resp.data() != data) return Status::Corruption("wrong echo");
-    return s;
+    return EchoOnce(rtest::EchoServiceProxy(client_, addr), data, kLong);
   }
 };
 

@@ -80,6 +80,21 @@ inline bool WaitForCondition(const std::function<bool()>& cond,
   return true;
 }
 
+// One synchronous Echo of `data` through `proxy` (the handler sleeps `sleep_ms` first): the
+// call's status, or Corruption when the answer is not `data`.
+inline Status EchoOnce(rtest::EchoServiceProxy proxy, const std::string& data,
+                       MonoDelta timeout = MonoDelta::FromSeconds(60), uint32_t sleep_ms = 0) {
+  rtest::EchoRequestPB req;
+  req.set_data(data);
+  if (sleep_ms > 0) req.set_sleep_ms(sleep_ms);
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  ctl.set_timeout(timeout);
+  Status s = proxy.Echo(req, &resp, &ctl);
+  if (s.ok() && resp.data() != data) return Status::Corruption("wrong echo");
+  return s;
+}
+
 // A server messenger with TestEchoService on 127.0.0.1 and a client messenger.
 class RpcTestBase : public ::testing::Test {
  protected:

@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -102,22 +103,33 @@ std::vector<std::string> SampleFrames() {
 
 class FrameReaderSplitTest : public ::testing::TestWithParam<size_t> {};
 
-TEST_P(FrameReaderSplitTest, FramesSplitAtEveryByteBoundaryComeOutWhole) {
-  const size_t block = GetParam();
+// Feeds a reader with read blocks of `block` bytes the sample stream in two reads split at every
+// byte boundary in turn, each read through `feed` (plain or scatter reads): the frames come out
+// whole and nothing stays buffered.
+using FeedFn = std::function<Status(FrameReader*, const std::string&, size_t,
+                                    std::vector<BlockSlice>*)>;
+void ExpectFramesWholeAtEverySplit(size_t block, const FeedFn& feed) {
   const std::vector<std::string> expected = SampleFrames();
   std::string stream;
   for (const auto& f : expected) stream += f;
   for (size_t split = 0; split <= stream.size(); split++) {
     FrameReader reader(1 << 20, block);
     std::vector<BlockSlice> frames;
-    ASSERT_TRUE(Feed(&reader, stream.substr(0, split), stream.size(), &frames).ok());
-    ASSERT_TRUE(Feed(&reader, stream.substr(split), stream.size(), &frames).ok());
+    ASSERT_TRUE(feed(&reader, stream.substr(0, split), stream.size(), &frames).ok());
+    ASSERT_TRUE(feed(&reader, stream.substr(split), stream.size(), &frames).ok());
     ASSERT_EQ(expected.size(), frames.size()) << "split at " << split;
     for (size_t i = 0; i < expected.size(); i++) {
       ASSERT_EQ(Content(expected[i]), frames[i].slice.ToString()) << "split " << split << " #" << i;
     }
     EXPECT_EQ(0u, reader.buffered());
   }
+}
+
+TEST_P(FrameReaderSplitTest, FramesSplitAtEveryByteBoundaryComeOutWhole) {
+  ExpectFramesWholeAtEverySplit(GetParam(), [](FrameReader* r, const std::string& bytes,
+                                               size_t chunk, std::vector<BlockSlice>* frames) {
+    return Feed(r, bytes, chunk, frames);
+  });
 }
 
 TEST_P(FrameReaderSplitTest, FramesFedOneByteAtATimeComeOutWhole) {
@@ -138,20 +150,13 @@ TEST_P(FrameReaderSplitTest, FramesFedOneByteAtATimeComeOutWhole) {
 // or part of it, and whatever the split, the frames and the bytes after them come out whole.
 TEST_P(FrameReaderSplitTest, ScatterReadsSplitAtEveryByteBoundaryComeOutWhole) {
   const size_t block = GetParam();
+  ExpectFramesWholeAtEverySplit(block, [](FrameReader* r, const std::string& bytes,
+                                          size_t chunk, std::vector<BlockSlice>* frames) {
+    return FeedScatter(r, bytes, chunk, frames);
+  });
   const std::vector<std::string> expected = SampleFrames();
   std::string stream;
   for (const auto& f : expected) stream += f;
-  for (size_t split = 0; split <= stream.size(); split++) {
-    FrameReader reader(1 << 20, block);
-    std::vector<BlockSlice> frames;
-    ASSERT_TRUE(FeedScatter(&reader, stream.substr(0, split), stream.size(), &frames).ok());
-    ASSERT_TRUE(FeedScatter(&reader, stream.substr(split), stream.size(), &frames).ok());
-    ASSERT_EQ(expected.size(), frames.size()) << "split at " << split;
-    for (size_t i = 0; i < expected.size(); i++) {
-      ASSERT_EQ(Content(expected[i]), frames[i].slice.ToString()) << "split " << split << " #" << i;
-    }
-    EXPECT_EQ(0u, reader.buffered());
-  }
   for (size_t chunk : {1, 2, 3, 5, 7}) {
     FrameReader reader(1 << 20, block);
     std::vector<BlockSlice> frames;
