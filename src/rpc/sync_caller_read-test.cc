@@ -277,52 +277,59 @@ void ServeThenFail(RawListener* listener, int answer, bool before_next_call, Cou
 
 class SyncCallerReadScriptedTest : public SyncCallerReadTest {
  protected:
-  Status EchoTo(const Sockaddr& addr, const std::string& data) {
-    return EchoOnce(rtest::EchoServiceProxy(client_, addr), data, kLong);
+  Status EchoTo(const std::string& data) {
+    return EchoOnce(rtest::EchoServiceProxy(client_, listener_.addr()), data, kLong);
   }
+  // Starts the scripted server (ServeThenFail: three calls answered, then on `go_` an error frame
+  // and a close, `before_next_call` or in answer to it) and a client whose three calls leave the
+  // reads parked.
+  void StartScriptedServerAndThreeCalls(bool before_next_call) {
+    ASSERT_TRUE(listener_.status().ok());
+    server_ = std::thread([this, before_next_call] {
+      ServeThenFail(&listener_, 3, before_next_call, &go_, &closed_, &server_status_);
+    });
+    StartOneConnectionClient();
+    for (int i = 0; i < 3; i++) ASSERT_TRUE(EchoTo("call").ok()) << i;
+    // The third, alone on the stream, was read by its caller: the reads are parked again.
+    ASSERT_EQ(1, ReadByCaller());
+  }
+  void TearDown() override {
+    // A test that stopped early: its client's connections close and `go_` opens, so the server
+    // thread ends (its accept and reads are bounded too).
+    SyncCallerReadTest::TearDown();
+    go_.CountDown();
+    if (server_.joinable()) server_.join();
+  }
+
+  RawListener listener_;
+  CountDownLatch go_{1}, closed_{1};
+  Status server_status_;
+  std::thread server_;
 };
 
 TEST_F(SyncCallerReadScriptedTest, AConnectionErrorWhileReadsAreParkedGivesTheNextCallAFreshOne) {
-  RawListener listener;
-  ASSERT_TRUE(listener.status().ok());
-  Status server_status;
-  CountDownLatch go(1), closed(1);
-  std::thread server([&] {
-    ServeThenFail(&listener, 3, /*before_next_call=*/true, &go, &closed, &server_status);
-  });
-  StartOneConnectionClient();
-  for (int i = 0; i < 3; i++) ASSERT_TRUE(EchoTo(listener.addr(), "call").ok()) << i;
-  EXPECT_EQ(1, ReadByCaller());  // the third, alone on the stream: the reads are parked again
-  go.CountDown();
-  ASSERT_TRUE(closed.WaitFor(kLong));  // on loopback the bytes and the close have arrived
+  ASSERT_NO_FATAL_FAILURE(StartScriptedServerAndThreeCalls(/*before_next_call=*/true));
+  go_.CountDown();
+  ASSERT_TRUE(closed_.WaitFor(kLong));  // on loopback the bytes and the close have arrived
   // The error frame and the close arrive while nobody reads; the next call notices them first.
-  Status s = EchoTo(listener.addr(), "on a fresh connection");
-  server.join();
+  Status s = EchoTo("on a fresh connection");
+  server_.join();
   EXPECT_TRUE(s.ok()) << s.ToString();
-  EXPECT_TRUE(server_status.ok()) << server_status.ToString();
+  EXPECT_TRUE(server_status_.ok()) << server_status_.ToString();
 }
 
 TEST_F(SyncCallerReadScriptedTest, AConnectionErrorWhileTheCallerReadsFailsItsCall) {
-  RawListener listener;
-  ASSERT_TRUE(listener.status().ok());
-  Status server_status;
-  CountDownLatch go(1), closed(1);
-  std::thread server([&] {
-    ServeThenFail(&listener, 3, /*before_next_call=*/false, &go, &closed, &server_status);
-  });
-  StartOneConnectionClient();
-  for (int i = 0; i < 3; i++) ASSERT_TRUE(EchoTo(listener.addr(), "call").ok()) << i;
-  ASSERT_EQ(1, ReadByCaller());
+  ASSERT_NO_FATAL_FAILURE(StartScriptedServerAndThreeCalls(/*before_next_call=*/false));
   // The caller reads the error frame instead of its response: the reactor gets it (and the
   // close), and the call fails as it would have without the caller reading.
-  Status s = EchoTo(listener.addr(), "refused");
+  Status s = EchoTo("refused");
   EXPECT_FALSE(s.ok());
   EXPECT_FALSE(s.IsTimedOut()) << s.ToString();
   EXPECT_EQ(1, ReadByCaller());
   // The scripted server's second connection: the next call opens it.
-  EXPECT_TRUE(EchoTo(listener.addr(), "next").ok());
-  server.join();
-  EXPECT_TRUE(server_status.ok()) << server_status.ToString();
+  EXPECT_TRUE(EchoTo("next").ok());
+  server_.join();
+  EXPECT_TRUE(server_status_.ok()) << server_status_.ToString();
 }
 
 }  // namespace

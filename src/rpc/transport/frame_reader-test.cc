@@ -26,6 +26,17 @@ std::string MakeFrame(size_t n, int seed) {
 
 std::string Content(const std::string& frame) { return frame.substr(kFrameLengthSize); }
 
+// Appends every complete frame the reader holds to `frames`.
+Status TakeFrames(FrameReader* reader, std::vector<BlockSlice>* frames) {
+  while (true) {
+    BlockSlice frame;
+    Result<bool> next = reader->NextFrame(&frame);
+    if (!next.ok()) return next.status();
+    if (!*next) return Status::OK();
+    frames->push_back(std::move(frame));
+  }
+}
+
 // Feeds `bytes` to `reader` in reads of at most `chunk` bytes (as a socket would deliver them),
 // collecting every complete frame. Uses the reader as Connection does: writable_data() first,
 // then writable_size() for the room it made.
@@ -40,13 +51,7 @@ Status Feed(FrameReader* reader, const std::string& bytes, size_t chunk,
     memcpy(dst, bytes.data() + pos, n);
     reader->Commit(n);
     pos += n;
-    while (true) {
-      BlockSlice frame;
-      Result<bool> next = reader->NextFrame(&frame);
-      if (!next.ok()) return next.status();
-      if (!*next) break;
-      frames->push_back(std::move(frame));
-    }
+    RRPC_RETURN_NOT_OK(TakeFrames(reader, frames));
   }
   return Status::OK();
 }
@@ -81,13 +86,7 @@ Status FeedScatter(FrameReader* reader, const std::string& bytes, size_t chunk,
       stats->reads++;
       if (n < room) stats->short_reads++;
     }
-    while (true) {
-      BlockSlice frame;
-      Result<bool> next = reader->NextFrame(&frame);
-      if (!next.ok()) return next.status();
-      if (!*next) break;
-      frames->push_back(std::move(frame));
-    }
+    RRPC_RETURN_NOT_OK(TakeFrames(reader, frames));
   }
   return Status::OK();
 }
