@@ -58,15 +58,6 @@ class RdmaPausedReadsTest : public RpcTestBase, public ::testing::WithParamInter
     StartServer(so);
     StartClient(co);
   }
-  // A detail of the one connection `m` has ("" when absent).
-  static std::string Detail(const std::shared_ptr<Messenger>& m, const std::string& key) {
-    auto conns = m->DumpConnections();
-    if (conns.size() != 1) return "";
-    for (const auto& [k, v] : conns[0].transport_details) {
-      if (k == key) return v;
-    }
-    return "";
-  }
   static bool ReadsPaused(const std::shared_ptr<Messenger>& m) {
     auto conns = m->DumpConnections();
     return conns.size() == 1 && conns[0].reads_paused;
@@ -116,9 +107,9 @@ TEST_P(RdmaPausedReadsTest, SixtyFourOneMiBCallsAnsweredWhileReadsArePaused) {
     // is waited for.
     ASSERT_TRUE(WaitForCondition([&] {
       if (!ReadsPaused(server_)) return false;
-      const std::string credits = Detail(client_, "credits");
+      const std::string credits = ConnectionDetail(client_, "credits");
       return (credits == "0" || credits == "1") &&
-             Detail(server_, "messages held (reads paused)") != "0";
+             ConnectionDetail(server_, "messages held (reads paused)") != "0";
     })) << round;
     EXPECT_EQ(done.count(), kCalls);  // nothing answered yet
     // The handlers answer: 64 MiB of responses. Reads stay paused until calls end, and calls
@@ -132,10 +123,10 @@ TEST_P(RdmaPausedReadsTest, SixtyFourOneMiBCallsAnsweredWhileReadsArePaused) {
       EXPECT_TRUE(ctls[i].inbound_sidecar(0) == Slice(sidecars[i])) << round << " " << i;
     }
     ASSERT_TRUE(WaitForCondition([&] { return !ReadsPaused(server_); })) << round;
-    EXPECT_EQ(Detail(server_, "messages held (reads paused)"), "0") << round;
+    EXPECT_EQ(ConnectionDetail(server_, "messages held (reads paused)"), "0") << round;
   }
   LOG(INFO) << "held messages copied out (the client's last credit): "
-            << Detail(server_, "held messages copied out");
+            << ConnectionDetail(server_, "held messages copied out");
 }
 
 INSTANTIATE_TEST_SUITE_P(ReceiveModes, RdmaPausedReadsTest,

@@ -56,15 +56,6 @@ class RdmaZeroCopyTest : public RpcTestBase {
     }
     return Status::OK();
   }
-  // A detail of the one connection `m` has ("" when absent).
-  static std::string Detail(const std::shared_ptr<Messenger>& m, const std::string& key) {
-    auto conns = m->DumpConnections();
-    if (conns.size() != 1) return "";
-    for (const auto& [k, v] : conns[0].transport_details) {
-      if (k == key) return v;
-    }
-    return "";
-  }
 };
 
 // A sidecar that fits one receive block crosses with one copy per direction at most: into the
@@ -86,8 +77,8 @@ TEST_F(RdmaZeroCopyTest, SingleBlockSidecarsAreReadWhereTheyArrived) {
     EXPECT_GE(server, size) << size;
     EXPECT_LT(server, size + 200) << size;
   }
-  EXPECT_NE(Detail(client_, "messages by reference"), "0");
-  EXPECT_NE(Detail(server_, "messages by reference"), "0");
+  EXPECT_NE(ConnectionDetail(client_, "messages by reference"), "0");
+  EXPECT_NE(ConnectionDetail(server_, "messages by reference"), "0");
 }
 
 // Calls sent back to back: the sender starts each large frame in a message of its own rather than
@@ -120,7 +111,7 @@ TEST_F(RdmaZeroCopyTest, BackToBackLargeFramesEachStartAMessage) {
   // go out batched by the server's reactor).
   EXPECT_LT(StreamCopies(CopySide::kServer) - server0, kCalls * (sidecar.size() + 200));
   EXPECT_LT(StreamCopies(CopySide::kClient) - client0, kCalls * (sidecar.size() + 200));
-  EXPECT_GE(std::stoi(Detail(server_, "messages by reference")), kCalls);
+  EXPECT_GE(std::stoi(ConnectionDetail(server_, "messages by reference")), kCalls);
 }
 
 // Sidecars larger than a receive block (64 KiB .. 8 MiB) arrive in fragments and are assembled
@@ -172,13 +163,13 @@ TEST_F(RdmaZeroCopyTest, CallsHoldingReceiveBlocksDontStopOthers) {
     // back to back, and only whole frames at a message's front are lent).
     ASSERT_TRUE(gate_.WaitForEntered(i + 1));
   }
-  EXPECT_EQ(Detail(server_, "receive blocks lent now"), "2");
-  EXPECT_EQ(Detail(server_, "copied out, no spare"), "1");
+  EXPECT_EQ(ConnectionDetail(server_, "receive blocks lent now"), "2");
+  EXPECT_EQ(ConnectionDetail(server_, "copied out, no spare"), "1");
   // Far more messages than the 8 receive buffers, each large enough to be lent.
   for (int i = 0; i < 100; i++) {
     ASSERT_TRUE(EchoSidecar(Pattern(5000 + i * 97, i)).ok()) << i;
   }
-  EXPECT_EQ(Detail(server_, "receive blocks lent now"), "2");
+  EXPECT_EQ(ConnectionDetail(server_, "receive blocks lent now"), "2");
   gate_.Open();
   ASSERT_TRUE(done.WaitFor(MonoDelta::FromSeconds(120)));
   for (int i = 0; i < kHeld; i++) {
@@ -187,7 +178,7 @@ TEST_F(RdmaZeroCopyTest, CallsHoldingReceiveBlocksDontStopOthers) {
     EXPECT_TRUE(ctls[i].inbound_sidecar(0) == Slice(held_sidecar));
   }
   // The calls are gone (their responses sent), so are their references.
-  EXPECT_TRUE(WaitForCondition([&] { return Detail(server_, "receive blocks lent now") == "0"; }));
+  EXPECT_TRUE(WaitForCondition([&] { return ConnectionDetail(server_, "receive blocks lent now") == "0"; }));
   ASSERT_TRUE(EchoSidecar(Pattern(9000, 5)).ok());
 }
 

@@ -75,14 +75,6 @@ class RdmaZeroCopySendTest : public RpcTestBase {
     return Status::OK();
   }
   static uint64_t Value(Counter* c) { return static_cast<uint64_t>(c->value()); }
-  static std::string Detail(const std::shared_ptr<Messenger>& m, const std::string& key) {
-    auto conns = m->DumpConnections();
-    if (conns.size() != 1) return "";
-    for (const auto& [k, v] : conns[0].transport_details) {
-      if (k == key) return v;
-    }
-    return "";
-  }
 
   std::shared_ptr<RdmaTransportFactory> server_factory_, client_factory_;
 };
@@ -147,8 +139,8 @@ TEST_F(RdmaZeroCopySendTest, AnEchoedReceiveBlockIsSentFromWhereItArrived) {
     EXPECT_EQ(Value(sm.zero_copy_sent_bytes) - server_zc0, 12000u);
     EXPECT_EQ(Value(sm.send_registrations), registrations0);  // the pool's own registration
   }
-  EXPECT_TRUE(WaitForCondition([&] { return Detail(server_, "receive blocks lent now") == "0"; }));
-  EXPECT_NE(Detail(server_, "messages by reference"), "0");
+  EXPECT_TRUE(WaitForCondition([&] { return ConnectionDetail(server_, "receive blocks lent now") == "0"; }));
+  EXPECT_NE(ConnectionDetail(server_, "messages by reference"), "0");
 }
 
 // Small sidecars (below the thresholds) and borrowed ones are copied, as before: their owner may

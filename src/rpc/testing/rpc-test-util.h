@@ -95,6 +95,17 @@ inline Status EchoOnce(rtest::EchoServiceProxy proxy, const std::string& data,
   return s;
 }
 
+// A transport detail (DescribeTransport: RDMA credits, TLS cipher...) of the one connection `m`
+// has; "" when it has none, several, or not that detail.
+inline std::string ConnectionDetail(const std::shared_ptr<Messenger>& m, const std::string& key) {
+  auto conns = m->DumpConnections();
+  if (conns.size() != 1) return "";
+  for (const auto& [k, v] : conns[0].transport_details) {
+    if (k == key) return v;
+  }
+  return "";
+}
+
 // A server messenger with TestEchoService on 127.0.0.1 and a client messenger.
 class RpcTestBase : public ::testing::Test {
  protected:

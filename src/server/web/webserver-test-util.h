@@ -81,6 +81,14 @@ inline bool MakeSelfSignedCert(const std::string& dir) {
   return rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
 }
 
+// Makes a self-signed certificate in `dir` (MakeSelfSignedCert) and points `opts` at it.
+inline bool UseSelfSignedCert(const std::string& dir, WebserverOptions* opts) {
+  if (!MakeSelfSignedCert(dir)) return false;
+  opts->tls_certificate_path = dir + "/cert.pem";
+  opts->tls_private_key_path = dir + "/key.pem";
+  return true;
+}
+
 // Echoes the request back as "key=value" lines.
 inline void EchoPage(const WebRequest& req, WebResponse* resp) {
   resp->body = "method=" + req.method + "\npath=" + req.path + "\n";

@@ -23,10 +23,8 @@ namespace {
 
 TEST(WebserverTlsTest, ServesHttpsWithSelfSignedCertificate) {
   TempDir dir;
-  ASSERT_TRUE(MakeSelfSignedCert(dir.path())) << "openssl req failed";
   WebserverOptions opts;
-  opts.tls_certificate_path = dir.path() + "/cert.pem";
-  opts.tls_private_key_path = dir.path() + "/key.pem";
+  ASSERT_TRUE(UseSelfSignedCert(dir.path(), &opts)) << "openssl req failed";
   Webserver web(opts);
   web.RegisterPage("/echo", &EchoPage);
   Status s = web.Start();
@@ -99,10 +97,8 @@ TEST(WebserverTlsTest, ReloadWithoutTlsIsRefused) {
 
 TEST(WebserverTlsTest, ConcurrentHttpsClientsAreAllServed) {
   TempDir dir;
-  ASSERT_TRUE(MakeSelfSignedCert(dir.path())) << "openssl req failed";
   WebserverOptions opts;
-  opts.tls_certificate_path = dir.path() + "/cert.pem";
-  opts.tls_private_key_path = dir.path() + "/key.pem";
+  ASSERT_TRUE(UseSelfSignedCert(dir.path(), &opts)) << "openssl req failed";
   Webserver web(opts);
   // A body larger than one TLS record (16 KiB) and than the relay buffer.
   const std::string big(100000, 'z');
@@ -125,10 +121,8 @@ TEST(WebserverTlsTest, ConcurrentHttpsClientsAreAllServed) {
 
 TEST(WebserverTlsTest, StalledTlsClientIsCutOffAtStop) {
   TempDir dir;
-  ASSERT_TRUE(MakeSelfSignedCert(dir.path())) << "openssl req failed";
   WebserverOptions opts;
-  opts.tls_certificate_path = dir.path() + "/cert.pem";
-  opts.tls_private_key_path = dir.path() + "/key.pem";
+  ASSERT_TRUE(UseSelfSignedCert(dir.path(), &opts)) << "openssl req failed";
   opts.request_timeout_ms = 60000;
   Webserver web(opts);
   ASSERT_TRUE(web.Start().ok());
@@ -186,10 +180,8 @@ class TlsClient {
 class HttpsLimitsTest : public ::testing::Test {
  protected:
   void StartServer(size_t max_connections, int request_timeout_ms) {
-    ASSERT_TRUE(MakeSelfSignedCert(dir_.path())) << "openssl req failed";
     WebserverOptions opts;
-    opts.tls_certificate_path = dir_.path() + "/cert.pem";
-    opts.tls_private_key_path = dir_.path() + "/key.pem";
+    ASSERT_TRUE(UseSelfSignedCert(dir_.path(), &opts)) << "openssl req failed";
     opts.max_connections = max_connections;
     opts.request_timeout_ms = request_timeout_ms;
     opts.metric_registry = &registry_;
