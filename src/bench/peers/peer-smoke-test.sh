@@ -70,6 +70,16 @@ expect_result empty-request latency 0 1 --mode=latency --payload_bytes=0 --respo
 expect_result one-mib throughput 1048576 8 --async_call_concurrency=8 --payload_bytes=1048576
 expect_failure corrupt-response "content mismatch" --corrupt_responses_for_test
 expect_failure bad-mode "must be throughput, latency or cps" --mode=bogus
+if [[ $impl == raw-tcp ]]; then
+  # Worker threads answer (out of order inside the server, in order on the wire).
+  expect_result workers throughput 64 32 --server_workers=3 --client_threads=2 \
+    --async_call_concurrency=16
+  expect_result workers-uneven throughput 70000 4 --server_workers=2 --async_call_concurrency=4 \
+    --payload_bytes=70000 --response_bytes=100
+  expect_result workers-empty latency 0 1 --mode=latency --server_workers=1 --payload_bytes=0 \
+    --response_bytes=0
+  expect_failure workers-corrupt "content mismatch" --server_workers=2 --corrupt_responses_for_test
+fi
 
 # A separate server process, found through the port it prints.
 "$bin" --server_only --port=0 --server_threads=2 >"$tmp/server" 2>&1 &

@@ -36,6 +36,10 @@ DEFINE_int32(async_call_concurrency, 64,
 DEFINE_int32(server_threads, 2,
              "Server threads (raw-tcp: epoll loops with their own SO_REUSEPORT listener; grpc: "
              "completion-queue threads, one CQ each)");
+DEFINE_int32(server_workers, 0,
+             "raw-tcp only: worker threads that answer the frames the loops read and write the "
+             "answers themselves (one thread hop per call, as a worker-pool RPC server makes); 0 "
+             "answers on the loop thread");
 DEFINE_string(server_addr, "",
               "host:port of a running peer server; empty runs the server in this process on "
               "127.0.0.1 with an ephemeral port");
@@ -156,6 +160,10 @@ bool PeerConfigFromFlags(PeerConfig* config, std::string* error) {
     *error = "--client_threads, --async_call_concurrency and --server_threads must be >= 1";
     return false;
   }
+  if (FLAGS_server_workers < 0) {
+    *error = "--server_workers must be >= 0";
+    return false;
+  }
   if (FLAGS_port < 0 || FLAGS_port > 65535) {
     *error = "--port must be in [0, 65535]";
     return false;
@@ -173,6 +181,7 @@ bool PeerConfigFromFlags(PeerConfig* config, std::string* error) {
   config->client_threads = FLAGS_client_threads;
   config->async_call_concurrency = FLAGS_async_call_concurrency;
   config->server_threads = FLAGS_server_threads;
+  config->server_workers = FLAGS_server_workers;
   config->server_addr = FLAGS_server_addr;
   config->server_only = FLAGS_server_only;
   config->bind_host = FLAGS_bind_host;

@@ -3,6 +3,8 @@
 // connections over them), level-triggered, 4-byte length-prefixed frames, no serialization. Every
 // complete frame read in one read() is answered, and all the answers go out in one write(); a
 // plain echo is written straight from the read buffer without a copy.
+// With --server_workers=N the loops only read: each frame goes to one of N worker threads, which
+// answers it and writes the answer itself (the hop a worker-pool RPC server makes per call).
 //
 // Start() and Shutdown() are for the main thread; the loops own their connections.
 #pragma once
@@ -16,6 +18,7 @@
 namespace rrpc {
 namespace bench {
 
+class HandoffPool;
 class RawTcpEchoLoop;
 
 class RawTcpEchoServer : public PeerServer {
@@ -32,6 +35,7 @@ class RawTcpEchoServer : public PeerServer {
  private:
   RawTcpEchoServer() = default;
 
+  std::unique_ptr<HandoffPool> workers_;  // --server_workers > 0 only
   std::vector<std::unique_ptr<RawTcpEchoLoop>> loops_;
   int port_ = 0;
   bool stopped_ = false;
