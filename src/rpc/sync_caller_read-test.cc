@@ -29,6 +29,7 @@ class SyncCallerReadTest : public RpcTestBase {
     MessengerOptions options;
     options.num_reactors = 1;
     options.sync_call_caller_reads = caller_reads;
+    options.sync_peer_check_after = peer_check_after_;
     StartClient(options);
   }
   Status Echo(const std::string& data, MonoDelta timeout = kLong, uint32_t sleep_ms = 0) {
@@ -49,6 +50,10 @@ class SyncCallerReadTest : public RpcTestBase {
     ASSERT_TRUE(Echo("warm 1").ok());
     ASSERT_TRUE(Echo("warm 2").ok());
   }
+
+  // MessengerOptions::sync_peer_check_after for StartOneConnectionClient (the default: a
+  // parked connection is checked before a call only when its last response is older).
+  MonoDelta peer_check_after_ = MessengerOptions().sync_peer_check_after;
 };
 
 TEST_F(SyncCallerReadTest, ManyCallsOnOneConnectionAreEachReadByTheCaller) {
@@ -209,6 +214,7 @@ TEST_F(SyncCallerReadTest, AServerClosingWhileTheCallerReadsFailsTheCall) {
 }
 
 TEST_F(SyncCallerReadTest, AServerRestartedWhileReadsAreParkedGetsAFreshConnection) {
+  peer_check_after_ = MonoDelta();  // always checked (a restart may take less than the default)
   StartServer();
   StartOneConnectionClient();
   WarmUp();
@@ -308,6 +314,7 @@ class SyncCallerReadScriptedTest : public SyncCallerReadTest {
 };
 
 TEST_F(SyncCallerReadScriptedTest, AConnectionErrorWhileReadsAreParkedGivesTheNextCallAFreshOne) {
+  peer_check_after_ = MonoDelta();  // always checked
   ASSERT_NO_FATAL_FAILURE(StartScriptedServerAndThreeCalls(/*before_next_call=*/true));
   go_.CountDown();
   ASSERT_TRUE(closed_.WaitFor(kLong));  // on loopback the bytes and the close have arrived
