@@ -229,6 +229,46 @@ TEST_F(SyncCallerReadTest, AServerRestartedWhileReadsAreParkedGetsAFreshConnecti
   ASSERT_TRUE(Echo("again").ok());
 }
 
+// The check skipped (docs/architecture.md, "The synchronous call path"): a server that closes
+// right after its last response (well within the threshold here) fails the next call as a
+// network error, which the check would have turned into a call on a fresh connection; the call
+// after it gets one.
+TEST_F(SyncCallerReadTest, ACloseRightAfterTheLastResponseFailsTheNextCallWhenTheCheckIsSkipped) {
+  peer_check_after_ = kLong;
+  StartServer();
+  StartOneConnectionClient();
+  WarmUp();
+  ASSERT_TRUE(Echo("parked").ok());
+  ASSERT_EQ(1, ReadByCaller());  // so the reads are parked now
+  const uint16_t port = server_addr_.port();
+  server_->Shutdown();
+  StartServer({}, port);
+  Status s = Echo("on the closed connection");
+  EXPECT_TRUE(s.IsNetworkError()) << s.ToString();
+  ASSERT_TRUE(Echo("on a fresh one").ok());
+}
+
+// Past the threshold the check runs: the same restart, a little later than the threshold, gives
+// the call a fresh connection.
+TEST_F(SyncCallerReadTest, ACloseLaterThanTheThresholdIsNoticedBeforeTheCall) {
+  peer_check_after_ = MonoDelta::FromMilliseconds(1);
+  StartServer();
+  StartOneConnectionClient();
+  WarmUp();
+  ASSERT_TRUE(Echo("parked").ok());
+  ASSERT_EQ(1, ReadByCaller());
+  const uint16_t port = server_addr_.port();
+  server_->Shutdown();
+  StartServer({}, port);
+  SleepFor(MonoDelta::FromMilliseconds(5));  // the reads were parked at least this long ago
+  ASSERT_TRUE(Echo("after restart").ok());
+  // In a loop the calls come within the threshold and skip the check; each is read by its caller
+  // (from the fresh connection's third on).
+  const int64_t before = ReadByCaller();
+  for (int i = 0; i < 20; i++) ASSERT_TRUE(Echo("loop").ok()) << i;
+  EXPECT_GE(ReadByCaller(), before + 18);
+}
+
 // A hand-made server: answers echo calls; after `answer` of them, sends a connection error
 // frame (call id -2) and closes, either once `go` counts down (`before_next_call`) or after
 // reading the next call; `closed` counts down once it has. Then it accepts a second connection
