@@ -148,9 +148,13 @@ Status Socket::GetSockError() const {
   return Status::OK();
 }
 
-Result<size_t> Socket::RecvWithFlags(uint8_t* buf, size_t len, int flags) {
+namespace {
+// One body per call and mode, the flags a constant in each (the data path is counted in
+// instructions per call: build-support/echo-cost).
+template <int kFlags>
+Result<size_t> RecvLoop(int fd, uint8_t* buf, size_t len) {
   while (true) {
-    ssize_t n = RecvNow(fd_, buf, len, flags);
+    ssize_t n = RecvNow(fd, buf, len, kFlags);
     if (n > 0) return static_cast<size_t>(n);
     if (n == 0) return Status::EndOfFile("connection closed by peer");
     if (errno == EINTR) continue;
@@ -159,12 +163,13 @@ Result<size_t> Socket::RecvWithFlags(uint8_t* buf, size_t len, int flags) {
   }
 }
 
-Result<size_t> Socket::ReadvWithFlags(const iovec* iov, int iovcnt, int flags) {
+template <int kFlags>
+Result<size_t> ReadvLoop(int fd, const iovec* iov, int iovcnt) {
   msghdr msg{};
   msg.msg_iov = const_cast<iovec*>(iov);
   msg.msg_iovlen = iovcnt;
   while (true) {
-    ssize_t n = RecvmsgNow(fd_, &msg, flags);
+    ssize_t n = RecvmsgNow(fd, &msg, kFlags);
     if (n > 0) return static_cast<size_t>(n);
     if (n == 0) return Status::EndOfFile("connection closed by peer");
     if (errno == EINTR) continue;
@@ -173,17 +178,36 @@ Result<size_t> Socket::ReadvWithFlags(const iovec* iov, int iovcnt, int flags) {
   }
 }
 
-Result<size_t> Socket::WritevWithFlags(const iovec* iov, int iovcnt, int flags) {
+template <int kFlags>
+Result<size_t> WritevLoop(int fd, const iovec* iov, int iovcnt) {
   msghdr msg{};
   msg.msg_iov = const_cast<iovec*>(iov);
   msg.msg_iovlen = iovcnt;
   while (true) {
-    ssize_t n = SendmsgNow(fd_, &msg, flags);
+    ssize_t n = SendmsgNow(fd, &msg, kFlags);
     if (n >= 0) return static_cast<size_t>(n);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
     return Status::FromErrno("sendmsg", errno);
   }
+}
+}  // namespace
+
+Result<size_t> Socket::Recv(uint8_t* buf, size_t len) { return RecvLoop<0>(fd_, buf, len); }
+Result<size_t> Socket::Readv(const iovec* iov, int iovcnt) {
+  return ReadvLoop<0>(fd_, iov, iovcnt);
+}
+Result<size_t> Socket::Writev(const iovec* iov, int iovcnt) {
+  return WritevLoop<0>(fd_, iov, iovcnt);
+}
+Result<size_t> Socket::RecvNoWait(uint8_t* buf, size_t len) {
+  return RecvLoop<MSG_DONTWAIT>(fd_, buf, len);
+}
+Result<size_t> Socket::ReadvNoWait(const iovec* iov, int iovcnt) {
+  return ReadvLoop<MSG_DONTWAIT>(fd_, iov, iovcnt);
+}
+Result<size_t> Socket::WritevNoWait(const iovec* iov, int iovcnt) {
+  return WritevLoop<MSG_DONTWAIT>(fd_, iov, iovcnt);
 }
 
 Status Socket::SetRecvTimeout(MonoDelta timeout) {

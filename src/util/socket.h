@@ -3,7 +3,6 @@
 // a socket belongs to one thread at a time (a reactor, once its connection is registered).
 #pragma once
 
-#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <cstddef>
@@ -64,22 +63,16 @@ class Socket {
   // Reads up to `len` bytes. Returns bytes read (> 0), 0 when nothing is available (EAGAIN:
   // a non-blocking socket is empty, or a blocking one's SO_RCVTIMEO ran out), or an error; a
   // closed peer is Status::EndOfFile. Waits as the socket's mode says.
-  Result<size_t> Recv(uint8_t* buf, size_t len) { return RecvWithFlags(buf, len, 0); }
+  Result<size_t> Recv(uint8_t* buf, size_t len);
   // Recv() scattered over `iov` (one recvmsg()): fills them in order, same results as Recv().
-  Result<size_t> Readv(const iovec* iov, int iovcnt) { return ReadvWithFlags(iov, iovcnt, 0); }
+  Result<size_t> Readv(const iovec* iov, int iovcnt);
   // Writes from `iov`; returns bytes written, 0 on EAGAIN. Never raises SIGPIPE.
-  Result<size_t> Writev(const iovec* iov, int iovcnt) { return WritevWithFlags(iov, iovcnt, 0); }
+  Result<size_t> Writev(const iovec* iov, int iovcnt);
   // The same, never waiting whatever the socket's mode (MSG_DONTWAIT): a reactor's I/O on a
   // socket that a synchronous caller switched to blocking reads (tcp_transport_parked.cc).
-  Result<size_t> RecvNoWait(uint8_t* buf, size_t len) {
-    return RecvWithFlags(buf, len, MSG_DONTWAIT);
-  }
-  Result<size_t> ReadvNoWait(const iovec* iov, int iovcnt) {
-    return ReadvWithFlags(iov, iovcnt, MSG_DONTWAIT);
-  }
-  Result<size_t> WritevNoWait(const iovec* iov, int iovcnt) {
-    return WritevWithFlags(iov, iovcnt, MSG_DONTWAIT);
-  }
+  Result<size_t> RecvNoWait(uint8_t* buf, size_t len);
+  Result<size_t> ReadvNoWait(const iovec* iov, int iovcnt);
+  Result<size_t> WritevNoWait(const iovec* iov, int iovcnt);
   // Bounds each later blocking receive by `timeout` (SO_RCVTIMEO; the kernel rounds it up to
   // its clock tick; zero means no bound).
   Status SetRecvTimeout(MonoDelta timeout);
@@ -94,10 +87,6 @@ class Socket {
   Status BlockingRecv(uint8_t* buf, size_t len);  // exactly len bytes or an error
 
  private:
-  Result<size_t> RecvWithFlags(uint8_t* buf, size_t len, int flags);
-  Result<size_t> ReadvWithFlags(const iovec* iov, int iovcnt, int flags);
-  Result<size_t> WritevWithFlags(const iovec* iov, int iovcnt, int flags);
-
   int fd_ = -1;
 };
 
