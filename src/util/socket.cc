@@ -13,11 +13,11 @@ namespace rrpc {
 
 namespace {
 
-// The data path (Recv, Readv, Writev and their NoWait forms) calls the kernel through syscall(2), not glibc's
-// recv()/sendmsg(): those are thread cancellation points that switch asynchronous cancellation
-// on and off around each call, ~30 instructions per call and four calls per echo (callgrind,
-// build-support/echo-cost), and rrpc never cancels a thread. Under a sanitizer the glibc
-// wrappers stay: the sanitizers intercept them (TSAN takes a socket's send -> recv as a
+// The data path (Recv, Readv, Writev and their NoWait forms) calls the kernel through syscall(2),
+// not glibc's recv()/sendmsg(): those are thread cancellation points that switch asynchronous
+// cancellation on and off around each call, ~30 instructions per call and four calls per echo
+// (callgrind, build-support/echo-cost), and rrpc never cancels a thread. Under a sanitizer the
+// glibc wrappers stay: the sanitizers intercept them (TSAN takes a socket's send -> recv as a
 // happens-before edge between threads, which a raw syscall would hide from it).
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define RRPC_SOCKET_LIBC_WRAPPERS 1

@@ -1,10 +1,10 @@
 // TcpTransport: a connection's frames over a TCP socket that the reactor never waits on (a
 // non-blocking one; once a synchronous caller has read from it, a blocking one on which every
-// reactor and writer call passes MSG_DONTWAIT: tcp_transport_parked.cc). Reads go into a FrameReader
-// (up to 16 reads per readable event, so one busy peer cannot starve the reactor's others; a
-// readv() where the reader offers the next length prefix's room too) and come out as frames;
-// writes gather the queue into one writev() of up to 64 iovecs, and only a partial write arms the
-// write watcher (no epoll_ctl per call). Owns the socket, its watchers, connect errors and
+// reactor and writer call passes MSG_DONTWAIT: tcp_transport_parked.cc). Reads go into a
+// FrameReader (up to 16 reads per readable event, so one busy peer cannot starve the reactor's
+// others; a readv() where the reader offers the next length prefix's room too) and come out as
+// frames; writes gather the queue into one writev() of up to 64 iovecs, and only a partial write
+// arms the write watcher (no epoll_ctl per call). Owns the socket, its watchers, connect errors and
 // TCP_NODELAY. A worker may write concurrently with the reactor's reads: the kernel keeps the two
 // directions of a socket apart.
 // Reactor thread, except Write() (see Transport).

@@ -81,8 +81,8 @@ Status TcpTransport::BoundBlockingRecv(MonoDelta left) {
   // Aimed at 7/8 of the time left before the precise stretch, it ends before the deadline.
   MonoDelta target = kMaxCallerWait;
   if (left < MonoDelta::Max()) {
-    target = std::min(target, MonoDelta::FromNanoseconds((left - kPreciseWait).ToNanoseconds() /
-                                                         8 * 7));
+    target =
+        std::min(target, MonoDelta::FromNanoseconds((left - kPreciseWait).ToNanoseconds() / 8 * 7));
   }
   // The value set is kept while it ends the wait no later than the target and not much sooner
   // (a wait that ends early only loops); a new one is half the target, so the next call's
