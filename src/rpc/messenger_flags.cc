@@ -29,6 +29,12 @@ DEFINE_bool(rpc_sync_call_caller_reads, true,
             "A thread whose synchronous call is the only one outstanding on its connection "
             "(plain TCP) reads the response from the socket itself instead of being woken by a "
             "reactor that read it (saves a thread wake-up per call).");
+DEFINE_int32(rpc_sync_peer_check_after_us, 1000,
+             "A synchronous caller about to read its own response first checks (one poll()) "
+             "that the server did not close or send anything while the connection sat idle, so "
+             "a restarted server gets the call on a fresh connection; skipped when the previous "
+             "response came less than this many microseconds ago (a close in that window fails "
+             "the call instead). 0: always check.");
 DEFINE_int64(rpc_max_message_size, 64 * 1024 * 1024,
              "Largest frame (bytes) accepted or sent. Checked from the length prefix before "
              "anything is buffered, so a peer cannot make the server allocate more.");
@@ -73,6 +79,7 @@ MessengerOptions MessengerOptionsFromFlags(std::string name) {
   options.sync_call_poll = MonoDelta::FromMicroseconds(FLAGS_rpc_sync_call_poll_us);
   options.sync_call_direct_write = FLAGS_rpc_sync_call_direct_write;
   options.sync_call_caller_reads = FLAGS_rpc_sync_call_caller_reads;
+  options.sync_peer_check_after = MonoDelta::FromMicroseconds(FLAGS_rpc_sync_peer_check_after_us);
   options.max_message_size = static_cast<size_t>(FLAGS_rpc_max_message_size);
   options.bulk_connection_bytes = FLAGS_rpc_bulk_connection_bytes > 0
                                       ? static_cast<size_t>(FLAGS_rpc_bulk_connection_bytes)

@@ -46,6 +46,12 @@ struct MessengerOptions {
   // woken by the kernel, not by the reactor (docs/architecture.md, "The synchronous call path").
   // false: responses always come through the reactor.
   bool sync_call_caller_reads = true;
+  // Before a caller takes parked reads it checks (one poll()) that the server sent nothing and
+  // did not close while nobody read, so a restarted server gets the call on a fresh connection
+  // rather than failing it; skipped when the reads were parked less than this long ago (a
+  // thread calling in a loop), where a close racing the call fails it as a network error, as it
+  // could between the check and the write anyway. Zero: always check.
+  MonoDelta sync_peer_check_after = MonoDelta::FromMicroseconds(1000);
   // Largest frame accepted or sent, checked from the length prefix before buffering.
   size_t max_message_size = 64 * 1024 * 1024;
   // Bytes read per recv() when no large frame is pending.

@@ -29,6 +29,7 @@ class SyncCallerReadTest : public RpcTestBase {
     MessengerOptions options;
     options.num_reactors = 1;
     options.sync_call_caller_reads = caller_reads;
+    options.sync_peer_check_after = peer_check_after_;
     StartClient(options);
   }
   Status Echo(const std::string& data, MonoDelta timeout = kLong, uint32_t sleep_ms = 0) {
@@ -49,6 +50,10 @@ class SyncCallerReadTest : public RpcTestBase {
     ASSERT_TRUE(Echo("warm 1").ok());
     ASSERT_TRUE(Echo("warm 2").ok());
   }
+
+  // MessengerOptions::sync_peer_check_after for StartOneConnectionClient (the default: a
+  // parked connection is checked before a call only when its last response is older).
+  MonoDelta peer_check_after_ = MessengerOptions().sync_peer_check_after;
 };
 
 TEST_F(SyncCallerReadTest, ManyCallsOnOneConnectionAreEachReadByTheCaller) {
@@ -209,6 +214,7 @@ TEST_F(SyncCallerReadTest, AServerClosingWhileTheCallerReadsFailsTheCall) {
 }
 
 TEST_F(SyncCallerReadTest, AServerRestartedWhileReadsAreParkedGetsAFreshConnection) {
+  peer_check_after_ = MonoDelta();  // always checked (a restart may take less than the default)
   StartServer();
   StartOneConnectionClient();
   WarmUp();
@@ -221,6 +227,46 @@ TEST_F(SyncCallerReadTest, AServerRestartedWhileReadsAreParkedGetsAFreshConnecti
   // out on a new connection instead of failing on the old one.
   ASSERT_TRUE(Echo("after restart").ok());
   ASSERT_TRUE(Echo("again").ok());
+}
+
+// The check skipped (docs/architecture.md, "The synchronous call path"): a server that closes
+// right after its last response (well within the threshold here) fails the next call as a
+// network error, which the check would have turned into a call on a fresh connection; the call
+// after it gets one.
+TEST_F(SyncCallerReadTest, ACloseRightAfterTheLastResponseFailsTheNextCallWhenTheCheckIsSkipped) {
+  peer_check_after_ = kLong;
+  StartServer();
+  StartOneConnectionClient();
+  WarmUp();
+  ASSERT_TRUE(Echo("parked").ok());
+  ASSERT_EQ(1, ReadByCaller());  // so the reads are parked now
+  const uint16_t port = server_addr_.port();
+  server_->Shutdown();
+  StartServer({}, port);
+  Status s = Echo("on the closed connection");
+  EXPECT_TRUE(s.IsNetworkError()) << s.ToString();
+  ASSERT_TRUE(Echo("on a fresh one").ok());
+}
+
+// Past the threshold the check runs: the same restart, a little later than the threshold, gives
+// the call a fresh connection.
+TEST_F(SyncCallerReadTest, ACloseLaterThanTheThresholdIsNoticedBeforeTheCall) {
+  peer_check_after_ = MonoDelta::FromMilliseconds(1);
+  StartServer();
+  StartOneConnectionClient();
+  WarmUp();
+  ASSERT_TRUE(Echo("parked").ok());
+  ASSERT_EQ(1, ReadByCaller());
+  const uint16_t port = server_addr_.port();
+  server_->Shutdown();
+  StartServer({}, port);
+  SleepFor(MonoDelta::FromMilliseconds(5));  // the reads were parked at least this long ago
+  ASSERT_TRUE(Echo("after restart").ok());
+  // In a loop the calls come within the threshold and skip the check; each is read by its caller
+  // (from the fresh connection's third on).
+  const int64_t before = ReadByCaller();
+  for (int i = 0; i < 20; i++) ASSERT_TRUE(Echo("loop").ok()) << i;
+  EXPECT_GE(ReadByCaller(), before + 18);
 }
 
 // A hand-made server: answers echo calls; after `answer` of them, sends a connection error
@@ -308,6 +354,7 @@ class SyncCallerReadScriptedTest : public SyncCallerReadTest {
 };
 
 TEST_F(SyncCallerReadScriptedTest, AConnectionErrorWhileReadsAreParkedGivesTheNextCallAFreshOne) {
+  peer_check_after_ = MonoDelta();  // always checked
   ASSERT_NO_FATAL_FAILURE(StartScriptedServerAndThreeCalls(/*before_next_call=*/true));
   go_.CountDown();
   ASSERT_TRUE(closed_.WaitFor(kLong));  // on loopback the bytes and the close have arrived

@@ -13,11 +13,11 @@ namespace rrpc {
 
 namespace {
 
-// The non-blocking data path (Recv, Writev) calls the kernel through syscall(2), not glibc's
-// recv()/sendmsg(): those are thread cancellation points that switch asynchronous cancellation
-// on and off around each call, ~30 instructions per call and four calls per echo (callgrind,
-// build-support/echo-cost), and rrpc never cancels a thread. Under a sanitizer the glibc
-// wrappers stay: the sanitizers intercept them (TSAN takes a socket's send -> recv as a
+// The data path (Recv, Readv, Writev and their NoWait forms) calls the kernel through syscall(2),
+// not glibc's recv()/sendmsg(): those are thread cancellation points that switch asynchronous
+// cancellation on and off around each call, ~30 instructions per call and four calls per echo
+// (callgrind, build-support/echo-cost), and rrpc never cancels a thread. Under a sanitizer the
+// glibc wrappers stay: the sanitizers intercept them (TSAN takes a socket's send -> recv as a
 // happens-before edge between threads, which a raw syscall would hide from it).
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define RRPC_SOCKET_LIBC_WRAPPERS 1
@@ -28,19 +28,27 @@ namespace {
 #endif
 #endif
 
-ssize_t RecvNow(int fd, uint8_t* buf, size_t len) {
+ssize_t RecvNow(int fd, uint8_t* buf, size_t len, int flags) {
 #ifdef RRPC_SOCKET_LIBC_WRAPPERS
-  return ::recv(fd, buf, len, 0);
+  return ::recv(fd, buf, len, flags);
 #else
-  return syscall(SYS_recvfrom, fd, buf, len, 0, nullptr, nullptr);
+  return syscall(SYS_recvfrom, fd, buf, len, flags, nullptr, nullptr);
 #endif
 }
 
-ssize_t SendmsgNow(int fd, const msghdr* msg) {
+ssize_t RecvmsgNow(int fd, msghdr* msg, int flags) {
 #ifdef RRPC_SOCKET_LIBC_WRAPPERS
-  return ::sendmsg(fd, msg, MSG_NOSIGNAL);
+  return ::recvmsg(fd, msg, flags);
 #else
-  return syscall(SYS_sendmsg, fd, msg, MSG_NOSIGNAL);
+  return syscall(SYS_recvmsg, fd, msg, flags);
+#endif
+}
+
+ssize_t SendmsgNow(int fd, const msghdr* msg, int flags) {
+#ifdef RRPC_SOCKET_LIBC_WRAPPERS
+  return ::sendmsg(fd, msg, MSG_NOSIGNAL | flags);
+#else
+  return syscall(SYS_sendmsg, fd, msg, MSG_NOSIGNAL | flags);
 #endif
 }
 
@@ -140,9 +148,13 @@ Status Socket::GetSockError() const {
   return Status::OK();
 }
 
-Result<size_t> Socket::Recv(uint8_t* buf, size_t len) {
+namespace {
+// One body per call and mode, the flags a constant in each (the data path is counted in
+// instructions per call: build-support/echo-cost).
+template <int kFlags>
+Result<size_t> RecvLoop(int fd, uint8_t* buf, size_t len) {
   while (true) {
-    ssize_t n = RecvNow(fd_, buf, len);
+    ssize_t n = RecvNow(fd, buf, len, kFlags);
     if (n > 0) return static_cast<size_t>(n);
     if (n == 0) return Status::EndOfFile("connection closed by peer");
     if (errno == EINTR) continue;
@@ -151,28 +163,63 @@ Result<size_t> Socket::Recv(uint8_t* buf, size_t len) {
   }
 }
 
-Result<size_t> Socket::Readv(const iovec* iov, int iovcnt) {
-  while (true) {
-    ssize_t n = ::readv(fd_, iov, iovcnt);
-    if (n > 0) return static_cast<size_t>(n);
-    if (n == 0) return Status::EndOfFile("connection closed by peer");
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
-    return Status::FromErrno("readv", errno);
-  }
-}
-
-Result<size_t> Socket::Writev(const iovec* iov, int iovcnt) {
+template <int kFlags>
+Result<size_t> ReadvLoop(int fd, const iovec* iov, int iovcnt) {
   msghdr msg{};
   msg.msg_iov = const_cast<iovec*>(iov);
   msg.msg_iovlen = iovcnt;
   while (true) {
-    ssize_t n = SendmsgNow(fd_, &msg);
+    ssize_t n = RecvmsgNow(fd, &msg, kFlags);
+    if (n > 0) return static_cast<size_t>(n);
+    if (n == 0) return Status::EndOfFile("connection closed by peer");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
+    return Status::FromErrno("recvmsg", errno);
+  }
+}
+
+template <int kFlags>
+Result<size_t> WritevLoop(int fd, const iovec* iov, int iovcnt) {
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(iov);
+  msg.msg_iovlen = iovcnt;
+  while (true) {
+    ssize_t n = SendmsgNow(fd, &msg, kFlags);
     if (n >= 0) return static_cast<size_t>(n);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
     return Status::FromErrno("sendmsg", errno);
   }
+}
+}  // namespace
+
+Result<size_t> Socket::Recv(uint8_t* buf, size_t len) { return RecvLoop<0>(fd_, buf, len); }
+Result<size_t> Socket::Readv(const iovec* iov, int iovcnt) {
+  return ReadvLoop<0>(fd_, iov, iovcnt);
+}
+Result<size_t> Socket::Writev(const iovec* iov, int iovcnt) {
+  return WritevLoop<0>(fd_, iov, iovcnt);
+}
+Result<size_t> Socket::RecvNoWait(uint8_t* buf, size_t len) {
+  return RecvLoop<MSG_DONTWAIT>(fd_, buf, len);
+}
+Result<size_t> Socket::ReadvNoWait(const iovec* iov, int iovcnt) {
+  return ReadvLoop<MSG_DONTWAIT>(fd_, iov, iovcnt);
+}
+Result<size_t> Socket::WritevNoWait(const iovec* iov, int iovcnt) {
+  return WritevLoop<MSG_DONTWAIT>(fd_, iov, iovcnt);
+}
+
+Status Socket::SetRecvTimeout(MonoDelta timeout) {
+  // Rounded up: a bound under a microsecond must not become 0, which means none.
+  const int64_t us = (timeout.ToNanoseconds() + 999) / 1000;
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(us / 1000000);
+  tv.tv_usec = static_cast<suseconds_t>(us % 1000000);
+  if (setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) {
+    return Status::FromErrno("setsockopt(SO_RCVTIMEO)", errno);
+  }
+  return Status::OK();
 }
 
 Status Socket::SetIoTimeout(MonoDelta timeout) {
@@ -180,9 +227,9 @@ Status Socket::SetIoTimeout(MonoDelta timeout) {
   timeval tv{};
   tv.tv_sec = static_cast<time_t>(us / 1000000);
   tv.tv_usec = static_cast<suseconds_t>(us % 1000000);
-  if (setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
-      setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
-    return Status::FromErrno("setsockopt(SO_RCVTIMEO/SO_SNDTIMEO)", errno);
+  RRPC_RETURN_NOT_OK(SetRecvTimeout(timeout));
+  if (setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
+    return Status::FromErrno("setsockopt(SO_SNDTIMEO)", errno);
   }
   return Status::OK();
 }

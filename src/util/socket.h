@@ -60,13 +60,22 @@ class Socket {
   // The pending socket error (SO_ERROR), as a Status.
   Status GetSockError() const;
 
-  // Reads up to `len` bytes. Returns bytes read (> 0), 0 when nothing is available (EAGAIN),
-  // or an error; a closed peer is Status::EndOfFile.
+  // Reads up to `len` bytes. Returns bytes read (> 0), 0 when nothing is available (EAGAIN:
+  // a non-blocking socket is empty, or a blocking one's SO_RCVTIMEO ran out), or an error; a
+  // closed peer is Status::EndOfFile. Waits as the socket's mode says.
   Result<size_t> Recv(uint8_t* buf, size_t len);
-  // Recv() scattered over `iov` (one readv()): fills them in order, same results as Recv().
+  // Recv() scattered over `iov` (one recvmsg()): fills them in order, same results as Recv().
   Result<size_t> Readv(const iovec* iov, int iovcnt);
   // Writes from `iov`; returns bytes written, 0 on EAGAIN. Never raises SIGPIPE.
   Result<size_t> Writev(const iovec* iov, int iovcnt);
+  // The same, never waiting whatever the socket's mode (MSG_DONTWAIT): a reactor's I/O on a
+  // socket that a synchronous caller switched to blocking reads (tcp_transport_parked.cc).
+  Result<size_t> RecvNoWait(uint8_t* buf, size_t len);
+  Result<size_t> ReadvNoWait(const iovec* iov, int iovcnt);
+  Result<size_t> WritevNoWait(const iovec* iov, int iovcnt);
+  // Bounds each later blocking receive by `timeout` (SO_RCVTIMEO; the kernel rounds it up to
+  // its clock tick; zero means no bound).
+  Status SetRecvTimeout(MonoDelta timeout);
 
   // Blocking helpers for tests and tools (the socket must be blocking).
   // Bounds each later blocking connect, send and receive by `timeout` (SO_SNDTIMEO and

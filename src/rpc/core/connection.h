@@ -225,9 +225,11 @@ class Connection final : public RefCounted<Connection>,
   // Reactor thread, from a caller's hand-back: `frame` (if any) first, as if just read, then
   // reads go on (ResumeReads(read_now)).
   void ResumeReadsFromCaller(BlockSlice* frame);
-  // Caller thread, reads parked, about to write: true when the peer has sent nothing (no bytes,
-  // no close) since they were parked.
-  bool ParkedStreamQuiet() REQUIRES(write_mu_);
+  // Caller thread, reads parked, about to write at about `now`: true when the peer has sent
+  // nothing (no bytes, no close) since they were parked, or when they were parked less than
+  // options_.sync_peer_check_after ago (then without looking: a poll() saved per call in a
+  // thread's call loop).
+  bool ParkedStreamQuiet(MonoTime now) REQUIRES(write_mu_);
   // Caller thread, having given parked reads back (read_owner_ kReactor) because the stream was
   // not quiet: has the reactor read what came and waits (until `deadline`) until it has, so a
   // close has shut this connection down before the caller queues its call (on a fresh one).
@@ -285,6 +287,8 @@ class Connection final : public RefCounted<Connection>,
   // Set by the reactor while a caller owns the reads and a call that the reactor must read was
   // queued: the caller hands the reads back instead of parking them.
   bool reactor_wants_reads_ GUARDED_BY(write_mu_) = false;
+  // When the reads were last parked (about when the last response was read).
+  MonoTime parked_at_ GUARDED_BY(write_mu_);
   // What callers read (added to bytes_received_ and last_activity_ for /connections and the
   // idle scan).
   std::atomic<uint64_t> caller_bytes_received_{0};

@@ -2,8 +2,8 @@
 // synchronous call path"). After the reactor delivered a caller's response and nothing else
 // waits on the connection, it parks its reads (MaybeParkReads); the next caller that writes its
 // call on the parked connection takes the reads (TrySendCallFromCaller) and reads its response
-// itself (ReadResponseAsCaller), so the kernel wakes it from its own poll() as raw TCP's client
-// is woken from its recv(), instead of the reactor waking it. Anything that is not exactly its
+// itself (ReadResponseAsCaller), so the kernel wakes it from its own blocking recv() as raw TCP's
+// client is woken, instead of the reactor waking it. Anything that is not exactly its
 // response goes back to the reactor with the read side, and the connection goes on as if the
 // reactor had read it. write_mu_ guards the hand-overs, as it guards caller_call_: a call is
 // finished by whoever takes it from caller_call_ under that lock, so still exactly once.
@@ -29,6 +29,7 @@ void Connection::MaybeParkReads() {
   }
   if (!transport_->ParkReads()) return;  // the transport keeps its reads (TLS, RDMA, wrappers)
   read_owner_.store(ReadOwner::kParked, std::memory_order_relaxed);
+  parked_at_ = last_activity_;  // the response's arrival, just now: no clock read
 }
 
 void Connection::EnsureReactorReads() {
@@ -84,15 +85,40 @@ void Connection::ResumeReadsAndWait(MonoTime deadline) {
   read->WaitUntil(deadline);
 }
 
-bool Connection::ParkedStreamQuiet() { return transport_->PeerQuietWhileParked(); }
+bool Connection::ParkedStreamQuiet(MonoTime now) {
+  // Right after the last response (a thread calling in a loop), a close or stray bytes are about
+  // as likely to come between this look and the write as before it: skip the system call. A
+  // close that does slip in fails this call as a network error, as one racing the look would.
+  const MonoDelta check_after = options_.sync_peer_check_after;
+  if (check_after > MonoDelta() && now - parked_at_ < check_after) return true;
+  return transport_->PeerQuietWhileParked();
+}
 
 void Connection::ReadResponseAsCaller(const scoped_refptr<OutboundCall>& call) {
   scoped_refptr<Connection> self(this);
   BlockSlice frame;
   size_t bytes = 0;
   // This thread owns the read side (read_owner_ kCaller): the reactor does not read, and closes
-  // the socket only through CloseUnderCaller, which leaves the descriptor valid.
-  Result<bool> got = transport_->ReadFrameWhileParked(call->deadline(), &frame, &bytes);
+  // the socket only through CloseUnderCaller, which leaves the descriptor valid (and ends a
+  // blocked recv()).
+  Result<bool> got = false;
+  bool timed_out = false;
+  while (true) {
+    size_t got_bytes = 0;
+    got = transport_->ReadFrameWhileParked(call->deadline(), &frame, &got_bytes);
+    bytes += got_bytes;
+    if (!got.ok() || *got) break;
+    // The wait ended without a frame: the deadline, or one bounded wait (a call without a
+    // deadline wakes at least every second).
+    if (MonoTime::Now() >= call->deadline()) {
+      timed_out = true;
+      break;
+    }
+    // A reactor that needs the reads (a call it must read was queued meanwhile) gets them now,
+    // not only once a byte comes; it then reads this call's response too.
+    MutexLock lock(write_mu_);
+    if (reactor_wants_reads_) break;
+  }
   const MonoTime now = MonoTime::Now();
   if (bytes > 0) {
     caller_bytes_received_.fetch_add(bytes, std::memory_order_relaxed);
@@ -100,7 +126,6 @@ void Connection::ReadResponseAsCaller(const scoped_refptr<OutboundCall>& call) {
     if (MessengerMetrics* m = reactor_->metrics()) m->received_bytes->IncrementBy(bytes);
   }
   const bool have_frame = got.ok() && *got;
-  const bool timed_out = got.ok() && !*got;
   thread_local ResponseHeaderFields header;  // decoding clears it; its vector keeps capacity
   Slice body, tail;
   const bool mine = have_frame && ParseFrame(frame.slice, &header, &body, &tail).ok() &&
@@ -120,6 +145,7 @@ void Connection::ReadResponseAsCaller(const scoped_refptr<OutboundCall>& call) {
     } else if ((mine || timed_out) && !reactor_wants_reads_ && transport_->buffered_bytes() == 0) {
       // Nothing else came and nothing else waits: the reads stay parked for the next caller.
       read_owner_.store(ReadOwner::kParked, std::memory_order_relaxed);
+      parked_at_ = now;
     } else {
       // Another frame (a late response, an asynchronous call's, a connection error), a bad
       // frame, the stream's end, or a reactor that needs the reads: all back to the reactor.

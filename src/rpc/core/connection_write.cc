@@ -105,7 +105,7 @@ Connection::CallerSend Connection::TrySendCallFromCaller(const scoped_refptr<Out
       return CallerSend::kNotSent;
     }
     const bool parked = read_owner_.load(std::memory_order_relaxed) == ReadOwner::kParked;
-    if (parked && !ParkedStreamQuiet()) {
+    if (parked && !ParkedStreamQuiet(raw->sent_at())) {
       // Bytes or a close came while nobody read: the reactor reads them first (a server that
       // closed meanwhile gives this call a fresh connection, not a failure).
       read_owner_.store(ReadOwner::kReactor, std::memory_order_relaxed);

@@ -67,7 +67,7 @@ Result<size_t> TcpTransport::Write(const TransferQueue& queue) {
   iovec iov[kMaxIovecs];
   const int n = queue.GatherIovecs(iov, kMaxIovecs);
   if (n == 0) return size_t{0};
-  return socket_.Writev(iov, n);
+  return socket_.WritevNoWait(iov, n);
 }
 
 void TcpTransport::NotifyWhenWritable(bool on) {
@@ -83,6 +83,9 @@ void TcpTransport::PauseReading(bool paused) {
 Result<DetachedStream> TcpTransport::Detach() {
   if (closed_) return Status::IllegalState("transport closed");
   StopWatchers();
+  // The next transport expects the non-blocking socket it was made with. (Only an open client
+  // connection's reads are ever a caller's, and no open connection is detached: defensive.)
+  if (blocking_reads_) RRPC_RETURN_NOT_OK(socket_.SetNonBlocking(true));
   DetachedStream out;
   out.unread = reader_.TakeBuffered();
   out.socket = std::move(socket_);
@@ -169,8 +172,10 @@ void TcpTransport::HandleReadable() {
     iovec iov[2];
     const int parts = reader_.ReadSpace(iov);
     const size_t room = iov[0].iov_len + (parts > 1 ? iov[1].iov_len : 0);
-    Result<size_t> got = parts > 1 ? socket_.Readv(iov, parts)
-                                   : socket_.Recv(static_cast<uint8_t*>(iov[0].iov_base), room);
+    // NoWait: a caller may have switched the socket to blocking reads (tcp_transport_parked.cc).
+    Result<size_t> got = parts > 1
+                             ? socket_.ReadvNoWait(iov, parts)
+                             : socket_.RecvNoWait(static_cast<uint8_t*>(iov[0].iov_base), room);
     if (!got.ok()) {
       Status s = got.status();
       if (s.IsEndOfFile()) s = Status::NetworkError("connection closed by peer");

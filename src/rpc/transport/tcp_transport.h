@@ -1,8 +1,10 @@
-// TcpTransport: a connection's frames over a non-blocking TCP socket. Reads go into a FrameReader
-// (up to 16 reads per readable event, so one busy peer cannot starve the reactor's others; a
-// readv() where the reader offers the next length prefix's room too) and come out as frames;
-// writes gather the queue into one writev() of up to 64 iovecs, and only a partial write arms the
-// write watcher (no epoll_ctl per call). Owns the socket, its watchers, connect errors and
+// TcpTransport: a connection's frames over a TCP socket that the reactor never waits on (a
+// non-blocking one; once a synchronous caller has read from it, a blocking one on which every
+// reactor and writer call passes MSG_DONTWAIT: tcp_transport_parked.cc). Reads go into a
+// FrameReader (up to 16 reads per readable event, so one busy peer cannot starve the reactor's
+// others; a readv() where the reader offers the next length prefix's room too) and come out as
+// frames; writes gather the queue into one writev() of up to 64 iovecs, and only a partial write
+// arms the write watcher (no epoll_ctl per call). Owns the socket, its watchers, connect errors and
 // TCP_NODELAY. A worker may write concurrently with the reactor's reads: the kernel keeps the two
 // directions of a socket apart.
 // Reactor thread, except Write() (see Transport).
@@ -63,6 +65,12 @@ class TcpTransport final : public Transport {
   void StopWatchers();
   void SetReadWatcher(bool on);
   void SetWriteWatcher(bool on);
+  // Caller thread owning the reads (tcp_transport_parked.cc): one wait for bytes, `left` before
+  // the deadline (Max: none); 0 when the wait ended without any.
+  Result<size_t> RecvAsCaller(uint8_t* buf, size_t len, MonoDelta left);
+  // Sets SO_RCVTIMEO, when the value set does not fit, for a blocking recv() `left` before the
+  // deadline.
+  Status BoundBlockingRecv(MonoDelta left);
 
   Socket socket_;
   FrameReader reader_;
@@ -82,6 +90,12 @@ class TcpTransport final : public Transport {
   // thread.
   bool parked_ = false;
   size_t preamble_bytes_ = 0;  // still to deliver through OnPreamble
+  // A caller's blocking reads (tcp_transport_parked.cc): the socket was switched to blocking
+  // mode (every other I/O on it passes MSG_DONTWAIT), and the SO_RCVTIMEO last set on it. Owned
+  // by the thread holding the read side: a caller, or the reactor in Detach(); the connection's
+  // hand-overs of the reads order their accesses.
+  bool blocking_reads_ = false;
+  MonoDelta recv_timeout_;
 };
 
 // Makes TcpTransports; the messenger's default factory.

@@ -138,9 +138,12 @@ class Transport {
   // nothing since (no bytes, no close), so a call written now meets the stream as it was.
   virtual bool PeerQuietWhileParked() { return false; }
   // A caller thread that the connection gave the parked read side: the next complete frame,
-  // waiting (poll, recv) until `deadline`. true with `*frame`; false when the deadline passed
-  // first; an error when the stream ended or failed or a frame is bad (what was read stays
-  // buffered, so the reactor meets the same once it reads again). `*bytes_read`: bytes received.
+  // waiting (a blocking recv) until `deadline`. true with `*frame`; false when the deadline
+  // passed first, or one bounded wait of the transport's (at most a second) ended first: the
+  // caller looks at its deadline and at who else wants the reads, and may call again (a partial
+  // frame stays buffered); an error when the stream ended or failed or a frame is bad (what was
+  // read stays buffered, so the reactor meets the same once it reads again). `*bytes_read`:
+  // bytes received.
   virtual Result<bool> ReadFrameWhileParked(MonoTime deadline, BlockSlice* frame,
                                             size_t* bytes_read) {
     return Status::NotSupported("reads by the caller");
