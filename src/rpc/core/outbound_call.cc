@@ -145,12 +145,15 @@ void OutboundCall::FinishWithResponse(BlockSlice frame, const ResponseHeaderFiel
     return;
   }
   controller_->inbound_sidecars_.clear();
-  Status s = SplitSidecars(tail, header.sidecar_offsets, &controller_->inbound_sidecars_);
-  if (!s.ok()) {
-    Finish(std::move(s), nullptr);
-    return;
+  // Most responses carry no sidecars: nothing to split, and no block to keep for them.
+  if (!header.sidecar_offsets.empty() || !tail.empty()) {
+    Status s = SplitSidecars(tail, header.sidecar_offsets, &controller_->inbound_sidecars_);
+    if (!s.ok()) {
+      Finish(std::move(s), nullptr);
+      return;
+    }
+    controller_->response_block_ = std::move(frame.block);
   }
-  controller_->response_block_ = std::move(frame.block);
   Finish(Status::OK(), nullptr);
 }
 
@@ -178,8 +181,9 @@ void OutboundCall::Finish(Status status, std::unique_ptr<ErrorStatusPB> error) {
   controller_->status_ = std::move(status);
   controller_->error_ = std::move(error);
   controller_->finished_ = true;
-  ResponseCallback callback = std::move(callback_);
-  callback_ = nullptr;
+  // Taken out first: the callback runs once, and what it captured goes when it returns.
+  ResponseCallback callback;
+  callback.swap(callback_);
   callback();
 }
 

@@ -35,7 +35,7 @@ void OutboundTransfer::CopyUnsentBorrowedSidecars() {
   }
 }
 
-int OutboundTransfer::FillIovecs(iovec* iov, int max, Block** blocks) const {
+int OutboundTransfer::FillIovecsWithSidecars(iovec* iov, int max, Block** blocks) const {
   int n = 0;
   size_t skip = bytes_written_;
   auto add = [&](const BlockSlice& bs) {

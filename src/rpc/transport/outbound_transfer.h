@@ -36,7 +36,16 @@ class OutboundTransfer {
   // Appends iovecs for the unwritten bytes, at most `max`; returns how many were added. With
   // `blocks`, blocks[k] is set to the Block holding iov[k]'s bytes, nullptr for borrowed bytes
   // (a transport that reads them after Write returns takes a reference: RDMA zero copy).
-  int FillIovecs(iovec* iov, int max, Block** blocks = nullptr) const;
+  int FillIovecs(iovec* iov, int max, Block** blocks = nullptr) const {
+    // Inline for the common frame, a head and no sidecars (a small call or response).
+    if (!sidecars_.empty() || max < 1) return FillIovecsWithSidecars(iov, max, blocks);
+    const Slice& s = head_.slice;
+    if (bytes_written_ >= s.size()) return 0;
+    iov[0].iov_base = const_cast<uint8_t*>(s.data() + bytes_written_);
+    iov[0].iov_len = s.size() - bytes_written_;
+    if (blocks != nullptr) blocks[0] = head_.block.get();
+    return 1;
+  }
   // Records `n` more bytes written; returns the bytes of `n` this transfer did not need.
   size_t Advance(size_t n);
 
@@ -51,6 +60,7 @@ class OutboundTransfer {
 
  private:
   friend class TransferQueue;
+  int FillIovecsWithSidecars(iovec* iov, int max, Block** blocks) const;
   OutboundTransfer* next_in_queue_ = nullptr;  // TransferQueue's link
   BlockSlice head_;
   std::vector<BlockSlice> sidecars_;
