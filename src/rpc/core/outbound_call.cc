@@ -43,7 +43,7 @@ Status StatusFromError(const ErrorStatusPB& error) {
 
 OutboundCall::OutboundCall(const Sockaddr& remote, const std::string& service_name,
                            const std::string& method_name, google::protobuf::Message* response,
-                           RpcController* controller, ResponseCallback callback)
+                           RpcController* controller, ResponseCallback&& callback)
     : remote_(remote),
       service_name_(&service_name),
       method_name_(method_name),
@@ -95,7 +95,11 @@ Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t
   service_name_ = nullptr;  // the header no longer points at it
   RRPC_RETURN_NOT_OK(head.status());
   CountCopy(CopySide::kClient, CopyKind::kBody, static_cast<size_t>(request.GetCachedSize()));
-  SetPayload(std::move(head).value(), controller_->outbound_sidecars_);
+  if (controller_->outbound_sidecars_.empty()) {
+    SetPayload(std::move(head).value());
+  } else {
+    SetPayload(std::move(head).value(), controller_->outbound_sidecars_);
+  }
   state_ = State::kSerialized;
   return Status::OK();
 }

@@ -15,11 +15,6 @@ void OutboundTransfer::SetPayload(BlockSlice head, std::vector<BlockSlice> sidec
   bytes_written_ = 0;
 }
 
-void OutboundTransfer::ClearPayload() {
-  head_ = BlockSlice();
-  sidecars_.clear();
-}
-
 void OutboundTransfer::CopyUnsentBorrowedSidecars() {
   size_t offset = head_.slice.size();  // where the sidecar starts in the frame's bytes
   for (BlockSlice& s : sidecars_) {

@@ -52,7 +52,18 @@ class OutboundTransfer {
  protected:
   // Sets the bytes to send; the transfer keeps references to their blocks.
   void SetPayload(BlockSlice head, std::vector<BlockSlice> sidecars);
-  void ClearPayload();
+  // The same for a frame without sidecars (most small calls), inline: no vector passed and freed.
+  void SetPayload(BlockSlice head) {
+    head_ = std::move(head);
+    sidecars_.clear();
+    total_bytes_ = head_.slice.size();
+    bytes_written_ = 0;
+  }
+  void ClearPayload() {
+    head_.block.reset();
+    head_.slice = Slice();
+    sidecars_.clear();
+  }
   // Copies the unwritten borrowed sidecars (those without a block) into blocks of their own, so
   // the rest of the frame can still be written after the owner of the borrowed bytes has let
   // them go. Fully written sidecars are left alone: only their sizes are read again.
