@@ -141,7 +141,7 @@ Status Messenger::RegisterService(std::unique_ptr<ServiceIf> service) {
   return service_pool_->RegisterService(std::move(service));
 }
 
-void Messenger::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
+void Messenger::QueueOutboundCall(scoped_refptr<OutboundCall>&& call) {
   if (closing()) {
     call->FailBeforeSend(Status::Aborted("messenger shut down"));
     return;

@@ -68,8 +68,10 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   // TLS, tokens and policies as this messenger applies them; never nullptr after Build().
   const MessengerSecurity* security() const { return security_.get(); }
 
-  // Any thread: hands a serialized call to the reactor owning its remote's connection.
-  void QueueOutboundCall(scoped_refptr<OutboundCall> call);
+  // Any thread: hands a serialized call to the reactor owning its remote's connection. Takes the
+  // caller's reference through every level down to the connection (an rvalue reference, not a
+  // value moved and destroyed at each of the four).
+  void QueueOutboundCall(scoped_refptr<OutboundCall>&& call);
   // Any thread: runs `task` on a reactor after `delay` (the calling reactor when called on one),
   // exactly once; see Reactor::RunAfter. Asynchronous retries wait their backoff here.
   void RunAfter(MonoDelta delay, std::function<void()> task);

@@ -214,7 +214,7 @@ Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Mes
   const bool direct = sent != Connection::CallerSend::kNotSent;
   if (!direct) {
     call->set_report_connection();
-    messenger_->QueueOutboundCall(call);
+    messenger_->QueueOutboundCall(scoped_refptr<OutboundCall>(call));
   }
   if (sent == Connection::CallerSend::kSentCallerReads) {
     last.connection->ReadResponseAsCaller(call);

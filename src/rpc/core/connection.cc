@@ -119,7 +119,7 @@ bool Connection::IsWriteStalledSince(MonoTime since) {
 
 // ---- Client side: calls out.
 
-void Connection::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
+void Connection::QueueOutboundCall(scoped_refptr<OutboundCall>&& call) {
   DCHECK(reactor_->IsCurrentThread());
   DCHECK(direction_ == Direction::kClient);
   if (state_ == State::kClosed) {

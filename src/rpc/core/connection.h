@@ -55,7 +55,7 @@ class Connection final : public RefCounted<Connection>,
   // Reactor thread: starts the transport and the negotiation (and its timeout).
   void Start();
   // Reactor thread: client side; queues the call (it is sent once negotiation allows).
-  void QueueOutboundCall(scoped_refptr<OutboundCall> call);
+  void QueueOutboundCall(scoped_refptr<OutboundCall>&& call);
   // Reactor thread: server side; queues a response transfer (the connection now owns `call`).
   void QueueResponse(InboundCall* call);
   // Reactor thread: writes what is queued, as far as the transport takes it.

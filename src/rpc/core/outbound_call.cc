@@ -43,7 +43,7 @@ Status StatusFromError(const ErrorStatusPB& error) {
 
 OutboundCall::OutboundCall(const Sockaddr& remote, const std::string& service_name,
                            const std::string& method_name, google::protobuf::Message* response,
-                           RpcController* controller, ResponseCallback callback)
+                           RpcController* controller, ResponseCallback&& callback)
     : remote_(remote),
       service_name_(&service_name),
       method_name_(method_name),
@@ -95,7 +95,11 @@ Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t
   service_name_ = nullptr;  // the header no longer points at it
   RRPC_RETURN_NOT_OK(head.status());
   CountCopy(CopySide::kClient, CopyKind::kBody, static_cast<size_t>(request.GetCachedSize()));
-  SetPayload(std::move(head).value(), controller_->outbound_sidecars_);
+  if (controller_->outbound_sidecars_.empty()) {
+    SetPayload(std::move(head).value());
+  } else {
+    SetPayload(std::move(head).value(), controller_->outbound_sidecars_);
+  }
   state_ = State::kSerialized;
   return Status::OK();
 }
@@ -145,12 +149,15 @@ void OutboundCall::FinishWithResponse(BlockSlice frame, const ResponseHeaderFiel
     return;
   }
   controller_->inbound_sidecars_.clear();
-  Status s = SplitSidecars(tail, header.sidecar_offsets, &controller_->inbound_sidecars_);
-  if (!s.ok()) {
-    Finish(std::move(s), nullptr);
-    return;
+  // Most responses carry no sidecars: nothing to split, and no block to keep for them.
+  if (!header.sidecar_offsets.empty() || !tail.empty()) {
+    Status s = SplitSidecars(tail, header.sidecar_offsets, &controller_->inbound_sidecars_);
+    if (!s.ok()) {
+      Finish(std::move(s), nullptr);
+      return;
+    }
+    controller_->response_block_ = std::move(frame.block);
   }
-  controller_->response_block_ = std::move(frame.block);
   Finish(Status::OK(), nullptr);
 }
 
@@ -178,8 +185,9 @@ void OutboundCall::Finish(Status status, std::unique_ptr<ErrorStatusPB> error) {
   controller_->status_ = std::move(status);
   controller_->error_ = std::move(error);
   controller_->finished_ = true;
-  ResponseCallback callback = std::move(callback_);
-  callback_ = nullptr;
+  // Taken out first: the callback runs once, and what it captured goes when it returns.
+  ResponseCallback callback;
+  callback.swap(callback_);
   callback();
 }
 

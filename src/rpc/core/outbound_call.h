@@ -33,7 +33,7 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
  public:
   OutboundCall(const Sockaddr& remote, const std::string& service_name,
                const std::string& method_name, google::protobuf::Message* response,
-               RpcController* controller, ResponseCallback callback);
+               RpcController* controller, ResponseCallback&& callback);
   ~OutboundCall() override;
   // From a per-thread stash of freed calls: a client reactor that issues calls from callbacks
   // makes and frees one per call.

@@ -166,7 +166,7 @@ Reactor* Reactor::Current() { return tls_current_reactor; }
 
 void Reactor::WakeUp() { ev_async_send(loop_, &async_watcher_); }
 
-void Reactor::QueueOutboundCall(scoped_refptr<OutboundCall> call) {
+void Reactor::QueueOutboundCall(scoped_refptr<OutboundCall>&& call) {
   if (IsCurrentThread() && assigning_depth_ == 0) {
     // A callback issuing the next call: no queue, no wakeup, same connection.
     AssignOutboundCall(std::move(call));
@@ -326,7 +326,7 @@ void Reactor::DrainIncomingWork() {
   }
 }
 
-void Reactor::AssignOutboundCall(scoped_refptr<OutboundCall> call) {
+void Reactor::AssignOutboundCall(scoped_refptr<OutboundCall>&& call) {
   DCHECK(IsCurrentThread());
   assigning_depth_++;
   struct Unwind {

@@ -52,7 +52,7 @@ class Reactor {
   void Shutdown() EXCLUDES(mu_);
 
   // Any thread. Queue work for the loop; one wakeup serves a batch.
-  void QueueOutboundCall(scoped_refptr<OutboundCall> call) EXCLUDES(mu_);
+  void QueueOutboundCall(scoped_refptr<OutboundCall>&& call) EXCLUDES(mu_);
   void QueueResponse(InboundCall* call) EXCLUDES(mu_);
   void RunOnReactor(std::function<void()> task) EXCLUDES(mu_);
   // Any thread: runs `task` on this reactor's thread once `delay` has passed (an ev_timer; e.g.
@@ -142,7 +142,7 @@ class Reactor {
   // a listener that stays readable would otherwise wake the loop at once, forever.
   void BackOffAccepting();
   void StopAcceptWatchers();
-  void AssignOutboundCall(scoped_refptr<OutboundCall> call);
+  void AssignOutboundCall(scoped_refptr<OutboundCall>&& call);
   void CloseIdleConnections();
   // Closes connections whose partial frame has not completed within frame_receive_timeout.
   void CloseStalledFrames(MonoTime now);

@@ -39,7 +39,7 @@ void FrameReader::CommitIntoTail(size_t n) {
   end_ += room;
 }
 
-Result<bool> FrameReader::NextFrame(BlockSlice* frame) {
+Result<bool> FrameReader::NextFrameSlow(BlockSlice* frame) {
   size_t available = end_ - start_;
   if (available == 0 && tail_size_ > 0) {
     // The frame that filled the block is taken: the tail is the next frame's start.

@@ -74,7 +74,31 @@ class FrameReader {
   // Yields the next complete frame (the bytes after its length prefix) in `frame`. Returns false
   // when more bytes are needed, or a Corruption/InvalidArgument status when the stream is bad
   // (zero or oversized length): the connection must then close.
-  Result<bool> NextFrame(BlockSlice* frame);
+  //
+  // Inline for the common case, a whole valid frame buffered (taken with a few instructions and
+  // no Status or Result built: build-support/echo-cost counted ~40 instructions per call of the
+  // out-of-line version, four calls per echo), and every byte taken; everything else (a partial
+  // frame, the prefix after the block, a bad length) goes to NextFrameSlow.
+  Result<bool> NextFrame(BlockSlice* frame) {
+    const size_t available = end_ - start_;
+    if (available >= kFrameLengthSize) {
+      const uint32_t length = DecodeBigEndian32(block_->data() + start_);
+      const size_t total = kFrameLengthSize + size_t{length};
+      if (length != 0 && length <= max_frame_size_ && total <= available) {
+        large_frames_ = total > read_block_size_;
+        frame_end_ = 0;
+        frame->block = block_;
+        frame->slice = Slice(block_->data() + start_ + kFrameLengthSize, length);
+        start_ += total;
+        return true;
+      }
+    } else if (available == 0 && tail_size_ == 0) {
+      block_.reset();  // every byte taken: an idle connection holds no block
+      frame_end_ = 0;
+      return false;
+    }
+    return NextFrameSlow(frame);
+  }
 
   // Takes the next `n` bytes unframed (a connection preamble) into `out`, valid until the next
   // call on this reader. False, taking nothing, while fewer than `n` are buffered.
@@ -88,6 +112,8 @@ class FrameReader {
   void Seed(Slice bytes);
 
  private:
+  // NextFrame() for every case but a whole valid frame buffered.
+  Result<bool> NextFrameSlow(BlockSlice* frame);
   // Moves the pending partial frame into a block with room for `needed` bytes from its start.
   void Relocate(size_t needed);
   // Commit() of a scatter read that ran past the block into the tail.

@@ -15,11 +15,6 @@ void OutboundTransfer::SetPayload(BlockSlice head, std::vector<BlockSlice> sidec
   bytes_written_ = 0;
 }
 
-void OutboundTransfer::ClearPayload() {
-  head_ = BlockSlice();
-  sidecars_.clear();
-}
-
 void OutboundTransfer::CopyUnsentBorrowedSidecars() {
   size_t offset = head_.slice.size();  // where the sidecar starts in the frame's bytes
   for (BlockSlice& s : sidecars_) {
@@ -35,7 +30,7 @@ void OutboundTransfer::CopyUnsentBorrowedSidecars() {
   }
 }
 
-int OutboundTransfer::FillIovecs(iovec* iov, int max, Block** blocks) const {
+int OutboundTransfer::FillIovecsWithSidecars(iovec* iov, int max, Block** blocks) const {
   int n = 0;
   size_t skip = bytes_written_;
   auto add = [&](const BlockSlice& bs) {

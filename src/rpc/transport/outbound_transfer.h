@@ -36,14 +36,34 @@ class OutboundTransfer {
   // Appends iovecs for the unwritten bytes, at most `max`; returns how many were added. With
   // `blocks`, blocks[k] is set to the Block holding iov[k]'s bytes, nullptr for borrowed bytes
   // (a transport that reads them after Write returns takes a reference: RDMA zero copy).
-  int FillIovecs(iovec* iov, int max, Block** blocks = nullptr) const;
+  int FillIovecs(iovec* iov, int max, Block** blocks = nullptr) const {
+    // Inline for the common frame, a head and no sidecars (a small call or response).
+    if (!sidecars_.empty() || max < 1) return FillIovecsWithSidecars(iov, max, blocks);
+    const Slice& s = head_.slice;
+    if (bytes_written_ >= s.size()) return 0;
+    iov[0].iov_base = const_cast<uint8_t*>(s.data() + bytes_written_);
+    iov[0].iov_len = s.size() - bytes_written_;
+    if (blocks != nullptr) blocks[0] = head_.block.get();
+    return 1;
+  }
   // Records `n` more bytes written; returns the bytes of `n` this transfer did not need.
   size_t Advance(size_t n);
 
  protected:
   // Sets the bytes to send; the transfer keeps references to their blocks.
   void SetPayload(BlockSlice head, std::vector<BlockSlice> sidecars);
-  void ClearPayload();
+  // The same for a frame without sidecars (most small calls), inline: no vector passed and freed.
+  void SetPayload(BlockSlice head) {
+    head_ = std::move(head);
+    sidecars_.clear();
+    total_bytes_ = head_.slice.size();
+    bytes_written_ = 0;
+  }
+  void ClearPayload() {
+    head_.block.reset();
+    head_.slice = Slice();
+    sidecars_.clear();
+  }
   // Copies the unwritten borrowed sidecars (those without a block) into blocks of their own, so
   // the rest of the frame can still be written after the owner of the borrowed bytes has let
   // them go. Fully written sidecars are left alone: only their sizes are read again.
@@ -51,6 +71,7 @@ class OutboundTransfer {
 
  private:
   friend class TransferQueue;
+  int FillIovecsWithSidecars(iovec* iov, int max, Block** blocks) const;
   OutboundTransfer* next_in_queue_ = nullptr;  // TransferQueue's link
   BlockSlice head_;
   std::vector<BlockSlice> sidecars_;
