@@ -140,6 +140,26 @@ Status ParseFrame(Slice frame, google::protobuf::MessageLite* header, Slice* bod
 
 template <typename Fields>
 Status ParseFrameWithFields(Slice frame, Fields* header, Slice* body, Slice* tail) {
+  // A small call's frame: header and body lengths of one byte each, read here in one pass (the
+  // general path's two reads and their Slice bookkeeping cost about 50 instructions per frame,
+  // callgrind, echo-cost). Same checks, same result.
+  const uint8_t* const p = frame.data();
+  const size_t size = frame.size();
+  if (size >= 2 && p[0] < 0x80) {
+    const size_t header_len = p[0];
+    const size_t body_at = 1 + header_len + 1;  // after the header and the body's length byte
+    if (body_at <= size && p[body_at - 1] < 0x80) {
+      const size_t body_len = p[body_at - 1];
+      if (body_len <= size - body_at) {
+        if (!DecodeHeader(Slice(p + 1, header_len), header)) {
+          return Status::Corruption("frame header does not parse");
+        }
+        *body = Slice(p + body_at, body_len);
+        *tail = Slice(p + body_at + body_len, size - body_at - body_len);
+        return Status::OK();
+      }
+    }
+  }
   return ParseFrameWith(
       frame,
       [header](Slice bytes) {
