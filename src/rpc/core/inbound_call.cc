@@ -85,16 +85,22 @@ int InboundCall::AddOutboundSidecar(BlockSlice sidecar) {
 }
 
 void InboundCall::RespondSuccess(const google::protobuf::MessageLite& response) {
-  Respond(response, /*is_error=*/false);
+  SerializeResponse(response, /*is_error=*/false);
+  SendResponse();
 }
 
 void InboundCall::RespondFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status) {
+  SerializeFailure(code, status);
+  SendResponse();
+}
+
+void InboundCall::SerializeFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status) {
   ErrorStatusPB error;
   error.set_message(status.message());
   error.set_code(code);
   if (metrics_ != nullptr) metrics_->CountError(code);
   outbound_sidecars_.clear();
-  Respond(error, /*is_error=*/true);
+  SerializeResponse(error, /*is_error=*/true);
 }
 
 void InboundCall::RespondUnsupportedFeatures() {
@@ -108,7 +114,8 @@ void InboundCall::RespondUnsupportedFeatures() {
   error.set_code(ErrorStatusPB::ERROR_UNSUPPORTED_FEATURE);
   if (metrics_ != nullptr) metrics_->CountError(ErrorStatusPB::ERROR_UNSUPPORTED_FEATURE);
   outbound_sidecars_.clear();
-  Respond(error, /*is_error=*/true);
+  SerializeResponse(error, /*is_error=*/true);
+  SendResponse();
 }
 
 void InboundCall::RespondApplicationError(const Status& status) {
@@ -118,10 +125,11 @@ void InboundCall::RespondApplicationError(const Status& status) {
   error.set_app_status_code(static_cast<int32_t>(status.code()));
   if (metrics_ != nullptr) metrics_->CountError(ErrorStatusPB::ERROR_APPLICATION);
   outbound_sidecars_.clear();
-  Respond(error, /*is_error=*/true);
+  SerializeResponse(error, /*is_error=*/true);
+  SendResponse();
 }
 
-void InboundCall::Respond(const google::protobuf::MessageLite& body, bool is_error) {
+void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, bool is_error) {
   thread_local ResponseHeaderFields header;  // its vector keeps its capacity
   header.Clear();
   header.call_id = call_id_;
@@ -136,8 +144,8 @@ void InboundCall::Respond(const google::protobuf::MessageLite& body, bool is_err
   Result<BlockSlice> head = SerializeFrameHead(header, body, offset, max_size);
   if (!head.ok()) {
     CHECK(!is_error) << "error response too large: " << head.status().ToString();
-    RespondFailure(ErrorStatusPB::ERROR_APPLICATION,
-                   head.status().CloneAndPrepend("response not sent"));
+    SerializeFailure(ErrorStatusPB::ERROR_APPLICATION,
+                     head.status().CloneAndPrepend("response not sent"));
     return;
   }
   if (!is_error) CountCopy(CopySide::kServer, CopyKind::kBody, body.GetCachedSize());
@@ -146,9 +154,12 @@ void InboundCall::Respond(const google::protobuf::MessageLite& body, bool is_err
     const MonoTime now = MonoTime::Now();  // one clock read serves both, and the worker
     LastRespondTimeOnThisThread() = now;
     if (metrics_ != nullptr) metrics_->ResponseQueued(arrival_, now, total_bytes());
-    // An error's body is the ErrorStatusPB that RespondFailure/RespondApplicationError made.
+    // An error's body is the ErrorStatusPB that SerializeFailure/RespondApplicationError made.
     rpcz_entry_.MarkResponded(now, is_error ? static_cast<const ErrorStatusPB*>(&body) : nullptr);
   }
+}
+
+void InboundCall::SendResponse() {
   // From here the connection (or its reactor) owns this call.
   Connection* conn = connection_.get();
   Reactor* reactor = conn->reactor();

@@ -8,11 +8,13 @@
 #include <google/protobuf/message.h>
 
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "rpc/observe/rpcz_store.h"
+#include "rpc/rpc_context.h"
 #include "rpc/rpc_header.pb.h"
 #include "rpc/transport/outbound_transfer.h"
 #include "util/block.h"
@@ -103,18 +105,36 @@ class InboundCall final : public OutboundTransfer {
 
   int AddOutboundSidecar(BlockSlice sidecar);
 
+  // The worker, once per call: makes the handler's RpcContext in this call's own memory (a
+  // context per call cost an allocation and a free), taking the messages.
+  RpcContext* MakeContext(std::unique_ptr<google::protobuf::Message>&& request,
+                          std::unique_ptr<google::protobuf::Message>&& response) {
+    return new (context_storage_)
+        RpcContext(this, method_, body_.size(), std::move(request), std::move(response));
+  }
+
   // Any thread, once. Serialize the response (or error) and pass the call to the reactor, which
   // owns it from then on.
   void RespondSuccess(const google::protobuf::MessageLite& response);
   void RespondFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status);
   void RespondApplicationError(const Status& status);
 
+  // The two halves of RespondSuccess(), for RpcContext, which ends itself in between (it lives
+  // in this call, which may be deleted once sent): serializes the response (or, when it is too
+  // large, an ERROR_APPLICATION error) and stamps it; then hands the call to its connection.
+  void SerializeResponse(const google::protobuf::MessageLite& response) {
+    SerializeResponse(response, /*is_error=*/false);
+  }
+  void SendResponse();
+
   // OutboundTransfer: the response has been written, or the connection is gone.
   void TransferDone() override;
   void TransferAborted(const Status& status) override;
 
  private:
-  void Respond(const google::protobuf::MessageLite& body, bool is_error);
+  void SerializeResponse(const google::protobuf::MessageLite& body, bool is_error);
+  // Serializes an error response.
+  void SerializeFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status);
 
   scoped_refptr<Connection> connection_;
   int32_t call_id_ = 0;
@@ -134,6 +154,8 @@ class InboundCall final : public OutboundTransfer {
   MethodMetrics* metrics_ = nullptr;
   size_t frame_bytes_ = 0;
   int64_t held_bytes_ = 0;  // counted in connection_->inbound_memory()
+  // The handler's RpcContext (MakeContext), ended by its Respond*() before the call is sent.
+  alignas(RpcContext) unsigned char context_storage_[sizeof(RpcContext)];
   // Last member: destroyed first, so /rpcz never sees a call whose header is gone.
   RpczCallEntry rpcz_entry_;
 };

@@ -234,8 +234,7 @@ void ServicePool::RunCall(InboundCall* call) {
   }
   std::unique_ptr<google::protobuf::Message> response =
       MessageCache::Take(*method->response_prototype);
-  auto* context =
-      new RpcContext(std::unique_ptr<InboundCall>(call), std::move(request), std::move(response));
+  RpcContext* context = call->MakeContext(std::move(request), std::move(response));
   MonoTime& responded_at = InboundCall::LastRespondTimeOnThisThread();
   responded_at = MonoTime();
   if (options_.faults != nullptr) options_.faults->BeforeHandler();
