@@ -55,7 +55,10 @@ Status InboundCall::ParseFrom(BlockSlice frame, MonoTime arrival) {
   if (!header.has_remote_method) {
     return Status::InvalidArgument("call frame without a remote method");
   }
-  RRPC_RETURN_NOT_OK(SplitSidecars(tail, header.sidecar_offsets, &inbound_sidecars_));
+  // Most calls carry no sidecars: nothing to split (and no call to make) then.
+  if (!header.sidecar_offsets.empty() || !tail.empty()) {
+    RRPC_RETURN_NOT_OK(SplitSidecars(tail, header.sidecar_offsets, &inbound_sidecars_));
+  }
   for (int f : header.required_feature_flags) {
     // A server knows sidecars; TLS is a property of the connection, not of a call.
     if (f != SIDECARS) unsupported_features_.push_back(f);
