@@ -83,7 +83,7 @@ inline uint8_t* WriteLengthDelimited(uint8_t tag, Slice bytes, uint8_t* p) {
 // Unrolled: a header's varints are one to three bytes (call ids, lengths, a timeout of a minute
 // in milliseconds), and a loop's shift and bound checks cost about as much as the rest of the
 // decoding (callgrind, echo-cost).
-inline bool ReadSmallVarint(const uint8_t** p, const uint8_t* end, uint32_t* out) {
+[[gnu::always_inline]] inline bool ReadSmallVarint(const uint8_t** p, const uint8_t* end, uint32_t* out) {
   const uint8_t* q = *p;
   const size_t avail = static_cast<size_t>(end - q);
   if (avail == 0) return false;
@@ -122,7 +122,7 @@ inline bool ReadSmallVarint(const uint8_t** p, const uint8_t* end, uint32_t* out
 }
 
 // A length-delimited field's bytes (after its tag), bounds-checked against `end`.
-inline bool ReadBytes(const uint8_t** p, const uint8_t* end, Slice* out) {
+[[gnu::always_inline]] inline bool ReadBytes(const uint8_t** p, const uint8_t* end, Slice* out) {
   uint32_t len;
   if (!ReadSmallVarint(p, end, &len)) return false;
   if (len > static_cast<size_t>(end - *p)) return false;
