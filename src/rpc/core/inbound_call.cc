@@ -41,11 +41,6 @@ void InboundCall::HoldMemory(size_t bytes, size_t already_counted) {
   }
 }
 
-MonoTime& InboundCall::LastRespondTimeOnThisThread() {
-  thread_local MonoTime last;
-  return last;
-}
-
 Status InboundCall::ParseFrom(BlockSlice frame, MonoTime arrival) {
   arrival_ = arrival;
   frame_bytes_ = kFrameLengthSize + frame.slice.size();
@@ -133,10 +128,15 @@ void InboundCall::RespondApplicationError(const Status& status) {
 }
 
 void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, bool is_error) {
-  thread_local ResponseHeaderFields header;  // its vector keeps its capacity
-  header.Clear();
+  // A response with sidecars lists their offsets in a per-thread header, whose vector keeps its
+  // capacity; the common one without needs none (an empty vector costs nothing to make).
+  thread_local ResponseHeaderFields with_sidecars;
+  ResponseHeaderFields without_sidecars;
+  ResponseHeaderFields& header =
+      outbound_sidecars_.empty() ? without_sidecars : with_sidecars;
   header.call_id = call_id_;
   header.is_error = is_error;
+  header.sidecar_offsets.clear();
   uint32_t offset = 0;
   for (const auto& sidecar : outbound_sidecars_) {
     header.sidecar_offsets.push_back(offset);

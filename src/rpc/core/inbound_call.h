@@ -33,7 +33,7 @@ class InboundCall final : public OutboundTransfer {
  public:
   // When the calling thread last responded to a call, if it read the clock to do so; the worker
   // uses it to end handler_time_us without reading the clock again. Per thread.
-  static MonoTime& LastRespondTimeOnThisThread();
+  static MonoTime& LastRespondTimeOnThisThread() { return last_respond_time_; }
 
   explicit InboundCall(scoped_refptr<Connection> connection);
   // The memory of calls comes from their reactor's HomePool (util/home_pool.h): made on the
@@ -135,6 +135,8 @@ class InboundCall final : public OutboundTransfer {
   void SerializeResponse(const google::protobuf::MessageLite& body, bool is_error);
   // Serializes an error response.
   void SerializeFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status);
+
+  static inline thread_local MonoTime last_respond_time_;  // LastRespondTimeOnThisThread()
 
   scoped_refptr<Connection> connection_;
   int32_t call_id_ = 0;
