@@ -144,7 +144,8 @@ void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, b
   }
   // The client enforces its own maximum; a response too large for ours becomes an error.
   const size_t max_size = connection_->reactor()->options().max_message_size;
-  Result<BlockSlice> head = SerializeFrameHead(header, body, offset, max_size);
+  Result<BlockSlice> head = SerializeFrameHead(header, body, offset, max_size, response_head_,
+                                               sizeof(response_head_));
   if (!head.ok()) {
     CHECK(!is_error) << "error response too large: " << head.status().ToString();
     SerializeFailure(ErrorStatusPB::ERROR_APPLICATION,

@@ -156,6 +156,12 @@ class InboundCall final : public OutboundTransfer {
   MethodMetrics* metrics_ = nullptr;
   size_t frame_bytes_ = 0;
   int64_t held_bytes_ = 0;  // counted in connection_->inbound_memory()
+  // A small response's frame head (length prefix, header, body) is written here rather than
+  // into a block of its own: a block's allocation and release cost ~60 instructions per call
+  // (callgrind, echo-cost). The bytes stay put until the call is deleted, after its transfer
+  // ended; transports copy bytes without a block (RDMA) or write them before Write returns.
+  static constexpr size_t kInlineResponseHeadBytes = 192;
+  uint8_t response_head_[kInlineResponseHeadBytes];
   // The handler's RpcContext (MakeContext), ended by its Respond*() before the call is sent.
   alignas(RpcContext) unsigned char context_storage_[sizeof(RpcContext)];
   // Last member: destroyed first, so /rpcz never sees a call whose header is gone.
