@@ -5,28 +5,8 @@
 #include "rpc/core/message_cache.h"
 #include "rpc/rpc_controller.h"
 #include "rpc/service_if.h"
-#include "util/stash_allocator.h"
 
 namespace rrpc::rpc {
-
-void* RpcContext::operator new(size_t size) {
-  if (size != sizeof(RpcContext)) return ::operator new(size);
-  return StashAllocator<RpcContext>().allocate(1);
-}
-
-void RpcContext::operator delete(void* p, size_t size) {
-  if (size != sizeof(RpcContext)) return ::operator delete(p);
-  StashAllocator<RpcContext>().deallocate(static_cast<RpcContext*>(p), 1);
-}
-
-RpcContext::RpcContext(std::unique_ptr<InboundCall> call,
-                       std::unique_ptr<google::protobuf::Message> request,
-                       std::unique_ptr<google::protobuf::Message> response)
-    : call_(std::move(call)),
-      method_(call_->method()),
-      request_bytes_(call_->serialized_request().size()),
-      request_(std::move(request)),
-      response_(std::move(response)) {}
 
 RpcContext::~RpcContext() {
   MessageCache::Give(*method_->request_prototype, std::move(request_), request_bytes_);
@@ -37,20 +17,26 @@ RpcContext::~RpcContext() {
   }
 }
 
+// Each Respond*() ends this context before the response leaves: the call it lives in may be
+// written and deleted (by this thread or the reactor) as soon as it is sent.
 void RpcContext::RespondSuccess() {
-  call_.release()->RespondSuccess(*response_);
+  InboundCall* const call = call_;
+  call->SerializeResponse(*response_);
   response_serialized_ = true;  // its cached size is now its serialized size
-  delete this;
+  this->~RpcContext();
+  call->SendResponse();
 }
 
 void RpcContext::RespondFailure(const Status& status) {
-  call_.release()->RespondApplicationError(status);
-  delete this;
+  InboundCall* const call = call_;
+  this->~RpcContext();
+  call->RespondApplicationError(status);
 }
 
 void RpcContext::RespondRpcFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status) {
-  call_.release()->RespondFailure(code, status);
-  delete this;
+  InboundCall* const call = call_;
+  this->~RpcContext();
+  call->RespondFailure(code, status);
 }
 
 int RpcContext::AddOutboundSidecar(BlockSlice sidecar) {

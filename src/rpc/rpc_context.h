@@ -1,8 +1,9 @@
 // RpcContext: a handler's view of one server-side call: the request, the response to fill, the
 // caller's deadline and sidecars, and the Respond*() calls that finish it. The service pool makes
-// one per call and passes it to the handler; exactly one Respond*() must follow, from any thread,
-// and it deletes the context (so the handler must not touch it, nor the request or response,
-// afterwards). Not thread-safe: one thread at a time uses it.
+// one per call (in the call's own memory: no allocation) and passes it to the handler; exactly
+// one Respond*() must follow, from any thread, and it ends the context (so the handler must not
+// touch it, nor the request or response, afterwards). Not thread-safe: one thread at a time uses
+// it.
 #pragma once
 
 #include <google/protobuf/message.h>
@@ -25,13 +26,6 @@ struct RpcMethodInfo;
 
 class RpcContext {
  public:
-  // Takes ownership of all three.
-  RpcContext(std::unique_ptr<InboundCall> call, std::unique_ptr<google::protobuf::Message> request,
-             std::unique_ptr<google::protobuf::Message> response);
-  ~RpcContext();
-  // From a per-thread stash of freed contexts: a worker makes and (usually) deletes one per call.
-  static void* operator new(size_t size);
-  static void operator delete(void* p, size_t size);
   RpcContext(const RpcContext&) = delete;
   RpcContext& operator=(const RpcContext&) = delete;
 
@@ -67,7 +61,21 @@ class RpcContext {
   AuthMethod auth_method() const { return caller().method; }
 
  private:
-  std::unique_ptr<InboundCall> call_;
+  friend class InboundCall;  // makes it in its own memory (InboundCall::MakeContext)
+  // Takes the messages; `call` is the call this context lives in, which runs `method` on a
+  // request of `request_bytes`. Inline: the worker makes one per call.
+  RpcContext(InboundCall* call, const RpcMethodInfo* method, size_t request_bytes,
+             std::unique_ptr<google::protobuf::Message>&& request,
+             std::unique_ptr<google::protobuf::Message>&& response)
+      : call_(call),
+        method_(method),
+        request_bytes_(request_bytes),
+        request_(std::move(request)),
+        response_(std::move(response)) {}
+  // Run by Respond*(), never by a delete: the memory is the call's.
+  ~RpcContext();
+
+  InboundCall* const call_;
   // The call's method (its message prototypes) and the request's size: when the context goes,
   // small messages go back to the thread's MessageCache.
   const RpcMethodInfo* const method_;

@@ -48,10 +48,13 @@ void Connection::QueueTransferNow(OutboundTransfer* transfer) {
 bool Connection::TryWriteLoneResponse(InboundCall* call) {
   // Another call in flight means more responses are coming: let the reactor batch them.
   if (inbound_in_flight_.load(std::memory_order_relaxed) != 1) return false;
-  // Until the call is written or queued, its reference keeps this connection alive; once queued,
-  // the reactor may close the connection and delete the call at any moment.
-  scoped_refptr<Connection> self(this);
-  bool transport_holds_bytes = false;
+  // Until the call is written or queued, its reference keeps this connection alive; once queued
+  // (or deleted once written), the call may take that reference with it, so a reference of our
+  // own is taken, under the lock, only when this thread must still reach the connection after
+  // it (to ask the reactor for a flush): a whole response written at once needs none (two
+  // atomic read-modify-writes less per call).
+  scoped_refptr<Connection> self;
+  bool queued = false;
   {
     MutexLock lock(write_mu_);
     if (write_closed_ || !write_queue_.empty() || !caps_.concurrent_write) return false;
@@ -71,17 +74,22 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
       unsent_bytes_.fetch_add(call->total_bytes() - call->bytes_written(),
                               std::memory_order_relaxed);
       last_write_progress_ = MonoTime::Now();
-      call = nullptr;  // queued: from here on the reactor may delete it
+      // Held until written: a client that does not read holds it (InboundCall::Respond holds
+      // only what goes to the reactor; a response written whole here is never counted).
+      call->HoldMemory(call->total_bytes());
+      self = this;
+      queued = true;  // from here on the reactor may delete the call
     } else {
       write_queue_.pop_front();
       // A transport that kept part of it (TLS: a record the socket did not take) needs the
       // reactor to finish it.
-      transport_holds_bytes = transport_->HoldsUnsentBytes();
+      if (transport_->HoldsUnsentBytes()) self = this;
     }
   }
-  if (call != nullptr) {
-    call->TransferDone();  // deletes the call
-    if (transport_holds_bytes) reactor_->RunOnReactor([self] { self->Flush(); });
+  if (!queued) {
+    const bool flush = static_cast<bool>(self);
+    call->TransferDone();  // deletes the call; `this` may go with it unless `self` holds it
+    if (flush) self->reactor_->RunOnReactor([self] { self->Flush(); });
     return true;
   }
   reactor_->RunOnReactor([self] { self->Flush(); });

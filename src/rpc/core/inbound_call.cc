@@ -12,14 +12,13 @@
 namespace rrpc::rpc {
 
 namespace {
-const std::string& EmptyName() {
-  static const std::string* const empty = new std::string();
-  return *empty;
-}
+// The names of a call not yet routed. A namespace-scope object, not a function's static: its
+// address needs no guard check per call (calls are made only once main() runs).
+const std::string kNoName;
 }  // namespace
 
 InboundCall::InboundCall(scoped_refptr<Connection> connection)
-    : connection_(std::move(connection)), service_name_(&EmptyName()), method_name_(&EmptyName()) {}
+    : connection_(std::move(connection)), service_name_(&kNoName), method_name_(&kNoName) {}
 
 namespace {
 struct InboundCallPoolTag {};
@@ -42,11 +41,6 @@ void InboundCall::HoldMemory(size_t bytes, size_t already_counted) {
   }
 }
 
-MonoTime& InboundCall::LastRespondTimeOnThisThread() {
-  thread_local MonoTime last;
-  return last;
-}
-
 Status InboundCall::ParseFrom(BlockSlice frame, MonoTime arrival) {
   arrival_ = arrival;
   frame_bytes_ = kFrameLengthSize + frame.slice.size();
@@ -56,7 +50,10 @@ Status InboundCall::ParseFrom(BlockSlice frame, MonoTime arrival) {
   if (!header.has_remote_method) {
     return Status::InvalidArgument("call frame without a remote method");
   }
-  RRPC_RETURN_NOT_OK(SplitSidecars(tail, header.sidecar_offsets, &inbound_sidecars_));
+  // Most calls carry no sidecars: nothing to split (and no call to make) then.
+  if (!header.sidecar_offsets.empty() || !tail.empty()) {
+    RRPC_RETURN_NOT_OK(SplitSidecars(tail, header.sidecar_offsets, &inbound_sidecars_));
+  }
   for (int f : header.required_feature_flags) {
     // A server knows sidecars; TLS is a property of the connection, not of a call.
     if (f != SIDECARS) unsupported_features_.push_back(f);
@@ -86,16 +83,22 @@ int InboundCall::AddOutboundSidecar(BlockSlice sidecar) {
 }
 
 void InboundCall::RespondSuccess(const google::protobuf::MessageLite& response) {
-  Respond(response, /*is_error=*/false);
+  SerializeResponse(response, /*is_error=*/false);
+  SendResponse();
 }
 
 void InboundCall::RespondFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status) {
+  SerializeFailure(code, status);
+  SendResponse();
+}
+
+void InboundCall::SerializeFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status) {
   ErrorStatusPB error;
   error.set_message(status.message());
   error.set_code(code);
   if (metrics_ != nullptr) metrics_->CountError(code);
   outbound_sidecars_.clear();
-  Respond(error, /*is_error=*/true);
+  SerializeResponse(error, /*is_error=*/true);
 }
 
 void InboundCall::RespondUnsupportedFeatures() {
@@ -109,7 +112,8 @@ void InboundCall::RespondUnsupportedFeatures() {
   error.set_code(ErrorStatusPB::ERROR_UNSUPPORTED_FEATURE);
   if (metrics_ != nullptr) metrics_->CountError(ErrorStatusPB::ERROR_UNSUPPORTED_FEATURE);
   outbound_sidecars_.clear();
-  Respond(error, /*is_error=*/true);
+  SerializeResponse(error, /*is_error=*/true);
+  SendResponse();
 }
 
 void InboundCall::RespondApplicationError(const Status& status) {
@@ -119,14 +123,20 @@ void InboundCall::RespondApplicationError(const Status& status) {
   error.set_app_status_code(static_cast<int32_t>(status.code()));
   if (metrics_ != nullptr) metrics_->CountError(ErrorStatusPB::ERROR_APPLICATION);
   outbound_sidecars_.clear();
-  Respond(error, /*is_error=*/true);
+  SerializeResponse(error, /*is_error=*/true);
+  SendResponse();
 }
 
-void InboundCall::Respond(const google::protobuf::MessageLite& body, bool is_error) {
-  thread_local ResponseHeaderFields header;  // its vector keeps its capacity
-  header.Clear();
+void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, bool is_error) {
+  // A response with sidecars lists their offsets in a per-thread header, whose vector keeps its
+  // capacity; the common one without needs none (an empty vector costs nothing to make).
+  thread_local ResponseHeaderFields with_sidecars;
+  ResponseHeaderFields without_sidecars;
+  ResponseHeaderFields& header =
+      outbound_sidecars_.empty() ? without_sidecars : with_sidecars;
   header.call_id = call_id_;
   header.is_error = is_error;
+  header.sidecar_offsets.clear();
   uint32_t offset = 0;
   for (const auto& sidecar : outbound_sidecars_) {
     header.sidecar_offsets.push_back(offset);
@@ -134,27 +144,34 @@ void InboundCall::Respond(const google::protobuf::MessageLite& body, bool is_err
   }
   // The client enforces its own maximum; a response too large for ours becomes an error.
   const size_t max_size = connection_->reactor()->options().max_message_size;
-  Result<BlockSlice> head = SerializeFrameHead(header, body, offset, max_size);
+  Result<BlockSlice> head = SerializeFrameHead(header, body, offset, max_size, response_head_,
+                                               sizeof(response_head_));
   if (!head.ok()) {
     CHECK(!is_error) << "error response too large: " << head.status().ToString();
-    RespondFailure(ErrorStatusPB::ERROR_APPLICATION,
-                   head.status().CloneAndPrepend("response not sent"));
+    SerializeFailure(ErrorStatusPB::ERROR_APPLICATION,
+                     head.status().CloneAndPrepend("response not sent"));
     return;
   }
   if (!is_error) CountCopy(CopySide::kServer, CopyKind::kBody, body.GetCachedSize());
   SetPayload(std::move(head).value(), std::move(outbound_sidecars_));
-  HoldMemory(total_bytes());  // until written: a client that does not read holds it
   if (metrics_ != nullptr || rpcz_entry_.tracked()) {
     const MonoTime now = MonoTime::Now();  // one clock read serves both, and the worker
     LastRespondTimeOnThisThread() = now;
     if (metrics_ != nullptr) metrics_->ResponseQueued(arrival_, now, total_bytes());
-    // An error's body is the ErrorStatusPB that RespondFailure/RespondApplicationError made.
+    // An error's body is the ErrorStatusPB that SerializeFailure/RespondApplicationError made.
     rpcz_entry_.MarkResponded(now, is_error ? static_cast<const ErrorStatusPB*>(&body) : nullptr);
   }
+}
+
+void InboundCall::SendResponse() {
   // From here the connection (or its reactor) owns this call.
   Connection* conn = connection_.get();
   Reactor* reactor = conn->reactor();
   if (!reactor->IsCurrentThread() && conn->TryWriteLoneResponse(this)) return;
+  // Held until written: a client that does not read holds it. (A response the worker wrote
+  // whole above was never held: counting it costs two updates of the connection's and the
+  // messenger's trackers per call, for memory held a few microseconds.)
+  HoldMemory(total_bytes());
   reactor->QueueResponse(this);
 }
 

@@ -29,9 +29,12 @@ Result<BlockSlice> SerializeFrameHead(const google::protobuf::MessageLite& heade
 Result<BlockSlice> SerializeFrameHead(const RequestHeaderFields& header,
                                       const google::protobuf::MessageLite& body,
                                       size_t sidecar_bytes, size_t max_frame_size);
+// A response's head goes into `buffer` when it fits in `capacity` bytes: the result's block is
+// then null (borrowed bytes, which the caller keeps alive and unchanged until they are sent).
 Result<BlockSlice> SerializeFrameHead(const ResponseHeaderFields& header,
                                       const google::protobuf::MessageLite& body,
-                                      size_t sidecar_bytes, size_t max_frame_size);
+                                      size_t sidecar_bytes, size_t max_frame_size,
+                                      uint8_t* buffer = nullptr, size_t capacity = 0);
 
 // Splits a frame (the bytes after its length prefix) into its header, body and the tail after the
 // body (sidecars). Corruption when the varints or lengths are malformed or the header does not

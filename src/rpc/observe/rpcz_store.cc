@@ -89,10 +89,6 @@ struct RpczStore::MethodSamples {
   Ring failed GUARDED_BY(mu);
 };
 
-RpczCallEntry::~RpczCallEntry() {
-  if (store_ != nullptr) Finish(/*sent=*/false);
-}
-
 void RpczCallEntry::MarkResponded(MonoTime t, int error_code, std::string_view error_message) {
   if (store_ == nullptr) return;
   error_code_ = error_code;
@@ -109,11 +105,6 @@ void RpczCallEntry::MarkResponded(MonoTime t, const ErrorStatusPB* error) {
   } else {
     MarkResponded(t, error->code(), error->message());
   }
-}
-
-void RpczCallEntry::Finish(bool sent) {
-  if (store_ == nullptr) return;
-  store_->Finish(this, sent);
 }
 
 RpczStore::RpczStore(RpczStoreOptions options)

@@ -107,7 +107,9 @@ struct RpczCallInfo {
 class RpczCallEntry {
  public:
   RpczCallEntry() = default;
-  ~RpczCallEntry();  // Finishes (unsent) if still tracked, so a call can never dangle in a list.
+  // Finishes (unsent) if still tracked, so a call can never dangle in a list. Inline (below),
+  // like Finish(): most calls are finished already, and the check is all they pay.
+  ~RpczCallEntry();
   RpczCallEntry(const RpczCallEntry&) = delete;
   RpczCallEntry& operator=(const RpczCallEntry&) = delete;
 
@@ -199,5 +201,13 @@ class RpczStore {
   std::atomic<size_t> num_methods_{0};
   std::atomic<uint64_t> samples_dropped_{0};
 };
+
+inline RpczCallEntry::~RpczCallEntry() {
+  if (store_ != nullptr) store_->Finish(this, /*sent=*/false);
+}
+
+inline void RpczCallEntry::Finish(bool sent) {
+  if (store_ != nullptr) store_->Finish(this, sent);
+}
 
 }  // namespace rrpc::rpc
