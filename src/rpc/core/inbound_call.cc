@@ -153,7 +153,11 @@ void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, b
     return;
   }
   if (!is_error) CountCopy(CopySide::kServer, CopyKind::kBody, body.GetCachedSize());
-  SetPayload(std::move(head).value(), std::move(outbound_sidecars_));
+  if (outbound_sidecars_.empty()) {
+    SetPayload(std::move(head).value());  // inline: no vector to move, no sizes to add up
+  } else {
+    SetPayload(std::move(head).value(), std::move(outbound_sidecars_));
+  }
   if (metrics_ != nullptr || rpcz_entry_.tracked()) {
     const MonoTime now = MonoTime::Now();  // one clock read serves both, and the worker
     LastRespondTimeOnThisThread() = now;

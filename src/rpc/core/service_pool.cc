@@ -29,6 +29,7 @@ struct LastRoute {
   std::string service_name;
   std::string method_name;
   const ServiceIf* service = nullptr;
+  const std::string* service_own_name = nullptr;  // service->service_name(): no virtual call
   const RpcMethodInfo* method = nullptr;
 };
 thread_local LastRoute tls_last_route;
@@ -129,19 +130,23 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
   InboundCall* raw = call.release();
   LastRoute& last = tls_last_route;
   const ServiceIf* service;
+  const std::string* service_own_name = nullptr;
   const RpcMethodInfo* method;
   if (last.pool_serial == serial_ && SameName(raw->requested_service_name(), last.service_name) &&
       SameName(raw->requested_method_name(), last.method_name)) {
     service = last.service;
+    service_own_name = last.service_own_name;
     method = last.method;
   } else {
     service = FindService(raw->requested_service_name());
     method = service != nullptr ? service->FindMethod(raw->requested_method_name()) : nullptr;
     if (method != nullptr) {
+      service_own_name = &service->service_name();
       last.pool_serial = serial_;
       last.service_name.assign(raw->requested_service_name());
       last.method_name.assign(raw->requested_method_name());
       last.service = service;
+      last.service_own_name = service_own_name;
       last.method = method;
     }
   }
@@ -160,7 +165,7 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
                          std::string(raw->requested_method_name())));
     return;
   }
-  raw->set_method(service->service_name(), method);
+  raw->set_method(*service_own_name, method);
   if (method->metrics != nullptr) {
     raw->set_metrics(method->metrics);
     method->metrics->CallRouted(raw->frame_bytes());
