@@ -261,20 +261,19 @@ void ServicePool::RunCall(InboundCall* call) {
     return;
   }
   const RpcMethodInfo* method = call->method();
-  std::unique_ptr<google::protobuf::Message> request =
-      MessageCache::Take(*method->request_prototype);
+  MessageCache::CallMessages messages =
+      MessageCache::Take(*method->request_prototype, *method->response_prototype);
   const Slice body = call->serialized_request();
   CountCopy(CopySide::kServer, CopyKind::kBody, body.size());
-  if (!ParseMessageQuietly(body, request.get())) {
+  if (!ParseMessageQuietly(body, messages.request.get())) {
     call->RespondFailure(
         ErrorStatusPB::ERROR_INVALID_REQUEST,
-        Status::InvalidArgument("request does not parse as " + request->GetTypeName(),
-                                request->InitializationErrorString()));
+        Status::InvalidArgument("request does not parse as " + messages.request->GetTypeName(),
+                                messages.request->InitializationErrorString()));
     return;
   }
-  std::unique_ptr<google::protobuf::Message> response =
-      MessageCache::Take(*method->response_prototype);
-  RpcContext* context = call->MakeContext(std::move(request), std::move(response));
+  RpcContext* context =
+      call->MakeContext(std::move(messages.request), std::move(messages.response));
   MonoTime& responded_at = InboundCall::LastRespondTimeOnThisThread();
   responded_at = MonoTime();
   if (options_.faults != nullptr) options_.faults->BeforeHandler();
