@@ -219,7 +219,8 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
 }
 
 void ServicePool::TrackInRpcz(InboundCall* call) {
-  RpczCallInfo info;
+  RpczCallEntry* entry = call->rpcz_entry();
+  RpczCallInfo& info = *entry->mutable_info();
   info.method_key = call->method();
   info.service = call->service_name();
   info.method = call->method_name();
@@ -227,8 +228,7 @@ void ServicePool::TrackInRpcz(InboundCall* call) {
   info.call_id = call->call_id();
   info.arrival = call->arrival_time();
   // The reactor's own stripe: reactors never share a stripe's mutex.
-  rpcz_store_.Track(call->rpcz_entry(), info,
-                    static_cast<size_t>(call->connection()->reactor()->index()));
+  rpcz_store_.Track(entry, static_cast<size_t>(call->connection()->reactor()->index()));
 }
 
 void ServicePool::RunWorker() {

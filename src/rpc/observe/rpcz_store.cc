@@ -129,9 +129,10 @@ MonoDelta RpczStore::slow_threshold() const {
   return MonoDelta::FromNanoseconds(slow_threshold_ns_.load(std::memory_order_relaxed));
 }
 
-void RpczStore::Link(RpczCallEntry* entry) {
+void RpczStore::Track(RpczCallEntry* entry, size_t stripe_hint) {
   DCHECK(entry->store_ == nullptr) << "call tracked twice";
   entry->store_ = this;
+  entry->stripe_ = stripe_hint % kNumStripes;
   Stripe& stripe = stripes_[entry->stripe_];
   MutexLock lock(stripe.mu);
   entry->prev_ = nullptr;
