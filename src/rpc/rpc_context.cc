@@ -15,8 +15,7 @@ RpcContext::~RpcContext() {
   const size_t response_bytes =
       response_serialized_ ? static_cast<size_t>(response_->GetCachedSize()) : SIZE_MAX;
   MessageCache::Give(*method_->request_prototype, *method_->response_prototype,
-                     {std::move(request_), std::move(response_)}, request_bytes_,
-                     response_bytes);
+                     {std::move(request_), std::move(response_)}, request_bytes_, response_bytes);
 }
 
 // Each Respond*() ends this context before the response leaves: the call it lives in may be

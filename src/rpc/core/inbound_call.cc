@@ -132,8 +132,7 @@ void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, b
   // capacity; the common one without needs none (an empty vector costs nothing to make).
   thread_local ResponseHeaderFields with_sidecars;
   ResponseHeaderFields without_sidecars;
-  ResponseHeaderFields& header =
-      outbound_sidecars_.empty() ? without_sidecars : with_sidecars;
+  ResponseHeaderFields& header = outbound_sidecars_.empty() ? without_sidecars : with_sidecars;
   header.call_id = call_id_;
   header.is_error = is_error;
   header.sidecar_offsets.clear();
@@ -144,8 +143,8 @@ void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, b
   }
   // The client enforces its own maximum; a response too large for ours becomes an error.
   const size_t max_size = connection_->reactor()->options().max_message_size;
-  Result<BlockSlice> head = SerializeFrameHead(header, body, offset, max_size, response_head_,
-                                               sizeof(response_head_));
+  Result<BlockSlice> head =
+      SerializeFrameHead(header, body, offset, max_size, response_head_, sizeof(response_head_));
   if (!head.ok()) {
     CHECK(!is_error) << "error response too large: " << head.status().ToString();
     SerializeFailure(ErrorStatusPB::ERROR_APPLICATION,

@@ -21,9 +21,8 @@ using KeptMessages = ThreadStash<Kept, MessageCache::kSlots, DeleteKept>;
 
 }  // namespace
 
-MessageCache::CallMessages MessageCache::Take(
-    const google::protobuf::Message& request_prototype,
-    const google::protobuf::Message& response_prototype) {
+MessageCache::CallMessages MessageCache::Take(const google::protobuf::Message& request_prototype,
+                                              const google::protobuf::Message& response_prototype) {
   CallMessages out;
   Kept kept;
   if (KeptMessages::Pop(
@@ -41,8 +40,8 @@ MessageCache::CallMessages MessageCache::Take(
 }
 
 void MessageCache::Give(const google::protobuf::Message& request_prototype,
-                        const google::protobuf::Message& response_prototype,
-                        CallMessages messages, size_t request_bytes, size_t response_bytes) {
+                        const google::protobuf::Message& response_prototype, CallMessages messages,
+                        size_t request_bytes, size_t response_bytes) {
   if (request_bytes > kMaxBytes) messages.request.reset();
   if (response_bytes > kMaxBytes) messages.response.reset();
   if (messages.request == nullptr && messages.response == nullptr) return;

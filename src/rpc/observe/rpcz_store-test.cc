@@ -251,7 +251,7 @@ TEST(RpczStoreTest, ConcurrentTrackFinishAndReads) {
       for (int i = 0; i < kCalls; i++) {
         auto e = std::make_unique<RpczCallEntry>();
         TrackCall(&store, e.get(), Info(t % 2 == 0 ? &kEchoKey : &kAddKey, "M", i, MonoTime::Now()),
-                    static_cast<size_t>(t));
+                  static_cast<size_t>(t));
         e->MarkStarted(MonoTime::Now());
         if (i % 7 == 0) {
           e->MarkResponded(MonoTime::Now(), ErrorStatusPB::ERROR_APPLICATION, "x");
