@@ -127,12 +127,20 @@ void InboundCall::RespondApplicationError(const Status& status) {
   SendResponse();
 }
 
+namespace {
+ResponseHeaderFields& ResponseHeaderWithSidecars() {
+  thread_local ResponseHeaderFields header;
+  return header;
+}
+}  // namespace
+
 void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, bool is_error) {
   // A response with sidecars lists their offsets in a per-thread header, whose vector keeps its
-  // capacity; the common one without needs none (an empty vector costs nothing to make).
-  thread_local ResponseHeaderFields with_sidecars;
+  // capacity; the common one without needs none (an empty vector costs nothing to make, and the
+  // per-thread one is not even looked up: a thread_local's guard check per call).
   ResponseHeaderFields without_sidecars;
-  ResponseHeaderFields& header = outbound_sidecars_.empty() ? without_sidecars : with_sidecars;
+  ResponseHeaderFields& header =
+      outbound_sidecars_.empty() ? without_sidecars : ResponseHeaderWithSidecars();
   header.call_id = call_id_;
   header.is_error = is_error;
   header.sidecar_offsets.clear();

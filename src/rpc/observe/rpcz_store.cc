@@ -94,13 +94,8 @@ void RpczCallEntry::MarkResponded(MonoTime t, int error_code, std::string_view e
   responded_ns_.store(t.ToNanoseconds(), std::memory_order_relaxed);
 }
 
-void RpczCallEntry::MarkResponded(MonoTime t, const ErrorStatusPB* error) {
-  if (store_ == nullptr) return;
-  if (error == nullptr) {
-    MarkResponded(t, -1, {});
-  } else {
-    MarkResponded(t, error->code(), error->message());
-  }
+void RpczCallEntry::MarkFailed(MonoTime t, const ErrorStatusPB& error) {
+  MarkResponded(t, error.code(), error.message());
 }
 
 RpczStore::RpczStore(RpczStoreOptions options)

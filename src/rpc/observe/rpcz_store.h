@@ -116,7 +116,7 @@ class RpczCallEntry {
   // The thread that owns the call. Relaxed stores; cheap enough for every call.
   void MarkStarted(MonoTime t) { started_ns_.store(t.ToNanoseconds(), std::memory_order_relaxed); }
   // The call's response was serialized now; `error` is its error, or null for success. No-op
-  // (not even a clock read) when the call is not tracked.
+  // (not even a clock read) when the call is not tracked. Inline (below) for success.
   void MarkResponded(MonoTime t, const ErrorStatusPB* error);
   // The same with the time and error given: `error_code` is an ErrorStatusPB code, or -1 for
   // success. The message is copied only for errors.
@@ -133,6 +133,9 @@ class RpczCallEntry {
 
  private:
   friend class RpczStore;
+
+  // MarkResponded() with an error: copies its code and message.
+  void MarkFailed(MonoTime t, const ErrorStatusPB& error);
 
   // Set by RpczStore::Track() before the entry is linked, then read-only until Finish().
   RpczStore* store_ = nullptr;
@@ -212,6 +215,13 @@ class RpczStore {
 
 inline RpczCallEntry::~RpczCallEntry() {
   if (store_ != nullptr) store_->Finish(this, /*sent=*/false);
+}
+
+inline void RpczCallEntry::MarkResponded(MonoTime t, const ErrorStatusPB* error) {
+  if (store_ == nullptr) return;
+  if (error != nullptr) return MarkFailed(t, *error);
+  error_code_ = -1;
+  responded_ns_.store(t.ToNanoseconds(), std::memory_order_relaxed);
 }
 
 inline void RpczCallEntry::Finish(bool sent) {
