@@ -1,5 +1,7 @@
 #include "rpc/rpc_context.h"
 
+#include <cstdint>
+
 #include "rpc/core/connection.h"
 #include "rpc/core/inbound_call.h"
 #include "rpc/core/message_cache.h"
@@ -9,12 +11,11 @@
 namespace rrpc::rpc {
 
 RpcContext::~RpcContext() {
-  MessageCache::Give(*method_->request_prototype, std::move(request_), request_bytes_);
   // A response that was never serialized may hold anything: only a sent one has a known size.
-  if (response_serialized_) {
-    const size_t bytes = static_cast<size_t>(response_->GetCachedSize());
-    MessageCache::Give(*method_->response_prototype, std::move(response_), bytes);
-  }
+  const size_t response_bytes =
+      response_serialized_ ? static_cast<size_t>(response_->GetCachedSize()) : SIZE_MAX;
+  MessageCache::Give(*method_->request_prototype, *method_->response_prototype,
+                     {std::move(request_), std::move(response_)}, request_bytes_, response_bytes);
 }
 
 // Each Respond*() ends this context before the response leaves: the call it lives in may be

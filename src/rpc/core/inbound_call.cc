@@ -127,13 +127,20 @@ void InboundCall::RespondApplicationError(const Status& status) {
   SendResponse();
 }
 
+namespace {
+ResponseHeaderFields& ResponseHeaderWithSidecars() {
+  thread_local ResponseHeaderFields header;
+  return header;
+}
+}  // namespace
+
 void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, bool is_error) {
   // A response with sidecars lists their offsets in a per-thread header, whose vector keeps its
-  // capacity; the common one without needs none (an empty vector costs nothing to make).
-  thread_local ResponseHeaderFields with_sidecars;
+  // capacity; the common one without needs none (an empty vector costs nothing to make, and the
+  // per-thread one is not even looked up: a thread_local's guard check per call).
   ResponseHeaderFields without_sidecars;
   ResponseHeaderFields& header =
-      outbound_sidecars_.empty() ? without_sidecars : with_sidecars;
+      outbound_sidecars_.empty() ? without_sidecars : ResponseHeaderWithSidecars();
   header.call_id = call_id_;
   header.is_error = is_error;
   header.sidecar_offsets.clear();
@@ -144,8 +151,8 @@ void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, b
   }
   // The client enforces its own maximum; a response too large for ours becomes an error.
   const size_t max_size = connection_->reactor()->options().max_message_size;
-  Result<BlockSlice> head = SerializeFrameHead(header, body, offset, max_size, response_head_,
-                                               sizeof(response_head_));
+  Result<BlockSlice> head =
+      SerializeFrameHead(header, body, offset, max_size, response_head_, sizeof(response_head_));
   if (!head.ok()) {
     CHECK(!is_error) << "error response too large: " << head.status().ToString();
     SerializeFailure(ErrorStatusPB::ERROR_APPLICATION,
@@ -153,7 +160,11 @@ void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, b
     return;
   }
   if (!is_error) CountCopy(CopySide::kServer, CopyKind::kBody, body.GetCachedSize());
-  SetPayload(std::move(head).value(), std::move(outbound_sidecars_));
+  if (outbound_sidecars_.empty()) {
+    SetPayload(std::move(head).value());  // inline: no vector to move, no sizes to add up
+  } else {
+    SetPayload(std::move(head).value(), std::move(outbound_sidecars_));
+  }
   if (metrics_ != nullptr || rpcz_entry_.tracked()) {
     const MonoTime now = MonoTime::Now();  // one clock read serves both, and the worker
     LastRespondTimeOnThisThread() = now;

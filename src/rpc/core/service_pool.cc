@@ -29,6 +29,7 @@ struct LastRoute {
   std::string service_name;
   std::string method_name;
   const ServiceIf* service = nullptr;
+  const std::string* service_own_name = nullptr;  // service->service_name(): no virtual call
   const RpcMethodInfo* method = nullptr;
 };
 thread_local LastRoute tls_last_route;
@@ -129,19 +130,23 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
   InboundCall* raw = call.release();
   LastRoute& last = tls_last_route;
   const ServiceIf* service;
+  const std::string* service_own_name = nullptr;
   const RpcMethodInfo* method;
   if (last.pool_serial == serial_ && SameName(raw->requested_service_name(), last.service_name) &&
       SameName(raw->requested_method_name(), last.method_name)) {
     service = last.service;
+    service_own_name = last.service_own_name;
     method = last.method;
   } else {
     service = FindService(raw->requested_service_name());
     method = service != nullptr ? service->FindMethod(raw->requested_method_name()) : nullptr;
     if (method != nullptr) {
+      service_own_name = &service->service_name();
       last.pool_serial = serial_;
       last.service_name.assign(raw->requested_service_name());
       last.method_name.assign(raw->requested_method_name());
       last.service = service;
+      last.service_own_name = service_own_name;
       last.method = method;
     }
   }
@@ -160,7 +165,7 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
                          std::string(raw->requested_method_name())));
     return;
   }
-  raw->set_method(service->service_name(), method);
+  raw->set_method(*service_own_name, method);
   if (method->metrics != nullptr) {
     raw->set_metrics(method->metrics);
     method->metrics->CallRouted(raw->frame_bytes());
@@ -214,7 +219,8 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
 }
 
 void ServicePool::TrackInRpcz(InboundCall* call) {
-  RpczCallInfo info;
+  RpczCallEntry* entry = call->rpcz_entry();
+  RpczCallInfo& info = *entry->mutable_info();
   info.method_key = call->method();
   info.service = call->service_name();
   info.method = call->method_name();
@@ -222,8 +228,7 @@ void ServicePool::TrackInRpcz(InboundCall* call) {
   info.call_id = call->call_id();
   info.arrival = call->arrival_time();
   // The reactor's own stripe: reactors never share a stripe's mutex.
-  rpcz_store_.Track(call->rpcz_entry(), info,
-                    static_cast<size_t>(call->connection()->reactor()->index()));
+  rpcz_store_.Track(entry, static_cast<size_t>(call->connection()->reactor()->index()));
 }
 
 void ServicePool::RunWorker() {
@@ -256,20 +261,19 @@ void ServicePool::RunCall(InboundCall* call) {
     return;
   }
   const RpcMethodInfo* method = call->method();
-  std::unique_ptr<google::protobuf::Message> request =
-      MessageCache::Take(*method->request_prototype);
+  MessageCache::CallMessages messages =
+      MessageCache::Take(*method->request_prototype, *method->response_prototype);
   const Slice body = call->serialized_request();
   CountCopy(CopySide::kServer, CopyKind::kBody, body.size());
-  if (!ParseMessageQuietly(body, request.get())) {
+  if (!ParseMessageQuietly(body, messages.request.get())) {
     call->RespondFailure(
         ErrorStatusPB::ERROR_INVALID_REQUEST,
-        Status::InvalidArgument("request does not parse as " + request->GetTypeName(),
-                                request->InitializationErrorString()));
+        Status::InvalidArgument("request does not parse as " + messages.request->GetTypeName(),
+                                messages.request->InitializationErrorString()));
     return;
   }
-  std::unique_ptr<google::protobuf::Message> response =
-      MessageCache::Take(*method->response_prototype);
-  RpcContext* context = call->MakeContext(std::move(request), std::move(response));
+  RpcContext* context =
+      call->MakeContext(std::move(messages.request), std::move(messages.response));
   MonoTime& responded_at = InboundCall::LastRespondTimeOnThisThread();
   responded_at = MonoTime();
   if (options_.faults != nullptr) options_.faults->BeforeHandler();

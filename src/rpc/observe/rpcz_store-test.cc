@@ -33,14 +33,20 @@ RpczCallInfo Info(const void* key, std::string_view method, int32_t call_id, Mon
   return info;
 }
 
+// Tracks `entry` with `info`, as the service pool does (the info set in place first).
+void TrackCall(RpczStore* store, RpczCallEntry* entry, const RpczCallInfo& info, size_t stripe) {
+  *entry->mutable_info() = info;
+  store->Track(entry, stripe);
+}
+
 MonoTime SecondsAgo(int s) { return MonoTime::Now() - MonoDelta::FromSeconds(s); }
 
 TEST(RpczStoreTest, ListsCallsInFlightWithTheirStateLongestFirst) {
   RpczStore store;
   RpczCallEntry queued, running, sending;
-  store.Track(&queued, Info(&kEchoKey, "Echo", 1, SecondsAgo(1)), 0);
-  store.Track(&running, Info(&kEchoKey, "Echo", 2, SecondsAgo(3)), 1);
-  store.Track(&sending, Info(&kAddKey, "Add", 3, SecondsAgo(2)), 17);
+  TrackCall(&store, &queued, Info(&kEchoKey, "Echo", 1, SecondsAgo(1)), 0);
+  TrackCall(&store, &running, Info(&kEchoKey, "Echo", 2, SecondsAgo(3)), 1);
+  TrackCall(&store, &sending, Info(&kAddKey, "Add", 3, SecondsAgo(2)), 17);
   running.MarkStarted(MonoTime::Now());
   sending.MarkStarted(MonoTime::Now());
   sending.MarkResponded(MonoTime::Now(), -1, {});
@@ -80,7 +86,7 @@ TEST(RpczStoreTest, DestroyedEntryLeavesTheListAsNotSent) {
   RpczStore store(options);
   {
     RpczCallEntry entry;
-    store.Track(&entry, Info(&kEchoKey, "Echo", 7, MonoTime::Now()), 0);
+    TrackCall(&store, &entry, Info(&kEchoKey, "Echo", 7, MonoTime::Now()), 0);
     EXPECT_EQ(1u, store.ListInFlight(10).total);
   }
   EXPECT_EQ(0u, store.ListInFlight(10).total);
@@ -97,8 +103,8 @@ TEST(RpczStoreTest, SamplesSlowSuccessfulCallsWithTheirTimeline) {
   RpczStore store(options);
   RpczCallEntry slow, fast;
   const MonoTime arrival = SecondsAgo(2);
-  store.Track(&slow, Info(&kEchoKey, "Echo", 11, arrival), 0);
-  store.Track(&fast, Info(&kEchoKey, "Echo", 12, MonoTime::Now()), 0);
+  TrackCall(&store, &slow, Info(&kEchoKey, "Echo", 11, arrival), 0);
+  TrackCall(&store, &fast, Info(&kEchoKey, "Echo", 12, MonoTime::Now()), 0);
   slow.MarkStarted(arrival + MonoDelta::FromMilliseconds(500));
   slow.MarkResponded(arrival + MonoDelta::FromMilliseconds(1500), -1, {});
   slow.Finish(/*sent=*/true);
@@ -126,8 +132,8 @@ TEST(RpczStoreTest, SamplesFailedCallsWithTheirError) {
   options.min_sample_interval = MonoDelta::FromNanoseconds(0);
   RpczStore store(options);
   RpczCallEntry timed_out, dropped;
-  store.Track(&timed_out, Info(&kEchoKey, "Echo", 21, MonoTime::Now()), 0);
-  store.Track(&dropped, Info(&kEchoKey, "Echo", 22, MonoTime::Now()), 0);
+  TrackCall(&store, &timed_out, Info(&kEchoKey, "Echo", 21, MonoTime::Now()), 0);
+  TrackCall(&store, &dropped, Info(&kEchoKey, "Echo", 22, MonoTime::Now()), 0);
   timed_out.MarkResponded(MonoTime::Now(), ErrorStatusPB::ERROR_TIMED_OUT, "expired in queue");
   timed_out.Finish(/*sent=*/true);
   dropped.Finish(/*sent=*/false);
@@ -151,12 +157,12 @@ TEST(RpczStoreTest, RingKeepsTheNewestSamplesOfEachMethod) {
   RpczStore store(options);
   for (int id = 1; id <= 5; id++) {
     RpczCallEntry e;
-    store.Track(&e, Info(&kEchoKey, "Echo", id, MonoTime::Now()), 0);
+    TrackCall(&store, &e, Info(&kEchoKey, "Echo", id, MonoTime::Now()), 0);
     e.MarkResponded(MonoTime::Now(), ErrorStatusPB::ERROR_APPLICATION, "no");
     e.Finish(/*sent=*/true);
   }
   RpczCallEntry add;
-  store.Track(&add, Info(&kAddKey, "Add", 99, MonoTime::Now()), 0);
+  TrackCall(&store, &add, Info(&kAddKey, "Add", 99, MonoTime::Now()), 0);
   add.MarkResponded(MonoTime::Now(), ErrorStatusPB::ERROR_APPLICATION, "no");
   add.Finish(/*sent=*/true);
 
@@ -178,7 +184,7 @@ TEST(RpczStoreTest, RateLimitTakesOneSamplePerInterval) {
   RpczStore store(options);
   for (int id = 1; id <= 3; id++) {
     RpczCallEntry e;
-    store.Track(&e, Info(&kEchoKey, "Echo", id, MonoTime::Now()), 0);
+    TrackCall(&store, &e, Info(&kEchoKey, "Echo", id, MonoTime::Now()), 0);
     e.MarkResponded(MonoTime::Now(), ErrorStatusPB::ERROR_SERVER_TOO_BUSY, "busy");
     e.Finish(/*sent=*/true);
   }
@@ -198,7 +204,7 @@ TEST(RpczStoreTest, FullMethodTableStillTracksCallsInFlight) {
   const std::string names[3] = {"M0", "M1", "M2"};
   for (int i = 0; i < 3; i++) {
     RpczCallEntry e;
-    store.Track(&e, Info(&keys[i], names[i], i, MonoTime::Now()), 0);
+    TrackCall(&store, &e, Info(&keys[i], names[i], i, MonoTime::Now()), 0);
     EXPECT_EQ(1u, store.ListInFlight(10).total);
     e.Finish(/*sent=*/false);
   }
@@ -212,7 +218,7 @@ TEST(RpczStoreTest, ThresholdCanChangeAtRunTime) {
   store.set_slow_threshold(MonoDelta::FromMilliseconds(5));
   EXPECT_EQ(5000, store.slow_threshold().ToMicroseconds());
   RpczCallEntry e;
-  store.Track(&e, Info(&kEchoKey, "Echo", 1, SecondsAgo(1)), 0);
+  TrackCall(&store, &e, Info(&kEchoKey, "Echo", 1, SecondsAgo(1)), 0);
   e.MarkResponded(MonoTime::Now(), -1, {});
   e.Finish(/*sent=*/true);
   auto samples = store.ListSamples();
@@ -244,8 +250,8 @@ TEST(RpczStoreTest, ConcurrentTrackFinishAndReads) {
       std::vector<std::unique_ptr<RpczCallEntry>> live;
       for (int i = 0; i < kCalls; i++) {
         auto e = std::make_unique<RpczCallEntry>();
-        store.Track(e.get(), Info(t % 2 == 0 ? &kEchoKey : &kAddKey, "M", i, MonoTime::Now()),
-                    static_cast<size_t>(t));
+        TrackCall(&store, e.get(), Info(t % 2 == 0 ? &kEchoKey : &kAddKey, "M", i, MonoTime::Now()),
+                  static_cast<size_t>(t));
         e->MarkStarted(MonoTime::Now());
         if (i % 7 == 0) {
           e->MarkResponded(MonoTime::Now(), ErrorStatusPB::ERROR_APPLICATION, "x");

@@ -14,10 +14,6 @@ namespace rrpc::rpc {
 
 namespace {
 
-// Stripes of the in-flight list. More than a typical server's reactors, so that each reactor has
-// its own; a cache line each, so that reactors do not share one.
-constexpr size_t kNumStripes = 16;
-
 // Error messages are kept for display only: long ones are cut.
 constexpr size_t kMaxErrorMessageBytes = 512;
 
@@ -98,13 +94,8 @@ void RpczCallEntry::MarkResponded(MonoTime t, int error_code, std::string_view e
   responded_ns_.store(t.ToNanoseconds(), std::memory_order_relaxed);
 }
 
-void RpczCallEntry::MarkResponded(MonoTime t, const ErrorStatusPB* error) {
-  if (store_ == nullptr) return;
-  if (error == nullptr) {
-    MarkResponded(t, -1, {});
-  } else {
-    MarkResponded(t, error->code(), error->message());
-  }
+void RpczCallEntry::MarkFailed(MonoTime t, const ErrorStatusPB& error) {
+  MarkResponded(t, error.code(), error.message());
 }
 
 RpczStore::RpczStore(RpczStoreOptions options)
@@ -133,11 +124,10 @@ MonoDelta RpczStore::slow_threshold() const {
   return MonoDelta::FromNanoseconds(slow_threshold_ns_.load(std::memory_order_relaxed));
 }
 
-void RpczStore::Track(RpczCallEntry* entry, const RpczCallInfo& info, size_t stripe_hint) {
+void RpczStore::Track(RpczCallEntry* entry, size_t stripe_hint) {
   DCHECK(entry->store_ == nullptr) << "call tracked twice";
   entry->store_ = this;
   entry->stripe_ = stripe_hint % kNumStripes;
-  entry->info_ = info;
   Stripe& stripe = stripes_[entry->stripe_];
   MutexLock lock(stripe.mu);
   entry->prev_ = nullptr;
