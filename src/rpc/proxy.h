@@ -20,7 +20,7 @@
 
 namespace rrpc::rpc {
 
-class ClientMetricsCache;
+class RemoteMethodCache;
 class Messenger;
 class OutboundCall;
 class RpcController;
@@ -63,13 +63,14 @@ class Proxy {
   scoped_refptr<OutboundCall> NewCall(const std::string& method,
                                       const google::protobuf::Message& request,
                                       google::protobuf::Message* response,
-                                      RpcController* controller, ResponseCallback callback) const;
+                                      RpcController* controller, ResponseCallback&& callback) const;
 
   std::shared_ptr<Messenger> messenger_;
   Sockaddr remote_;
   std::string service_name_;
-  // The client metrics of the methods called through this proxy, found without a lock.
-  std::unique_ptr<ClientMetricsCache> client_metrics_;
+  // The methods called through this proxy (names, encoded header part, metrics), found without
+  // a lock.
+  std::unique_ptr<RemoteMethodCache> methods_;
 };
 
 }  // namespace rrpc::rpc

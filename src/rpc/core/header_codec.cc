@@ -71,6 +71,22 @@ inline void CopyShort(uint8_t* dst, const uint8_t* src, size_t n) {
   }
 }
 
+// The same for a call's pre-encoded remote method (a tag and a length more than its two names):
+// up to 64 bytes by two overlapping 32-byte moves.
+inline void CopyUpTo64(uint8_t* dst, const uint8_t* src, size_t n) {
+  if (n <= 32) {
+    CopyShort(dst, src, n);
+  } else if (n <= 64) {
+    uint8_t a[32], b[32];
+    memcpy(a, src, 32);
+    memcpy(b, src + n - 32, 32);
+    memcpy(dst, a, 32);
+    memcpy(dst + n - 32, b, 32);
+  } else {
+    memcpy(dst, src, n);
+  }
+}
+
 inline uint8_t* WriteLengthDelimited(uint8_t tag, Slice bytes, uint8_t* p) {
   *p++ = tag;
   p = WriteVarint(bytes.size(), p);
@@ -178,41 +194,71 @@ void ResponseHeaderFields::Clear() {
   sidecar_offsets.clear();
 }
 
-size_t EncodedSize(const RequestHeaderFields& h) {
-  size_t n = 1 + VarintSize(Int32Wire(h.call_id));
-  if (h.has_remote_method) {
-    n += LengthDelimitedSize(LengthDelimitedSize(h.service_name.size()) +
-                             LengthDelimitedSize(h.method_name.size()));
-  }
+std::string EncodeRemoteMethod(Slice service_name, Slice method_name) {
+  const size_t inner =
+      LengthDelimitedSize(service_name.size()) + LengthDelimitedSize(method_name.size());
+  std::string out(LengthDelimitedSize(inner), '\0');
+  uint8_t* p = reinterpret_cast<uint8_t*>(out.data());
+  *p++ = kTagRequestRemoteMethod;
+  p = WriteVarint(inner, p);
+  p = WriteLengthDelimited(kTagServiceName, service_name, p);
+  p = WriteLengthDelimited(kTagMethodName, method_name, p);
+  DCHECK_EQ(p, reinterpret_cast<uint8_t*>(out.data()) + out.size());
+  return out;
+}
+
+size_t EncodedSize(const RequestHeaderParts& h) {
+  size_t n = 1 + VarintSize(Int32Wire(h.call_id)) + h.remote_method.size();
   if (h.has_timeout_millis) n += 1 + VarintSize(h.timeout_millis);
-  for (uint32_t offset : h.sidecar_offsets) n += 1 + VarintSize(offset);
-  for (int flag : h.required_feature_flags) n += 1 + VarintSize(Int32Wire(flag));
+  for (size_t i = 0; i < h.num_sidecar_offsets; i++) n += 1 + VarintSize(h.sidecar_offsets[i]);
+  for (size_t i = 0; i < h.num_required_feature_flags; i++) {
+    n += 1 + VarintSize(Int32Wire(h.required_feature_flags[i]));
+  }
   return n;
 }
 
-uint8_t* EncodeTo(const RequestHeaderFields& h, uint8_t* p) {
+uint8_t* EncodeTo(const RequestHeaderParts& h, uint8_t* p) {
   *p++ = kTagVarint1;
   p = WriteVarint(Int32Wire(h.call_id), p);
-  if (h.has_remote_method) {
-    *p++ = kTagRequestRemoteMethod;
-    p = WriteVarint(
-        LengthDelimitedSize(h.service_name.size()) + LengthDelimitedSize(h.method_name.size()), p);
-    p = WriteLengthDelimited(kTagServiceName, h.service_name, p);
-    p = WriteLengthDelimited(kTagMethodName, h.method_name, p);
-  }
+  CopyUpTo64(p, h.remote_method.data(), h.remote_method.size());
+  p += h.remote_method.size();
   if (h.has_timeout_millis) {
     *p++ = kTagRequestTimeout;
     p = WriteVarint(h.timeout_millis, p);
   }
-  for (uint32_t offset : h.sidecar_offsets) {
+  for (size_t i = 0; i < h.num_sidecar_offsets; i++) {
     *p++ = kTagRequestSidecarOffset;
-    p = WriteVarint(offset, p);
+    p = WriteVarint(h.sidecar_offsets[i], p);
   }
-  for (int flag : h.required_feature_flags) {
+  for (size_t i = 0; i < h.num_required_feature_flags; i++) {
     *p++ = kTagRequestFeature;
-    p = WriteVarint(Int32Wire(flag), p);
+    p = WriteVarint(Int32Wire(h.required_feature_flags[i]), p);
   }
   return p;
+}
+
+RequestHeaderParts PartsOf(const RequestHeaderFields& h, std::string* remote_method) {
+  if (h.has_remote_method) *remote_method = EncodeRemoteMethod(h.service_name, h.method_name);
+  RequestHeaderParts parts;
+  parts.call_id = h.call_id;
+  parts.remote_method = Slice(*remote_method);
+  parts.has_timeout_millis = h.has_timeout_millis;
+  parts.timeout_millis = h.timeout_millis;
+  parts.sidecar_offsets = h.sidecar_offsets.data();
+  parts.num_sidecar_offsets = h.sidecar_offsets.size();
+  parts.required_feature_flags = h.required_feature_flags.data();
+  parts.num_required_feature_flags = h.required_feature_flags.size();
+  return parts;
+}
+
+size_t EncodedSize(const RequestHeaderFields& h) {
+  std::string remote_method;
+  return EncodedSize(PartsOf(h, &remote_method));
+}
+
+uint8_t* EncodeTo(const RequestHeaderFields& h, uint8_t* p) {
+  std::string remote_method;
+  return EncodeTo(PartsOf(h, &remote_method), p);
 }
 
 size_t EncodedSize(const ResponseHeaderFields& h) {

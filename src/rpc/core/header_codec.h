@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "util/slice.h"
@@ -50,8 +51,33 @@ struct ResponseHeaderFields {
   void Clear();
 };
 
+// A RequestHeader as the client's call path encodes it: the remote method comes encoded already
+// (EncodeRemoteMethod, once per method a proxy calls), so a call copies the names' bytes in one
+// piece instead of measuring and writing each. Points at the caller's bytes, which must outlive
+// the encoding.
+struct RequestHeaderParts {
+  int32_t call_id = 0;
+  Slice remote_method;  // EncodeRemoteMethod()'s bytes; empty: no remote_method field
+  bool has_timeout_millis = false;
+  uint32_t timeout_millis = 0;
+  const uint32_t* sidecar_offsets = nullptr;
+  size_t num_sidecar_offsets = 0;
+  const int* required_feature_flags = nullptr;
+  size_t num_required_feature_flags = 0;
+};
+
+// The header's remote_method field (its tag, length and RemoteMethodPB), as it sits in every call
+// to that method.
+std::string EncodeRemoteMethod(Slice service_name, Slice method_name);
+
+// The parts of `header`, its remote method encoded into `*remote_method` (which the parts point
+// at): one encoder serves both forms.
+RequestHeaderParts PartsOf(const RequestHeaderFields& header, std::string* remote_method);
+
 // Exact size of the encoding, and the encoding itself (`out` has EncodedSize() bytes; returns the
 // end of what was written).
+size_t EncodedSize(const RequestHeaderParts& header);
+uint8_t* EncodeTo(const RequestHeaderParts& header, uint8_t* out);
 size_t EncodedSize(const RequestHeaderFields& header);
 uint8_t* EncodeTo(const RequestHeaderFields& header, uint8_t* out);
 size_t EncodedSize(const ResponseHeaderFields& header);

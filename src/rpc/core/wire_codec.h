@@ -25,7 +25,11 @@ Result<BlockSlice> SerializeFrameHead(const google::protobuf::MessageLite& heade
                                       size_t sidecar_bytes, size_t max_frame_size);
 
 // The same with a call's or a response's header (header_codec.h): the call path's, without
-// building a protobuf message.
+// building a protobuf message. The client's calls come as parts (their remote method encoded
+// once per method); the fields' form is for tests and tools.
+Result<BlockSlice> SerializeFrameHead(const RequestHeaderParts& header,
+                                      const google::protobuf::MessageLite& body,
+                                      size_t sidecar_bytes, size_t max_frame_size);
 Result<BlockSlice> SerializeFrameHead(const RequestHeaderFields& header,
                                       const google::protobuf::MessageLite& body,
                                       size_t sidecar_bytes, size_t max_frame_size);
