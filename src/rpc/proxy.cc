@@ -86,7 +86,7 @@ scoped_refptr<OutboundCall> Proxy::NewCall(const std::string& method,
                                            ResponseCallback&& callback) const {
   CHECK(!controller->finished()) << "RpcController reused without Reset()";
   scoped_refptr<OutboundCall> call(
-      new OutboundCall(remote_, methods_->Get(messenger_->metrics(), service_name_, method),
+      new OutboundCall(methods_->Get(messenger_->metrics(), remote_, service_name_, method),
                        response, controller, std::move(callback)));
   Status s =
       call->Serialize(request, messenger_->NextCallId(), messenger_->options().max_message_size);

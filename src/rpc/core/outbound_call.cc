@@ -41,11 +41,10 @@ Status StatusFromError(const ErrorStatusPB& error) {
 
 }  // namespace
 
-OutboundCall::OutboundCall(const Sockaddr& remote, scoped_refptr<RemoteMethod>&& method,
+OutboundCall::OutboundCall(scoped_refptr<RemoteMethod>&& method,
                            google::protobuf::Message* response, RpcController* controller,
                            ResponseCallback&& callback)
-    : remote_(remote),
-      method_(std::move(method)),
+    : method_(std::move(method)),
       response_(response),
       controller_(controller),
       callback_(std::move(callback)),
@@ -94,7 +93,8 @@ Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t
     header.sidecar_offsets = sidecar_offsets.data();
     header.num_sidecar_offsets = sidecar_offsets.size();
   }
-  Result<BlockSlice> head = SerializeFrameHead(header, request, offset, max_message_size);
+  Result<BlockSlice> head = SerializeFrameHead(header, request, offset, max_message_size,
+                                               head_buffer_, kInlineHeadBytes);
   RRPC_RETURN_NOT_OK(head.status());
   CountCopy(CopySide::kClient, CopyKind::kBody, static_cast<size_t>(request.GetCachedSize()));
   if (controller_->outbound_sidecars_.empty()) {
@@ -166,7 +166,7 @@ void OutboundCall::FinishWithResponse(BlockSlice frame, const ResponseHeaderFiel
 void OutboundCall::FinishWithError(const Status& status) { Finish(status, nullptr); }
 
 void OutboundCall::FinishTimedOut() {
-  Finish(Status::TimedOut("call " + method_name() + " to " + remote_.ToString() +
+  Finish(Status::TimedOut("call " + method_name() + " to " + remote().ToString() +
                           " timed out after " + (MonoTime::Now() - sent_at_).ToString()),
          nullptr);
 }

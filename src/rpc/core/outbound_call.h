@@ -32,8 +32,9 @@ struct ClientMethodMetrics;
 
 class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTransfer {
  public:
-  // `method`: the proxy's record of the method called (its name, encoded header part, metrics).
-  OutboundCall(const Sockaddr& remote, scoped_refptr<RemoteMethod>&& method,
+  // `method`: the proxy's record of the method called (address, name, encoded header part,
+  // metrics).
+  OutboundCall(scoped_refptr<RemoteMethod>&& method,
                google::protobuf::Message* response, RpcController* controller,
                ResponseCallback&& callback);
   ~OutboundCall() override;
@@ -57,7 +58,7 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   const scoped_refptr<Connection>& connection() const { return connection_; }
 
   int32_t call_id() const { return call_id_; }
-  const Sockaddr& remote() const { return remote_; }
+  const Sockaddr& remote() const { return method_->remote(); }
   const std::string& method_name() const { return method_->method_name(); }
   MonoTime deadline() const;
   // When the call was serialized (Serialize()): about when it was queued for sending.
@@ -95,7 +96,6 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   void Finish(Status status, std::unique_ptr<ErrorStatusPB> error);
   static void OnTimerFired(struct ev_loop* loop, ev_timer* timer, int revents);
 
-  const Sockaddr remote_;
   const scoped_refptr<RemoteMethod> method_;
   google::protobuf::Message* response_;
   RpcController* controller_;
@@ -107,6 +107,14 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   ClientMethodMetrics* const metrics_;  // the method's: owned by the messenger, or nullptr
   bool report_connection_ = false;
   scoped_refptr<Connection> connection_;  // see set_connection()
+
+  // A small call's frame head (length prefix, header, body) is written here rather than into a
+  // block of its own: a block's allocation and release cost ~60 instructions per call
+  // (callgrind, echo-cost). The bytes stay put until the call is deleted, after its transfer
+  // ended (the write queue holds a reference until then); transports copy bytes without a block
+  // (RDMA) or write them before Write returns.
+  static constexpr size_t kInlineHeadBytes = 192;
+  uint8_t head_buffer_[kInlineHeadBytes];
 
   // Timer state: reactor thread only.
   struct ev_loop* loop_ = nullptr;

@@ -17,6 +17,8 @@
 namespace rrpc::rpc {
 namespace {
 
+const Sockaddr kRemote = Sockaddr::Loopback(7000);
+
 TEST(RemoteMethodCacheTest, SameRecordPerMethodFromAnyStringAndThread) {
   MetricRegistry registry;
   MessengerMetrics metrics(&registry, "m");
@@ -29,8 +31,8 @@ TEST(RemoteMethodCacheTest, SameRecordPerMethodFromAnyStringAndThread) {
     threads.emplace_back([&, t] {
       for (int round = 0; round < 100; round++) {
         for (size_t i = 0; i < names.size(); i++) {
-          scoped_refptr<RemoteMethod> by_object = cache.Get(&metrics, "svc", names[i]);
-          scoped_refptr<RemoteMethod> by_copy = cache.Get(&metrics, "svc", std::string(names[i]));
+          scoped_refptr<RemoteMethod> by_object = cache.Get(&metrics, kRemote, "svc", names[i]);
+          scoped_refptr<RemoteMethod> by_copy = cache.Get(&metrics, kRemote, "svc", std::string(names[i]));
           if (by_object->metrics() != by_copy->metrics() ||
               by_object->method_name() != names[i] || by_copy->method_name() != names[i]) {
             seen[t].push_back(nullptr);
@@ -55,16 +57,16 @@ TEST(RemoteMethodCacheTest, SameRecordPerMethodFromAnyStringAndThread) {
 TEST(RemoteMethodCacheTest, NameCheckedNotOnlyAddress) {
   RemoteMethodCache cache;
   std::string name = "Alpha";
-  EXPECT_EQ(cache.Get(nullptr, "svc", name)->method_name(), "Alpha");
+  EXPECT_EQ(cache.Get(nullptr, kRemote, "svc", name)->method_name(), "Alpha");
   name = "Beta";  // same object, other name
-  EXPECT_EQ(cache.Get(nullptr, "svc", name)->method_name(), "Beta");
+  EXPECT_EQ(cache.Get(nullptr, kRemote, "svc", name)->method_name(), "Beta");
   name = "Alpha";
-  EXPECT_EQ(cache.Get(nullptr, "svc", name)->method_name(), "Alpha");
+  EXPECT_EQ(cache.Get(nullptr, kRemote, "svc", name)->method_name(), "Alpha");
   name = "AlphaLongerThanEightBytes";
-  EXPECT_EQ(cache.Get(nullptr, "svc", name)->method_name(), "AlphaLongerThanEightBytes");
+  EXPECT_EQ(cache.Get(nullptr, kRemote, "svc", name)->method_name(), "AlphaLongerThanEightBytes");
   name = "AlphaLongerThanEightBytez";
-  EXPECT_EQ(cache.Get(nullptr, "svc", name)->method_name(), "AlphaLongerThanEightBytez");
-  EXPECT_EQ(cache.Get(nullptr, "svc", name)->metrics(), nullptr);  // no messenger metrics
+  EXPECT_EQ(cache.Get(nullptr, kRemote, "svc", name)->method_name(), "AlphaLongerThanEightBytez");
+  EXPECT_EQ(cache.Get(nullptr, kRemote, "svc", name)->metrics(), nullptr);  // no messenger metrics
 }
 
 // The record outlives its cache (a call outlives its proxy), and its header part is the bytes
@@ -74,7 +76,7 @@ TEST(RemoteMethodTest, OutlivesCacheAndEncodesAsProtobuf) {
   const std::string service(200, 's');  // a two-byte length
   {
     RemoteMethodCache cache;
-    method = cache.Get(nullptr, service, "Echo");
+    method = cache.Get(nullptr, kRemote, service, "Echo");
   }
   RequestHeader pb;
   pb.set_call_id(0);
@@ -83,6 +85,7 @@ TEST(RemoteMethodTest, OutlivesCacheAndEncodesAsProtobuf) {
   const std::string expected = pb.SerializeAsString().substr(2);  // after call_id's tag and 0
   EXPECT_EQ(method->encoded().ToString(), expected);
   EXPECT_EQ(method->method_name(), "Echo");
+  EXPECT_TRUE(method->remote() == kRemote);
 }
 
 }  // namespace

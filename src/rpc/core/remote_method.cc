@@ -5,9 +5,10 @@
 
 namespace rrpc::rpc {
 
-RemoteMethod::RemoteMethod(const std::string& service_name, const std::string& method_name,
-                           ClientMethodMetrics* metrics)
-    : method_name_(method_name),
+RemoteMethod::RemoteMethod(const Sockaddr& remote, const std::string& service_name,
+                           const std::string& method_name, ClientMethodMetrics* metrics)
+    : remote_(remote),
+      method_name_(method_name),
       encoded_(EncodeRemoteMethod(service_name, method_name)),
       metrics_(metrics) {}
 
@@ -17,6 +18,7 @@ RemoteMethodCache::~RemoteMethodCache() {
 }
 
 scoped_refptr<RemoteMethod> RemoteMethodCache::GetSlow(MessengerMetrics* metrics,
+                                                       const Sockaddr& remote,
                                                        const std::string& service,
                                                        const std::string& method) {
   // Another string object with the same name (a caller passing a temporary): match by name.
@@ -29,7 +31,7 @@ scoped_refptr<RemoteMethod> RemoteMethodCache::GetSlow(MessengerMetrics* metrics
   for (int i = 0; i < n; i++) {
     if (SameBytes(slots_[i].method->method_name(), method)) return slots_[i].method;
   }
-  auto* made = new RemoteMethod(service, method,
+  auto* made = new RemoteMethod(remote, service, method,
                                 metrics != nullptr ? metrics->ClientMethod(service, method) : nullptr);
   scoped_refptr<RemoteMethod> result(made);
   if (n < kSlots) {

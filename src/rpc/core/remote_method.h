@@ -1,11 +1,11 @@
-// RemoteMethod: one method of a remote service as a proxy calls it: the method's name, the call
-// header's remote_method field encoded once (core/header_codec.h: each call copies it whole) and
-// the client metrics of its calls. RemoteMethodCache: a proxy's records, found per call without a
+// RemoteMethod: one method of a remote service as a proxy calls it: the address called, the
+// method's name, the call header's remote_method field encoded once (core/header_codec.h: each call
+// copies it whole) and the client metrics of its calls. RemoteMethodCache: a proxy's records, found per call without a
 // lock or an allocation.
 //
-// Why: per 64-byte echo call, copying the method name into the call, finding its metrics by name
-// and measuring and encoding the two names into the header cost about 250 instructions
-// (callgrind, echo-cost); the names do not change between calls.
+// Why: per 64-byte echo call, copying the method name and the address into the call, finding its
+// metrics by name and measuring and encoding the two names into the header cost about 270
+// instructions (callgrind, echo-cost); none of them changes between calls.
 #pragma once
 
 #include <atomic>
@@ -14,6 +14,7 @@
 #include "util/mutex.h"
 #include "util/ref_counted.h"
 #include "util/slice.h"
+#include "util/sockaddr.h"
 
 namespace rrpc::rpc {
 
@@ -25,15 +26,17 @@ class MessengerMetrics;
 class RemoteMethod : public RefCounted<RemoteMethod> {
  public:
   // `metrics`: owned by the messenger; nullptr when it keeps none.
-  RemoteMethod(const std::string& service_name, const std::string& method_name,
-               ClientMethodMetrics* metrics);
+  RemoteMethod(const Sockaddr& remote, const std::string& service_name,
+               const std::string& method_name, ClientMethodMetrics* metrics);
 
+  const Sockaddr& remote() const { return remote_; }
   const std::string& method_name() const { return method_name_; }
   // The header's remote_method field: its tag, length and RemoteMethodPB (EncodeRemoteMethod).
   Slice encoded() const { return Slice(encoded_); }
   ClientMethodMetrics* metrics() const { return metrics_; }
 
  private:
+  const Sockaddr remote_;
   const std::string method_name_;
   const std::string encoded_;
   ClientMethodMetrics* const metrics_;
@@ -43,7 +46,7 @@ class RemoteMethod : public RefCounted<RemoteMethod> {
 // bytes (a short-lived string may later sit at a cached one's address). Misses (the first call
 // of each method, or more methods than slots) make the record under a lock. Thread-safe: slots
 // are published once, with release/acquire, and never change. One cache serves one messenger
-// (the records carry its metrics): not copyable.
+// and one remote (the records carry its metrics and address): not copyable.
 class RemoteMethodCache {
  public:
   RemoteMethodCache() = default;
@@ -51,9 +54,9 @@ class RemoteMethodCache {
   RemoteMethodCache(const RemoteMethodCache&) = delete;
   RemoteMethodCache& operator=(const RemoteMethodCache&) = delete;
 
-  // `metrics`: the messenger's, or nullptr.
-  scoped_refptr<RemoteMethod> Get(MessengerMetrics* metrics, const std::string& service,
-                                  const std::string& method) {
+  // `metrics`: the messenger's, or nullptr. `remote` and `service` are the same on every call.
+  scoped_refptr<RemoteMethod> Get(MessengerMetrics* metrics, const Sockaddr& remote,
+                                  const std::string& service, const std::string& method) {
     const int n = size_.load(std::memory_order_acquire);
     for (int i = 0; i < n; i++) {
       const Slot& slot = slots_[i];
@@ -61,7 +64,7 @@ class RemoteMethodCache {
         return slot.method;
       }
     }
-    return GetSlow(metrics, service, method);
+    return GetSlow(metrics, remote, service, method);
   }
 
  private:
@@ -89,8 +92,8 @@ class RemoteMethodCache {
     return diff == 0;
   }
 
-  scoped_refptr<RemoteMethod> GetSlow(MessengerMetrics* metrics, const std::string& service,
-                                      const std::string& method);
+  scoped_refptr<RemoteMethod> GetSlow(MessengerMetrics* metrics, const Sockaddr& remote,
+                                      const std::string& service, const std::string& method);
 
   Mutex mu_;  // serializes adding slots
   std::atomic<int> size_{0};
