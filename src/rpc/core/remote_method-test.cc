@@ -67,6 +67,12 @@ TEST(RemoteMethodCacheTest, NameCheckedNotOnlyAddress) {
   name = "AlphaLongerThanEightBytez";
   EXPECT_EQ(cache.Get(nullptr, kRemote, "svc", name)->method_name(), "AlphaLongerThanEightBytez");
   EXPECT_EQ(cache.Get(nullptr, kRemote, "svc", name)->metrics(), nullptr);  // no messenger metrics
+  // Every length class of the comparison: short, 4 to 7, whole words, a partial last word.
+  for (const char* other : {"Ab", "Ac", "", "EightByt", "EightByu", "SixteenBytesLong",
+                            "SixteenBytesLonh", "Seventeen bytes!!", "Seventeen bytes!?"}) {
+    name = other;
+    EXPECT_EQ(cache.Get(nullptr, kRemote, "svc", name)->method_name(), other);
+  }
 }
 
 // The record outlives its cache (a call outlives its proxy), and its header part is the bytes

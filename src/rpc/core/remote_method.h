@@ -9,6 +9,8 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "util/mutex.h"
@@ -75,21 +77,26 @@ class RemoteMethodCache {
   };
 
   // Whether `a` and `b` hold the same bytes: names are short, compared a word at a time (a call
-  // to memcmp costs more than the comparison).
+  // to memcmp costs more than the comparison); the last word, of 8 or 4 bytes, may overlap the
+  // one before it.
   static bool SameBytes(const std::string& a, const std::string& b) {
     size_t n = a.size();
     if (n != b.size()) return false;
     const char* x = a.data();
     const char* y = b.data();
-    uint64_t diff = 0;
-    for (; n >= 8; n -= 8, x += 8, y += 8) {
-      uint64_t u, v;
-      memcpy(&u, x, 8);
-      memcpy(&v, y, 8);
-      diff |= u ^ v;
+    if (n < 4) return memcmp(x, y, n) == 0;
+    if (n < 8) return Word<uint32_t>(x) == Word<uint32_t>(y) &&
+                      Word<uint32_t>(x + n - 4) == Word<uint32_t>(y + n - 4);
+    for (size_t i = 0; i + 8 < n; i += 8) {
+      if (Word<uint64_t>(x + i) != Word<uint64_t>(y + i)) return false;
     }
-    for (; n > 0; n--) diff |= static_cast<uint8_t>(*x++ ^ *y++);
-    return diff == 0;
+    return Word<uint64_t>(x + n - 8) == Word<uint64_t>(y + n - 8);
+  }
+  template <typename W>
+  static W Word(const char* p) {
+    W w;
+    memcpy(&w, p, sizeof(w));
+    return w;
   }
 
   scoped_refptr<RemoteMethod> GetSlow(MessengerMetrics* metrics, const Sockaddr& remote,
