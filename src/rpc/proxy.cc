@@ -112,7 +112,7 @@ struct Proxy::AsyncRetry {
 
 void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Message& request,
                          google::protobuf::Message* response, RpcController* controller,
-                         ResponseCallback callback) const {
+                         ResponseCallback&& callback) const {
   controller->attempts_ = 1;
   if (controller->retry_policy().max_attempts <= 1) {
     scoped_refptr<OutboundCall> call =

@@ -38,10 +38,11 @@ class Proxy {
   // `response` and `controller` must live until the callback. Retries a call refused as too
   // busy as controller->retry_policy() allows (none by default), within the controller's
   // deadline: each waits its jittered backoff on a reactor timer (Messenger::RunAfter), and
-  // `callback` runs once, after the last attempt.
+  // `callback` runs once, after the last attempt. Taken by rvalue reference: the generated
+  // proxies pass theirs on, and each std::function move costs ~16 instructions.
   void AsyncRequest(const std::string& method, const google::protobuf::Message& request,
                     google::protobuf::Message* response, RpcController* controller,
-                    ResponseCallback callback) const;
+                    ResponseCallback&& callback) const;
   // Blocks until the call finishes; returns controller->status(). On a reactor thread (a callback
   // or an inline handler) it would wait for itself: it returns IllegalState at once instead.
   // Retries as AsyncRequest does (sleeping its backoffs on the calling thread).
