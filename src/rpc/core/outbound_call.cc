@@ -93,8 +93,8 @@ Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t
     header.sidecar_offsets = sidecar_offsets.data();
     header.num_sidecar_offsets = sidecar_offsets.size();
   }
-  Result<BlockSlice> head = SerializeFrameHead(header, request, offset, max_message_size,
-                                               head_buffer_, kInlineHeadBytes);
+  Result<BlockSlice> head =
+      SerializeFrameHead(header, request, offset, max_message_size, head_buffer_, kInlineHeadBytes);
   RRPC_RETURN_NOT_OK(head.status());
   CountCopy(CopySide::kClient, CopyKind::kBody, static_cast<size_t>(request.GetCachedSize()));
   if (controller_->outbound_sidecars_.empty()) {

@@ -34,9 +34,8 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
  public:
   // `method`: the proxy's record of the method called (address, name, encoded header part,
   // metrics).
-  OutboundCall(scoped_refptr<RemoteMethod>&& method,
-               google::protobuf::Message* response, RpcController* controller,
-               ResponseCallback&& callback);
+  OutboundCall(scoped_refptr<RemoteMethod>&& method, google::protobuf::Message* response,
+               RpcController* controller, ResponseCallback&& callback);
   ~OutboundCall() override;
   // From a per-thread stash of freed calls: a client reactor that issues calls from callbacks
   // makes and frees one per call.
@@ -103,7 +102,7 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   int32_t call_id_ = 0;
   State state_ = State::kCreated;
   MonoTime sent_at_;
-  MonoTime received_at_;                    // unset unless a response arrived
+  MonoTime received_at_;                // unset unless a response arrived
   ClientMethodMetrics* const metrics_;  // the method's: owned by the messenger, or nullptr
   bool report_connection_ = false;
   scoped_refptr<Connection> connection_;  // see set_connection()

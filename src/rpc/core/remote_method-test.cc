@@ -32,9 +32,10 @@ TEST(RemoteMethodCacheTest, SameRecordPerMethodFromAnyStringAndThread) {
       for (int round = 0; round < 100; round++) {
         for (size_t i = 0; i < names.size(); i++) {
           scoped_refptr<RemoteMethod> by_object = cache.Get(&metrics, kRemote, "svc", names[i]);
-          scoped_refptr<RemoteMethod> by_copy = cache.Get(&metrics, kRemote, "svc", std::string(names[i]));
-          if (by_object->metrics() != by_copy->metrics() ||
-              by_object->method_name() != names[i] || by_copy->method_name() != names[i]) {
+          scoped_refptr<RemoteMethod> by_copy =
+              cache.Get(&metrics, kRemote, "svc", std::string(names[i]));
+          if (by_object->metrics() != by_copy->metrics() || by_object->method_name() != names[i] ||
+              by_copy->method_name() != names[i]) {
             seen[t].push_back(nullptr);
           }
           if (round == 0) seen[t].push_back(by_object->metrics());

@@ -31,8 +31,9 @@ scoped_refptr<RemoteMethod> RemoteMethodCache::GetSlow(MessengerMetrics* metrics
   for (int i = 0; i < n; i++) {
     if (SameBytes(slots_[i].method->method_name(), method)) return slots_[i].method;
   }
-  auto* made = new RemoteMethod(remote, service, method,
-                                metrics != nullptr ? metrics->ClientMethod(service, method) : nullptr);
+  auto* made =
+      new RemoteMethod(remote, service, method,
+                       metrics != nullptr ? metrics->ClientMethod(service, method) : nullptr);
   scoped_refptr<RemoteMethod> result(made);
   if (n < kSlots) {
     made->AddRef();  // the slot's

@@ -1,7 +1,7 @@
 // RemoteMethod: one method of a remote service as a proxy calls it: the address called, the
 // method's name, the call header's remote_method field encoded once (core/header_codec.h: each call
-// copies it whole) and the client metrics of its calls. RemoteMethodCache: a proxy's records, found per call without a
-// lock or an allocation.
+// copies it whole) and the client metrics of its calls. RemoteMethodCache: a proxy's records, found
+// per call without a lock or an allocation.
 //
 // Why: per 64-byte echo call, copying the method name and the address into the call, finding its
 // metrics by name and measuring and encoding the two names into the header cost about 270
@@ -85,8 +85,9 @@ class RemoteMethodCache {
     const char* x = a.data();
     const char* y = b.data();
     if (n < 4) return memcmp(x, y, n) == 0;
-    if (n < 8) return Word<uint32_t>(x) == Word<uint32_t>(y) &&
-                      Word<uint32_t>(x + n - 4) == Word<uint32_t>(y + n - 4);
+    if (n < 8)
+      return Word<uint32_t>(x) == Word<uint32_t>(y) &&
+             Word<uint32_t>(x + n - 4) == Word<uint32_t>(y + n - 4);
     for (size_t i = 0; i + 8 < n; i += 8) {
       if (Word<uint64_t>(x + i) != Word<uint64_t>(y + i)) return false;
     }
