@@ -20,11 +20,8 @@ constexpr uint8_t kTagMethodName = 2 << 3 | 2;
 constexpr uint8_t kTagResponseIsError = 2 << 3 | 0;
 constexpr uint8_t kTagResponseSidecarOffset = 3 << 3 | 0;
 
-// Bytes of `v` as a varint: 1 + (index of its highest set bit) / 7, without a loop.
-inline size_t VarintSize(uint64_t v) {
-  const int bits = 64 - __builtin_clzll(v | 1);
-  return static_cast<size_t>((bits * 9 + 64) / 64);
-}
+using header_codec_internal::Int32Wire;
+using header_codec_internal::VarintSize;
 
 // Unrolled up to three bytes: a call's id and timeout (a minute is 60,000 ms) take two or three,
 // and the loop cost ~20 instructions each (callgrind, echo-cost).
@@ -51,9 +48,6 @@ inline uint8_t* WriteVarint(uint64_t v, uint8_t* p) {
   *p++ = static_cast<uint8_t>(v);
   return p;
 }
-
-// int32 and enum fields: protobuf sign-extends negatives to 64 bits (10 bytes).
-uint64_t Int32Wire(int32_t v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); }
 
 size_t LengthDelimitedSize(size_t len) { return 1 + VarintSize(len) + len; }
 
@@ -218,16 +212,6 @@ std::string EncodeRemoteMethod(Slice service_name, Slice method_name) {
   p = WriteLengthDelimited(kTagMethodName, method_name, p);
   DCHECK_EQ(p, reinterpret_cast<uint8_t*>(out.data()) + out.size());
   return out;
-}
-
-size_t EncodedSize(const RequestHeaderParts& h) {
-  size_t n = 1 + VarintSize(Int32Wire(h.call_id)) + h.remote_method.size();
-  if (h.has_timeout_millis) n += 1 + VarintSize(h.timeout_millis);
-  for (size_t i = 0; i < h.num_sidecar_offsets; i++) n += 1 + VarintSize(h.sidecar_offsets[i]);
-  for (size_t i = 0; i < h.num_required_feature_flags; i++) {
-    n += 1 + VarintSize(Int32Wire(h.required_feature_flags[i]));
-  }
-  return n;
 }
 
 uint8_t* EncodeTo(const RequestHeaderParts& h, uint8_t* p) {

@@ -74,9 +74,29 @@ std::string EncodeRemoteMethod(Slice service_name, Slice method_name);
 // at): one encoder serves both forms.
 RequestHeaderParts PartsOf(const RequestHeaderFields& header, std::string* remote_method);
 
+namespace header_codec_internal {
+// Bytes of `v` as a varint: 1 + (index of its highest set bit) / 7, without a loop.
+inline size_t VarintSize(uint64_t v) {
+  const int bits = 64 - __builtin_clzll(v | 1);
+  return static_cast<size_t>((bits * 9 + 64) / 64);
+}
+// int32 and enum fields: protobuf sign-extends negatives to 64 bits (10 bytes).
+inline uint64_t Int32Wire(int32_t v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); }
+}  // namespace header_codec_internal
+
 // Exact size of the encoding, and the encoding itself (`out` has EncodedSize() bytes; returns the
-// end of what was written).
-size_t EncodedSize(const RequestHeaderParts& header);
+// end of what was written). The size inline: it is a few additions per call.
+inline size_t EncodedSize(const RequestHeaderParts& h) {
+  using header_codec_internal::Int32Wire;
+  using header_codec_internal::VarintSize;
+  size_t n = 1 + VarintSize(Int32Wire(h.call_id)) + h.remote_method.size();
+  if (h.has_timeout_millis) n += 1 + VarintSize(h.timeout_millis);
+  for (size_t i = 0; i < h.num_sidecar_offsets; i++) n += 1 + VarintSize(h.sidecar_offsets[i]);
+  for (size_t i = 0; i < h.num_required_feature_flags; i++) {
+    n += 1 + VarintSize(Int32Wire(h.required_feature_flags[i]));
+  }
+  return n;
+}
 uint8_t* EncodeTo(const RequestHeaderParts& header, uint8_t* out);
 size_t EncodedSize(const RequestHeaderFields& header);
 uint8_t* EncodeTo(const RequestHeaderFields& header, uint8_t* out);
