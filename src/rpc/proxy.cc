@@ -7,8 +7,8 @@
 #include "rpc/core/connection.h"
 #include "rpc/core/outbound_call.h"
 #include "rpc/core/reactor.h"
+#include "rpc/core/remote_method.h"
 #include "rpc/messenger.h"
-#include "rpc/observe/rpc_metrics.h"
 #include "rpc/rpc_controller.h"
 #include "util/one_shot_event.h"
 #include "util/spin_wait.h"
@@ -59,20 +59,20 @@ Proxy::Proxy(std::shared_ptr<Messenger> messenger, const Sockaddr& remote, std::
     : messenger_(std::move(messenger)),
       remote_(remote),
       service_name_(std::move(service_name)),
-      client_metrics_(std::make_unique<ClientMetricsCache>()) {}
+      methods_(std::make_unique<RemoteMethodCache>()) {}
 
 Proxy::Proxy(const Proxy& other)
     : messenger_(other.messenger_),
       remote_(other.remote_),
       service_name_(other.service_name_),
-      client_metrics_(std::make_unique<ClientMetricsCache>()) {}
+      methods_(std::make_unique<RemoteMethodCache>()) {}
 
 Proxy& Proxy::operator=(const Proxy& other) {
   if (this != &other) {
     messenger_ = other.messenger_;
     remote_ = other.remote_;
     service_name_ = other.service_name_;
-    client_metrics_ = std::make_unique<ClientMetricsCache>();
+    methods_ = std::make_unique<RemoteMethodCache>();
   }
   return *this;
 }
@@ -83,13 +83,11 @@ scoped_refptr<OutboundCall> Proxy::NewCall(const std::string& method,
                                            const google::protobuf::Message& request,
                                            google::protobuf::Message* response,
                                            RpcController* controller,
-                                           ResponseCallback callback) const {
+                                           ResponseCallback&& callback) const {
   CHECK(!controller->finished()) << "RpcController reused without Reset()";
   scoped_refptr<OutboundCall> call(
-      new OutboundCall(remote_, service_name_, method, response, controller, std::move(callback)));
-  if (MessengerMetrics* metrics = messenger_->metrics()) {
-    call->set_metrics(client_metrics_->Get(metrics, service_name_, method));
-  }
+      new OutboundCall(methods_->Get(messenger_->metrics(), remote_, service_name_, method),
+                       response, controller, std::move(callback)));
   Status s =
       call->Serialize(request, messenger_->NextCallId(), messenger_->options().max_message_size);
   if (!s.ok()) {
@@ -114,7 +112,7 @@ struct Proxy::AsyncRetry {
 
 void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Message& request,
                          google::protobuf::Message* response, RpcController* controller,
-                         ResponseCallback callback) const {
+                         ResponseCallback&& callback) const {
   controller->attempts_ = 1;
   if (controller->retry_policy().max_attempts <= 1) {
     scoped_refptr<OutboundCall> call =

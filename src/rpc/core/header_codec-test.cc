@@ -109,6 +109,31 @@ TEST(HeaderCodecTest, RequestBytesAreProtobufs) {
   }
 }
 
+// The remote method, encoded once and copied into each call's header, at every length around the
+// copy's block sizes (the names of 0 to 80 bytes).
+TEST(HeaderCodecTest, PreEncodedRemoteMethodBytesAreProtobufs) {
+  for (size_t service_len = 0; service_len <= 80; service_len++) {
+    RequestHeaderFields h;
+    h.call_id = 1000;
+    h.has_remote_method = true;
+    const std::string service(service_len, 's');
+    h.service_name = Slice(service);
+    h.method_name = Slice("Echo");
+    h.has_timeout_millis = true;
+    h.timeout_millis = 60000;
+    const std::string remote_method = EncodeRemoteMethod(h.service_name, h.method_name);
+    RequestHeaderParts parts;
+    parts.call_id = h.call_id;
+    parts.remote_method = Slice(remote_method);
+    parts.has_timeout_millis = true;
+    parts.timeout_millis = h.timeout_millis;
+    std::string out(EncodedSize(parts), '\0');
+    uint8_t* begin = reinterpret_cast<uint8_t*>(out.data());
+    ASSERT_EQ(begin + out.size(), EncodeTo(parts, begin));
+    EXPECT_EQ(ToProto(h).SerializeAsString(), out) << service_len;
+  }
+}
+
 TEST(HeaderCodecTest, ResponseBytesAreProtobufs) {
   for (int32_t id : {0, 1, 300, INT32_MAX, -1, INT32_MIN}) {
     for (bool is_error : {false, true}) {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "util/slice.h"
@@ -50,8 +51,53 @@ struct ResponseHeaderFields {
   void Clear();
 };
 
+// A RequestHeader as the client's call path encodes it: the remote method comes encoded already
+// (EncodeRemoteMethod, once per method a proxy calls), so a call copies the names' bytes in one
+// piece instead of measuring and writing each. Points at the caller's bytes, which must outlive
+// the encoding.
+struct RequestHeaderParts {
+  int32_t call_id = 0;
+  Slice remote_method;  // EncodeRemoteMethod()'s bytes; empty: no remote_method field
+  bool has_timeout_millis = false;
+  uint32_t timeout_millis = 0;
+  const uint32_t* sidecar_offsets = nullptr;
+  size_t num_sidecar_offsets = 0;
+  const int* required_feature_flags = nullptr;
+  size_t num_required_feature_flags = 0;
+};
+
+// The header's remote_method field (its tag, length and RemoteMethodPB), as it sits in every call
+// to that method.
+std::string EncodeRemoteMethod(Slice service_name, Slice method_name);
+
+// The parts of `header`, its remote method encoded into `*remote_method` (which the parts point
+// at): one encoder serves both forms.
+RequestHeaderParts PartsOf(const RequestHeaderFields& header, std::string* remote_method);
+
+namespace header_codec_internal {
+// Bytes of `v` as a varint: 1 + (index of its highest set bit) / 7, without a loop.
+inline size_t VarintSize(uint64_t v) {
+  const int bits = 64 - __builtin_clzll(v | 1);
+  return static_cast<size_t>((bits * 9 + 64) / 64);
+}
+// int32 and enum fields: protobuf sign-extends negatives to 64 bits (10 bytes).
+inline uint64_t Int32Wire(int32_t v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); }
+}  // namespace header_codec_internal
+
 // Exact size of the encoding, and the encoding itself (`out` has EncodedSize() bytes; returns the
-// end of what was written).
+// end of what was written). The size inline: it is a few additions per call.
+inline size_t EncodedSize(const RequestHeaderParts& h) {
+  using header_codec_internal::Int32Wire;
+  using header_codec_internal::VarintSize;
+  size_t n = 1 + VarintSize(Int32Wire(h.call_id)) + h.remote_method.size();
+  if (h.has_timeout_millis) n += 1 + VarintSize(h.timeout_millis);
+  for (size_t i = 0; i < h.num_sidecar_offsets; i++) n += 1 + VarintSize(h.sidecar_offsets[i]);
+  for (size_t i = 0; i < h.num_required_feature_flags; i++) {
+    n += 1 + VarintSize(Int32Wire(h.required_feature_flags[i]));
+  }
+  return n;
+}
+uint8_t* EncodeTo(const RequestHeaderParts& header, uint8_t* out);
 size_t EncodedSize(const RequestHeaderFields& header);
 uint8_t* EncodeTo(const RequestHeaderFields& header, uint8_t* out);
 size_t EncodedSize(const ResponseHeaderFields& header);

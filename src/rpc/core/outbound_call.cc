@@ -41,15 +41,14 @@ Status StatusFromError(const ErrorStatusPB& error) {
 
 }  // namespace
 
-OutboundCall::OutboundCall(const Sockaddr& remote, const std::string& service_name,
-                           const std::string& method_name, google::protobuf::Message* response,
-                           RpcController* controller, ResponseCallback&& callback)
-    : remote_(remote),
-      service_name_(&service_name),
-      method_name_(method_name),
+OutboundCall::OutboundCall(scoped_refptr<RemoteMethod>&& method,
+                           google::protobuf::Message* response, RpcController* controller,
+                           ResponseCallback&& callback)
+    : method_(std::move(method)),
       response_(response),
       controller_(controller),
-      callback_(std::move(callback)) {}
+      callback_(std::move(callback)),
+      metrics_(method_->metrics()) {}
 
 OutboundCall::~OutboundCall() { DCHECK(!timer_active_); }
 
@@ -70,14 +69,10 @@ MonoTime OutboundCall::deadline() const { return controller_->deadline(); }
 Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t call_id,
                                size_t max_message_size) {
   call_id_ = call_id;
-  // One header per thread, cleared and refilled (its vectors keep their capacity); the names are
-  // written straight from the caller's strings into the frame (core/header_codec.h).
-  thread_local RequestHeaderFields header;
-  header.Clear();
+  // The names go into the frame as the proxy encoded them once (core/remote_method.h).
+  RequestHeaderParts header;
   header.call_id = call_id;
-  header.has_remote_method = true;
-  header.service_name = Slice(*service_name_);
-  header.method_name = Slice(method_name_);
+  header.remote_method = method_->encoded();
   sent_at_ = MonoTime::Now();
   const MonoTime deadline = controller_->deadline();
   if (!deadline.IsMax()) {
@@ -87,12 +82,19 @@ Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t
     header.timeout_millis = static_cast<uint32_t>(std::min<int64_t>(ms, UINT32_MAX));
   }
   uint32_t offset = 0;
-  for (const auto& sidecar : controller_->outbound_sidecars_) {
-    header.sidecar_offsets.push_back(offset);
-    offset += static_cast<uint32_t>(sidecar.slice.size());
+  if (!controller_->outbound_sidecars_.empty()) {
+    // Per thread, cleared and refilled: keeps its capacity.
+    thread_local std::vector<uint32_t> sidecar_offsets;
+    sidecar_offsets.clear();
+    for (const auto& sidecar : controller_->outbound_sidecars_) {
+      sidecar_offsets.push_back(offset);
+      offset += static_cast<uint32_t>(sidecar.slice.size());
+    }
+    header.sidecar_offsets = sidecar_offsets.data();
+    header.num_sidecar_offsets = sidecar_offsets.size();
   }
-  Result<BlockSlice> head = SerializeFrameHead(header, request, offset, max_message_size);
-  service_name_ = nullptr;  // the header no longer points at it
+  Result<BlockSlice> head =
+      SerializeFrameHead(header, request, offset, max_message_size, head_buffer_, kInlineHeadBytes);
   RRPC_RETURN_NOT_OK(head.status());
   CountCopy(CopySide::kClient, CopyKind::kBody, static_cast<size_t>(request.GetCachedSize()));
   if (controller_->outbound_sidecars_.empty()) {
@@ -164,7 +166,7 @@ void OutboundCall::FinishWithResponse(BlockSlice frame, const ResponseHeaderFiel
 void OutboundCall::FinishWithError(const Status& status) { Finish(status, nullptr); }
 
 void OutboundCall::FinishTimedOut() {
-  Finish(Status::TimedOut("call " + method_name_ + " to " + remote_.ToString() +
+  Finish(Status::TimedOut("call " + method_name() + " to " + remote().ToString() +
                           " timed out after " + (MonoTime::Now() - sent_at_).ToString()),
          nullptr);
 }

@@ -54,12 +54,21 @@ Result<BlockSlice> SerializeFrameHead(const google::protobuf::MessageLite& heade
       body, sidecar_bytes, max_frame_size);
 }
 
+Result<BlockSlice> SerializeFrameHead(const RequestHeaderParts& header,
+                                      const google::protobuf::MessageLite& body,
+                                      size_t sidecar_bytes, size_t max_frame_size, uint8_t* buffer,
+                                      size_t capacity) {
+  return SerializeFrameHeadWith(
+      EncodedSize(header), [&](uint8_t* p) { return EncodeTo(header, p); }, body, sidecar_bytes,
+      max_frame_size, buffer, capacity);
+}
+
 Result<BlockSlice> SerializeFrameHead(const RequestHeaderFields& header,
                                       const google::protobuf::MessageLite& body,
                                       size_t sidecar_bytes, size_t max_frame_size) {
-  return SerializeFrameHeadWith(
-      EncodedSize(header), [&](uint8_t* p) { return EncodeTo(header, p); }, body, sidecar_bytes,
-      max_frame_size);
+  std::string remote_method;
+  const RequestHeaderParts parts = PartsOf(header, &remote_method);
+  return SerializeFrameHead(parts, body, sidecar_bytes, max_frame_size);
 }
 
 Result<BlockSlice> SerializeFrameHead(const ResponseHeaderFields& header,

@@ -25,12 +25,18 @@ Result<BlockSlice> SerializeFrameHead(const google::protobuf::MessageLite& heade
                                       size_t sidecar_bytes, size_t max_frame_size);
 
 // The same with a call's or a response's header (header_codec.h): the call path's, without
-// building a protobuf message.
+// building a protobuf message. The client's calls come as parts (their remote method encoded
+// once per method); the fields' form is for tests and tools.
+// A call's or a response's head goes into `buffer` when it fits in `capacity` bytes: the result's
+// block is then null (borrowed bytes, which the caller keeps alive and unchanged until they are
+// sent).
+Result<BlockSlice> SerializeFrameHead(const RequestHeaderParts& header,
+                                      const google::protobuf::MessageLite& body,
+                                      size_t sidecar_bytes, size_t max_frame_size,
+                                      uint8_t* buffer = nullptr, size_t capacity = 0);
 Result<BlockSlice> SerializeFrameHead(const RequestHeaderFields& header,
                                       const google::protobuf::MessageLite& body,
                                       size_t sidecar_bytes, size_t max_frame_size);
-// A response's head goes into `buffer` when it fits in `capacity` bytes: the result's block is
-// then null (borrowed bytes, which the caller keeps alive and unchanged until they are sent).
 Result<BlockSlice> SerializeFrameHead(const ResponseHeaderFields& header,
                                       const google::protobuf::MessageLite& body,
                                       size_t sidecar_bytes, size_t max_frame_size,

@@ -464,47 +464,5 @@ TEST_F(RpcMetricsTest, PromtoolAcceptsThePrometheusText) {
   server_->Shutdown();
 }
 
-// The proxy's cache: one ClientMethodMetrics per method whatever string object names it, from
-// many threads at once, past its slot count.
-TEST(ClientMetricsCacheTest, SameMetricsPerMethodFromAnyStringAndThread) {
-  MetricRegistry registry;
-  MessengerMetrics metrics(&registry, "m");
-  ClientMetricsCache cache;
-  std::vector<std::string> names;
-  for (int i = 0; i < 12; i++) names.push_back("Method" + std::to_string(i));  // > slots
-  std::vector<std::thread> threads;
-  std::vector<std::vector<ClientMethodMetrics*>> seen(4);
-  for (int t = 0; t < 4; t++) {
-    threads.emplace_back([&, t] {
-      for (int round = 0; round < 100; round++) {
-        for (size_t i = 0; i < names.size(); i++) {
-          ClientMethodMetrics* by_object = cache.Get(&metrics, "svc", names[i]);
-          ClientMethodMetrics* by_copy = cache.Get(&metrics, "svc", std::string(names[i]));
-          if (by_object != by_copy) seen[t].push_back(nullptr);
-          if (round == 0) seen[t].push_back(by_object);
-        }
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  for (int t = 0; t < 4; t++) {
-    ASSERT_EQ(seen[t].size(), names.size()) << "thread " << t << " saw different metrics";
-    for (size_t i = 0; i < names.size(); i++) {
-      EXPECT_EQ(seen[t][i], metrics.ClientMethod("svc", names[i]));
-    }
-  }
-  EXPECT_EQ(std::set<ClientMethodMetrics*>(seen[0].begin(), seen[0].end()).size(), names.size());
-  // A copy of the cache (a copied proxy) starts empty and finds the same metrics.
-  ClientMetricsCache copy(cache);
-  EXPECT_EQ(copy.Get(&metrics, "svc", names[0]), metrics.ClientMethod("svc", names[0]));
-  EXPECT_EQ(registry.num_entities(), 1u + names.size());
-  // Assigned (a proxy now on another messenger): it forgets the old messenger's metrics.
-  MetricRegistry other_registry;
-  MessengerMetrics other(&other_registry, "other");
-  copy = cache;
-  EXPECT_EQ(copy.Get(&other, "svc", names[0]), other.ClientMethod("svc", names[0]));
-  EXPECT_NE(copy.Get(&other, "svc", names[0]), metrics.ClientMethod("svc", names[0]));
-}
-
 }  // namespace
 }  // namespace rrpc::rpc

@@ -124,27 +124,4 @@ void MessengerMetrics::DetachServiceQueueLength() {
   service_queue_length_->DetachToConstant(0);
 }
 
-ClientMethodMetrics* ClientMetricsCache::GetSlow(MessengerMetrics* metrics,
-                                                 const std::string& service,
-                                                 const std::string& method) {
-  // Another string object with the same name (a caller passing a temporary): match by name.
-  int n = size_.load(std::memory_order_acquire);
-  for (int i = 0; i < n; i++) {
-    if (slots_[i].name == method) return slots_[i].metrics;
-  }
-  MutexLock l(mu_);
-  n = size_.load(std::memory_order_relaxed);
-  for (int i = 0; i < n; i++) {
-    if (slots_[i].name == method) return slots_[i].metrics;
-  }
-  ClientMethodMetrics* found = metrics->ClientMethod(service, method);
-  if (n < kSlots) {
-    slots_[n].key = &method;
-    slots_[n].name = method;
-    slots_[n].metrics = found;
-    size_.store(n + 1, std::memory_order_release);
-  }
-  return found;
-}
-
 }  // namespace rrpc::rpc

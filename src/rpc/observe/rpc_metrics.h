@@ -241,7 +241,7 @@ class MessengerMetrics {
   // call. For registration time, not the call path.
   MethodMetrics* ServerMethod(const std::string& service, const std::string& method);
   // The metrics of calls to `service`.`method` (entity "client"), created on first call. Callers
-  // cache the result (see ClientMetricsCache).
+  // cache the result (see core/remote_method.h).
   ClientMethodMetrics* ClientMethod(const std::string& service, const std::string& method);
 
   // service_queue_length reads `length` from now on (on the reader's thread). Detach it before
@@ -293,48 +293,6 @@ class MessengerMetrics {
   std::map<std::string, std::unique_ptr<ClientMethodMetrics>> client_methods_ GUARDED_BY(mu_);
   // Each method/client entity, kept for the lifetime of the pointers into it.
   std::map<std::string, scoped_refptr<MetricEntity>> entities_ GUARDED_BY(mu_);
-};
-
-// A proxy's cache of the ClientMethodMetrics of the methods it calls, so a call finds its
-// metrics without a lock or a hash: generated proxies pass the same method-name string object on
-// every call, so a hit is a pointer comparison plus a short string comparison (which guards
-// against a different, short-lived string at the same address). Misses (the first call of each
-// method, or more methods than slots) ask the messenger under its lock. Thread-safe: slots are
-// published once, with release/acquire, and never change. One cache serves one messenger's
-// metrics: a copy starts empty, and assigning empties it (the proxy may now use another
-// messenger; like any assignment, not while other threads use it).
-class ClientMetricsCache {
- public:
-  ClientMetricsCache() = default;
-  ClientMetricsCache(const ClientMetricsCache&) {}
-  ClientMetricsCache& operator=(const ClientMetricsCache&) {
-    size_.store(0, std::memory_order_release);
-    return *this;
-  }
-
-  ClientMethodMetrics* Get(MessengerMetrics* metrics, const std::string& service,
-                           const std::string& method) {
-    const int n = size_.load(std::memory_order_acquire);
-    for (int i = 0; i < n; i++) {
-      if (slots_[i].key == &method && slots_[i].name == method) return slots_[i].metrics;
-    }
-    return GetSlow(metrics, service, method);
-  }
-
- private:
-  static constexpr int kSlots = 8;
-  struct Slot {
-    const std::string* key = nullptr;  // the caller's string when cached; never dereferenced
-    std::string name;
-    ClientMethodMetrics* metrics = nullptr;
-  };
-
-  ClientMethodMetrics* GetSlow(MessengerMetrics* metrics, const std::string& service,
-                               const std::string& method);
-
-  Mutex mu_;  // serializes adding slots
-  std::atomic<int> size_{0};
-  Slot slots_[kSlots];  // [0, size_) published; written under mu_ before size_ grows
 };
 
 }  // namespace rrpc::rpc
