@@ -22,13 +22,14 @@ void Abandon(Orphans* orphans, Home* home) {
   orphans->homes.push_back(home);
 }
 
-namespace {
-// The owner: moves the returned blocks to the kept list, freeing those beyond `max_kept`.
-void TakeReturned(Home* home, size_t max_kept) {
+void* TakeReturned(Home* home, size_t max_kept) {
   Header* h = home->returned.exchange(nullptr, std::memory_order_acquire);
-  while (h != nullptr) {
+  if (h == nullptr) return nullptr;
+  // As if every block went to the kept list (up to max_kept) and one were taken from it: the last
+  // in the list (the first freed) is handed out, the others kept up to max_kept - 1.
+  while (h->next != nullptr) {
     Header* next = h->next;
-    if (home->kept_count < max_kept) {
+    if (home->kept_count + 1 < max_kept) {
       h->next = home->kept;
       home->kept = h;
       home->kept_count++;
@@ -37,8 +38,8 @@ void TakeReturned(Home* home, size_t max_kept) {
     }
     h = next;
   }
+  return h + 1;
 }
-}  // namespace
 
 void* Allocate(Home* home, size_t size, size_t max_kept) {
   if (home != nullptr && home->block_size == 0) home->block_size = size;
@@ -49,7 +50,9 @@ void* Allocate(Home* home, size_t size, size_t max_kept) {
     h->home = nullptr;
     return h + 1;
   }
-  if (home->kept == nullptr) TakeReturned(home, max_kept);
+  if (home->kept == nullptr) {
+    if (void* p = TakeReturned(home, max_kept)) return p;
+  }
   Header* h = home->kept;
   if (h != nullptr) {
     home->kept = h->next;

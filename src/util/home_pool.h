@@ -56,6 +56,10 @@ Home* AdoptOrCreate(Orphans* orphans);
 void Abandon(Orphans* orphans, Home* home);
 // `home` may be nullptr (a thread exiting): the block then comes from the heap.
 void* Allocate(Home* home, size_t size, size_t max_kept);
+// The owner, its kept list empty: takes the blocks other threads returned to `home`. Returns one
+// of them (nullptr when none came back) and keeps the others, freeing what would leave more than
+// `max_kept` free.
+void* TakeReturned(Home* home, size_t max_kept);
 // Frees a block of a home that is not this thread's (or one beyond its owner's limit).
 void Free(void* p);
 size_t FreeBlocks(Home* home);
@@ -73,11 +77,15 @@ class HomePool {
   // asked of it, and a block of another size comes from (and goes back to) the heap.
   static void* Allocate(size_t size) {
     Home* home = Mine();
-    if (home != nullptr && home->kept != nullptr && home->block_size == size) {
-      home_pool_internal::Header* h = home->kept;  // the fast path: the owner's own list
-      home->kept = h->next;
-      home->kept_count--;
-      return h + 1;
+    if (home != nullptr && home->block_size == size) {
+      if (home_pool_internal::Header* h = home->kept) {  // the fast path: the owner's own list
+        home->kept = h->next;
+        home->kept_count--;
+        return h + 1;
+      }
+      // Its own list ran dry: blocks other threads freed come back with one exchange. (A reactor
+      // whose blocks die on workers takes this path on most allocations.)
+      if (void* p = home_pool_internal::TakeReturned(home, kMaxKept)) return p;
     }
     return home_pool_internal::Allocate(ThisThreadHome(), size, kMaxKept);
   }

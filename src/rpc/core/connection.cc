@@ -319,6 +319,12 @@ void Connection::StartServerTls(Slice hello_start) {
 
 void Connection::OnFrame(BlockSlice frame) {
   DCHECK(reactor_->IsCurrentThread());
+  if (direction_ == Direction::kClient && state_ != State::kNegotiating) {
+    // A response, the client's common case: no memory accounting below applies to it.
+    Status s = HandleResponseFrame(std::move(frame));
+    if (!s.ok()) OnProtocolError(s);
+    return;
+  }
   // Server side: the frame's bytes, counted in memory_ as the transport's partial frame until
   // now, pass to the call made of it (HandleCallFrame takes them) without touching the tracker;
   // what no call takes is released below.
@@ -448,7 +454,7 @@ Status Connection::HandleCallFrame(BlockSlice frame, size_t* charged) {
   return Status::OK();
 }
 
-Status Connection::HandleResponseFrame(BlockSlice frame) {
+Status Connection::HandleResponseFrame(BlockSlice&& frame) {
   DCHECK(reactor_->IsCurrentThread());
   thread_local ResponseHeaderFields header;  // decoding clears it; its vector keeps capacity
   Slice body, tail;

@@ -194,7 +194,8 @@ class Connection final : public RefCounted<Connection>,
   void FailNegotiation(const Status& reason);
   // `*charged`: the frame's bytes already counted in memory_; set to 0 once a call holds them.
   Status HandleCallFrame(BlockSlice frame, size_t* charged);
-  Status HandleResponseFrame(BlockSlice frame);
+  // Takes `frame` (by reference: no copy of the slice on the way to the call).
+  Status HandleResponseFrame(BlockSlice&& frame);
   // Client side: queues the calls that waited for the connection, and sends later ones at once.
   void SendPendingCalls();
   // `upgrade`: the transport both sides agreed to continue on (RDMA), or nullptr.

@@ -130,7 +130,7 @@ void OutboundCall::OnTimerFired(struct ev_loop* /*loop*/, ev_timer* timer, int /
   call->on_timeout_(call, call->on_timeout_arg_);
 }
 
-void OutboundCall::FinishWithResponse(BlockSlice frame, const ResponseHeaderFields& header,
+void OutboundCall::FinishWithResponse(BlockSlice&& frame, const ResponseHeaderFields& header,
                                       Slice body, Slice tail, MonoTime received_at) {
   if (finished()) return;
   received_at_ = received_at;

@@ -70,8 +70,9 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   void StartTimer(struct ev_loop* loop, void (*on_timeout)(OutboundCall* call, void* arg),
                   void* arg);
   // Reactor thread. Each finishes the call (if not finished yet) and runs the callback.
-  // `received_at`: when the reactor read the response (saves a clock read).
-  void FinishWithResponse(BlockSlice frame, const ResponseHeaderFields& header, Slice body,
+  // `received_at`: when the reactor read the response (saves a clock read). Takes `frame`'s block
+  // when the call keeps its sidecars.
+  void FinishWithResponse(BlockSlice&& frame, const ResponseHeaderFields& header, Slice body,
                           Slice tail, MonoTime received_at);
   void FinishWithError(const Status& status);
   void FinishTimedOut();

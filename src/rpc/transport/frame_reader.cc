@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "rpc/transport/frame_format.h"
 
@@ -67,9 +68,13 @@ Result<bool> FrameReader::NextFrameSlow(BlockSlice* frame) {
     return false;
   }
   frame_end_ = 0;
-  frame->block = block_;
   frame->slice = Slice(block_->data() + start_ + kFrameLengthSize, length);
   start_ += total;
+  if (start_ == end_ && tail_size_ == 0) {
+    frame->block = std::move(block_);  // its last bytes: as in NextFrame()
+  } else {
+    frame->block = block_;
+  }
   return true;
 }
 

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "rpc/transport/frame_format.h"
 #include "util/block.h"
@@ -87,9 +88,16 @@ class FrameReader {
       if (length != 0 && length <= max_frame_size_ && total <= available) {
         large_frames_ = total > read_block_size_;
         frame_end_ = 0;
-        frame->block = block_;
         frame->slice = Slice(block_->data() + start_ + kFrameLengthSize, length);
         start_ += total;
+        if (start_ == end_ && tail_size_ == 0) {
+          // The block's last bytes: the frame takes the reader's reference instead of adding
+          // one, which the reader would drop at the next call anyway (an idle connection holds
+          // no block). Saves an atomic increment and decrement per frame read alone.
+          frame->block = std::move(block_);
+        } else {
+          frame->block = block_;
+        }
         return true;
       }
     } else if (available == 0 && tail_size_ == 0) {
