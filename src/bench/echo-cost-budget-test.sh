@@ -13,19 +13,17 @@
 # Usage: echo-cost-budget-test.sh ECHO_COST_BINARY ECHO_COST_SCRIPT BUILD_TYPE SANITIZER
 set -euo pipefail
 
-# Measured 7,211 instructions per call (build/rel, 2026-12-04, the lowest of 3, main after
-# merging branches `cli` and `srv`): as the seventh round (7,845: futex-word Mutexes, socket calls
-# through syscall(2), varints without loops, calls awaiting responses in an IntMap, the reactor's
-# last routed method remembered, IPv4 addresses compared as words), plus the client side's cuts
-# (the frame cut inline, responses without sidecars neither split nor held, head-only frames'
-# iovecs and payloads set inline, the call's reference handed down by rvalue reference) and the
-# server side's (header codec unrolled, a small frame's lengths read in one pass, a response
-# written whole by its worker not counted in the memory trackers, the RpcContext inside its
-# InboundCall, a small response's head in the call rather than a block); budget = 7,211 + 5%.
-# (echo-cost's chain of single calls: each call pays a whole loop iteration of both reactors; the
-# pipelined figures of docs/performance.md share them among many calls.) History in
-# docs/performance.md, "The guard".
-budget=7572
+# Measured 6,749 instructions per call (build/rel, 2026-12-04, the lowest of 3, main after the
+# ninth round's branches `req`, `srv3` and `cresp`): as the eighth round (7,211: futex-word
+# Mutexes, syscalls through syscall(2), unrolled varints and header codecs, calls awaiting
+# responses in an IntMap, the frame cut inline, the RpcContext inside its InboundCall, small
+# responses' heads in the call), plus a record per (proxy, method) with the header's method bytes
+# encoded once, small request heads in the call, a call's two messages cached as one pair, /rpcz
+# entries written in place, a frame taking the reader's last reference and returned blocks handed
+# out inline; budget = 6,749 + 5%. (echo-cost's chain of single calls: each call pays a whole
+# loop iteration of both reactors; the pipelined figures of docs/performance.md share them among
+# many calls.) History in docs/performance.md, "The guard".
+budget=7086
 
 bin=$1 script=$2 build_type=$3 sanitizer=$4
 if ! command -v valgrind >/dev/null; then

@@ -41,7 +41,7 @@ struct PeerConfig {
   int client_threads = 1;
   int async_call_concurrency = 64;
   int server_threads = 2;
-  int server_workers = 0;  // raw-tcp: worker threads answering the loops' frames; 0 = none
+  int server_workers = 0;   // raw-tcp: worker threads answering the loops' frames; 0 = none
   std::string server_addr;  // host:port; empty runs the server in-process
   bool server_only = false;
   std::string bind_host = "127.0.0.1";

@@ -7,9 +7,8 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <unistd.h>
-
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <mutex>
@@ -37,7 +36,9 @@ std::string ErrnoString(const char* what) { return std::string(what) + ": " + st
 class RawTcpEchoLoop final : public AnswerSink {
  public:
   RawTcpEchoLoop(int listen_fd, long response_bytes, bool corrupt, HandoffPool* workers)
-      : listen_fd_(listen_fd), response_bytes_(response_bytes), corrupt_(corrupt),
+      : listen_fd_(listen_fd),
+        response_bytes_(response_bytes),
+        corrupt_(corrupt),
         workers_(workers) {}
 
   ~RawTcpEchoLoop() {
@@ -405,9 +406,9 @@ std::unique_ptr<PeerServer> RawTcpEchoServer::Start(const PeerConfig& config, st
       return nullptr;
     }
     // The loop owns the listener from here on, so every error path below closes it.
-    server->loops_.push_back(std::make_unique<RawTcpEchoLoop>(
-        fd, config.server_response_bytes, config.corrupt_responses_for_test,
-        server->workers_.get()));
+    server->loops_.push_back(std::make_unique<RawTcpEchoLoop>(fd, config.server_response_bytes,
+                                                              config.corrupt_responses_for_test,
+                                                              server->workers_.get()));
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {

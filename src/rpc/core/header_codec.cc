@@ -106,7 +106,8 @@ inline uint8_t* WriteLengthDelimited(uint8_t tag, Slice bytes, uint8_t* p) {
 // Unrolled: a header's varints are one to three bytes (call ids, lengths, a timeout of a minute
 // in milliseconds), and a loop's shift and bound checks cost about as much as the rest of the
 // decoding (callgrind, echo-cost).
-[[gnu::always_inline]] inline bool ReadSmallVarint(const uint8_t** p, const uint8_t* end, uint32_t* out) {
+[[gnu::always_inline]] inline bool ReadSmallVarint(const uint8_t** p, const uint8_t* end,
+                                                   uint32_t* out) {
   const uint8_t* q = *p;
   const size_t avail = static_cast<size_t>(end - q);
   if (avail == 0) return false;

@@ -73,8 +73,8 @@ Result<BlockSlice> SerializeFrameHead(const RequestHeaderFields& header,
 
 Result<BlockSlice> SerializeFrameHead(const ResponseHeaderFields& header,
                                       const google::protobuf::MessageLite& body,
-                                      size_t sidecar_bytes, size_t max_frame_size,
-                                      uint8_t* buffer, size_t capacity) {
+                                      size_t sidecar_bytes, size_t max_frame_size, uint8_t* buffer,
+                                      size_t capacity) {
   return SerializeFrameHeadWith(
       EncodedSize(header), [&](uint8_t* p) { return EncodeTo(header, p); }, body, sidecar_bytes,
       max_frame_size, buffer, capacity);
