@@ -50,6 +50,18 @@ class SyncCallerReadTest : public RpcTestBase {
     ASSERT_TRUE(Echo("warm 1").ok());
     ASSERT_TRUE(Echo("warm 2").ok());
   }
+  // A server and a one-connection client whose reads are parked after a call read by its caller;
+  // then the server restarts on the same port, closing that connection while nobody reads it.
+  void RestartServerWhileReadsAreParked() {
+    StartServer();
+    StartOneConnectionClient();
+    WarmUp();
+    ASSERT_TRUE(Echo("parked").ok());
+    ASSERT_EQ(1, ReadByCaller());  // so the reads are parked now
+    const uint16_t port = server_addr_.port();
+    server_->Shutdown();
+    StartServer({}, port);
+  }
 
   // MessengerOptions::sync_peer_check_after for StartOneConnectionClient (the default: a
   // parked connection is checked before a call only when its last response is older).
@@ -215,14 +227,7 @@ TEST_F(SyncCallerReadTest, AServerClosingWhileTheCallerReadsFailsTheCall) {
 
 TEST_F(SyncCallerReadTest, AServerRestartedWhileReadsAreParkedGetsAFreshConnection) {
   peer_check_after_ = MonoDelta();  // always checked (a restart may take less than the default)
-  StartServer();
-  StartOneConnectionClient();
-  WarmUp();
-  ASSERT_TRUE(Echo("parked").ok());
-  ASSERT_EQ(1, ReadByCaller());
-  const uint16_t port = server_addr_.port();
-  server_->Shutdown();
-  StartServer({}, port);
+  ASSERT_NO_FATAL_FAILURE(RestartServerWhileReadsAreParked());
   // The close came while nobody read: the caller notices before it writes, and its call goes
   // out on a new connection instead of failing on the old one.
   ASSERT_TRUE(Echo("after restart").ok());
@@ -235,14 +240,7 @@ TEST_F(SyncCallerReadTest, AServerRestartedWhileReadsAreParkedGetsAFreshConnecti
 // after it gets one.
 TEST_F(SyncCallerReadTest, ACloseRightAfterTheLastResponseFailsTheNextCallWhenTheCheckIsSkipped) {
   peer_check_after_ = kLong;
-  StartServer();
-  StartOneConnectionClient();
-  WarmUp();
-  ASSERT_TRUE(Echo("parked").ok());
-  ASSERT_EQ(1, ReadByCaller());  // so the reads are parked now
-  const uint16_t port = server_addr_.port();
-  server_->Shutdown();
-  StartServer({}, port);
+  ASSERT_NO_FATAL_FAILURE(RestartServerWhileReadsAreParked());
   Status s = Echo("on the closed connection");
   EXPECT_TRUE(s.IsNetworkError()) << s.ToString();
   ASSERT_TRUE(Echo("on a fresh one").ok());
@@ -252,14 +250,7 @@ TEST_F(SyncCallerReadTest, ACloseRightAfterTheLastResponseFailsTheNextCallWhenTh
 // the call a fresh connection.
 TEST_F(SyncCallerReadTest, ACloseLaterThanTheThresholdIsNoticedBeforeTheCall) {
   peer_check_after_ = MonoDelta::FromMilliseconds(1);
-  StartServer();
-  StartOneConnectionClient();
-  WarmUp();
-  ASSERT_TRUE(Echo("parked").ok());
-  ASSERT_EQ(1, ReadByCaller());
-  const uint16_t port = server_addr_.port();
-  server_->Shutdown();
-  StartServer({}, port);
+  ASSERT_NO_FATAL_FAILURE(RestartServerWhileReadsAreParked());
   SleepFor(MonoDelta::FromMilliseconds(5));  // the reads were parked at least this long ago
   ASSERT_TRUE(Echo("after restart").ok());
   // In a loop the calls come within the threshold and skip the check; each is read by its caller

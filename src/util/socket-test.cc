@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "util/testing/socket-test-util.h"
+
 namespace rrpc {
 namespace {
 
@@ -23,18 +25,7 @@ class SocketTest : public ::testing::Test {
  protected:
   // A connected pair, both blocking: the mode a caller leaves a client socket in.
   void SetUp() override {
-    Result<Socket> l = Socket::CreateTcp(AF_INET);
-    ASSERT_TRUE(l.ok());
-    Socket listener = std::move(l).value();
-    ASSERT_TRUE(listener.Bind(Sockaddr::Loopback(0)).ok());
-    ASSERT_TRUE(listener.Listen(4).ok());
-    Result<Socket> c = Socket::CreateTcp(AF_INET);
-    ASSERT_TRUE(c.ok());
-    client_ = std::move(c).value();
-    ASSERT_TRUE(client_.SetNonBlocking(false).ok());
-    ASSERT_TRUE(client_.ConnectNonBlocking(listener.GetSocketAddress().value()).ok());
-    Sockaddr peer;
-    ASSERT_TRUE(listener.Accept(&server_, &peer).ok());
+    ASSERT_TRUE(ConnectLoopbackPair(&client_, &server_).ok());
     ASSERT_TRUE(server_.SetNonBlocking(false).ok());
     ASSERT_EQ(0, fcntl(client_.fd(), F_GETFL) & O_NONBLOCK);
     // A call that waited would end here, not hang.

@@ -18,6 +18,7 @@
 #include "rpc/core/negotiation.h"
 #include "rpc/core/wire_codec.h"
 #include "rpc/rpc_header.pb.h"
+#include "rpc/transport/frame-test-util.h"
 #include "util/monotime.h"
 #include "util/sockaddr.h"
 #include "util/socket.h"
@@ -31,13 +32,6 @@ inline std::string FrameBytes(const google::protobuf::MessageLite& header,
                               const std::string& sidecars = "") {
   BlockSlice head = SerializeFrameHead(header, body, sidecars.size(), 1u << 31).value();
   return head.slice.ToString() + sidecars;
-}
-
-// A frame whose content (after the length prefix) is `content`, taken verbatim.
-inline std::string RawFrame(const std::string& content) {
-  uint8_t prefix[kFrameLengthSize];
-  EncodeBigEndian32(prefix, static_cast<uint32_t>(content.size()));
-  return std::string(reinterpret_cast<const char*>(prefix), sizeof(prefix)) + content;
 }
 
 // A call frame as a client sends it; `timeout_ms` 0 sends no deadline.

@@ -67,14 +67,7 @@ Result<bool> FrameReader::NextFrameSlow(BlockSlice* frame) {
     frame_end_ = start_ + total;
     return false;
   }
-  frame_end_ = 0;
-  frame->slice = Slice(block_->data() + start_ + kFrameLengthSize, length);
-  start_ += total;
-  if (start_ == end_ && tail_size_ == 0) {
-    frame->block = std::move(block_);  // its last bytes: as in NextFrame()
-  } else {
-    frame->block = block_;
-  }
+  TakeFrame(length, frame);
   return true;
 }
 

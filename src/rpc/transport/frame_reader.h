@@ -87,17 +87,7 @@ class FrameReader {
       const size_t total = kFrameLengthSize + size_t{length};
       if (length != 0 && length <= max_frame_size_ && total <= available) {
         large_frames_ = total > read_block_size_;
-        frame_end_ = 0;
-        frame->slice = Slice(block_->data() + start_ + kFrameLengthSize, length);
-        start_ += total;
-        if (start_ == end_ && tail_size_ == 0) {
-          // The block's last bytes: the frame takes the reader's reference instead of adding
-          // one, which the reader would drop at the next call anyway (an idle connection holds
-          // no block). Saves an atomic increment and decrement per frame read alone.
-          frame->block = std::move(block_);
-        } else {
-          frame->block = block_;
-        }
+        TakeFrame(length, frame);
         return true;
       }
     } else if (available == 0 && tail_size_ == 0) {
@@ -122,6 +112,20 @@ class FrameReader {
  private:
   // NextFrame() for every case but a whole valid frame buffered.
   Result<bool> NextFrameSlow(BlockSlice* frame);
+  // Hands out the whole frame of `length` bytes buffered at start_, and moves past it.
+  void TakeFrame(uint32_t length, BlockSlice* frame) {
+    frame_end_ = 0;
+    frame->slice = Slice(block_->data() + start_ + kFrameLengthSize, length);
+    start_ += kFrameLengthSize + size_t{length};
+    if (start_ == end_ && tail_size_ == 0) {
+      // The block's last bytes: the frame takes the reader's reference instead of adding one,
+      // which the reader would drop at the next call anyway (an idle connection holds no block).
+      // Saves an atomic increment and decrement per frame read alone.
+      frame->block = std::move(block_);
+    } else {
+      frame->block = block_;
+    }
+  }
   // Moves the pending partial frame into a block with room for `needed` bytes from its start.
   void Relocate(size_t needed);
   // Commit() of a scatter read that ran past the block into the tail.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "rpc/transport/frame-test-util.h"
 #include "rpc/transport/frame_format.h"
 #include "util/monotime.h"
 #include "util/sockaddr.h"
@@ -24,12 +25,6 @@ BlockSlice Bytes(const std::string& s) {
   BlockRef block = Block::Allocate(s.size());
   memcpy(block->data(), s.data(), s.size());
   return BlockSlice{block, Slice(block->data(), s.size())};
-}
-
-std::string Frame(const std::string& content) {
-  uint8_t prefix[kFrameLengthSize];
-  EncodeBigEndian32(prefix, static_cast<uint32_t>(content.size()));
-  return std::string(reinterpret_cast<const char*>(prefix), sizeof(prefix)) + content;
 }
 
 // Records what the transport reports; optionally detaches the transport at the preamble.
@@ -114,7 +109,7 @@ TEST_F(TcpTransportTest, DeliversThePreambleThenFramesInOrder) {
   ASSERT_TRUE(transport->ExpectPreamble(6).ok());
   transport->Start(loop_, &host);
   const std::string bytes =
-      std::string("RRPC\x01\x00", 6) + Frame("first") + Frame("second") + Frame("third");
+      std::string("RRPC\x01\x00", 6) + RawFrame("first") + RawFrame("second") + RawFrame("third");
   ASSERT_TRUE(
       client.BlockingWrite(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()).ok());
   ASSERT_TRUE(RunUntil([&] { return host.frames.size() == 3; }));
@@ -132,7 +127,7 @@ TEST_F(TcpTransportTest, OversizedFrameIsAProtocolErrorAndStopsDelivery) {
   transport->Start(loop_, &host);
   std::string big(4, '\0');
   EncodeBigEndian32(reinterpret_cast<uint8_t*>(big.data()), 1000);
-  const std::string bytes = Frame("ok") + big;
+  const std::string bytes = RawFrame("ok") + big;
   ASSERT_TRUE(
       client.BlockingWrite(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()).ok());
   ASSERT_TRUE(RunUntil([&] { return !host.protocol_errors.empty(); }));
@@ -156,7 +151,7 @@ TEST_F(TcpTransportTest, LargeFramesBackToBackAndABadPrefixAfterThem) {
     std::string content(3000 + i * 500 + (i % 3 == 0 ? 0 : 100 - i), static_cast<char>('a' + i));
     if (i % 5 == 4) content.resize(10);  // small ones between them too
     expected.push_back(content);
-    bytes += Frame(content);
+    bytes += RawFrame(content);
   }
   std::string bad(4, '\0');
   EncodeBigEndian32(reinterpret_cast<uint8_t*>(bad.data()), 64 * 1024 + 1);
@@ -227,7 +222,7 @@ TEST_F(TcpTransportTest, WritesTheQueueAndPausesReading) {
 
   // Paused, the transport reads nothing; resumed, it delivers what waited.
   transport->PauseReading(true);
-  const std::string bytes = Frame("later");
+  const std::string bytes = RawFrame("later");
   ASSERT_TRUE(
       client.BlockingWrite(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()).ok());
   for (int i = 0; i < 20; i++) ev_run(loop_, EVRUN_NOWAIT);
@@ -246,18 +241,18 @@ TEST_F(TcpTransportTest, DetachedStreamContinuesWithTheBytesAlreadyRead) {
   ASSERT_TRUE(first->ExpectPreamble(6).ok());
   first->Start(loop_, &host);
   // Preamble and two frames in one write: the first transport reads all of them at once.
-  const std::string bytes = std::string("RRPC\x01\x00", 6) + Frame("one") + Frame("two");
+  const std::string bytes = std::string("RRPC\x01\x00", 6) + RawFrame("one") + RawFrame("two");
   ASSERT_TRUE(
       client.BlockingWrite(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()).ok());
   ASSERT_TRUE(RunUntil([&] { return host.detached != nullptr; }));
   EXPECT_TRUE(host.frames.empty());  // nothing delivered after the detach
-  EXPECT_EQ(Frame("one") + Frame("two"), host.detached->unread);
+  EXPECT_EQ(RawFrame("one") + RawFrame("two"), host.detached->unread);
 
   TcpTransport second(std::move(*host.detached), options_);
   RecordingHost second_host;
   second.Start(loop_, &second_host);
   ASSERT_TRUE(RunUntil([&] { return second_host.frames.size() == 2; }));
-  const std::string more = Frame("three");
+  const std::string more = RawFrame("three");
   ASSERT_TRUE(
       client.BlockingWrite(reinterpret_cast<const uint8_t*>(more.data()), more.size()).ok());
   ASSERT_TRUE(RunUntil([&] { return second_host.frames.size() == 3; }));

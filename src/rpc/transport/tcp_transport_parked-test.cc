@@ -16,21 +16,17 @@
 #include <thread>
 #include <vector>
 
+#include "rpc/transport/frame-test-util.h"
 #include "rpc/transport/frame_format.h"
 #include "rpc/transport/tcp_transport.h"
 #include "util/monotime.h"
 #include "util/socket.h"
+#include "util/testing/socket-test-util.h"
 
 namespace rrpc::rpc {
 namespace {
 
 constexpr MonoDelta kLong = MonoDelta::FromSeconds(20);
-
-std::string Frame(const std::string& content) {
-  uint8_t prefix[kFrameLengthSize];
-  EncodeBigEndian32(prefix, static_cast<uint32_t>(content.size()));
-  return std::string(reinterpret_cast<const char*>(prefix), sizeof(prefix)) + content;
-}
 
 class FrameHost : public TransportHost {
  public:
@@ -52,19 +48,8 @@ class TcpTransportParkedTest : public ::testing::Test {
   // the other side (blocking).
   void SetUp() override {
     loop_ = ev_loop_new(EVFLAG_AUTO);
-    Result<Socket> l = Socket::CreateTcp(AF_INET);
-    ASSERT_TRUE(l.ok());
-    Socket listener = std::move(l).value();
-    ASSERT_TRUE(listener.Bind(Sockaddr::Loopback(0)).ok());
-    ASSERT_TRUE(listener.Listen(4).ok());
-    Result<Socket> c = Socket::CreateTcp(AF_INET);
-    ASSERT_TRUE(c.ok());
-    peer_ = std::move(c).value();
-    ASSERT_TRUE(peer_.SetNonBlocking(false).ok());
-    ASSERT_TRUE(peer_.ConnectNonBlocking(listener.GetSocketAddress().value()).ok());
     Socket accepted;
-    Sockaddr addr;
-    ASSERT_TRUE(listener.Accept(&accepted, &addr).ok());
+    ASSERT_TRUE(ConnectLoopbackPair(&peer_, &accepted).ok());
     fd_ = accepted.fd();
     transport_ = std::make_unique<TcpTransport>(std::move(accepted), /*connecting=*/false,
                                                 StreamTransportOptions());
@@ -107,7 +92,7 @@ TEST_F(TcpTransportParkedTest, TheCallerReadsItsFrameBlockingAndTheReactorNeverW
   EXPECT_FALSE(Blocking());
   std::thread peer([this] {
     SleepFor(MonoDelta::FromMilliseconds(20));  // most likely after the caller waits
-    PeerWrites(Frame("response"));
+    PeerWrites(RawFrame("response"));
   });
   std::string frame;
   Result<bool> got = ReadAsCaller(MonoTime::Now() + kLong, &frame);
@@ -140,7 +125,7 @@ TEST_F(TcpTransportParkedTest, TheCallerReadsItsFrameBlockingAndTheReactorNeverW
   transport_->ResumeReads(/*read_now=*/true);
   for (int i = 0; i < 10; i++) ev_run(loop_, EVRUN_NOWAIT);
   EXPECT_TRUE(host_.frames.empty());
-  PeerWrites(Frame("next"));
+  PeerWrites(RawFrame("next"));
   const MonoTime deadline = MonoTime::Now() + kLong;
   while (host_.frames.empty() && MonoTime::Now() < deadline) ev_run(loop_, EVRUN_ONCE);
   EXPECT_EQ(std::vector<std::string>{"next"}, host_.frames);
@@ -182,7 +167,7 @@ TEST_F(TcpTransportParkedTest, ASignalDoesNotEndTheCallersRead) {
     SleepFor(MonoDelta::FromMilliseconds(5));
     pthread_kill(caller.native_handle(), SIGUSR1);
   }
-  PeerWrites(Frame("after signals"));
+  PeerWrites(RawFrame("after signals"));
   caller.join();
   sigaction(SIGUSR1, &old, nullptr);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -194,7 +179,7 @@ TEST_F(TcpTransportParkedTest, DeadlinesEndTheReadWhateverTheTimeoutLeftOnTheSoc
   // A read without a deadline leaves the longest SO_RCVTIMEO on the socket; later reads with
   // nearer deadlines (one in the blocking stretch, one in the ppoll stretch) still end at them,
   // with nothing read, and a frame that then comes is read whole.
-  PeerWrites(Frame("first"));
+  PeerWrites(RawFrame("first"));
   std::string frame;
   ASSERT_TRUE(ReadAsCaller(MonoTime::Max(), &frame).value());
   for (const MonoDelta wait : {MonoDelta::FromMilliseconds(60), MonoDelta::FromMilliseconds(5)}) {
@@ -205,7 +190,7 @@ TEST_F(TcpTransportParkedTest, DeadlinesEndTheReadWhateverTheTimeoutLeftOnTheSoc
     EXPECT_GE(MonoTime::Now(), deadline);
   }
   // Half a frame before a deadline: it stays buffered for the next read.
-  const std::string whole = Frame("split");
+  const std::string whole = RawFrame("split");
   PeerWrites(whole.substr(0, 3));
   EXPECT_FALSE(ReadAsCaller(MonoTime::Now() + MonoDelta::FromMilliseconds(30), &frame).value());
   PeerWrites(whole.substr(3));
