@@ -210,12 +210,20 @@ Result<size_t> Socket::WritevNoWait(const iovec* iov, int iovcnt) {
   return WritevLoop<MSG_DONTWAIT>(fd_, iov, iovcnt);
 }
 
-Status Socket::SetRecvTimeout(MonoDelta timeout) {
-  // Rounded up: a bound under a microsecond must not become 0, which means none.
+namespace {
+// A socket timeout's timeval, rounded up: a bound under a microsecond must not become 0, which
+// means none.
+timeval SocketTimeout(MonoDelta timeout) {
   const int64_t us = (timeout.ToNanoseconds() + 999) / 1000;
   timeval tv{};
   tv.tv_sec = static_cast<time_t>(us / 1000000);
   tv.tv_usec = static_cast<suseconds_t>(us % 1000000);
+  return tv;
+}
+}  // namespace
+
+Status Socket::SetRecvTimeout(MonoDelta timeout) {
+  const timeval tv = SocketTimeout(timeout);
   if (setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) {
     return Status::FromErrno("setsockopt(SO_RCVTIMEO)", errno);
   }
@@ -223,11 +231,8 @@ Status Socket::SetRecvTimeout(MonoDelta timeout) {
 }
 
 Status Socket::SetIoTimeout(MonoDelta timeout) {
-  const int64_t us = timeout.ToMicroseconds();
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(us / 1000000);
-  tv.tv_usec = static_cast<suseconds_t>(us % 1000000);
   RRPC_RETURN_NOT_OK(SetRecvTimeout(timeout));
+  const timeval tv = SocketTimeout(timeout);
   if (setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
     return Status::FromErrno("setsockopt(SO_SNDTIMEO)", errno);
   }
