@@ -93,6 +93,30 @@ TEST_F(ClientTest, CallWhoseDeadlineAlreadyPassedTimesOut) {
   ASSERT_TRUE(Echo("next").ok());
 }
 
+// A timeout counts from when the call is sent: until then the deadline moves with the clock; the
+// call fixes it, from its send time, and it stays put afterwards.
+TEST_F(ClientTest, TimeoutCountsFromTheSendAndFixesTheDeadlineThen) {
+  StartServer();
+  StartClient();
+  rtest::EchoRequestPB req;
+  req.set_data("timed");
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  const MonoDelta timeout = MonoDelta::FromSeconds(60);
+  ctl.set_timeout(timeout);
+  const MonoTime before_wait = MonoTime::Now();
+  EXPECT_GE(ctl.deadline(), before_wait + timeout);
+  SleepFor(MonoDelta::FromMilliseconds(20));
+  const MonoTime before_send = MonoTime::Now();
+  EXPECT_GE(ctl.deadline(), before_send + timeout);  // not yet fixed: later than it was
+  ASSERT_TRUE(Proxy().Echo(req, &resp, &ctl).ok());
+  const MonoTime fixed = ctl.deadline();
+  EXPECT_GE(fixed, before_send + timeout);
+  EXPECT_LE(fixed, MonoTime::Now() + timeout);
+  SleepFor(MonoDelta::FromMilliseconds(20));
+  EXPECT_EQ(fixed, ctl.deadline());
+}
+
 // Deadlines on one connection share one timer while they come in nondecreasing order
 // (connection.h: call_deadlines_): the calls stuck in the server time out, each once and not
 // before its deadline, and the calls answered meanwhile never do.

@@ -5,11 +5,6 @@ namespace rrpc::rpc {
 RpcController::RpcController() = default;
 RpcController::~RpcController() = default;
 
-void RpcController::set_timeout(MonoDelta timeout) {
-  timeout_ = timeout;
-  deadline_ = MonoTime::Now() + timeout;
-}
-
 void RpcController::set_deadline(MonoTime deadline) {
   deadline_ = deadline;
   timeout_ = deadline.IsMax() ? MonoDelta::Max() : deadline - MonoTime::Now();

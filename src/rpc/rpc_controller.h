@@ -37,12 +37,19 @@ class RpcController {
   RpcController(const RpcController&) = delete;
   RpcController& operator=(const RpcController&) = delete;
 
-  // Time allowed for the call, counted from when it is sent. Sets the deadline too.
-  void set_timeout(MonoDelta timeout);
+  // Time allowed for the call, counted from when it is sent: the call fixes its deadline then,
+  // from the clock read that stamps its send time (no clock read here).
+  void set_timeout(MonoDelta timeout) {
+    timeout_ = timeout;
+    deadline_ = MonoTime();  // fixed when the call is sent
+  }
   // An absolute deadline (e.g. inherited from the server call being handled).
   void set_deadline(MonoTime deadline);
   MonoDelta timeout() const { return timeout_; }
-  MonoTime deadline() const { return deadline_; }
+  // When the call times out; before a call with only a timeout is sent, as if it were sent now.
+  MonoTime deadline() const {
+    return deadline_ != MonoTime() ? deadline_ : MonoTime::Now() + timeout_;
+  }
 
   // Attaches bytes that travel after the request body without being copied. The bytes must stay
   // valid until the call finishes; a BlockSlice keeps its block alive itself. Returns the index.
@@ -75,7 +82,14 @@ class RpcController {
   // Before a retry: forgets the last attempt's outcome, keeps the deadline, sidecars and policy.
   void PrepareRetry();
 
+  // Fixes the deadline of a call sent at `sent_at` (OutboundCall, when it serializes the call).
+  MonoTime FixDeadline(MonoTime sent_at) {
+    if (deadline_ == MonoTime()) deadline_ = sent_at + timeout_;
+    return deadline_;
+  }
+
   MonoDelta timeout_ = MonoDelta::Max();
+  // MonoTime() while set_timeout()'s timeout waits for the call's send time.
   MonoTime deadline_ = MonoTime::Max();
   std::vector<BlockSlice> outbound_sidecars_;
   // Set by OutboundCall when the call finishes (before the callback runs).

@@ -88,7 +88,8 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
   }
   if (!queued) {
     const bool flush = static_cast<bool>(self);
-    call->TransferDone();  // deletes the call; `this` may go with it unless `self` holds it
+    // Deletes the call; `this` may go with it unless `self` holds it.
+    call->TransferDoneRightAfterResponse();
     if (flush) self->reactor_->RunOnReactor([self] { self->Flush(); });
     return true;
   }

@@ -192,6 +192,12 @@ void InboundCall::TransferDone() {
   delete this;
 }
 
+void InboundCall::TransferDoneRightAfterResponse() {
+  rpcz_entry_.FinishSentAtResponse();
+  connection_->InboundCallDone();
+  delete this;
+}
+
 void InboundCall::TransferAborted(const Status& status) {
   VLOG(1) << "response to call " << call_id() << " from " << remote_address().ToString()
           << " not sent: " << status.ToString();

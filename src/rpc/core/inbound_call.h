@@ -129,6 +129,10 @@ class InboundCall final : public OutboundTransfer {
 
   // OutboundTransfer: the response has been written, or the connection is gone.
   void TransferDone() override;
+  // TransferDone() for a response its responder wrote whole right after serializing it, on the
+  // same thread (Connection::TryWriteLoneResponse): /rpcz takes the response's time for the
+  // write's instead of reading the clock again.
+  void TransferDoneRightAfterResponse();
   void TransferAborted(const Status& status) override;
 
  private:

@@ -74,7 +74,7 @@ Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t
   header.call_id = call_id;
   header.remote_method = method_->encoded();
   sent_at_ = MonoTime::Now();
-  const MonoTime deadline = controller_->deadline();
+  const MonoTime deadline = controller_->FixDeadline(sent_at_);
   if (!deadline.IsMax()) {
     // At least 1 ms: 0 would mean "no deadline" to the server.
     const int64_t ms = std::max<int64_t>(1, (deadline - sent_at_).ToMilliseconds());

@@ -58,6 +58,7 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
 
   int32_t call_id() const { return call_id_; }
   const Sockaddr& remote() const { return method_->remote(); }
+  const RemoteMethod* remote_method() const { return method_.get(); }
   const std::string& method_name() const { return method_->method_name(); }
   MonoTime deadline() const;
   // When the call was serialized (Serialize()): about when it was queued for sending.

@@ -32,6 +32,7 @@ class InboundCall;
 class Messenger;
 class MessengerMetrics;
 class OutboundCall;
+class RemoteMethod;
 class TransportFactory;
 
 class Reactor {
@@ -67,13 +68,14 @@ class Reactor {
 
   bool IsCurrentThread() const { return Current() == this; }
   // The reactor whose thread is calling, or nullptr on any other thread.
-  static Reactor* Current();
+  static Reactor* Current() { return tls_current_; }
   struct ev_loop* loop() const {
     return loop_;
   }
   Messenger* messenger() const { return messenger_; }
   const std::string& messenger_name() const;
-  const MessengerOptions& options() const;
+  // The messenger's options (inline: read on every call's path).
+  const MessengerOptions& options() const { return options_; }
   int index() const { return index_; }
   // The messenger's metrics; nullptr when disabled.
   MessengerMetrics* metrics() const { return metrics_; }
@@ -130,6 +132,8 @@ class Reactor {
   // Adds the time from woke_at_ to `about_to_block` (libev timestamps) to reactor_busy_time_us.
   void RecordBusyTime(ev_tstamp about_to_block);
   void FlushScheduled();
+  // Debug checks: `conn` closed during this loop iteration (it waits in closed_connections_).
+  bool IsClosedThisIteration(const Connection* conn) const;
   void RunLoop();
   void DrainIncomingWork() EXCLUDES(mu_);
   void AcceptConnections();
@@ -149,7 +153,12 @@ class Reactor {
   void CloseAll(const Status& reason);
   void WakeUp();
 
+  // Set on each reactor thread for its lifetime (a trivially destructible thread_local: read
+  // inline, several times per call, without a TLS wrapper call).
+  static inline thread_local Reactor* tls_current_ = nullptr;
+
   Messenger* const messenger_;
+  const MessengerOptions& options_;  // the messenger's
   const int index_;
   struct ev_loop* loop_ = nullptr;
   std::thread thread_;
@@ -177,9 +186,9 @@ class Reactor {
   // reactor, on a cache line of its own, so reactors never share one.
   alignas(64) std::atomic<int64_t> inbound_calls_in_flight_{0};
   // Reactor thread only, with metrics: when the loop last woke up (libev's clock; 0: not since it
-  // last blocked), and the nanoseconds of busy time not yet counted in whole microseconds.
+  // last blocked), and the busy time not yet counted in whole microseconds (a fraction of one).
   ev_tstamp woke_at_ = 0;
-  int64_t busy_ns_carry_ = 0;
+  double busy_us_unpublished_ = 0;
   // Reactor thread only: AssignOutboundCall frames on the stack. A call that fails at once
   // (its connection closing, a connect refused on the spot) runs its callback inside
   // AssignOutboundCall; a callback that issues the next call from there would recurse without
@@ -206,6 +215,10 @@ class Reactor {
   // a client calling one server again and again skips the map lookup (hashing and comparing the
   // address: about 250 instructions per call, build-support/echo-cost).
   Connection* last_client_connection_ = nullptr;
+  // The method record (core/remote_method.h) of a call that last went to
+  // last_client_connection_: a call of the same record goes to the same address, found by a
+  // pointer compare instead of comparing addresses. Held so that its address is never reused.
+  scoped_refptr<const RemoteMethod> last_client_method_;
   std::vector<Connection*> flush_list_;
   // FlushScheduled's batch: a member, so its capacity is kept (no allocation per loop turn).
   std::vector<Connection*> flush_batch_;

@@ -127,6 +127,30 @@ TEST(RpczStoreTest, SamplesSlowSuccessfulCallsWithTheirTimeline) {
   EXPECT_GT(s.arrival_unix_us, 0);
 }
 
+// A response its worker wrote whole right after serializing it is finished with the response's
+// time (no clock read): the sample's done time is its responded time.
+TEST(RpczStoreTest, FinishSentAtResponseTakesTheResponseTime) {
+  RpczStoreOptions options;
+  options.slow_threshold = MonoDelta::FromSeconds(1);
+  RpczStore store(options);
+  RpczCallEntry slow;
+  const MonoTime arrival = SecondsAgo(5);
+  TrackCall(&store, &slow, Info(&kEchoKey, "Echo", 21, arrival), 0);
+  slow.MarkStarted(arrival + MonoDelta::FromMilliseconds(500));
+  slow.MarkResponded(arrival + MonoDelta::FromMilliseconds(1500), nullptr);
+  slow.FinishSentAtResponse();
+  EXPECT_FALSE(slow.tracked());
+  EXPECT_EQ(0u, store.ListInFlight(10).calls.size());
+
+  auto samples = store.ListSamples();
+  ASSERT_EQ(1u, samples.size());
+  ASSERT_EQ(1u, samples[0].slow.size());
+  const RpczSample& s = samples[0].slow[0];
+  EXPECT_TRUE(s.sent);
+  EXPECT_EQ(1'500'000, s.responded_us);
+  EXPECT_EQ(1'500'000, s.done_us);
+}
+
 TEST(RpczStoreTest, SamplesFailedCallsWithTheirError) {
   RpczStoreOptions options;
   options.min_sample_interval = MonoDelta::FromNanoseconds(0);

@@ -141,8 +141,7 @@ void RpczStore::Track(RpczCallEntry* entry, size_t stripe_hint) {
   stripe.size++;
 }
 
-void RpczStore::Finish(RpczCallEntry* entry, bool sent) {
-  const MonoTime done = MonoTime::Now();
+void RpczStore::Finish(RpczCallEntry* entry, bool sent, MonoTime done) {
   {
     Stripe& stripe = stripes_[entry->stripe_];
     MutexLock lock(stripe.mu);

@@ -124,6 +124,10 @@ class RpczCallEntry {
   // The thread that owns the call, once it is over: `sent` tells whether the response was
   // written. Unlinks the call and samples it if it was slow or failed. No-op if not tracked.
   void Finish(bool sent);
+  // Finish(true) for a response its responder wrote whole right after MarkResponded(), on the
+  // same thread: the response's time stands for the write's (one write() apart), which saves a
+  // clock read per call. REQUIRES: MarkResponded() ran (or the entry is not tracked).
+  void FinishSentAtResponse();
 
   bool tracked() const { return store_ != nullptr; }
   // What RpczStore::Track() will link, filled in place by the call's owner before it (a copy
@@ -198,7 +202,8 @@ class RpczStore {
   // has its own; a cache line each, so that reactors do not share one.
   static constexpr size_t kNumStripes = 16;
 
-  void Finish(RpczCallEntry* entry, bool sent);
+  // Unlinks the entry; samples it when it failed or took longer than the threshold by `done`.
+  void Finish(RpczCallEntry* entry, bool sent, MonoTime done);
   // The samples of `info.method_key`, created on first use; null when the table is full.
   MethodSamples* FindOrCreateMethod(const RpczCallInfo& info);
   void Sample(RpczCallEntry* entry, MonoTime done, bool sent, bool failed);
@@ -214,7 +219,7 @@ class RpczStore {
 };
 
 inline RpczCallEntry::~RpczCallEntry() {
-  if (store_ != nullptr) store_->Finish(this, /*sent=*/false);
+  if (store_ != nullptr) store_->Finish(this, /*sent=*/false, MonoTime::Now());
 }
 
 inline void RpczCallEntry::MarkResponded(MonoTime t, const ErrorStatusPB* error) {
@@ -225,7 +230,13 @@ inline void RpczCallEntry::MarkResponded(MonoTime t, const ErrorStatusPB* error)
 }
 
 inline void RpczCallEntry::Finish(bool sent) {
-  if (store_ != nullptr) store_->Finish(this, sent);
+  if (store_ != nullptr) store_->Finish(this, sent, MonoTime::Now());
+}
+
+inline void RpczCallEntry::FinishSentAtResponse() {
+  if (store_ == nullptr) return;
+  store_->Finish(this, /*sent=*/true,
+                 MonoTime::FromNanoseconds(responded_ns_.load(std::memory_order_relaxed)));
 }
 
 }  // namespace rrpc::rpc

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rpc/transport/frame_format.h"
@@ -105,8 +106,8 @@ class FrameReaderSplitTest : public ::testing::TestWithParam<size_t> {};
 // Feeds a reader with read blocks of `block` bytes the sample stream in two reads split at every
 // byte boundary in turn, each read through `feed` (plain or scatter reads): the frames come out
 // whole and nothing stays buffered.
-using FeedFn = std::function<Status(FrameReader*, const std::string&, size_t,
-                                    std::vector<BlockSlice>*)>;
+using FeedFn =
+    std::function<Status(FrameReader*, const std::string&, size_t, std::vector<BlockSlice>*)>;
 void ExpectFramesWholeAtEverySplit(size_t block, const FeedFn& feed) {
   const std::vector<std::string> expected = SampleFrames();
   std::string stream;
@@ -125,10 +126,9 @@ void ExpectFramesWholeAtEverySplit(size_t block, const FeedFn& feed) {
 }
 
 TEST_P(FrameReaderSplitTest, FramesSplitAtEveryByteBoundaryComeOutWhole) {
-  ExpectFramesWholeAtEverySplit(GetParam(), [](FrameReader* r, const std::string& bytes,
-                                               size_t chunk, std::vector<BlockSlice>* frames) {
-    return Feed(r, bytes, chunk, frames);
-  });
+  ExpectFramesWholeAtEverySplit(
+      GetParam(), [](FrameReader* r, const std::string& bytes, size_t chunk,
+                     std::vector<BlockSlice>* frames) { return Feed(r, bytes, chunk, frames); });
 }
 
 TEST_P(FrameReaderSplitTest, FramesFedOneByteAtATimeComeOutWhole) {
@@ -149,10 +149,9 @@ TEST_P(FrameReaderSplitTest, FramesFedOneByteAtATimeComeOutWhole) {
 // or part of it, and whatever the split, the frames and the bytes after them come out whole.
 TEST_P(FrameReaderSplitTest, ScatterReadsSplitAtEveryByteBoundaryComeOutWhole) {
   const size_t block = GetParam();
-  ExpectFramesWholeAtEverySplit(block, [](FrameReader* r, const std::string& bytes,
-                                          size_t chunk, std::vector<BlockSlice>* frames) {
-    return FeedScatter(r, bytes, chunk, frames);
-  });
+  ExpectFramesWholeAtEverySplit(
+      block, [](FrameReader* r, const std::string& bytes, size_t chunk,
+                std::vector<BlockSlice>* frames) { return FeedScatter(r, bytes, chunk, frames); });
   const std::vector<std::string> expected = SampleFrames();
   std::string stream;
   for (const auto& f : expected) stream += f;
@@ -472,6 +471,47 @@ TEST(FrameReaderTest, SeedTakesMoreThanAReadBlockAtOnce) {
   ASSERT_EQ(8u, frames.size());
   EXPECT_EQ(Content(partial), frames[6].slice.ToString());
   EXPECT_EQ(Content(MakeFrame(3, 8)), frames[7].slice.ToString());
+}
+
+// On a thread that recycles read blocks (a reactor's), a lone frame read alone takes its block
+// to the call, and the next read goes into that same block again once the frame is released,
+// never while it is held: its bytes are still being read.
+TEST(FrameReaderTest, ARecyclingThreadReadsIntoItsSpareBlockOnceItsFramesAreGone) {
+  std::thread reactor([] {
+    FrameReader::RecycleReadBlocksOnThisThread();
+    FrameReader reader(1 << 20, 4096);
+    std::vector<BlockSlice> frames;
+    ASSERT_TRUE(Feed(&reader, MakeFrame(40, 1), 4096, &frames).ok());
+    ASSERT_EQ(1u, frames.size());
+    const Block* first = frames[0].block.get();
+
+    // Held: the next frame gets another block, and the first keeps its bytes.
+    ASSERT_TRUE(Feed(&reader, MakeFrame(50, 2), 4096, &frames).ok());
+    ASSERT_EQ(2u, frames.size());
+    EXPECT_NE(first, frames[1].block.get());
+    EXPECT_EQ(Content(MakeFrame(40, 1)), frames[0].slice.ToString());
+    const Block* second = frames[1].block.get();
+
+    // Released: the spare (the block handed out last) is read into again.
+    frames.clear();
+    ASSERT_TRUE(Feed(&reader, MakeFrame(60, 3), 4096, &frames).ok());
+    ASSERT_EQ(1u, frames.size());
+    EXPECT_EQ(second, frames[0].block.get());
+    EXPECT_EQ(Content(MakeFrame(60, 3)), frames[0].slice.ToString());
+    EXPECT_FALSE(frames[0].block->HasOneRef());  // the frame's and the spare's
+
+    // Stopping drops the spare: the frame holds the only reference.
+    FrameReader::StopRecyclingReadBlocksOnThisThread();
+    EXPECT_TRUE(frames[0].block->HasOneRef());
+    // A frame larger than the read block gets a block of its own size, never the spare.
+    FrameReader::RecycleReadBlocksOnThisThread();
+    frames.clear();
+    ASSERT_TRUE(Feed(&reader, MakeFrame(5000, 4), 8192, &frames).ok());
+    ASSERT_EQ(1u, frames.size());
+    EXPECT_EQ(Content(MakeFrame(5000, 4)), frames[0].slice.ToString());
+    FrameReader::StopRecyclingReadBlocksOnThisThread();
+  });
+  reactor.join();
 }
 
 }  // namespace

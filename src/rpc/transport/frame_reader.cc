@@ -17,7 +17,7 @@ uint8_t* FrameReader::writable_data() {
   if (!block_) {
     // After a large frame, room for only the next length prefix: NextFrame() then gives the frame
     // a block of its size before any of its bytes is read (Relocate moves only the prefix).
-    block_ = Block::Allocate(large_frames_ ? kFrameLengthSize : read_block_size_);
+    block_ = large_frames_ ? Block::Allocate(kFrameLengthSize) : FreshReadBlock();
     start_ = end_ = frame_end_ = 0;
   } else if (end_ == block_->capacity()) {
     // Usually consumed frames sit at the block's front and sliding the rest over makes room. A
@@ -25,6 +25,35 @@ uint8_t* FrameReader::writable_data() {
     Relocate(start_ > 0 ? read_block_size_ : block_->capacity() + read_block_size_);
   }
   return block_->data() + end_;
+}
+
+BlockRef FrameReader::FreshReadBlock() {
+  Block* spare = frame_reader_internal::tls_spare_block;
+  // One reference (the spare's own) means every frame read into it is gone: no thread reads its
+  // bytes any more (their last Release happened before this acquire load), so it is ours to
+  // overwrite. The spare keeps its reference; the reader adds one.
+  if (spare != nullptr && spare->capacity() == read_block_size_ && spare->HasOneRef()) {
+    return BlockRef(spare);
+  }
+  return Block::Allocate(read_block_size_);
+}
+
+void FrameReader::ReplaceSpare(Block* block) {
+  Block*& spare = frame_reader_internal::tls_spare_block;
+  block->AddRef();
+  if (spare != nullptr) spare->Release();  // freed now, or by its frames' last holder
+  spare = block;
+}
+
+void FrameReader::RecycleReadBlocksOnThisThread() {
+  frame_reader_internal::tls_recycles_read_blocks = true;
+}
+
+void FrameReader::StopRecyclingReadBlocksOnThisThread() {
+  frame_reader_internal::tls_recycles_read_blocks = false;
+  Block*& spare = frame_reader_internal::tls_spare_block;
+  if (spare != nullptr) spare->Release();
+  spare = nullptr;
 }
 
 size_t FrameReader::writable_size() const {
