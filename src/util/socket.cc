@@ -76,6 +76,9 @@ void Socket::Close() {
 Status Socket::SetNoDelay(bool on) {
   return SetIntOption(fd_, IPPROTO_TCP, TCP_NODELAY, on, "setsockopt(TCP_NODELAY)");
 }
+Status Socket::SetRecvLowWatermark(int bytes) {
+  return SetIntOption(fd_, SOL_SOCKET, SO_RCVLOWAT, bytes, "setsockopt(SO_RCVLOWAT)");
+}
 Status Socket::SetReuseAddr(bool on) {
   return SetIntOption(fd_, SOL_SOCKET, SO_REUSEADDR, on, "setsockopt(SO_REUSEADDR)");
 }

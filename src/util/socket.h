@@ -42,6 +42,9 @@ class Socket {
   void Close();
 
   Status SetNoDelay(bool on);
+  // SO_RCVLOWAT: readiness (poll, epoll) and wake-ups wait for `bytes` queued (the kernel may
+  // cap it at half the receive buffer); 1 is the default.
+  Status SetRecvLowWatermark(int bytes);
   Status SetReuseAddr(bool on);
   Status SetReusePort(bool on);
   Status SetNonBlocking(bool on);

@@ -208,6 +208,12 @@ class Connection final : public RefCounted<Connection>,
   void QueueTransferNow(OutboundTransfer* transfer) EXCLUDES(write_mu_);
   // Server side: counts the transport's buffered (partial frame) bytes in memory_.
   void SyncPartialCharge();
+  // Reactor thread, after a frame was handled: flushes now when at least kEarlyFlushBytes wait
+  // (connection.cc says why). Inline: checked after every frame.
+  void FlushEarlyIfLarge() {
+    if (unsent_bytes_.load(std::memory_order_relaxed) >= kEarlyFlushBytes) FlushEarly();
+  }
+  void FlushEarly();
   // Server side: this connection or its messenger holds more inbound memory than allowed. Pauses
   // reading; or, when all the connection holds is one partial frame already above its own limit
   // (it could never fit), refuses it: FATAL_INVALID_FRAME and close.
@@ -270,6 +276,8 @@ class Connection final : public RefCounted<Connection>,
   // Bytes of the write queue not yet written; reads pause while it is too high (server side).
   // Changed under write_mu_; read without it for backpressure.
   std::atomic<size_t> unsent_bytes_{0};
+  // Staged bytes from which a frame's handling flushes them at once (FlushEarlyIfLarge).
+  static constexpr size_t kEarlyFlushBytes = 32 * 1024;
   // Set by Shutdown: no thread writes to the transport any more.
   bool write_closed_ GUARDED_BY(write_mu_) = false;
   // Client side: the call a synchronous caller wrote itself (TrySendCallFromCaller), awaiting

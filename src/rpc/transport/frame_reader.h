@@ -122,6 +122,8 @@ class FrameReader {
   bool NextRaw(size_t n, Slice* out);
   // Bytes received but not yet returned as frames.
   size_t buffered() const { return end_ - start_ + tail_size_; }
+  // Bytes still to come of the partial frame whose length is known (0 when none is pending).
+  size_t missing_frame_bytes() const { return frame_end_ > end_ ? frame_end_ - end_ : 0; }
   // Takes every byte received and not yet returned (for handing the stream to another
   // transport); the reader is empty afterwards.
   std::string TakeBuffered();

@@ -165,6 +165,42 @@ TEST_F(TcpTransportTest, LargeFramesBackToBackAndABadPrefixAfterThem) {
   EXPECT_TRUE(host.failures.empty());
 }
 
+// While a large frame is partial, the socket's low watermark holds the loop's wake-up until the
+// rest is there: bytes that do not complete the frame are not even read, the frame comes out
+// whole once they do, and the watermark is back to one byte for the next (small) frame.
+TEST_F(TcpTransportTest, APartialLargeFrameWakesTheLoopOnlyWhenWhole) {
+  options_.read_block_size = 1024;
+  Socket client;
+  auto transport = AcceptServerTransport(&client);
+  RecordingHost host;
+  transport->Start(loop_, &host);
+  const std::string content(60000, 'w');
+  const std::string frame = RawFrame(content);
+  auto send = [&](size_t from, size_t n) {
+    ASSERT_TRUE(
+        client.BlockingWrite(reinterpret_cast<const uint8_t*>(frame.data()) + from, n).ok());
+  };
+  const size_t first = kFrameLengthSize + 20000;
+  send(0, first);
+  ASSERT_TRUE(RunUntil([&] { return host.bytes_received == first; }));
+  send(first, 20000);  // 20,000 of the 40,000 missing: no wake-up, nothing read
+  for (int i = 0; i < 50; i++) {
+    ev_run(loop_, EVRUN_NOWAIT);
+    SleepFor(MonoDelta::FromMilliseconds(1));
+  }
+  EXPECT_EQ(first, host.bytes_received);
+  EXPECT_TRUE(host.frames.empty());
+  send(first + 20000, frame.size() - first - 20000);
+  ASSERT_TRUE(RunUntil([&] { return host.frames.size() == 1; }));
+  EXPECT_EQ(content, host.frames[0]);
+  const std::string small = RawFrame("small");
+  ASSERT_TRUE(
+      client.BlockingWrite(reinterpret_cast<const uint8_t*>(small.data()), small.size()).ok());
+  ASSERT_TRUE(RunUntil([&] { return host.frames.size() == 2; }));
+  EXPECT_EQ("small", host.frames[1]);
+  EXPECT_TRUE(host.failures.empty());
+}
+
 TEST_F(TcpTransportTest, PeerCloseIsReportedOnce) {
   Socket client;
   auto transport = AcceptServerTransport(&client);

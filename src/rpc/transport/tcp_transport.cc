@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
+
 #include "rpc/transport/frame_delivery.h"
 
 namespace rrpc::rpc {
@@ -11,6 +13,9 @@ namespace {
 constexpr int kMaxReadsPerEvent = 16;
 // iovecs per writev: enough to batch many small frames in one syscall.
 constexpr int kMaxIovecs = 64;
+// WaitForRestOfFrame: at most this much is asked for at once (the kernel caps it at half the
+// receive buffer anyway).
+constexpr size_t kMaxLowWatermarkBytes = 4 * 1024 * 1024;
 }  // namespace
 
 TcpTransport::TcpTransport(Socket socket, bool connecting, const StreamTransportOptions& options)
@@ -83,6 +88,7 @@ void TcpTransport::PauseReading(bool paused) {
 Result<DetachedStream> TcpTransport::Detach() {
   if (closed_) return Status::IllegalState("transport closed");
   StopWatchers();
+  SetRecvLowWatermark(1);  // the next transport expects the socket's default
   // The next transport expects the non-blocking socket it was made with. (Only an open client
   // connection's reads are ever a caller's, and no open connection is detached: defensive.)
   if (blocking_reads_) RRPC_RETURN_NOT_OK(socket_.SetNonBlocking(true));
@@ -182,12 +188,36 @@ void TcpTransport::HandleReadable() {
       host_->OnTransportFailed(s);
       return;
     }
-    if (*got == 0) return;
+    if (*got == 0) break;
     reader_.Commit(*got);
     host_->OnBytesReceived(*got, MonoTime::Now());
     if (closed_) return;
     DeliverBuffered();
-    if (*got < room) return;  // the socket is drained
+    if (*got < room) break;  // the socket is drained
+  }
+  // Every way out that leaves the connection open: the bytes just read changed what the
+  // pending frame still misses.
+  WaitForRestOfFrame();
+}
+
+void TcpTransport::SetLowWatermarkForFrame() {
+  // A large frame arrives in several segments; woken by the first, the loop would read a part,
+  // wait again, and wake again for each part. With the low watermark at the bytes missing, it
+  // wakes once, when the frame is whole (the kernel checks at once whether they are already
+  // there, so nothing that arrived meanwhile is missed). Exact: never more than the frame still
+  // needs, which the peer must send to finish it. Two setsockopt() calls per such frame; small
+  // frames never change it.
+  const size_t missing = reader_.missing_frame_bytes();
+  const int wanted = missing >= kMinLowWatermarkBytes
+                         ? static_cast<int>(std::min<size_t>(missing, kMaxLowWatermarkBytes))
+                         : 1;
+  if (closed_ || loop_ == nullptr) return;
+  SetRecvLowWatermark(wanted);
+}
+
+void TcpTransport::SetRecvLowWatermark(int bytes) {
+  if (bytes != recv_low_watermark_ && socket_.SetRecvLowWatermark(bytes).ok()) {
+    recv_low_watermark_ = bytes;
   }
 }
 

@@ -62,6 +62,18 @@ class TcpTransport final : public Transport {
   void FinishConnect();
   // Hands the host what the reader has: the preamble, then whole frames.
   void DeliverBuffered();
+  // Before the loop waits for more bytes: asks the kernel to signal readability only once the
+  // rest of a large partial frame has arrived (SO_RCVLOWAT), or any byte otherwise.
+  void WaitForRestOfFrame() {
+    // Inline for the common case: no large partial frame, and the watermark at its default.
+    if (recv_low_watermark_ == 1 && reader_.missing_frame_bytes() < kMinLowWatermarkBytes) return;
+    SetLowWatermarkForFrame();
+  }
+  void SetLowWatermarkForFrame();
+  void SetRecvLowWatermark(int bytes);
+  // WaitForRestOfFrame: partial frames missing at least this much wait for the rest with a low
+  // watermark (below, a wake-up too many costs less than the two setsockopt() calls).
+  static constexpr size_t kMinLowWatermarkBytes = 16 * 1024;
   void StopWatchers();
   void SetReadWatcher(bool on);
   void SetWriteWatcher(bool on);
@@ -89,7 +101,8 @@ class TcpTransport final : public Transport {
   // the connection chose may, and owns reader_ and the socket's read side meanwhile. Reactor
   // thread.
   bool parked_ = false;
-  size_t preamble_bytes_ = 0;  // still to deliver through OnPreamble
+  size_t preamble_bytes_ = 0;   // still to deliver through OnPreamble
+  int recv_low_watermark_ = 1;  // the socket's SO_RCVLOWAT (WaitForRestOfFrame)
   // A caller's blocking reads (tcp_transport_parked.cc): the socket was switched to blocking
   // mode (every other I/O on it passes MSG_DONTWAIT), and the SO_RCVTIMEO last set on it. Owned
   // by the thread holding the read side: a caller, or the reactor in Detach(); the connection's

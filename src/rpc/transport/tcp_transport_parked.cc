@@ -42,6 +42,8 @@ bool TcpTransport::ParkReads() {
   parked_ = true;
   reads_paused_ = true;
   SetReadWatcher(false);
+  // The caller's blocking recv() waits for the watermark: back to any byte while it reads.
+  SetRecvLowWatermark(1);
   return true;
 }
 
@@ -49,6 +51,7 @@ void TcpTransport::ResumeReads(bool read_now) {
   if (closed_ || !parked_) return;
   parked_ = false;
   reads_paused_ = false;
+  WaitForRestOfFrame();  // the caller's reads changed what the pending frame misses
   SetReadWatcher(true);
   if (read_now) {
     DeliverBuffered();
