@@ -317,7 +317,7 @@ void Connection::StartServerTls(Slice hello_start) {
   });
 }
 
-void Connection::OnFrame(BlockSlice frame) {
+void Connection::OnFrame(BlockSlice&& frame) {
   DCHECK(reactor_->IsCurrentThread());
   if (direction_ == Direction::kClient && state_ != State::kNegotiating) {
     // A response, the client's common case: no memory accounting below applies to it.
@@ -452,7 +452,7 @@ void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
 
 // ---- Calls and responses.
 
-Status Connection::HandleCallFrame(BlockSlice frame, size_t* charged) {
+Status Connection::HandleCallFrame(BlockSlice&& frame, size_t* charged) {
   DCHECK(reactor_->IsCurrentThread());
   auto call = std::make_unique<InboundCall>(scoped_refptr<Connection>(this));
   RRPC_RETURN_NOT_OK(call->ParseFrom(std::move(frame), last_activity_));

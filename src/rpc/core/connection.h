@@ -155,7 +155,7 @@ class Connection final : public RefCounted<Connection>,
   void OnTransportConnected() override;
   void OnBytesReceived(size_t bytes, MonoTime now) override;
   void OnPreamble(Slice preamble) override;
-  void OnFrame(BlockSlice frame) override;
+  void OnFrame(BlockSlice&& frame) override;
   void OnWritable() override;
   void OnTransportFailed(const Status& reason) override;
   void OnProtocolError(const Status& reason) override;
@@ -193,7 +193,7 @@ class Connection final : public RefCounted<Connection>,
   // Logs why, sends what the negotiation queued (a server's refusal) and closes.
   void FailNegotiation(const Status& reason);
   // `*charged`: the frame's bytes already counted in memory_; set to 0 once a call holds them.
-  Status HandleCallFrame(BlockSlice frame, size_t* charged);
+  Status HandleCallFrame(BlockSlice&& frame, size_t* charged);
   // Takes `frame` (by reference: no copy of the slice on the way to the call).
   Status HandleResponseFrame(BlockSlice&& frame);
   // Client side: queues the calls that waited for the connection, and sends later ones at once.

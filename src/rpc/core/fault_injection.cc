@@ -1,5 +1,4 @@
 #include "rpc/core/fault_injection.h"
-#include "util/mutex.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,6 +6,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "util/mutex.h"
 
 namespace rrpc::rpc {
 
@@ -195,7 +196,7 @@ class FaultyTransport final : public Transport, private TransportHost {
   void OnTransportFailed(const Status& reason) override { host_->OnTransportFailed(reason); }
   void OnProtocolError(const Status& reason) override { host_->OnProtocolError(reason); }
 
-  void OnFrame(BlockSlice frame) override {
+  void OnFrame(BlockSlice&& frame) override {
     if (cut_) return;
     frames_seen_++;
     if (!held_.empty()) {  // behind a delayed frame: keep the order

@@ -41,7 +41,7 @@ void InboundCall::HoldMemory(size_t bytes, size_t already_counted) {
   }
 }
 
-Status InboundCall::ParseFrom(BlockSlice frame, MonoTime arrival) {
+Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
   arrival_ = arrival;
   frame_bytes_ = kFrameLengthSize + frame.slice.size();
   thread_local RequestHeaderFields header;  // decoding clears it; its vectors keep capacity

@@ -47,7 +47,7 @@ class InboundCall final : public OutboundTransfer {
   // header's timeout. The header's fields land in a struct reused by the thread, so a call
   // allocates nothing for them; what the call needs later is copied out. InvalidArgument when the
   // header names no method.
-  Status ParseFrom(BlockSlice frame, MonoTime arrival);
+  Status ParseFrom(BlockSlice&& frame, MonoTime arrival);
 
   int32_t call_id() const { return call_id_; }
   // The names the caller sent, for the service pool to route the call: they point into the frame

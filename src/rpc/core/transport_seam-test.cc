@@ -54,7 +54,7 @@ class CountingTransport final : public Transport, private TransportHost {
   void OnTransportConnected() override { host_->OnTransportConnected(); }
   void OnBytesReceived(size_t bytes, MonoTime now) override { host_->OnBytesReceived(bytes, now); }
   void OnPreamble(Slice preamble) override { host_->OnPreamble(preamble); }
-  void OnFrame(BlockSlice frame) override {
+  void OnFrame(BlockSlice&& frame) override {
     traffic_->frames_in++;
     host_->OnFrame(std::move(frame));
   }

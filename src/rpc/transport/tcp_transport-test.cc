@@ -40,7 +40,7 @@ class RecordingHost : public TransportHost {
       detached = std::make_unique<DetachedStream>(std::move(stream).value());
     }
   }
-  void OnFrame(BlockSlice frame) override { frames.push_back(frame.slice.ToString()); }
+  void OnFrame(BlockSlice&& frame) override { frames.push_back(frame.slice.ToString()); }
   void OnWritable() override { writable++; }
   void OnTransportFailed(const Status& reason) override { failures.push_back(reason); }
   void OnProtocolError(const Status& reason) override { protocol_errors.push_back(reason); }

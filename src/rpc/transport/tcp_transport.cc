@@ -195,9 +195,10 @@ void TcpTransport::HandleReadable() {
     DeliverBuffered();
     if (*got < room) break;  // the socket is drained
   }
-  // Every way out that leaves the connection open: the bytes just read changed what the
-  // pending frame still misses.
-  WaitForRestOfFrame();
+  // Every way out that leaves the connection open and its reads with the reactor (a frame may
+  // have handed them to a caller, who owns the reader from then on): the bytes just read changed
+  // what the pending frame still misses.
+  if (!parked_) WaitForRestOfFrame();
 }
 
 void TcpTransport::SetLowWatermarkForFrame() {

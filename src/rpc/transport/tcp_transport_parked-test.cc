@@ -33,7 +33,7 @@ class FrameHost : public TransportHost {
   void OnTransportConnected() override {}
   void OnBytesReceived(size_t, MonoTime) override {}
   void OnPreamble(Slice) override {}
-  void OnFrame(BlockSlice frame) override { frames.push_back(frame.slice.ToString()); }
+  void OnFrame(BlockSlice&& frame) override { frames.push_back(frame.slice.ToString()); }
   void OnWritable() override {}
   void OnTransportFailed(const Status& reason) override { failures.push_back(reason); }
   void OnProtocolError(const Status& reason) override { failures.push_back(reason); }

@@ -68,8 +68,9 @@ class TransportHost {
   // The bytes asked for with ExpectPreamble(), as one slice (valid until the callback returns
   // or detaches the transport: copy what outlives that).
   virtual void OnPreamble(Slice preamble) = 0;
-  // One complete frame: the bytes after its length prefix, sharing the transport's buffer.
-  virtual void OnFrame(BlockSlice frame) = 0;
+  // One complete frame: the bytes after its length prefix, sharing the transport's buffer (the
+  // host may take it; by reference, saving a move and a destruction per frame).
+  virtual void OnFrame(BlockSlice&& frame) = 0;
   // The transport takes bytes again (asked for with NotifyWhenWritable(true)).
   virtual void OnWritable() = 0;
   // The peer closed, or the transport failed (reset, I/O error): the connection is over.
