@@ -208,12 +208,11 @@ void TcpTransport::SetLowWatermarkForFrame() {
   // there, so nothing that arrived meanwhile is missed). Exact: never more than the frame still
   // needs, which the peer must send to finish it. Two setsockopt() calls per such frame; small
   // frames never change it.
-  const size_t missing = reader_.missing_frame_bytes();
-  const int wanted = missing >= kMinLowWatermarkBytes
-                         ? static_cast<int>(std::min<size_t>(missing, kMaxLowWatermarkBytes))
-                         : 1;
   if (closed_ || loop_ == nullptr) return;
-  SetRecvLowWatermark(wanted);
+  const size_t missing = reader_.missing_frame_bytes();
+  SetRecvLowWatermark(missing >= kMinLowWatermarkBytes
+                          ? static_cast<int>(std::min<size_t>(missing, kMaxLowWatermarkBytes))
+                          : 1);
 }
 
 void TcpTransport::SetRecvLowWatermark(int bytes) {
