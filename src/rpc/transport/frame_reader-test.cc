@@ -399,6 +399,115 @@ TEST(FrameReaderTest, ScatterReadsTakeEachLargeFrameAndTheNextPrefixInOneRead) {
   EXPECT_EQ(64u - kFrameLengthSize, iov[0].iov_len);
 }
 
+// Large frames of one size, one after another (a bulk stream of equal blocks): once two have had
+// the size, the next frame is read whole at that size with the prefix after it, in one read and
+// without moving a byte; no read of its length prefix alone.
+TEST(FrameReaderTest, EqualLargeFramesAreReadWholeAtTheirSizeWithoutAPrefixRead) {
+  FrameReader reader(/*max_frame_size=*/1 << 20, /*read_block_size=*/64);
+  reader.set_copy_side(CopySide::kClient);
+  std::vector<BlockSlice> frames;
+  constexpr size_t kSize = 1000;
+  ASSERT_TRUE(FeedScatter(&reader, MakeFrame(kSize, 1), 1 << 20, &frames).ok());
+  // One large frame so far: no guess, the next read is its prefix alone.
+  reader.writable_data();
+  EXPECT_EQ(kFrameLengthSize, reader.writable_size());
+  ASSERT_TRUE(FeedScatter(&reader, MakeFrame(kSize, 2), 1 << 20, &frames).ok());
+  // Two of one size: room for a third of that size and the prefix after it.
+  reader.writable_data();
+  EXPECT_EQ(2 * kFrameLengthSize + kSize, reader.writable_size());
+
+  const CopyTotals before = ReadCopyTotals();
+  constexpr int kFrames = 4;
+  std::string stream;
+  for (int i = 0; i < kFrames; i++) stream += MakeFrame(kSize, 3 + i);
+  ScatterStats stats;
+  ASSERT_TRUE(FeedScatter(&reader, stream, 1 << 20, &frames, &stats).ok());
+  ASSERT_EQ(2u + kFrames, frames.size());
+  EXPECT_EQ(kFrames, stats.reads);  // one per frame, each bringing the next prefix
+  EXPECT_EQ(1, stats.short_reads);  // the last: nothing after the last frame
+  EXPECT_EQ(before.get(CopySide::kClient, CopyKind::kStream),
+            ReadCopyTotals().get(CopySide::kClient, CopyKind::kStream));
+  for (int i = 0; i < kFrames; i++) {
+    EXPECT_EQ(Content(MakeFrame(kSize, 3 + i)), frames[2 + i].slice.ToString());
+  }
+  EXPECT_EQ(0u, reader.buffered());
+}
+
+// A size change after a run of equal sizes: the guessed read was too short or too long, the
+// frames still come out whole, the bytes moved are at most the guessed frame's, and the reader
+// guesses no more until two frames share a size again.
+TEST(FrameReaderTest, ASizeChangeAfterARunCopiesAtMostTheGuessedFrameOnce) {
+  constexpr size_t kSize = 1000;
+  for (const size_t changed : {size_t{1500}, size_t{600}, size_t{200}}) {
+    SCOPED_TRACE(changed);
+    FrameReader reader(/*max_frame_size=*/1 << 20, /*read_block_size=*/64);
+    reader.set_copy_side(CopySide::kClient);
+    std::vector<BlockSlice> frames;
+    ASSERT_TRUE(
+        FeedScatter(&reader, MakeFrame(kSize, 1) + MakeFrame(kSize, 2), 1 << 20, &frames).ok());
+    const CopyTotals before = ReadCopyTotals();
+    // The changed frame, then a frame of the old size, then one of the new, arriving together.
+    const std::vector<std::string> expected = {MakeFrame(changed, 3), MakeFrame(kSize, 4),
+                                               MakeFrame(changed, 5)};
+    ASSERT_TRUE(
+        FeedScatter(&reader, expected[0] + expected[1] + expected[2], 1 << 20, &frames).ok());
+    ASSERT_EQ(5u, frames.size());
+    for (size_t i = 0; i < expected.size(); i++) {
+      EXPECT_EQ(Content(expected[i]), frames[2 + i].slice.ToString());
+    }
+    EXPECT_LE(ReadCopyTotals().get(CopySide::kClient, CopyKind::kStream) -
+                  before.get(CopySide::kClient, CopyKind::kStream),
+              kSize + kFrameLengthSize);  // the guessed read's room, less the prefix
+    // The last two sizes differ: the next read is a prefix alone.
+    reader.writable_data();
+    EXPECT_EQ(kFrameLengthSize, reader.writable_size());
+  }
+}
+
+// Alternating sizes never make two in a row: never guessed, never a byte moved.
+TEST(FrameReaderTest, AlternatingLargeSizesAreNeverGuessed) {
+  FrameReader reader(/*max_frame_size=*/1 << 20, /*read_block_size=*/64);
+  reader.set_copy_side(CopySide::kClient);
+  std::vector<BlockSlice> frames;
+  ASSERT_TRUE(FeedScatter(&reader, MakeFrame(1000, 1), 1 << 20, &frames).ok());
+  const CopyTotals before = ReadCopyTotals();
+  for (int i = 0; i < 6; i++) {
+    const std::string frame = MakeFrame(i % 2 == 0 ? 2000 : 1000, i + 2);
+    reader.writable_data();
+    EXPECT_EQ(kFrameLengthSize, reader.writable_size());
+    ASSERT_TRUE(FeedScatter(&reader, frame, 1 << 20, &frames).ok());
+    EXPECT_EQ(Content(frame), frames.back().slice.ToString());
+  }
+  EXPECT_EQ(before.get(CopySide::kClient, CopyKind::kStream),
+            ReadCopyTotals().get(CopySide::kClient, CopyKind::kStream));
+}
+
+// Runs of equal large frames with size changes and small frames between them, split into reads of
+// many sizes, plain and scattered: every frame comes out whole whatever the guess met.
+TEST(FrameReaderTest, GuessedReadsCutEveryStreamCorrectlyWhateverTheReadSizes) {
+  std::vector<std::string> expected;
+  int seed = 0;
+  for (size_t n : {700, 700, 700, 700, 900, 900, 900, 300, 300, 300, 10, 300, 300, 300, 5, 700})
+    expected.push_back(MakeFrame(n, seed++));
+  std::string stream;
+  for (const auto& f : expected) stream += f;
+  for (const bool scatter : {false, true}) {
+    for (const size_t chunk : {1, 3, 4, 7, 64, 299, 304, 700, 704, 708, 1000, 4096, 100000}) {
+      SCOPED_TRACE(std::to_string(chunk) + (scatter ? " scatter" : " plain"));
+      FrameReader reader(/*max_frame_size=*/1 << 20, /*read_block_size=*/64);
+      std::vector<BlockSlice> frames;
+      ASSERT_TRUE((scatter ? FeedScatter(&reader, stream, chunk, &frames)
+                           : Feed(&reader, stream, chunk, &frames))
+                      .ok());
+      ASSERT_EQ(expected.size(), frames.size());
+      for (size_t i = 0; i < expected.size(); i++) {
+        ASSERT_EQ(Content(expected[i]), frames[i].slice.ToString()) << "#" << i;
+      }
+      EXPECT_EQ(0u, reader.buffered());
+    }
+  }
+}
+
 // A bad prefix that arrives in the tail is refused as it would be in the block, and the reader
 // allocates nothing of the size it claims.
 TEST(FrameReaderTest, BadPrefixReadIntoTheTailIsRefused) {

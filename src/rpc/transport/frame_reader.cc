@@ -17,7 +17,7 @@ uint8_t* FrameReader::writable_data() {
   if (!block_) {
     // After a large frame, room for only the next length prefix: NextFrame() then gives the frame
     // a block of its size before any of its bytes is read (Relocate moves only the prefix).
-    block_ = large_frames_ ? Block::Allocate(kFrameLengthSize) : FreshReadBlock();
+    block_ = large_frames_ ? Block::Allocate(guessed_total_ + kFrameLengthSize) : FreshReadBlock();
     start_ = end_ = frame_end_ = 0;
   } else if (end_ == block_->capacity()) {
     // Usually consumed frames sit at the block's front and sliding the rest over makes room. A
@@ -89,15 +89,21 @@ Result<bool> FrameReader::NextFrameSlow(BlockSlice* frame) {
                                    std::to_string(max_frame_size_));
   }
   const size_t total = kFrameLengthSize + length;
-  large_frames_ = total > read_block_size_;
   if (available < total) {
     // Make sure the whole frame fits from its start, so the next reads complete it in place.
     if (start_ + total > block_->capacity()) Relocate(total);
     frame_end_ = start_ + total;
     return false;
   }
+  NoteFrameSize(total);
   TakeFrame(length, frame);
   return true;
+}
+
+void FrameReader::NoteLargeFrameSize(size_t total) {
+  large_frames_ = true;
+  guessed_total_ = total == last_large_total_ ? total : 0;
+  last_large_total_ = total;
 }
 
 bool FrameReader::NextRaw(size_t n, Slice* out) {
