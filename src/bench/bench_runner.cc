@@ -50,17 +50,22 @@ std::atomic<uint64_t> next_recorders_id{1};
 LatencyRecorders::LatencyRecorders() : id_(next_recorders_id.fetch_add(1)) {}
 
 LatencyRecorders::PerThread* LatencyRecorders::Local() {
-  thread_local uint64_t cached_id = 0;
-  thread_local PerThread* cached = nullptr;
-  if (cached_id == id_) return cached;
+  // Every instance this thread recorded into, by id (ids are never reused, so an entry of a
+  // destroyed instance is never matched). One thread may record into several at once: the mixed
+  // mode's client reactor completes small and bulk calls in turn. (A single cached entry made a
+  // fresh recorder, a zeroed histogram of megabytes, at each switch: page faults on the reactor
+  // the small calls' latency was measured on, and hundreds of megabytes by the end of a run.)
+  thread_local std::vector<std::pair<uint64_t, PerThread*>> cached;
+  for (auto it = cached.rbegin(); it != cached.rend(); ++it) {
+    if (it->first == id_) return it->second;
+  }
   auto fresh = std::make_unique<PerThread>();
   PerThread* raw = fresh.get();
   {
     MutexLock lock(mu_);
     recorders_.push_back(std::move(fresh));
   }
-  cached_id = id_;
-  cached = raw;
+  cached.emplace_back(id_, raw);
   return raw;
 }
 
