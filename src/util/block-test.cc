@@ -1,6 +1,6 @@
-// Block: exact capacities, and the per-thread reuse of freed 64 KiB read blocks and small blocks
-// (bounded, and safe when a block dies on another thread or at thread exit; the sanitizer builds
-// check the memory side).
+// Block: exact capacities, and the per-thread reuse of freed 64 KiB read blocks, small blocks and
+// (where asked) large blocks (bounded, and safe when a block dies on another thread or at thread
+// exit; the sanitizer builds check the memory side).
 #include "util/block.h"
 
 #include <gtest/gtest.h>
@@ -67,6 +67,55 @@ TEST(BlockTest, BlocksFreedOnOtherThreadsAndCachedAtThreadExitAreFine) {
   other.join();
   BlockRef after = Block::Allocate(64 * 1024);
   EXPECT_EQ(64u * 1024, after->capacity());
+}
+
+// A thread that keeps large blocks (a reactor's) reuses one freed on it at exactly its capacity,
+// keeps at most kMaxKeptLargeBlocks (the oldest goes), none above the size limit, none once it
+// stops; a thread that does not keep them keeps none.
+TEST(BlockTest, LargeBlocksAreKeptForReuseAtTheirCapacityOnlyWhereAsked) {
+  std::thread reactor([] {
+    constexpr size_t kLarge = (1 << 20) + 4096;
+    {
+      BlockRef block = Block::Allocate(kLarge);
+      block->data()[0] = 1;
+    }
+    EXPECT_EQ(0, Block::LargeBlocksKeptOnThisThread());  // not asked to
+
+    Block::KeepLargeBlocksOnThisThread();
+    const uint8_t* first;
+    {
+      BlockRef block = Block::Allocate(kLarge);
+      first = block->data();
+    }
+    EXPECT_EQ(1, Block::LargeBlocksKeptOnThisThread());
+    BlockRef other_size = Block::Allocate(kLarge + 4096);
+    EXPECT_NE(first, other_size->data());
+    BlockRef again = Block::Allocate(kLarge);
+    EXPECT_EQ(first, again->data());
+    EXPECT_EQ(kLarge, again->capacity());
+    memset(again->data(), 0xab, again->capacity());  // all of it is ours (ASAN would object)
+    EXPECT_EQ(0, Block::LargeBlocksKeptOnThisThread());
+
+    std::vector<BlockRef> many;
+    for (int i = 0; i < Block::kMaxKeptLargeBlocks + 3; i++) {
+      many.push_back(Block::Allocate(kLarge + static_cast<size_t>(i) * 4096));
+    }
+    many.push_back(Block::Allocate(Block::kMaxKeptLargeBlockCapacity + 1));
+    many.clear();
+    EXPECT_EQ(Block::kMaxKeptLargeBlocks, Block::LargeBlocksKeptOnThisThread());
+    // The newest are kept: the last of the loop's sizes comes back, the first does not.
+    const size_t last = kLarge + (Block::kMaxKeptLargeBlocks + 2) * 4096;
+    BlockRef newest = Block::Allocate(last);
+    EXPECT_EQ(Block::kMaxKeptLargeBlocks - 1, Block::LargeBlocksKeptOnThisThread());
+    BlockRef oldest = Block::Allocate(kLarge);
+    EXPECT_EQ(Block::kMaxKeptLargeBlocks - 1, Block::LargeBlocksKeptOnThisThread());
+
+    Block::StopKeepingLargeBlocksOnThisThread();  // frees what it kept (ASAN: no leak)
+    EXPECT_EQ(0, Block::LargeBlocksKeptOnThisThread());
+    newest.reset();
+    EXPECT_EQ(0, Block::LargeBlocksKeptOnThisThread());
+  });
+  reactor.join();
 }
 
 TEST(BlockTest, SharedReferencesKeepTheBlockUntilTheLastOneGoes) {

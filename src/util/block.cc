@@ -32,7 +32,63 @@ constexpr size_t kSmallBlockCapacity = 256;
 void FreeSmallBlock(void* mem) { free(mem); }
 using SmallBlockStash = ThreadStash<void*, 32, FreeSmallBlock>;
 
+// Large blocks kept by a thread that asked to (Block::KeepLargeBlocksOnThisThread): memory and
+// capacity, oldest first. Trivially destructible (the thread empties it before it ends).
+struct KeptLargeBlocks {
+  bool enabled = false;
+  int count = 0;
+  void* mem[Block::kMaxKeptLargeBlocks];
+  size_t capacity[Block::kMaxKeptLargeBlocks];
+};
+thread_local KeptLargeBlocks tls_kept_large;
+
+// Memory for a large block of exactly `capacity` bytes kept by this thread, or nullptr.
+void* TakeKeptLargeBlock(size_t capacity) {
+  KeptLargeBlocks& kept = tls_kept_large;
+  if (kept.count == 0) return nullptr;
+  for (int i = kept.count - 1; i >= 0; i--) {  // the newest first: the likeliest still cached
+    if (kept.capacity[i] != capacity) continue;
+    void* mem = kept.mem[i];
+    for (int j = i + 1; j < kept.count; j++) {
+      kept.mem[j - 1] = kept.mem[j];
+      kept.capacity[j - 1] = kept.capacity[j];
+    }
+    kept.count--;
+    return mem;
+  }
+  return nullptr;
+}
+
+// Keeps `mem` (a large block's memory) on this thread when it keeps large blocks; false if not.
+bool KeepLargeBlock(void* mem, size_t capacity) {
+  KeptLargeBlocks& kept = tls_kept_large;
+  if (!kept.enabled || capacity > Block::kMaxKeptLargeBlockCapacity) return false;
+  if (kept.count == Block::kMaxKeptLargeBlocks) {
+    free(kept.mem[0]);
+    for (int j = 1; j < kept.count; j++) {
+      kept.mem[j - 1] = kept.mem[j];
+      kept.capacity[j - 1] = kept.capacity[j];
+    }
+    kept.count--;
+  }
+  kept.mem[kept.count] = mem;
+  kept.capacity[kept.count] = capacity;
+  kept.count++;
+  return true;
+}
+
 }  // namespace
+
+void Block::KeepLargeBlocksOnThisThread() { tls_kept_large.enabled = true; }
+
+void Block::StopKeepingLargeBlocksOnThisThread() {
+  KeptLargeBlocks& kept = tls_kept_large;
+  kept.enabled = false;
+  for (int i = 0; i < kept.count; i++) free(kept.mem[i]);
+  kept.count = 0;
+}
+
+int Block::LargeBlocksKeptOnThisThread() { return tls_kept_large.count; }
 
 BlockRef Block::Allocate(size_t capacity) {
   void* mem;
@@ -46,7 +102,8 @@ BlockRef Block::Allocate(size_t capacity) {
   if (capacity == kCachedBlockCapacity) {
     mem = ReadBlockPool::Allocate(sizeof(Block) + capacity);
   } else {
-    mem = malloc(sizeof(Block) + capacity);
+    mem = capacity > kCachedBlockCapacity ? TakeKeptLargeBlock(capacity) : nullptr;
+    if (mem == nullptr) mem = malloc(sizeof(Block) + capacity);
     if (mem == nullptr) throw std::bad_alloc();
   }
   return BlockRef(new (mem) Block(capacity, nullptr));
@@ -86,6 +143,7 @@ void Block::Release() const {
       ReadBlockPool::Free(mem);
       return;
     }
+    if (capacity > kCachedBlockCapacity && KeepLargeBlock(mem, capacity)) return;
     free(mem);
   }
 }

@@ -37,6 +37,23 @@ class Block {
  public:
   // One allocation holds the header and `capacity` bytes.
   static BlockRef Allocate(size_t capacity);
+
+  // From now until StopKeepingLargeBlocksOnThisThread(), large heap blocks (above 64 KiB, up to
+  // kMaxKeptLargeBlockCapacity) whose last reference drops on this thread are kept for reuse by
+  // Allocate() on this thread at exactly their capacity, at most kMaxKeptLargeBlocks of them
+  // (the oldest goes back to the heap). A reactor reading a stream of equal large frames (1 MiB
+  // blocks of a transfer) then reads each into memory it already touched: a fresh malloc'd
+  // megabyte is new pages to the kernel, faulted in one by one by the recv() copying into it
+  // (the client reactor of a 1 MiB echo spent a third of its receive time in page faults,
+  // docs/performance.md), because small allocations between the frames keep the allocator from
+  // handing the freed megabyte back.
+  static constexpr size_t kMaxKeptLargeBlockCapacity = (4 << 20) + (64 << 10);
+  static constexpr int kMaxKeptLargeBlocks = 4;
+  static void KeepLargeBlocksOnThisThread();
+  // Frees the blocks kept (before the thread ends).
+  static void StopKeepingLargeBlocksOnThisThread();
+  // The large blocks this thread keeps now (for tests).
+  static int LargeBlocksKeptOnThisThread();
   // A Block at `mem` (sizeof(Block) + capacity bytes owned by `recycler`): its last Release()
   // hands it to recycler->Recycle() instead of freeing it; the recycler may lend it again with
   // BlockRef(block).

@@ -13,12 +13,22 @@ FrameReader::FrameReader(size_t max_frame_size, size_t read_block_size)
     : max_frame_size_(max_frame_size), read_block_size_(read_block_size) {}
 
 uint8_t* FrameReader::writable_data() {
+  tail_after_ = 0;
   if (tail_size_ > 0) FoldTail();  // bytes read after the block come before any read now
   if (!block_) {
-    // After a large frame, room for only the next length prefix: NextFrame() then gives the frame
-    // a block of its size before any of its bytes is read (Relocate moves only the prefix).
-    block_ = large_frames_ ? Block::Allocate(guessed_total_ + kFrameLengthSize) : FreshReadBlock();
     start_ = end_ = frame_end_ = 0;
+    if (!large_frames_) {
+      block_ = FreshReadBlock();
+    } else if (guessed_total_ == 0) {
+      // After a large frame, room for only the next length prefix: NextFrame() then gives the
+      // frame a block of its size before any of its bytes is read (Relocate moves only the
+      // prefix).
+      block_ = Block::Allocate(kFrameLengthSize);
+    } else {
+      // The frame at its guessed size, read up to there and the next prefix (ReadSpace).
+      block_ = BlockForFrame(guessed_total_);
+      frame_end_ = guessed_total_;
+    }
   } else if (end_ == block_->capacity()) {
     // Usually consumed frames sit at the block's front and sliding the rest over makes room. A
     // block full from its first byte (Seed() filled it, no NextFrame() since) must grow instead.
@@ -47,22 +57,33 @@ void FrameReader::ReplaceSpare(Block* block) {
 
 void FrameReader::RecycleReadBlocksOnThisThread() {
   frame_reader_internal::tls_recycles_read_blocks = true;
+  Block::KeepLargeBlocksOnThisThread();  // large frames' blocks, reused at their size
 }
 
 void FrameReader::StopRecyclingReadBlocksOnThisThread() {
   frame_reader_internal::tls_recycles_read_blocks = false;
+  Block::StopKeepingLargeBlocksOnThisThread();
   Block*& spare = frame_reader_internal::tls_spare_block;
   if (spare != nullptr) spare->Release();
   spare = nullptr;
 }
 
 size_t FrameReader::writable_size() const {
-  return block_ ? block_->capacity() - end_ : read_block_size_;
+  if (!block_) return read_block_size_;
+  // A large frame's block has room past the frame (BlockForFrame): reads stop at its end, so the
+  // next frame starts in a block of its own instead of being moved out of this one.
+  const bool large_pending = frame_end_ > read_block_size_ && frame_end_ > end_;
+  return (large_pending ? frame_end_ : block_->capacity()) - end_;
+}
+
+BlockRef FrameReader::BlockForFrame(size_t total) {
+  if (total <= read_block_size_) return Block::Allocate(read_block_size_);
+  constexpr size_t kPage = 4096;
+  return Block::Allocate((total + kSizeSlack + kPage - 1) / kPage * kPage);
 }
 
 void FrameReader::CommitIntoTail(size_t n) {
-  const size_t room = block_->capacity() - end_;
-  DCHECK_EQ(frame_end_, block_->capacity());
+  const size_t room = tail_after_ - end_;
   DCHECK_EQ(tail_size_, 0u);
   DCHECK_LE(n - room, sizeof(tail_));
   tail_size_ = n - room;
@@ -70,15 +91,13 @@ void FrameReader::CommitIntoTail(size_t n) {
 }
 
 Result<bool> FrameReader::NextFrameSlow(BlockSlice* frame) {
-  size_t available = end_ - start_;
-  if (available == 0 && tail_size_ > 0) {
-    // The frame that filled the block is taken: the tail is the next frame's start.
-    FoldTail();
-    available = end_ - start_;
-  }
+  // Bytes a scatter read put after the frame's (known or guessed) end: the next frame's start
+  // once the frame is taken, or the frame's own next bytes when it is larger than guessed.
+  if (tail_size_ > 0) FoldTail();
+  const size_t available = end_ - start_;
   if (available < kFrameLengthSize) {
     if (available == 0) block_.reset();  // idle: hold nothing
-    frame_end_ = 0;
+    frame_end_ = 0;  // unknown: a guess is dropped, so no low watermark waits on it
     return false;
   }
   const uint32_t length = DecodeBigEndian32(block_->data() + start_);
@@ -90,8 +109,9 @@ Result<bool> FrameReader::NextFrameSlow(BlockSlice* frame) {
   }
   const size_t total = kFrameLengthSize + length;
   if (available < total) {
-    // Make sure the whole frame fits from its start, so the next reads complete it in place.
-    if (start_ + total > block_->capacity()) Relocate(total);
+    // Make sure the whole frame fits from its start, so the next reads complete it in place
+    // (a block read at a guessed size has room for a slightly larger frame).
+    if (start_ + total > block_->capacity()) Relocate(total, /*frame_sized=*/true);
     frame_end_ = start_ + total;
     return false;
   }
@@ -102,7 +122,9 @@ Result<bool> FrameReader::NextFrameSlow(BlockSlice* frame) {
 
 void FrameReader::NoteLargeFrameSize(size_t total) {
   large_frames_ = true;
-  guessed_total_ = total == last_large_total_ ? total : 0;
+  const size_t last = last_large_total_;
+  const bool close = last != 0 && (total > last ? total - last : last - total) <= kSizeSlack;
+  guessed_total_ = close ? std::min(total, last) : 0;
   last_large_total_ = total;
 }
 
@@ -139,18 +161,18 @@ void FrameReader::Seed(Slice bytes) {
   end_ += bytes.size();
 }
 
-void FrameReader::Relocate(size_t needed) {
+void FrameReader::Relocate(size_t needed, bool frame_sized) {
   const size_t pending = end_ - start_;
-  const size_t capacity = std::max(needed, read_block_size_);
   // Frame bytes moved (the length prefix is not counted: it is rewritten, not payload).
   if (pending > kFrameLengthSize) {
     CountCopy(copy_side_, CopyKind::kStream, pending - kFrameLengthSize);
   }
-  if (block_->HasOneRef() && block_->capacity() >= capacity) {
+  if (block_->HasOneRef() && block_->capacity() >= std::max(needed, read_block_size_)) {
     // Nobody else reads this block: slide the partial frame to its front.
     memmove(block_->data(), block_->data() + start_, pending);
   } else {
-    BlockRef fresh = Block::Allocate(capacity);
+    BlockRef fresh =
+        frame_sized ? BlockForFrame(needed) : Block::Allocate(std::max(needed, read_block_size_));
     memcpy(fresh->data(), block_->data() + start_, pending);
     block_ = std::move(fresh);
   }
@@ -161,21 +183,32 @@ void FrameReader::Relocate(size_t needed) {
 
 void FrameReader::FoldTail() {
   if (block_ && end_ > start_) {
-    // The block still holds bytes nobody took (a frame not yet asked for, or a preamble): the
-    // tail goes after them. Not the bulk path, where the frame before the tail is taken first.
-    if (block_->capacity() - end_ < tail_size_) Relocate(end_ - start_ + tail_size_);
+    // The block still holds bytes nobody took (a frame larger than guessed, a frame not yet
+    // asked for, a preamble): the tail goes after them, in a block with room for the whole
+    // frame when its prefix says how large it is.
+    if (block_->capacity() - end_ < tail_size_) {
+      size_t needed = end_ - start_ + tail_size_;
+      bool frame_sized = false;
+      if (end_ - start_ >= kFrameLengthSize) {
+        const uint32_t length = DecodeBigEndian32(block_->data() + start_);
+        if (length <= max_frame_size_ && kFrameLengthSize + length >= needed) {
+          needed = kFrameLengthSize + length;
+          frame_sized = true;
+        }
+      }
+      Relocate(needed, frame_sized);
+    }
   } else {
     // Every byte of the block is taken: start the next one from the prefix. A whole, valid prefix
     // sizes it as NextFrame() would (a large frame's own size, else a read block); a bad one is
     // refused by NextFrame() from this small block, and a partial one waits for its rest here.
-    size_t capacity = kFrameLengthSize;
+    block_.reset();
     if (tail_size_ == kFrameLengthSize) {
       const uint32_t length = DecodeBigEndian32(tail_);
-      if (length > 0 && length <= max_frame_size_) {
-        capacity = std::max(kFrameLengthSize + length, read_block_size_);
-      }
+      if (length > 0 && length <= max_frame_size_)
+        block_ = BlockForFrame(kFrameLengthSize + length);
     }
-    block_ = Block::Allocate(capacity);
+    if (!block_) block_ = Block::Allocate(kFrameLengthSize);
     start_ = end_ = frame_end_ = 0;
   }
   // The length prefix only (not payload): not counted as a copy.

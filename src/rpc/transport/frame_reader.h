@@ -67,9 +67,10 @@ class FrameReader {
   // small frame per read (the echo case) takes its block with it to the call, and the block's
   // allocation and last release through the block pool cost ~60 instructions per read
   // (callgrind, build-support/echo-cost). One spare per thread, of the readers' read block size:
-  // memory per reactor, not per connection.
+  // memory per reactor, not per connection. Large frames' blocks whose last reference drops on
+  // this thread are kept for reuse at their size too (Block::KeepLargeBlocksOnThisThread).
   static void RecycleReadBlocksOnThisThread();
-  // Drops this thread's spare (before the thread ends).
+  // Drops this thread's spare and the large blocks it keeps (before the thread ends).
   static void StopRecyclingReadBlocksOnThisThread();
 
   // Which side's copy counter (util/copy_counter.h) the bytes this reader moves count on.
@@ -86,15 +87,20 @@ class FrameReader {
   int ReadSpace(iovec iov[2]) {
     iov[0].iov_base = writable_data();
     const size_t capacity = block_->capacity();
-    iov[0].iov_len = capacity - end_;
-    if (frame_end_ != capacity) return 1;
-    // The room ends exactly where the pending frame does: the next prefix too, nothing more.
+    if (frame_end_ <= end_ || (frame_end_ != capacity && frame_end_ <= read_block_size_)) {
+      iov[0].iov_len = capacity - end_;
+      return 1;
+    }
+    // A large frame pending (its end known, or guessed for a block read afresh), or a frame that
+    // ends where its block does: read up to its end, then the next prefix, nothing more.
+    iov[0].iov_len = frame_end_ - end_;
     iov[1].iov_base = tail_;
     iov[1].iov_len = sizeof(tail_);
+    tail_after_ = frame_end_;
     return 2;
   }
   void Commit(size_t n) {
-    if (n > block_->capacity() - end_) {
+    if (tail_after_ != 0 && n > tail_after_ - end_) {
       CommitIntoTail(n);
     } else {
       end_ += n;
@@ -132,8 +138,11 @@ class FrameReader {
   bool NextRaw(size_t n, Slice* out);
   // Bytes received but not yet returned as frames.
   size_t buffered() const { return end_ - start_ + tail_size_; }
-  // Bytes still to come of the partial frame whose length is known (0 when none is pending).
-  size_t missing_frame_bytes() const { return frame_end_ > end_ ? frame_end_ - end_ : 0; }
+  // Bytes still to come of the partial frame whose length is known (0 when none is pending, or
+  // when its length prefix is not read yet: a guessed size is no promise of bytes to come).
+  size_t missing_frame_bytes() const {
+    return frame_end_ > end_ && end_ - start_ >= kFrameLengthSize ? frame_end_ - end_ : 0;
+  }
   // Takes every byte received and not yet returned (for handing the stream to another
   // transport); the reader is empty afterwards.
   std::string TakeBuffered();
@@ -182,8 +191,16 @@ class FrameReader {
   // A read block to read into afresh: the thread's spare when every frame in it has been
   // released, else a new one.
   BlockRef FreshReadBlock();
-  // Moves the pending partial frame into a block with room for `needed` bytes from its start.
-  void Relocate(size_t needed);
+  // Moves the pending partial frame into a block with room for `needed` bytes from its start:
+  // the frame's own (BlockForFrame) when `needed` is its size.
+  void Relocate(size_t needed, bool frame_sized = false);
+  // A block for a frame of `total` bytes (length prefix included): a read block, or for a large
+  // frame a block with room for kSizeSlack more bytes, rounded up to whole pages, so that frames
+  // whose sizes differ by a few bytes (a varint in a header) fit blocks of one capacity: the
+  // guessed read of the next frame still completes it in place, and Block keeps blocks for reuse
+  // by capacity (Block::KeepLargeBlocksOnThisThread).
+  BlockRef BlockForFrame(size_t total);
+  static constexpr size_t kSizeSlack = 256;
   // Commit() of a scatter read that ran past the block into the tail.
   void CommitIntoTail(size_t n);
   // Moves the bytes a scatter read put after the block (the next frame's prefix, or part of it)
@@ -197,16 +214,19 @@ class FrameReader {
   // the whole of it at its guessed size.
   bool large_frames_ = false;
   // The size (length prefix included) of the last large frame, and the one the next frame is
-  // guessed to have: the last size when the two large frames before had it too, else 0 (no
-  // guess).
+  // guessed to have: the smaller of the last two large frames' sizes when they differ by at most
+  // kSizeSlack, else 0 (no guess).
   size_t last_large_total_ = 0;
   size_t guessed_total_ = 0;
   BlockRef block_;
   size_t start_ = 0;  // first unconsumed byte
   size_t end_ = 0;    // one past the last received byte
-  // Where the partial frame at start_ ends in the block, once NextFrame() has read its length;
-  // 0 when unknown. A scatter read offers the tail only when this is the block's end.
+  // Where the partial frame at start_ ends in the block, once NextFrame() has read its length,
+  // or where a frame read afresh at its guessed size is guessed to end; 0 when unknown. A scatter
+  // read stops there and offers the tail when the frame is large or ends with the block.
   size_t frame_end_ = 0;
+  // Where the last ReadSpace() put the tail (its first region's end); 0: no tail offered.
+  size_t tail_after_ = 0;
   // Bytes logically after end_ that a scatter read put here: at most a length prefix.
   uint8_t tail_[kFrameLengthSize];
   size_t tail_size_ = 0;
