@@ -123,8 +123,9 @@ TEST_F(ClientPayloadTest, LargeSidecarsCrossWithoutCopiesAndBodiesOncePerSide) {
 }
 
 // Bulk calls (at least MessengerOptions::bulk_connection_bytes) go to a remote over a connection
-// of their own, so small calls never queue behind them; with the threshold at 0 every call shares
-// one connection. Calls from one thread use one reactor, so the count is exact.
+// of their own, on a reactor of their own, so small calls never queue behind them; with the
+// threshold at 0 every call shares one connection. Calls from one thread use one reactor per size
+// class, so the count is exact.
 TEST_F(ClientPayloadTest, BulkCallsTravelOnAConnectionOfTheirOwn) {
   StartServer();
   for (size_t threshold : {size_t{256 * 1024}, size_t{0}}) {
@@ -144,7 +145,14 @@ TEST_F(ClientPayloadTest, BulkCallsTravelOnAConnectionOfTheirOwn) {
       ASSERT_EQ(1u, ctl.num_inbound_sidecars());
       EXPECT_TRUE(ctl.inbound_sidecar(0) == Slice(big));
     }
-    EXPECT_EQ(threshold > 0 ? 2u : 1u, client_->DumpConnections().size()) << threshold;
+    const std::vector<ConnectionInfo> conns = client_->DumpConnections();
+    EXPECT_EQ(threshold > 0 ? 2u : 1u, conns.size()) << threshold;
+    // Two reactors (the default): the bulk connection has one of its own, so a small call never
+    // waits for a reactor busy with a bulk frame.
+    ASSERT_EQ(2, o.num_reactors);
+    if (conns.size() == 2) {
+      EXPECT_NE(conns[0].reactor, conns[1].reactor);
+    }
     client_->Shutdown();
     client_.reset();
   }

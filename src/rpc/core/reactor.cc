@@ -336,8 +336,7 @@ void Reactor::AssignOutboundCall(scoped_refptr<OutboundCall>&& call) {
     return;
   }
   // Bulk calls travel apart from small ones (MessengerOptions::bulk_connection_bytes).
-  const size_t bulk_bytes = options().bulk_connection_bytes;
-  const bool bulk = bulk_bytes > 0 && call->total_bytes() >= bulk_bytes;
+  const bool bulk = options().IsBulk(call->total_bytes());
   if (!bulk && last_client_connection_ != nullptr &&
       (call->remote_method() == last_client_method_.get() ||
        last_client_connection_->remote() == call->remote())) {
