@@ -1,5 +1,6 @@
 #include "util/block.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 
@@ -32,48 +33,44 @@ constexpr size_t kSmallBlockCapacity = 256;
 void FreeSmallBlock(void* mem) { free(mem); }
 using SmallBlockStash = ThreadStash<void*, 32, FreeSmallBlock>;
 
-// Large blocks kept by a thread that asked to (Block::KeepLargeBlocksOnThisThread): memory and
-// capacity, oldest first. Trivially destructible (the thread empties it before it ends).
+// Large blocks kept by a thread that asked to (Block::KeepLargeBlocksOnThisThread), oldest
+// first. Not a ThreadStash: a full stash refuses the newest, and a reactor whose stream changed
+// size must keep the new size's blocks, so here the oldest goes. Trivially destructible (the
+// thread empties it before it ends).
+struct KeptLargeBlock {
+  void* mem;
+  size_t capacity;
+};
 struct KeptLargeBlocks {
   bool enabled = false;
   int count = 0;
-  void* mem[Block::kMaxKeptLargeBlocks];
-  size_t capacity[Block::kMaxKeptLargeBlocks];
+  KeptLargeBlock kept[Block::kMaxKeptLargeBlocks];
+
+  // Takes entry `i` out, the others keeping their order.
+  void* Take(int i) {
+    void* mem = kept[i].mem;
+    std::copy(kept + i + 1, kept + count, kept + i);
+    count--;
+    return mem;
+  }
 };
 thread_local KeptLargeBlocks tls_kept_large;
 
 // Memory for a large block of exactly `capacity` bytes kept by this thread, or nullptr.
 void* TakeKeptLargeBlock(size_t capacity) {
-  KeptLargeBlocks& kept = tls_kept_large;
-  if (kept.count == 0) return nullptr;
-  for (int i = kept.count - 1; i >= 0; i--) {  // the newest first: the likeliest still cached
-    if (kept.capacity[i] != capacity) continue;
-    void* mem = kept.mem[i];
-    for (int j = i + 1; j < kept.count; j++) {
-      kept.mem[j - 1] = kept.mem[j];
-      kept.capacity[j - 1] = kept.capacity[j];
-    }
-    kept.count--;
-    return mem;
+  KeptLargeBlocks& k = tls_kept_large;
+  for (int i = k.count - 1; i >= 0; i--) {  // the newest first: the likeliest still cached
+    if (k.kept[i].capacity == capacity) return k.Take(i);
   }
   return nullptr;
 }
 
 // Keeps `mem` (a large block's memory) on this thread when it keeps large blocks; false if not.
 bool KeepLargeBlock(void* mem, size_t capacity) {
-  KeptLargeBlocks& kept = tls_kept_large;
-  if (!kept.enabled || capacity > Block::kMaxKeptLargeBlockCapacity) return false;
-  if (kept.count == Block::kMaxKeptLargeBlocks) {
-    free(kept.mem[0]);
-    for (int j = 1; j < kept.count; j++) {
-      kept.mem[j - 1] = kept.mem[j];
-      kept.capacity[j - 1] = kept.capacity[j];
-    }
-    kept.count--;
-  }
-  kept.mem[kept.count] = mem;
-  kept.capacity[kept.count] = capacity;
-  kept.count++;
+  KeptLargeBlocks& k = tls_kept_large;
+  if (!k.enabled || capacity > Block::kMaxKeptLargeBlockCapacity) return false;
+  if (k.count == Block::kMaxKeptLargeBlocks) free(k.Take(0));
+  k.kept[k.count++] = {mem, capacity};
   return true;
 }
 
@@ -82,10 +79,9 @@ bool KeepLargeBlock(void* mem, size_t capacity) {
 void Block::KeepLargeBlocksOnThisThread() { tls_kept_large.enabled = true; }
 
 void Block::StopKeepingLargeBlocksOnThisThread() {
-  KeptLargeBlocks& kept = tls_kept_large;
-  kept.enabled = false;
-  for (int i = 0; i < kept.count; i++) free(kept.mem[i]);
-  kept.count = 0;
+  KeptLargeBlocks& k = tls_kept_large;
+  k.enabled = false;
+  while (k.count > 0) free(k.Take(k.count - 1));
 }
 
 int Block::LargeBlocksKeptOnThisThread() { return tls_kept_large.count; }

@@ -68,13 +68,7 @@ void FrameReader::StopRecyclingReadBlocksOnThisThread() {
   spare = nullptr;
 }
 
-size_t FrameReader::writable_size() const {
-  if (!block_) return read_block_size_;
-  // A large frame's block has room past the frame (BlockForFrame): reads stop at its end, so the
-  // next frame starts in a block of its own instead of being moved out of this one.
-  const bool large_pending = frame_end_ > read_block_size_ && frame_end_ > end_;
-  return (large_pending ? frame_end_ : block_->capacity()) - end_;
-}
+size_t FrameReader::writable_size() const { return block_ ? read_end() - end_ : read_block_size_; }
 
 BlockRef FrameReader::BlockForFrame(size_t total) {
   if (total <= read_block_size_) return Block::Allocate(read_block_size_);

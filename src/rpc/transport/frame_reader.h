@@ -14,22 +14,24 @@
 // 1 MiB frames would otherwise copy up to 64 KiB of each). A small frame after that costs one
 // more recv(), and the reader goes back to full-block reads.
 //
-// Bulk streams mostly repeat one size (blocks of a file, chunks of a transfer). Once the last two
-// large frames had the same size, a frame started afresh is read straight into a block of that
-// size (and room for the prefix after it) instead: one read per frame where the prefix read made
-// two, with no byte moved while the guess holds (64 KiB sidecar echo: 8 system calls per call ->
-// 6, docs/performance.md). A wrong guess moves what was read into a block of the right size (at
-// most the guessed frame's bytes, counted as stream copies) and stops guessing until two frames
-// share a size again, so alternating sizes are never guessed and never copied. The guessed block
-// is no more exposure than a prefix claiming that size: it is allocated as bytes arrive, and the
-// connection's inbound memory budget counts the bytes read.
+// Bulk streams mostly repeat one size (blocks of a file, chunks of a transfer; a varint in the
+// header may differ). Once the last two large frames' sizes were within kSizeSlack of each other,
+// a frame started afresh is read straight into a block of the smaller size (with the prefix after
+// it, below) instead: one read per frame where the prefix read made two, with no byte moved while
+// the guess holds (64 KiB sidecar echo: 8 system calls per call -> 6, docs/performance.md). A
+// large frame's block has kSizeSlack bytes of room past the frame, so a frame a little larger
+// than guessed still completes in place; a smaller one leaves the next frame's first bytes to be
+// moved (at most the guessed frame's, counted as stream copies), and a size further off stops the
+// guessing until two sizes are close again, so alternating sizes are never guessed. The guessed
+// block is no more exposure than a prefix claiming that size: it is allocated as bytes arrive, and
+// the connection's inbound memory budget counts the bytes read.
 //
-// A frame's exact-size block ends where the frame ends, so a read into it alone returns exactly
-// the room asked for even when the socket is then empty, and the reader could not tell a drained
-// socket from a full one without another recv() (EAGAIN, once per large frame). ReadSpace() offers
-// a scatter read instead: the rest of the frame, then room for the next frame's length prefix
-// only (4 bytes kept in the reader, never payload). One readv() then completes the frame, learns
-// the next one's size, and comes back short when the socket is drained.
+// Reads into a large frame's block stop where the frame ends, so a read that fills the room asked
+// for could not tell a drained socket from a full one without another recv() (EAGAIN, once per
+// large frame). ReadSpace() offers a scatter read instead: the rest of the frame, then room for
+// the next frame's length prefix only (4 bytes kept in the reader, never payload). One readv()
+// then completes the frame, learns the next one's size, and comes back short when the socket is
+// drained.
 // Owned and used by one connection on its reactor thread; not thread-safe.
 #pragma once
 
@@ -86,17 +88,13 @@ class FrameReader {
   // (see the class comment). Commit() then takes the bytes read across all of them.
   int ReadSpace(iovec iov[2]) {
     iov[0].iov_base = writable_data();
-    const size_t capacity = block_->capacity();
-    if (frame_end_ <= end_ || (frame_end_ != capacity && frame_end_ <= read_block_size_)) {
-      iov[0].iov_len = capacity - end_;
-      return 1;
-    }
-    // A large frame pending (its end known, or guessed for a block read afresh), or a frame that
-    // ends where its block does: read up to its end, then the next prefix, nothing more.
-    iov[0].iov_len = frame_end_ - end_;
+    const size_t stop = read_end();
+    iov[0].iov_len = stop - end_;
+    if (stop != frame_end_) return 1;
+    // The reads stop where the pending frame ends: the next prefix too, nothing more.
     iov[1].iov_base = tail_;
     iov[1].iov_len = sizeof(tail_);
-    tail_after_ = frame_end_;
+    tail_after_ = stop;
     return 2;
   }
   void Commit(size_t n) {
@@ -152,6 +150,12 @@ class FrameReader {
  private:
   // NextFrame() for every case but a whole valid frame buffered.
   Result<bool> NextFrameSlow(BlockSlice* frame);
+  // Where reads into the block stop: the end of a pending large frame (known, or guessed for a
+  // block read afresh), whose block has room past it (BlockForFrame), so the next frame starts in
+  // a block of its own instead of being moved out of this one; else the block's end.
+  size_t read_end() const {
+    return frame_end_ > end_ && frame_end_ > read_block_size_ ? frame_end_ : block_->capacity();
+  }
   // Records a frame's size (length prefix included) for sizing the next read: a small one sends
   // the reader back to full-block reads, a large one to reading the next frame at its guessed
   // size (see the class comment).
