@@ -4,7 +4,7 @@
 #        build-support/format.sh --check  list files that need formatting; exit 1 if any
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files 'src/*.h' 'src/*.cc')
+mapfile -t files < <(git ls-files 'src/*.h' 'src/*.cc' 'examples/*.h' 'examples/*.cc')
 if [ "${1:-}" = "--check" ]; then
   bad=0
   for f in "${files[@]}"; do

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Soak: builds kv-soak (RelWithDebInfo, build/rel) and runs mixed kv load with faults injected
-# on both sides for N minutes (src/server/example/kv_soak_main.cc). It checks that every call got
+# on both sides for N minutes (examples/kv/kv_soak_main.cc). It checks that every call got
 # exactly one answer, no acknowledged write was lost, and RSS stayed flat; the figures it prints
 # ("SOAK ..." lines) go to docs/reliability.md. Exits non-zero if a check failed.
 # Usage: build-support/soak.sh [--minutes N] [--build DIR] [kv-soak flags...]
@@ -23,4 +23,4 @@ if [ ! -f "$build/build.ninja" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
 ninja -C "$build" kv-soak
-"$build/src/server/example/kv-soak" --minutes="$minutes" "${extra[@]}"
+"$build/examples/kv/kv-soak" --minutes="$minutes" "${extra[@]}"

@@ -1,12 +1,13 @@
 # Install rules: `cmake --install build --prefix /opt/rrpc` puts into the prefix
-#   include/            the public headers (src/rpc/*.h, src/server/*.h, src/util/**.h), rrpc's
-#                       own .proto files and their generated headers (rpc/rrpc_options.proto...)
+#   include/rrpc/       the public headers (src/rrpc/rpc/*.h, src/rrpc/server/*.h,
+#                       src/rrpc/util/**.h), rrpc's own .proto files and their generated headers
+#                       (rrpc/rpc/rrpc_options.proto...): nothing else at the top of include/
 #   lib/                the static libraries, lib/cmake/rrpc/ (the CMake package: imported
 #                       targets rrpc::rpc, rrpc::server..., rrpc::protoc-gen-rrpc, rrpc_proto())
 #                       and lib/pkgconfig/rrpc.pc
 #   bin/                protoc-gen-rrpc and the tools (rrpc-cli, rpc-bench, kv-server, kv-cli,
 #                       kv-bench)
-# Included by the top CMakeLists.txt once every target exists. The subfolders of src/rpc (core/,
+# Included by the top CMakeLists.txt once every target exists. The subfolders of src/rrpc/rpc (core/,
 # transport/, observe/) are internal: their headers are not installed.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -34,10 +35,10 @@ foreach(tool rrpc-cli rpc-bench kv-server kv-cli kv-bench)
 endforeach()
 install(TARGETS ${tools} RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
 
-# Every header directly in src/<dir> (not its subfolders) goes to include/<dir>.
+# Every header directly in src/rrpc/<dir> (not its subfolders) goes to include/rrpc/<dir>.
 function(rrpc_install_headers dir)
-  file(GLOB headers CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/src/${dir}/*.h")
-  install(FILES ${headers} DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/${dir}")
+  file(GLOB headers CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/src/rrpc/${dir}/*.h")
+  install(FILES ${headers} DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/rrpc/${dir}")
 endfunction()
 foreach(dir rpc server util util/metrics)
   rrpc_install_headers(${dir})

@@ -1,6 +1,6 @@
 # The body of rrpc_proto(), shared by rrpc's own build (RrpcProtobuf.cmake) and by projects using
 # the installed package (rrpcConfig.cmake). The two differ only in where the plugin, the RPC
-# library and rrpc's own .proto files (rpc/rrpc_options.proto) come from; each passes its own.
+# library and rrpc's own .proto files (rrpc/rpc/rrpc_options.proto) come from; each passes its own.
 #
 # _rrpc_proto_library(TARGET PLUGIN <executable target> RPC_LIBRARY <library target>
 #                     [NO_RRPC] [PROTO_ROOT <dir>] [OUT_DIR <dir>] [IMPORT_DIRS <dir>...]

@@ -1,0 +1,148 @@
+// kv-bench: throughput and latency of kv-server for small puts or gets, from `conc` client
+// threads each making one synchronous call at a time for `duration_s`. Starts its own KvServer in
+// a temporary directory unless --server names one. Prints rpc-bench's RESULT line with impl=kv.
+//
+//   kv-bench --mode=put --payload=100 --conc=4 --duration_s=5
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kv/kv_client.h"
+#include "kv/kv_server.h"
+#include "rrpc/rpc/messenger.h"
+#include "rrpc/rpc/messenger_flags.h"
+#include "rrpc/util/command_line.h"
+
+DEFINE_string(mode, "put", "put or get (gets read keys written before the timed run).");
+DEFINE_int32(payload, 100, "Value size in bytes.");
+DEFINE_int32(conc, 4, "Client threads, each with one call in flight.");
+DEFINE_double(duration_s, 5, "Seconds of the timed run.");
+DEFINE_int32(keys, 10000, "Distinct keys written and read.");
+DEFINE_string(server, "", "host:port of a running kv-server; empty: start one in-process.");
+DEFINE_int32(server_workers, 4, "Worker threads of the in-process server.");
+
+namespace {
+
+double Percentile(const std::vector<int64_t>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const size_t i = std::min(sorted.size() - 1, static_cast<size_t>(p * sorted.size()));
+  return static_cast<double>(sorted[i]);
+}
+
+std::string KeyOf(int i) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "key%08d", i);
+  return buf;
+}
+
+long RssKb() {
+  FILE* f = fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  long pages = 0, rss = 0;
+  if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
+  fclose(f);
+  return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rrpc::ParseCommandLine(
+      &argc, &argv,
+      {"kv-bench [--mode=put|get] [--payload=BYTES] [--conc=N] [--duration_s=S] [--server=H:P]",
+       "Throughput and latency of kv-server for small puts or gets; starts its own server unless "
+       "--server names one. Prints rpc-bench's RESULT line with impl=kv.",
+       {"kv/kv_bench_main.cc", "rrpc/rpc/security_flags.cc"}});
+  google::InitGoogleLogging(argv[0]);
+  if (FLAGS_mode != "put" && FLAGS_mode != "get") {
+    fprintf(stderr, "--mode must be put or get\n");
+    return 2;
+  }
+  std::unique_ptr<rrpc::kv::KvServer> server;
+  std::string data_dir;
+  rrpc::Sockaddr addr;
+  if (FLAGS_server.empty()) {
+    char tmpl[] = "/tmp/kv-bench-XXXXXX";
+    CHECK(mkdtemp(tmpl) != nullptr);
+    data_dir = tmpl;
+    rrpc::kv::KvServerOptions opts;
+    opts.base.name = "kv-bench-server";
+    opts.base.data_dir = data_dir;
+    opts.base.messenger.num_workers = FLAGS_server_workers;
+    opts.base.messenger.security = rrpc::rpc::SecurityOptionsFromFlags();
+    server = std::make_unique<rrpc::kv::KvServer>(opts);
+    RRPC_CHECK_OK(server->Start());
+    addr = server->rpc_address();
+  } else {
+    auto parsed = rrpc::Sockaddr::Parse(FLAGS_server);
+    RRPC_CHECK_OK(parsed.status());
+    addr = *parsed;
+  }
+  rrpc::rpc::MessengerBuilder builder("kv-bench");
+  builder.mutable_options()->security = rrpc::rpc::SecurityOptionsFromFlags();
+  auto messenger = builder.Build();
+  RRPC_CHECK_OK(messenger.status());
+  rrpc::kv::KvClient client(*messenger, addr);
+  const std::string value(static_cast<size_t>(FLAGS_payload), 'v');
+  if (FLAGS_mode == "get") {
+    for (int i = 0; i < FLAGS_keys; i++) RRPC_CHECK_OK(client.Put(KeyOf(i), value));
+  }
+
+  struct rusage ru0;
+  getrusage(RUSAGE_SELF, &ru0);
+  std::atomic<bool> failed{false};
+  std::vector<std::vector<int64_t>> latencies(FLAGS_conc);
+  const rrpc::MonoTime start = rrpc::MonoTime::Now();
+  const rrpc::MonoTime end = start + rrpc::MonoDelta::FromSeconds(FLAGS_duration_s);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < FLAGS_conc; t++) {
+    threads.emplace_back([&, t] {
+      std::string got;
+      auto& lat = latencies[t];
+      lat.reserve(1 << 16);
+      for (int n = 0;; n++) {
+        const rrpc::MonoTime t0 = rrpc::MonoTime::Now();
+        if (t0 >= end) break;
+        const std::string key = KeyOf((n * FLAGS_conc + t) % FLAGS_keys);
+        rrpc::Status s = FLAGS_mode == "put" ? client.Put(key, value) : client.Get(key, &got);
+        if (!s.ok()) {
+          LOG(ERROR) << s.ToString();
+          failed.store(true);
+          break;
+        }
+        lat.push_back((rrpc::MonoTime::Now() - t0).ToMicroseconds());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const double elapsed = (rrpc::MonoTime::Now() - start).ToSeconds();
+  struct rusage ru1;
+  getrusage(RUSAGE_SELF, &ru1);
+  std::vector<int64_t> all;
+  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  std::sort(all.begin(), all.end());
+  auto secs = [](const timeval& a, const timeval& b) {
+    return static_cast<double>(b.tv_sec - a.tv_sec) + (b.tv_usec - a.tv_usec) / 1e6;
+  };
+  printf(
+      "RESULT impl=kv mode=%s transport=tcp payload=%d conc=%d reqs_per_sec=%.1f p50_us=%.1f "
+      "p99_us=%.1f p999_us=%.1f user_cpu_s=%.2f sys_cpu_s=%.2f rss_kb=%ld\n",
+      FLAGS_mode.c_str(), FLAGS_payload, FLAGS_conc, all.size() / elapsed, Percentile(all, 0.50),
+      Percentile(all, 0.99), Percentile(all, 0.999), secs(ru0.ru_utime, ru1.ru_utime),
+      secs(ru0.ru_stime, ru1.ru_stime), RssKb());
+  (*messenger)->Shutdown();
+  if (server) server->Shutdown();
+  if (!data_dir.empty()) std::filesystem::remove_all(data_dir);
+  return failed.load() ? 1 : 0;
+}

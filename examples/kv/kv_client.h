@@ -1,0 +1,97 @@
+// KvClient: the client of KvService at one server, with retries. A call that the server refused
+// without running it (too busy, shutting down) is retried whatever it is; a call whose
+// connection failed (it may or may not have run) is retried only when it is idempotent: Get,
+// Scan, Put and Delete are; Batch only when the caller says so. Retries back off exponentially
+// with jitter and never pass the call's deadline. Values of at least sidecar_threshold bytes are
+// sent as sidecars. Thread-safe: many threads may call one client at once. Calls block; never
+// call them on a reactor thread.
+//
+//   KvClient client(messenger, server_addr);
+//   RRPC_RETURN_NOT_OK(client.Put("k", "v"));
+//   std::string v;
+//   Status s = client.Get("k", &v);  // NotFound when absent
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kv/kv.rrpc.h"
+#include "rrpc/rpc/messenger.h"
+#include "rrpc/rpc/rpc_controller.h"
+#include "rrpc/util/monotime.h"
+#include "rrpc/util/sockaddr.h"
+#include "rrpc/util/status.h"
+
+namespace rrpc::kv {
+
+struct KvClientOptions {
+  // Deadline of a call made without one: now + this.
+  MonoDelta default_timeout = MonoDelta::FromSeconds(10);
+  // Backoff before retry n (from 0): uniform in [b/2, b] with b = min(max, initial * 2^n).
+  MonoDelta initial_backoff = MonoDelta::FromMilliseconds(2);
+  MonoDelta max_backoff = MonoDelta::FromMilliseconds(500);
+  // Values of at least this many bytes travel as sidecars.
+  size_t sidecar_threshold = 4096;
+};
+
+// Operations applied atomically by Batch().
+class KvBatch {
+ public:
+  void Put(std::string key, std::string value) {
+    ops_.push_back({BatchOpPB::PUT, std::move(key), std::move(value)});
+  }
+  void Delete(std::string key) { ops_.push_back({BatchOpPB::DELETE, std::move(key), {}}); }
+  size_t size() const { return ops_.size(); }
+
+ private:
+  friend class KvClient;
+  struct Op {
+    BatchOpPB::Type type;
+    std::string key;
+    std::string value;
+  };
+  std::vector<Op> ops_;
+};
+
+class KvClient {
+ public:
+  // `messenger` is shared with the client's other users; the client makes its calls on it.
+  KvClient(std::shared_ptr<rpc::Messenger> messenger, const Sockaddr& server,
+           KvClientOptions options = {});
+
+  // Each call's `deadline` bounds it, retries included; MonoTime() (the default) means
+  // now + options.default_timeout.
+  Status Put(std::string_view key, std::string_view value, MonoTime deadline = MonoTime());
+  // NotFound when the key is absent.
+  Status Get(std::string_view key, std::string* value, MonoTime deadline = MonoTime());
+  Status Delete(std::string_view key, MonoTime deadline = MonoTime());
+  // Pairs with keys in [start, end) (end empty: no bound), at most `limit` (0: the server's
+  // cap); `*has_more` (may be null) tells whether the server stopped early.
+  Status Scan(std::string_view start, std::string_view end, uint32_t limit,
+              std::vector<std::pair<std::string, std::string>>* pairs, bool* has_more = nullptr,
+              MonoTime deadline = MonoTime());
+  // `idempotent`: the caller knows that applying the batch twice is harmless (e.g. only puts of
+  // fixed values), so it may be retried after a connection failure too.
+  Status Batch(const KvBatch& batch, bool idempotent = false, MonoTime deadline = MonoTime());
+
+  // Attempts repeated so far, by all calls of this client.
+  uint64_t retries() const { return retries_.load(std::memory_order_relaxed); }
+
+ private:
+  // Runs `attempt(ctl, callback)`, which starts one async call on `ctl` and returns, until it
+  // succeeds, fails for good, or the deadline passes. `ctl` holds the last attempt's outcome.
+  template <typename Attempt>
+  Status CallWithRetry(bool idempotent, MonoTime deadline, rpc::RpcController* ctl,
+                       const Attempt& attempt);
+  MonoTime ResolveDeadline(MonoTime deadline) const;
+
+  const KvClientOptions options_;
+  KvServiceProxy proxy_;
+  std::atomic<uint64_t> retries_{0};
+};
+
+}  // namespace rrpc::kv

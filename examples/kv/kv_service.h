@@ -1,0 +1,79 @@
+// KvService: the example storage server's RPC service, a key-value store on one RocksDB
+// database. Values of at least `sidecar_threshold` bytes are answered as response sidecars, and
+// large request values arrive as request sidecars (see kv.proto), so they are never copied into
+// or out of protobuf. Handlers run on worker threads (never reactors), several at once: the
+// service is thread-safe. Each call uses the database through a KvDb::Ref, so the database may
+// be reopened under running calls (those meanwhile get ServiceUnavailable: retry).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "kv/kv.rrpc.h"
+#include "rrpc/util/metrics/counter.h"
+#include "rrpc/util/metrics/metric_prototype.h"
+#include "rrpc/util/metrics/metric_registry.h"
+#include "rrpc/util/mutex.h"
+#include "rrpc/util/status.h"
+
+namespace rrpc::kv {
+
+class KvDb;
+class KvDbHealth;
+
+struct KvServiceOptions {
+  // Values of at least this many bytes go back to the client as sidecars.
+  size_t sidecar_threshold = 4096;
+  // Most pairs, and about the most value bytes, one Scan answers (then has_more).
+  uint32_t max_scan_pairs = 10000;
+  size_t max_scan_bytes = 16 * 1024 * 1024;
+  // fsync the write-ahead log before acknowledging a write: acknowledged writes then survive a
+  // machine crash, not only a process crash, at the cost of one fsync per write.
+  bool sync_writes = false;
+};
+
+// The service's counters, in the server's metrics (entity "kv_service", id "kv").
+inline constexpr MetricPrototype METRIC_kv_values_received_as_sidecars_total =
+    MetricPrototype::Counter(
+        "kv_values_received_as_sidecars_total", "Values received as sidecars", MetricUnit::kEntries,
+        "Put and Batch values that arrived as request sidecars (large values).");
+inline constexpr MetricPrototype METRIC_kv_values_sent_as_sidecars_total = MetricPrototype::Counter(
+    "kv_values_sent_as_sidecars_total", "Values sent as sidecars", MetricUnit::kEntries,
+    "Get and Scan values answered as response sidecars (large values).");
+
+class KvService : public KvServiceIf {
+ public:
+  // `db` is used, not owned; it outlives the service. The service's counters live in `metrics` (the
+  // server's registry, which outlives the service), entity "kv_service". `health` (optional,
+  // outlives the service) refuses writes while the database recovers from a background error.
+  KvService(KvDb* db, KvServiceOptions options, MetricRegistry* metrics,
+            const KvDbHealth* health = nullptr);
+
+  void Put(const PutRequestPB* req, PutResponsePB* resp, rpc::RpcContext* context) override;
+  void Get(const GetRequestPB* req, GetResponsePB* resp, rpc::RpcContext* context) override;
+  void Delete(const DeleteRequestPB* req, DeleteResponsePB* resp,
+              rpc::RpcContext* context) override;
+  void Scan(const ScanRequestPB* req, ScanResponsePB* resp, rpc::RpcContext* context) override;
+  void Batch(const BatchRequestPB* req, BatchResponsePB* resp, rpc::RpcContext* context) override;
+
+  // Tests: runs first in every handler, on its worker (e.g. to hold a worker at a gate).
+  void set_handler_hook(std::function<void()> hook);
+
+ private:
+  void RunHook();
+  // OK, or why writes are refused now (the database recovers from a background error).
+  Status WritesAllowed() const;
+
+  KvDb* const db_;
+  const KvServiceOptions options_;
+  const KvDbHealth* const health_;
+  Counter* const values_received_as_sidecars_;
+  Counter* const values_sent_as_sidecars_;
+  Mutex hook_mu_;
+  std::function<void()> hook_ RRPC_GUARDED_BY(hook_mu_);
+  std::atomic<bool> has_hook_{false};
+};
+
+}  // namespace rrpc::kv

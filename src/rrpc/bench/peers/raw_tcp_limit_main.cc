@@ -1,0 +1,17 @@
+// raw-tcp-limit: what this kernel allows for a length-prefixed TCP echo, with no RPC layer at
+// all. rrpc's numbers are read against it. Same flags and RESULT line as rpc-bench.
+#include "rrpc/bench/peers/peer_runner.h"
+#include "rrpc/bench/peers/raw_tcp_client.h"
+#include "rrpc/bench/peers/raw_tcp_server.h"
+#include "rrpc/util/command_line.h"
+
+int main(int argc, char** argv) {
+  rrpc::ParseCommandLine(
+      &argc, &argv,
+      {"raw-tcp-limit [--mode=throughput|latency|cps] [--payload_bytes=N] ...",
+       "Raw TCP echo over epoll: the kernel's limit for rrpc's benchmarks. "
+       "Same flags and RESULT line as rpc-bench.",
+       {"rrpc/bench/peers/raw_tcp_limit_main.cc", "rrpc/bench/peers/peer_runner.cc"}});
+  return rrpc::bench::RunPeerMain("raw-tcp", &rrpc::bench::RawTcpEchoServer::Start,
+                                  &rrpc::bench::RunRawTcpClientThread);
+}

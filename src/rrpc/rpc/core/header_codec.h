@@ -1,0 +1,116 @@
+// The call and response headers of a frame (RequestHeader, ResponseHeader in rpc_header.proto),
+// encoded and decoded by hand on the call path. Pure functions, thread-safe.
+//
+// Why not protobuf: per 64-byte echo call, building, sizing, serializing and parsing the two
+// generated header messages cost about 1,500 instructions (callgrind, echo-cost), mostly string
+// assignments of the method names (copied into the header on the client, out of the frame on the
+// server) and the generic parser's setup. The fields are few and fixed, so:
+//  - encoding writes the bytes protobuf would write for the same fields (fields in number order,
+//    repeated fields unpacked), so the wire does not change (header_codec-test checks it byte for
+//    byte against the generated serializer);
+//  - decoding takes the common layout (the one the encoder writes: each field at most once, in
+//    number order) in one bounds-checked pass, with the method names pointing into the frame;
+//    anything else (other field order, repeats, packed offsets, feature flags, unknown fields,
+//    long varints) goes to the generated parser, so every header protobuf accepts is accepted
+//    with the same meaning and every one it refuses is refused (frame_codec-fuzz compares the
+//    two on every input).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rrpc/util/slice.h"
+#include "rrpc/util/status.h"
+
+namespace rrpc::rpc {
+
+// A RequestHeader's fields. Decoded names point into the bytes decoded (or, for a header that
+// took the generated parser, into a per-thread message that the next decode on this thread
+// replaces): valid as long as those bytes, and on the decoding thread until its next decode.
+struct RequestHeaderFields {
+  int32_t call_id = 0;
+  bool has_remote_method = false;
+  Slice service_name;
+  Slice method_name;
+  bool has_timeout_millis = false;
+  uint32_t timeout_millis = 0;
+  std::vector<uint32_t> sidecar_offsets;
+  std::vector<int> required_feature_flags;
+
+  // Keeps the vectors' capacity (a per-thread instance allocates nothing after its first use).
+  void Clear();
+};
+
+// A ResponseHeader's fields.
+struct ResponseHeaderFields {
+  int32_t call_id = 0;
+  bool is_error = false;
+  std::vector<uint32_t> sidecar_offsets;
+
+  void Clear();
+};
+
+// A RequestHeader as the client's call path encodes it: the remote method comes encoded already
+// (EncodeRemoteMethod, once per method a proxy calls), so a call copies the names' bytes in one
+// piece instead of measuring and writing each. Points at the caller's bytes, which must outlive
+// the encoding.
+struct RequestHeaderParts {
+  int32_t call_id = 0;
+  Slice remote_method;  // EncodeRemoteMethod()'s bytes; empty: no remote_method field
+  bool has_timeout_millis = false;
+  uint32_t timeout_millis = 0;
+  const uint32_t* sidecar_offsets = nullptr;
+  size_t num_sidecar_offsets = 0;
+  const int* required_feature_flags = nullptr;
+  size_t num_required_feature_flags = 0;
+};
+
+// The header's remote_method field (its tag, length and RemoteMethodPB), as it sits in every call
+// to that method.
+std::string EncodeRemoteMethod(Slice service_name, Slice method_name);
+
+// The parts of `header`, its remote method encoded into `*remote_method` (which the parts point
+// at): one encoder serves both forms.
+RequestHeaderParts PartsOf(const RequestHeaderFields& header, std::string* remote_method);
+
+namespace header_codec_internal {
+// Bytes of `v` as a varint: 1 + (index of its highest set bit) / 7, without a loop.
+inline size_t VarintSize(uint64_t v) {
+  const int bits = 64 - __builtin_clzll(v | 1);
+  return static_cast<size_t>((bits * 9 + 64) / 64);
+}
+// int32 and enum fields: protobuf sign-extends negatives to 64 bits (10 bytes).
+inline uint64_t Int32Wire(int32_t v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); }
+}  // namespace header_codec_internal
+
+// Exact size of the encoding, and the encoding itself (`out` has EncodedSize() bytes; returns the
+// end of what was written). The size inline: it is a few additions per call.
+inline size_t EncodedSize(const RequestHeaderParts& h) {
+  using header_codec_internal::Int32Wire;
+  using header_codec_internal::VarintSize;
+  size_t n = 1 + VarintSize(Int32Wire(h.call_id)) + h.remote_method.size();
+  if (h.has_timeout_millis) n += 1 + VarintSize(h.timeout_millis);
+  for (size_t i = 0; i < h.num_sidecar_offsets; i++) n += 1 + VarintSize(h.sidecar_offsets[i]);
+  for (size_t i = 0; i < h.num_required_feature_flags; i++) {
+    n += 1 + VarintSize(Int32Wire(h.required_feature_flags[i]));
+  }
+  return n;
+}
+uint8_t* EncodeTo(const RequestHeaderParts& header, uint8_t* out);
+size_t EncodedSize(const RequestHeaderFields& header);
+uint8_t* EncodeTo(const RequestHeaderFields& header, uint8_t* out);
+size_t EncodedSize(const ResponseHeaderFields& header);
+uint8_t* EncodeTo(const ResponseHeaderFields& header, uint8_t* out);
+
+// Decodes a header's bytes. False when protobuf would refuse them (malformed, or a required field
+// missing); `*header` is then unspecified.
+bool DecodeHeader(Slice bytes, RequestHeaderFields* header);
+bool DecodeHeader(Slice bytes, ResponseHeaderFields* header);
+
+// The same, without the generated parser's fallback: false also for a valid header in a layout
+// the fast path does not take. For tests and the fuzz target, which compare the two.
+bool DecodeHeaderFastPathOnly(Slice bytes, RequestHeaderFields* header);
+bool DecodeHeaderFastPathOnly(Slice bytes, ResponseHeaderFields* header);
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,175 @@
+// InboundCall: one request received by a server, from the frame's arrival until its response has
+// been written. The reactor makes it (arrival time and deadline are fixed then, once), the service
+// pool queues it and a worker runs it; Respond*() serializes the response on the calling thread
+// and hands the call back to its connection's reactor, which writes it and then deletes it.
+// One thread at a time owns it, as it moves along that path.
+#pragma once
+
+#include <google/protobuf/message.h>
+
+#include <memory>
+#include <new>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rrpc/rpc/observe/rpcz_store.h"
+#include "rrpc/rpc/rpc_context.h"
+#include "rrpc/rpc/rpc_header.pb.h"
+#include "rrpc/rpc/transport/outbound_transfer.h"
+#include "rrpc/util/block.h"
+#include "rrpc/util/monotime.h"
+#include "rrpc/util/ref_counted.h"
+#include "rrpc/util/sockaddr.h"
+#include "rrpc/util/status.h"
+
+namespace rrpc::rpc {
+
+class Connection;
+struct MethodMetrics;
+struct RpcMethodInfo;
+
+class InboundCall final : public OutboundTransfer {
+ public:
+  // When the calling thread last responded to a call, if it read the clock to do so; the worker
+  // uses it to end handler_time_us without reading the clock again. Per thread.
+  static MonoTime& LastRespondTimeOnThisThread() { return last_respond_time_; }
+
+  explicit InboundCall(scoped_refptr<Connection> connection);
+  // The memory of calls comes from their reactor's HomePool (util/home_pool.h): made on the
+  // reactor, freed mostly by the worker that wrote the response, reused by the reactor.
+  static void* operator new(size_t size);
+  static void operator delete(void* p);
+  ~InboundCall() override;
+
+  // Reactor thread. Parses the frame's header (core/header_codec.h) and finds the body and
+  // sidecars (kept by reference into the frame's block). Fixes the deadline: arrival + the
+  // header's timeout. The header's fields land in a struct reused by the thread, so a call
+  // allocates nothing for them; what the call needs later is copied out. InvalidArgument when the
+  // header names no method.
+  Status ParseFrom(BlockSlice&& frame, MonoTime arrival);
+
+  int32_t call_id() const { return call_id_; }
+  // The names the caller sent, for the service pool to route the call: they point into the frame
+  // (or, for a header in an unusual layout, into the reactor's reused header message, valid only
+  // until the reactor parses its next frame; the service pool routes the call, or answers it,
+  // before that).
+  std::string_view requested_service_name() const { return requested_service_; }
+  std::string_view requested_method_name() const { return requested_method_; }
+  // The registered service's and method's own names, from set_method() on (empty before).
+  const std::string& service_name() const { return *service_name_; }
+  const std::string& method_name() const { return *method_name_; }
+  Slice serialized_request() const { return body_; }
+  size_t num_inbound_sidecars() const { return inbound_sidecars_.size(); }
+  Slice inbound_sidecar(size_t i) const { return inbound_sidecars_[i]; }
+  // The same bytes, sharing the frame's block: keeps them alive without a copy (e.g. to echo
+  // them back as a response sidecar, or to keep a value after the call).
+  BlockSlice inbound_sidecar_block(size_t i) const {
+    return BlockSlice{frame_block_, inbound_sidecars_[i]};
+  }
+  const Sockaddr& remote_address() const;
+  Connection* connection() const { return connection_.get(); }
+
+  MonoTime arrival_time() const { return arrival_; }
+  // Computed once at arrival and cached: MonoTime::Max() when the client set no timeout.
+  MonoTime deadline() const { return deadline_; }
+
+  // The method this call runs, set by the service pool when it resolves the names.
+  void set_method(const std::string& service_name, const RpcMethodInfo* method);
+  const RpcMethodInfo* method() const { return method_; }
+  // The method's metrics (nullptr: none), set along with the method; Respond*() records there.
+  void set_metrics(MethodMetrics* metrics) { metrics_ = metrics; }
+  MethodMetrics* metrics() const { return metrics_; }
+  // Bytes of the request frame, its length prefix included.
+  size_t frame_bytes() const { return frame_bytes_; }
+  // Holds `bytes` more of the connection's inbound memory (the request frame when the call is
+  // made, the response once serialized), of which `already_counted` are counted in the tracker
+  // already (a frame's bytes, counted while they were a partial frame); all of it is released
+  // when the call is deleted. The owning thread only.
+  void HoldMemory(size_t bytes, size_t already_counted = 0);
+
+  // Timeline, for metrics and /rpcz.
+  void RecordHandlingStarted() {
+    handling_started_ = MonoTime::Now();
+    rpcz_entry_.MarkStarted(handling_started_);
+  }
+  MonoTime handling_started() const { return handling_started_; }
+  // The call's part of the /rpcz store (rpc/observe/rpcz_store.h).
+  RpczCallEntry* rpcz_entry() { return &rpcz_entry_; }
+
+  // Features the header requires that this server lacks (required_feature_flags); the service
+  // pool answers such a call ERROR_UNSUPPORTED_FEATURE without running it.
+  const std::vector<int>& unsupported_features() const { return unsupported_features_; }
+  // Any thread, once: answers ERROR_UNSUPPORTED_FEATURE naming unsupported_features().
+  void RespondUnsupportedFeatures();
+
+  int AddOutboundSidecar(BlockSlice sidecar);
+
+  // The worker, once per call: makes the handler's RpcContext in this call's own memory (a
+  // context per call cost an allocation and a free), taking the messages.
+  RpcContext* MakeContext(std::unique_ptr<google::protobuf::Message>&& request,
+                          std::unique_ptr<google::protobuf::Message>&& response) {
+    return new (context_storage_)
+        RpcContext(this, method_, body_.size(), std::move(request), std::move(response));
+  }
+
+  // Any thread, once. Serialize the response (or error) and pass the call to the reactor, which
+  // owns it from then on.
+  void RespondSuccess(const google::protobuf::MessageLite& response);
+  void RespondFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status);
+  void RespondApplicationError(const Status& status);
+
+  // The two halves of RespondSuccess(), for RpcContext, which ends itself in between (it lives
+  // in this call, which may be deleted once sent): serializes the response (or, when it is too
+  // large, an ERROR_APPLICATION error) and stamps it; then hands the call to its connection.
+  void SerializeResponse(const google::protobuf::MessageLite& response) {
+    SerializeResponse(response, /*is_error=*/false);
+  }
+  void SendResponse();
+
+  // OutboundTransfer: the response has been written, or the connection is gone.
+  void TransferDone() override;
+  // TransferDone() for a response its responder wrote whole right after serializing it, on the
+  // same thread (Connection::TryWriteLoneResponse): /rpcz takes the response's time for the
+  // write's instead of reading the clock again.
+  void TransferDoneRightAfterResponse();
+  void TransferAborted(const Status& status) override;
+
+ private:
+  void SerializeResponse(const google::protobuf::MessageLite& body, bool is_error);
+  // Serializes an error response.
+  void SerializeFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status);
+
+  static inline thread_local MonoTime last_respond_time_;  // LastRespondTimeOnThisThread()
+
+  scoped_refptr<Connection> connection_;
+  int32_t call_id_ = 0;
+  std::string_view requested_service_;
+  std::string_view requested_method_;
+  const std::string* service_name_;  // set_method() sets both; an empty string before
+  const std::string* method_name_;
+  BlockRef frame_block_;  // keeps body_ and inbound_sidecars_ alive
+  Slice body_;
+  std::vector<Slice> inbound_sidecars_;
+  std::vector<int> unsupported_features_;
+  std::vector<BlockSlice> outbound_sidecars_;
+  MonoTime arrival_;
+  MonoTime deadline_ = MonoTime::Max();
+  MonoTime handling_started_;
+  const RpcMethodInfo* method_ = nullptr;
+  MethodMetrics* metrics_ = nullptr;
+  size_t frame_bytes_ = 0;
+  int64_t held_bytes_ = 0;  // counted in connection_->inbound_memory()
+  // A small response's frame head (length prefix, header, body) is written here rather than
+  // into a block of its own: a block's allocation and release cost ~60 instructions per call
+  // (callgrind, echo-cost). The bytes stay put until the call is deleted, after its transfer
+  // ended; transports copy bytes without a block (RDMA) or write them before Write returns.
+  static constexpr size_t kInlineResponseHeadBytes = 192;
+  uint8_t response_head_[kInlineResponseHeadBytes];
+  // The handler's RpcContext (MakeContext), ended by its Respond*() before the call is sent.
+  alignas(RpcContext) unsigned char context_storage_[sizeof(RpcContext)];
+  // Last member: destroyed first, so /rpcz never sees a call whose header is gone.
+  RpczCallEntry rpcz_entry_;
+};
+
+}  // namespace rrpc::rpc

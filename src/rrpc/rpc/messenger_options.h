@@ -1,0 +1,114 @@
+// MessengerOptions: every knob of a messenger, as plain values. Libraries take this struct;
+// binaries fill it from flags (messenger_flags.h).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "rrpc/rpc/security_options.h"
+#include "rrpc/util/monotime.h"
+
+namespace rrpc {
+class MetricRegistry;
+}  // namespace rrpc
+
+namespace rrpc::rpc {
+
+class Authorizer;
+class FaultInjector;
+class TransportFactory;
+
+struct MessengerOptions {
+  // Shows up in thread names, logs and the server's connection page.
+  std::string name = "rrpc";
+  // Reactor threads; each accepts on its own SO_REUSEPORT listener.
+  int num_reactors = 2;
+  // Worker threads running handlers (only used once a service is registered).
+  int num_workers = 2;
+  // Calls waiting for a worker; more are refused with ERROR_SERVER_TOO_BUSY.
+  size_t service_queue_length = 64;
+  // How long a worker that runs out of calls polls for the next one before it sleeps. Polling
+  // saves the reactor a futex wake and the worker a context switch per hand-off under load; one
+  // worker at most polls, and polling backs off while most polls find nothing (PollPolicy).
+  MonoDelta worker_idle_spin = MonoDelta::FromMicroseconds(50);
+  // How long a thread making a synchronous call polls for the response before it sleeps; a
+  // response within it saves the reactor a wake-up of the caller. Off by default: on the VMs
+  // measured, round trips mostly outlast a short poll, and it cost CPU without cutting latency
+  // (docs/performance.md, third round).
+  MonoDelta sync_call_poll;
+  // A thread making a synchronous call writes it itself when the connection its last one used is
+  // free (Proxy::SyncRequest, docs/architecture.md): no hand-off to a reactor. false: every call
+  // goes through a reactor (for A/B measurements).
+  bool sync_call_direct_write = true;
+  // A thread whose synchronous call is its connection's only one outstanding reads the response
+  // itself (plain TCP): the reactor's reads stay parked between such calls, and the caller is
+  // woken by the kernel, not by the reactor (docs/architecture.md, "The synchronous call path").
+  // false: responses always come through the reactor.
+  bool sync_call_caller_reads = true;
+  // Before a caller takes parked reads it checks (one poll()) that the server sent nothing and
+  // did not close while nobody read, so a restarted server gets the call on a fresh connection
+  // rather than failing it; skipped when the reads were parked less than this long ago (a
+  // thread calling in a loop), where a close racing the call fails it as a network error, as it
+  // could between the check and the write anyway. Zero: always check.
+  MonoDelta sync_peer_check_after = MonoDelta::FromMicroseconds(1000);
+  // Largest frame accepted or sent, checked from the length prefix before buffering.
+  size_t max_message_size = 64 * 1024 * 1024;
+  // Bytes read per recv() when no large frame is pending.
+  size_t read_block_size = 64 * 1024;
+  // Calls whose request frame has at least this many bytes go to a remote over a connection of
+  // their own (one per reactor and remote), so a small call never waits behind a bulk transfer
+  // in a write queue or a TCP stream; with more than one reactor, a bulk call from a thread goes
+  // to another reactor than that thread's small calls to the remote, so they do not wait for a
+  // reactor busy copying a bulk frame (docs/architecture.md, "Bulk and small calls"). 0: every
+  // call to a remote shares one connection.
+  size_t bulk_connection_bytes = 256 * 1024;
+  bool IsBulk(size_t request_bytes) const {
+    return bulk_connection_bytes > 0 && request_bytes >= bulk_connection_bytes;
+  }
+  // Time allowed for connect + negotiation.
+  MonoDelta negotiation_timeout = MonoDelta::FromSeconds(3);
+  // A connection with nothing in flight for this long is closed; Max() keeps it forever. So is
+  // one whose queued bytes have not moved for this long (a peer that stopped reading).
+  MonoDelta idle_timeout = MonoDelta::FromSeconds(65);
+  // How often each reactor looks for idle connections.
+  MonoDelta idle_scan_period = MonoDelta::FromSeconds(1);
+  int listen_backlog = 1024;
+  // Inbound memory budget: bytes held for a server's inbound calls (partial frames, queued and
+  // running requests, responses not yet written), per connection and over the whole messenger.
+  // A connection above either stops reading until calls finish and release memory; a frame that
+  // alone exceeds the per-connection limit could never fit and closes the connection (after a
+  // FATAL_INVALID_FRAME error frame). 0: no limit. Keep the per-connection one above
+  // max_message_size, or legal frames that large are refused.
+  size_t inbound_memory_per_connection = 128 << 20;
+  size_t inbound_memory_limit = size_t{1} << 30;
+  // A frame must arrive whole within this long of its first byte (or of the previous frame, on a
+  // busy connection); otherwise the connection closes. Bounds how long a slow sender holds a
+  // partial frame. Max(): no bound.
+  MonoDelta frame_receive_timeout = MonoDelta::FromSeconds(60);
+  // Server connections open at once (over all reactors); 0: no limit. A connection beyond it is
+  // sent a retriable ERROR_SERVER_TOO_BUSY frame (call id -2) and closed, so that a flood of
+  // clients cannot take every file descriptor of the process.
+  size_t max_connections = 0;
+  // Where the messenger registers its metrics (rpc/observe/rpc_metrics.h); must outlive the
+  // messenger. nullptr: the messenger makes and owns a registry of its own
+  // (Messenger::metric_registry()).
+  MetricRegistry* metric_registry = nullptr;
+  // false: no metrics at all (each hook on the call path then costs one predictable branch);
+  // for A/B benchmarks of their cost.
+  bool enable_metrics = true;
+  // Makes the transports of the messenger's connections (rpc/transport/transport.h); nullptr:
+  // plain TCP. For transports beyond TCP and for tests that watch or wrap every connection.
+  std::shared_ptr<TransportFactory> transport_factory;
+  // TLS, authentication and their policies (docs/security.md).
+  SecurityOptions security;
+  // Checks every call of a service that has no authorizer of its own
+  // (ServiceIf::SetAuthorizer); nullptr: every call is allowed.
+  std::shared_ptr<const Authorizer> authorizer;
+  // Tests only: injects faults (delayed, dropped and cut frames, failed accepts and connects,
+  // slow handlers) as rpc/core/fault_injection.h describes; nullptr (the default): none, and
+  // nothing of it runs.
+  std::shared_ptr<FaultInjector> fault_injector;
+};
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,239 @@
+#include "rrpc/rpc/proxy.h"
+
+#include <algorithm>
+#include <atomic>
+#include <random>
+
+#include "rrpc/rpc/core/connection.h"
+#include "rrpc/rpc/core/outbound_call.h"
+#include "rrpc/rpc/core/reactor.h"
+#include "rrpc/rpc/core/remote_method.h"
+#include "rrpc/rpc/messenger.h"
+#include "rrpc/rpc/rpc_controller.h"
+#include "rrpc/util/one_shot_event.h"
+#include "rrpc/util/spin_wait.h"
+
+namespace rrpc::rpc {
+
+namespace {
+// Uniform in [0, 1), per calling thread (retry jitter needs no shared state).
+double RetryJitter() {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return std::uniform_real_distribution<double>(0, 1)(rng);
+}
+
+// A wait between half and all of `backoff`, so refused clients spread out.
+MonoDelta JitteredWait(MonoDelta backoff) {
+  return MonoDelta::FromNanoseconds(
+      backoff.ToNanoseconds() / 2 +
+      static_cast<int64_t>(RetryJitter() * static_cast<double>(backoff.ToNanoseconds()) / 2));
+}
+
+MonoDelta NextBackoff(const RetryPolicy& policy, MonoDelta backoff) {
+  return std::min(policy.max_backoff,
+                  MonoDelta::FromNanoseconds(static_cast<int64_t>(
+                      static_cast<double>(backoff.ToNanoseconds()) * policy.multiplier)));
+}
+
+bool RefusedAsTooBusy(const RpcController& controller) {
+  return !controller.status().ok() && controller.error_response() != nullptr &&
+         controller.error_response()->code() == ErrorStatusPB::ERROR_SERVER_TOO_BUSY;
+}
+
+// Per calling thread: the connection its last synchronous call went out on through a reactor.
+// The reference keeps the object (not the connection) alive; a closed one refuses direct writes.
+struct SyncCallConnection {
+  const Messenger* messenger = nullptr;
+  Sockaddr remote;
+  scoped_refptr<Connection> connection;
+};
+
+// Asked once per calling thread, and only once it polls at all.
+bool PollingCanPayOnThisThreadCached() {
+  thread_local const bool can_pay = PollingCanPayOnThisThread();
+  return can_pay;
+}
+}  // namespace
+
+Proxy::Proxy(std::shared_ptr<Messenger> messenger, const Sockaddr& remote, std::string service_name)
+    : messenger_(std::move(messenger)),
+      remote_(remote),
+      service_name_(std::move(service_name)),
+      methods_(std::make_unique<RemoteMethodCache>()) {}
+
+Proxy::Proxy(const Proxy& other)
+    : messenger_(other.messenger_),
+      remote_(other.remote_),
+      service_name_(other.service_name_),
+      methods_(std::make_unique<RemoteMethodCache>()) {}
+
+Proxy& Proxy::operator=(const Proxy& other) {
+  if (this != &other) {
+    messenger_ = other.messenger_;
+    remote_ = other.remote_;
+    service_name_ = other.service_name_;
+    methods_ = std::make_unique<RemoteMethodCache>();
+  }
+  return *this;
+}
+
+Proxy::~Proxy() = default;
+
+scoped_refptr<OutboundCall> Proxy::NewCall(const std::string& method,
+                                           const google::protobuf::Message& request,
+                                           google::protobuf::Message* response,
+                                           RpcController* controller,
+                                           ResponseCallback&& callback) const {
+  CHECK(!controller->finished()) << "RpcController reused without Reset()";
+  scoped_refptr<OutboundCall> call(
+      new OutboundCall(methods_->Get(messenger_->metrics(), remote_, service_name_, method),
+                       response, controller, std::move(callback)));
+  Status s =
+      call->Serialize(request, messenger_->NextCallId(), messenger_->options().max_message_size);
+  if (!s.ok()) {
+    call->FailBeforeSend(s);
+    return nullptr;
+  }
+  return call;
+}
+
+// An asynchronous call that may be retried: what every attempt needs once the caller's request
+// (and perhaps its proxy) is gone. Shared by each attempt's callback and the timer between two.
+struct Proxy::AsyncRetry {
+  explicit AsyncRetry(const Proxy& p) : proxy(p) {}
+  Proxy proxy;  // a copy: the caller's may be destroyed while a retry waits
+  std::string method;
+  std::unique_ptr<google::protobuf::Message> request;  // a copy of the caller's
+  google::protobuf::Message* response = nullptr;
+  RpcController* controller = nullptr;
+  ResponseCallback callback;
+  MonoDelta backoff;
+};
+
+void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Message& request,
+                         google::protobuf::Message* response, RpcController* controller,
+                         ResponseCallback&& callback) const {
+  controller->attempts_ = 1;
+  if (controller->retry_policy().max_attempts <= 1) {
+    scoped_refptr<OutboundCall> call =
+        NewCall(method, request, response, controller, std::move(callback));
+    if (call) messenger_->QueueOutboundCall(std::move(call));
+    return;
+  }
+  auto retry = std::make_shared<AsyncRetry>(*this);
+  retry->method = method;
+  retry->request.reset(request.New());
+  retry->request->CopyFrom(request);
+  retry->response = response;
+  retry->controller = controller;
+  retry->callback = std::move(callback);
+  retry->backoff = controller->retry_policy().initial_backoff;
+  AsyncAttempt(std::move(retry));
+}
+
+void Proxy::AsyncAttempt(std::shared_ptr<AsyncRetry> retry) {
+  // The call's callback holds the shared state (not the other way round: no cycle); `retry`
+  // itself keeps it, and so the proxy whose method runs, alive until this returns even when the
+  // call finishes on the spot.
+  AsyncRetry* r = retry.get();
+  scoped_refptr<OutboundCall> call = r->proxy.NewCall(
+      r->method, *r->request, r->response, r->controller, [retry] { OnAsyncAttemptDone(retry); });
+  if (call) r->proxy.messenger_->QueueOutboundCall(std::move(call));
+}
+
+void Proxy::OnAsyncAttemptDone(const std::shared_ptr<AsyncRetry>& retry) {
+  RpcController* controller = retry->controller;
+  const RetryPolicy& policy = controller->retry_policy();
+  if (RefusedAsTooBusy(*controller) && controller->attempts_ < policy.max_attempts) {
+    const MonoDelta wait = JitteredWait(retry->backoff);
+    if (MonoTime::Now() + wait < controller->deadline()) {  // else no time for another try
+      retry->backoff = NextBackoff(policy, retry->backoff);
+      // On a reactor, after this callback has returned: the finished attempt is done with the
+      // controller by then.
+      retry->proxy.messenger_->RunAfter(wait, [retry] {
+        retry->controller->PrepareRetry();
+        retry->controller->attempts_++;
+        AsyncAttempt(retry);
+      });
+      return;
+    }
+  }
+  ResponseCallback done = std::move(retry->callback);
+  done();
+}
+
+Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Message& request,
+                          google::protobuf::Message* response, RpcController* controller) const {
+  if (Reactor::Current() != nullptr) {
+    // The reactor would wait for a response that only a reactor can deliver: with one reactor,
+    // or the connection on this one, it never comes.
+    return Status::IllegalState(
+        "synchronous call from a reactor thread (a callback or an inline handler): use the "
+        "asynchronous call");
+  }
+  const RetryPolicy& policy = controller->retry_policy();
+  MonoDelta backoff = policy.initial_backoff;
+  for (int attempt = 1;; attempt++) {
+    controller->attempts_ = attempt;
+    Status s = SyncAttempt(method, request, response, controller);
+    if (attempt >= policy.max_attempts || !RefusedAsTooBusy(*controller)) return s;
+    const MonoDelta wait = JitteredWait(backoff);
+    if (MonoTime::Now() + wait >= controller->deadline()) return s;  // no time for another try
+    SleepFor(wait);
+    backoff = NextBackoff(policy, backoff);
+    controller->PrepareRetry();
+  }
+}
+
+Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Message& request,
+                          google::protobuf::Message* response, RpcController* controller) const {
+  // The callback sets `done`; this thread may poll it for a quick response before it sleeps on
+  // it (util/one_shot_event.h: one futex wake, no lock for the woken caller to wait for).
+  OneShotEvent done;
+  scoped_refptr<OutboundCall> call =
+      NewCall(method, request, response, controller, [&done] { done.Notify(); });
+  if (!call) return controller->status();
+  // This thread writes the call itself on the connection its last synchronous call to this
+  // remote went out on, when that connection has nothing else to write: no hand-off to the
+  // reactor, whose wakeup would sit in the round trip (core/connection.h). Otherwise (first call,
+  // a busy or closed connection) the reactor sends it and reports the connection for next time.
+  // One per size class: bulk calls have connections of their own (bulk_connection_bytes).
+  thread_local SyncCallConnection last_by_class[2];
+  SyncCallConnection& last =
+      last_by_class[messenger_->options().IsBulk(call->total_bytes()) ? 1 : 0];
+  // The caller may also read the response itself: when its call is the connection's only one,
+  // the reactor leaves it the socket (Connection::ReadResponseAsCaller), and the kernel wakes
+  // this thread, not the reactor.
+  const bool may_write = messenger_->options().sync_call_direct_write &&
+                         last.messenger == messenger_.get() && last.remote == remote_;
+  const Connection::CallerSend sent =
+      may_write ? last.connection->TrySendCallFromCaller(call) : Connection::CallerSend::kNotSent;
+  const bool direct = sent != Connection::CallerSend::kNotSent;
+  if (!direct) {
+    call->set_report_connection();
+    messenger_->QueueOutboundCall(scoped_refptr<OutboundCall>(call));
+  }
+  if (sent == Connection::CallerSend::kSentCallerReads) {
+    last.connection->ReadResponseAsCaller(call);
+  } else {
+    // Per calling thread: a thread whose responses come slowly soon stops polling.
+    thread_local PollPolicy poll_policy;
+    const MonoDelta poll = messenger_->options().sync_call_poll;
+    if (poll > MonoDelta() && PollingCanPayOnThisThreadCached() && poll_policy.BeginPoll()) {
+      poll_policy.EndPoll(done.Poll(poll));
+    }
+  }
+  if (direct && !done.WaitUntil(controller->deadline())) {
+    // No reactor timer watches a call this thread wrote: time it out there now.
+    last.connection->TimeOutCallerCall(call);
+  }
+  done.Wait();
+  if (!direct && call->connection()) {
+    last.messenger = messenger_.get();
+    last.remote = remote_;
+    last.connection = call->connection();
+  }
+  return controller->status();
+}
+
+}  // namespace rrpc::rpc

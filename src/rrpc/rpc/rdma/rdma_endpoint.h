@@ -1,0 +1,86 @@
+// RdmaEndpoint: one connection's verbs resources in private-receive-queue mode: a completion
+// channel and one CQ for sends and receives, an RC queue pair, and two registered block pools
+// (receive blocks, all posted from the start: the peer's initial credits; send blocks). Made
+// during the bootstrap (the QP's address goes into the bootstrap message), connected to the
+// peer's QP once its message is in, then handed to the RdmaTransport. Member order is
+// destruction order: the QP goes before the memory and the CQ it uses.
+// One thread at a time (the connection's reactor).
+#pragma once
+
+#include <memory>
+
+#include "rrpc/rpc/rdma/block_pool.h"
+#include "rrpc/rpc/rdma/srq_context.h"
+#include "rrpc/rpc/rdma/verbs.h"
+
+namespace rrpc::rdma {
+
+struct EndpointOptions {
+  uint32_t buffer_size = 16 * 1024;  // each receive and send block
+  uint32_t receive_buffers = 64;     // posted for the peer: its initial credits
+  uint32_t send_buffers = 64;
+  // Receive blocks beyond those posted: when a large message's block is lent to the calls reading
+  // it (zero copy), one of these is posted in its place, so the peer's credits never wait for a
+  // call to end. With none left, messages are copied out instead (RdmaTransport::Deliver).
+  uint32_t spare_receive_buffers = 16;
+  uint32_t max_inline = 236;  // asked for at QP creation; the device may grant less
+  // SGEs per send asked for at QP creation (private receive queue): a message sent without
+  // copying points at its header and at up to max_send_sge - 1 pieces of sidecars.
+  uint32_t max_send_sge = 4;
+  uint8_t rnr_retry = 0;
+  // Tests only: credits announced beyond the buffers really posted, to play a peer whose
+  // accounting is wrong (its sender then meets RNR).
+  uint32_t extra_advertised_credits_for_tests = 0;
+};
+
+class RdmaEndpoint {
+ public:
+  // The QP ends in INIT with every receive block posted (wr_id = block index).
+  static Result<std::unique_ptr<RdmaEndpoint>> Create(Context* ctx, ProtectionDomain* pd,
+                                                      const EndpointOptions& options);
+
+  // SRQ mode: a QP whose receives come from `shared`'s SRQ and whose completions go to its CQs;
+  // no memory of its own (the reactor's pools serve it). Ends in INIT.
+  static Result<std::unique_ptr<RdmaEndpoint>> CreateShared(Context* ctx, ProtectionDomain* pd,
+                                                            const EndpointOptions& options,
+                                                            SrqContext* shared);
+
+  // This side's address for the bootstrap message.
+  const QpAddress& address() const { return address_; }
+  // RTR/RTS, connected to `remote`.
+  Status Connect(const QpAddress& remote, uint32_t path_mtu);
+
+  const EndpointOptions& options() const { return options_; }
+  const PortInfo& port() const { return ctx_->port(); }
+  uint32_t inline_cap() const { return qp_->caps().max_inline_data; }
+  uint32_t send_queue_depth() const { return qp_->caps().max_send_wr; }
+
+  // nullptr in SRQ mode (the SrqContext's).
+  CompletionChannel* channel() const { return channel_.get(); }
+  CompletionQueue* cq() const { return cq_.get(); }
+  // The protection domain the QP and the pools belong to (the device's; outlives the endpoint).
+  ProtectionDomain* pd() const { return pd_; }
+  QueuePair* qp() const { return qp_.get(); }
+  RegisteredBlockPool* receive_pool() const { return receive_pool_.get(); }
+  RegisteredBlockPool* send_pool() const { return send_pool_.get(); }
+  // Posts receive block `index` again.
+  Status PostReceive(uint32_t index);
+
+ private:
+  RdmaEndpoint(Context* ctx, ProtectionDomain* pd, const EndpointOptions& options)
+      : ctx_(ctx), pd_(pd), options_(options) {}
+
+  Context* const ctx_;
+  ProtectionDomain* const pd_;
+  void SetAddress();
+
+  const EndpointOptions options_;
+  QpAddress address_;
+  std::unique_ptr<CompletionChannel> channel_;
+  std::unique_ptr<CompletionQueue> cq_;
+  std::unique_ptr<RegisteredBlockPool> receive_pool_;
+  std::unique_ptr<RegisteredBlockPool> send_pool_;
+  std::unique_ptr<QueuePair> qp_;
+};
+
+}  // namespace rrpc::rdma

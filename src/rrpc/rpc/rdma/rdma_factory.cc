@@ -1,0 +1,285 @@
+#include "rrpc/rpc/rdma/rdma_factory.h"
+
+#include <glog/logging.h>
+
+#include "rrpc/rpc/rdma/rdma_upgrade.h"
+#include "rrpc/util/metrics/counter.h"
+#include "rrpc/util/metrics/histogram_metric.h"
+#include "rrpc/util/metrics/metric_entity.h"
+#include "rrpc/util/metrics/metric_registry.h"
+
+namespace rrpc::rdma {
+namespace {
+
+constexpr MetricPrototype METRIC_rdma_fallbacks_total = MetricPrototype::Counter(
+    "rdma_fallbacks_total", "RDMA fallbacks", MetricUnit::kConnections,
+    "Connections that stayed on TCP instead of upgrading to RDMA, by reason (the entity id).");
+constexpr MetricPrototype METRIC_rdma_inline_send_bytes = MetricPrototype::Histogram(
+    "rdma_inline_send_bytes", "RDMA inline sends", MetricUnit::kBytes,
+    "Sizes of RDMA messages sent inline (copied into the work request; no DMA read).", 1 << 20);
+constexpr MetricPrototype METRIC_rdma_srq_posted_receives =
+    MetricPrototype::Gauge("rdma_srq_posted_receives", "SRQ posted receives", MetricUnit::kEntries,
+                           "Receive buffers posted in the reactor's shared receive queue.");
+constexpr MetricPrototype METRIC_rdma_srq_pool_bytes = MetricPrototype::Gauge(
+    "rdma_srq_pool_bytes", "SRQ receive pool", MetricUnit::kBytes,
+    "Registered receive memory of the reactor's shared receive queue (capped by "
+    "rdma_srq_max_memory).");
+constexpr MetricPrototype METRIC_rdma_srq_grants_outstanding = MetricPrototype::Gauge(
+    "rdma_srq_grants_outstanding", "SRQ grants outstanding", MetricUnit::kEntries,
+    "Credits granted to peers (held or owed), never above posted receives minus the reserve.");
+constexpr MetricPrototype METRIC_rdma_srq_credit_waits = MetricPrototype::Gauge(
+    "rdma_srq_credit_waits", "SRQ credit waits", MetricUnit::kUnits,
+    "Times a peer's credit top-up had to wait for the pool (since the reactor's SRQ was made).");
+constexpr MetricPrototype METRIC_rdma_srq_pool_growths =
+    MetricPrototype::Gauge("rdma_srq_pool_growths", "SRQ pool growths", MetricUnit::kUnits,
+                           "Chunks of receive blocks added to the reactor's pool after the first.");
+constexpr MetricPrototype METRIC_rdma_srq_connections =
+    MetricPrototype::Gauge("rdma_srq_connections", "SRQ connections", MetricUnit::kConnections,
+                           "RDMA connections receiving from the reactor's shared receive queue.");
+constexpr MetricPrototype METRIC_rdma_srq_limit_events = MetricPrototype::Gauge(
+    "rdma_srq_limit_events", "SRQ limit events", MetricUnit::kUnits,
+    "Times the reactor's SRQ limit event fired (posted receives below a quarter of the pool); "
+    "each grows the pool by a chunk within rdma_srq_max_memory.");
+constexpr MetricPrototype METRIC_rdma_srq_reclaims = MetricPrototype::Gauge(
+    "rdma_srq_reclaims", "SRQ reclaims", MetricUnit::kUnits,
+    "Idle peers asked to give back their credits above rdma_srq_floor_credits.");
+constexpr MetricPrototype METRIC_rdma_srq_credits_reclaimed = MetricPrototype::Gauge(
+    "rdma_srq_credits_reclaimed", "SRQ credits reclaimed", MetricUnit::kEntries,
+    "Credits idle peers gave back to the reactor's ledger.");
+constexpr MetricPrototype METRIC_rdma_srq_background_growths = MetricPrototype::Gauge(
+    "rdma_srq_background_growths", "SRQ background growths", MetricUnit::kUnits,
+    "Chunks of receive blocks allocated and registered off the reactor thread.");
+constexpr MetricPrototype METRIC_rdma_posted_send_bytes = MetricPrototype::Histogram(
+    "rdma_posted_send_bytes", "RDMA non-inline sends", MetricUnit::kBytes,
+    "Sizes of RDMA messages sent from registered memory (not inline).", 1 << 20);
+
+constexpr MetricPrototype METRIC_rdma_upgrades_total = MetricPrototype::Counter(
+    "rdma_upgrades_total", "RDMA upgrades", MetricUnit::kConnections,
+    "Connections upgraded from TCP to RDMA after the bootstrap (the others fell back: "
+    "rdma_fallbacks_total).");
+constexpr MetricPrototype METRIC_rdma_credit_waits_total = MetricPrototype::Counter(
+    "rdma_credit_waits_total", "RDMA credit waits", MetricUnit::kUnits,
+    "Times an RDMA connection had bytes to send and no credit to spend (it waits for a grant).");
+constexpr MetricPrototype METRIC_rdma_sent_bytes_total =
+    MetricPrototype::Counter("rdma_sent_bytes_total", "RDMA bytes sent", MetricUnit::kBytes,
+                             "Bytes of RDMA messages posted, headers included.");
+constexpr MetricPrototype METRIC_rdma_received_bytes_total =
+    MetricPrototype::Counter("rdma_received_bytes_total", "RDMA bytes received", MetricUnit::kBytes,
+                             "Bytes of RDMA messages received, headers included.");
+constexpr MetricPrototype METRIC_rdma_zero_copy_messages_total = MetricPrototype::Counter(
+    "rdma_zero_copy_messages_total", "RDMA messages by reference", MetricUnit::kMessages,
+    "Received RDMA messages whose frames went up to the calls in their receive block (no copy).");
+constexpr MetricPrototype METRIC_rdma_copied_no_spare_total = MetricPrototype::Counter(
+    "rdma_copied_no_spare_total", "RDMA copies, no spare", MetricUnit::kMessages,
+    "Large RDMA messages copied out because calls held every spare receive block.");
+constexpr MetricPrototype METRIC_rdma_zero_copy_sent_bytes_total = MetricPrototype::Counter(
+    "rdma_zero_copy_sent_bytes_total", "RDMA bytes sent by reference", MetricUnit::kBytes,
+    "Payload bytes RDMA sends read where they were (a registered Block: an echoed receive block, "
+    "or a sidecar registered for its lifetime), without a copy.");
+constexpr MetricPrototype METRIC_rdma_copied_sent_bytes_total = MetricPrototype::Counter(
+    "rdma_copied_sent_bytes_total", "RDMA bytes sent copied", MetricUnit::kBytes,
+    "Payload bytes copied into registered send blocks before sending (small pieces, borrowed "
+    "sidecars, unregistered blocks below --rdma_register_min_bytes).");
+constexpr MetricPrototype METRIC_rdma_send_registrations_total = MetricPrototype::Counter(
+    "rdma_send_registrations_total", "RDMA send registrations", MetricUnit::kUnits,
+    "Blocks registered with the device on their first zero-copy send (deregistered when freed).");
+
+}  // namespace
+
+RdmaTransportFactory::RdmaTransportFactory(RdmaOptions options)
+    : options_(std::move(options)), tcp_(options_.stream) {
+  MetricRegistry* registry = options_.metric_registry;
+  if (registry == nullptr) {
+    owned_registry_ = std::make_shared<MetricRegistry>();
+    registry = owned_registry_.get();
+  }
+  bound_ = BindMetrics(registry);
+}
+
+void RdmaTransportFactory::UseMetricRegistry(MetricRegistry* registry) {
+  if (options_.metric_registry != nullptr || registry == nullptr) return;
+  std::shared_ptr<BoundMetrics> next = BindMetrics(registry);
+  std::lock_guard<std::mutex> lock(mu_);
+  bound_ = std::move(next);
+}
+
+std::shared_ptr<RdmaTransportFactory::BoundMetrics> RdmaTransportFactory::BindMetrics(
+    MetricRegistry* registry) {
+  auto b = std::make_shared<BoundMetrics>();
+  b->registry = registry;
+  auto entity = [&](const std::string& type, const std::string& id) {
+    b->entities.push_back(registry->FindOrCreateEntity(type, id));
+    return b->entities.back();
+  };
+  for (size_t r = 1; r < b->fallbacks.size(); ++r) {
+    b->fallbacks[r] = entity("rdma_fallback", FallbackReasonName(static_cast<FallbackReason>(r)))
+                          ->FindOrCreateCounter(&METRIC_rdma_fallbacks_total);
+  }
+  auto conns = entity("rdma", "connections");
+  b->upgrades = conns->FindOrCreateCounter(&METRIC_rdma_upgrades_total);
+  b->metrics.credit_waits = conns->FindOrCreateCounter(&METRIC_rdma_credit_waits_total);
+  auto sends = entity("rdma", "sends");
+  b->metrics.inline_send_bytes = sends->FindOrCreateHistogram(&METRIC_rdma_inline_send_bytes);
+  b->metrics.posted_send_bytes = sends->FindOrCreateHistogram(&METRIC_rdma_posted_send_bytes);
+  b->metrics.sent_bytes = sends->FindOrCreateCounter(&METRIC_rdma_sent_bytes_total);
+  b->metrics.zero_copy_sent_bytes =
+      sends->FindOrCreateCounter(&METRIC_rdma_zero_copy_sent_bytes_total);
+  b->metrics.copied_sent_bytes = sends->FindOrCreateCounter(&METRIC_rdma_copied_sent_bytes_total);
+  b->metrics.send_registrations = sends->FindOrCreateCounter(&METRIC_rdma_send_registrations_total);
+  auto receives = entity("rdma", "receives");
+  b->metrics.received_bytes = receives->FindOrCreateCounter(&METRIC_rdma_received_bytes_total);
+  b->metrics.lent_messages = receives->FindOrCreateCounter(&METRIC_rdma_zero_copy_messages_total);
+  b->metrics.copied_no_spare = receives->FindOrCreateCounter(&METRIC_rdma_copied_no_spare_total);
+  return b;
+}
+
+std::shared_ptr<RdmaTransportFactory::BoundMetrics> RdmaTransportFactory::bound() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bound_;
+}
+
+MetricRegistry* RdmaTransportFactory::metric_registry() const { return bound()->registry; }
+
+RdmaMetrics RdmaTransportFactory::metrics() const { return bound()->metrics; }
+
+void RdmaTransportFactory::CountUpgrade() { bound()->upgrades->Increment(); }
+
+RdmaTransportFactory::~RdmaTransportFactory() = default;
+
+std::unique_ptr<rpc::Transport> RdmaTransportFactory::NewServerTransport(Socket accepted) {
+  return tcp_.NewServerTransport(std::move(accepted));
+}
+
+Result<std::unique_ptr<rpc::Transport>> RdmaTransportFactory::NewClientTransport(
+    const Sockaddr& remote) {
+  return tcp_.NewClientTransport(remote);
+}
+
+std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool server_side) {
+  if (!options_.enabled) return nullptr;
+  return std::make_unique<RdmaUpgrade>(this, server_side);
+}
+
+Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
+    const std::shared_ptr<RdmaDevice>& device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<SrqContext>& slot = srqs_[std::this_thread::get_id()];
+  if (slot == nullptr) {
+    SrqOptions o = options_.srq;
+    o.buffer_size = options_.endpoint.buffer_size;
+    Result<std::unique_ptr<SrqContext>> made =
+        SrqContext::Create(device->context.get(), device->pd.get(), o, device);
+    if (!made.ok()) {
+      srqs_.erase(std::this_thread::get_id());
+      return made.status();
+    }
+    slot = std::move(made).value();
+    // Gauges per reactor; they read the stats, which outlive the context if need be.
+    auto entity =
+        bound_->registry->FindOrCreateEntity("rdma_srq", "reactor-" + std::to_string(srq_count_++));
+    bound_->entities.push_back(entity);
+    std::shared_ptr<const SrqStats> st = slot->shared_stats();
+    auto gauge = [&](const MetricPrototype* proto, const std::atomic<uint64_t> SrqStats::*field) {
+      entity->FindOrCreateCallbackGauge(proto, [st, field] {
+        return static_cast<int64_t>(((*st).*field).load(std::memory_order_relaxed));
+      });
+    };
+    gauge(&METRIC_rdma_srq_posted_receives, &SrqStats::posted_receives);
+    gauge(&METRIC_rdma_srq_pool_bytes, &SrqStats::pool_bytes);
+    gauge(&METRIC_rdma_srq_grants_outstanding, &SrqStats::grants_outstanding);
+    gauge(&METRIC_rdma_srq_credit_waits, &SrqStats::credit_waits);
+    gauge(&METRIC_rdma_srq_pool_growths, &SrqStats::pool_growths);
+    gauge(&METRIC_rdma_srq_connections, &SrqStats::connections);
+    gauge(&METRIC_rdma_srq_limit_events, &SrqStats::limit_events);
+    gauge(&METRIC_rdma_srq_reclaims, &SrqStats::reclaims);
+    gauge(&METRIC_rdma_srq_credits_reclaimed, &SrqStats::credits_reclaimed);
+    gauge(&METRIC_rdma_srq_background_growths, &SrqStats::background_growths);
+  }
+  return slot;
+}
+
+std::vector<RdmaTransportFactory::SrqSnapshot> RdmaTransportFactory::SrqStatsSnapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<SrqSnapshot> out;
+  for (const auto& [thread, c] : srqs_) {
+    const SrqStats& st = c->stats();
+    out.push_back({st.posted_receives.load(), st.pool_bytes.load(), st.grants_outstanding.load(),
+                   st.credit_waits.load(), st.pool_growths.load(), st.connections.load(),
+                   st.limit_events.load(), st.reclaims.load(), st.credits_reclaimed.load(),
+                   st.background_growths.load()});
+  }
+  return out;
+}
+
+Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!device_tried_) {
+    device_tried_ = true;
+    auto dev = std::make_shared<RdmaDevice>();
+    if (options_.backend == RdmaBackend::kSoft) {
+      Result<std::unique_ptr<SoftDevice>> soft = OpenSoftDevice(options_.soft);
+      if (soft.ok()) {
+        dev->soft = soft->get();
+        dev->context = std::move(soft).value();
+      } else {
+        device_error_ = soft.status();
+      }
+    } else {
+      Result<std::unique_ptr<Context>> ctx = OpenVerbsDevice(options_.verbs);
+      if (ctx.ok()) {
+        dev->context = std::move(ctx).value();
+      } else {
+        device_error_ = ctx.status();
+      }
+    }
+    if (dev->context != nullptr) {
+      Result<std::unique_ptr<ProtectionDomain>> pd = dev->context->AllocPd();
+      if (pd.ok()) {
+        dev->pd = std::move(pd).value();
+        device_ = std::move(dev);
+      } else {
+        device_error_ = pd.status();
+      }
+    }
+    if (device_ != nullptr) {
+      LOG(INFO) << "RDMA device " << device_->context->device_name() << " opened ("
+                << (options_.backend == RdmaBackend::kSoft ? "software backend" : "libibverbs")
+                << ")";
+    }
+  }
+  if (device_ == nullptr) return device_error_;
+  return device_;
+}
+
+void RdmaTransportFactory::CountFallback(FallbackReason reason, const Status& detail) {
+  size_t r = static_cast<size_t>(reason);
+  std::shared_ptr<BoundMetrics> b = bound();
+  if (r == 0 || r >= b->fallbacks.size()) return;
+  b->fallbacks[r]->Increment();
+  const int64_t n = b->fallbacks[r]->value();
+  if (n == 1 || n % 1000 == 0) {
+    LOG(WARNING) << "RDMA: connection stays on TCP (" << FallbackReasonName(reason)
+                 << "): " << detail.ToString() << " [" << n << " so far for this reason]";
+  }
+}
+
+std::shared_ptr<void> RdmaTransportFactory::KeepAlive(std::shared_ptr<RdmaDevice> device,
+                                                      RdmaMetrics* metrics) const {
+  std::shared_ptr<BoundMetrics> b = bound();
+  *metrics = b->metrics;
+  struct Held {
+    std::shared_ptr<RdmaDevice> device;
+    std::shared_ptr<MetricRegistry> registry;
+    std::shared_ptr<BoundMetrics> metrics;  // what the connection counts into
+  };
+  return std::make_shared<Held>(Held{std::move(device), owned_registry_, std::move(b)});
+}
+
+uint64_t RdmaTransportFactory::fallbacks(FallbackReason reason) const {
+  size_t r = static_cast<size_t>(reason);
+  std::shared_ptr<BoundMetrics> b = bound();
+  if (r == 0 || r >= b->fallbacks.size()) return 0;
+  return static_cast<uint64_t>(b->fallbacks[r]->value());
+}
+
+}  // namespace rrpc::rdma

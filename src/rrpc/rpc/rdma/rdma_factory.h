@@ -1,0 +1,130 @@
+// RdmaTransportFactory: connections start on TCP and, right after the rrpc negotiation, upgrade
+// to RDMA when both sides can (the bootstrap, bootstrap.h); otherwise they stay on TCP with the
+// reason logged and counted in rrpc_rdma_fallbacks_total{entity="rdma_fallback",id=<reason>}.
+// Set it as MessengerOptions::transport_factory on both client and server:
+//
+//   RdmaOptions rdma;  // or RdmaOptionsFromFlags() (rdma_flags.h)
+//   options.transport_factory = std::make_shared<RdmaTransportFactory>(rdma);
+//
+// The device is opened on first use and shared by the messenger's connections.
+// Thread-safe (reactor threads call it).
+#pragma once
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "rrpc/rpc/rdma/bootstrap.h"
+#include "rrpc/rpc/rdma/rdma_endpoint.h"
+#include "rrpc/rpc/rdma/rdma_transport.h"
+#include "rrpc/rpc/rdma/soft_device.h"
+#include "rrpc/rpc/rdma/srq_context.h"
+#include "rrpc/rpc/rdma/verbs_ibv.h"
+#include "rrpc/rpc/transport/tcp_transport.h"
+#include "rrpc/util/ref_counted.h"
+
+namespace rrpc {
+class Counter;
+class MetricEntity;
+class MetricRegistry;
+}  // namespace rrpc
+
+namespace rrpc::rdma {
+
+enum class RdmaBackend { kSoft, kVerbs };
+
+struct RdmaOptions {
+  // false: this side never upgrades (a client doesn't offer; a server declines).
+  bool enabled = true;
+  RdmaBackend backend = RdmaBackend::kSoft;
+  VerbsDeviceOptions verbs;
+  SoftDeviceOptions soft;
+  EndpointOptions endpoint;
+  // SRQ mode (docs/rdma.md, "SRQ mode"): this side's receives come from one shared receive queue
+  // per reactor. Not with busy_poll (the connection then uses a private receive queue).
+  // srq.buffer_size is endpoint.buffer_size.
+  bool use_srq = false;
+  SrqOptions srq;
+  RdmaTransportOptions transport;
+  // The TCP connection every RDMA connection starts on (and falls back to).
+  rpc::StreamTransportOptions stream;
+  // Where the RDMA metrics go; nullptr: the registry of the messenger using the factory (its
+  // /metrics; the latest messenger made, when several share the factory), or, for a factory not
+  // used by a messenger with metrics, a registry of the factory's own (metric_registry()).
+  MetricRegistry* metric_registry = nullptr;
+};
+
+// The opened device and its protection domain, shared by the connections (each holds it).
+struct RdmaDevice {
+  std::unique_ptr<Context> context;
+  SoftDevice* soft = nullptr;  // the same object when the backend is soft: its fault hooks
+  std::unique_ptr<ProtectionDomain> pd;
+  ~RdmaDevice() { pd.reset(); }
+};
+
+class RdmaTransportFactory final : public rpc::TransportFactory {
+ public:
+  explicit RdmaTransportFactory(RdmaOptions options);
+  ~RdmaTransportFactory() override;
+
+  std::unique_ptr<rpc::Transport> NewServerTransport(Socket accepted) override;
+  Result<std::unique_ptr<rpc::Transport>> NewClientTransport(const Sockaddr& remote) override;
+  std::unique_ptr<rpc::TransportUpgrade> NewUpgrade(bool server_side) override;
+
+  void UseMetricRegistry(MetricRegistry* registry) override;
+
+  const RdmaOptions& options() const { return options_; }
+  MetricRegistry* metric_registry() const;
+  // The device, opened on first call; an error (remembered) when it can't be.
+  Result<std::shared_ptr<RdmaDevice>> Device();
+  // Counts and logs (the first of each reason, then every 1000th) a connection staying on TCP.
+  void CountFallback(FallbackReason reason, const Status& detail);
+  uint64_t fallbacks(FallbackReason reason) const;
+  // A connection upgraded to RDMA (counted in rrpc_rdma_upgrades_total).
+  void CountUpgrade();
+  RdmaMetrics metrics() const;
+  // SRQ mode: the calling reactor thread's context, made on first use.
+  Result<std::shared_ptr<SrqContext>> SrqForThisThread(const std::shared_ptr<RdmaDevice>& device);
+  // One per reactor that has used SRQ mode (any thread).
+  struct SrqSnapshot {
+    uint64_t posted_receives, pool_bytes, grants_outstanding, credit_waits, pool_growths,
+        connections, limit_events, reclaims, credits_reclaimed, background_growths;
+  };
+  std::vector<SrqSnapshot> SrqStatsSnapshot() const;
+  // What a connection holds so that it may outlive the factory: the device and, when the factory
+  // owns it, the registry its metrics live in.
+  // Also gives the metrics the connection counts into (held by what it returns).
+  std::shared_ptr<void> KeepAlive(std::shared_ptr<RdmaDevice> device, RdmaMetrics* metrics) const;
+
+ private:
+  const RdmaOptions options_;
+  rpc::TcpTransportFactory tcp_;
+  // The metrics in one registry, and references to their entities: a registry (a messenger's)
+  // may go before the factory or its connections, the metrics they count into may not. Each
+  // connection's KeepAlive holds the one it was made with.
+  struct BoundMetrics {
+    MetricRegistry* registry = nullptr;
+    std::vector<scoped_refptr<MetricEntity>> entities;
+    std::array<Counter*, 8> fallbacks{};  // by FallbackReason
+    Counter* upgrades = nullptr;
+    RdmaMetrics metrics;
+  };
+  // Makes the metrics in `registry` (the constructor; UseMetricRegistry).
+  static std::shared_ptr<BoundMetrics> BindMetrics(MetricRegistry* registry);
+  std::shared_ptr<BoundMetrics> bound() const;
+
+  std::shared_ptr<MetricRegistry> owned_registry_;
+  std::shared_ptr<BoundMetrics> bound_;  // guarded by mu_
+  mutable std::mutex mu_;
+  std::shared_ptr<RdmaDevice> device_;  // guarded by mu_
+  // By reactor thread; declared after device_ so that they go first. Guarded by mu_.
+  std::unordered_map<std::thread::id, std::shared_ptr<SrqContext>> srqs_;
+  int srq_count_ = 0;          // guarded by mu_: numbers the reactors' metric entities
+  Status device_error_;        // guarded by mu_
+  bool device_tried_ = false;  // guarded by mu_
+};
+
+}  // namespace rrpc::rdma

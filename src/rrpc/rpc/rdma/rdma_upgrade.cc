@@ -1,0 +1,198 @@
+#include "rrpc/rpc/rdma/rdma_upgrade.h"
+
+#include <random>
+
+namespace rrpc::rdma {
+namespace {
+
+// The smallest receive buffer worth a connection: a message header and some payload.
+constexpr uint32_t kMinPeerBuffer = 256;
+
+BootstrapBackend BackendOf(RdmaBackend b) {
+  return b == RdmaBackend::kSoft ? BootstrapBackend::kSoft : BootstrapBackend::kVerbs;
+}
+
+}  // namespace
+
+FallbackReason RdmaUpgrade::OpenDevice() {
+  Result<std::shared_ptr<RdmaDevice>> dev = factory_->Device();
+  if (!dev.ok()) {
+    factory_->CountFallback(FallbackReason::kNoDevice, dev.status());
+    return FallbackReason::kNoDevice;
+  }
+  device_ = std::move(dev).value();
+  return FallbackReason::kNone;
+}
+
+FallbackReason RdmaUpgrade::MakeEndpoint() {
+  const RdmaOptions& o = factory_->options();
+  Result<std::unique_ptr<RdmaEndpoint>> ep = Status::IllegalState("no endpoint");
+  if (o.use_srq && !o.transport.busy_poll) {
+    // SRQ mode: the reactor's SRQ, with the peer's initial grant reserved in its pool.
+    Result<std::shared_ptr<SrqContext>> srq = factory_->SrqForThisThread(device_);
+    if (!srq.ok()) {
+      factory_->CountFallback(FallbackReason::kResources, srq.status());
+      return FallbackReason::kResources;
+    }
+    if (!(*srq)->ReserveInitial(o.srq.initial_credits)) {
+      factory_->CountFallback(FallbackReason::kResources,
+                              Status::ServiceUnavailable("the reactor's SRQ pool is at its cap "
+                                                         "(rdma_srq_max_memory)"));
+      return FallbackReason::kResources;
+    }
+    srq_ = std::move(srq).value();
+    srq_grant_ = o.srq.initial_credits;
+    ep = RdmaEndpoint::CreateShared(device_->context.get(), device_->pd.get(), o.endpoint,
+                                    srq_.get());
+  } else {
+    ep = RdmaEndpoint::Create(device_->context.get(), device_->pd.get(), o.endpoint);
+  }
+  if (ep.ok() && srq_ != nullptr) srq_->Expect((*ep)->qp()->qp_num());
+  if (!ep.ok()) {
+    DropEndpoint();
+    factory_->CountFallback(FallbackReason::kResources, ep.status());
+    return FallbackReason::kResources;
+  }
+  endpoint_ = std::move(ep).value();
+  return FallbackReason::kNone;
+}
+
+void RdmaUpgrade::DropEndpoint() {
+  if (srq_ != nullptr && endpoint_ != nullptr) srq_->Forget(endpoint_->qp()->qp_num());
+  endpoint_.reset();
+  if (srq_ != nullptr) srq_->Release(srq_grant_);
+  srq_.reset();
+  srq_grant_ = 0;
+}
+
+BootstrapMessage RdmaUpgrade::LocalMessage() const {
+  BootstrapMessage m;
+  m.backend = BackendOf(factory_->options().backend);
+  m.qp = endpoint_->address();
+  m.path_mtu = endpoint_->port().active_mtu;
+  m.buffer_size = endpoint_->options().buffer_size;
+  m.srq = srq_ != nullptr;
+  m.credits = (srq_ != nullptr ? srq_grant_ : endpoint_->options().receive_buffers) +
+              endpoint_->options().extra_advertised_credits_for_tests;
+  m.send_queue_depth = endpoint_->send_queue_depth();
+  m.inline_cap = endpoint_->inline_cap();
+  m.nonce = nonce_;
+  return m;
+}
+
+std::string RdmaUpgrade::Fallback(FallbackReason reason, const Status& detail) {
+  if (!detail.ok()) factory_->CountFallback(reason, detail);
+  DropEndpoint();
+  BootstrapMessage m;
+  m.fallback = true;
+  m.reason = reason;
+  m.backend = BackendOf(factory_->options().backend);
+  m.nonce = nonce_;
+  return EncodeBootstrap(m);
+}
+
+std::string RdmaUpgrade::Offer() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  nonce_ = rng();
+  FallbackReason why = OpenDevice();
+  if (why == FallbackReason::kNone) why = MakeEndpoint();
+  if (why != FallbackReason::kNone) return Fallback(why, Status::OK());  // counted already
+  return EncodeBootstrap(LocalMessage());
+}
+
+std::string RdmaUpgrade::Answer(Slice offer) {
+  Status s = DecodeBootstrap(offer, &peer_);
+  if (!s.ok()) return Fallback(FallbackReason::kBadMessage, s);
+  nonce_ = peer_.nonce;  // echoed: the answer belongs to this connection's offer
+  if (peer_.fallback) {
+    return Fallback(
+        peer_.reason == FallbackReason::kNone ? FallbackReason::kDisabled : peer_.reason,
+        Status::NotSupported("the client can't use RDMA"));
+  }
+  FallbackReason why = OpenDevice();
+  if (why != FallbackReason::kNone) return Fallback(why, Status::OK());  // counted
+  if (peer_.backend != BackendOf(factory_->options().backend)) {
+    return Fallback(FallbackReason::kIncompatible,
+                    Status::NotSupported("the client uses the other RDMA backend"));
+  }
+  if (peer_.buffer_size < kMinPeerBuffer || peer_.credits < 3) {
+    return Fallback(FallbackReason::kIncompatible,
+                    Status::InvalidArgument("client's receive buffers too small or too few"));
+  }
+  why = MakeEndpoint();
+  if (why != FallbackReason::kNone) return Fallback(why, Status::OK());
+  s = endpoint_->Connect(peer_.qp, peer_.path_mtu);
+  if (!s.ok()) return Fallback(FallbackReason::kConnect, s);
+  agreed_ = true;
+  return EncodeBootstrap(LocalMessage());
+}
+
+Status RdmaUpgrade::Accept(Slice answer) {
+  Status s = DecodeBootstrap(answer, &peer_);
+  if (s.ok() && peer_.fallback) {
+    // Both stay on TCP. Counted here only when the reason is the server's own (the client
+    // counted its own in OpenDevice/MakeEndpoint).
+    if (endpoint_ != nullptr) {
+      factory_->CountFallback(
+          peer_.reason == FallbackReason::kNone ? FallbackReason::kDisabled : peer_.reason,
+          Status::NotSupported("the server can't use RDMA"));
+    }
+    DropEndpoint();
+    return Status::OK();
+  }
+  if (endpoint_ == nullptr) {
+    // We offered a fallback; a server answering otherwise breaks the protocol.
+    return Status::Corruption("RDMA bootstrap: the server upgrades after a fallback offer");
+  }
+  // From here the server has moved to RDMA: anything that stops us following closes the
+  // connection instead of leaving it half-upgraded.
+  Status fail;
+  if (!s.ok()) {
+    fail = s;
+  } else if (peer_.nonce != nonce_) {
+    fail = Status::Corruption("RDMA bootstrap answer carries another connection's nonce");
+  } else if (peer_.backend != BackendOf(factory_->options().backend) ||
+             peer_.buffer_size < kMinPeerBuffer || peer_.credits < 3) {
+    fail = Status::NotSupported("RDMA bootstrap answer with parameters this side can't use");
+  } else {
+    fail = endpoint_->Connect(peer_.qp, peer_.path_mtu);
+  }
+  if (!fail.ok()) {
+    factory_->CountFallback(!s.ok()                 ? FallbackReason::kBadMessage
+                            : peer_.nonce != nonce_ ? FallbackReason::kNonce
+                                                    : FallbackReason::kConnect,
+                            fail);
+    DropEndpoint();
+    return fail.CloneAndPrepend("RDMA bootstrap");
+  }
+  agreed_ = true;
+  return Status::OK();
+}
+
+void RdmaUpgrade::PeerDeclined() {
+  if (endpoint_ != nullptr) {
+    factory_->CountFallback(FallbackReason::kDisabled,
+                            Status::NotSupported("the server has RDMA off"));
+  }
+  DropEndpoint();
+}
+
+Result<std::unique_ptr<rpc::Transport>> RdmaUpgrade::Upgrade(rpc::DetachedStream stream) {
+  if (!agreed_ || endpoint_ == nullptr) return Status::IllegalState("no RDMA upgrade agreed");
+  if (!stream.unread.empty()) {
+    return Status::Corruption("bytes on TCP after the RDMA bootstrap");
+  }
+  RdmaTransportOptions topts = factory_->options().transport;
+  topts.backend = factory_->options().backend == RdmaBackend::kSoft ? "soft" : "verbs";
+  topts.copy_side = server_side_ ? CopySide::kServer : CopySide::kClient;
+  factory_->CountUpgrade();
+  SrqBinding binding{std::move(srq_), srq_grant_};
+  srq_grant_ = 0;  // the transport owns the grant now
+  RdmaMetrics metrics;
+  std::shared_ptr<void> keep_alive = factory_->KeepAlive(device_, &metrics);
+  return std::unique_ptr<rpc::Transport>(new RdmaTransport(
+      std::move(endpoint_), std::move(stream.socket), peer_.credits, peer_.buffer_size, topts,
+      metrics, std::move(keep_alive), std::move(binding), peer_.srq));
+}
+
+}  // namespace rrpc::rdma

@@ -1,0 +1,51 @@
+// RdmaUpgrade: one connection's side of the RDMA bootstrap (the TransportUpgrade of
+// transport.h). The client makes its endpoint and offers its address; the server checks the
+// offer, makes and connects its own endpoint and answers; the client checks the answer (its
+// nonce, the backend) and connects. Where either side can't or won't, both stay on TCP and the
+// reason is counted. The one case that can't fall back (the server moved on and the client
+// can't follow, e.g. a wrong nonce) closes the connection: never half-upgraded.
+// The connection's reactor thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "rrpc/rpc/rdma/rdma_factory.h"
+
+namespace rrpc::rdma {
+
+class RdmaUpgrade final : public rpc::TransportUpgrade {
+ public:
+  RdmaUpgrade(RdmaTransportFactory* factory, bool server_side)
+      : factory_(factory), server_side_(server_side) {}
+  ~RdmaUpgrade() override { DropEndpoint(); }
+
+  std::string Offer() override;
+  std::string Answer(Slice offer) override;
+  Status Accept(Slice answer) override;
+  void PeerDeclined() override;
+  bool agreed() const override { return agreed_; }
+  Result<std::unique_ptr<rpc::Transport>> Upgrade(rpc::DetachedStream stream) override;
+
+ private:
+  // Opens the device, then makes the endpoint; on failure counts the fallback and returns its
+  // reason.
+  FallbackReason OpenDevice();
+  FallbackReason MakeEndpoint();
+  BootstrapMessage LocalMessage() const;
+  std::string Fallback(FallbackReason reason, const Status& detail);
+  // Gives up the endpoint and, in SRQ mode, the initial grant reserved for the peer.
+  void DropEndpoint();
+
+  RdmaTransportFactory* const factory_;
+  const bool server_side_;
+  std::shared_ptr<RdmaDevice> device_;
+  std::unique_ptr<RdmaEndpoint> endpoint_;
+  std::shared_ptr<SrqContext> srq_;  // SRQ mode: this reactor's
+  uint32_t srq_grant_ = 0;           // reserved in srq_ for the peer
+  BootstrapMessage peer_;
+  uint64_t nonce_ = 0;
+  bool agreed_ = false;
+};
+
+}  // namespace rrpc::rdma

@@ -1,0 +1,594 @@
+// The software device: its NIC thread, links to peer devices, completion queues and channels,
+// protection domains and memory regions. The RC rules themselves are in soft_qp.cc.
+#include "rrpc/rpc/rdma/soft_device.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "rrpc/rpc/rdma/soft_internal.h"
+
+namespace rrpc::rdma {
+namespace soft {
+namespace {
+
+constexpr uint8_t kGidMagic[4] = {'r', 's', 'f', 't'};
+
+// Faults every page of [addr, addr + length) in without changing its bytes, as pinning does.
+void FaultIn(uint8_t* addr, size_t length) {
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(addr) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + length;
+  if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0) return;
+  // Older kernels: write each page's first byte back to itself (nobody uses the region yet).
+  for (uintptr_t p = begin; p < end; p += page) {
+    volatile uint8_t* b = reinterpret_cast<volatile uint8_t*>(std::max(p, uintptr_t(addr)));
+    *b = *b;
+  }
+}
+
+// The abstract UNIX socket address of the device a GID names: "\0rrpc-soft-<pid>-<id>".
+sockaddr_un AddressOf(const Gid& gid, socklen_t* len) {
+  uint32_t pid, id;
+  memcpy(&pid, gid.data() + 4, 4);
+  memcpy(&id, gid.data() + 8, 4);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  int n = snprintf(addr.sun_path + 1, sizeof(addr.sun_path) - 1, "rrpc-soft-%u-%u", pid, id);
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  return addr;
+}
+
+class SoftMr final : public MemoryRegion {
+ public:
+  SoftMr(SoftDeviceImpl* dev, uint8_t* addr, size_t length, uint32_t key)
+      : dev_(dev), addr_(addr), length_(length), key_(key) {}
+  ~SoftMr() override {
+    std::lock_guard<std::mutex> lock(dev_->mu);
+    dev_->mrs.erase(key_);
+  }
+  uint8_t* addr() const override { return addr_; }
+  size_t length() const override { return length_; }
+  uint32_t lkey() const override { return key_; }
+  uint32_t rkey() const override { return key_; }
+
+ private:
+  SoftDeviceImpl* const dev_;
+  uint8_t* const addr_;
+  const size_t length_;
+  const uint32_t key_;
+};
+
+class SoftPd final : public ProtectionDomain {
+ public:
+  explicit SoftPd(SoftDeviceImpl* dev) : dev_(dev) {}
+
+  Result<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length) override {
+    // Outside the device lock: touching many pages takes a while.
+    if (dev_->options().pin_registered_memory && addr != nullptr) {
+      FaultIn(static_cast<uint8_t*>(addr), length);
+    }
+    std::lock_guard<std::mutex> lock(dev_->mu);
+    if (dev_->ConsumeRegistrationFailure()) {
+      return Status::IOError("memory registration failed (injected fault)");
+    }
+    if (addr == nullptr || length == 0) return Status::InvalidArgument("empty memory region");
+    uint32_t key = dev_->NewKey();
+    dev_->mrs[key] = {this, static_cast<uint8_t*>(addr), length};
+    return std::unique_ptr<MemoryRegion>(
+        new SoftMr(dev_, static_cast<uint8_t*>(addr), length, key));
+  }
+
+  Result<std::unique_ptr<QueuePair>> CreateQp(const QpInitAttr& attr) override {
+    const SoftDeviceOptions& o = dev_->options();
+    if (attr.send_cq == nullptr || attr.recv_cq == nullptr) {
+      return Status::InvalidArgument("a queue pair needs a send and a receive CQ");
+    }
+    if (attr.caps.max_send_wr == 0 || attr.caps.max_send_wr > o.max_qp_wr ||
+        (attr.srq == nullptr &&
+         (attr.caps.max_recv_wr == 0 || attr.caps.max_recv_wr > o.max_qp_wr))) {
+      return Status::InvalidArgument("queue depth out of the device's range");
+    }
+    if (attr.caps.max_send_sge > o.max_sge || attr.caps.max_recv_sge > o.max_sge ||
+        attr.caps.max_recv_sge > static_cast<uint32_t>(PostedRecv::kMaxSge)) {
+      return Status::InvalidArgument("too many SGEs per request");
+    }
+    QpCaps granted = attr.caps;
+    // As a NIC does: grant at most what the device can, and say so.
+    granted.max_inline_data = std::min(attr.caps.max_inline_data, o.max_inline_data);
+    std::lock_guard<std::mutex> lock(dev_->mu);
+    auto qp = std::make_unique<SoftQp>(dev_, this, attr, dev_->NewQpNum(), granted);
+    dev_->AddQp(qp.get());
+    return std::unique_ptr<QueuePair>(std::move(qp));
+  }
+
+  Result<std::unique_ptr<SharedReceiveQueue>> CreateSrq(uint32_t max_wr) override {
+    if (max_wr == 0 || max_wr > dev_->options().max_qp_wr) {
+      return Status::InvalidArgument("SRQ depth out of the device's range");
+    }
+    return std::unique_ptr<SharedReceiveQueue>(new SoftSrq(dev_, max_wr));
+  }
+
+ private:
+  SoftDeviceImpl* const dev_;
+};
+
+}  // namespace
+
+uint64_t PostedRecv::capacity() const {
+  uint64_t n = 0;
+  for (int i = 0; i < num_sge; ++i) n += sge[i].length;
+  return n;
+}
+
+// ---- Completion queues and channels.
+
+SoftCq::SoftCq(SoftDeviceImpl* dev, int capacity, CompletionChannel* channel)
+    : dev_(dev), capacity_(capacity), channel_(channel) {}
+
+SoftCq::~SoftCq() {
+  {
+    std::lock_guard<std::mutex> lock(dev_->mu);
+    dev_->RemoveCq(this);
+  }
+  if (channel_ != nullptr) static_cast<SoftChannel*>(channel_)->Forget(this);
+}
+
+Result<int> SoftCq::Poll(WorkCompletion* wc, int max) {
+  std::lock_guard<std::mutex> lock(dev_->mu);
+  if (overflowed_) return Status::IOError("completion queue overflowed");
+  int n = 0;
+  while (n < max && !entries_.empty()) {
+    wc[n++] = entries_.front();
+    entries_.pop_front();
+  }
+  return n;
+}
+
+Status SoftCq::RequestNotify() {
+  std::lock_guard<std::mutex> lock(dev_->mu);
+  if (overflowed_) return Status::IOError("completion queue overflowed");
+  armed_ = true;
+  return Status::OK();
+}
+
+void SoftCq::Push(const WorkCompletion& wc) {
+  if (overflowed_) return;
+  if (dev_->stalled()) {
+    stalled_.push_back(wc);
+    return;
+  }
+  if (entries_.size() >= static_cast<size_t>(capacity_)) {
+    // Hardware overruns the queue: the CQ is lost and the owner hears it as an async event.
+    overflowed_ = true;
+    entries_.clear();
+    dev_->PostAsyncEvent({AsyncEventType::kCqError, 0, this});
+    return;
+  }
+  entries_.push_back(wc);
+  if (armed_ && channel_ != nullptr) {
+    armed_ = false;
+    static_cast<SoftChannel*>(channel_)->Notify(this);
+  }
+}
+
+void SoftCq::ReleaseStalled() {
+  std::deque<WorkCompletion> held;
+  held.swap(stalled_);
+  for (const WorkCompletion& wc : held) Push(wc);
+}
+
+SoftChannel::~SoftChannel() { close(fd_); }
+
+Result<CompletionQueue*> SoftChannel::GetEvent() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (events_.empty()) {
+    uint64_t v;
+    (void)!read(fd_, &v, sizeof(v));  // clears a stale readiness
+    return nullptr;
+  }
+  CompletionQueue* cq = events_.front();
+  events_.pop_front();
+  if (events_.empty()) {
+    uint64_t v;
+    (void)!read(fd_, &v, sizeof(v));
+  }
+  return cq;
+}
+
+void SoftChannel::Notify(CompletionQueue* cq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back(cq);
+  uint64_t one = 1;
+  (void)!write(fd_, &one, sizeof(one));
+}
+
+void SoftChannel::Forget(CompletionQueue* cq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = events_.begin(); it != events_.end();) {
+    it = *it == cq ? events_.erase(it) : it + 1;
+  }
+}
+
+// ---- Shared receive queue.
+
+Status SoftSrq::PostRecv(const RecvWr& wr) {
+  if (wr.num_sge < 0 || wr.num_sge > PostedRecv::kMaxSge) {
+    return Status::InvalidArgument("too many SGEs in a receive");
+  }
+  std::lock_guard<std::mutex> lock(dev_->mu);
+  if (posted_.size() >= max_wr_) return Status::IOError("shared receive queue full");
+  PostedRecv r;
+  r.wr_id = wr.wr_id;
+  r.num_sge = wr.num_sge;
+  for (int i = 0; i < wr.num_sge; ++i) r.sge[i] = wr.sg_list[i];
+  posted_.push_back(r);
+  return Status::OK();
+}
+
+Status SoftSrq::ArmLimit(uint32_t limit) {
+  std::lock_guard<std::mutex> lock(dev_->mu);
+  if (limit > max_wr_) return Status::InvalidArgument("SRQ limit above its depth");
+  limit_ = limit;
+  return Status::OK();
+}
+
+bool SoftSrq::Take(PostedRecv* out) {
+  if (posted_.empty()) return false;
+  *out = posted_.front();
+  posted_.pop_front();
+  if (limit_ != 0 && posted_.size() < limit_) {
+    limit_ = 0;
+    dev_->PostAsyncEvent({AsyncEventType::kSrqLimitReached, 0, this});
+  }
+  return true;
+}
+
+// ---- The device.
+
+SoftDeviceImpl::SoftDeviceImpl(const SoftDeviceOptions& options, int listen_fd, Gid gid)
+    : options_(options), listen_fd_(listen_fd) {
+  port_.gid = gid;
+  port_.lid = 0;
+  port_.active_mtu = 4096;
+  port_.max_msg_size = 1u << 30;
+}
+
+SoftDeviceImpl::~SoftDeviceImpl() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stop_ = true;
+  }
+  uint64_t one = 1;
+  if (wake_fd_ >= 0) (void)!write(wake_fd_, &one, sizeof(one));
+  if (nic_.joinable()) nic_.join();
+  for (auto& l : links_) {
+    if (l->fd >= 0) close(l->fd);
+  }
+  close(listen_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+  if (async_fd_ >= 0) close(async_fd_);
+}
+
+Status SoftDeviceImpl::StartNic() {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  async_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_fd_ < 0 || wake_fd_ < 0 || async_fd_ < 0) {
+    return Status::FromErrno("soft device: epoll/eventfd", errno);
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;  // the listener
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  ev.data.ptr = &wake_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  nic_ = std::thread([this] { NicLoop(); });
+  return Status::OK();
+}
+
+Result<std::unique_ptr<ProtectionDomain>> SoftDeviceImpl::AllocPd() {
+  return std::unique_ptr<ProtectionDomain>(new SoftPd(this));
+}
+
+Result<std::unique_ptr<CompletionChannel>> SoftDeviceImpl::CreateChannel() {
+  int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (fd < 0) return Status::FromErrno("eventfd", errno);
+  return std::unique_ptr<CompletionChannel>(new SoftChannel(fd));
+}
+
+Result<std::unique_ptr<CompletionQueue>> SoftDeviceImpl::CreateCq(int entries,
+                                                                  CompletionChannel* channel) {
+  if (entries <= 0 || entries > options_.max_cqe) {
+    return Status::InvalidArgument("CQ size out of the device's range");
+  }
+  auto cq = std::make_unique<SoftCq>(this, entries, channel);
+  std::lock_guard<std::mutex> lock(mu);
+  AddCq(cq.get());
+  return std::unique_ptr<CompletionQueue>(std::move(cq));
+}
+
+void SoftDeviceImpl::PostAsyncEvent(const AsyncEvent& event) {
+  async_events_.push_back(event);
+  uint64_t one = 1;
+  (void)!write(async_fd_, &one, sizeof(one));
+}
+
+bool SoftDeviceImpl::NextAsyncEvent(AsyncEvent* event) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (async_events_.empty()) return false;
+  *event = async_events_.front();
+  async_events_.pop_front();
+  if (async_events_.empty()) {
+    uint64_t v;
+    (void)!read(async_fd_, &v, sizeof(v));
+  }
+  return true;
+}
+
+void SoftDeviceImpl::DropPeers() {
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto& l : links_) KillLink(l.get());
+}
+
+void SoftDeviceImpl::StallCompletions(bool stalled) {
+  std::lock_guard<std::mutex> lock(mu);
+  stalled_ = stalled;
+  if (!stalled) {
+    for (SoftCq* cq : cqs_) cq->ReleaseStalled();
+  }
+}
+
+void SoftDeviceImpl::FailRegistrations(int n) {
+  std::lock_guard<std::mutex> lock(mu);
+  failing_registrations_ = n;
+}
+
+bool SoftDeviceImpl::ConsumeRegistrationFailure() {
+  if (failing_registrations_ == 0) return false;
+  --failing_registrations_;
+  return true;
+}
+
+// ---- Links (NIC thread, except OutboundLink and SendPacket).
+
+Result<Link*> SoftDeviceImpl::OutboundLink(const Gid& peer) {
+  auto it = outbound_.find(peer);
+  if (it != outbound_.end() && !it->second->dead) return it->second;
+  if (memcmp(peer.data(), kGidMagic, 4) != 0) {
+    return Status::InvalidArgument("not a software-device GID");
+  }
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno("soft device: socket", errno);
+  socklen_t len;
+  sockaddr_un addr = AddressOf(peer, &len);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+    int err = errno;
+    close(fd);
+    return Status::FromErrno("soft device: connect to peer device", err);
+  }
+  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
+    close(fd);
+    return Status::FromErrno("soft device: fcntl", errno);
+  }
+  auto link = std::make_unique<Link>();
+  link->fd = fd;
+  link->outbound = true;
+  link->peer = peer;
+  Link* raw = link.get();
+  links_.push_back(std::move(link));
+  outbound_[peer] = raw;
+  Watch(raw);
+  return raw;
+}
+
+void SoftDeviceImpl::Watch(Link* link) {
+  epoll_event ev{};
+  ev.events = EPOLLIN | (link->want_write ? uint32_t{EPOLLOUT} : 0u);
+  ev.data.ptr = link;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, link->fd, &ev);
+}
+
+void SoftDeviceImpl::SendPacket(Link* link, const PacketHeader& header,
+                                const std::string* payload) {
+  if (link->dead) return;
+  link->out.append(reinterpret_cast<const char*>(&header), sizeof(header));
+  if (payload != nullptr) link->out.append(*payload);
+  FlushLink(link);
+}
+
+void SoftDeviceImpl::FlushLink(Link* link) {
+  while (!link->out.empty()) {
+    ssize_t n = send(link->fd, link->out.data(), link->out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      link->out.erase(0, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    KillLink(link);
+    return;
+  }
+  bool want = !link->out.empty();
+  if (want != link->want_write) {
+    link->want_write = want;
+    epoll_event ev{};
+    ev.events = EPOLLIN | (want ? uint32_t{EPOLLOUT} : 0u);
+    ev.data.ptr = link;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, link->fd, &ev);
+  }
+}
+
+void SoftDeviceImpl::KillLink(Link* link) {
+  if (link->dead) return;
+  link->dead = true;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, link->fd, nullptr);
+  close(link->fd);
+  link->fd = -1;
+  link->out.clear();
+  link->in.clear();
+  // OnLinkDead may complete requests but never adds or removes queue pairs: iterating is safe.
+  for (auto& [qpn, qp] : qps_) qp->OnLinkDead(link);
+}
+
+void SoftDeviceImpl::Accept() {
+  for (;;) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    auto link = std::make_unique<Link>();
+    link->fd = fd;
+    Link* raw = link.get();
+    links_.push_back(std::move(link));
+    Watch(raw);
+  }
+}
+
+void SoftDeviceImpl::HandleReadable(Link* link) {
+  char buf[64 * 1024];
+  for (int round = 0; round < 16 && !link->dead; ++round) {
+    ssize_t n = recv(link->fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n <= 0) {
+      KillLink(link);
+      return;
+    }
+    link->in.append(buf, static_cast<size_t>(n));
+    size_t off = 0;
+    while (link->in.size() - off >= sizeof(PacketHeader)) {
+      PacketHeader h;
+      memcpy(&h, link->in.data() + off, sizeof(h));
+      if (link->in.size() - off - sizeof(h) < h.length) break;
+      Dispatch(link, h, reinterpret_cast<const uint8_t*>(link->in.data() + off + sizeof(h)));
+      if (link->dead) return;
+      off += sizeof(h) + h.length;
+    }
+    link->in.erase(0, off);
+    if (static_cast<size_t>(n) < sizeof(buf)) break;
+  }
+}
+
+void SoftDeviceImpl::Dispatch(Link* link, const PacketHeader& h, const uint8_t* payload) {
+  auto it = qps_.find(h.dst_qpn);
+  if (it == qps_.end()) {
+    // No such queue pair (destroyed, or never existed): hardware drops the packet and the
+    // sender's retries run out; we answer at once with the outcome it would reach.
+    if (h.type == static_cast<uint8_t>(PacketType::kData)) {
+      PacketHeader nak{static_cast<uint8_t>(PacketType::kErrNak),
+                       0,
+                       static_cast<uint8_t>(WcStatus::kRetryExceeded),
+                       0,
+                       h.src_qpn,
+                       h.dst_qpn,
+                       h.psn,
+                       0,
+                       0};
+      SendPacket(link, nak, nullptr);
+    }
+    return;
+  }
+  SoftQp* qp = it->second;
+  switch (static_cast<PacketType>(h.type)) {
+    case PacketType::kData:
+      qp->OnData(link, h, payload);
+      break;
+    case PacketType::kAck:
+      qp->OnAck(h.psn);
+      break;
+    case PacketType::kRnrNak:
+      qp->OnRnrNak(h.psn);
+      break;
+    case PacketType::kErrNak:
+      qp->OnErrNak(h.psn, static_cast<WcStatus>(h.status));
+      break;
+    default:
+      KillLink(link);  // a peer device speaking nonsense
+  }
+}
+
+MonoTime SoftDeviceImpl::RunTimers() {
+  MonoTime now = MonoTime::Now();
+  MonoTime next = MonoTime::Max();
+  for (auto it = rnr_waiting.begin(); it != rnr_waiting.end();) {
+    SoftQp* qp = *it;
+    if (qp->rnr_deadline() <= now) qp->OnTimer(now);
+    if (qp->rnr_deadline().IsMax()) {
+      it = rnr_waiting.erase(it);  // resent, or gone to ERR
+    } else {
+      next = std::min(next, qp->rnr_deadline());
+      ++it;
+    }
+  }
+  return next;
+}
+
+void SoftDeviceImpl::NicLoop() {
+  epoll_event events[64];
+  int timeout_ms = -1;
+  for (;;) {
+    int n = epoll_wait(epoll_fd_, events, 64, timeout_ms);
+    std::lock_guard<std::mutex> lock(mu);
+    if (stop_) return;
+    for (int i = 0; i < n; ++i) {
+      void* p = events[i].data.ptr;
+      if (p == nullptr) {
+        Accept();
+      } else if (p == &wake_fd_) {
+        uint64_t v;
+        (void)!read(wake_fd_, &v, sizeof(v));
+      } else {
+        Link* link = static_cast<Link*>(p);
+        if (!link->dead && (events[i].events & EPOLLOUT)) FlushLink(link);
+        if (!link->dead && (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+          HandleReadable(link);
+        }
+      }
+    }
+    MonoTime next = RunTimers();
+    if (next.IsMax()) {
+      timeout_ms = -1;
+    } else {
+      int64_t ns = (next - MonoTime::Now()).ToNanoseconds();
+      timeout_ms = ns <= 0 ? 0 : static_cast<int>((ns + 999999) / 1000000);
+    }
+  }
+}
+
+}  // namespace soft
+
+Result<std::unique_ptr<SoftDevice>> OpenSoftDevice(const SoftDeviceOptions& options) {
+  static std::atomic<uint32_t> next_id{0};
+  Gid gid{};
+  memcpy(gid.data(), soft::kGidMagic, 4);
+  uint32_t pid = static_cast<uint32_t>(getpid());
+  uint32_t id = next_id.fetch_add(1);
+  memcpy(gid.data() + 4, &pid, 4);
+  memcpy(gid.data() + 8, &id, 4);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno("soft device: socket", errno);
+  socklen_t len;
+  sockaddr_un addr = soft::AddressOf(gid, &len);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(fd, 128) != 0) {
+    int err = errno;
+    close(fd);
+    return Status::FromErrno("soft device: bind/listen", err);
+  }
+  auto dev = std::make_unique<soft::SoftDeviceImpl>(options, fd, gid);
+  RRPC_RETURN_NOT_OK(dev->StartNic());
+  return std::unique_ptr<SoftDevice>(std::move(dev));
+}
+
+}  // namespace rrpc::rdma

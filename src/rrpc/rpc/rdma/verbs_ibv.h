@@ -1,0 +1,29 @@
+// The libibverbs backend of the verbs interface (verbs.h). libibverbs.so.1 is loaded with dlopen
+// at run time, so every rrpc binary runs on a machine without it (OpenVerbsDevice then says
+// NotFound and the transport falls back to TCP). The device, port and GID come from
+// VerbsDeviceOptions; the defaults pick the first device, its first active port and a RoCEv2
+// GID on Ethernet (the lowest index on InfiniBand). The inline cap is what the device grants at
+// QP creation: asked for, read back, and asked smaller where a device refuses.
+// Thread-safe, as libibverbs is.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "rrpc/rpc/rdma/verbs.h"
+
+namespace rrpc::rdma {
+
+struct VerbsDeviceOptions {
+  std::string device;  // "" : the first device
+  int port = 0;        // 0 : the first active port
+  int gid_index = -1;  // -1: a RoCEv2 GID if the port has one, else index 0
+};
+
+// Whether libibverbs.so.1 could be loaded (cached after the first call). Thread-safe.
+bool VerbsLibraryAvailable();
+
+// NotFound when the library or a device (or an active port) is missing.
+Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& options = {});
+
+}  // namespace rrpc::rdma

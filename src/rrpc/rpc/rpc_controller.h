@@ -1,0 +1,105 @@
+// RpcController: the client's handle on one call: its timeout, its outcome and its sidecars.
+// Set it up before the call; read it after the callback (async) or the return (sync). One call at
+// a time; Reset() before reuse. Not thread-safe: the caller owns it for the call's lifetime.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rrpc/rpc/rpc_header.pb.h"
+#include "rrpc/util/block.h"
+#include "rrpc/util/monotime.h"
+#include "rrpc/util/slice.h"
+#include "rrpc/util/status.h"
+
+namespace rrpc::rpc {
+
+class OutboundCall;
+
+// How a synchronous call retries when the server refuses it as too busy
+// (ERROR_SERVER_TOO_BUSY): up to `max_attempts` attempts in all, waiting between them a backoff
+// that starts at `initial_backoff`, grows by `multiplier` up to `max_backoff`, and is jittered
+// (a uniformly random wait between half and all of it, so refused clients do not come back in
+// step). Never past the caller's deadline: a wait that would end after it is not taken, and the
+// call fails with the last refusal. Off by default (one attempt).
+struct RetryPolicy {
+  int max_attempts = 1;
+  MonoDelta initial_backoff = MonoDelta::FromMilliseconds(1);
+  MonoDelta max_backoff = MonoDelta::FromMilliseconds(100);
+  double multiplier = 2;
+};
+
+class RpcController {
+ public:
+  RpcController();
+  ~RpcController();
+  RpcController(const RpcController&) = delete;
+  RpcController& operator=(const RpcController&) = delete;
+
+  // Time allowed for the call, counted from when it is sent: the call fixes its deadline then,
+  // from the clock read that stamps its send time (no clock read here).
+  void set_timeout(MonoDelta timeout) {
+    timeout_ = timeout;
+    deadline_ = MonoTime();  // fixed when the call is sent
+  }
+  // An absolute deadline (e.g. inherited from the server call being handled).
+  void set_deadline(MonoTime deadline);
+  MonoDelta timeout() const { return timeout_; }
+  // When the call times out; before a call with only a timeout is sent, as if it were sent now.
+  MonoTime deadline() const {
+    return deadline_ != MonoTime() ? deadline_ : MonoTime::Now() + timeout_;
+  }
+
+  // Attaches bytes that travel after the request body without being copied. The bytes must stay
+  // valid until the call finishes; a BlockSlice keeps its block alive itself. Returns the index.
+  int AddOutboundSidecar(BlockSlice sidecar);
+  int AddOutboundSidecar(Slice borrowed);
+
+  // After the call: OK, or why it failed. RemoteError carries the server's ErrorStatusPB.
+  const Status& status() const { return status_; }
+  bool finished() const { return finished_; }
+  // The server's error, when status() is a RemoteError (or a server-produced timeout / too busy).
+  const ErrorStatusPB* error_response() const { return error_.get(); }
+  // True when the failure is worth retrying (server too busy or shutting down).
+  bool IsRetriable() const;
+
+  // Opt-in retries of calls refused as too busy (RetryPolicy); used by Proxy::SyncRequest.
+  void set_retry_policy(const RetryPolicy& policy) { retry_policy_ = policy; }
+  const RetryPolicy& retry_policy() const { return retry_policy_; }
+  // Attempts the last call made (1 without retries).
+  int attempts() const { return attempts_; }
+
+  // The response's sidecars, valid until Reset() or destruction.
+  size_t num_inbound_sidecars() const { return inbound_sidecars_.size(); }
+  Slice inbound_sidecar(size_t i) const { return inbound_sidecars_[i]; }
+
+  void Reset();
+
+ private:
+  friend class OutboundCall;
+  friend class Proxy;
+  // Before a retry: forgets the last attempt's outcome, keeps the deadline, sidecars and policy.
+  void PrepareRetry();
+
+  // Fixes the deadline of a call sent at `sent_at` (OutboundCall, when it serializes the call).
+  MonoTime FixDeadline(MonoTime sent_at) {
+    if (deadline_ == MonoTime()) deadline_ = sent_at + timeout_;
+    return deadline_;
+  }
+
+  MonoDelta timeout_ = MonoDelta::Max();
+  // MonoTime() while set_timeout()'s timeout waits for the call's send time.
+  MonoTime deadline_ = MonoTime::Max();
+  std::vector<BlockSlice> outbound_sidecars_;
+  // Set by OutboundCall when the call finishes (before the callback runs).
+  bool finished_ = false;
+  Status status_;
+  std::unique_ptr<ErrorStatusPB> error_;
+  BlockRef response_block_;  // keeps the inbound sidecars' bytes alive
+  std::vector<Slice> inbound_sidecars_;
+  RetryPolicy retry_policy_;
+  int attempts_ = 0;
+};
+
+}  // namespace rrpc::rpc

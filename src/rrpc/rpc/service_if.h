@@ -1,0 +1,79 @@
+// ServiceIf: what a service implementation looks like to the RPC server. Generated service bases
+// (protoc-gen-rrpc) derive from it and fill its method table; users derive from the generated base
+// and implement the typed methods. Handlers run on worker threads, except the methods marked to
+// run inline: those run on the reactor thread that read the call (see RpcMethodInfo::run_inline).
+#pragma once
+
+#include <google/protobuf/message.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "rrpc/util/status.h"
+
+namespace rrpc::rpc {
+
+class Authorizer;
+class RpcContext;
+struct MethodMetrics;
+
+// One method of a service: how to make its messages and how to run it.
+struct RpcMethodInfo {
+  std::string method_name;
+  // Default instances; the server calls New() on them to make a call's request and response.
+  const google::protobuf::Message* request_prototype = nullptr;
+  const google::protobuf::Message* response_prototype = nullptr;
+  // Runs the method. It must finish the call through exactly one of context->Respond*(), now or
+  // later from any thread.
+  std::function<void(const google::protobuf::Message* request, google::protobuf::Message* response,
+                     RpcContext* context)>
+      handler;
+  // Run the handler on the reactor thread that read the call instead of handing it to a worker:
+  // no queue, no thread switch. Only for handlers that never block (no locks held for long, no
+  // disk, no synchronous RPC): while one runs, every connection of that reactor waits. Inline
+  // calls skip the service queue, so they are neither bounded by its length nor ordered by
+  // deadline, and they are never refused as too busy (the reactor's own reading is the limit).
+  bool run_inline = false;
+  // The method's server metrics (rpc/observe/rpc_metrics.h), owned by the messenger. Set by the
+  // service pool at registration, before any call, so reading it on the call path needs no lock;
+  // nullptr when metrics are disabled.
+  MethodMetrics* metrics = nullptr;
+};
+
+class ServiceIf {
+ public:
+  virtual ~ServiceIf() = default;
+  // Fully qualified protobuf name, e.g. "rrpc.rtest.EchoService".
+  virtual const std::string& service_name() const = 0;
+  // The service's protobuf descriptor, for reflection (generated bases return theirs); nullptr
+  // when unknown. Thread-safe.
+  virtual const google::protobuf::ServiceDescriptor* service_descriptor() const { return nullptr; }
+  // nullptr when the service has no such method. Thread-safe (the table is immutable once built).
+  const RpcMethodInfo* FindMethod(std::string_view method_name) const;
+  // Before the service is registered: makes `method_name`'s handler run on the reactor thread
+  // (RpcMethodInfo::run_inline). NotFound if the service has no such method.
+  Status SetRunInline(std::string_view method_name, bool run_inline = true);
+  // Before the service is registered: every call of this service is checked by `authorizer`
+  // (instead of the messenger's MessengerOptions::authorizer) before it is queued; a refused one
+  // is answered ERROR_NOT_AUTHORIZED without running the handler.
+  void SetAuthorizer(std::shared_ptr<const Authorizer> authorizer) {
+    authorizer_ = std::move(authorizer);
+  }
+  // nullptr when the service has none. Thread-safe once registered.
+  const Authorizer* authorizer() const { return authorizer_.get(); }
+
+ protected:
+  // Generated constructors call this once per method.
+  void AddMethod(RpcMethodInfo info);
+
+ private:
+  friend class ServicePool;  // sets each method's `metrics` at registration
+
+  std::unordered_map<std::string_view, std::unique_ptr<RpcMethodInfo>> methods_;
+  std::shared_ptr<const Authorizer> authorizer_;
+};
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,55 @@
+// The flags of ServerBaseOptions::FromFlags(): only binaries read them.
+#include <gflags/gflags.h>
+
+#include "rrpc/rpc/messenger_flags.h"
+#include "rrpc/server/server_base.h"
+
+DEFINE_string(rpc_bind, "127.0.0.1:7050",
+              "host:port the RPC server listens on (port 0 picks a free one). Beyond a trusted "
+              "network give it a certificate (--rpc_certificate_file): TLS is then required from "
+              "every non-loopback peer (docs/security.md).");
+DEFINE_string(webserver_bind, "127.0.0.1:8050",
+              "ipv4:port of the operator web UI (dashboard, /metrics, /rpcz, /healthz, ...); "
+              "empty disables it.");
+DEFINE_string(webserver_tls_certificate, "",
+              "PEM certificate (and chain) for the web UI; set: the UI speaks only HTTPS.");
+DEFINE_string(webserver_tls_private_key, "",
+              "PEM private key for --webserver_tls_certificate; empty: read from the certificate "
+              "file.");
+DEFINE_string(webserver_tls_ca_certificate, "",
+              "PEM CAs for the web UI's client certificates: set (with "
+              "--webserver_tls_certificate), the UI serves only clients presenting a certificate "
+              "they signed.");
+DEFINE_uint32(webserver_max_connections, 128,
+              "Open connections the plain-HTTP web UI holds at most. At the cap a new connection "
+              "replaces the oldest one that has not sent its whole request (answered 503), or "
+              "gets 503 when all are being served. Each costs a descriptor, not a thread.");
+DEFINE_bool(status_require_authentication, false,
+            "The status and reflection services answer only authenticated callers (client "
+            "certificate or token).");
+DEFINE_string(data_dir, "",
+              "Directory where the server keeps its data; empty: the server's default, under "
+              "the working directory.");
+DEFINE_int32(shutdown_timeout_ms, 30000,
+             "On SIGTERM/SIGINT, milliseconds to wait for calls in flight to be answered before "
+             "closing their connections. Longer drains lose fewer calls but delay restarts.");
+
+namespace rrpc {
+
+ServerBaseOptions ServerBaseOptions::FromFlags(std::string name) {
+  ServerBaseOptions options;
+  options.messenger = rpc::MessengerOptionsFromFlags(name);
+  options.name = std::move(name);
+  options.rpc_bind_address = FLAGS_rpc_bind;
+  options.webserver_bind_address = FLAGS_webserver_bind;
+  options.webserver_tls_certificate_path = FLAGS_webserver_tls_certificate;
+  options.webserver_tls_private_key_path = FLAGS_webserver_tls_private_key;
+  options.webserver_tls_ca_certificate_path = FLAGS_webserver_tls_ca_certificate;
+  options.webserver_max_connections = FLAGS_webserver_max_connections;
+  options.status_requires_authentication = FLAGS_status_require_authentication;
+  options.data_dir = FLAGS_data_dir;
+  options.shutdown_timeout = MonoDelta::FromMilliseconds(FLAGS_shutdown_timeout_ms);
+  return options;
+}
+
+}  // namespace rrpc
