@@ -1,0 +1,21 @@
+#include "rrpc/rpc/discovery/resolver.h"
+
+#include <utility>
+
+#include "rrpc/rpc/discovery/list_resolver.h"
+
+namespace rrpc::rpc {
+
+Result<std::unique_ptr<Resolver>> NewResolver(const std::string& target) {
+  const size_t sep = target.find("://");
+  if (sep == std::string::npos) {
+    return Status::InvalidArgument("target has no scheme (list://, file://, dns://, etcd://)",
+                                   target);
+  }
+  const std::string scheme = target.substr(0, sep);
+  const std::string rest = target.substr(sep + 3);
+  if (scheme == "list") return NewListResolver(target, rest);
+  return Status::InvalidArgument("unknown target scheme '" + scheme + "'", target);
+}
+
+}  // namespace rrpc::rpc
