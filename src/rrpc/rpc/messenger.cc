@@ -155,9 +155,8 @@ void Messenger::QueueOutboundCall(scoped_refptr<OutboundCall>&& call) {
   }
   // Calls from other threads: spread by thread. A bulk call goes to the reactor after the one
   // this thread's small calls to the remote use, so that its connection is not served by theirs:
-  // a reactor copying a megabyte into or out of a socket holds up every small call waiting on it
-  // (mixed traffic, docs/performance.md, eleventh round: the small calls' p50 7x higher when one
-  // reactor served both). Its callbacks then stay on that reactor.
+  // a reactor copying a megabyte into or out of a socket holds up every small call waiting on it.
+  // Its callbacks then stay on that reactor.
   const size_t n = reactors_.size();
   size_t index = (call->remote().Hash() + ThreadSalt()) % n;
   if (n > 1 && options_.IsBulk(call->total_bytes())) index = (index + 1) % n;

@@ -33,9 +33,8 @@ struct MessengerOptions {
   // worker at most polls, and polling backs off while most polls find nothing (PollPolicy).
   MonoDelta worker_idle_spin = MonoDelta::FromMicroseconds(50);
   // How long a thread making a synchronous call polls for the response before it sleeps; a
-  // response within it saves the reactor a wake-up of the caller. Off by default: on the VMs
-  // measured, round trips mostly outlast a short poll, and it cost CPU without cutting latency
-  // (docs/performance.md, third round).
+  // response within it saves the reactor a wake-up of the caller. Off by default: round trips
+  // mostly outlast a short poll, which then costs CPU without cutting latency.
   MonoDelta sync_call_poll;
   // A thread making a synchronous call writes it itself when the connection its last one used is
   // free (Proxy::SyncRequest, docs/architecture.md): no hand-off to a reactor. false: every call

@@ -39,7 +39,7 @@ class Proxy {
   // busy as controller->retry_policy() allows (none by default), within the controller's
   // deadline: each waits its jittered backoff on a reactor timer (Messenger::RunAfter), and
   // `callback` runs once, after the last attempt. Taken by rvalue reference: the generated
-  // proxies pass theirs on, and each std::function move costs ~16 instructions.
+  // proxies pass theirs on without a copy.
   void AsyncRequest(const std::string& method, const google::protobuf::Message& request,
                     google::protobuf::Message* response, RpcController* controller,
                     ResponseCallback&& callback) const;

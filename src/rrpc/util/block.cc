@@ -26,8 +26,7 @@ using ReadBlockPool = HomePool<ReadBlockPoolTag, 16>;
 // 64-byte echo) all get room for this many bytes and are kept per thread: the head of a
 // request is made on the calling thread and freed once written, usually by the same thread (its
 // reactor, or the caller writing it itself), and a response's head by the worker that writes it.
-// Saves a malloc/free pair per frame (measured with build-support/echo-cost: about 170
-// instructions per echo call for the two heads). A thread that only frees them keeps at most 32
+// Saves a malloc/free pair per frame. A thread that only frees them keeps at most 32
 // (10 KiB); the rest go back to the heap.
 constexpr size_t kSmallBlockCapacity = 256;
 void FreeSmallBlock(void* mem) { free(mem); }

@@ -44,8 +44,7 @@ class Block {
   // (the oldest goes back to the heap). A reactor reading a stream of equal large frames (1 MiB
   // blocks of a transfer) then reads each into memory it already touched: a fresh malloc'd
   // megabyte is new pages to the kernel, faulted in one by one by the recv() copying into it
-  // (the client reactor of a 1 MiB echo spent a third of its receive time in page faults,
-  // docs/performance.md), because small allocations between the frames keep the allocator from
+  // because small allocations between the frames keep the allocator from
   // handing the freed megabyte back.
   static constexpr size_t kMaxKeptLargeBlockCapacity = (4 << 20) + (64 << 10);
   static constexpr int kMaxKeptLargeBlocks = 4;

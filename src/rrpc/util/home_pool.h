@@ -2,8 +2,7 @@
 // reuse by the thread that made them. A reactor makes each InboundCall and each read block, and a
 // worker usually frees them (after writing the response itself): malloc's per-thread caches do
 // not help there (the freeing thread's cache fills, the making thread's stays empty), so each
-// call paid mallocs and frees that took the slow paths (build-support/echo-cost: about 330
-// instructions per call for the InboundCall alone).
+// call would pay mallocs and frees that take the slow paths.
 //
 // Each thread that allocates has a home: a free list of its own (owner only, no atomics) and a
 // list that any thread returns blocks to (a lock-free push; the owner takes the whole list at once

@@ -4,8 +4,8 @@
 // call id. Not thread-safe: its owner's thread only.
 //
 // Why not std::unordered_map: per call the client inserted, found and erased one node (a node
-// per entry, a bucket array, the generic hash and node bookkeeping): ~180 instructions per echo
-// call (callgrind, build-support/echo-cost), where a probe into one flat array costs a few tens.
+// per entry, a bucket array, the generic hash and node bookkeeping), where a probe into one flat
+// array costs a few instructions.
 // Keys come from the owner (its own call ids), so no peer chooses where they land.
 //
 //   IntMap<scoped_refptr<OutboundCall>> awaiting;

@@ -3,13 +3,12 @@
 // by the compiler (util/thread_annotations.h).
 //
 // Why not std::mutex underneath: the call path takes about six locks per call, none of them
-// contended in the common case, and glibc's pthread_mutex_lock/unlock spend ~55 instructions per
-// pair on what such a lock does not need (the mutex kind, lock elision, owner and user counts;
-// callgrind, build-support/echo-cost). Mutex is a futex word instead: taking it free is one
-// compare-and-swap, releasing it one exchange, both inline; a thread that finds it taken sleeps
-// on the word in the kernel (the classic three-state futex lock: free, taken, taken with
-// sleepers), as a glibc mutex would. Not recursive, no priority inheritance, like std::mutex.
-// Thread-safe. Under TSAN the lock reports itself as a mutex (lock order, races).
+// contended in the common case, and glibc's pthread_mutex_lock/unlock spend work on what such a
+// lock does not need (the mutex kind, lock elision, owner and user counts). Mutex is a futex word
+// instead: taking it free is one compare-and-swap, releasing it one exchange, both inline; a thread
+// that finds it taken sleeps on the word in the kernel (the classic three-state futex lock: free,
+// taken, taken with sleepers), as a glibc mutex would. Not recursive, no priority inheritance, like
+// std::mutex. Thread-safe. Under TSAN the lock reports itself as a mutex (lock order, races).
 //
 //   Mutex mu_;
 //   std::deque<Task> tasks_ RRPC_GUARDED_BY(mu_);

@@ -15,8 +15,7 @@ namespace {
 
 // The data path (Recv, Readv, Writev and their NoWait forms) calls the kernel through syscall(2),
 // not glibc's recv()/sendmsg(): those are thread cancellation points that switch asynchronous
-// cancellation on and off around each call, ~30 instructions per call and four calls per echo
-// (callgrind, build-support/echo-cost), and rrpc never cancels a thread. Under a sanitizer the
+// cancellation on and off around each call, and rrpc never cancels a thread. Under a sanitizer the
 // glibc wrappers stay: the sanitizers intercept them (TSAN takes a socket's send -> recv as a
 // happens-before edge between threads, which a raw syscall would hide from it).
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
@@ -152,8 +151,7 @@ Status Socket::GetSockError() const {
 }
 
 namespace {
-// One body per call and mode, the flags a constant in each (the data path is counted in
-// instructions per call: build-support/echo-cost).
+// One body per call and mode, the flags a constant in each (the data path stays branch-free).
 template <int kFlags>
 Result<size_t> RecvLoop(int fd, uint8_t* buf, size_t len) {
   while (true) {

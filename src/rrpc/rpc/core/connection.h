@@ -320,7 +320,7 @@ class Connection final : public RefCounted<Connection>,
   // timer that watches them, armed at the first. It is not stopped when calls are answered: it
   // fires at the first deadline still listed and re-arms for the next one still waiting. So the
   // common case (every call of a connection with the same timeout) starts and stops no timer per
-  // call (build-support/echo-cost: about 130 instructions per call saved).
+  // call.
   struct CallDeadline {
     MonoTime deadline;
     int32_t call_id;

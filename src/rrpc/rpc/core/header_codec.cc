@@ -24,7 +24,7 @@ using header_codec_internal::Int32Wire;
 using header_codec_internal::VarintSize;
 
 // Unrolled up to three bytes: a call's id and timeout (a minute is 60,000 ms) take two or three,
-// and the loop cost ~20 instructions each (callgrind, echo-cost).
+// and a loop costs more than the unrolled form for those.
 inline uint8_t* WriteVarint(uint64_t v, uint8_t* p) {
   if (v < 0x80) {  // the common case of a header's fields: one byte
     *p = static_cast<uint8_t>(v);
@@ -53,7 +53,7 @@ size_t LengthDelimitedSize(size_t len) { return 1 + VarintSize(len) + len; }
 
 // Copies a name of a header. Names are short (a method, a service): up to 32 bytes they are
 // copied by two overlapping 16-byte moves (or two 8-byte, or two 4-byte), which costs a few
-// instructions where a call to memcpy costs about 25 (callgrind, echo-cost).
+// instructions, less than a call to memcpy.
 inline void CopyShort(uint8_t* dst, const uint8_t* src, size_t n) {
   if (n >= 16 && n <= 32) {
     uint8_t a[16], b[16];
@@ -105,7 +105,7 @@ inline uint8_t* WriteLengthDelimited(uint8_t tag, Slice bytes, uint8_t* p) {
 // what protobuf's 32-bit reading of it means. Anything longer is left to the generated parser.
 // Unrolled: a header's varints are one to three bytes (call ids, lengths, a timeout of a minute
 // in milliseconds), and a loop's shift and bound checks cost about as much as the rest of the
-// decoding (callgrind, echo-cost).
+// decoding.
 [[gnu::always_inline]] inline bool ReadSmallVarint(const uint8_t** p, const uint8_t* end,
                                                    uint32_t* out) {
   const uint8_t* q = *p;

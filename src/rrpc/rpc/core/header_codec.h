@@ -1,8 +1,8 @@
 // The call and response headers of a frame (RequestHeader, ResponseHeader in rpc_header.proto),
 // encoded and decoded by hand on the call path. Pure functions, thread-safe.
 //
-// Why not protobuf: per 64-byte echo call, building, sizing, serializing and parsing the two
-// generated header messages cost about 1,500 instructions (callgrind, echo-cost), mostly string
+// Why not protobuf: per call, building, sizing, serializing and parsing the two generated
+// header messages cost more than the rest of a small call's own work, mostly string
 // assignments of the method names (copied into the header on the client, out of the frame on the
 // server) and the generic parser's setup. The fields are few and fixed, so:
 //  - encoding writes the bytes protobuf would write for the same fields (fields in number order,

@@ -161,9 +161,9 @@ class InboundCall final : public OutboundTransfer {
   size_t frame_bytes_ = 0;
   int64_t held_bytes_ = 0;  // counted in connection_->inbound_memory()
   // A small response's frame head (length prefix, header, body) is written here rather than
-  // into a block of its own: a block's allocation and release cost ~60 instructions per call
-  // (callgrind, echo-cost). The bytes stay put until the call is deleted, after its transfer
-  // ended; transports copy bytes without a block (RDMA) or write them before Write returns.
+  // into a block of its own (no block allocation and release per call). The bytes stay put until
+  // the call is deleted, after its transfer ended; transports copy bytes without a block (RDMA) or
+  // write them before Write returns.
   static constexpr size_t kInlineResponseHeadBytes = 192;
   uint8_t response_head_[kInlineResponseHeadBytes];
   // The handler's RpcContext (MakeContext), ended by its Respond*() before the call is sent.

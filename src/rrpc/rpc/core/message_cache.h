@@ -5,8 +5,7 @@
 // runs the handler.
 //
 // The two messages of a call travel together, kept as one entry keyed by their two types: a
-// call's take and give each cost one lookup (callgrind, build-support/echo-cost: ~30
-// instructions per call less than a lookup per message).
+// call's take and give each cost one lookup, not one per message.
 //
 // A cleared message keeps its strings' capacity, so only messages whose serialized form was small
 // (kMaxBytes) are kept: the cache never pins a large buffer. At most kSlots entries (two messages

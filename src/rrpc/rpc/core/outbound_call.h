@@ -110,10 +110,9 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   scoped_refptr<Connection> connection_;  // see set_connection()
 
   // A small call's frame head (length prefix, header, body) is written here rather than into a
-  // block of its own: a block's allocation and release cost ~60 instructions per call
-  // (callgrind, echo-cost). The bytes stay put until the call is deleted, after its transfer
-  // ended (the write queue holds a reference until then); transports copy bytes without a block
-  // (RDMA) or write them before Write returns.
+  // block of its own (no block allocation and release per call). The bytes stay put until the call
+  // is deleted, after its transfer ended (the write queue holds a reference until then); transports
+  // copy bytes without a block (RDMA) or write them before Write returns.
   static constexpr size_t kInlineHeadBytes = 192;
   uint8_t head_buffer_[kInlineHeadBytes];
 

@@ -408,8 +408,8 @@ void Reactor::RecordBusyTime(ev_tstamp about_to_block) {
   // step between two resyncs could make one interval negative or huge: such an interval counts 0.
   // (woke_at_ is 0 before the first iteration woke: the interval is then huge.) Kept in floating
   // point and published in whole microseconds: per iteration a subtraction, a multiply and a
-  // compare; the counter's add only once a microsecond has gathered (callgrind, echo-cost: the
-  // integer nanosecond carry with its division and remainder cost ~40 instructions per iteration).
+  // compare; the counter's add only once a microsecond has gathered (no integer nanosecond carry
+  // with its division and remainder per iteration).
   const double seconds = about_to_block - woke_at_;
   woke_at_ = 0;
   if (!(seconds > 0 && seconds < 60)) return;

@@ -213,7 +213,7 @@ class Reactor {
   std::unordered_map<Sockaddr, Connection*> bulk_connections_;
   // The connection of client_connections_ the last small call went to (nullptr after it closed):
   // a client calling one server again and again skips the map lookup (hashing and comparing the
-  // address: about 250 instructions per call, build-support/echo-cost).
+  // address).
   Connection* last_client_connection_ = nullptr;
   // The method record (core/remote_method.h) of a call that last went to
   // last_client_connection_: a call of the same record goes to the same address, found by a

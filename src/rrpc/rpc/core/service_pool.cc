@@ -20,10 +20,9 @@ namespace rrpc::rpc {
 namespace {
 
 // The calling reactor thread's last routed method. Calls of one method come in runs, and two
-// short name comparisons cost less than the two hash lookups they save (~60 instructions per
-// call, callgrind, build-support/echo-cost). Keyed by the pool's serial number, so that a pool
-// made where a freed one was never matches; only found methods are kept, and services are
-// registered before the pool starts and never removed, so a kept one stays valid.
+// short name comparisons cost less than the two hash lookups they save. Keyed by the pool's serial
+// number, so that a pool made where a freed one was never matches; only found methods are kept, and
+// services are registered before the pool starts and never removed, so a kept one stays valid.
 struct LastRoute {
   uint64_t pool_serial = 0;  // 0: nothing kept
   std::string service_name;
@@ -35,7 +34,7 @@ struct LastRoute {
 thread_local LastRoute tls_last_route;
 
 // Whether `a` and `b` hold the same bytes. Names are short: compared here in 8-byte words (the
-// last one overlapping) instead of a call to memcmp, which cost ~18 instructions per name.
+// last one overlapping) instead of a call to memcmp, which costs more for names this short.
 inline bool SameName(std::string_view a, const std::string& b) {
   const size_t n = a.size();
   if (n != b.size()) return false;

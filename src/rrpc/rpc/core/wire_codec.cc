@@ -82,8 +82,7 @@ Result<BlockSlice> SerializeFrameHead(const ResponseHeaderFields& header,
 
 namespace {
 // Reads a varint32 length and the bytes it announces from the front of `in`. Decoded by hand: a
-// CodedInputStream costs more to set up than the few bytes it would read here (measured: ~250
-// instructions per call for the four lengths of a request and its response). At most 5 bytes,
+// CodedInputStream costs more to set up than the few bytes it would read here. At most 5 bytes,
 // as a 32-bit length needs.
 bool ReadDelimited(Slice* in, Slice* out) {
   const uint8_t* p = in->data();
@@ -154,8 +153,7 @@ Status ParseFrame(Slice frame, google::protobuf::MessageLite* header, Slice* bod
 template <typename Fields>
 Status ParseFrameWithFields(Slice frame, Fields* header, Slice* body, Slice* tail) {
   // A small call's frame: header and body lengths of one byte each, read here in one pass (the
-  // general path's two reads and their Slice bookkeeping cost about 50 instructions per frame,
-  // callgrind, echo-cost). Same checks, same result.
+  // general path's two reads and their Slice bookkeeping are skipped). Same checks, same result.
   const uint8_t* const p = frame.data();
   const size_t size = frame.size();
   if (size >= 2 && p[0] < 0x80) {

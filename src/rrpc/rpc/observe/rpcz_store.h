@@ -130,8 +130,8 @@ class RpczCallEntry {
   void FinishSentAtResponse();
 
   bool tracked() const { return store_ != nullptr; }
-  // What RpczStore::Track() will link, filled in place by the call's owner before it (a copy
-  // from a caller's struct cost ~20 instructions per call, callgrind, build-support/echo-cost).
+  // What RpczStore::Track() will link, filled in place by the call's owner before it (no copy
+  // from a caller's struct).
   // REQUIRES: not tracked.
   RpczCallInfo* mutable_info() { return &info_; }
 

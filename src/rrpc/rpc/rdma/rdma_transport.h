@@ -36,7 +36,7 @@
 // Threads: the reactor's, except Write() with a private receive queue: capabilities() then say
 // concurrent_write, and a worker may write a lone response (a caller its call) under the
 // connection's write lock while the reactor reads, which saves a hand-off to the reactor per
-// message (docs/performance.md). The send side's state (credits, send blocks, sends in flight,
+// message. The send side's state (credits, send blocks, sends in flight,
 // credit requests and returns) is then shared with the reactor's completion and receive paths,
 // under send_mu_ (taken after the connection's write lock; no callback into the connection runs
 // under it). SRQ mode: reactor only (its SrqContext is).
@@ -98,8 +98,8 @@ struct RdmaTransportOptions {
   uint32_t lend_min_bytes = 4096;
   // Send side: a piece (a sidecar, a frame head) at least this long whose Block is registered
   // goes by reference (SGEs pointing at it) instead of being copied into send blocks; 0: every
-  // byte is copied. Private receive queue only. Below ~256 KiB the signaled completion that
-  // releases the block costs more than the copy on the software backend (docs/performance.md).
+  // byte is copied. Private receive queue only. Below the default the signaled completion that
+  // releases the block costs more than the copy (software backend; docs/rdma.md).
   uint32_t send_zero_copy_min_bytes = 256 * 1024;
   // A heap Block not registered yet is registered (for its lifetime) when a piece of it at least
   // this long is sent; smaller ones are copied. 0: never register (only receive blocks echoed
@@ -250,7 +250,7 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   uint32_t in_flight_sends_ RRPC_GUARDED_BY(send_mu_) = 0;
   // Private receive queue: sends posted and not yet reaped, in order. Only every
   // signal_interval_-th send (and every one in SRQ mode) asks for a completion: a depth-1 call
-  // then wakes neither reactor for its send completions (measured in docs/performance.md). A
+  // then wakes neither reactor for its send completions. A
   // signaled completion frees the slots of every send up to it and their blocks (an inline
   // send's block was free at once: the device copied its bytes when it was posted).
   // A send that reads blocks by reference (zero copy) holds them here. The send carrying the

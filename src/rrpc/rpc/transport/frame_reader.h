@@ -18,7 +18,7 @@
 // header may differ). Once the last two large frames' sizes were within kSizeSlack of each other,
 // a frame started afresh is read straight into a block of the smaller size (with the prefix after
 // it, below) instead: one read per frame where the prefix read made two, with no byte moved while
-// the guess holds (64 KiB sidecar echo: 8 system calls per call -> 6, docs/performance.md). A
+// the guess holds. A
 // large frame's block has kSizeSlack bytes of room past the frame, so a frame a little larger
 // than guessed still completes in place; a smaller one leaves the next frame's first bytes to be
 // moved (at most the guessed frame's, counted as stream copies), and a size further off stops the
@@ -67,10 +67,10 @@ class FrameReader {
   // keep the last read block a frame took whole as the thread's spare, and read into it again
   // once every frame in it has been released, instead of allocating a block per read: a lone
   // small frame per read (the echo case) takes its block with it to the call, and the block's
-  // allocation and last release through the block pool cost ~60 instructions per read
-  // (callgrind, build-support/echo-cost). One spare per thread, of the readers' read block size:
-  // memory per reactor, not per connection. Large frames' blocks whose last reference drops on
-  // this thread are kept for reuse at their size too (Block::KeepLargeBlocksOnThisThread).
+  // allocation and last release through the block pool would be paid per read. One spare per
+  // thread, of the readers' read block size: memory per reactor, not per connection. Large frames'
+  // blocks whose last reference drops on this thread are kept for reuse at their size too
+  // (Block::KeepLargeBlocksOnThisThread).
   static void RecycleReadBlocksOnThisThread();
   // Drops this thread's spare and the large blocks it keeps (before the thread ends).
   static void StopRecyclingReadBlocksOnThisThread();
@@ -110,8 +110,7 @@ class FrameReader {
   // (zero or oversized length): the connection must then close.
   //
   // Inline for the common case, a whole valid frame buffered (taken with a few instructions and
-  // no Status or Result built: build-support/echo-cost counted ~40 instructions per call of the
-  // out-of-line version, four calls per echo), and every byte taken; everything else (a partial
+  // no Status or Result built), and every byte taken; everything else (a partial
   // frame, the prefix after the block, a bad length) goes to NextFrameSlow.
   Result<bool> NextFrame(BlockSlice* frame) {
     const size_t available = end_ - start_;
