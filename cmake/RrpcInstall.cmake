@@ -1,7 +1,8 @@
 # Install rules: `cmake --install build --prefix /opt/rrpc` puts into the prefix
-#   include/rrpc/       the public headers (src/rrpc/rpc/*.h, src/rrpc/server/*.h,
-#                       src/rrpc/util/**.h), rrpc's own .proto files and their generated headers
-#                       (rrpc/rpc/rrpc_options.proto...): nothing else at the top of include/
+#   include/rrpc/       the public headers (src/rrpc/rpc/*.h, src/rrpc/server/*.h) and the rrpc
+#                       headers they include (some of util/), rrpc's own .proto files and their
+#                       generated headers (rrpc/rpc/rrpc_options.proto...): nothing else at the
+#                       top of include/
 #   lib/                the static libraries, lib/cmake/rrpc/ (the CMake package: imported
 #                       targets rrpc::rpc, rrpc::server..., rrpc::protoc-gen-rrpc, rrpc_proto())
 #                       and lib/pkgconfig/rrpc.pc
@@ -35,13 +36,36 @@ foreach(tool rrpc-cli rpc-bench kv-server kv-cli kv-bench)
 endforeach()
 install(TARGETS ${tools} RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
 
-# Every header directly in src/rrpc/<dir> (not its subfolders) goes to include/rrpc/<dir>.
-function(rrpc_install_headers dir)
-  file(GLOB headers CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/src/rrpc/${dir}/*.h")
-  install(FILES ${headers} DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/rrpc/${dir}")
+# The public headers are those directly in src/rrpc/rpc and src/rrpc/server; the package installs
+# them and every rrpc header they include, transitively (the util/ headers they use), each at its
+# path below include/: nothing a public header does not need. Headers generated from .proto
+# files are installed with their proto library (below). A changed #include re-runs the
+# configuration, so the set follows the sources. public-headers-test checks the result.
+function(rrpc_public_header_closure out)
+  file(GLOB queue CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/src/rrpc/rpc/*.h"
+    "${PROJECT_SOURCE_DIR}/src/rrpc/server/*.h")
+  set(closure)
+  while(queue)
+    list(POP_FRONT queue header)
+    if(header IN_LIST closure OR NOT EXISTS "${header}")
+      continue()
+    endif()
+    list(APPEND closure "${header}")
+    set_property(DIRECTORY "${PROJECT_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+      "${header}")
+    file(STRINGS "${header}" includes REGEX "^#include \"rrpc/")
+    foreach(line ${includes})
+      string(REGEX REPLACE "^#include \"([^\"]+)\".*" "\\1" included "${line}")
+      list(APPEND queue "${PROJECT_SOURCE_DIR}/src/${included}")
+    endforeach()
+  endwhile()
+  set(${out} ${closure} PARENT_SCOPE)
 endfunction()
-foreach(dir rpc server util util/metrics)
-  rrpc_install_headers(${dir})
+rrpc_public_header_closure(public_headers)
+foreach(header ${public_headers})
+  file(RELATIVE_PATH relative "${PROJECT_SOURCE_DIR}/src" "${header}")
+  get_filename_component(dir "${relative}" DIRECTORY)
+  install(FILES "${header}" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/${dir}")
 endforeach()
 
 # A library made by rrpc_proto(): its .proto files (users import them) and generated headers,

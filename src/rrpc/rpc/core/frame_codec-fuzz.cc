@@ -104,8 +104,8 @@ bool SameAsProto(const RequestHeaderFields& f, const RequestHeader& pb) {
          f.timeout_millis == pb.timeout_millis() &&
          f.sidecar_offsets ==
              std::vector<uint32_t>(pb.sidecar_offsets().begin(), pb.sidecar_offsets().end()) &&
-         f.required_feature_flags == std::vector<int>(pb.required_feature_flags().begin(),
-                                                      pb.required_feature_flags().end());
+         f.required_feature_flags == std::vector<uint32_t>(pb.required_feature_flags().begin(),
+                                                           pb.required_feature_flags().end());
 }
 bool SameAsProto(const ResponseHeaderFields& f, const ResponseHeader& pb) {
   return f.call_id == pb.call_id() && f.is_error == pb.is_error() &&

@@ -37,9 +37,7 @@ RequestHeader ToProto(const RequestHeaderFields& h) {
   }
   if (h.has_timeout_millis) pb.set_timeout_millis(h.timeout_millis);
   for (uint32_t o : h.sidecar_offsets) pb.add_sidecar_offsets(o);
-  for (int f : h.required_feature_flags) {
-    pb.add_required_feature_flags(static_cast<RpcFeatureFlag>(f));
-  }
+  for (uint32_t f : h.required_feature_flags) pb.add_required_feature_flags(f);
   return pb;
 }
 
@@ -59,9 +57,9 @@ void ExpectSameAsProtobuf(const std::string& bytes) {
     EXPECT_EQ(pb.timeout_millis(), fields.timeout_millis);
     EXPECT_EQ(std::vector<uint32_t>(pb.sidecar_offsets().begin(), pb.sidecar_offsets().end()),
               fields.sidecar_offsets);
-    EXPECT_EQ(
-        std::vector<int>(pb.required_feature_flags().begin(), pb.required_feature_flags().end()),
-        fields.required_feature_flags);
+    EXPECT_EQ(std::vector<uint32_t>(pb.required_feature_flags().begin(),
+                                    pb.required_feature_flags().end()),
+              fields.required_feature_flags);
   }
 
   ResponseHeader rpb;
@@ -99,6 +97,9 @@ std::vector<RequestHeaderFields> SampleRequests() {
   h.has_timeout_millis = false;
   h.sidecar_offsets.clear();
   h.required_feature_flags = {SIDECARS, TRANSPORT_UPGRADE};
+  out.push_back(h);
+  // Numbers RpcFeatureFlag does not list: a newer peer's features, up to the largest uint32.
+  h.required_feature_flags = {1000, UINT32_MAX};
   out.push_back(h);
   return out;
 }

@@ -230,7 +230,7 @@ uint8_t* EncodeTo(const RequestHeaderParts& h, uint8_t* p) {
   }
   for (size_t i = 0; i < h.num_required_feature_flags; i++) {
     *p++ = kTagRequestFeature;
-    p = WriteVarint(Int32Wire(h.required_feature_flags[i]), p);
+    p = WriteVarint(h.required_feature_flags[i], p);
   }
   return p;
 }

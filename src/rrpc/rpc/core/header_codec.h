@@ -36,7 +36,7 @@ struct RequestHeaderFields {
   bool has_timeout_millis = false;
   uint32_t timeout_millis = 0;
   std::vector<uint32_t> sidecar_offsets;
-  std::vector<int> required_feature_flags;
+  std::vector<uint32_t> required_feature_flags;  // RpcFeatureFlag values, known or not
 
   // Keeps the vectors' capacity (a per-thread instance allocates nothing after its first use).
   void Clear();
@@ -62,7 +62,7 @@ struct RequestHeaderParts {
   uint32_t timeout_millis = 0;
   const uint32_t* sidecar_offsets = nullptr;
   size_t num_sidecar_offsets = 0;
-  const int* required_feature_flags = nullptr;
+  const uint32_t* required_feature_flags = nullptr;
   size_t num_required_feature_flags = 0;
 };
 
@@ -80,7 +80,7 @@ inline size_t VarintSize(uint64_t v) {
   const int bits = 64 - __builtin_clzll(v | 1);
   return static_cast<size_t>((bits * 9 + 64) / 64);
 }
-// int32 and enum fields: protobuf sign-extends negatives to 64 bits (10 bytes).
+// int32 fields: protobuf sign-extends negatives to 64 bits (10 bytes).
 inline uint64_t Int32Wire(int32_t v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); }
 }  // namespace header_codec_internal
 
@@ -93,7 +93,7 @@ inline size_t EncodedSize(const RequestHeaderParts& h) {
   if (h.has_timeout_millis) n += 1 + VarintSize(h.timeout_millis);
   for (size_t i = 0; i < h.num_sidecar_offsets; i++) n += 1 + VarintSize(h.sidecar_offsets[i]);
   for (size_t i = 0; i < h.num_required_feature_flags; i++) {
-    n += 1 + VarintSize(Int32Wire(h.required_feature_flags[i]));
+    n += 1 + VarintSize(h.required_feature_flags[i]);
   }
   return n;
 }

@@ -54,8 +54,9 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
   if (!header.sidecar_offsets.empty() || !tail.empty()) {
     RRPC_RETURN_NOT_OK(SplitSidecars(tail, header.sidecar_offsets, &inbound_sidecars_));
   }
-  for (int f : header.required_feature_flags) {
-    // A server knows sidecars; TLS is a property of the connection, not of a call.
+  for (uint32_t f : header.required_feature_flags) {
+    // A server knows sidecars; TLS is a property of the connection, not of a call. Anything else,
+    // including numbers RpcFeatureFlag does not list, is refused.
     if (f != SIDECARS) unsupported_features_.push_back(f);
   }
   frame_block_ = std::move(frame.block);
@@ -104,8 +105,8 @@ void InboundCall::SerializeFailure(ErrorStatusPB::RpcErrorCodePB code, const Sta
 void InboundCall::RespondUnsupportedFeatures() {
   ErrorStatusPB error;
   std::string names;
-  for (int f : unsupported_features_) {
-    error.add_unsupported_feature_flags(static_cast<RpcFeatureFlag>(f));
+  for (uint32_t f : unsupported_features_) {
+    error.add_unsupported_feature_flags(f);
     names += (names.empty() ? "" : ", ") + std::to_string(f);
   }
   error.set_message("the call requires features this server does not support: " + names);

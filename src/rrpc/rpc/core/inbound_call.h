@@ -99,7 +99,7 @@ class InboundCall final : public OutboundTransfer {
 
   // Features the header requires that this server lacks (required_feature_flags); the service
   // pool answers such a call ERROR_UNSUPPORTED_FEATURE without running it.
-  const std::vector<int>& unsupported_features() const { return unsupported_features_; }
+  const std::vector<uint32_t>& unsupported_features() const { return unsupported_features_; }
   // Any thread, once: answers ERROR_UNSUPPORTED_FEATURE naming unsupported_features().
   void RespondUnsupportedFeatures();
 
@@ -151,7 +151,7 @@ class InboundCall final : public OutboundTransfer {
   BlockRef frame_block_;  // keeps body_ and inbound_sidecars_ alive
   Slice body_;
   std::vector<Slice> inbound_sidecars_;
-  std::vector<int> unsupported_features_;
+  std::vector<uint32_t> unsupported_features_;
   std::vector<BlockSlice> outbound_sidecars_;
   MonoTime arrival_;
   MonoTime deadline_ = MonoTime::Max();

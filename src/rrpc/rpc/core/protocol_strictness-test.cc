@@ -1,7 +1,8 @@
-// The server holds peers to docs/wire-format.md: a call requiring a feature it lacks is answered
-// ERROR_UNSUPPORTED_FEATURE; sidecar offsets must start at 0, not decrease and stay inside the
-// frame; a malformed frame after negotiation gets a FATAL_INVALID_FRAME error frame (call id -2)
-// before the connection closes. Other connections are not affected.
+// The server holds peers to docs/wire-format.md: a call requiring a feature it lacks (one it has
+// never heard of included) is answered ERROR_UNSUPPORTED_FEATURE; sidecar offsets must start at
+// 0, not decrease and stay inside the frame; a malformed frame after negotiation gets a
+// FATAL_INVALID_FRAME error frame (call id -2) before the connection closes. Other connections
+// are not affected.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -85,6 +86,31 @@ TEST_F(ProtocolStrictnessTest, CallRequiringAnUnsupportedFeatureIsRefused) {
   ASSERT_TRUE(conn->ReadParsedFrame(&resp_header, &body).ok());
   EXPECT_EQ(6, resp_header.call_id());
   EXPECT_FALSE(resp_header.is_error());
+}
+
+// The case the field exists for: a newer client requires a feature no rrpc version knows. The
+// server must keep the number while parsing (not drop it as an unknown enum value) and refuse the
+// call, naming the number, without running the handler.
+TEST_F(ProtocolStrictnessTest, CallRequiringAFeatureNoVersionKnowsIsRefusedNamingIt) {
+  auto conn = Connect();
+  rtest::EchoRequestPB req;
+  req.set_data("x");
+  RequestHeader header = EchoHeader(7);
+  header.add_required_feature_flags(SIDECARS);
+  header.add_required_feature_flags(1000);
+  ASSERT_TRUE(conn->Write(FrameBytes(header, req)).ok());
+  ResponseHeader resp_header;
+  std::string body;
+  ASSERT_TRUE(conn->ReadParsedFrame(&resp_header, &body).ok());
+  EXPECT_EQ(7, resp_header.call_id());
+  ASSERT_TRUE(resp_header.is_error());
+  ErrorStatusPB error;
+  ASSERT_TRUE(error.ParseFromString(body));
+  EXPECT_EQ(ErrorStatusPB::ERROR_UNSUPPORTED_FEATURE, error.code());
+  ASSERT_EQ(1, error.unsupported_feature_flags_size());
+  EXPECT_EQ(1000u, error.unsupported_feature_flags(0));
+  EXPECT_NE(std::string::npos, error.message().find("1000")) << error.message();
+  EXPECT_EQ(0, service_->calls());
 }
 
 TEST_F(ProtocolStrictnessTest, FirstSidecarOffsetMustBeZero) {

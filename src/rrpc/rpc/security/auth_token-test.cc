@@ -38,6 +38,13 @@ TEST(AuthTokenTest, ForgedOrForeignOrMalformedTokensAreRefused) {
   EXPECT_FALSE(key.Verify(std::string(5000, 'a'), 0).ok());
 }
 
+// docs/security.md's worked example ("Token format"), so the document and the code agree.
+TEST(AuthTokenTest, MintsTheDocumentedExampleByteForByte) {
+  TokenKey key = TokenKey::FromSecret("0123456789abcdef0123456789abcdef-test-key").value();
+  EXPECT_EQ("rrpc1.1000.626f62.f4b3e14c21c9efe86143ef42a4798b7675fc64e69c654b98e6b1d188c90dc45c",
+            key.Mint("bob", 1000));
+}
+
 TEST(AuthTokenTest, ShortKeysAreRefused) {
   EXPECT_FALSE(TokenKey::FromSecret("short").ok());
   EXPECT_FALSE(TokenKey::FromFile("/nonexistent/key").ok());

@@ -1,12 +1,11 @@
 // hello-client PORT: calls HelloService on 127.0.0.1:PORT (Greet on a worker, Add inline) and
-// prints what it got back; exits 1 if a call fails.
+// prints what it got back; exits 1 if a call fails. Includes only the generated header: it is
+// enough to build a messenger and call.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "hello/hello.rrpc.h"
-#include "rrpc/rpc/messenger.h"
-#include "rrpc/rpc/rpc_controller.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

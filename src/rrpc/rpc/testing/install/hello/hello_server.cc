@@ -5,7 +5,6 @@
 #include <string>
 
 #include "hello/hello.rrpc.h"
-#include "rrpc/rpc/rpc_context.h"
 #include "rrpc/server/server_base.h"
 
 namespace {
