@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "rrpc/rpc/cluster/channel_options.h"
 #include "rrpc/rpc/core/outbound_call.h"
 #include "rrpc/rpc/core/remote_method.h"
 #include "rrpc/util/metrics/metric_registry.h"
@@ -35,13 +36,6 @@ enum class AttemptOutcome {
 };
 AttemptOutcome ClassifyAttempt(const Status& status, const ErrorStatusPB* error);
 const char* AttemptOutcomeName(AttemptOutcome outcome);
-
-struct BackendHealthOptions {
-  // An ejected backend's first probe comes after `ejection_base`; each failed probe doubles the
-  // wait, up to `ejection_max`.
-  MonoDelta ejection_base = MonoDelta::FromMilliseconds(100);
-  MonoDelta ejection_max = MonoDelta::FromSeconds(10);
-};
 
 class Backend final : public CallObserver {
  public:

@@ -23,9 +23,6 @@ namespace rrpc::rpc {
 
 class RpcController;
 
-enum class BalancerPolicy { kPowerOfTwo, kRoundRobin, kHash };
-const char* BalancerPolicyName(BalancerPolicy policy);
-
 // One version of a channel's backends: built by the resolver's thread, read by callers, never
 // changed once published.
 struct BackendSet {

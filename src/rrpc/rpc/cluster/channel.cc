@@ -5,6 +5,8 @@
 #include <map>
 #include <utility>
 
+#include "rrpc/rpc/cluster/backend.h"
+#include "rrpc/rpc/cluster/balancer.h"
 #include "rrpc/rpc/cluster/channel_call.h"
 #include "rrpc/rpc/core/outbound_call.h"
 #include "rrpc/rpc/messenger.h"
@@ -52,7 +54,7 @@ Channel::Channel(std::shared_ptr<Messenger> messenger, std::unique_ptr<Resolver>
         if (options.name.empty()) options.name = resolver_->target();
         return std::move(options);
       }()),
-      balancer_(options_.balancer),
+      balancer_(std::make_unique<Balancer>(options_.balancer)),
       retry_budget_(options_.retry_budget),
       hedge_budget_(options_.hedge_budget) {}
 

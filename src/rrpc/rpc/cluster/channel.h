@@ -26,42 +26,22 @@
 #include <vector>
 
 #include "rrpc/rpc/channel_if.h"
-#include "rrpc/rpc/cluster/balancer.h"
+#include "rrpc/rpc/cluster/channel_options.h"
 #include "rrpc/rpc/cluster/retry_budget.h"
 #include "rrpc/rpc/discovery/resolver.h"
 #include "rrpc/util/monotime.h"
 #include "rrpc/util/mutex.h"
+#include "rrpc/util/ref_counted.h"
+#include "rrpc/util/sockaddr.h"
 #include "rrpc/util/status.h"
 
 namespace rrpc::rpc {
 
+class Backend;
+class Balancer;
+class CallObserver;
 class Messenger;
-
-struct ChannelOptions {
-  // Names the channel in metrics, logs and the web UI; empty: the target.
-  std::string name;
-  BalancerPolicy balancer = BalancerPolicy::kPowerOfTwo;
-  // Virtual nodes per server on the hash ring (kHash).
-  int ring_vnodes = 160;
-
-  // Attempts per call in all (first, retries and hedges), never past the call's deadline, and
-  // never twice to one server.
-  int max_attempts = 3;
-  // Wait before a retry: jittered (between half and all of it), doubling up to max_backoff.
-  MonoDelta initial_backoff = MonoDelta::FromMilliseconds(1);
-  MonoDelta max_backoff = MonoDelta::FromMilliseconds(50);
-  RetryBudgetOptions retry_budget;
-
-  // Hedging of idempotent calls: after this delay without an answer, a second attempt goes to
-  // another server. MonoDelta() (default): off, unless a call asks (set_hedge_after).
-  MonoDelta hedge_after;
-  // Hedge after the channel's observed p95 latency instead (once it has seen 100 answers);
-  // hedge_after is used until then.
-  bool hedge_after_p95 = false;
-  RetryBudgetOptions hedge_budget{0.1, 2, 100};
-
-  BackendHealthOptions health;
-};
+struct BackendSet;
 
 // One backend as the web UI and tests see it.
 struct BackendInfo {
@@ -126,7 +106,7 @@ class Channel final : public ChannelIf, public std::enable_shared_from_this<Chan
   const std::unique_ptr<Resolver> resolver_;
   const std::string target_;
   const ChannelOptions options_;
-  Balancer balancer_;
+  const std::unique_ptr<Balancer> balancer_;
   RetryBudget retry_budget_;
   RetryBudget hedge_budget_;
 

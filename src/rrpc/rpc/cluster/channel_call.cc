@@ -123,7 +123,7 @@ void ChannelCall::Start(std::shared_ptr<Channel> channel, const BackendSet& set,
 scoped_refptr<ChannelCall::Attempt> ChannelCall::NewAttemptLocked(bool hedge) {
   const BackendSet* set = channel_->current_.load(std::memory_order_acquire);
   Backend* backend =
-      set != nullptr ? channel_->balancer_.Pick(*set, *controller_, tried_) : nullptr;
+      set != nullptr ? channel_->balancer_->Pick(*set, *controller_, tried_) : nullptr;
   if (backend == nullptr) return nullptr;
   tried_.Add(backend);
   tried_refs_.emplace_back(backend);

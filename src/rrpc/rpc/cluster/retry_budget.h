@@ -9,16 +9,11 @@
 #include <atomic>
 #include <cstdint>
 
+#include "rrpc/rpc/cluster/channel_options.h"
 #include "rrpc/util/monotime.h"
 #include "rrpc/util/mutex.h"
 
 namespace rrpc::rpc {
-
-struct RetryBudgetOptions {
-  double ratio = 0.1;         // tokens per call
-  int floor_per_second = 10;  // extra attempts allowed each second whatever the bucket holds
-  int max_tokens = 100;       // the bucket's size
-};
 
 class RetryBudget {
  public:
