@@ -100,6 +100,12 @@ TEST_F(ChannelTest, OneServerChannelCallsIt) {
   for (int i = 0; i < 10; i++) ASSERT_TRUE(EchoOnce(proxy, "abc").ok());
   EXPECT_EQ(servers_[0].service->calls(), 10);
   EXPECT_EQ((*channel)->Backends()[0].outstanding, 0);
+  rtest::EchoRequestPB req;
+  req.set_data("x");
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  ASSERT_TRUE(proxy.Echo(req, &resp, &ctl).ok());
+  EXPECT_EQ(ctl.attempts(), 1);
 }
 
 TEST_F(ChannelTest, RoundRobinSpreadsEvenly) {
@@ -363,6 +369,46 @@ TEST_F(ChannelTest, ShutDownServerLeavesTheRotationAtItsFirstFailure) {
   const auto backends = channel->Backends();
   EXPECT_STREQ(backends[2].health, "ejected");
   EXPECT_EQ(backends[2].ejections, 1);
+}
+
+TEST_F(ChannelTest, DrainingServerLeavesTheRotationAtItsFirstRefusal) {
+  StartServers(3);
+  ChannelOptions options;
+  options.balancer = BalancerPolicy::kRoundRobin;
+  options.health.ejection_base = MonoDelta::FromSeconds(60);  // no probe during the test
+  auto channel = NewChannel(NewClient(), options);
+  rtest::EchoServiceProxy proxy(channel);
+  for (int i = 0; i < 6; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  servers_[0].messenger->RefuseNewCalls();  // draining: its connections stay open
+  const int before = servers_[0].service->calls();
+  for (int i = 0; i < 30; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  EXPECT_EQ(servers_[0].service->calls(), before);
+  const auto backends = channel->Backends();
+  EXPECT_STREQ(backends[0].health, "ejected");
+  EXPECT_EQ(backends[0].ejections, 1);
+}
+
+TEST_F(ChannelTest, ChannelP95HedgeDelayComesFromObservedAnswers) {
+  StartServers(2);
+  ChannelOptions options;
+  options.hedge_after_p95 = true;
+  options.hedge_after = MonoDelta::FromSeconds(30);  // until 100 answers are in
+  auto channel = NewChannel(NewClient(), options);
+  rtest::EchoServiceProxy proxy(channel);
+  for (int i = 0; i < 120; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  // Server 1 now stalls: a call to it is hedged after the (short) observed p95, not 30 s.
+  servers_[0].service->set_echo_hook(
+      [this](const rtest::EchoRequestPB&, RpcContext*) { gate_.Pass(); });
+  for (int i = 0; i < 4; i++) {
+    rtest::EchoRequestPB req;
+    req.set_data("p95");
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    ctl.set_timeout(MonoDelta::FromSeconds(20));
+    ASSERT_TRUE(proxy.Echo(req, &resp, &ctl).ok());
+    EXPECT_EQ(resp.data(), "p95");
+  }
+  gate_.Open();
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -18,7 +19,27 @@ namespace {
 // A replaced set may still be read by a pick that loaded it just before: picks take
 // microseconds and never block, so a set is freed only this long after it was replaced.
 constexpr MonoDelta kRetiredSetGrace = MonoDelta::FromSeconds(10);
+
+// The process's channels, for All(): weak, so a listing never keeps one alive.
+struct ChannelList {
+  Mutex mu;
+  std::vector<std::weak_ptr<Channel>> channels RRPC_GUARDED_BY(mu);
+};
+ChannelList* Channels() {
+  static auto* list = new ChannelList;  // never destroyed: channels may outlive main's statics
+  return list;
+}
 }  // namespace
+
+std::vector<std::shared_ptr<Channel>> Channel::All() {
+  std::vector<std::shared_ptr<Channel>> out;
+  ChannelList* list = Channels();
+  MutexLock l(list->mu);
+  for (const auto& weak : list->channels) {
+    if (auto channel = weak.lock()) out.push_back(std::move(channel));
+  }
+  return out;
+}
 
 Result<std::shared_ptr<Channel>> Channel::Create(std::shared_ptr<Messenger> messenger,
                                                  const std::string& target,
@@ -42,6 +63,12 @@ Result<std::shared_ptr<Channel>> Channel::Create(std::shared_ptr<Messenger> mess
   Status s = channel->resolver_->Start(
       [raw](const Result<std::vector<Sockaddr>>& update) { raw->OnResolverUpdate(update); });
   if (!s.ok()) return s;
+  ChannelList* list = Channels();
+  MutexLock l(list->mu);
+  auto& all = list->channels;
+  all.erase(std::remove_if(all.begin(), all.end(), [](const auto& w) { return w.expired(); }),
+            all.end());
+  all.push_back(channel);
   return channel;
 }
 
@@ -152,6 +179,7 @@ void Channel::AsyncRequest(const std::string& service, const std::string& method
     // One server: nothing to fail over to or hedge with. The call goes out as a Proxy's does,
     // and tells the backend how it ended.
     Backend* backend = set->backends[0].get();
+    ChannelCall::SetOneAttempt(controller);
     SendAttempt(backend, scoped_refptr<CallObserver>(backend), service, method, request, response,
                 controller, std::move(callback));
     return;

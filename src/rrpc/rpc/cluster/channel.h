@@ -78,6 +78,8 @@ class Channel final : public ChannelIf, public std::enable_shared_from_this<Chan
   const std::shared_ptr<Messenger>& messenger() const { return messenger_; }
   // The current backends.
   std::vector<BackendInfo> Backends() const;
+  // Every channel of this process still alive (for the web UI's /channels). Thread-safe.
+  static std::vector<std::shared_ptr<Channel>> All();
   // The resolver's last error (OK when its last update was a set).
   Status resolver_status() const;
   // Extra attempts the budgets refused.

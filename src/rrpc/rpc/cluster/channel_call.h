@@ -19,6 +19,7 @@
 #include "rrpc/rpc/cluster/backend.h"
 #include "rrpc/rpc/cluster/balancer.h"
 #include "rrpc/rpc/response_callback.h"
+#include "rrpc/rpc/rpc_controller.h"
 #include "rrpc/util/monotime.h"
 #include "rrpc/util/mutex.h"
 #include "rrpc/util/ref_counted.h"
@@ -26,7 +27,6 @@
 namespace rrpc::rpc {
 
 class Channel;
-class RpcController;
 
 class ChannelCall : public RefCounted<ChannelCall> {
  public:
@@ -38,6 +38,8 @@ class ChannelCall : public RefCounted<ChannelCall> {
   // Finishes a call that could not be sent (no server): `status` in the controller, then
   // `callback`, on this thread.
   static void FailAtOnce(RpcController* controller, Status status, ResponseCallback&& callback);
+  // The one-server path's call: one attempt.
+  static void SetOneAttempt(RpcController* controller) { controller->attempts_ = 1; }
 
  private:
   friend class RefCounted<ChannelCall>;
