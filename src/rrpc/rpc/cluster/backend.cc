@@ -118,8 +118,10 @@ RemoteMethodCache* Backend::MethodsSlow(const std::string& service) {
     it = caches_.emplace(service, std::make_unique<RemoteMethodCache>()).first;
   }
   const int n = services_size_.load(std::memory_order_relaxed);
-  if (n < kServiceSlots) {
-    services_[n] = ServiceSlot{&service, &it->first, it->second.get()};
+  bool listed = false;
+  for (int i = 0; i < n; i++) listed |= services_[i].name == &it->first;
+  if (!listed && n < kServiceSlots) {
+    services_[n] = ServiceSlot{&it->first, it->second.get()};
     services_size_.store(n + 1, std::memory_order_release);
   }
   return it->second.get();

@@ -48,14 +48,14 @@ class Backend final : public CallObserver {
 
   const Sockaddr& addr() const { return addr_; }
 
-  // The method records of `service` on this backend (messenger connection found by address).
-  // `service` is usually a generated proxy's static string: found by its address, checked by
-  // its bytes (another string may later sit at the address).
+  // The method records of `service` on this backend (the messenger's connection is found by
+  // address). Services are few per channel: found by name without a lock; a new one is added
+  // under mu_.
   RemoteMethodCache* Methods(const std::string& service) {
     const int n = services_size_.load(std::memory_order_acquire);
     for (int i = 0; i < n; i++) {
       const ServiceSlot& slot = services_[i];
-      if (slot.key == &service && *slot.name == service) return slot.cache;
+      if (*slot.name == service) return slot.cache;
     }
     return MethodsSlow(service);
   }
@@ -122,7 +122,6 @@ class Backend final : public CallObserver {
   // RemoteMethodCache's slots), any further in `more_services_` under `mu_`.
   static constexpr int kServiceSlots = 8;
   struct ServiceSlot {
-    const std::string* key = nullptr;   // the caller's string; compared, never dereferenced
     const std::string* name = nullptr;  // the service's name (a key of caches_)
     RemoteMethodCache* cache = nullptr;
   };
