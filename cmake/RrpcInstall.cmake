@@ -17,8 +17,8 @@ set(RRPC_CMAKE_PACKAGE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/rrpc")
 
 # The libraries of the package, each one before the libraries it uses (the order of rrpc.pc's
 # Libs). Exported as rrpc::<name without "rrpc_">: rrpc::rpc, rrpc::server...
-set(RRPC_EXPORTED_LIBRARIES rrpc_server rrpc_server_proto rrpc_web rrpc_rpc rrpc_transport
-  rrpc_security rrpc_observe rrpc_rpc_proto rrpc_metrics rrpc_util)
+set(RRPC_EXPORTED_LIBRARIES rrpc_server rrpc_server_proto rrpc_web rrpc_cluster rrpc_discovery
+  rrpc_rpc rrpc_transport rrpc_security rrpc_observe rrpc_rpc_proto rrpc_metrics rrpc_util)
 foreach(lib ${RRPC_EXPORTED_LIBRARIES})
   string(REGEX REPLACE "^rrpc_" "" export_name "${lib}")
   set_target_properties(${lib} PROPERTIES EXPORT_NAME "${export_name}")
@@ -67,6 +67,15 @@ foreach(header ${public_headers})
   get_filename_component(dir "${relative}" DIRECTORY)
   install(FILES "${header}" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/${dir}")
 endforeach()
+# The cluster channel's public headers (the rest of rpc/cluster/ reaches into rpc/core/), and the
+# resolver interface they include.
+install(FILES
+  "${PROJECT_SOURCE_DIR}/src/rrpc/rpc/cluster/channel.h"
+  "${PROJECT_SOURCE_DIR}/src/rrpc/rpc/cluster/channel_options.h"
+  "${PROJECT_SOURCE_DIR}/src/rrpc/rpc/cluster/retry_budget.h"
+  DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/rrpc/rpc/cluster")
+install(FILES "${PROJECT_SOURCE_DIR}/src/rrpc/rpc/discovery/resolver.h"
+  DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/rrpc/rpc/discovery")
 
 # A library made by rrpc_proto(): its .proto files (users import them) and generated headers,
 # each at its import path below include/.

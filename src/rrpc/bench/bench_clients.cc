@@ -4,6 +4,7 @@
 
 #include "rrpc/bench/bench_modes.h"
 #include "rrpc/bench/bench_payload.h"
+#include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/util/thread.h"
 
 namespace rrpc::bench {
@@ -15,6 +16,14 @@ Result<std::shared_ptr<rpc::Messenger>> NewClientMessenger(const BenchConfig& co
   options.num_reactors = config.client_reactors;
   rpc::MessengerBuilder builder(std::move(options));
   return builder.Build();
+}
+
+Result<BenchServiceProxy> NewBenchProxy(const BenchConfig& config,
+                                        std::shared_ptr<rpc::Messenger> client) {
+  if (config.target.empty()) return BenchServiceProxy(std::move(client), config.server);
+  RRPC_ASSIGN_OR_RETURN(std::shared_ptr<rpc::Channel> channel,
+                        rpc::Channel::Create(std::move(client), config.target));
+  return BenchServiceProxy(std::move(channel));
 }
 
 EchoCaller::EchoCaller(const BenchConfig& config, uint64_t stream)

@@ -23,6 +23,11 @@ namespace rrpc::bench {
 Result<std::shared_ptr<rpc::Messenger>> NewClientMessenger(const BenchConfig& config,
                                                            const std::string& name);
 
+// The proxy the clients call through: to config.server, or through a channel over
+// config.target (InvalidArgument when the target is malformed).
+Result<BenchServiceProxy> NewBenchProxy(const BenchConfig& config,
+                                        std::shared_ptr<rpc::Messenger> client);
+
 // One client thread's Echo calls of stream `stream` (its own payload and sidecar pattern): stamp
 // call `seq`, make it, check the answer. The caller times the call alone, so the checks of a
 // large sidecar do not count in its latency. One thread.

@@ -25,6 +25,9 @@ struct BenchConfig {
   BenchMode mode = BenchMode::kThroughput;
   // Where the clients connect: the in-process server's bound address or --server_addr.
   Sockaddr server;
+  // Throughput and latency modes: when set, the clients call through a cluster channel over this
+  // target (e.g. "list://h1:7000,h2:7000"; rpc/cluster/channel.h) instead of `server`.
+  std::string target;
   // True when this process also runs the server (client and server threads then share the
   // process, and usage is split between them by thread name).
   bool in_process_server = true;

@@ -50,7 +50,7 @@ Status RunLatencyMode(const BenchConfig& config, RunControl* control, ModeOutput
   }
   RRPC_ASSIGN_OR_RETURN(std::shared_ptr<rpc::Messenger> client,
                         NewClientMessenger(config, "client"));
-  const BenchServiceProxy proxy(client, config.server);
+  RRPC_ASSIGN_OR_RETURN(const BenchServiceProxy proxy, NewBenchProxy(config, client));
   LatencyRecorders recorders;
   RRPC_ASSIGN_OR_RETURN(std::thread thread, StartThread("bench", "client-bench-0", [&] {
                           RunLatencyClient(config, proxy, control, &recorders);

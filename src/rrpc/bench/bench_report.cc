@@ -96,8 +96,13 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
                                               : "one client messenger for both");
       break;
   }
-  fprintf(out, "  server: %s %s\n", config.in_process_server ? "in this process at" : "external at",
-          config.server.ToString().c_str());
+  if (!config.target.empty()) {
+    fprintf(out, "  servers: through a channel over %s\n", config.target.c_str());
+  } else {
+    fprintf(out, "  server: %s %s\n",
+            config.in_process_server ? "in this process at" : "external at",
+            config.server.ToString().c_str());
+  }
   fprintf(out, "  %" PRIu64 " %s in %.3f s = %.1f %s/s", n, unit, seconds, rate, unit);
   if (config.mode == BenchMode::kMixed) {
     fprintf(out, " small; bulk %.1f calls/s = %.3f GB/s of payload", bulk_calls_per_sec,

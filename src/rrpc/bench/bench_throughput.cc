@@ -45,11 +45,10 @@ struct CallSlot {
 
 class ThroughputRun {
  public:
-  ThroughputRun(const BenchConfig& config, std::shared_ptr<rpc::Messenger> messenger,
-                RunControl* control)
+  ThroughputRun(const BenchConfig& config, BenchServiceProxy proxy, RunControl* control)
       : config_(config),
         control_(control),
-        proxy_(std::move(messenger), config.server),
+        proxy_(std::move(proxy)),
         slots_(static_cast<size_t>(config.client_threads) * config.async_call_concurrency),
         idle_slots_(static_cast<int64_t>(slots_.size())) {
     for (size_t i = 0; i < slots_.size(); i++) {
@@ -197,10 +196,17 @@ Status RunMixedMode(const BenchConfig& config, RunControl* control, ModeOutput* 
     }
     bulk_client = std::move(made).value();
   }
-  auto small_run = std::make_unique<ThroughputRun>(small, client, control);
+  Result<BenchServiceProxy> small_proxy = NewBenchProxy(small, client);
+  Result<BenchServiceProxy> bulk_proxy = NewBenchProxy(bulk, bulk_client);
+  if (!small_proxy.ok() || !bulk_proxy.ok()) {
+    client->Shutdown();
+    bulk_client->Shutdown();
+    return small_proxy.ok() ? bulk_proxy.status() : small_proxy.status();
+  }
+  auto small_run = std::make_unique<ThroughputRun>(small, std::move(*small_proxy), control);
   std::unique_ptr<ThroughputRun> bulk_run;
   if (config.mixed_bulk_streams > 0) {
-    bulk_run = std::make_unique<ThroughputRun>(bulk, bulk_client, control);
+    bulk_run = std::make_unique<ThroughputRun>(bulk, std::move(*bulk_proxy), control);
   }
   Status s = small_run->StartRetryTimer();
   if (s.ok() && bulk_run) s = bulk_run->StartRetryTimer();
@@ -242,7 +248,12 @@ Status RunThroughputMode(const BenchConfig& config, RunControl* control, ModeOut
   options.num_reactors = config.client_reactors;
   rpc::MessengerBuilder builder(std::move(options));
   RRPC_ASSIGN_OR_RETURN(std::shared_ptr<rpc::Messenger> client, builder.Build());
-  auto run = std::make_unique<ThroughputRun>(config, client, control);
+  Result<BenchServiceProxy> proxy = NewBenchProxy(config, client);
+  if (!proxy.ok()) {
+    client->Shutdown();
+    return proxy.status();
+  }
+  auto run = std::make_unique<ThroughputRun>(config, std::move(*proxy), control);
   Status timer = run->StartRetryTimer();
   if (!timer.ok()) {
     client->Shutdown();

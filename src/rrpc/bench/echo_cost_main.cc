@@ -23,6 +23,7 @@
 
 #include "rrpc/bench/bench.rrpc.h"
 #include "rrpc/bench/bench_service.h"
+#include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
 #include "rrpc/util/command_line.h"
@@ -34,6 +35,9 @@ DEFINE_int32(warmup_calls, 500, "Calls before the measured ones (caches, connect
 DEFINE_int32(payload_bytes, 64, "Request and response payload, in bytes");
 DEFINE_bool(inline_handlers, false, "Run the echo handler on the server reactor");
 DEFINE_int32(worker_idle_spin_us, 0, "Server workers' idle poll (0: none, for stable counts)");
+DEFINE_bool(channel, false,
+            "Call through a cluster channel over list://<the server> (one backend) instead of a "
+            "proxy to its address: the channel's cost per call");
 
 namespace rrpc::bench {
 namespace {
@@ -98,7 +102,15 @@ int Main() {
   CHECK(server.ok()) << server.status().ToString();
   auto client = rpc::MessengerBuilder("client").set_num_reactors(1).Build();
   CHECK(client.ok()) << client.status().ToString();
-  BenchServiceProxy proxy(*client, bound);
+  std::unique_ptr<BenchServiceProxy> proxy_storage;
+  if (FLAGS_channel) {
+    auto channel = rpc::Channel::Create(*client, "list://" + bound.ToString());
+    CHECK(channel.ok()) << channel.status().ToString();
+    proxy_storage = std::make_unique<BenchServiceProxy>(std::move(*channel));
+  } else {
+    proxy_storage = std::make_unique<BenchServiceProxy>(*client, bound);
+  }
+  const BenchServiceProxy& proxy = *proxy_storage;
   const std::string payload(static_cast<size_t>(FLAGS_payload_bytes), 'x');
 
   Status s = CallChain(&proxy, FLAGS_warmup_calls, payload).Run();
@@ -122,7 +134,7 @@ int Main() {
 int main(int argc, char** argv) {
   rrpc::ParseCommandLine(
       &argc, &argv,
-      {"echo-cost [--calls=N] [--inline_handlers]",
+      {"echo-cost [--calls=N] [--inline_handlers] [--channel]",
        "A fixed number of echo calls in one process, for counting instructions per call under "
        "callgrind (build-support/echo-cost runs it so).",
        {"rrpc/bench/echo_cost_main.cc"}});

@@ -53,6 +53,10 @@ DEFINE_int32(worker_threads, 2, "Server worker threads running the echo handler"
 DEFINE_bool(inline_handlers, false,
             "Server: run the echo handler on the reactor that read the call instead of a worker "
             "(RpcMethodInfo::run_inline)");
+DEFINE_string(target, "",
+              "Call the servers of this cluster target through a channel (e.g. "
+              "list://h1:7000,h2:7000; see docs/cluster.md) instead of --server_addr; throughput "
+              "and latency modes. Like --server_addr, runs no server in this process");
 DEFINE_string(latency_calls, "async",
               "latency mode: async: each call is issued by the previous call's callback on the "
               "client reactor; sync: a client thread makes synchronous calls");
@@ -380,7 +384,7 @@ int Run() {
   BenchServerOptions server_options = ServerOptionsFromFlags();
   if (FLAGS_transport == "tls") {
     Status s = Status::OK();
-    if (FLAGS_server_addr.empty()) {
+    if (FLAGS_server_addr.empty() && FLAGS_target.empty()) {
       Result<std::string> note = ConfigureBenchTls(&server_options.messenger, &config);
       if (note.ok()) fprintf(stderr, "rpc-bench: %s\n", note->c_str());
       s = note.status();
@@ -393,7 +397,14 @@ int Run() {
     }
   }
   std::shared_ptr<rpc::Messenger> server;
-  if (FLAGS_server_addr.empty()) {
+  if (!FLAGS_target.empty()) {
+    if (config.mode != BenchMode::kThroughput && config.mode != BenchMode::kLatency) {
+      fprintf(stderr, "rpc-bench: --target works in throughput and latency modes only\n");
+      return kExitUsage;
+    }
+    config.target = FLAGS_target;
+    config.in_process_server = false;
+  } else if (FLAGS_server_addr.empty()) {
     // The messenger's sparse connections go to distinct loopback addresses (127.x.y.z).
     if (config.sparse_messenger_client || config.cps_messenger_client) {
       server_options.bind_address = Sockaddr::Parse("0.0.0.0:0").value();

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <random>
 
+#include "rrpc/rpc/channel_if.h"
 #include "rrpc/rpc/core/connection.h"
 #include "rrpc/rpc/core/outbound_call.h"
 #include "rrpc/rpc/core/reactor.h"
@@ -61,8 +62,14 @@ Proxy::Proxy(std::shared_ptr<Messenger> messenger, const Sockaddr& remote, std::
       service_name_(std::move(service_name)),
       methods_(std::make_unique<RemoteMethodCache>()) {}
 
+Proxy::Proxy(std::shared_ptr<ChannelIf> channel, std::string service_name)
+    : channel_(std::move(channel)),
+      service_name_(std::move(service_name)),
+      methods_(std::make_unique<RemoteMethodCache>()) {}
+
 Proxy::Proxy(const Proxy& other)
     : messenger_(other.messenger_),
+      channel_(other.channel_),
       remote_(other.remote_),
       service_name_(other.service_name_),
       methods_(std::make_unique<RemoteMethodCache>()) {}
@@ -70,6 +77,7 @@ Proxy::Proxy(const Proxy& other)
 Proxy& Proxy::operator=(const Proxy& other) {
   if (this != &other) {
     messenger_ = other.messenger_;
+    channel_ = other.channel_;
     remote_ = other.remote_;
     service_name_ = other.service_name_;
     methods_ = std::make_unique<RemoteMethodCache>();
@@ -112,7 +120,12 @@ struct Proxy::AsyncRetry {
 
 void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Message& request,
                          google::protobuf::Message* response, RpcController* controller,
-                         ResponseCallback&& callback) const {
+                         ResponseCallback&& callback, bool idempotent) const {
+  if (channel_ != nullptr) {
+    channel_->AsyncRequest(service_name_, method, request, response, controller,
+                           std::move(callback), idempotent);
+    return;
+  }
   controller->attempts_ = 1;
   if (controller->retry_policy().max_attempts <= 1) {
     scoped_refptr<OutboundCall> call =
@@ -163,13 +176,17 @@ void Proxy::OnAsyncAttemptDone(const std::shared_ptr<AsyncRetry>& retry) {
 }
 
 Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Message& request,
-                          google::protobuf::Message* response, RpcController* controller) const {
+                          google::protobuf::Message* response, RpcController* controller,
+                          bool idempotent) const {
   if (Reactor::Current() != nullptr) {
     // The reactor would wait for a response that only a reactor can deliver: with one reactor,
     // or the connection on this one, it never comes.
     return Status::IllegalState(
         "synchronous call from a reactor thread (a callback or an inline handler): use the "
         "asynchronous call");
+  }
+  if (channel_ != nullptr) {
+    return SyncRequestThroughChannel(method, request, response, controller, idempotent);
   }
   const RetryPolicy& policy = controller->retry_policy();
   MonoDelta backoff = policy.initial_backoff;
@@ -183,6 +200,17 @@ Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Mes
     backoff = NextBackoff(policy, backoff);
     controller->PrepareRetry();
   }
+}
+
+Status Proxy::SyncRequestThroughChannel(const std::string& method,
+                                        const google::protobuf::Message& request,
+                                        google::protobuf::Message* response,
+                                        RpcController* controller, bool idempotent) const {
+  OneShotEvent done;
+  channel_->AsyncRequest(
+      service_name_, method, request, response, controller, [&done] { done.Notify(); }, idempotent);
+  done.Wait();
+  return controller->status();
 }
 
 Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Message& request,

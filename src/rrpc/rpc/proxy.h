@@ -1,8 +1,10 @@
-// Proxy: the client side of one remote service at one address. Generated proxies
-// (protoc-gen-rrpc) derive from it and add typed methods. Thread-safe: many threads may call
-// through one proxy at once; calls share the messenger's connection to the remote.
+// Proxy: the client side of one remote service, at one address or through a channel over many
+// servers (ChannelIf; rpc/cluster/channel.h). Generated proxies (protoc-gen-rrpc) derive from it
+// and add typed methods. Thread-safe: many threads may call through one proxy at once; calls
+// share the messenger's connection to each remote.
 //
 //   auto proxy = rtest::EchoServiceProxy(messenger, Sockaddr::Loopback(port));
+//   auto proxy = rtest::EchoServiceProxy(*Channel::Create(messenger, "list://h1:7000,h2:7000"));
 //   RpcController ctl;
 //   ctl.set_timeout(MonoDelta::FromSeconds(1));
 //   Status s = proxy.Echo(request, &response, &ctl);
@@ -20,6 +22,7 @@
 
 namespace rrpc::rpc {
 
+class ChannelIf;
 class RemoteMethodCache;
 class Messenger;
 class OutboundCall;
@@ -28,6 +31,8 @@ class RpcController;
 class Proxy {
  public:
   Proxy(std::shared_ptr<Messenger> messenger, const Sockaddr& remote, std::string service_name);
+  // Every call goes through `channel`, which picks the server (and may fail over, retry, hedge).
+  Proxy(std::shared_ptr<ChannelIf> channel, std::string service_name);
   // A copy calls the same service through the same messenger (with a cache of its own).
   Proxy(const Proxy& other);
   Proxy& operator=(const Proxy& other);
@@ -39,17 +44,23 @@ class Proxy {
   // busy as controller->retry_policy() allows (none by default), within the controller's
   // deadline: each waits its jittered backoff on a reactor timer (Messenger::RunAfter), and
   // `callback` runs once, after the last attempt. Taken by rvalue reference: the generated
-  // proxies pass theirs on without a copy.
+  // proxies pass theirs on. `idempotent` (option (rrpc.idempotent), passed by the generated
+  // proxies): through a channel, the call may also be retried after its request was sent, and
+  // hedged; a proxy to one address ignores it.
   void AsyncRequest(const std::string& method, const google::protobuf::Message& request,
                     google::protobuf::Message* response, RpcController* controller,
-                    ResponseCallback&& callback) const;
+                    ResponseCallback&& callback, bool idempotent = false) const;
   // Blocks until the call finishes; returns controller->status(). On a reactor thread (a callback
   // or an inline handler) it would wait for itself: it returns IllegalState at once instead.
   // Retries as AsyncRequest does (sleeping its backoffs on the calling thread).
   Status SyncRequest(const std::string& method, const google::protobuf::Message& request,
-                     google::protobuf::Message* response, RpcController* controller) const;
+                     google::protobuf::Message* response, RpcController* controller,
+                     bool idempotent = false) const;
 
+  // The address called; an unset Sockaddr for a proxy on a channel.
   const Sockaddr& remote() const { return remote_; }
+  // The channel called through; nullptr for a proxy to one address.
+  const std::shared_ptr<ChannelIf>& channel() const { return channel_; }
   const std::string& service_name() const { return service_name_; }
 
  private:
@@ -66,7 +77,14 @@ class Proxy {
                                       google::protobuf::Message* response,
                                       RpcController* controller, ResponseCallback&& callback) const;
 
-  std::shared_ptr<Messenger> messenger_;
+  // Blocks on a call through channel_.
+  Status SyncRequestThroughChannel(const std::string& method,
+                                   const google::protobuf::Message& request,
+                                   google::protobuf::Message* response, RpcController* controller,
+                                   bool idempotent) const;
+
+  std::shared_ptr<Messenger> messenger_;  // nullptr on a channel
+  std::shared_ptr<ChannelIf> channel_;    // nullptr to one address
   Sockaddr remote_;
   std::string service_name_;
   // The methods called through this proxy (names, encoded header part, metrics), found without

@@ -36,6 +36,22 @@ void RpcController::Reset() {
   inbound_sidecars_.clear();
   retry_policy_ = RetryPolicy();
   attempts_ = 0;
+  has_hash_key_ = false;
+  hash_key_code_ = 0;
+  hedge_after_ = MonoDelta();
+}
+
+void RpcController::set_hash_key(const std::string& key) {
+  // FNV-1a, then a 64-bit finalizer (splitmix64) so that near keys land far apart on the ring.
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ULL;
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebULL;
+  h ^= h >> 31;
+  hash_key_code_ = h;
+  has_hash_key_ = true;
 }
 
 void RpcController::PrepareRetry() {

@@ -3,6 +3,7 @@
 // a time; Reset() before reuse. Not thread-safe: the caller owns it for the call's lifetime.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +71,18 @@ class RpcController {
   // Attempts the last call made (1 without retries).
   int attempts() const { return attempts_; }
 
+  // Calls through a cluster channel (rpc/cluster/channel.h) whose balancer hashes: the key that
+  // picks the server, so calls with one key go to one server while the set is unchanged. Ignored
+  // by other balancers and by a Proxy to one address.
+  void set_hash_key(const std::string& key);
+  bool has_hash_key() const { return has_hash_key_; }
+  uint64_t hash_key_code() const { return hash_key_code_; }
+  // Calls through a cluster channel to an idempotent method: send a second attempt to another
+  // server when no answer came within `delay` (the first answer wins). MonoDelta() (the default)
+  // leaves it to the channel's options; MonoDelta::Max() turns hedging off for this call.
+  void set_hedge_after(MonoDelta delay) { hedge_after_ = delay; }
+  MonoDelta hedge_after() const { return hedge_after_; }
+
   // The response's sidecars, valid until Reset() or destruction.
   size_t num_inbound_sidecars() const { return inbound_sidecars_.size(); }
   Slice inbound_sidecar(size_t i) const { return inbound_sidecars_[i]; }
@@ -79,6 +92,7 @@ class RpcController {
  private:
   friend class OutboundCall;
   friend class Proxy;
+  friend class ChannelCall;  // rpc/cluster: attempts, failover and hedging
   // Before a retry: forgets the last attempt's outcome, keeps the deadline, sidecars and policy.
   void PrepareRetry();
 
@@ -100,6 +114,9 @@ class RpcController {
   std::vector<Slice> inbound_sidecars_;
   RetryPolicy retry_policy_;
   int attempts_ = 0;
+  bool has_hash_key_ = false;
+  uint64_t hash_key_code_ = 0;
+  MonoDelta hedge_after_;
 };
 
 }  // namespace rrpc::rpc

@@ -37,6 +37,9 @@ struct RpcMethodInfo {
   // calls skip the service queue, so they are neither bounded by its length nor ordered by
   // deadline, and they are never refused as too busy (the reactor's own reading is the limit).
   bool run_inline = false;
+  // The method may run more than once with the same effect (option (rrpc.idempotent)): clients
+  // through a cluster channel retry and hedge it. Informational on the server.
+  bool idempotent = false;
   // The method's server metrics (rpc/observe/rpc_metrics.h), owned by the messenger. Set by the
   // service pool at registration, before any call, so reading it on the call path needs no lock;
   // nullptr when metrics are disabled.

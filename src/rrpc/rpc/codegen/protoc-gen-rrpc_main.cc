@@ -195,6 +195,12 @@ std::vector<std::string> AsyncParams(const MethodInfo& m) {
 std::vector<std::string> ProxyCtorParams() {
   return {"::std::shared_ptr<::rrpc::rpc::Messenger> messenger", "const ::rrpc::Sockaddr& remote"};
 }
+std::vector<std::string> ProxyChannelCtorParams() {
+  return {"::std::shared_ptr<::rrpc::rpc::ChannelIf> channel"};
+}
+bool Idempotent(const MethodInfo& m) {
+  return m.descriptor->options().GetExtension(::rrpc::idempotent);
+}
 
 // Rejects what rrpc cannot serve, with errors that name the offending element.
 bool Validate(const pb::FileDescriptor* file, std::string* error) {
@@ -329,6 +335,7 @@ void PrintProxyDecl(const pb::ServiceDescriptor* service, pb::io::Printer* p) {
       "cls", cls);
   p->Indent();
   PrintLines(Wrap(2, cls, ProxyCtorParams(), ";"), p);
+  PrintLines(Wrap(2, "explicit " + cls, ProxyChannelCtorParams(), ";"), p);
   for (const MethodInfo& m : Methods(service)) {
     p->Print("\n");
     PrintLines(LeadingComment(m.descriptor), p);
@@ -351,7 +358,7 @@ void GenerateHeader(const pb::FileDescriptor* file, pb::io::Printer* p) {
   std::set<std::string> includes = MessageHeaders(file);
   // Enough for a .cc that includes only this header to implement the service (RpcContext), build
   // and run messengers (MessengerBuilder, Listen) and call (RpcController): all public headers.
-  includes.insert({"rrpc/rpc/messenger.h", "rrpc/rpc/proxy.h", "rrpc/rpc/rpc_context.h",
+  includes.insert({"rrpc/rpc/channel_if.h", "rrpc/rpc/messenger.h", "rrpc/rpc/proxy.h", "rrpc/rpc/rpc_context.h",
                    "rrpc/rpc/rpc_controller.h", "rrpc/rpc/service_if.h", "rrpc/util/monotime.h",
                    "rrpc/util/sockaddr.h", "rrpc/util/status.h"});
   for (const std::string& include : includes) p->Print("#include \"$h$\"\n", "h", include);
@@ -429,6 +436,7 @@ void PrintServiceBaseDefs(const pb::ServiceDescriptor* service, pb::io::Printer*
     if (m.descriptor->options().GetExtension(::rrpc::inline_handler)) {
       p->Print("info.run_inline = true;  // option (rrpc.inline_handler)\n");
     }
+    if (Idempotent(m)) p->Print("info.idempotent = true;  // option (rrpc.idempotent)\n");
     // The server makes a call's messages from the prototypes above, so the downcasts are exact.
     p->Print(
         "info.handler = [this](const ::google::protobuf::Message* req, "
@@ -483,21 +491,32 @@ void PrintProxyDefs(const pb::ServiceDescriptor* service, pb::io::Printer* p) {
       p);
   p->Outdent();
   p->Outdent();
+  PrintLines(Wrap(0, cls + "::" + cls, ProxyChannelCtorParams(), ""), p);
+  p->Indent();
+  p->Indent();
+  PrintLines(Wrap(4, ": ::rrpc::rpc::Proxy",
+                  {"::std::move(channel)", service->name() + "If::static_service_name()"}, " {}"),
+             p);
+  p->Outdent();
+  p->Outdent();
   for (const MethodInfo& m : Methods(service)) {
     const std::string name = names + "::" + m.name + "()";
+    std::vector<std::string> sync_args = {name, "req", "resp", "controller"};
+    std::vector<std::string> async_args = {name, "req", "resp", "controller",
+                                           "::std::move(callback)"};
+    if (Idempotent(m)) {
+      sync_args.push_back("/*idempotent=*/true");
+      async_args.push_back("/*idempotent=*/true");
+    }
     p->Print("\n");
     PrintLines(Wrap(0, "::rrpc::Status " + cls + "::" + m.name, SyncParams(m), " const {"), p);
     p->Indent();
-    PrintLines(
-        Wrap(2, "return ::rrpc::rpc::Proxy::SyncRequest", {name, "req", "resp", "controller"}, ";"),
-        p);
+    PrintLines(Wrap(2, "return ::rrpc::rpc::Proxy::SyncRequest", sync_args, ";"), p);
     p->Outdent();
     p->Print("}\n\n");
     PrintLines(Wrap(0, "void " + cls + "::" + m.name + "Async", AsyncParams(m), " const {"), p);
     p->Indent();
-    PrintLines(Wrap(2, "::rrpc::rpc::Proxy::AsyncRequest",
-                    {name, "req", "resp", "controller", "::std::move(callback)"}, ";"),
-               p);
+    PrintLines(Wrap(2, "::rrpc::rpc::Proxy::AsyncRequest", async_args, ";"), p);
     p->Outdent();
     p->Print("}\n");
   }

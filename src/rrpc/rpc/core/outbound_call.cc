@@ -187,6 +187,7 @@ void OutboundCall::Finish(Status status, std::unique_ptr<ErrorStatusPB> error) {
   controller_->status_ = std::move(status);
   controller_->error_ = std::move(error);
   controller_->finished_ = true;
+  if (observer_) observer_->OnCallFinished(*this, controller_->status_, controller_->error_.get());
   // Taken out first: the callback runs once, and what it captured goes when it returns.
   ResponseCallback callback;
   callback.swap(callback_);

@@ -26,9 +26,22 @@
 namespace rrpc::rpc {
 
 class Connection;
+class OutboundCall;
 class RpcController;
 class Reactor;
 struct ClientMethodMetrics;
+
+// Told when a call finishes, before its callback runs, on the thread that finishes it (a reactor,
+// or the caller's for a call that failed before it was queued). The cluster channel's backends
+// and attempts use it to count outstanding calls, latency and failures. Reference counted: the
+// call holds its observer until it is destroyed.
+class CallObserver : public RefCounted<CallObserver> {
+ public:
+  virtual ~CallObserver() = default;
+  // `call` has finished; `status` and `error` are its outcome (as the controller now holds it).
+  virtual void OnCallFinished(const OutboundCall& call, const Status& status,
+                              const ErrorStatusPB* error) = 0;
+};
 
 class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTransfer {
  public:
@@ -55,6 +68,13 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   // caller once the call has finished.
   void set_connection(Connection* conn);
   const scoped_refptr<Connection>& connection() const { return connection_; }
+
+  // Caller thread, before the call is queued: who hears of its end (see CallObserver).
+  void set_observer(scoped_refptr<CallObserver>&& observer) { observer_ = std::move(observer); }
+  // Whether any byte of the request reached the transport (after that, the server may run it).
+  bool request_started() const { return started(); }
+  // When the response was read; MonoTime() when none came.
+  MonoTime received_at() const { return received_at_; }
 
   int32_t call_id() const { return call_id_; }
   const Sockaddr& remote() const { return method_->remote(); }
@@ -108,6 +128,7 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   ClientMethodMetrics* const metrics_;  // the method's: owned by the messenger, or nullptr
   bool report_connection_ = false;
   scoped_refptr<Connection> connection_;  // see set_connection()
+  scoped_refptr<CallObserver> observer_;  // see set_observer(); usually none
 
   // A small call's frame head (length prefix, header, body) is written here rather than into a
   // block of its own (no block allocation and release per call). The bytes stay put until the call

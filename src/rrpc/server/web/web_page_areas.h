@@ -29,6 +29,9 @@ void RegisterRpczPage(Webserver* web, std::shared_ptr<const PageEnv> env, rpc::R
 void RegisterConnectionsPage(Webserver* web, std::shared_ptr<const PageEnv> env,
                              rpc::Messenger* messenger);
 
+// /channels (channels_page.cc): the process's cluster channels and their backends.
+void RegisterChannelsPage(Webserver* web, std::shared_ptr<const PageEnv> env);
+
 // /varz (varz_page.cc): every gflag with its current and default value; secrets are hidden.
 void RegisterVarzPage(Webserver* web, std::shared_ptr<const PageEnv> env);
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/core/negotiation.h"
 #include "rrpc/rpc/core/service_pool.h"
 #include "rrpc/rpc/observe/rpcz_store.h"
@@ -420,9 +421,27 @@ TEST_F(WebPagesTest, ThreadzListsRrpcThreadsWithTheirCpuTime) {
   EXPECT_TRUE(Contains(r.body, "<td>worker</td>")) << r.body;
 }
 
+TEST_F(WebPagesTest, ChannelsListsEachChannelsBackendsAndTheirHealth) {
+  StartAll();
+  auto channel = rpc::Channel::Create(client_, "list://" + server_addr_.ToString());
+  ASSERT_TRUE(channel.ok()) << channel.status().ToString();
+  rtest::EchoServiceProxy proxy(*channel);
+  ASSERT_TRUE(rpc::EchoOnce(proxy, "through the channel").ok());
+  HttpReply r = Fetch("/channels?format=json");
+  ASSERT_EQ(200, r.status);
+  ExpectValidJson(r.body);
+  EXPECT_TRUE(Contains(r.body, "\"target\":\"list://" + server_addr_.ToString() + "\"")) << r.body;
+  EXPECT_TRUE(Contains(r.body, "{\"address\":\"" + server_addr_.ToString() +
+                                   "\",\"health\":\"healthy\",\"outstanding\":0"))
+      << r.body;
+  r = Fetch("/channels");
+  ASSERT_EQ(200, r.status);
+  EXPECT_TRUE(Contains(r.body, server_addr_.ToString())) << r.body;
+}
+
 TEST_F(WebPagesTest, HtmlPagesShareTheDashboardsLookAndNav) {
   StartAll();
-  for (const std::string page : {"/rpcz", "/varz", "/threadz", "/connections"}) {
+  for (const std::string page : {"/rpcz", "/varz", "/threadz", "/connections", "/channels"}) {
     SCOPED_TRACE(page);
     HttpReply r = Fetch(page);
     ASSERT_EQ(200, r.status);

@@ -79,6 +79,7 @@ void RegisterRpcPages(Webserver* web, rpc::Messenger* messenger, MetricRegistry*
                                options.max_rpcz_calls);
     web_page::RegisterConnectionsPage(web, env, messenger);
   }
+  web_page::RegisterChannelsPage(web, env);
   web_page::RegisterVarzPage(web, env);
   web_page::RegisterThreadzPage(web, env);
   RegisterHealthzPage(web, messenger, std::move(options.health_check),

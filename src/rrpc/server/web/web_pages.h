@@ -7,6 +7,8 @@
 //                   recent slow and failed calls with their timelines (rpc/observe/rpcz_store.h).
 //   /connections    The messenger's connections: peer, direction, transport, reactor, bytes,
 //                   calls in flight, age.
+//   /channels       The process's cluster channels (rpc/cluster/channel.h): each backend's
+//                   health, outstanding calls, EWMA latency and ejections.
 //   /varz           Every gflag with its current and default value.
 //   /threadz        rrpc's threads (category, name, tid) and every other thread of the process,
 //                   with their CPU time from /proc/self/task/<tid>/stat.

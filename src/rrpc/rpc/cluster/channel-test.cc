@@ -1,0 +1,415 @@
+#include "rrpc/rpc/cluster/channel.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rrpc/rpc/cluster/cluster-test-util.h"
+#include "rrpc/rpc/rpc_controller.h"
+#include "rrpc/rpc/testing/rpc-test-util.h"
+#include "rrpc/rpc/testing/rtest.rrpc.h"
+#include "rrpc/util/countdown_latch.h"
+
+namespace rrpc::rpc {
+namespace {
+
+class ChannelTest : public ::testing::Test {
+ protected:
+  void StartServers(int n, MessengerOptions options = {}) {
+    for (int i = 1; i <= n; i++) {
+      auto server = TestServer::Start(i, options);
+      ASSERT_TRUE(server.ok()) << server.status().ToString();
+      servers_.push_back(std::move(*server));
+    }
+  }
+  std::shared_ptr<Messenger> NewClient(const std::string& name = "client") {
+    auto built = MessengerBuilder(name).Build();
+    CHECK(built.ok()) << built.status().ToString();
+    clients_.push_back(*built);
+    return *built;
+  }
+  std::vector<Sockaddr> Addrs() const {
+    std::vector<Sockaddr> out;
+    for (const auto& s : servers_) out.push_back(s.addr);
+    return out;
+  }
+  std::shared_ptr<Channel> NewChannel(const std::shared_ptr<Messenger>& client,
+                                      ChannelOptions options, TestResolver** resolver = nullptr) {
+    auto r = std::make_unique<TestResolver>(Addrs());
+    if (resolver != nullptr) *resolver = r.get();
+    auto channel = Channel::Create(client, std::move(r), std::move(options));
+    CHECK(channel.ok()) << channel.status().ToString();
+    return *channel;
+  }
+  void TearDown() override {
+    gate_.Open();
+    for (auto& c : clients_) c->Shutdown();
+    for (auto& s : servers_) s.messenger->Shutdown();
+  }
+
+  HandlerGate gate_;
+  std::vector<TestServer> servers_;
+  std::vector<std::shared_ptr<Messenger>> clients_;
+};
+
+TEST_F(ChannelTest, MalformedTargetIsAClearError) {
+  auto client = NewClient();
+  for (const std::string target : {"nope://a:1", "list://", "list://host-without-port", "x"}) {
+    auto channel = Channel::Create(client, target);
+    ASSERT_FALSE(channel.ok()) << target;
+    EXPECT_TRUE(channel.status().IsInvalidArgument()) << channel.status().ToString();
+    EXPECT_NE(channel.status().ToString().find(target), std::string::npos)
+        << channel.status().ToString();
+  }
+}
+
+TEST_F(ChannelTest, EmptyServerSetFailsCallsAtOnceWithAClearError) {
+  auto client = NewClient();
+  auto channel = Channel::Create(client, std::make_unique<TestResolver>(std::vector<Sockaddr>{}));
+  ASSERT_TRUE(channel.ok());
+  rtest::EchoServiceProxy proxy(*channel);
+  const MonoTime start = MonoTime::Now();
+  Status s = EchoOnce(proxy, "x", MonoDelta::FromSeconds(30));
+  EXPECT_TRUE(s.IsServiceUnavailable()) << s.ToString();
+  EXPECT_NE(s.ToString().find("no servers"), std::string::npos) << s.ToString();
+  EXPECT_LT(MonoTime::Now() - start, MonoDelta::FromSeconds(10));  // not the call's deadline
+}
+
+TEST_F(ChannelTest, ListTargetCallsThroughTheGeneratedProxy) {
+  StartServers(2);
+  auto client = NewClient();
+  auto channel = Channel::Create(
+      client, "list://" + servers_[0].addr.ToString() + "," + servers_[1].addr.ToString());
+  ASSERT_TRUE(channel.ok()) << channel.status().ToString();
+  rtest::EchoServiceProxy proxy(*channel);
+  for (int i = 0; i < 20; i++) ASSERT_TRUE(EchoOnce(proxy, Pattern(100, i)).ok());
+  EXPECT_EQ(servers_[0].service->calls() + servers_[1].service->calls(), 20);
+  EXPECT_EQ((*channel)->Backends().size(), 2u);
+}
+
+TEST_F(ChannelTest, OneServerChannelCallsIt) {
+  StartServers(1);
+  auto client = NewClient();
+  auto channel = Channel::Create(client, "list://" + servers_[0].addr.ToString());
+  ASSERT_TRUE(channel.ok());
+  rtest::EchoServiceProxy proxy(*channel);
+  for (int i = 0; i < 10; i++) ASSERT_TRUE(EchoOnce(proxy, "abc").ok());
+  EXPECT_EQ(servers_[0].service->calls(), 10);
+  EXPECT_EQ((*channel)->Backends()[0].outstanding, 0);
+  rtest::EchoRequestPB req;
+  req.set_data("x");
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  ASSERT_TRUE(proxy.Echo(req, &resp, &ctl).ok());
+  EXPECT_EQ(ctl.attempts(), 1);
+}
+
+TEST_F(ChannelTest, RoundRobinSpreadsEvenly) {
+  StartServers(3);
+  ChannelOptions options;
+  options.balancer = BalancerPolicy::kRoundRobin;
+  auto channel = NewChannel(NewClient(), options);
+  rtest::EchoServiceProxy proxy(channel);
+  for (int i = 0; i < 300; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  for (const auto& s : servers_) EXPECT_EQ(s.service->calls(), 100);
+}
+
+TEST_F(ChannelTest, PowerOfTwoChoicesAvoidsASlowServer) {
+  StartServers(3);
+  servers_[0].service->set_echo_hook(
+      [](const rtest::EchoRequestPB&, RpcContext*) { SleepFor(MonoDelta::FromMilliseconds(50)); });
+  auto channel = NewChannel(NewClient(), ChannelOptions());
+  rtest::EchoServiceProxy proxy(channel);
+  for (int i = 0; i < 300; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  // Once its first answer is in, the slow server loses every comparison.
+  EXPECT_LT(servers_[0].service->calls(), 30);
+  EXPECT_EQ(
+      servers_[0].service->calls() + servers_[1].service->calls() + servers_[2].service->calls(),
+      300);
+}
+
+TEST_F(ChannelTest, HashKeySticksToOneServer) {
+  StartServers(3);
+  ChannelOptions options;
+  options.balancer = BalancerPolicy::kHash;
+  auto channel = NewChannel(NewClient(), options);
+  rtest::EchoServiceProxy proxy(channel);
+  for (int key = 0; key < 3; key++) {
+    std::vector<int> before;
+    for (const auto& s : servers_) before.push_back(s.service->calls());
+    for (int i = 0; i < 20; i++) {
+      rtest::EchoRequestPB req;
+      req.set_data("x");
+      rtest::EchoResponsePB resp;
+      RpcController ctl;
+      ctl.set_timeout(MonoDelta::FromSeconds(30));
+      ctl.set_hash_key("shard-" + std::to_string(key));
+      ASSERT_TRUE(proxy.Echo(req, &resp, &ctl).ok());
+    }
+    int servers_called = 0;
+    for (size_t i = 0; i < servers_.size(); i++) {
+      const int got = servers_[i].service->calls() - before[i];
+      if (got > 0) {
+        servers_called++;
+        EXPECT_EQ(got, 20);
+      }
+    }
+    EXPECT_EQ(servers_called, 1);
+  }
+}
+
+// `slots` calls in flight at once through `proxy`, `total` in all; counts failures.
+class Load {
+ public:
+  Load(rtest::EchoServiceProxy proxy, int slots, int total)
+      : proxy_(std::move(proxy)), slots_(slots), left_(total), done_(slots) {}
+  void Start() {
+    for (int i = 0; i < slots_; i++) {
+      slot_.emplace_back(std::make_unique<Slot>());
+      Next(slot_.back().get());
+    }
+  }
+  void Wait() { done_.Wait(); }
+  int failed() const { return failed_.load(); }
+  int finished() const { return finished_.load(); }
+  std::string first_error() {
+    MutexLock l(mu_);
+    return first_error_;
+  }
+
+ private:
+  struct Slot {
+    rtest::EchoRequestPB req;
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+  };
+  void Next(Slot* slot) {
+    if (left_.fetch_sub(1) <= 0) {
+      done_.CountDown();
+      return;
+    }
+    slot->ctl.Reset();
+    slot->ctl.set_timeout(MonoDelta::FromSeconds(60));
+    slot->req.set_data("payload");
+    proxy_.EchoAsync(slot->req, &slot->resp, &slot->ctl, [this, slot] {
+      if (!slot->ctl.status().ok()) {
+        failed_.fetch_add(1);
+        MutexLock l(mu_);
+        if (first_error_.empty()) first_error_ = slot->ctl.status().ToString();
+      }
+      finished_.fetch_add(1);
+      Next(slot);
+    });
+  }
+  rtest::EchoServiceProxy proxy_;
+  const int slots_;
+  std::atomic<int> left_;
+  std::atomic<int> failed_{0};
+  std::atomic<int> finished_{0};
+  CountDownLatch done_;
+  std::vector<std::unique_ptr<Slot>> slot_;
+  Mutex mu_;
+  std::string first_error_;
+};
+
+TEST_F(ChannelTest, KilledServerUnderLoadFailsNoIdempotentCall) {
+  StartServers(3);
+  auto channel_a = NewChannel(NewClient("client-a"), ChannelOptions());
+  auto channel_b = NewChannel(NewClient("client-b"), ChannelOptions());
+  Load a(rtest::EchoServiceProxy(channel_a), 64, 3000);
+  Load b(rtest::EchoServiceProxy(channel_b), 64, 3000);
+  a.Start();
+  b.Start();
+  ASSERT_TRUE(WaitForCondition([&] { return a.finished() + b.finished() >= 1000; }));
+  servers_[1].messenger->Shutdown();
+  a.Wait();
+  b.Wait();
+  EXPECT_EQ(a.failed(), 0) << a.first_error();
+  EXPECT_EQ(b.failed(), 0) << b.first_error();
+  EXPECT_EQ(a.finished() + b.finished(), 6000);
+}
+
+TEST_F(ChannelTest, CallRefusedAsTooBusyGoesToAnotherServer) {
+  MessengerOptions options;
+  options.num_workers = 1;
+  options.service_queue_length = 1;
+  StartServers(2, options);
+  // Server 1's one worker and one queue slot are taken by two blocked calls.
+  servers_[0].service->set_echo_hook(
+      [this](const rtest::EchoRequestPB&, RpcContext*) { gate_.Pass(); });
+  auto direct_client = NewClient("direct");
+  rtest::EchoServiceProxy direct(direct_client, servers_[0].addr);
+  rtest::EchoRequestPB req;
+  req.set_data("blocker");
+  rtest::EchoResponsePB resp[2];
+  RpcController ctl[2];
+  CountDownLatch blockers(2);
+  for (int i = 0; i < 2; i++) {
+    ctl[i].set_timeout(MonoDelta::FromSeconds(40));
+    direct.EchoAsync(req, &resp[i], &ctl[i], [&blockers] { blockers.CountDown(); });
+  }
+  ASSERT_TRUE(WaitForCondition([&] { return servers_[0].service->calls() == 1; }));
+  ChannelOptions channel_options;
+  channel_options.balancer = BalancerPolicy::kRoundRobin;  // the first pick is server 1
+  auto channel = NewChannel(NewClient(), channel_options);
+  rtest::EchoServiceProxy proxy(channel);
+  rtest::EchoRequestPB creq;
+  creq.set_data("through the channel");
+  rtest::EchoResponsePB cresp;
+  RpcController cctl;
+  cctl.set_timeout(MonoDelta::FromSeconds(50));  // the latest deadline: the one refused
+  Status s = proxy.Echo(creq, &cresp, &cctl);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(cresp.data(), "through the channel");
+  EXPECT_EQ(cctl.attempts(), 2);
+  EXPECT_EQ(servers_[1].service->calls(), 1);
+  gate_.Open();
+  blockers.Wait();
+}
+
+TEST_F(ChannelTest, RetryBudgetCapsRetries) {
+  StartServers(3);
+  std::vector<Sockaddr> dead = Addrs();
+  for (auto& s : servers_) s.messenger->Shutdown();
+  ChannelOptions options;
+  options.retry_budget = RetryBudgetOptions{0, 0, 2};  // two retries in all, no floor
+  auto client = NewClient();
+  auto channel = Channel::Create(client, std::make_unique<TestResolver>(dead), options);
+  ASSERT_TRUE(channel.ok());
+  rtest::EchoServiceProxy proxy(*channel);
+  int retries = 0;
+  for (int i = 0; i < 10; i++) {
+    rtest::EchoRequestPB req;
+    req.set_data("x");
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    ctl.set_timeout(MonoDelta::FromSeconds(30));
+    EXPECT_FALSE(proxy.Echo(req, &resp, &ctl).ok());
+    retries += ctl.attempts() - 1;
+  }
+  EXPECT_EQ(retries, 2);
+  EXPECT_EQ((*channel)->retries_refused(), 9);  // every later call asked once
+}
+
+TEST_F(ChannelTest, HedgeGoesToASecondServerAndTheFirstAnswerWins) {
+  StartServers(2);
+  servers_[0].service->set_echo_hook(
+      [this](const rtest::EchoRequestPB&, RpcContext*) { gate_.Pass(); });
+  ChannelOptions options;
+  options.balancer = BalancerPolicy::kRoundRobin;  // the first attempt goes to server 1
+  options.hedge_after = MonoDelta::FromMilliseconds(20);
+  auto channel = NewChannel(NewClient(), options);
+  rtest::EchoServiceProxy proxy(channel);
+  rtest::EchoRequestPB req;
+  req.set_data("hedged");
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(60));
+  Status s = proxy.Echo(req, &resp, &ctl);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(resp.data(), "hedged");
+  EXPECT_EQ(ctl.attempts(), 2);
+  EXPECT_EQ(servers_[1].service->calls(), 1);
+  EXPECT_EQ(servers_[0].service->calls(), 1);  // still blocked: the loser
+  // The loser answers after the caller moved on: nothing of the caller's is touched.
+  gate_.Open();
+  ASSERT_TRUE(WaitForCondition([&] { return channel->Backends()[0].outstanding == 0; }));
+  EXPECT_EQ(resp.data(), "hedged");
+}
+
+TEST_F(ChannelTest, NonIdempotentCallIsNotHedged) {
+  StartServers(2);
+  ChannelOptions options;
+  options.balancer = BalancerPolicy::kRoundRobin;
+  options.hedge_after = MonoDelta::FromMilliseconds(1);
+  auto channel = NewChannel(NewClient(), options);
+  rtest::EchoServiceProxy proxy(channel);
+  rtest::AddRequestPB req;
+  req.set_a(1);
+  req.set_b(2);
+  rtest::AddResponsePB resp;
+  RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(60));
+  ASSERT_TRUE(proxy.Add(req, &resp, &ctl).ok());
+  EXPECT_EQ(resp.sum(), 3);
+  EXPECT_EQ(ctl.attempts(), 1);
+}
+
+TEST_F(ChannelTest, ServerRemovedFromTheSetGetsNoNewCalls) {
+  StartServers(3);
+  TestResolver* resolver = nullptr;
+  auto channel = NewChannel(NewClient(), ChannelOptions(), &resolver);
+  rtest::EchoServiceProxy proxy(channel);
+  for (int i = 0; i < 30; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  resolver->Update(std::vector<Sockaddr>{servers_[0].addr, servers_[1].addr});
+  const int before = servers_[2].service->calls();
+  for (int i = 0; i < 30; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  EXPECT_EQ(servers_[2].service->calls(), before);
+  // A resolver error keeps the last set.
+  resolver->Update(Status::NetworkError("registry unreachable"));
+  EXPECT_TRUE(channel->resolver_status().IsNetworkError());
+  for (int i = 0; i < 10; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  EXPECT_EQ(channel->Backends().size(), 2u);
+}
+
+TEST_F(ChannelTest, ShutDownServerLeavesTheRotationAtItsFirstFailure) {
+  StartServers(3);
+  ChannelOptions options;
+  options.balancer = BalancerPolicy::kRoundRobin;
+  options.health.ejection_base = MonoDelta::FromSeconds(60);  // no probe during the test
+  auto channel = NewChannel(NewClient(), options);
+  rtest::EchoServiceProxy proxy(channel);
+  for (int i = 0; i < 6; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  servers_[2].messenger->Shutdown();
+  for (int i = 0; i < 30; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  const auto backends = channel->Backends();
+  EXPECT_STREQ(backends[2].health, "ejected");
+  EXPECT_EQ(backends[2].ejections, 1);
+}
+
+TEST_F(ChannelTest, DrainingServerLeavesTheRotationAtItsFirstRefusal) {
+  StartServers(3);
+  ChannelOptions options;
+  options.balancer = BalancerPolicy::kRoundRobin;
+  options.health.ejection_base = MonoDelta::FromSeconds(60);  // no probe during the test
+  auto channel = NewChannel(NewClient(), options);
+  rtest::EchoServiceProxy proxy(channel);
+  for (int i = 0; i < 6; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  servers_[0].messenger->RefuseNewCalls();  // draining: its connections stay open
+  const int before = servers_[0].service->calls();
+  for (int i = 0; i < 30; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  EXPECT_EQ(servers_[0].service->calls(), before);
+  const auto backends = channel->Backends();
+  EXPECT_STREQ(backends[0].health, "ejected");
+  EXPECT_EQ(backends[0].ejections, 1);
+}
+
+TEST_F(ChannelTest, ChannelP95HedgeDelayComesFromObservedAnswers) {
+  StartServers(2);
+  ChannelOptions options;
+  options.hedge_after_p95 = true;
+  options.hedge_after = MonoDelta::FromSeconds(30);  // until 100 answers are in
+  auto channel = NewChannel(NewClient(), options);
+  rtest::EchoServiceProxy proxy(channel);
+  for (int i = 0; i < 120; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  // Server 1 now stalls: a call to it is hedged after the (short) observed p95, not 30 s.
+  servers_[0].service->set_echo_hook(
+      [this](const rtest::EchoRequestPB&, RpcContext*) { gate_.Pass(); });
+  for (int i = 0; i < 4; i++) {
+    rtest::EchoRequestPB req;
+    req.set_data("p95");
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    ctl.set_timeout(MonoDelta::FromSeconds(20));
+    ASSERT_TRUE(proxy.Echo(req, &resp, &ctl).ok());
+    EXPECT_EQ(resp.data(), "p95");
+  }
+  gate_.Open();
+}
+
+}  // namespace
+}  // namespace rrpc::rpc

@@ -1,0 +1,237 @@
+#include "rrpc/rpc/cluster/channel.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "rrpc/rpc/cluster/backend.h"
+#include "rrpc/rpc/cluster/balancer.h"
+#include "rrpc/rpc/cluster/channel_call.h"
+#include "rrpc/rpc/core/outbound_call.h"
+#include "rrpc/rpc/messenger.h"
+#include "rrpc/rpc/rpc_controller.h"
+
+namespace rrpc::rpc {
+
+namespace {
+// A replaced set may still be read by a pick that loaded it just before: picks take
+// microseconds and never block, so a set is freed only this long after it was replaced.
+constexpr MonoDelta kRetiredSetGrace = MonoDelta::FromSeconds(10);
+
+// The process's channels, for All(): weak, so a listing never keeps one alive.
+struct ChannelList {
+  Mutex mu;
+  std::vector<std::weak_ptr<Channel>> channels RRPC_GUARDED_BY(mu);
+};
+ChannelList* Channels() {
+  static auto* list = new ChannelList;  // never destroyed: channels may outlive main's statics
+  return list;
+}
+}  // namespace
+
+std::vector<std::shared_ptr<Channel>> Channel::All() {
+  std::vector<std::shared_ptr<Channel>> out;
+  ChannelList* list = Channels();
+  MutexLock l(list->mu);
+  for (const auto& weak : list->channels) {
+    if (auto channel = weak.lock()) out.push_back(std::move(channel));
+  }
+  return out;
+}
+
+Result<std::shared_ptr<Channel>> Channel::Create(std::shared_ptr<Messenger> messenger,
+                                                 const std::string& target,
+                                                 ChannelOptions options) {
+  auto resolver = NewResolver(target);
+  if (!resolver.ok()) {
+    return Status::InvalidArgument("channel target " + target, resolver.status().ToString());
+  }
+  return Create(std::move(messenger), std::move(*resolver), std::move(options));
+}
+
+Result<std::shared_ptr<Channel>> Channel::Create(std::shared_ptr<Messenger> messenger,
+                                                 std::unique_ptr<Resolver> resolver,
+                                                 ChannelOptions options) {
+  if (options.max_attempts < 1) return Status::InvalidArgument("max_attempts must be >= 1");
+  if (options.ring_vnodes < 1) return Status::InvalidArgument("ring_vnodes must be >= 1");
+  std::shared_ptr<Channel> channel(
+      new Channel(std::move(messenger), std::move(resolver), std::move(options)));
+  // The listener runs until Stop(), which the destructor calls first: a raw pointer is safe.
+  Channel* raw = channel.get();
+  Status s = channel->resolver_->Start(
+      [raw](const Result<std::vector<Sockaddr>>& update) { raw->OnResolverUpdate(update); });
+  if (!s.ok()) return s;
+  ChannelList* list = Channels();
+  MutexLock l(list->mu);
+  auto& all = list->channels;
+  all.erase(std::remove_if(all.begin(), all.end(), [](const auto& w) { return w.expired(); }),
+            all.end());
+  all.push_back(channel);
+  return channel;
+}
+
+Channel::Channel(std::shared_ptr<Messenger> messenger, std::unique_ptr<Resolver> resolver,
+                 ChannelOptions options)
+    : messenger_(std::move(messenger)),
+      resolver_(std::move(resolver)),
+      target_(resolver_->target()),
+      options_([&] {
+        if (options.name.empty()) options.name = resolver_->target();
+        return std::move(options);
+      }()),
+      balancer_(std::make_unique<Balancer>(options_.balancer)),
+      retry_budget_(options_.retry_budget),
+      hedge_budget_(options_.hedge_budget) {}
+
+Channel::~Channel() {
+  resolver_->Stop();
+  current_.store(nullptr, std::memory_order_release);
+}
+
+void Channel::OnResolverUpdate(const Result<std::vector<Sockaddr>>& update) {
+  MutexLock l(mu_);
+  if (!update.ok()) {
+    resolver_status_ = update.status();
+    LOG(WARNING) << "channel " << options_.name << ": resolver failed, keeping "
+                 << (owned_current_ ? owned_current_->backends.size() : 0)
+                 << " known servers: " << update.status().ToString();
+    return;
+  }
+  resolver_status_ = Status::OK();
+  has_set_ = true;
+  // Backends that stay keep their state (latency, health, connection records).
+  std::map<std::string, scoped_refptr<Backend>> old;
+  if (owned_current_) {
+    for (const auto& b : owned_current_->backends) old[b->addr().ToString()] = b;
+  }
+  auto set = std::make_unique<BackendSet>();
+  for (const Sockaddr& addr : *update) {
+    bool duplicate = false;
+    for (const auto& b : set->backends) duplicate |= b->addr() == addr;
+    if (duplicate) continue;
+    auto it = old.find(addr.ToString());
+    set->backends.push_back(it != old.end() ? it->second
+                                            : scoped_refptr<Backend>(new Backend(
+                                                  addr, options_.name,
+                                                  messenger_->metric_registry(), options_.health)));
+  }
+  if (options_.balancer == BalancerPolicy::kHash) BuildHashRing(set.get(), options_.ring_vnodes);
+  if (owned_current_ && owned_current_->backends.size() == set->backends.size()) {
+    bool same = true;
+    for (size_t i = 0; i < set->backends.size(); i++) {
+      same &= owned_current_->backends[i].get() == set->backends[i].get();
+    }
+    if (same) return;  // nothing changed: keep the published set
+  }
+  LOG(INFO) << "channel " << options_.name << ": " << set->backends.size() << " servers";
+  const MonoTime now = MonoTime::Now();
+  current_.store(set.get(), std::memory_order_release);
+  if (owned_current_) {
+    auto* retiring = const_cast<BackendSet*>(owned_current_.get());
+    retiring->retired_at = now;
+    retired_.push_back(std::move(owned_current_));
+  }
+  owned_current_ = std::move(set);
+  while (!retired_.empty() && now - retired_.front()->retired_at > kRetiredSetGrace) {
+    retired_.pop_front();
+  }
+}
+
+Status Channel::NoServerStatus() const {
+  MutexLock l(mu_);
+  if (!resolver_status_.ok()) {
+    return Status::ServiceUnavailable("channel " + options_.name + ": no servers known",
+                                      resolver_status_.ToString());
+  }
+  return Status::ServiceUnavailable(
+      "channel " + options_.name + ": no servers",
+      has_set_ ? "the target names an empty set" : "the resolver has not answered yet");
+}
+
+void Channel::SendAttempt(Backend* backend, scoped_refptr<CallObserver>&& observer,
+                          const std::string& service, const std::string& method,
+                          const google::protobuf::Message& request,
+                          google::protobuf::Message* response, RpcController* controller,
+                          ResponseCallback&& callback) {
+  scoped_refptr<OutboundCall> call(new OutboundCall(
+      backend->Methods(service)->Get(messenger_->metrics(), backend->addr(), service, method),
+      response, controller, std::move(callback)));
+  call->set_observer(std::move(observer));
+  backend->CallStarted();
+  Status s =
+      call->Serialize(request, messenger_->NextCallId(), messenger_->options().max_message_size);
+  if (!s.ok()) {
+    call->FailBeforeSend(s);
+    return;
+  }
+  messenger_->QueueOutboundCall(std::move(call));
+}
+
+void Channel::AsyncRequest(const std::string& service, const std::string& method,
+                           const google::protobuf::Message& request,
+                           google::protobuf::Message* response, RpcController* controller,
+                           ResponseCallback&& callback, bool idempotent) {
+  CHECK(!controller->finished()) << "RpcController reused without Reset()";
+  const BackendSet* set = current_.load(std::memory_order_acquire);
+  if (set != nullptr && set->backends.size() == 1) {
+    // One server: nothing to fail over to or hedge with. The call goes out as a Proxy's does,
+    // and tells the backend how it ended.
+    Backend* backend = set->backends[0].get();
+    ChannelCall::SetOneAttempt(controller);
+    SendAttempt(backend, scoped_refptr<CallObserver>(backend), service, method, request, response,
+                controller, std::move(callback));
+    return;
+  }
+  if (set == nullptr || set->backends.empty()) {
+    ChannelCall::FailAtOnce(controller, NoServerStatus(), std::move(callback));
+    return;
+  }
+  ChannelCall::Start(shared_from_this(), *set, service, method, request, response, controller,
+                     std::move(callback), idempotent);
+}
+
+MonoDelta Channel::HedgeDelay(const RpcController& controller) const {
+  const MonoDelta asked = controller.hedge_after();
+  if (asked == MonoDelta::Max()) return MonoDelta();
+  if (asked > MonoDelta()) return asked;
+  if (options_.hedge_after_p95) {
+    const int64_t samples = latency_samples_.load(std::memory_order_relaxed);
+    if (samples >= 100) {
+      int64_t seen = 0;
+      for (int i = 0; i < kLatencyBuckets; i++) {
+        seen += latency_buckets_[i].load(std::memory_order_relaxed);
+        if (seen * 100 >= samples * 95) return MonoDelta::FromMicroseconds(int64_t{1} << i);
+      }
+    }
+  }
+  return options_.hedge_after;
+}
+
+void Channel::RecordLatency(MonoDelta latency) {
+  if (!options_.hedge_after_p95) return;
+  int64_t us = latency.ToMicroseconds();
+  int bucket = 0;
+  while (bucket < kLatencyBuckets - 1 && (int64_t{1} << bucket) < us) bucket++;
+  latency_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
+  latency_samples_.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::vector<BackendInfo> Channel::Backends() const {
+  std::vector<BackendInfo> out;
+  MutexLock l(mu_);
+  if (!owned_current_) return out;
+  for (const auto& b : owned_current_->backends) {
+    out.push_back(BackendInfo{b->addr(), b->HealthName(), b->outstanding(),
+                              b->ewma_latency_ns() / 1000, b->ejections()});
+  }
+  return out;
+}
+
+Status Channel::resolver_status() const {
+  MutexLock l(mu_);
+  return resolver_status_;
+}
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,130 @@
+// Channel: a client's view of one cluster target: the servers a resolver names
+// (discovery/resolver.h), a balancer that picks one per call, and the failover, retries, hedging
+// and health that keep calls succeeding while servers come, go, drain and die. Generated proxies
+// take a channel where they take an address:
+//
+//   auto channel = Channel::Create(messenger, "list://10.0.0.1:7000,10.0.0.2:7000");
+//   if (!channel.ok()) return channel.status();   // malformed target
+//   rtest::EchoServiceProxy proxy(*channel);
+//   RpcController ctl;
+//   ctl.set_timeout(MonoDelta::FromSeconds(1));
+//   Status s = proxy.Echo(req, &resp, &ctl);
+//
+// Per call: one read of the current backend set (an immutable snapshot swapped atomically when
+// the resolver reports a change; no lock), a pick, and the call. With one server the call goes
+// straight out, its backend told of the outcome; with more, a ChannelCall (channel_call.h) keeps
+// what a retry or a hedge needs. See docs/cluster.md for policies and failure behaviour.
+//
+// Thread-safe. The resolver's listener runs on the resolver's thread. A channel must outlive no
+// messenger: it holds its messenger; calls in flight hold the channel.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rrpc/rpc/channel_if.h"
+#include "rrpc/rpc/cluster/channel_options.h"
+#include "rrpc/rpc/cluster/retry_budget.h"
+#include "rrpc/rpc/discovery/resolver.h"
+#include "rrpc/util/monotime.h"
+#include "rrpc/util/mutex.h"
+#include "rrpc/util/ref_counted.h"
+#include "rrpc/util/sockaddr.h"
+#include "rrpc/util/status.h"
+
+namespace rrpc::rpc {
+
+class Backend;
+class Balancer;
+class CallObserver;
+class Messenger;
+struct BackendSet;
+
+// One backend as the web UI and tests see it.
+struct BackendInfo {
+  Sockaddr addr;
+  const char* health = "";  // "healthy", "ejected", "probe due"
+  int outstanding = 0;
+  int64_t ewma_latency_us = 0;
+  int64_t ejections = 0;
+};
+
+class Channel final : public ChannelIf, public std::enable_shared_from_this<Channel> {
+ public:
+  // A channel over `target`'s servers; InvalidArgument when the target is malformed. The first
+  // set is in place when this returns if the resolver knows it at once (list://); until a set
+  // arrives, calls fail at once with ServiceUnavailable naming the target.
+  static Result<std::shared_ptr<Channel>> Create(std::shared_ptr<Messenger> messenger,
+                                                 const std::string& target,
+                                                 ChannelOptions options = {});
+  // Over a resolver the caller made (e.g. one a test controls).
+  static Result<std::shared_ptr<Channel>> Create(std::shared_ptr<Messenger> messenger,
+                                                 std::unique_ptr<Resolver> resolver,
+                                                 ChannelOptions options = {});
+  ~Channel() override;
+
+  // ChannelIf.
+  void AsyncRequest(const std::string& service, const std::string& method,
+                    const google::protobuf::Message& request, google::protobuf::Message* response,
+                    RpcController* controller, ResponseCallback&& callback,
+                    bool idempotent) override;
+  const std::string& target() const override { return target_; }
+
+  const std::string& name() const { return options_.name; }
+  const ChannelOptions& options() const { return options_; }
+  const std::shared_ptr<Messenger>& messenger() const { return messenger_; }
+  // The current backends.
+  std::vector<BackendInfo> Backends() const;
+  // Every channel of this process still alive (for the web UI's /channels). Thread-safe.
+  static std::vector<std::shared_ptr<Channel>> All();
+  // The resolver's last error (OK when its last update was a set).
+  Status resolver_status() const;
+  // Extra attempts the budgets refused.
+  int64_t retries_refused() const { return retry_budget_.refused(); }
+  int64_t hedges_refused() const { return hedge_budget_.refused(); }
+
+ private:
+  friend class ChannelCall;
+
+  Channel(std::shared_ptr<Messenger> messenger, std::unique_ptr<Resolver> resolver,
+          ChannelOptions options);
+  void OnResolverUpdate(const Result<std::vector<Sockaddr>>& update);
+  // Sends one attempt of a call to `backend`; `observer` hears of its end (the backend itself,
+  // or an attempt that tells it).
+  void SendAttempt(Backend* backend, scoped_refptr<CallObserver>&& observer,
+                   const std::string& service, const std::string& method,
+                   const google::protobuf::Message& request, google::protobuf::Message* response,
+                   RpcController* controller, ResponseCallback&& callback);
+  // Why a call finds no server: no set yet, an empty set, or the resolver's error.
+  Status NoServerStatus() const;
+  // The hedge delay for a call with `controller` (MonoDelta() for none).
+  MonoDelta HedgeDelay(const RpcController& controller) const;
+  void RecordLatency(MonoDelta latency);
+
+  const std::shared_ptr<Messenger> messenger_;
+  const std::unique_ptr<Resolver> resolver_;
+  const std::string target_;
+  const ChannelOptions options_;
+  const std::unique_ptr<Balancer> balancer_;
+  RetryBudget retry_budget_;
+  RetryBudget hedge_budget_;
+
+  // The current set, read by every call without a lock. Replaced sets are kept (retired_) for a
+  // grace period longer than any pick, then freed by a later update.
+  std::atomic<const BackendSet*> current_{nullptr};
+  mutable Mutex mu_;
+  std::unique_ptr<const BackendSet> owned_current_ RRPC_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<const BackendSet>> retired_ RRPC_GUARDED_BY(mu_);
+  Status resolver_status_ RRPC_GUARDED_BY(mu_);
+  bool has_set_ RRPC_GUARDED_BY(mu_) = false;
+
+  // Answer times in power-of-two microsecond buckets, for the p95 hedge delay.
+  static constexpr int kLatencyBuckets = 32;
+  std::atomic<int64_t> latency_buckets_[kLatencyBuckets] = {};
+  std::atomic<int64_t> latency_samples_{0};
+};
+
+}  // namespace rrpc::rpc
