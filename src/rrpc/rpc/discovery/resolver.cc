@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "rrpc/rpc/discovery/file_resolver.h"
 #include "rrpc/rpc/discovery/list_resolver.h"
 
 namespace rrpc::rpc {
@@ -15,6 +16,7 @@ Result<std::unique_ptr<Resolver>> NewResolver(const std::string& target) {
   const std::string scheme = target.substr(0, sep);
   const std::string rest = target.substr(sep + 3);
   if (scheme == "list") return NewListResolver(target, rest);
+  if (scheme == "file") return NewFileResolver(target, rest);
   return Status::InvalidArgument("unknown target scheme '" + scheme + "'", target);
 }
 
