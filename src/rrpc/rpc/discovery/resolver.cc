@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "rrpc/rpc/discovery/dns_resolver.h"
+#include "rrpc/rpc/discovery/etcd_resolver.h"
 #include "rrpc/rpc/discovery/file_resolver.h"
 #include "rrpc/rpc/discovery/list_resolver.h"
 
@@ -20,6 +21,7 @@ Result<std::unique_ptr<Resolver>> NewResolver(const std::string& target) {
   if (scheme == "file") return NewFileResolver(target, rest);
   if (scheme == "dns") return NewDnsResolver(target, rest, /*srv=*/false);
   if (scheme == "dns+srv") return NewDnsResolver(target, rest, /*srv=*/true);
+  if (scheme == "etcd") return NewEtcdResolver(target, rest);
   return Status::InvalidArgument("unknown target scheme '" + scheme + "'", target);
 }
 
