@@ -103,6 +103,18 @@ TEST_F(FileResolverTest, PathThatCannotBeReadReportsAnError) {
   ASSERT_EQ(0, rmdir(path_.c_str()));
 }
 
+TEST_F(FileResolverTest, DirectoryRemovedAndMadeAgainIsWatchedAgain) {
+  WriteInPlace("127.0.0.1:7001\n");
+  StartResolver();
+  ASSERT_TRUE(recorder_.WaitForSet({"127.0.0.1:7001"}));
+  ASSERT_EQ(0, unlink(path_.c_str()));
+  ASSERT_EQ(0, rmdir(dir_.c_str()));
+  ASSERT_TRUE(recorder_.WaitForError());
+  ASSERT_EQ(0, mkdir(dir_.c_str(), 0755));
+  WriteByRename("127.0.0.1:7006\n");
+  EXPECT_TRUE(recorder_.WaitForSet({"127.0.0.1:7006"}));
+}
+
 TEST(FileResolverTargetTest, RelativeOrDirectoryPathsAreRefused) {
   for (const char* bad : {"file://", "file://relative/path", "file:///tmp/"}) {
     auto r = NewResolver(bad);

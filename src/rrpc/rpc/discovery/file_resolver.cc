@@ -132,6 +132,7 @@ class FileResolver : public Resolver {
         for (ssize_t off = 0; off < n;) {
           const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
           off += sizeof(inotify_event) + ev->len;
+          if (ev->wd != watch_) continue;  // a watch removed earlier
           if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) {
             // The directory itself went away: watch again once it is back.
             inotify_rm_watch(inotify_fd_, watch_);
