@@ -46,6 +46,19 @@ TEST_F(EtcdResolverTest, ListsThePrefixThenFollowsPutsAndDeletes) {
   EXPECT_TRUE(recorder_.WaitForSet({}));
 }
 
+TEST_F(EtcdResolverTest, UsesTheMemberThatAnswers) {
+  EtcdClient etcd = etcd_.Client();
+  ASSERT_TRUE(etcd.Put("/kv/127.0.0.1:7001", "127.0.0.1:7001", 0).ok());
+  // The first endpoint refuses connections (nothing listens on port 1).
+  auto r = NewResolver("etcd://127.0.0.1:1," + etcd_.endpoint() + "/kv");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  resolver_ = std::move(*r);
+  ASSERT_TRUE(resolver_->Start(recorder_.Listener()).ok());
+  ASSERT_TRUE(recorder_.WaitForSet({"127.0.0.1:7001"}));
+  ASSERT_TRUE(etcd.Put("/kv/127.0.0.1:7002", "127.0.0.1:7002", 0).ok());
+  EXPECT_TRUE(recorder_.WaitForSet({"127.0.0.1:7001", "127.0.0.1:7002"}));
+}
+
 TEST_F(EtcdResolverTest, KeepsItsSetWhileEtcdIsDownAndRecoversWhenItReturns) {
   EtcdClient etcd = etcd_.Client();
   ASSERT_TRUE(etcd.Put("/kv/127.0.0.1:7001", "127.0.0.1:7001", 0).ok());
