@@ -5,7 +5,8 @@ find_package(OpenSSL REQUIRED)
 find_package(GTest REQUIRED)
 find_package(PkgConfig REQUIRED)
 
-# libev::libev, glog::glog, gflags::gflags, civetweb::civetweb (shared with the installed package).
+# libev::libev, glog::glog, gflags::gflags, civetweb::civetweb, c-ares::cares (shared with the
+# installed package).
 include(${CMAKE_CURRENT_LIST_DIR}/RrpcImportedDeps.cmake)
 
 # libprotoc, for the protoc plugin.

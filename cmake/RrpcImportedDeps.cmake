@@ -25,3 +25,5 @@ _rrpc_import_library(gflags::gflags GFLAGS gflags/gflags.h gflags)
 _rrpc_import_library(glog::glog GLOG glog/logging.h glog gflags::gflags)
 # The embedded HTTP server of the web UI (rrpc::web, hence rrpc::server).
 _rrpc_import_library(civetweb::civetweb CIVETWEB civetweb.h civetweb)
+# The DNS resolver of the dns:// targets (rrpc::discovery).
+_rrpc_import_library(c-ares::cares CARES ares.h cares)

@@ -18,7 +18,8 @@ set(RRPC_CMAKE_PACKAGE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/rrpc")
 # The libraries of the package, each one before the libraries it uses (the order of rrpc.pc's
 # Libs). Exported as rrpc::<name without "rrpc_">: rrpc::rpc, rrpc::server...
 set(RRPC_EXPORTED_LIBRARIES rrpc_server rrpc_server_proto rrpc_web rrpc_cluster rrpc_discovery
-  rrpc_rpc rrpc_transport rrpc_security rrpc_observe rrpc_rpc_proto rrpc_metrics rrpc_util)
+  rrpc_discovery_proto rrpc_rpc rrpc_transport rrpc_security rrpc_observe rrpc_rpc_proto
+  rrpc_metrics rrpc_util)
 foreach(lib ${RRPC_EXPORTED_LIBRARIES})
   string(REGEX REPLACE "^rrpc_" "" export_name "${lib}")
   set_target_properties(${lib} PROPERTIES EXPORT_NAME "${export_name}")

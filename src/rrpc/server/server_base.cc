@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "rrpc/rpc/authorization.h"
+#include "rrpc/rpc/discovery/etcd_registration.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/service_if.h"
 #include "rrpc/server/reflection_service.h"
@@ -108,6 +109,14 @@ Status ServerBase::Start() {
   RRPC_ASSIGN_OR_RETURN(Sockaddr bind, Sockaddr::Parse(options_.rpc_bind_address));
   start_time_ = MonoTime::Now();
   RRPC_RETURN_NOT_OK(messenger_->Listen(bind, &rpc_address_));
+  if (!options_.registry.empty()) {
+    Status s = StartRegistration();
+    if (!s.ok()) {
+      messenger_->Shutdown();
+      state_.store(State::kStopped);
+      return s.CloneAndPrepend("registry");
+    }
+  }
   if (!options_.webserver_bind_address.empty()) {
     WebserverOptions wopts;
     wopts.bind_address = options_.webserver_bind_address;
@@ -125,6 +134,7 @@ Status ServerBase::Start() {
     RegisterRpcPages(web_.get(), messenger_.get(), metric_registry_.get(), popts);
     Status s = web_->Start();
     if (!s.ok()) {
+      if (registration_) (void)registration_->Withdraw();
       messenger_->Shutdown();
       state_.store(State::kStopped);
       return s.CloneAndPrepend("web UI");
@@ -136,10 +146,37 @@ Status ServerBase::Start() {
   return Status::OK();
 }
 
+Status ServerBase::StartRegistration() {
+  rpc::EtcdRegistrationOptions ropts;
+  ropts.target = options_.registry;
+  ropts.ttl = options_.registry_ttl;
+  ropts.address = options_.advertised_address;
+  if (ropts.address.empty()) {
+    const std::string host = rpc_address_.host();
+    if (host == "0.0.0.0" || host == "::") {
+      return Status::InvalidArgument(
+          "the RPC server listens on a wildcard address: say what clients connect to "
+          "(advertised_address, --rpc_advertise_address)",
+          rpc_address_.ToString());
+    }
+    ropts.address = rpc_address_.ToString();
+  }
+  registration_ = std::make_unique<rpc::EtcdRegistration>(ropts);
+  return registration_->Start();
+}
+
 void ServerBase::Shutdown() {
   MutexLock lock(shutdown_mu_);
   const State state = state_.load();
   if (state == State::kStopped) return;
+  if (registration_) {
+    // Withdrawn first: resolvers drop the server while it still answers, so no client picks it
+    // after it starts refusing.
+    Status s = registration_->Withdraw();
+    LOG(INFO) << options_.name << ": withdrawn from the registry"
+              << (s.ok() ? "" : " (" + s.ToString() + ")");
+    registration_.reset();
+  }
   if (messenger_ && state == State::kRunning) {
     const MonoTime deadline = MonoTime::Now() + options_.shutdown_timeout;
     LOG(INFO) << options_.name << ": draining (up to " << options_.shutdown_timeout.ToString()

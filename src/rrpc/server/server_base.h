@@ -33,6 +33,7 @@ class MetricRegistry;
 class Webserver;
 
 namespace rpc {
+class EtcdRegistration;
 class Messenger;
 class ServiceIf;
 }  // namespace rpc
@@ -63,9 +64,19 @@ struct ServerBaseOptions {
   std::string data_dir;
   // How long Shutdown() waits for calls in flight before closing their connections.
   MonoDelta shutdown_timeout = MonoDelta::FromSeconds(30);
+  // "etcd://host:port[,host:port...]/prefix": Start() registers the server there (key
+  // prefix/<advertised address>, under a lease renewed at a third of registry_ttl), and
+  // Shutdown() withdraws it before draining (docs/discovery.md). Empty: no registry.
+  std::string registry;
+  // How long the entry of a server that died without withdrawing stays listed (>= 3 s).
+  MonoDelta registry_ttl = MonoDelta::FromSeconds(10);
+  // "host:port" clients should connect to, as registered; empty: the address the RPC server
+  // listens on (which must then not be a wildcard such as 0.0.0.0).
+  std::string advertised_address;
 
-  // The options from --rpc_bind, --webserver_bind, --data_dir, --shutdown_timeout_ms and the
-  // --rpc_* messenger flags (server_base_flags.cc). Only binaries call this.
+  // The options from --rpc_bind, --webserver_bind, --data_dir, --shutdown_timeout_ms,
+  // --registry, --registry_ttl_s, --rpc_advertise_address and the --rpc_* messenger flags
+  // (server_base_flags.cc). Only binaries call this.
   static ServerBaseOptions FromFlags(std::string name);
 };
 
@@ -83,7 +94,8 @@ class ServerBase {
   Status Init();
   // Listens for RPCs and starts the web UI. Calls Init() first if it was not called.
   Status Start();
-  // Graceful drain, then close: stops accepting connections, refuses new calls (retriable
+  // Graceful drain, then close: withdraws the server from its registry (so clients stop
+  // choosing it), stops accepting connections, refuses new calls (retriable
   // ERROR_UNAVAILABLE), waits up to shutdown_timeout for every call in flight to be answered,
   // stops the web UI and shuts the messenger down. Idempotent; any thread but a reactor or a
   // worker of this server.
@@ -133,11 +145,15 @@ class ServerBase {
   enum class State { kNew, kInitialized, kRunning, kDraining, kStopped };
   // SIGHUP: ReloadSecurity(), and logs the outcome.
   void ReloadOnSighup();
+  // Registers rpc_address_ (or the advertised address) in options_.registry.
+  Status StartRegistration();
 
   const ServerBaseOptions options_;
   std::unique_ptr<MetricRegistry> metric_registry_;  // outlives the messenger and web UI
   std::shared_ptr<rpc::Messenger> messenger_;
   std::unique_ptr<Webserver> web_;
+  // The server's entry in options_.registry, while registered (Start() to Shutdown()).
+  std::unique_ptr<rpc::EtcdRegistration> registration_;
   // Services registered before Init(), handed to the messenger by Init().
   std::vector<std::unique_ptr<rpc::ServiceIf>> pending_services_;
   Sockaddr rpc_address_;

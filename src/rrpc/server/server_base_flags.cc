@@ -34,6 +34,19 @@ DEFINE_int32(shutdown_timeout_ms, 30000,
              "On SIGTERM/SIGINT, milliseconds to wait for calls in flight to be answered before "
              "closing their connections. Longer drains lose fewer calls but delay restarts.");
 
+DEFINE_string(registry, "",
+              "etcd://host:port[,host:port...]/prefix: register this server in etcd under the "
+              "prefix (key prefix/<host:port>, with a lease kept alive) so clients with the "
+              "target etcd://.../prefix find it; withdrawn before the drain on SIGTERM. Empty: "
+              "no registry (docs/discovery.md).");
+DEFINE_int32(registry_ttl_s, 10,
+             "Lease TTL in seconds of the --registry entry (at least 3): how long a server that "
+             "died without withdrawing stays listed. Renewed every third of it; shorter drops "
+             "dead servers sooner but costs more renewals.");
+DEFINE_string(rpc_advertise_address, "",
+              "host:port clients should connect to, as registered in --registry; empty: the "
+              "address --rpc_bind resolves to (which must not then be a wildcard).");
+
 namespace rrpc {
 
 ServerBaseOptions ServerBaseOptions::FromFlags(std::string name) {
@@ -49,6 +62,9 @@ ServerBaseOptions ServerBaseOptions::FromFlags(std::string name) {
   options.status_requires_authentication = FLAGS_status_require_authentication;
   options.data_dir = FLAGS_data_dir;
   options.shutdown_timeout = MonoDelta::FromMilliseconds(FLAGS_shutdown_timeout_ms);
+  options.registry = FLAGS_registry;
+  options.registry_ttl = MonoDelta::FromSeconds(FLAGS_registry_ttl_s);
+  options.advertised_address = FLAGS_rpc_advertise_address;
   return options;
 }
 
