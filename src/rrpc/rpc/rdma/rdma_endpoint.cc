@@ -1,6 +1,7 @@
 #include "rrpc/rpc/rdma/rdma_endpoint.h"
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 namespace rrpc::rdma {
@@ -12,22 +13,35 @@ Result<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::Create(Context* ctx, Protect
   }
   std::unique_ptr<RdmaEndpoint> ep(new RdmaEndpoint(ctx, pd, o));
   RRPC_ASSIGN_OR_RETURN(ep->channel_, ctx->CreateChannel());
-  // Every completion fits: one per posted receive and one per send block in flight.
-  RRPC_ASSIGN_OR_RETURN(
-      ep->cq_,
-      ctx->CreateCq(static_cast<int>(o.receive_buffers + o.send_buffers + 1), ep->channel_.get()));
   RRPC_ASSIGN_OR_RETURN(
       ep->receive_pool_,
       RegisteredBlockPool::Create(pd, o.receive_buffers + o.spare_receive_buffers, o.buffer_size));
   RRPC_ASSIGN_OR_RETURN(ep->send_pool_,
                         RegisteredBlockPool::Create(pd, o.send_buffers, o.buffer_size));
   QpInitAttr attr;
-  attr.send_cq = attr.recv_cq = ep->cq_.get();
   attr.caps.max_send_wr = o.send_buffers;  // one send in flight per send block
   attr.caps.max_recv_wr = o.receive_buffers;
   attr.caps.max_send_sge = std::max(1u, o.max_send_sge);
   attr.caps.max_inline_data = o.max_inline;
+  // Every completion must fit: one per posted receive and one per send the QP lets us post (the
+  // transport fills the send queue the device granted, which may be deeper than asked: mlx5
+  // rounds up). The CQ is sized for the request first; if the grant is deeper, made again.
+  auto entries = [&o](const QpCaps& granted) {
+    return static_cast<int>(o.receive_buffers + granted.max_send_wr + 1);
+  };
+  RRPC_ASSIGN_OR_RETURN(ep->cq_, ctx->CreateCq(entries(attr.caps), ep->channel_.get()));
+  attr.send_cq = attr.recv_cq = ep->cq_.get();
   RRPC_ASSIGN_OR_RETURN(ep->qp_, pd->CreateQp(attr));
+  if (ep->cq_->capacity() < entries(ep->qp_->caps())) {
+    const int needed = entries(ep->qp_->caps());
+    ep->qp_.reset();  // before its CQ
+    RRPC_ASSIGN_OR_RETURN(ep->cq_, ctx->CreateCq(needed, ep->channel_.get()));
+    attr.send_cq = attr.recv_cq = ep->cq_.get();
+    RRPC_ASSIGN_OR_RETURN(ep->qp_, pd->CreateQp(attr));
+    if (ep->cq_->capacity() < entries(ep->qp_->caps())) {
+      return Status::RuntimeError("RDMA: the device grants a deeper send queue on every try");
+    }
+  }
   RRPC_RETURN_NOT_OK(ep->qp_->ToInit(ctx->port().port));
   for (uint32_t i = 0; i < o.receive_buffers; ++i) {
     uint32_t index;
@@ -49,6 +63,7 @@ Result<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::CreateShared(Context* ctx, P
   attr.caps.max_send_wr = o.send_buffers;  // this connection's sends in flight, at most
   attr.caps.max_recv_wr = 0;
   attr.caps.max_inline_data = o.max_inline;
+  attr.context = shared;  // its async events (last WQE reached) go to the context
   RRPC_ASSIGN_OR_RETURN(ep->qp_, pd->CreateQp(attr));
   RRPC_RETURN_NOT_OK(ep->qp_->ToInit(ctx->port().port));
   ep->SetAddress();
@@ -68,6 +83,13 @@ Status RdmaEndpoint::PostReceive(uint32_t index) {
   return qp_->PostRecv(RecvWr{index, &sge, 1});
 }
 
+bool NeedsGlobalRoute(const PortInfo& local, const Gid& remote) {
+  if (local.ethernet) return true;
+  static const Gid kZero{};
+  if (remote == kZero) return false;
+  return memcmp(local.gid.data(), remote.data(), 8) != 0;  // the subnet prefix
+}
+
 Status RdmaEndpoint::Connect(const QpAddress& remote, uint32_t path_mtu) {
   QpConnectParams p;
   p.remote = remote;
@@ -76,6 +98,7 @@ Status RdmaEndpoint::Connect(const QpAddress& remote, uint32_t path_mtu) {
   p.rnr_retry = options_.rnr_retry;
   p.port = ctx_->port().port;
   p.gid_index = ctx_->port().gid_index;
+  p.global = NeedsGlobalRoute(ctx_->port(), remote.gid);
   return qp_->Connect(p);
 }
 

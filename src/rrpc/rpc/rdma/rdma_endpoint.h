@@ -33,6 +33,11 @@ struct EndpointOptions {
   uint32_t extra_advertised_credits_for_tests = 0;
 };
 
+// Whether a QP on `local` reaches the peer whose GID is `remote` with a global route header:
+// always on RoCE (Ethernet), on InfiniBand only when the peer is in another subnet (its GID's
+// subnet prefix differs from ours; a zero GID is a peer that gave none).
+bool NeedsGlobalRoute(const PortInfo& local, const Gid& remote);
+
 class RdmaEndpoint {
  public:
   // The QP ends in INIT with every receive block posted (wr_id = block index).

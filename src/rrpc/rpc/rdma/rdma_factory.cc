@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include "rrpc/rpc/rdma/memlock.h"
 #include "rrpc/rpc/rdma/rdma_upgrade.h"
 #include "rrpc/util/metrics/counter.h"
 #include "rrpc/util/metrics/histogram_metric.h"
@@ -211,6 +212,18 @@ std::vector<RdmaTransportFactory::SrqSnapshot> RdmaTransportFactory::SrqStatsSna
   return out;
 }
 
+std::string MemlockWarningFor(const RdmaOptions& o, uint64_t limit) {
+  if (o.use_srq && !o.transport.busy_poll) {
+    const uint64_t per_reactor =
+        o.srq.max_memory + uint64_t{o.srq.send_buffers} * o.srq.buffer_size;
+    return MemlockWarning(limit, per_reactor, 1, "reactor");
+  }
+  const EndpointOptions& e = o.endpoint;
+  const uint64_t per_connection =
+      uint64_t{e.receive_buffers + e.spare_receive_buffers + e.send_buffers} * e.buffer_size;
+  return MemlockWarning(limit, per_connection, 64, "connection");
+}
+
 Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!device_tried_) {
@@ -245,6 +258,8 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
       LOG(INFO) << "RDMA device " << device_->context->device_name() << " opened ("
                 << (options_.backend == RdmaBackend::kSoft ? "software backend" : "libibverbs")
                 << ")";
+      const std::string warning = MemlockWarningFor(options_, LockedMemoryLimit());
+      if (!warning.empty()) LOG(WARNING) << warning;
     }
   }
   if (device_ == nullptr) return device_error_;

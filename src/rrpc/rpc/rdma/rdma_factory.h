@@ -58,6 +58,11 @@ struct RdmaOptions {
 };
 
 // The opened device and its protection domain, shared by the connections (each holds it).
+// The locked-memory warning for a process using `options` under `limit` (memlock.h): what one
+// connection pins (private receive queue: its receive, spare and send blocks) or one reactor
+// (SRQ mode: its receive pool at the cap and its send blocks). Empty when the limit is ample.
+std::string MemlockWarningFor(const RdmaOptions& options, uint64_t limit);
+
 struct RdmaDevice {
   std::unique_ptr<Context> context;
   SoftDevice* soft = nullptr;  // the same object when the backend is soft: its fault hooks

@@ -58,7 +58,17 @@ FallbackReason RdmaUpgrade::MakeEndpoint() {
 }
 
 void RdmaUpgrade::DropEndpoint() {
-  if (srq_ != nullptr && endpoint_ != nullptr) srq_->Forget(endpoint_->qp()->qp_num());
+  if (srq_ != nullptr && endpoint_ != nullptr) {
+    QueuePair* qp = endpoint_->qp();
+    const QpState state = qp->state();
+    if (state == QpState::kReset || state == QpState::kInit) {
+      srq_->Forget(qp->qp_num());  // never connected: nothing of it in the CQs
+    } else {
+      // Connected (the peer may have sent already): drained before it is destroyed.
+      (void)qp->ToError();
+      srq_->Retire(qp->qp_num(), std::move(endpoint_), 0, 0);
+    }
+  }
   endpoint_.reset();
   if (srq_ != nullptr) srq_->Release(srq_grant_);
   srq_.reset();

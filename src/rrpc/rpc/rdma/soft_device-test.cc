@@ -26,6 +26,7 @@ struct Side {
   std::unique_ptr<CompletionQueue> send_cq, recv_cq;
   std::unique_ptr<SharedReceiveQueue> srq;
   std::unique_ptr<QueuePair> qp;
+  int srq_context = 0, qp_context = 0;  // their addresses are the creators' context pointers
 
   void Open(const QpCaps& caps, int cq_size = 64, bool use_srq = false) {
     dev = OpenSoftDevice(options).value();
@@ -38,10 +39,11 @@ struct Side {
     attr.send_cq = send_cq.get();
     attr.recv_cq = recv_cq.get();
     if (use_srq) {
-      srq = pd->CreateSrq(64).value();
+      srq = pd->CreateSrq(64, &srq_context).value();
       attr.srq = srq.get();
     }
     attr.caps = caps;
+    attr.context = &qp_context;
     qp = pd->CreateQp(attr).value();
     ASSERT_TRUE(qp->ToInit(1).ok());
   }
@@ -278,7 +280,7 @@ TEST_F(SoftDeviceTest, CompletionQueueOverflowIsAnErrorAndAnAsyncEvent) {
   AsyncEvent ev;
   ASSERT_TRUE(b_.dev->NextAsyncEvent(&ev));
   EXPECT_EQ(ev.type, AsyncEventType::kCqError);
-  EXPECT_EQ(ev.object, b_.recv_cq.get());
+  EXPECT_EQ(ev.context, b_.recv_cq.get());
 }
 
 TEST_F(SoftDeviceTest, AWrongLkeyOrMemoryOutsideTheRegionIsAProtectionError) {
@@ -357,8 +359,80 @@ TEST_F(SoftDeviceTest, SrqLimitEventFiresOnceWhenReceivesDropBelowTheLimit) {
   ASSERT_EQ(WaitFor(b_.recv_cq.get(), 2).size(), 2u);
   ASSERT_TRUE(b_.dev->NextAsyncEvent(&ev));
   EXPECT_EQ(ev.type, AsyncEventType::kSrqLimitReached);
-  EXPECT_EQ(ev.object, b_.srq.get());
+  // As verbs: the SRQ is named by the context its creator set, nothing else.
+  EXPECT_EQ(ev.context, &b_.srq_context);
   EXPECT_FALSE(b_.dev->NextAsyncEvent(&ev));
+}
+
+TEST_F(SoftDeviceTest, AnSrqEventWithoutAContextNamesNothing) {
+  b_.Open(Caps());
+  auto srq = b_.pd->CreateSrq(8).value();  // no context
+  QpInitAttr attr;
+  attr.send_cq = b_.send_cq.get();
+  attr.recv_cq = b_.recv_cq.get();
+  attr.srq = srq.get();
+  attr.caps = Caps();
+  auto qp = b_.pd->CreateQp(attr).value();
+  ASSERT_TRUE(qp->ToInit(1).ok());
+  ASSERT_TRUE(qp->ToError().ok());
+  AsyncEvent ev;
+  ASSERT_TRUE(b_.dev->NextAsyncEvent(&ev));
+  EXPECT_EQ(ev.type, AsyncEventType::kQpLastWqeReached);
+  EXPECT_EQ(ev.qp_num, qp->qp_num());
+  EXPECT_EQ(ev.context, nullptr);
+}
+
+// mlx5: after ERR, a QP on an SRQ reports its last WQE once every receive it took has
+// completed; destroying the QP removes its completions from both CQs, so a receive not polled
+// by then is lost to the SRQ's owner. Only event, then poll, then destroy keeps them all.
+TEST_F(SoftDeviceTest, LastWqeReachedFollowsTheReceivesOfAnSrqQueuePair) {
+  Connect(Caps(), 0, 64, /*srq=*/true);
+  for (int i = 0; i < 4; ++i) {
+    Sge s = b_.sge(64 * i, 64);
+    ASSERT_TRUE(b_.srq->PostRecv(RecvWr{static_cast<uint64_t>(i), &s, 1}).ok());
+  }
+  ASSERT_TRUE(a_.Send(0, 0, 8).ok());
+  ASSERT_TRUE(a_.Send(1, 0, 8).ok());
+  ASSERT_EQ(WaitFor(a_.send_cq.get(), 2).size(), 2u);  // acknowledged: placed in b's CQ
+  AsyncEvent ev;
+  EXPECT_FALSE(b_.dev->NextAsyncEvent(&ev));
+  ASSERT_TRUE(b_.qp->ToError().ok());
+  ASSERT_TRUE(b_.dev->NextAsyncEvent(&ev));
+  EXPECT_EQ(ev.type, AsyncEventType::kQpLastWqeReached);
+  EXPECT_EQ(ev.qp_num, b_.qp->qp_num());
+  EXPECT_EQ(ev.context, &b_.qp_context);
+  auto recvs = WaitFor(b_.recv_cq.get(), 2);
+  ASSERT_EQ(recvs.size(), 2u);
+  EXPECT_EQ(recvs[1].wr_id, 1u);
+}
+
+TEST_F(SoftDeviceTest, DestroyingAQueuePairRemovesItsCompletionsFromBothQueues) {
+  Connect(Caps(), 0, 64, /*srq=*/true);
+  for (int i = 0; i < 4; ++i) {
+    Sge s = b_.sge(64 * i, 64);
+    ASSERT_TRUE(b_.srq->PostRecv(RecvWr{static_cast<uint64_t>(i), &s, 1}).ok());
+  }
+  ASSERT_TRUE(a_.Send(0, 0, 8).ok());
+  ASSERT_TRUE(a_.Send(1, 0, 8).ok());
+  ASSERT_EQ(WaitFor(a_.send_cq.get(), 2).size(), 2u);
+  ASSERT_TRUE(b_.Send(7, 0, 8).ok());  // to a with no receive posted: fails at once (rnr 0)
+  ASSERT_TRUE(b_.qp->ToError().ok());
+  Settle();
+  b_.qp.reset();
+  WorkCompletion wc[8];
+  EXPECT_EQ(b_.recv_cq->Poll(wc, 8).value(), 0);
+  EXPECT_EQ(b_.send_cq->Poll(wc, 8).value(), 0);
+  AsyncEvent ev;
+  EXPECT_FALSE(b_.dev->NextAsyncEvent(&ev));  // its queued events went with it
+}
+
+TEST_F(SoftDeviceTest, GrantedDepthsAreRoundedUpToPowersOfTwo) {
+  a_.Open(Caps(/*send=*/6, /*recv=*/5));
+  EXPECT_EQ(a_.qp->caps().max_send_wr, 8u);
+  EXPECT_EQ(a_.qp->caps().max_recv_wr, 8u);
+  // Every granted slot may be used.
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(a_.PostRecv(i, 0, 64).ok()) << i;
+  EXPECT_FALSE(a_.PostRecv(8, 0, 64).ok());
 }
 
 TEST_F(SoftDeviceTest, AnArmedQueueSignalsItsChannelOnce) {

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "rrpc/rpc/rdma/memlock.h"
 #include "rrpc/rpc/rdma/soft_internal.h"
 
 namespace rrpc::rdma {
@@ -39,6 +40,12 @@ void FaultIn(uint8_t* addr, size_t length) {
   }
 }
 
+uint32_t RoundUpToPowerOfTwo(uint32_t n) {
+  uint32_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
 // The abstract UNIX socket address of the device a GID names: "\0rrpc-soft-<pid>-<id>".
 sockaddr_un AddressOf(const Gid& gid, socklen_t* len) {
   uint32_t pid, id;
@@ -58,6 +65,7 @@ class SoftMr final : public MemoryRegion {
   ~SoftMr() override {
     std::lock_guard<std::mutex> lock(dev_->mu);
     dev_->mrs.erase(key_);
+    dev_->pinned_bytes -= length_;
   }
   uint8_t* addr() const override { return addr_; }
   size_t length() const override { return length_; }
@@ -85,6 +93,11 @@ class SoftPd final : public ProtectionDomain {
       return Status::IOError("memory registration failed (injected fault)");
     }
     if (addr == nullptr || length == 0) return Status::InvalidArgument("empty memory region");
+    const uint64_t limit = dev_->options().locked_memory_limit;
+    if (limit != 0 && dev_->pinned_bytes + length > limit) {
+      return RegistrationError(ENOMEM, length, limit);
+    }
+    dev_->pinned_bytes += length;
     uint32_t key = dev_->NewKey();
     dev_->mrs[key] = {this, static_cast<uint8_t*>(addr), length};
     return std::unique_ptr<MemoryRegion>(
@@ -106,19 +119,22 @@ class SoftPd final : public ProtectionDomain {
       return Status::InvalidArgument("too many SGEs per request");
     }
     QpCaps granted = attr.caps;
-    // As a NIC does: grant at most what the device can, and say so.
+    // As a NIC does: grant at most what the device can, and say so; and as mlx5 does, round the
+    // queue depths up to powers of two (a CQ sized from the request can then overflow).
     granted.max_inline_data = std::min(attr.caps.max_inline_data, o.max_inline_data);
+    granted.max_send_wr = RoundUpToPowerOfTwo(attr.caps.max_send_wr);
+    granted.max_recv_wr = attr.srq != nullptr ? 0 : RoundUpToPowerOfTwo(attr.caps.max_recv_wr);
     std::lock_guard<std::mutex> lock(dev_->mu);
     auto qp = std::make_unique<SoftQp>(dev_, this, attr, dev_->NewQpNum(), granted);
     dev_->AddQp(qp.get());
     return std::unique_ptr<QueuePair>(std::move(qp));
   }
 
-  Result<std::unique_ptr<SharedReceiveQueue>> CreateSrq(uint32_t max_wr) override {
+  Result<std::unique_ptr<SharedReceiveQueue>> CreateSrq(uint32_t max_wr, void* context) override {
     if (max_wr == 0 || max_wr > dev_->options().max_qp_wr) {
       return Status::InvalidArgument("SRQ depth out of the device's range");
     }
-    return std::unique_ptr<SharedReceiveQueue>(new SoftSrq(dev_, max_wr));
+    return std::unique_ptr<SharedReceiveQueue>(new SoftSrq(dev_, max_wr, context));
   }
 
  private:
@@ -135,8 +151,8 @@ uint64_t PostedRecv::capacity() const {
 
 // ---- Completion queues and channels.
 
-SoftCq::SoftCq(SoftDeviceImpl* dev, int capacity, CompletionChannel* channel)
-    : dev_(dev), capacity_(capacity), channel_(channel) {}
+SoftCq::SoftCq(SoftDeviceImpl* dev, int capacity, CompletionChannel* channel, int vector)
+    : dev_(dev), capacity_(capacity), channel_(channel), vector_(vector) {}
 
 SoftCq::~SoftCq() {
   {
@@ -174,7 +190,7 @@ void SoftCq::Push(const WorkCompletion& wc) {
     // Hardware overruns the queue: the CQ is lost and the owner hears it as an async event.
     overflowed_ = true;
     entries_.clear();
-    dev_->PostAsyncEvent({AsyncEventType::kCqError, 0, this});
+    dev_->PostAsyncEvent({AsyncEventType::kCqError, 0, static_cast<CompletionQueue*>(this)});
     return;
   }
   entries_.push_back(wc);
@@ -182,6 +198,12 @@ void SoftCq::Push(const WorkCompletion& wc) {
     armed_ = false;
     static_cast<SoftChannel*>(channel_)->Notify(this);
   }
+}
+
+void SoftCq::Clean(uint32_t qpn) {
+  auto of_qp = [qpn](const WorkCompletion& wc) { return wc.qp_num == qpn; };
+  entries_.erase(std::remove_if(entries_.begin(), entries_.end(), of_qp), entries_.end());
+  stalled_.erase(std::remove_if(stalled_.begin(), stalled_.end(), of_qp), stalled_.end());
 }
 
 void SoftCq::ReleaseStalled() {
@@ -251,7 +273,7 @@ bool SoftSrq::Take(PostedRecv* out) {
   posted_.pop_front();
   if (limit_ != 0 && posted_.size() < limit_) {
     limit_ = 0;
-    dev_->PostAsyncEvent({AsyncEventType::kSrqLimitReached, 0, this});
+    dev_->PostAsyncEvent({AsyncEventType::kSrqLimitReached, 0, context_});
   }
   return true;
 }
@@ -264,6 +286,7 @@ SoftDeviceImpl::SoftDeviceImpl(const SoftDeviceOptions& options, int listen_fd, 
   port_.lid = 0;
   port_.active_mtu = 4096;
   port_.max_msg_size = 1u << 30;
+  port_.num_comp_vectors = std::max(1, options.num_comp_vectors);
 }
 
 SoftDeviceImpl::~SoftDeviceImpl() {
@@ -315,8 +338,9 @@ Result<std::unique_ptr<CompletionQueue>> SoftDeviceImpl::CreateCq(int entries,
   if (entries <= 0 || entries > options_.max_cqe) {
     return Status::InvalidArgument("CQ size out of the device's range");
   }
-  auto cq = std::make_unique<SoftCq>(this, entries, channel);
   std::lock_guard<std::mutex> lock(mu);
+  const int vector = static_cast<int>(next_vector_++ % std::max(1, port_.num_comp_vectors));
+  auto cq = std::make_unique<SoftCq>(this, entries, channel, vector);
   AddCq(cq.get());
   return std::unique_ptr<CompletionQueue>(std::move(cq));
 }
@@ -325,6 +349,24 @@ void SoftDeviceImpl::PostAsyncEvent(const AsyncEvent& event) {
   async_events_.push_back(event);
   uint64_t one = 1;
   (void)!write(async_fd_, &one, sizeof(one));
+}
+
+void SoftDeviceImpl::PostAsyncEventAfterCompletions(const AsyncEvent& event) {
+  if (stalled_) {
+    stalled_events_.push_back(event);
+  } else {
+    PostAsyncEvent(event);
+  }
+}
+
+void SoftDeviceImpl::ForgetAsyncEvents(uint32_t qpn) {
+  auto of_qp = [qpn](const AsyncEvent& e) {
+    return e.qp_num == qpn &&
+           (e.type == AsyncEventType::kQpFatal || e.type == AsyncEventType::kQpLastWqeReached);
+  };
+  for (auto* q : {&async_events_, &stalled_events_}) {
+    q->erase(std::remove_if(q->begin(), q->end(), of_qp), q->end());
+  }
 }
 
 bool SoftDeviceImpl::NextAsyncEvent(AsyncEvent* event) {
@@ -349,6 +391,9 @@ void SoftDeviceImpl::StallCompletions(bool stalled) {
   stalled_ = stalled;
   if (!stalled) {
     for (SoftCq* cq : cqs_) cq->ReleaseStalled();
+    std::deque<AsyncEvent> held;
+    held.swap(stalled_events_);
+    for (const AsyncEvent& e : held) PostAsyncEvent(e);
   }
 }
 

@@ -35,6 +35,10 @@ struct SoftDeviceOptions {
   // reused before the completion fails the same way; a freed one is a use-after-free ASAN
   // reports). Costs a read of every sent byte on the NIC thread: tests turn it on.
   bool verify_send_memory = false;
+  // Registered bytes the device pins at most, as RLIMIT_MEMLOCK bounds a NIC's (0: no limit):
+  // a registration beyond it fails as ibv_reg_mr does (ENOMEM).
+  uint64_t locked_memory_limit = 0;
+  int num_comp_vectors = 4;  // CQs go round-robin over them (nothing else differs)
 };
 
 class SoftDevice : public Context {

@@ -55,20 +55,24 @@ struct Link {
 
 class SoftCq final : public CompletionQueue {
  public:
-  SoftCq(SoftDeviceImpl* dev, int capacity, CompletionChannel* channel);
+  SoftCq(SoftDeviceImpl* dev, int capacity, CompletionChannel* channel, int vector);
   ~SoftCq() override;
   Result<int> Poll(WorkCompletion* wc, int max) override;
   Status RequestNotify() override;
   int capacity() const override { return capacity_; }
+  int comp_vector() const override { return vector_; }
 
   // REQUIRES: dev->mu held.
   void Push(const WorkCompletion& wc);
   void ReleaseStalled();
+  // Drops queue pair `qpn`'s completions, as a NIC does when the QP is destroyed.
+  void Clean(uint32_t qpn);
 
  private:
   SoftDeviceImpl* const dev_;
   const int capacity_;
   CompletionChannel* const channel_;
+  const int vector_;
   std::deque<WorkCompletion> entries_;  // guarded by dev_->mu
   std::deque<WorkCompletion> stalled_;  // guarded by dev_->mu
   bool armed_ = false;                  // guarded by dev_->mu
@@ -102,7 +106,8 @@ struct PostedRecv {
 
 class SoftSrq final : public SharedReceiveQueue {
  public:
-  SoftSrq(SoftDeviceImpl* dev, uint32_t max_wr) : dev_(dev), max_wr_(max_wr) {}
+  SoftSrq(SoftDeviceImpl* dev, uint32_t max_wr, void* context)
+      : dev_(dev), max_wr_(max_wr), context_(context) {}
   Status PostRecv(const RecvWr& wr) override;
   Status ArmLimit(uint32_t limit) override;
   // REQUIRES: dev->mu held. False when none is posted.
@@ -111,6 +116,7 @@ class SoftSrq final : public SharedReceiveQueue {
  private:
   SoftDeviceImpl* const dev_;
   const uint32_t max_wr_;
+  void* const context_;            // what its async events carry
   std::deque<PostedRecv> posted_;  // guarded by dev_->mu
   uint32_t limit_ = 0;             // 0: disarmed
 };
@@ -168,6 +174,7 @@ class SoftQp final : public QueuePair {
   SoftCq* const send_cq_;
   SoftCq* const recv_cq_;
   SoftSrq* const srq_;
+  void* const context_;  // what its async events carry
   const uint32_t qpn_;
   const QpCaps caps_;
   // All below guarded by dev_->mu.
@@ -212,6 +219,11 @@ class SoftDeviceImpl final : public SoftDevice {
   // All below: REQUIRES mu held.
   bool stalled() const { return stalled_; }
   void PostAsyncEvent(const AsyncEvent& event);
+  // An event that follows completions already pushed (last WQE reached): held back with them
+  // while completions are stalled.
+  void PostAsyncEventAfterCompletions(const AsyncEvent& event);
+  // Drops the queued events of queue pair `qpn` (destroyed: verbs delivers none after).
+  void ForgetAsyncEvents(uint32_t qpn);
   uint32_t NewQpNum() { return next_qpn_++; }
   uint32_t NewKey() { return next_key_++; }
   void AddQp(SoftQp* qp) { qps_[qp->qp_num()] = qp; }
@@ -238,6 +250,7 @@ class SoftDeviceImpl final : public SoftDevice {
     size_t length;
   };
   std::map<uint32_t, MrEntry> mrs;
+  uint64_t pinned_bytes = 0;  // registered, against options().locked_memory_limit
 
  private:
   void NicLoop();
@@ -262,11 +275,13 @@ class SoftDeviceImpl final : public SoftDevice {
   int failing_registrations_ = 0;
   uint32_t next_qpn_ = 0x100;
   uint32_t next_key_ = 0x1000;
+  uint32_t next_vector_ = 0;
   std::map<uint32_t, SoftQp*> qps_;
   std::set<SoftCq*> cqs_;
   std::vector<std::unique_ptr<Link>> links_;  // kept (dead ones too) until the device goes
   std::map<Gid, Link*> outbound_;
   std::deque<AsyncEvent> async_events_;
+  std::deque<AsyncEvent> stalled_events_;  // PostAsyncEventAfterCompletions while stalled
 };
 
 }  // namespace rrpc::rdma::soft

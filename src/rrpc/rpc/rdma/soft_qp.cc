@@ -24,6 +24,7 @@ SoftQp::SoftQp(SoftDeviceImpl* dev, const void* pd, const QpInitAttr& attr, uint
       send_cq_(static_cast<SoftCq*>(attr.send_cq)),
       recv_cq_(static_cast<SoftCq*>(attr.recv_cq)),
       srq_(static_cast<SoftSrq*>(attr.srq)),
+      context_(attr.context),
       qpn_(qpn),
       caps_(caps),
       rq_(srq_ == nullptr ? std::make_unique<std::deque<PostedRecv>>() : nullptr) {}
@@ -31,6 +32,11 @@ SoftQp::SoftQp(SoftDeviceImpl* dev, const void* pd, const QpInitAttr& attr, uint
 SoftQp::~SoftQp() {
   std::lock_guard<std::mutex> lock(dev_->mu);
   dev_->RemoveQp(qpn_);
+  // As mlx5's destroy: the QP's completions leave both CQs (a receive it took from an SRQ is
+  // then lost to the SRQ's owner), and no event of it is delivered after.
+  send_cq_->Clean(qpn_);
+  recv_cq_->Clean(qpn_);
+  dev_->ForgetAsyncEvents(qpn_);
 }
 
 QpState SoftQp::state() const {
@@ -217,6 +223,11 @@ void SoftQp::EnterError(WcStatus first_status) {
   while (rq_ != nullptr && !rq_->empty()) {
     CompleteRecv(rq_->front().wr_id, WcStatus::kFlushed, 0, false, 0);
     rq_->pop_front();
+  }
+  // On an SRQ: every receive it took has completed (completions are pushed as packets land), so
+  // the last WQE is reached now; the event comes behind those completions.
+  if (srq_ != nullptr) {
+    dev_->PostAsyncEventAfterCompletions({AsyncEventType::kQpLastWqeReached, qpn_, context_});
   }
 }
 

@@ -16,12 +16,14 @@ namespace {
 constexpr uint64_t kSendBit = 1ull << 32;
 
 // A device's async events come through one fd that every reactor's context watches; whichever
-// reads an SRQ limit event flags the context owning that SRQ, found here (registered for the
-// context's lifetime, so the flag is never set on a context being destroyed).
+// reads an event for an SRQ or QP of ours (its context pointer is the SrqContext) hands it to
+// that context, found here (registered for the context's lifetime, so nothing is handed to a
+// context being destroyed).
 std::mutex registry_mu;
-std::unordered_map<const void*, std::atomic<bool>*>& LimitFlags() {
-  static auto* flags = new std::unordered_map<const void*, std::atomic<bool>*>();
-  return *flags;
+std::unordered_map<const void*, std::shared_ptr<SrqContext::Handoff>>& Registry() {
+  static auto* contexts =
+      new std::unordered_map<const void*, std::shared_ptr<SrqContext::Handoff>>();
+  return *contexts;
 }
 
 }  // namespace
@@ -45,17 +47,12 @@ Result<std::unique_ptr<SrqContext>> SrqContext::Create(Context* ctx, ProtectionD
   c->keep_alive_ = std::move(keep_alive);
   c->max_blocks_ = static_cast<uint32_t>(std::min<uint64_t>(chunks * o.chunk_blocks, 1u << 24));
   RRPC_ASSIGN_OR_RETURN(c->channel_, ctx->CreateChannel());
-  // Every completion fits: one per posted receive, one per send block in flight.
-  RRPC_ASSIGN_OR_RETURN(c->recv_cq_,
-                        ctx->CreateCq(static_cast<int>(c->max_blocks_ + 1), c->channel_.get()));
-  RRPC_ASSIGN_OR_RETURN(c->send_cq_,
-                        ctx->CreateCq(static_cast<int>(o.send_buffers + 1), c->channel_.get()));
   RRPC_ASSIGN_OR_RETURN(c->send_pool_,
                         RegisteredBlockPool::Create(pd, o.send_buffers, o.buffer_size));
   // A device refusing the depth (its max_srq_wr) gets asked for half, down to one chunk; the cap
   // shrinks with it.
   for (;;) {
-    Result<std::unique_ptr<SharedReceiveQueue>> srq = pd->CreateSrq(c->max_blocks_);
+    Result<std::unique_ptr<SharedReceiveQueue>> srq = pd->CreateSrq(c->max_blocks_, c.get());
     if (srq.ok()) {
       c->srq_ = std::move(srq).value();
       break;
@@ -63,10 +60,16 @@ Result<std::unique_ptr<SrqContext>> SrqContext::Create(Context* ctx, ProtectionD
     if (c->max_blocks_ / 2 < o.chunk_blocks) return srq.status();
     c->max_blocks_ = c->max_blocks_ / 2 / o.chunk_blocks * o.chunk_blocks;
   }
+  // Every completion fits: one per receive the SRQ can hold (its depth as granted, the cap),
+  // one per send block in flight (every SRQ-mode send holds one of the reactor's).
+  RRPC_ASSIGN_OR_RETURN(c->recv_cq_,
+                        ctx->CreateCq(static_cast<int>(c->max_blocks_ + 1), c->channel_.get()));
+  RRPC_ASSIGN_OR_RETURN(c->send_cq_,
+                        ctx->CreateCq(static_cast<int>(o.send_buffers + 1), c->channel_.get()));
   if (!c->Grow()) return Status::RuntimeError("SRQ: the first receive blocks could not be posted");
   {
     std::lock_guard<std::mutex> lock(registry_mu);
-    LimitFlags()[c->srq_.get()] = &c->limit_hit_;
+    Registry()[c.get()] = c->handoff_;
   }
   RRPC_RETURN_NOT_OK(c->recv_cq_->RequestNotify());
   RRPC_RETURN_NOT_OK(c->send_cq_->RequestNotify());
@@ -78,9 +81,9 @@ SrqContext::~SrqContext() {
     std::lock_guard<std::mutex> lock(handoff_->mu);
     handoff_->open = false;  // a growth thread still running drops its chunk
   }
-  if (srq_ != nullptr) {
+  {
     std::lock_guard<std::mutex> lock(registry_mu);
-    LimitFlags().erase(srq_.get());
+    Registry().erase(this);
   }
   StopWatching();
   qps_.clear();  // the QPs first
@@ -109,7 +112,7 @@ bool SrqContext::GrowSoon() {
   if (!RoomForAnotherChunk()) return false;
   growing_ = true;
   // Allocating, registering (pinning, on hardware) and faulting in a chunk can take a while:
-  // a thread does it while the reactor goes on; the reactor posts the blocks on OnGrowthReady.
+  // a thread does it while the reactor goes on; the reactor posts the blocks on OnHandoff.
   std::thread([handoff = handoff_, keep_alive = keep_alive_, pd = pd_,
                blocks = options_.chunk_blocks, size = options_.buffer_size] {
     Result<std::unique_ptr<RegisteredBlockPool>> chunk =
@@ -121,25 +124,37 @@ bool SrqContext::GrowSoon() {
     } else {
       handoff->failed = true;
     }
-    if (handoff->loop != nullptr) ev_async_send(handoff->loop, handoff->ready_watcher);
+    handoff->Wake();
   }).detach();
   return true;
 }
 
-void SrqContext::OnGrowthReady(struct ev_loop*, ev_async* w, int) {
+void SrqContext::Handoff::Wake() {
+  if (loop != nullptr) ev_async_send(loop, ready_watcher);
+}
+
+void SrqContext::OnHandoff(struct ev_loop*, ev_async* w, int) {
   auto* self = static_cast<SrqContext*>(w->data);
   std::unique_ptr<RegisteredBlockPool> chunk;
+  bool grown = false, events = false;
   {
     std::lock_guard<std::mutex> lock(self->handoff_->mu);
-    if (self->handoff_->chunk == nullptr && !self->handoff_->failed) return;
+    grown = self->handoff_->chunk != nullptr || self->handoff_->failed;
     chunk = std::move(self->handoff_->chunk);
     self->handoff_->failed = false;
+    events = self->handoff_->limit_hit || !self->handoff_->last_wqe.empty();
   }
-  self->growing_ = false;
-  if (chunk != nullptr && self->AddChunk(std::move(chunk))) {
-    self->stats_->background_growths.fetch_add(1, std::memory_order_relaxed);
+  if (grown) {
+    self->growing_ = false;
+    if (chunk != nullptr && self->AddChunk(std::move(chunk))) {
+      self->stats_->background_growths.fetch_add(1, std::memory_order_relaxed);
+    }
   }
-  self->ServeWaiters();
+  if (events) {
+    self->HandleCompletions();  // takes the events, then polls (and serves the waiters)
+  } else if (grown) {
+    self->ServeWaiters();
+  }
 }
 
 bool SrqContext::AddChunk(std::unique_ptr<RegisteredBlockPool> chunk) {
@@ -223,6 +238,7 @@ void SrqContext::Attach(struct ev_loop* loop, uint32_t qp_num, SrqClient* client
 }
 
 void SrqContext::Forget(uint32_t qp_num) {
+  // Only for a QP that never left INIT: nothing of it can be in the CQs.
   auto it = qps_.find(qp_num);
   if (it == qps_.end() || it->second.client != nullptr) return;
   for (const WorkCompletion& wc : it->second.early) {
@@ -260,23 +276,57 @@ void SrqContext::Retire(uint32_t qp_num, std::unique_ptr<RdmaEndpoint> endpoint,
     stats_->connections.store(attached_, std::memory_order_relaxed);
   }
   granted_ -= std::min<uint64_t>(share, granted_);
-  quarantined_ += share;
-  Publish();
-  if (in_flight > 0 && it != qps_.end()) {
-    it->second.retired = std::move(endpoint);
-    it->second.in_flight = in_flight;
-  } else if (it != qps_.end()) {
-    qps_.erase(it);
+  if (it == qps_.end()) {
+    // Never expected: none of its completions can be told apart from a stranger's anyway.
+    Publish();
+    return;
   }
-  endpoint.reset();
+  // Kept until drained (DestroyDrained): its share stays out of the ledger until then (a
+  // message it received before the QP died may still be in the receive CQ).
+  quarantined_ += share;
+  Entry& e = it->second;
+  e.share = share;
+  e.in_flight = in_flight;
+  e.retired = std::move(endpoint);
+  ++retiring_;
+  Publish();
   if (watching_) {
     if (attached_ == 0) {
       // The last connection of the reactor: stop watching now (the loop may stop running after
-      // this). What is left in the CQs is polled, and the quarantine ends, after the next
-      // Attach's first batch.
+      // this). The retired QPs are drained, and destroyed, after the next Attach's first batch.
       StopWatching();
     } else {
-      ev_feed_event(loop_, &watcher_, EV_READ);  // the quarantine ends after the next poll
+      ev_feed_event(loop_, &watcher_, EV_READ);
+    }
+  }
+}
+
+void SrqContext::TakeEvents() {
+  bool limit_hit;
+  std::vector<uint32_t> last_wqe;
+  {
+    std::lock_guard<std::mutex> lock(handoff_->mu);
+    limit_hit = handoff_->limit_hit;
+    handoff_->limit_hit = false;
+    last_wqe.swap(handoff_->last_wqe);
+  }
+  for (uint32_t qp : last_wqe) {
+    auto it = qps_.find(qp);
+    if (it != qps_.end()) it->second.last_wqe = true;  // may come before the QP is retired
+  }
+  if (limit_hit) HandleLimitEvent();
+}
+
+void SrqContext::DestroyDrained() {
+  if (retiring_ == 0) return;
+  for (auto it = qps_.begin(); it != qps_.end();) {
+    Entry& e = it->second;
+    if (e.retired != nullptr && e.last_wqe && e.in_flight == 0) {
+      quarantined_ -= std::min<uint64_t>(e.share, quarantined_);
+      --retiring_;
+      it = qps_.erase(it);  // destroys the QP: nothing of it is left in the CQs
+    } else {
+      ++it;
     }
   }
 }
@@ -303,7 +353,7 @@ void SrqContext::Dispatch(const WorkCompletion& wc, std::vector<SrqClient*>* tou
     // Retired: its grants were returned; its sends are counted down until the QP can go.
     if (is_send) {
       send_pool_->Return(block);
-      if (--e.in_flight == 0) qps_.erase(it);
+      if (e.in_flight > 0) --e.in_flight;
     } else {
       (void)Repost(block);
     }
@@ -330,8 +380,7 @@ void SrqContext::HandleCompletions() {
   // Re-arm, then poll empty: a completion after the poll signals again.
   (void)recv_cq_->RequestNotify();
   (void)send_cq_->RequestNotify();
-  if (limit_hit_.exchange(false, std::memory_order_acq_rel)) HandleLimitEvent();
-  const uint64_t quarantine_before = quarantined_;
+  TakeEvents();
   std::vector<SrqClient*> touched;
   // Completions that came before their connection attached go first, in order.
   std::vector<uint32_t> ready = std::move(early_ready_);
@@ -359,7 +408,7 @@ void SrqContext::HandleCompletions() {
       if (*n < 32) break;
     }
   }
-  quarantined_ -= std::min(quarantined_, quarantine_before);
+  DestroyDrained();
   Publish();
   // Writers that waited for the shared send blocks get another go too.
   if (send_pool_->free_blocks() > 1) {
@@ -380,16 +429,15 @@ void SrqContext::StartWatching(struct ev_loop* loop) {
   ev_io_init(&watcher_, &SrqContext::OnChannelReadable, channel_->fd(), EV_READ);
   watcher_.data = this;
   ev_io_start(loop_, &watcher_);
-  ev_async_init(&growth_ready_, &SrqContext::OnGrowthReady);
+  ev_async_init(&growth_ready_, &SrqContext::OnHandoff);
   growth_ready_.data = this;
   ev_async_start(loop_, &growth_ready_);
   {
     std::lock_guard<std::mutex> lock(handoff_->mu);
     handoff_->loop = loop_;
     handoff_->ready_watcher = &growth_ready_;
-    // A chunk made while nobody watched: take it on the first turn.
-    if (handoff_->chunk != nullptr || handoff_->failed)
-      ev_feed_event(loop_, &growth_ready_, EV_ASYNC);
+    // A chunk made, or events handed over, while nobody watched: take them on the first turn.
+    if (handoff_->pending()) ev_feed_event(loop_, &growth_ready_, EV_ASYNC);
   }
   ev_io_init(&async_watcher_, &SrqContext::OnAsyncReadable, ctx_->async_fd(), EV_READ);
   async_watcher_.data = this;
@@ -424,20 +472,27 @@ void SrqContext::StopWatching() {
 
 void SrqContext::OnAsyncReadable(struct ev_loop*, ev_io* w, int) {
   auto* self = static_cast<SrqContext*>(w->data);
-  // Every reactor's context watches the device's one async fd: whichever reads an SRQ limit
-  // event flags the context owning that SRQ, which handles it now (ours) or on its next batch of
-  // completions (the limit fires as receives are consumed, so one comes). Other events (port,
-  // QP fatal) are not used: a broken QP shows in its completions.
+  // Every reactor's context watches the device's one async fd: whichever reads an event for an
+  // SRQ or QP of some context (the context pointer it was created with) hands it to that
+  // context's reactor, which takes it before its next poll of the CQs. Other events (port, QP
+  // fatal) are not used here: a broken QP shows in its completions.
   AsyncEvent event;
   while (self->ctx_->NextAsyncEvent(&event)) {
-    if (event.type != AsyncEventType::kSrqLimitReached) continue;
+    if (event.type != AsyncEventType::kSrqLimitReached &&
+        event.type != AsyncEventType::kQpLastWqeReached) {
+      continue;
+    }
     std::lock_guard<std::mutex> lock(registry_mu);
-    auto it = LimitFlags().find(event.object);
-    if (it != LimitFlags().end()) it->second->store(true, std::memory_order_release);
-  }
-  if (self->limit_hit_.exchange(false, std::memory_order_acq_rel)) {
-    self->HandleLimitEvent();
-    self->ServeWaiters();
+    auto it = Registry().find(event.context);
+    if (it == Registry().end()) continue;  // not an SrqContext's (or one gone)
+    Handoff* h = it->second.get();
+    std::lock_guard<std::mutex> hlock(h->mu);
+    if (event.type == AsyncEventType::kSrqLimitReached) {
+      h->limit_hit = true;
+    } else {
+      h->last_wqe.push_back(event.qp_num);
+    }
+    h->Wake();
   }
 }
 

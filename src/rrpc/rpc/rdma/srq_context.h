@@ -109,10 +109,13 @@ class SrqContext {
   // The connection with QP `qp_num` starts / stops receiving completions.
   void Attach(struct ev_loop* loop, uint32_t qp_num, SrqClient* client);
   // The connection is gone: its QP (moved to ERR by the caller) is kept until its `in_flight`
-  // sends have completed (flushed); its `share` of grants returns to the pool once the receive
-  // CQ has been polled empty (a message it received before the QP died may still be there).
+  // sends have completed (flushed) and, after its last-WQE-reached event, both CQs have been
+  // polled empty: destroying it earlier would drop its completions from the CQs (mlx5 does) and
+  // with them receive blocks never reposted. Its `share` of grants returns to the pool then.
   void Retire(uint32_t qp_num, std::unique_ptr<RdmaEndpoint> endpoint, uint32_t in_flight,
               uint32_t share);
+  // QPs retired and not yet destroyed (waiting for their last WQE or sends).
+  size_t retiring() const { return retiring_; }
 
   // Ledger. Reserves up to `n` grants from the free part; returns how many.
   uint32_t Reserve(uint32_t n);
@@ -132,6 +135,23 @@ class SrqContext {
   void CancelWait(SrqClient* client);
   // `client` found no free shared send block: called back after the next batch that freed some.
   void WaitForSendBlock(SrqClient* client) { send_waiters_.insert(client); }
+
+  // What other threads hand the reactor: a growth thread its chunk, any reactor reading the
+  // device's async events the ones for our SRQ and QPs. A growth thread holds it (and the
+  // device) past our destruction; `open` false means we are gone and the chunk is dropped.
+  struct Handoff {
+    std::mutex mu;
+    bool open = true;                            // guarded by mu
+    struct ev_loop* loop = nullptr;              // guarded by mu; null while not watching
+    ev_async* ready_watcher = nullptr;           // guarded by mu
+    std::unique_ptr<RegisteredBlockPool> chunk;  // guarded by mu; made, not yet taken
+    bool failed = false;                         // guarded by mu
+    bool limit_hit = false;                      // guarded by mu; the SRQ's limit event
+    std::vector<uint32_t> last_wqe;              // guarded by mu; QPs whose last WQE is reached
+    bool pending() const { return chunk != nullptr || failed || limit_hit || !last_wqe.empty(); }
+    // Wakes the reactor, if it watches. REQUIRES: mu held.
+    void Wake();
+  };
 
  private:
   SrqContext(const SrqOptions& options) : options_(options) {}
@@ -156,17 +176,13 @@ class SrqContext {
   // Grows by a chunk: off the reactor thread (options().grow_off_reactor: false when one is
   // already on its way; waiters are served when it is posted) or now. False at the cap.
   bool GrowSoon();
-  static void OnGrowthReady(struct ev_loop* loop, ev_async* w, int revents);
-  // What the growth thread and the reactor share. The thread holds it (and the device) past our
-  // destruction; `open` false means we are gone and the chunk is dropped.
-  struct GrowthHandoff {
-    std::mutex mu;
-    bool open = true;                            // guarded by mu
-    struct ev_loop* loop = nullptr;              // guarded by mu; null while not watching
-    ev_async* ready_watcher = nullptr;           // guarded by mu
-    std::unique_ptr<RegisteredBlockPool> chunk;  // guarded by mu; made, not yet taken
-    bool failed = false;                         // guarded by mu
-  };
+  static void OnHandoff(struct ev_loop* loop, ev_async* w, int revents);
+  // Takes the async events handed over, before a poll of the CQs (a last WQE taken here is
+  // drained by that poll).
+  void TakeEvents();
+  // Destroys the retired QPs whose last WQE was taken before the poll just done and whose sends
+  // are all in; their shares go back to the pool.
+  void DestroyDrained();
   int64_t Free() const {
     return static_cast<int64_t>(posted_) - options_.reserve - granted_ - quarantined_;
   }
@@ -176,14 +192,11 @@ class SrqContext {
   const SrqOptions options_;
   Context* ctx_ = nullptr;
   ProtectionDomain* pd_ = nullptr;
-  // Set by any reactor reading the device's async events (under the registry lock in the .cc);
-  // read and cleared by ours.
-  std::atomic<bool> limit_hit_{false};
   ev_io async_watcher_;
   ev_timer idle_timer_;
   ev_async growth_ready_;
   std::shared_ptr<void> keep_alive_;
-  const std::shared_ptr<GrowthHandoff> handoff_ = std::make_shared<GrowthHandoff>();
+  const std::shared_ptr<Handoff> handoff_ = std::make_shared<Handoff>();
   bool growing_ = false;  // a growth thread is on its way (reactor thread)
   uint32_t max_blocks_ = 0;
   const std::shared_ptr<SrqStats> stats_ = std::make_shared<SrqStats>();
@@ -193,15 +206,18 @@ class SrqContext {
 
   uint64_t posted_ = 0;
   uint64_t granted_ = 0;
-  uint64_t quarantined_ = 0;  // shares of retired connections, free after the next empty poll
+  uint64_t quarantined_ = 0;  // shares of retired connections, free when their QP is destroyed
+  size_t retiring_ = 0;
   std::deque<SrqClient*> waiters_;
   std::unordered_set<SrqClient*> send_waiters_;
   std::unordered_set<SrqClient*> live_;  // attached connections
 
   struct Entry {
     SrqClient* client = nullptr;            // nullptr once retired
-    std::unique_ptr<RdmaEndpoint> retired;  // kept until its sends have completed
+    std::unique_ptr<RdmaEndpoint> retired;  // kept until drained (Retire)
     uint32_t in_flight = 0;
+    uint32_t share = 0;                 // quarantined grants, freed with the QP
+    bool last_wqe = false;              // its last-WQE-reached event was taken
     std::vector<WorkCompletion> early;  // arrived before the connection attached
   };
   // Hands `wc` to its connection, keeps it for one on its way, or returns its block.

@@ -47,6 +47,8 @@ class CompletionQueue {
   // Arms the queue: the next completion signals its channel once.
   virtual Status RequestNotify() = 0;
   virtual int capacity() const = 0;
+  // The completion vector it signals on (PortInfo::num_comp_vectors).
+  virtual int comp_vector() const = 0;
 };
 
 class SharedReceiveQueue {
@@ -58,6 +60,9 @@ class SharedReceiveQueue {
 };
 
 // A reliable-connected queue pair: RESET -> INIT -> RTR -> RTS; any state -> ERR.
+// Destroying a QP removes its completions from both CQs, as mlx5 does (a receive taken from an
+// SRQ is then lost to its owner: no completion, never reposted). So a QP on an SRQ is destroyed
+// only after ToError(), its kQpLastWqeReached event, and a poll of both CQs after that event.
 class QueuePair {
  public:
   virtual ~QueuePair() = default;
@@ -82,14 +87,20 @@ struct QpInitAttr {
   CompletionQueue* recv_cq = nullptr;
   SharedReceiveQueue* srq = nullptr;  // receives come from here when set
   QpCaps caps;
+  // Comes back in the QP's async events (AsyncEvent::context), as verbs' qp_context.
+  void* context = nullptr;
 };
 
 class ProtectionDomain {
  public:
   virtual ~ProtectionDomain() = default;
   virtual Result<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length) = 0;
+  // The device may grant more than asked (mlx5 rounds depths up to powers of two): size what
+  // depends on the depths (the CQs) from QueuePair::caps(), not from the request.
   virtual Result<std::unique_ptr<QueuePair>> CreateQp(const QpInitAttr& attr) = 0;
-  virtual Result<std::unique_ptr<SharedReceiveQueue>> CreateSrq(uint32_t max_wr) = 0;
+  // `context` comes back in the SRQ's async events (AsyncEvent::context), as verbs' srq_context.
+  virtual Result<std::unique_ptr<SharedReceiveQueue>> CreateSrq(uint32_t max_wr,
+                                                                void* context = nullptr) = 0;
 };
 
 // The local port the context uses, as a peer needs to know it.
@@ -100,6 +111,8 @@ struct PortInfo {
   int gid_index = 0;
   uint32_t active_mtu = 1024;       // bytes
   uint32_t max_msg_size = 1 << 30;  // largest message a send may carry
+  bool ethernet = false;            // RoCE (else InfiniBand): every packet carries a GRH
+  int num_comp_vectors = 1;         // completion vectors (interrupts) CQs are spread over
 };
 
 // An opened device (one port, one GID).
@@ -110,10 +123,12 @@ class Context {
   virtual const PortInfo& port() const = 0;
   virtual Result<std::unique_ptr<ProtectionDomain>> AllocPd() = 0;
   virtual Result<std::unique_ptr<CompletionChannel>> CreateChannel() = 0;
-  // `channel` may be nullptr (polled only).
+  // `channel` may be nullptr (polled only). Successive CQs go round-robin over the port's
+  // completion vectors, so completion interrupts spread over CPUs.
   virtual Result<std::unique_ptr<CompletionQueue>> CreateCq(int entries,
                                                             CompletionChannel* channel) = 0;
-  // Async events (port changes, fatal QP errors, SRQ limit): fd readable when one waits.
+  // Async events (port changes, fatal QP errors, SRQ limit, last WQE): fd readable when one
+  // waits. Every user of the context may read it; an event goes to whoever reads it first.
   virtual int async_fd() const = 0;
   // Non-blocking: false when none waits.
   virtual bool NextAsyncEvent(AsyncEvent* event) = 0;

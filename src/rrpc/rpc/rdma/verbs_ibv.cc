@@ -4,10 +4,13 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
 
+#include "rrpc/rpc/rdma/memlock.h"
 #include "rrpc/rpc/rdma/verbs_ibv_library.h"
 
 namespace rrpc::rdma {
@@ -80,7 +83,9 @@ class IbvMr final : public MemoryRegion {
 
 class IbvCq final : public CompletionQueue {
  public:
-  IbvCq(const Library* lib, ibv_cq* cq) : lib_(lib), cq_(cq) { cq_->cq_context = this; }
+  IbvCq(const Library* lib, ibv_cq* cq, int vector) : lib_(lib), cq_(cq), vector_(vector) {
+    cq_->cq_context = this;
+  }
   ~IbvCq() override {
     if (unacked_events_ > 0) lib_->ack_cq_events(cq_, unacked_events_);
     lib_->destroy_cq(cq_);
@@ -111,6 +116,7 @@ class IbvCq final : public CompletionQueue {
     return rc == 0 ? Status::OK() : Errno("ibv_req_notify_cq", rc);
   }
   int capacity() const override { return cq_->cqe; }
+  int comp_vector() const override { return vector_; }
   // Events are acknowledged in batches (each ack takes a lock in libibverbs).
   void CountEvent() {
     if (++unacked_events_ >= 64) {
@@ -123,6 +129,7 @@ class IbvCq final : public CompletionQueue {
  private:
   const Library* const lib_;
   ibv_cq* const cq_;
+  const int vector_;
   unsigned unacked_events_ = 0;  // the channel's reader thread only
 };
 
@@ -213,8 +220,7 @@ class IbvQp final : public QueuePair {
     attr.min_rnr_timer = p.min_rnr_timer;
     attr.ah_attr.dlid = p.remote.lid;
     attr.ah_attr.port_num = static_cast<uint8_t>(p.port);
-    static const Gid kZero{};
-    if (p.remote.gid != kZero) {  // RoCE, or IB across subnets: route by GID
+    if (p.global) {  // RoCE, or IB across subnets: route by GID
       attr.ah_attr.is_global = 1;
       memcpy(attr.ah_attr.grh.dgid.raw, p.remote.gid.data(), 16);
       attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(p.gid_index);
@@ -273,7 +279,7 @@ class IbvPd final : public ProtectionDomain {
   ~IbvPd() override { lib_->dealloc_pd(pd_); }
   Result<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length) override {
     ibv_mr* mr = lib_->reg_mr(pd_, addr, length, IBV_ACCESS_LOCAL_WRITE);
-    if (mr == nullptr) return Errno("ibv_reg_mr", errno);
+    if (mr == nullptr) return RegistrationError(errno, length, LockedMemoryLimit());
     return std::unique_ptr<MemoryRegion>(new IbvMr(lib_, mr));
   }
   Result<std::unique_ptr<QueuePair>> CreateQp(const QpInitAttr& a) override {
@@ -282,6 +288,7 @@ class IbvPd final : public ProtectionDomain {
     init.recv_cq = static_cast<IbvCq*>(a.recv_cq)->raw();
     init.srq = a.srq ? static_cast<IbvSrq*>(a.srq)->raw() : nullptr;
     init.qp_type = IBV_QPT_RC;
+    init.qp_context = a.context;  // comes back in the QP's async events
     init.cap.max_send_wr = a.caps.max_send_wr;
     init.cap.max_recv_wr = a.srq ? 0 : a.caps.max_recv_wr;
     init.cap.max_send_sge = a.caps.max_send_sge;
@@ -302,8 +309,9 @@ class IbvPd final : public ProtectionDomain {
       if (inl == 0) return Errno("ibv_create_qp", errno);
     }
   }
-  Result<std::unique_ptr<SharedReceiveQueue>> CreateSrq(uint32_t max_wr) override {
+  Result<std::unique_ptr<SharedReceiveQueue>> CreateSrq(uint32_t max_wr, void* context) override {
     ibv_srq_init_attr init{};
+    init.srq_context = context;  // comes back in the SRQ's async events
     init.attr.max_wr = max_wr;
     init.attr.max_sge = 1;
     ibv_srq* srq = lib_->create_srq(pd_, &init);
@@ -339,28 +347,45 @@ class IbvContext final : public Context {
   Result<std::unique_ptr<CompletionQueue>> CreateCq(int entries,
                                                     CompletionChannel* channel) override {
     ibv_comp_channel* ch = channel ? static_cast<IbvChannel*>(channel)->raw() : nullptr;
-    ibv_cq* cq = lib_->create_cq(ctx_, entries, nullptr, ch, 0);
+    const int vector = static_cast<int>(next_vector_.fetch_add(1, std::memory_order_relaxed) %
+                                        static_cast<unsigned>(std::max(1, port_.num_comp_vectors)));
+    ibv_cq* cq = lib_->create_cq(ctx_, entries, nullptr, ch, vector);
     if (cq == nullptr) return Errno("ibv_create_cq", errno);
-    return std::unique_ptr<CompletionQueue>(new IbvCq(lib_, cq));
+    return std::unique_ptr<CompletionQueue>(new IbvCq(lib_, cq, vector));
   }
   int async_fd() const override { return ctx_->async_fd; }
   bool NextAsyncEvent(AsyncEvent* out) override {
     ibv_async_event ev;
     if (lib_->get_async_event(ctx_, &ev) != 0) return false;
     *out = AsyncEvent{};
+    // Objects are named by the context pointers their creators set (qp_context, srq_context;
+    // our IbvCq for a CQ): the library's own objects mean nothing above this file.
     switch (ev.event_type) {
       case IBV_EVENT_QP_FATAL:
       case IBV_EVENT_QP_REQ_ERR:
       case IBV_EVENT_QP_ACCESS_ERR:
+      case IBV_EVENT_PATH_MIG_ERR:
         out->type = AsyncEventType::kQpFatal;
         out->qp_num = ev.element.qp->qp_num;
+        out->context = ev.element.qp->qp_context;
+        break;
+      case IBV_EVENT_QP_LAST_WQE_REACHED:
+        out->type = AsyncEventType::kQpLastWqeReached;
+        out->qp_num = ev.element.qp->qp_num;
+        out->context = ev.element.qp->qp_context;
         break;
       case IBV_EVENT_CQ_ERR:
         out->type = AsyncEventType::kCqError;
-        out->object = ev.element.cq->cq_context;
+        out->context =
+            static_cast<CompletionQueue*>(static_cast<IbvCq*>(ev.element.cq->cq_context));
         break;
       case IBV_EVENT_SRQ_LIMIT_REACHED:
         out->type = AsyncEventType::kSrqLimitReached;
+        out->context = ev.element.srq->srq_context;
+        break;
+      case IBV_EVENT_SRQ_ERR:
+        out->type = AsyncEventType::kSrqError;
+        out->context = ev.element.srq->srq_context;
         break;
       case IBV_EVENT_PORT_ACTIVE:
         out->type = AsyncEventType::kPortActive;
@@ -384,6 +409,7 @@ class IbvContext final : public Context {
   ibv_context* const ctx_;
   const std::string name_;
   const PortInfo port_;
+  std::atomic<unsigned> next_vector_{0};
 };
 
 // The GID index to use on `port`: a RoCEv2 GID where the library can tell types, else 0.
@@ -404,6 +430,10 @@ bool VerbsLibraryAvailable() { return ibv::Load() != nullptr; }
 Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& options) {
   const Library* lib = ibv::Load();
   if (lib == nullptr) return Status::NotFound("libibverbs.so.1 not found");
+  // Before the device list, as libibverbs asks: registered memory then survives a fork() in the
+  // parent (copy-on-write would otherwise move pages under the NIC). Once per process.
+  static const int fork_rc = lib->fork_init != nullptr ? lib->fork_init() : 0;
+  (void)fork_rc;  // a failure (fork support missing) leaves fork() unsafe, nothing else
   int n = 0;
   ibv_device** list = lib->get_device_list(&n);
   if (list == nullptr || n == 0) {
@@ -448,6 +478,8 @@ Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& optio
   info.lid = pattr.lid;
   info.active_mtu = MtuBytes(pattr.active_mtu);
   info.max_msg_size = pattr.max_msg_sz;
+  info.ethernet = pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
+  info.num_comp_vectors = std::max(1, ctx->num_comp_vectors);
   info.gid_index = options.gid_index >= 0 ? options.gid_index : PickGid(lib, ctx, port, pattr);
   ibv_gid gid;
   if (lib->query_gid(ctx, static_cast<uint8_t>(port), info.gid_index, &gid) != 0) {

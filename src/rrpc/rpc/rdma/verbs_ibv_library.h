@@ -35,6 +35,8 @@ struct Library {
   int (*destroy_srq)(ibv_srq*);
   int (*modify_srq)(ibv_srq*, ibv_srq_attr*, int);
   int (*get_async_event)(ibv_context*, ibv_async_event*);
+  // Optional: makes registered memory survive fork() in the parent (needed before kernel 5.13).
+  int (*fork_init)(void);
   void (*ack_async_event)(ibv_async_event*);
 };
 

@@ -76,6 +76,9 @@ struct QpConnectParams {
   uint8_t timeout = 14;       // IB encoding: 4.096 us * 2^timeout
   int gid_index = 0;
   int port = 1;
+  // Route with a global header (GRH): always on RoCE; on InfiniBand only across subnets
+  // (NeedsGlobalRoute, rdma_endpoint.h).
+  bool global = true;
 };
 
 struct QpCaps {
@@ -90,19 +93,24 @@ enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kError };
 const char* QpStateName(QpState state);
 
 enum class AsyncEventType : uint8_t {
-  kQpFatal,
-  kCqError,          // a completion queue overflowed
-  kSrqLimitReached,  // posted receives fell below the armed limit (the limit is then disarmed)
+  kQpFatal,           // the QP went to ERR on its own (fatal, request or access error)
+  kQpLastWqeReached,  // a QP on an SRQ is in ERR and will take no more receives from it
+  kCqError,           // a completion queue overflowed
+  kSrqLimitReached,   // posted receives fell below the armed limit (the limit is then disarmed)
+  kSrqError,          // the SRQ is lost
   kPortActive,
   kPortError,
   kDeviceFatal,
   kOther,
 };
 
+// As verbs delivers them: a QP or SRQ event names its object only through the context pointer
+// its creator set (QpInitAttr::context, ProtectionDomain::CreateSrq's `context`; nullptr when
+// none was set), a CQ event through the CompletionQueue itself.
 struct AsyncEvent {
   AsyncEventType type = AsyncEventType::kOther;
-  uint32_t qp_num = 0;           // kQpFatal
-  const void* object = nullptr;  // the CompletionQueue or SharedReceiveQueue concerned
+  uint32_t qp_num = 0;      // QP events
+  void* context = nullptr;  // QP and SRQ events: the creator's pointer; kCqError: the queue
 };
 
 }  // namespace rrpc::rdma
