@@ -13,6 +13,7 @@
 #include "rrpc/rpc/testing/rpc-test-util.h"
 #include "rrpc/rpc/testing/rtest.rrpc.h"
 #include "rrpc/util/countdown_latch.h"
+#include "rrpc/util/metrics/metric_registry.h"
 
 namespace rrpc::rpc {
 namespace {
@@ -271,6 +272,25 @@ TEST_F(ChannelTest, CallRefusedAsTooBusyGoesToAnotherServer) {
   blockers.Wait();
 }
 
+TEST_F(ChannelTest, NonIdempotentCallFailsOverWhenItsConnectionNeverOpened) {
+  StartServers(2);
+  servers_[0].messenger->Shutdown();  // its port now refuses connections
+  ChannelOptions options;
+  options.balancer = BalancerPolicy::kRoundRobin;  // the first pick is the dead server
+  auto channel = NewChannel(NewClient(), options);
+  rtest::EchoServiceProxy proxy(channel);
+  rtest::AddRequestPB req;
+  req.set_a(2);
+  req.set_b(3);
+  rtest::AddResponsePB resp;
+  RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(30));
+  Status s = proxy.Add(req, &resp, &ctl);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(resp.sum(), 5);
+  EXPECT_EQ(ctl.attempts(), 2);
+}
+
 TEST_F(ChannelTest, RetryBudgetCapsRetries) {
   StartServers(3);
   std::vector<Sockaddr> dead = Addrs();
@@ -352,6 +372,19 @@ TEST_F(ChannelTest, ServerRemovedFromTheSetGetsNoNewCalls) {
   // A resolver error keeps the last set.
   resolver->Update(Status::NetworkError("registry unreachable"));
   EXPECT_TRUE(channel->resolver_status().IsNetworkError());
+  EntitySnapshot metrics;
+  channel->messenger()
+      ->metric_registry()
+      ->FindOrCreateEntity("channel", "test://")
+      ->ReadInto(&metrics);
+  bool saw_failing = false;
+  for (const auto& m : metrics.metrics) {
+    if (std::string(m.prototype->name) == "channel_resolver_failing") {
+      saw_failing = true;
+      EXPECT_EQ(m.value, 1);
+    }
+  }
+  EXPECT_TRUE(saw_failing);
   for (int i = 0; i < 10; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
   EXPECT_EQ(channel->Backends().size(), 2u);
 }

@@ -35,6 +35,12 @@
 #include "rrpc/util/sockaddr.h"
 #include "rrpc/util/status.h"
 
+namespace rrpc {
+class Counter;
+class Gauge;
+class MetricEntity;
+}  // namespace rrpc
+
 namespace rrpc::rpc {
 
 class Backend;
@@ -120,6 +126,12 @@ class Channel final : public ChannelIf, public std::enable_shared_from_this<Chan
   std::deque<std::unique_ptr<const BackendSet>> retired_ RRPC_GUARDED_BY(mu_);
   Status resolver_status_ RRPC_GUARDED_BY(mu_);
   bool has_set_ RRPC_GUARDED_BY(mu_) = false;
+
+  // ("channel", name) in the messenger's registry; null when it keeps no metrics.
+  scoped_refptr<MetricEntity> entity_;
+  Counter* resolver_errors_ = nullptr;
+  Gauge* backends_gauge_ = nullptr;
+  Gauge* resolver_failing_ = nullptr;
 
   // Answer times in power-of-two microsecond buckets, for the p95 hedge delay.
   static constexpr int kLatencyBuckets = 32;
