@@ -149,7 +149,7 @@ void Channel::OnResolverUpdate(const Result<std::vector<Sockaddr>>& update) {
     }
     if (same) return;  // nothing changed: keep the published set
   }
-  LOG(INFO) << "channel " << options_.name << ": " << set->backends.size() << " servers";
+  LOG(INFO) << "channel " << options_.name << ": servers now " << set->backends.size();
   if (backends_gauge_ != nullptr) backends_gauge_->Set(static_cast<int64_t>(set->backends.size()));
   const MonoTime now = MonoTime::Now();
   current_.store(set.get(), std::memory_order_release);
