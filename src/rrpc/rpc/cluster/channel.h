@@ -15,8 +15,10 @@
 // straight out, its backend told of the outcome; with more, a ChannelCall (channel_call.h) keeps
 // what a retry or a hedge needs. See docs/cluster.md for policies and failure behaviour.
 //
-// Thread-safe. The resolver's listener runs on the resolver's thread. A channel must outlive no
-// messenger: it holds its messenger; calls in flight hold the channel.
+// Thread-safe. The resolver's listener runs on the resolver's thread. A channel holds its
+// messenger; calls in flight over several servers hold the channel. Its backends' metrics are
+// entities ("backend", "<name>/<address>") in the messenger's registry: two channels of one
+// messenger with one name share them, so name such channels apart (ChannelOptions::name).
 #pragma once
 
 #include <atomic>
