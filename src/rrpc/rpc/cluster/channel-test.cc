@@ -133,6 +133,26 @@ TEST_F(ChannelTest, PowerOfTwoChoicesAvoidsASlowServer) {
       300);
 }
 
+TEST_F(ChannelTest, PowerOfTwoChoicesTriesASlowServerAgainOnceItsLatencyAges) {
+  StartServers(2);
+  std::atomic<bool> slow{true};
+  servers_[0].service->set_echo_hook([&slow](const rtest::EchoRequestPB&, RpcContext*) {
+    if (slow.load()) SleepFor(MonoDelta::FromMilliseconds(50));
+  });
+  auto channel = NewChannel(NewClient(), ChannelOptions());
+  rtest::EchoServiceProxy proxy(channel);
+  // Until the slow server has answered once (then it loses every comparison).
+  for (int i = 0; i < 1000 && servers_[0].service->calls() == 0; i++) {
+    ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  }
+  ASSERT_GT(servers_[0].service->calls(), 0);
+  slow.store(false);
+  const int before = servers_[0].service->calls();
+  // Its 50 ms counts half for each silent second: within seconds it is picked again.
+  ASSERT_TRUE(WaitForCondition(
+      [&] { return EchoOnce(proxy, "x").ok() && servers_[0].service->calls() > before; }));
+}
+
 TEST_F(ChannelTest, HashKeySticksToOneServer) {
   StartServers(3);
   ChannelOptions options;
