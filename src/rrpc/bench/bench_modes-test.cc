@@ -153,6 +153,21 @@ TEST_F(BenchModesTest, EveryModeCompletesCheckedCalls) {
   }
 }
 
+TEST_F(BenchModesTest, ThroughputAndLatencyCallThroughAClusterTarget) {
+  StartServer();
+  config_.target = "list://" + config_.server.ToString();
+  for (BenchMode mode : {BenchMode::kThroughput, BenchMode::kLatency}) {
+    ModeOutput out;
+    Status s = Run(mode, &out);
+    ASSERT_TRUE(s.ok()) << ModeName(mode) << ": " << s.ToString();
+    EXPECT_GT(out.completed, 0u) << ModeName(mode);
+  }
+  config_.target = "list://no-port";
+  ModeOutput out;
+  Status s = Run(BenchMode::kThroughput, &out);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+}
+
 TEST_F(BenchModesTest, EveryModeRunsOverTls) {
   StartServer(/*corrupt=*/false, /*inline_handlers=*/false, /*tls=*/true);
   EXPECT_EQ(config_.transport, "tls");

@@ -107,6 +107,9 @@ TEST_F(GeneratedCodeTest, MethodTableListsEveryMethodWithItsMessageTypes) {
   ASSERT_NE(nullptr, add);
   EXPECT_EQ("rrpc.rtest.AddRequestPB", add->request_prototype->GetTypeName());
   EXPECT_EQ("rrpc.rtest.AddResponsePB", add->response_prototype->GetTypeName());
+  // option (rrpc.idempotent) is on Echo only.
+  EXPECT_TRUE(echo->idempotent);
+  EXPECT_FALSE(add->idempotent);
   EXPECT_EQ(nullptr, echo_->FindMethod("Nope"));
   EXPECT_EQ(nullptr, echo_->FindMethod("echo"));  // names are case-sensitive
   ASSERT_NE(nullptr, calc_->FindMethod("Add"));

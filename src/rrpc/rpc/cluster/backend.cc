@@ -176,6 +176,7 @@ AttemptOutcome Backend::Record(const OutboundCall& call, const Status& status,
     const int64_t sample = (received_at - call.sent_at()).ToNanoseconds();
     const int64_t old = ewma_ns_.load(std::memory_order_relaxed);
     ewma_ns_.store(old == 0 ? sample : old + (sample - old) / 8, std::memory_order_relaxed);
+    last_answer_ns_.store(received_at.ToNanoseconds(), std::memory_order_relaxed);
   }
   if (outcome != AttemptOutcome::kSuccess && errors_ != nullptr) errors_->Increment();
   switch (outcome) {

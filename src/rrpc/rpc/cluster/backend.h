@@ -67,6 +67,8 @@ class Backend final : public CallObserver {
   }
   int outstanding() const { return outstanding_.load(std::memory_order_relaxed); }
   int64_t ewma_latency_ns() const { return ewma_ns_.load(std::memory_order_relaxed); }
+  // When its last answer came (MonoTime nanoseconds; 0 before any).
+  int64_t last_answer_ns() const { return last_answer_ns_.load(std::memory_order_relaxed); }
 
   // Health as of `now` (read only when the backend was ejected at all: `now` is read lazily).
   Health health(MonoTime now) const {
@@ -110,6 +112,7 @@ class Backend final : public CallObserver {
 
   std::atomic<int> outstanding_{0};
   std::atomic<int64_t> ewma_ns_{0};
+  std::atomic<int64_t> last_answer_ns_{0};
   // 0 while healthy; else when it may be probed (MonoTime nanoseconds).
   std::atomic<int64_t> ejected_until_ns_{0};
   // When it was last ejected: answers to calls sent before then do not bring it back (a draining

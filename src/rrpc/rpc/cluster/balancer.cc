@@ -48,10 +48,18 @@ bool Eligible(const Backend* b, const TriedBackends& tried, MonoTime* now) {
 }
 
 // Lower is better: outstanding calls weighted by latency (at least 1 us, so a backend with no
-// answers yet still counts its outstanding calls).
-double Cost(const Backend* b) {
+// answers yet still counts its outstanding calls). The latency counts half for each second
+// without an answer: a server that was slow, and so stopped being picked, gets a call again
+// after a few seconds to show whether it still is.
+double Cost(const Backend* b, MonoTime* now) {
+  int64_t ewma = b->ewma_latency_ns();
+  const int64_t last = b->last_answer_ns();
+  if (last != 0 && ewma > 1000) {
+    const int64_t silent_s = (Now(now).ToNanoseconds() - last) / 1000000000;
+    if (silent_s > 0) ewma = silent_s >= 62 ? 0 : ewma >> silent_s;
+  }
   return static_cast<double>(b->outstanding() + 1) *
-         static_cast<double>(std::max<int64_t>(b->ewma_latency_ns(), 1000));
+         static_cast<double>(std::max<int64_t>(ewma, 1000));
 }
 
 }  // namespace
@@ -120,7 +128,7 @@ Backend* Balancer::PickPowerOfTwo(const BackendSet& set, const TriedBackends& tr
   Backend* b = set.backends[j].get();
   const bool a_ok = Eligible(a, tried, now);
   const bool b_ok = Eligible(b, tried, now);
-  if (a_ok && b_ok) return Cost(a) <= Cost(b) ? a : b;
+  if (a_ok && b_ok) return Cost(a, now) <= Cost(b, now) ? a : b;
   if (a_ok) return a;
   if (b_ok) return b;
   // Both out: the first eligible one after i, if any.

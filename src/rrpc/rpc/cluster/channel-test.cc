@@ -13,6 +13,7 @@
 #include "rrpc/rpc/testing/rpc-test-util.h"
 #include "rrpc/rpc/testing/rtest.rrpc.h"
 #include "rrpc/util/countdown_latch.h"
+#include "rrpc/util/metrics/metric_registry.h"
 
 namespace rrpc::rpc {
 namespace {
@@ -130,6 +131,26 @@ TEST_F(ChannelTest, PowerOfTwoChoicesAvoidsASlowServer) {
   EXPECT_EQ(
       servers_[0].service->calls() + servers_[1].service->calls() + servers_[2].service->calls(),
       300);
+}
+
+TEST_F(ChannelTest, PowerOfTwoChoicesTriesASlowServerAgainOnceItsLatencyAges) {
+  StartServers(2);
+  std::atomic<bool> slow{true};
+  servers_[0].service->set_echo_hook([&slow](const rtest::EchoRequestPB&, RpcContext*) {
+    if (slow.load()) SleepFor(MonoDelta::FromMilliseconds(50));
+  });
+  auto channel = NewChannel(NewClient(), ChannelOptions());
+  rtest::EchoServiceProxy proxy(channel);
+  // Until the slow server has answered once (then it loses every comparison).
+  for (int i = 0; i < 1000 && servers_[0].service->calls() == 0; i++) {
+    ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  }
+  ASSERT_GT(servers_[0].service->calls(), 0);
+  slow.store(false);
+  const int before = servers_[0].service->calls();
+  // Its 50 ms counts half for each silent second: within seconds it is picked again.
+  ASSERT_TRUE(WaitForCondition(
+      [&] { return EchoOnce(proxy, "x").ok() && servers_[0].service->calls() > before; }));
 }
 
 TEST_F(ChannelTest, HashKeySticksToOneServer) {
@@ -271,6 +292,25 @@ TEST_F(ChannelTest, CallRefusedAsTooBusyGoesToAnotherServer) {
   blockers.Wait();
 }
 
+TEST_F(ChannelTest, NonIdempotentCallFailsOverWhenItsConnectionNeverOpened) {
+  StartServers(2);
+  servers_[0].messenger->Shutdown();  // its port now refuses connections
+  ChannelOptions options;
+  options.balancer = BalancerPolicy::kRoundRobin;  // the first pick is the dead server
+  auto channel = NewChannel(NewClient(), options);
+  rtest::EchoServiceProxy proxy(channel);
+  rtest::AddRequestPB req;
+  req.set_a(2);
+  req.set_b(3);
+  rtest::AddResponsePB resp;
+  RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(30));
+  Status s = proxy.Add(req, &resp, &ctl);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(resp.sum(), 5);
+  EXPECT_EQ(ctl.attempts(), 2);
+}
+
 TEST_F(ChannelTest, RetryBudgetCapsRetries) {
   StartServers(3);
   std::vector<Sockaddr> dead = Addrs();
@@ -314,7 +354,8 @@ TEST_F(ChannelTest, HedgeGoesToASecondServerAndTheFirstAnswerWins) {
   EXPECT_EQ(resp.data(), "hedged");
   EXPECT_EQ(ctl.attempts(), 2);
   EXPECT_EQ(servers_[1].service->calls(), 1);
-  EXPECT_EQ(servers_[0].service->calls(), 1);  // still blocked: the loser
+  // The loser reaches its handler (and blocks there) in its own time.
+  ASSERT_TRUE(WaitForCondition([&] { return servers_[0].service->calls() == 1; }));
   // The loser answers after the caller moved on: nothing of the caller's is touched.
   gate_.Open();
   ASSERT_TRUE(WaitForCondition([&] { return channel->Backends()[0].outstanding == 0; }));
@@ -352,6 +393,19 @@ TEST_F(ChannelTest, ServerRemovedFromTheSetGetsNoNewCalls) {
   // A resolver error keeps the last set.
   resolver->Update(Status::NetworkError("registry unreachable"));
   EXPECT_TRUE(channel->resolver_status().IsNetworkError());
+  EntitySnapshot metrics;
+  channel->messenger()
+      ->metric_registry()
+      ->FindOrCreateEntity("channel", "test://")
+      ->ReadInto(&metrics);
+  bool saw_failing = false;
+  for (const auto& m : metrics.metrics) {
+    if (std::string(m.prototype->name) == "channel_resolver_failing") {
+      saw_failing = true;
+      EXPECT_EQ(m.value, 1);
+    }
+  }
+  EXPECT_TRUE(saw_failing);
   for (int i = 0; i < 10; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
   EXPECT_EQ(channel->Backends().size(), 2u);
 }

@@ -12,10 +12,22 @@
 #include "rrpc/rpc/core/outbound_call.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
+#include "rrpc/util/metrics/metric_registry.h"
 
 namespace rrpc::rpc {
 
 namespace {
+
+inline constexpr MetricPrototype METRIC_channel_backends = MetricPrototype::Gauge(
+    "channel_backends", "Servers", MetricUnit::kUnits,
+    "Servers in the channel's current set, as its resolver last reported it.");
+inline constexpr MetricPrototype METRIC_channel_resolver_errors_total = MetricPrototype::Counter(
+    "channel_resolver_errors_total", "Resolver errors", MetricUnit::kUnits,
+    "Times the resolver could not refresh the set (the channel kept its last known servers).");
+inline constexpr MetricPrototype METRIC_channel_resolver_failing = MetricPrototype::Gauge(
+    "channel_resolver_failing", "Resolver failing", MetricUnit::kUnits,
+    "1 while the resolver's last update was an error (the servers in use may be stale).");
+
 // A replaced set may still be read by a pick that loaded it just before: picks take
 // microseconds and never block, so a set is freed only this long after it was replaced.
 constexpr MonoDelta kRetiredSetGrace = MonoDelta::FromSeconds(10);
@@ -54,7 +66,10 @@ Result<std::shared_ptr<Channel>> Channel::Create(std::shared_ptr<Messenger> mess
 Result<std::shared_ptr<Channel>> Channel::Create(std::shared_ptr<Messenger> messenger,
                                                  std::unique_ptr<Resolver> resolver,
                                                  ChannelOptions options) {
-  if (options.max_attempts < 1) return Status::InvalidArgument("max_attempts must be >= 1");
+  if (options.max_attempts < 1 || options.max_attempts > TriedBackends::kMax) {
+    return Status::InvalidArgument("max_attempts must be in [1, " +
+                                   std::to_string(TriedBackends::kMax) + "]");
+  }
   if (options.ring_vnodes < 1) return Status::InvalidArgument("ring_vnodes must be >= 1");
   std::shared_ptr<Channel> channel(
       new Channel(std::move(messenger), std::move(resolver), std::move(options)));
@@ -83,7 +98,14 @@ Channel::Channel(std::shared_ptr<Messenger> messenger, std::unique_ptr<Resolver>
       }()),
       balancer_(std::make_unique<Balancer>(options_.balancer)),
       retry_budget_(options_.retry_budget),
-      hedge_budget_(options_.hedge_budget) {}
+      hedge_budget_(options_.hedge_budget) {
+  MetricRegistry* registry = messenger_->metric_registry();
+  if (registry == nullptr) return;
+  entity_ = registry->FindOrCreateEntity("channel", options_.name, {{"target", target_}});
+  resolver_errors_ = entity_->FindOrCreateCounter(&METRIC_channel_resolver_errors_total);
+  backends_gauge_ = entity_->FindOrCreateGauge(&METRIC_channel_backends);
+  resolver_failing_ = entity_->FindOrCreateGauge(&METRIC_channel_resolver_failing);
+}
 
 Channel::~Channel() {
   resolver_->Stop();
@@ -92,7 +114,9 @@ Channel::~Channel() {
 
 void Channel::OnResolverUpdate(const Result<std::vector<Sockaddr>>& update) {
   MutexLock l(mu_);
+  if (resolver_failing_ != nullptr) resolver_failing_->Set(update.ok() ? 0 : 1);
   if (!update.ok()) {
+    if (resolver_errors_ != nullptr) resolver_errors_->Increment();
     resolver_status_ = update.status();
     LOG(WARNING) << "channel " << options_.name << ": resolver failed, keeping "
                  << (owned_current_ ? owned_current_->backends.size() : 0)
@@ -125,7 +149,8 @@ void Channel::OnResolverUpdate(const Result<std::vector<Sockaddr>>& update) {
     }
     if (same) return;  // nothing changed: keep the published set
   }
-  LOG(INFO) << "channel " << options_.name << ": " << set->backends.size() << " servers";
+  LOG(INFO) << "channel " << options_.name << ": servers now " << set->backends.size();
+  if (backends_gauge_ != nullptr) backends_gauge_->Set(static_cast<int64_t>(set->backends.size()));
   const MonoTime now = MonoTime::Now();
   current_.store(set.get(), std::memory_order_release);
   if (owned_current_) {

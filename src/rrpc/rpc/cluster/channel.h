@@ -15,8 +15,10 @@
 // straight out, its backend told of the outcome; with more, a ChannelCall (channel_call.h) keeps
 // what a retry or a hedge needs. See docs/cluster.md for policies and failure behaviour.
 //
-// Thread-safe. The resolver's listener runs on the resolver's thread. A channel must outlive no
-// messenger: it holds its messenger; calls in flight hold the channel.
+// Thread-safe. The resolver's listener runs on the resolver's thread. A channel holds its
+// messenger; calls in flight over several servers hold the channel. Its backends' metrics are
+// entities ("backend", "<name>/<address>") in the messenger's registry: two channels of one
+// messenger with one name share them, so name such channels apart (ChannelOptions::name).
 #pragma once
 
 #include <atomic>
@@ -34,6 +36,12 @@
 #include "rrpc/util/ref_counted.h"
 #include "rrpc/util/sockaddr.h"
 #include "rrpc/util/status.h"
+
+namespace rrpc {
+class Counter;
+class Gauge;
+class MetricEntity;
+}  // namespace rrpc
 
 namespace rrpc::rpc {
 
@@ -120,6 +128,12 @@ class Channel final : public ChannelIf, public std::enable_shared_from_this<Chan
   std::deque<std::unique_ptr<const BackendSet>> retired_ RRPC_GUARDED_BY(mu_);
   Status resolver_status_ RRPC_GUARDED_BY(mu_);
   bool has_set_ RRPC_GUARDED_BY(mu_) = false;
+
+  // ("channel", name) in the messenger's registry; null when it keeps no metrics.
+  scoped_refptr<MetricEntity> entity_;
+  Counter* resolver_errors_ = nullptr;
+  Gauge* backends_gauge_ = nullptr;
+  Gauge* resolver_failing_ = nullptr;
 
   // Answer times in power-of-two microsecond buckets, for the p95 hedge delay.
   static constexpr int kLatencyBuckets = 32;

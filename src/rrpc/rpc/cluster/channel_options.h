@@ -39,8 +39,8 @@ struct ChannelOptions {
   // Virtual nodes per server on the hash ring (kHash).
   int ring_vnodes = 160;
 
-  // Attempts per call in all (first, retries and hedges), never past the call's deadline, and
-  // never twice to one server.
+  // Attempts per call in all (first, retries and hedges; at most 8), never past the call's
+  // deadline, and never twice to one server.
   int max_attempts = 3;
   // Wait before a retry: jittered (between half and all of it), doubling up to max_backoff.
   MonoDelta initial_backoff = MonoDelta::FromMilliseconds(1);

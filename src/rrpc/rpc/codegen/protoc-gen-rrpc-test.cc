@@ -183,6 +183,7 @@ TEST_F(ProtocGenRrpcTest, GeneratesBaseAndProxyForEveryServiceOfRtestProto) {
       "::rrpc::rpc::ResponseCallback callback) const;",
       "class CalculatorServiceIf : public ::rrpc::rpc::ServiceIf {",
       "class CalculatorServiceProxy : public ::rrpc::rpc::Proxy {",
+      "explicit CalculatorServiceProxy(::std::shared_ptr<::rrpc::rpc::ChannelIf> channel);",
       "void AddAsync(const ::rrpc::rtest::AddRequestPB& req, ::rrpc::rtest::AddResponsePB* resp, "
       "::rrpc::rpc::RpcController* controller, ::rrpc::rpc::ResponseCallback callback) const;",
       // The proto's own comment travels with its service.
@@ -199,10 +200,17 @@ TEST_F(ProtocGenRrpcTest, GeneratesBaseAndProxyForEveryServiceOfRtestProto) {
       "\"CalculatorService\")",
       "info.request_prototype = &::rrpc::rtest::EchoRequestPB::default_instance();",
       "info.response_prototype = &::rrpc::rtest::EchoResponsePB::default_instance();",
+      // Echo is idempotent (option (rrpc.idempotent)): its calls say so, and so does its info.
       "return ::rrpc::rpc::Proxy::SyncRequest(EchoService_MethodNames::Echo(), req, resp, "
-      "controller);",
+      "controller, /*idempotent=*/true);",
       "::rrpc::rpc::Proxy::AsyncRequest(EchoService_MethodNames::Echo(), req, resp, controller, "
-      "::std::move(callback));",
+      "::std::move(callback), /*idempotent=*/true);",
+      "info.idempotent = true; // option (rrpc.idempotent)",
+      "return ::rrpc::rpc::Proxy::SyncRequest(EchoService_MethodNames::Add(), req, resp, "
+      "controller);",
+      // The proxy on a cluster channel.
+      "EchoServiceProxy::EchoServiceProxy(::std::shared_ptr<::rrpc::rpc::ChannelIf> channel) : "
+      "::rrpc::rpc::Proxy(::std::move(channel), EchoServiceIf::static_service_name()) {}",
   };
   for (const std::string& piece : expected_source) {
     EXPECT_NE(std::string::npos, cc.find(piece)) << piece << "\nin:\n" << source;
