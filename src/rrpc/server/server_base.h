@@ -95,7 +95,8 @@ class ServerBase {
   Status RegisterService(std::unique_ptr<rpc::ServiceIf> service);
   // Makes the registry and the messenger and registers ServerStatusService. Once.
   Status Init();
-  // Listens for RPCs and starts the web UI. Calls Init() first if it was not called.
+  // Listens for RPCs, registers in options().registry (if set; etcd need not be up) and starts
+  // the web UI. Calls Init() first if it was not called.
   Status Start();
   // Graceful drain, then close: withdraws the server from its registry (so clients stop
   // choosing it), stops accepting connections, refuses new calls (retriable
