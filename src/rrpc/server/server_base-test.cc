@@ -202,7 +202,15 @@ TEST_F(ServerBaseTest, OptionsFromFlags) {
   ASSERT_FALSE(gflags::SetCommandLineOption("data_dir", "/tmp/somewhere").empty());
   ASSERT_FALSE(gflags::SetCommandLineOption("shutdown_timeout_ms", "1500").empty());
   ASSERT_FALSE(gflags::SetCommandLineOption("rpc_num_workers", "7").empty());
+  ASSERT_FALSE(gflags::SetCommandLineOption("registry", "etcd://127.0.0.1:2379/kv").empty());
+  ASSERT_FALSE(gflags::SetCommandLineOption("registry_ttl_s", "6").empty());
+  ASSERT_FALSE(gflags::SetCommandLineOption("registry_withdraw_grace_ms", "250").empty());
+  ASSERT_FALSE(gflags::SetCommandLineOption("rpc_advertise_address", "10.0.0.7:7050").empty());
   ServerBaseOptions opts = ServerBaseOptions::FromFlags("flagged");
+  EXPECT_EQ("etcd://127.0.0.1:2379/kv", opts.registry);
+  EXPECT_EQ(6000, opts.registry_ttl.ToMilliseconds());
+  EXPECT_EQ(250, opts.registry_withdraw_grace.ToMilliseconds());
+  EXPECT_EQ("10.0.0.7:7050", opts.advertised_address);
   EXPECT_EQ("flagged", opts.name);
   EXPECT_EQ("127.0.0.1:1234", opts.rpc_bind_address);
   EXPECT_EQ("", opts.webserver_bind_address);

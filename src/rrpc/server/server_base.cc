@@ -176,6 +176,9 @@ void ServerBase::Shutdown() {
     LOG(INFO) << options_.name << ": withdrawn from the registry"
               << (s.ok() ? "" : " (" + s.ToString() + ")");
     registration_.reset();
+    if (state == State::kRunning && options_.registry_withdraw_grace > MonoDelta()) {
+      SleepFor(options_.registry_withdraw_grace);  // watchers hear of it; calls still served
+    }
   }
   if (messenger_ && state == State::kRunning) {
     const MonoTime deadline = MonoTime::Now() + options_.shutdown_timeout;

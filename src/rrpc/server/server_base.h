@@ -70,13 +70,16 @@ struct ServerBaseOptions {
   std::string registry;
   // How long the entry of a server that died without withdrawing stays listed (>= 3 s).
   MonoDelta registry_ttl = MonoDelta::FromSeconds(10);
+  // After withdrawing, how long Shutdown() keeps serving before it refuses new calls, so that
+  // clients watching the registry hear of the withdrawal first.
+  MonoDelta registry_withdraw_grace = MonoDelta::FromMilliseconds(500);
   // "host:port" clients should connect to, as registered; empty: the address the RPC server
   // listens on (which must then not be a wildcard such as 0.0.0.0).
   std::string advertised_address;
 
   // The options from --rpc_bind, --webserver_bind, --data_dir, --shutdown_timeout_ms,
-  // --registry, --registry_ttl_s, --rpc_advertise_address and the --rpc_* messenger flags
-  // (server_base_flags.cc). Only binaries call this.
+  // --registry, --registry_ttl_s, --registry_withdraw_grace_ms, --rpc_advertise_address and the
+  // --rpc_* messenger flags (server_base_flags.cc). Only binaries call this.
   static ServerBaseOptions FromFlags(std::string name);
 };
 
@@ -92,7 +95,8 @@ class ServerBase {
   Status RegisterService(std::unique_ptr<rpc::ServiceIf> service);
   // Makes the registry and the messenger and registers ServerStatusService. Once.
   Status Init();
-  // Listens for RPCs and starts the web UI. Calls Init() first if it was not called.
+  // Listens for RPCs, registers in options().registry (if set; etcd need not be up) and starts
+  // the web UI. Calls Init() first if it was not called.
   Status Start();
   // Graceful drain, then close: withdraws the server from its registry (so clients stop
   // choosing it), stops accepting connections, refuses new calls (retriable

@@ -43,6 +43,10 @@ DEFINE_int32(registry_ttl_s, 10,
              "Lease TTL in seconds of the --registry entry (at least 3): how long a server that "
              "died without withdrawing stays listed. Renewed every third of it; shorter drops "
              "dead servers sooner but costs more renewals.");
+DEFINE_int32(registry_withdraw_grace_ms, 500,
+             "On SIGTERM/SIGINT with --registry, milliseconds the server keeps serving after it "
+             "withdrew its entry and before it refuses new calls, so that clients watching etcd "
+             "hear of the withdrawal first. Longer: fewer refused calls; slower restarts.");
 DEFINE_string(rpc_advertise_address, "",
               "host:port clients should connect to, as registered in --registry; empty: the "
               "address --rpc_bind resolves to (which must not then be a wildcard).");
@@ -64,6 +68,7 @@ ServerBaseOptions ServerBaseOptions::FromFlags(std::string name) {
   options.shutdown_timeout = MonoDelta::FromMilliseconds(FLAGS_shutdown_timeout_ms);
   options.registry = FLAGS_registry;
   options.registry_ttl = MonoDelta::FromSeconds(FLAGS_registry_ttl_s);
+  options.registry_withdraw_grace = MonoDelta::FromMilliseconds(FLAGS_registry_withdraw_grace_ms);
   options.advertised_address = FLAGS_rpc_advertise_address;
   return options;
 }

@@ -99,6 +99,22 @@ TEST_F(ServerRegistryTest, ServerAppearsOnceStartedAndIsWithdrawnBeforeItDrains)
   EXPECT_TRUE(ctl.status().ok()) << ctl.status().ToString();
 }
 
+TEST_F(ServerRegistryTest, KeepsServingThroughTheWithdrawGrace) {
+  ServerBaseOptions opts = Options();
+  opts.registry_withdraw_grace = MonoDelta::FromSeconds(10);
+  ASSERT_TRUE(StartServer(opts).ok());
+  ASSERT_TRUE(recorder_.WaitForSet({server_->rpc_address().ToString()}));
+  const MonoTime start = MonoTime::Now();
+  std::thread stopper([&] { server_->Shutdown(); });
+  // A client that just heard of the withdrawal may still have a call on its way: it is served.
+  ASSERT_TRUE(recorder_.WaitForSet({}));
+  EXPECT_TRUE(server_->Health().ok());
+  rtest::EchoServiceProxy echo(client_, server_->rpc_address());
+  EXPECT_TRUE(rpc::EchoOnce(echo, "late call").ok());
+  stopper.join();
+  EXPECT_GE(MonoTime::Now() - start, opts.registry_withdraw_grace);
+}
+
 TEST_F(ServerRegistryTest, AdvertisedAddressIsWhatIsRegistered) {
   ServerBaseOptions opts = Options();
   opts.advertised_address = "127.0.0.9:7777";

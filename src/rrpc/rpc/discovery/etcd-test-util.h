@@ -1,6 +1,7 @@
 // Test fixture: an etcd of its own for a test, on loopback (free client and peer ports, a
 // temporary data directory), started from the Debian etcd-server package's binary, waited for
-// until it answers, stopped (by its pid) and its directory removed at the end. Stop/Kill and
+// until it answers, stopped (by its pid) and its directory removed at the end; it is killed
+// with the test process if that dies first. Stop/Kill and
 // Restart (same ports, same data) let tests take etcd away and bring it back.
 // Used by the discovery tests and the cluster channel's tests. One thread drives it.
 //
@@ -14,6 +15,7 @@
 #include <glog/logging.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -102,9 +104,14 @@ class EtcdTestServer {
                                      "--initial-cluster=default=" + peer,
                                      "--log-level=error"};
     const std::string log = data_dir_ + "/etcd.log";
+    const pid_t parent = getpid();
     pid_ = fork();
     if (pid_ < 0) return Status::FromErrno("fork", errno);
     if (pid_ == 0) {
+      // A test that dies without running destructors (a crash, a sanitizer's abort) takes its
+      // etcd with it.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(1);
       const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (fd >= 0) {
         dup2(fd, 1);

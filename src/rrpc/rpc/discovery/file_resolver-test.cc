@@ -72,6 +72,11 @@ TEST_F(FileResolverTest, MissingOrMalformedFileReportsAnErrorAndRecovers) {
   ASSERT_TRUE(recorder_.WaitForSet({"127.0.0.1:7001"}));
   ASSERT_EQ(0, unlink(path_.c_str()));
   EXPECT_TRUE(recorder_.WaitForError());
+  WriteByRename("127.0.0.1:7002 127.0.0.1:7003\n");
+  EXPECT_TRUE(recorder_.WaitFor([](const Result<std::vector<Sockaddr>>& u) {
+    return !u.ok() && u.status().IsInvalidArgument() &&
+           u.status().ToString().find("line 1") != std::string::npos;
+  }));
   WriteByRename("127.0.0.1:7002\nnot-an-address\n");
   EXPECT_TRUE(recorder_.WaitFor([](const Result<std::vector<Sockaddr>>& u) {
     return !u.ok() && u.status().IsInvalidArgument() &&

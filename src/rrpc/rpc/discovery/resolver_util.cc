@@ -30,6 +30,9 @@ Status SplitHostPort(const std::string& host_port, std::string* host, uint16_t* 
     port_str = host_port.substr(colon + 1);
   }
   if (host->empty()) return Status::InvalidArgument("'" + host_port + "' has no host");
+  if (host->find_first_of(" \t,") != std::string::npos) {
+    return Status::InvalidArgument("'" + host_port + "' is not one host:port");
+  }
   char* end = nullptr;
   const long value = strtol(port_str.c_str(), &end, 10);
   if (port_str.empty() || *end != '\0' || value < 0 || value > 65535) {
