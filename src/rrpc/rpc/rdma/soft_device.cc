@@ -402,6 +402,15 @@ void SoftDeviceImpl::FailRegistrations(int n) {
   failing_registrations_ = n;
 }
 
+void SoftDeviceImpl::InjectAsyncEvent(AsyncEventType type, QueuePair* qp) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (qp == nullptr) {
+    PostAsyncEvent({type, 0, nullptr});
+    return;
+  }
+  static_cast<SoftQp*>(qp)->OnFatal();
+}
+
 bool SoftDeviceImpl::ConsumeRegistrationFailure() {
   if (failing_registrations_ == 0) return false;
   --failing_registrations_;

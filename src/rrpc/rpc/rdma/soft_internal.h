@@ -141,6 +141,8 @@ class SoftQp final : public QueuePair {
   void OnRnrNak(uint32_t psn);
   void OnErrNak(uint32_t psn, WcStatus status);
   void OnLinkDead(Link* link);
+  // The device found the QP broken (InjectAsyncEvent): ERR, then kQpFatal with its context.
+  void OnFatal();
   // When the RNR wait ends (MonoTime::Max() when not waiting); OnTimer resends from there.
   MonoTime rnr_deadline() const { return rnr_deadline_; }
   void OnTimer(MonoTime now);
@@ -212,6 +214,7 @@ class SoftDeviceImpl final : public SoftDevice {
   void DropPeers() override;
   void StallCompletions(bool stalled) override;
   void FailRegistrations(int n) override;
+  void InjectAsyncEvent(AsyncEventType type, QueuePair* qp) override;
 
   const SoftDeviceOptions& options() const { return options_; }
 
