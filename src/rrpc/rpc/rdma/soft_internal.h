@@ -1,5 +1,6 @@
 // Internals of the software verbs backend (soft_device.h), shared by soft_device.cc (the device:
-// its NIC thread, links to peers, CQs, channels, memory) and soft_qp.cc (the RC rules).
+// its NIC thread, links to peers, memory), soft_queues.cc (CQs, channels, SRQs) and soft_qp.cc
+// (the RC rules).
 //
 // Locking: one mutex per device (SoftDeviceImpl::mu) guards every object of that device and
 // every link; the NIC thread and the application threads take it for each operation. Devices
