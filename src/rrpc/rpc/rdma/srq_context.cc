@@ -303,10 +303,13 @@ void SrqContext::Retire(uint32_t qp_num, std::unique_ptr<RdmaEndpoint> endpoint,
 }
 
 void SrqContext::TakeEvents(std::vector<SrqClient*>* failed, bool* device_failed) {
+  *device_failed = false;
+  if (!handoff_->has_events.load(std::memory_order_acquire)) return;
   bool limit_hit;
   std::vector<uint32_t> last_wqe, qp_failed;
   {
     std::lock_guard<std::mutex> lock(handoff_->mu);
+    handoff_->has_events.store(false, std::memory_order_relaxed);
     limit_hit = handoff_->limit_hit;
     handoff_->limit_hit = false;
     last_wqe.swap(handoff_->last_wqe);
@@ -504,6 +507,7 @@ void SrqContext::OnAsyncReadable(struct ev_loop*, ev_io* w, int) {
       for (auto& [context, handoff] : Registry()) {
         std::lock_guard<std::mutex> hlock(handoff->mu);
         handoff->device_failed = true;
+        handoff->has_events.store(true, std::memory_order_release);
         handoff->Wake();
       }
       continue;
@@ -523,6 +527,7 @@ void SrqContext::OnAsyncReadable(struct ev_loop*, ev_io* w, int) {
     } else {
       h->qp_failed.push_back(event.qp_num);
     }
+    h->has_events.store(true, std::memory_order_release);
     h->Wake();
   }
 }

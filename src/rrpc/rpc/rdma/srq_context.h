@@ -153,6 +153,9 @@ class SrqContext {
     std::vector<uint32_t> last_wqe;              // guarded by mu; QPs whose last WQE is reached
     std::vector<uint32_t> qp_failed;             // guarded by mu; QPs the device reported broken
     bool device_failed = false;                  // guarded by mu; the device is lost
+    // Set with any of the four above (under mu), cleared as they are taken: the reactor's
+    // completion batches look at it without the lock.
+    std::atomic<bool> has_events{false};
     bool pending() const {
       return chunk != nullptr || failed || limit_hit || !last_wqe.empty() || !qp_failed.empty() ||
              device_failed;
