@@ -24,6 +24,7 @@
 #include "rrpc/bench/bench_usage.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/messenger_flags.h"
+#include "rrpc/rpc/rdma/rdma_check.h"
 #include "rrpc/rpc/rdma/rdma_flags.h"
 #include "rrpc/server/web/web_dashboard.h"
 #include "rrpc/server/web/web_pages.h"
@@ -34,7 +35,9 @@
 DEFINE_string(mode, "throughput",
               "throughput: async calls kept in flight; latency: one call at a time; "
               "cps: a new connection per call; sparse: many connections, each called rarely; "
-              "mixed: small calls one at a time (their latency is reported) beside bulk calls");
+              "mixed: small calls one at a time (their latency is reported) beside bulk calls; "
+              "rdma-check: list the RDMA devices, ports and GIDs, the locked-memory limit, and "
+              "try one loopback RDMA message (with --rdma_backend), then exit");
 DEFINE_string(
     transport, "tcp",
     "tcp, tls or rdma. tls: the server requires TLS 1.3/1.2 on its port, with the --rpc_* "
@@ -372,6 +375,16 @@ int Run() {
   if (FLAGS_transport == "rdma" && !rdma::RdmaOptionsFromFlags().ok()) {
     fprintf(stderr, "rpc-bench: %s\n", rdma::RdmaOptionsFromFlags().status().message().c_str());
     return kExitUsage;
+  }
+  if (FLAGS_mode == "rdma-check") {
+    Result<rdma::RdmaOptions> options = rdma::RdmaOptionsFromFlags();
+    if (!options.ok()) {
+      fprintf(stderr, "rpc-bench: %s\n", options.status().message().c_str());
+      return kExitUsage;
+    }
+    rdma::RdmaCheckResult check = rdma::RunRdmaCheck(*options);
+    fputs(check.report.c_str(), stdout);
+    return check.ok ? 0 : 1;
   }
   if (FLAGS_server_only) return RunServerOnly();
   BenchConfig config;

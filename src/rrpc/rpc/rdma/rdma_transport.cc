@@ -224,6 +224,8 @@ void RdmaTransport::TopUp() {
   if (have + got < target_) srq_->WaitForCredits(this);
 }
 
+void RdmaTransport::OnSrqQpFailed(const Status& why) { Fail(why); }
+
 void RdmaTransport::OnSrqIdleCheck(MonoTime now) {
   const SrqOptions& o = srq_->options();
   if (closed_ || now - last_receive_ < o.reclaim_after) return;

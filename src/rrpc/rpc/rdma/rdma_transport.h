@@ -203,6 +203,7 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   void OnSrqBatchDone() override { AfterCompletions(); }
   void OnSrqCreditsAvailable() override;
   void OnSrqIdleCheck(MonoTime now) override;
+  void OnSrqQpFailed(const Status& why) override;
   // Fills header bytes 2 (credits given back) and 3 (reclaim) of the next message.
   void EncodeReturnsAndReclaim(uint8_t* header) RRPC_REQUIRES(send_mu_);
   // Header bytes 2 and 3 of a received message.

@@ -426,6 +426,25 @@ TEST_F(SoftDeviceTest, DestroyingAQueuePairRemovesItsCompletionsFromBothQueues) 
   EXPECT_FALSE(b_.dev->NextAsyncEvent(&ev));  // its queued events went with it
 }
 
+TEST_F(SoftDeviceTest, AnInjectedQpFatalEventPutsTheQpInErrorAndNamesItsContext) {
+  Connect(Caps());
+  ASSERT_TRUE(b_.PostRecv(1, 0, 64).ok());
+  b_.dev->InjectAsyncEvent(AsyncEventType::kQpFatal, b_.qp.get());
+  EXPECT_EQ(b_.qp->state(), QpState::kError);
+  auto flushed = WaitFor(b_.recv_cq.get(), 1);
+  ASSERT_EQ(flushed.size(), 1u);
+  EXPECT_EQ(flushed[0].status, WcStatus::kFlushed);
+  AsyncEvent ev;
+  ASSERT_TRUE(b_.dev->NextAsyncEvent(&ev));
+  EXPECT_EQ(ev.type, AsyncEventType::kQpFatal);
+  EXPECT_EQ(ev.qp_num, b_.qp->qp_num());
+  EXPECT_EQ(ev.context, &b_.qp_context);
+  b_.dev->InjectAsyncEvent(AsyncEventType::kPortError);
+  ASSERT_TRUE(b_.dev->NextAsyncEvent(&ev));
+  EXPECT_EQ(ev.type, AsyncEventType::kPortError);
+  EXPECT_EQ(ev.context, nullptr);
+}
+
 TEST_F(SoftDeviceTest, GrantedDepthsAreRoundedUpToPowersOfTwo) {
   a_.Open(Caps(/*send=*/6, /*recv=*/5));
   EXPECT_EQ(a_.qp->caps().max_send_wr, 8u);

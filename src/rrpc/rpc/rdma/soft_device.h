@@ -51,6 +51,10 @@ class SoftDevice : public Context {
   virtual void StallCompletions(bool stalled) = 0;
   // The next `n` memory registrations fail.
   virtual void FailRegistrations(int n) = 0;
+  // The device reports `qp` broken (kQpFatal: the QP goes to ERR, its requests flush, then the
+  // event, carrying the QP's context, is queued) or, with `qp` nullptr, itself (kDeviceFatal,
+  // kPortError...: only the event).
+  virtual void InjectAsyncEvent(AsyncEventType type, QueuePair* qp = nullptr) = 0;
 };
 
 Result<std::unique_ptr<SoftDevice>> OpenSoftDevice(const SoftDeviceOptions& options = {});

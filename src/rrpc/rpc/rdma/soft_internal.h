@@ -1,5 +1,6 @@
 // Internals of the software verbs backend (soft_device.h), shared by soft_device.cc (the device:
-// its NIC thread, links to peers, CQs, channels, memory) and soft_qp.cc (the RC rules).
+// its NIC thread, links to peers, memory), soft_queues.cc (CQs, channels, SRQs) and soft_qp.cc
+// (the RC rules).
 //
 // Locking: one mutex per device (SoftDeviceImpl::mu) guards every object of that device and
 // every link; the NIC thread and the application threads take it for each operation. Devices
@@ -141,6 +142,8 @@ class SoftQp final : public QueuePair {
   void OnRnrNak(uint32_t psn);
   void OnErrNak(uint32_t psn, WcStatus status);
   void OnLinkDead(Link* link);
+  // The device found the QP broken (InjectAsyncEvent): ERR, then kQpFatal with its context.
+  void OnFatal();
   // When the RNR wait ends (MonoTime::Max() when not waiting); OnTimer resends from there.
   MonoTime rnr_deadline() const { return rnr_deadline_; }
   void OnTimer(MonoTime now);
@@ -212,6 +215,7 @@ class SoftDeviceImpl final : public SoftDevice {
   void DropPeers() override;
   void StallCompletions(bool stalled) override;
   void FailRegistrations(int n) override;
+  void InjectAsyncEvent(AsyncEventType type, QueuePair* qp) override;
 
   const SoftDeviceOptions& options() const { return options_; }
 

@@ -350,6 +350,11 @@ void SoftQp::OnLinkDead(Link* link) {
   if (!unacked_.empty()) EnterError(WcStatus::kRetryExceeded);
 }
 
+void SoftQp::OnFatal() {
+  EnterError(WcStatus::kFlushed);
+  dev_->PostAsyncEventAfterCompletions({AsyncEventType::kQpFatal, qpn_, context_});
+}
+
 void SoftQp::OnTimer(MonoTime now) {
   if (rnr_deadline_ > now) return;
   rnr_deadline_ = MonoTime::Max();

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "rrpc/rpc/rdma/rdma_endpoint.h"
@@ -24,7 +25,9 @@ class CountingClient final : public SrqClient {
   void OnSrqBatchDone() override {}
   void OnSrqCreditsAvailable() override {}
   void OnSrqIdleCheck(MonoTime) override {}
+  void OnSrqQpFailed(const Status& why) override { failures.push_back(why.ToString()); }
   int sends = 0, receives = 0;
+  std::vector<std::string> failures;
 };
 
 EndpointOptions PeerOptions() {
@@ -167,6 +170,39 @@ TEST_F(SrqContextTest, AQpIsKeptUntilItsLastWqeIsReached) {
     SleepFor(MonoDelta::FromMicroseconds(200));
   }
   EXPECT_EQ(srq_->retiring(), 0u);
+}
+
+// Finding 5 of issue 27: a QP the device reports broken fails its connection at once (its calls
+// may be retried), instead of waiting until TCP notices; a lost device fails them all.
+TEST_F(SrqContextTest, AQpFatalEventFailsOnlyItsConnectionAtOnce) {
+  CountingClient keeper, victim;
+  Connected(&keeper);
+  auto [ours, peer] = Connected(&victim);
+  (void)peer;
+  dev_->InjectAsyncEvent(AsyncEventType::kQpFatal, ours->qp());
+  const MonoTime deadline = MonoTime::Now() + MonoDelta::FromSeconds(30);
+  while (victim.failures.empty() && MonoTime::Now() < deadline) {
+    RunLoop();
+    SleepFor(MonoDelta::FromMicroseconds(200));
+  }
+  ASSERT_EQ(victim.failures.size(), 1u);
+  EXPECT_NE(victim.failures[0].find("queue pair failed"), std::string::npos);
+  EXPECT_TRUE(keeper.failures.empty());
+}
+
+TEST_F(SrqContextTest, ADeviceFatalEventFailsEveryConnection) {
+  CountingClient a, b;
+  Connected(&a);
+  Connected(&b);
+  dev_->InjectAsyncEvent(AsyncEventType::kDeviceFatal);
+  const MonoTime deadline = MonoTime::Now() + MonoDelta::FromSeconds(30);
+  while ((a.failures.empty() || b.failures.empty()) && MonoTime::Now() < deadline) {
+    RunLoop();
+    SleepFor(MonoDelta::FromMicroseconds(200));
+  }
+  ASSERT_EQ(a.failures.size(), 1u);
+  ASSERT_EQ(b.failures.size(), 1u);
+  EXPECT_NE(a.failures[0].find("device failed"), std::string::npos);
 }
 
 }  // namespace

@@ -142,7 +142,8 @@ void SrqContext::OnHandoff(struct ev_loop*, ev_async* w, int) {
     grown = self->handoff_->chunk != nullptr || self->handoff_->failed;
     chunk = std::move(self->handoff_->chunk);
     self->handoff_->failed = false;
-    events = self->handoff_->limit_hit || !self->handoff_->last_wqe.empty();
+    events = self->handoff_->limit_hit || !self->handoff_->last_wqe.empty() ||
+             !self->handoff_->qp_failed.empty() || self->handoff_->device_failed;
   }
   if (grown) {
     self->growing_ = false;
@@ -301,18 +302,32 @@ void SrqContext::Retire(uint32_t qp_num, std::unique_ptr<RdmaEndpoint> endpoint,
   }
 }
 
-void SrqContext::TakeEvents() {
+void SrqContext::TakeEvents(std::vector<SrqClient*>* failed, bool* device_failed) {
+  *device_failed = false;
+  if (!handoff_->has_events.load(std::memory_order_acquire)) return;
   bool limit_hit;
-  std::vector<uint32_t> last_wqe;
+  std::vector<uint32_t> last_wqe, qp_failed;
   {
     std::lock_guard<std::mutex> lock(handoff_->mu);
+    handoff_->has_events.store(false, std::memory_order_relaxed);
     limit_hit = handoff_->limit_hit;
     handoff_->limit_hit = false;
     last_wqe.swap(handoff_->last_wqe);
+    qp_failed.swap(handoff_->qp_failed);
+    *device_failed = handoff_->device_failed;
+    handoff_->device_failed = false;
   }
   for (uint32_t qp : last_wqe) {
     auto it = qps_.find(qp);
     if (it != qps_.end()) it->second.last_wqe = true;  // may come before the QP is retired
+  }
+  if (*device_failed) {
+    failed->assign(live_.begin(), live_.end());
+  } else {
+    for (uint32_t qp : qp_failed) {
+      auto it = qps_.find(qp);
+      if (it != qps_.end() && it->second.client != nullptr) failed->push_back(it->second.client);
+    }
   }
   if (limit_hit) HandleLimitEvent();
 }
@@ -380,7 +395,14 @@ void SrqContext::HandleCompletions() {
   // Re-arm, then poll empty: a completion after the poll signals again.
   (void)recv_cq_->RequestNotify();
   (void)send_cq_->RequestNotify();
-  TakeEvents();
+  std::vector<SrqClient*> failed;
+  bool device_failed = false;
+  TakeEvents(&failed, &device_failed);
+  const Status why = Status::NetworkError(device_failed ? "RDMA device failed (async event)"
+                                                        : "RDMA queue pair failed (async event)");
+  for (SrqClient* c : failed) {
+    if (live_.count(c) != 0) c->OnSrqQpFailed(why);  // may close it (Retire)
+  }
   std::vector<SrqClient*> touched;
   // Completions that came before their connection attached go first, in order.
   std::vector<uint32_t> ready = std::move(early_ready_);
@@ -478,20 +500,34 @@ void SrqContext::OnAsyncReadable(struct ev_loop*, ev_io* w, int) {
   // fatal) are not used here: a broken QP shows in its completions.
   AsyncEvent event;
   while (self->ctx_->NextAsyncEvent(&event)) {
-    if (event.type != AsyncEventType::kSrqLimitReached &&
-        event.type != AsyncEventType::kQpLastWqeReached) {
+    std::lock_guard<std::mutex> lock(registry_mu);
+    if (event.type == AsyncEventType::kDeviceFatal) {
+      // Every QP of the device is gone: every context fails its connections. (Contexts of
+      // another device hear it too; their connections fail on their own soon after anyway.)
+      for (auto& [context, handoff] : Registry()) {
+        std::lock_guard<std::mutex> hlock(handoff->mu);
+        handoff->device_failed = true;
+        handoff->has_events.store(true, std::memory_order_release);
+        handoff->Wake();
+      }
       continue;
     }
-    std::lock_guard<std::mutex> lock(registry_mu);
+    if (event.type != AsyncEventType::kSrqLimitReached &&
+        event.type != AsyncEventType::kQpLastWqeReached && event.type != AsyncEventType::kQpFatal) {
+      continue;  // port events: a QP that loses its path fails on its own (retries run out)
+    }
     auto it = Registry().find(event.context);
     if (it == Registry().end()) continue;  // not an SrqContext's (or one gone)
     Handoff* h = it->second.get();
     std::lock_guard<std::mutex> hlock(h->mu);
     if (event.type == AsyncEventType::kSrqLimitReached) {
       h->limit_hit = true;
-    } else {
+    } else if (event.type == AsyncEventType::kQpLastWqeReached) {
       h->last_wqe.push_back(event.qp_num);
+    } else {
+      h->qp_failed.push_back(event.qp_num);
     }
+    h->has_events.store(true, std::memory_order_release);
     h->Wake();
   }
 }

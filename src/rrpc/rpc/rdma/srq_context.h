@@ -80,6 +80,9 @@ class SrqClient {
   // Every reclaim_after / 2: a peer that sent nothing since the last look for reclaim_after
   // gives back the credits it holds above the floor (docs/rdma.md, "Reclaim").
   virtual void OnSrqIdleCheck(MonoTime now) = 0;
+  // The device reported the connection's QP broken (a fatal, request or access error), or the
+  // device itself: fail the connection now (its calls may be retried), not when TCP notices.
+  virtual void OnSrqQpFailed(const Status& why) = 0;
 };
 
 class SrqContext {
@@ -148,7 +151,15 @@ class SrqContext {
     bool failed = false;                         // guarded by mu
     bool limit_hit = false;                      // guarded by mu; the SRQ's limit event
     std::vector<uint32_t> last_wqe;              // guarded by mu; QPs whose last WQE is reached
-    bool pending() const { return chunk != nullptr || failed || limit_hit || !last_wqe.empty(); }
+    std::vector<uint32_t> qp_failed;             // guarded by mu; QPs the device reported broken
+    bool device_failed = false;                  // guarded by mu; the device is lost
+    // Set with any of the four above (under mu), cleared as they are taken: the reactor's
+    // completion batches look at it without the lock.
+    std::atomic<bool> has_events{false};
+    bool pending() const {
+      return chunk != nullptr || failed || limit_hit || !last_wqe.empty() || !qp_failed.empty() ||
+             device_failed;
+    }
     // Wakes the reactor, if it watches. REQUIRES: mu held.
     void Wake();
   };
@@ -178,8 +189,8 @@ class SrqContext {
   bool GrowSoon();
   static void OnHandoff(struct ev_loop* loop, ev_async* w, int revents);
   // Takes the async events handed over, before a poll of the CQs (a last WQE taken here is
-  // drained by that poll).
-  void TakeEvents();
+  // drained by that poll). Connections to fail (their QP or the device broke) go to `failed`.
+  void TakeEvents(std::vector<SrqClient*>* failed, bool* device_failed);
   // Destroys the retired QPs whose last WQE was taken before the poll just done and whose sends
   // are all in; their shares go back to the pool.
   void DestroyDrained();

@@ -427,6 +427,99 @@ int PickGid(const Library* lib, ibv_context* ctx, int port, const ibv_port_attr&
 
 bool VerbsLibraryAvailable() { return ibv::Load() != nullptr; }
 
+namespace {
+
+const char* PortStateName(ibv_port_state s) {
+  switch (s) {
+    case IBV_PORT_DOWN:
+      return "DOWN";
+    case IBV_PORT_INIT:
+      return "INIT";
+    case IBV_PORT_ARMED:
+      return "ARMED";
+    case IBV_PORT_ACTIVE:
+      return "ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER:
+      return "ACTIVE_DEFER";
+    default:
+      return "NOP";
+  }
+}
+
+std::string GidText(const uint8_t* raw) {
+  char text[INET6_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET6, raw, text, sizeof(text));
+  return text;
+}
+
+void DescribePort(const Library* lib, ibv_context* ctx, int port, std::string* out) {
+  ibv_port_attr pattr{};
+  if (lib->query_port(ctx, static_cast<uint8_t>(port), &pattr) != 0) {
+    *out += "  port " + std::to_string(port) + ": query failed\n";
+    return;
+  }
+  const bool eth = pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
+  *out += "  port " + std::to_string(port) + ": " + PortStateName(pattr.state) + ", " +
+          (eth ? "Ethernet (RoCE)" : "InfiniBand") + ", active MTU " +
+          std::to_string(MtuBytes(pattr.active_mtu)) + ", LID " + std::to_string(pattr.lid) + "\n";
+  static const uint8_t kZero[16] = {};
+  for (int i = 0; i < pattr.gid_tbl_len; ++i) {
+    ibv_gid gid;
+    if (lib->query_gid(ctx, static_cast<uint8_t>(port), i, &gid) != 0) continue;
+    if (memcmp(gid.raw, kZero, 16) == 0) continue;
+    std::string type = "type unknown (rdma-core < 31)";
+    if (lib->query_gid_ex != nullptr) {
+      ibv_gid_entry entry{};
+      if (lib->query_gid_ex(ctx, port, i, &entry, 0, sizeof(entry)) == 0) {
+        type = entry.gid_type == IBV_GID_TYPE_ROCE_V2   ? "RoCE v2"
+               : entry.gid_type == IBV_GID_TYPE_ROCE_V1 ? "RoCE v1"
+                                                        : "IB";
+      }
+    }
+    const bool link_local = gid.raw[0] == 0xfe && (gid.raw[1] & 0xc0) == 0x80;
+    *out += "    gid " + std::to_string(i) + ": " + GidText(gid.raw) + "  " + type +
+            (link_local && eth ? "  (link-local: does not route)" : "") + "\n";
+  }
+}
+
+}  // namespace
+
+std::string DescribeVerbsDevices() {
+  const Library* lib = ibv::Load();
+  if (lib == nullptr) {
+    return "libibverbs.so.1 not found: no RDMA here (install rdma-core / libibverbs1); "
+           "connections stay on TCP (fallback reason no_device)\n";
+  }
+  int n = 0;
+  ibv_device** list = lib->get_device_list(&n);
+  if (list == nullptr || n == 0) {
+    if (list != nullptr) lib->free_device_list(list);
+    return "libibverbs loaded, but there is no RDMA device on this machine: connections stay "
+           "on TCP (fallback reason no_device); --rdma_backend=soft runs the software backend\n";
+  }
+  std::string out = std::to_string(n) + " RDMA device(s)\n";
+  for (int d = 0; d < n; ++d) {
+    const std::string name = lib->get_device_name(list[d]);
+    ibv_context* ctx = lib->open_device(list[d]);
+    if (ctx == nullptr) {
+      out += name + ": cannot open (" + strerror(errno) + ")\n";
+      continue;
+    }
+    ibv_device_attr dattr{};
+    if (lib->query_device(ctx, &dattr) != 0) {
+      out += name + ": query failed\n";
+    } else {
+      out += name + ": " + std::to_string(dattr.phys_port_cnt) + " port(s), max_qp_wr " +
+             std::to_string(dattr.max_qp_wr) + ", max_srq_wr " + std::to_string(dattr.max_srq_wr) +
+             ", completion vectors " + std::to_string(ctx->num_comp_vectors) + "\n";
+      for (int p = 1; p <= dattr.phys_port_cnt; ++p) DescribePort(lib, ctx, p, &out);
+    }
+    lib->close_device(ctx);
+  }
+  lib->free_device_list(list);
+  return out;
+}
+
 Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& options) {
   const Library* lib = ibv::Load();
   if (lib == nullptr) return Status::NotFound("libibverbs.so.1 not found");

@@ -26,4 +26,9 @@ bool VerbsLibraryAvailable();
 // NotFound when the library or a device (or an active port) is missing.
 Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& options = {});
 
+// For people, not programs (rdma_check.h): every device and port libibverbs sees, with state,
+// link layer, active MTU and the GID table (non-zero entries, with their types where the library
+// tells them). Says plainly when the library or any device is missing.
+std::string DescribeVerbsDevices();
+
 }  // namespace rrpc::rdma
