@@ -105,7 +105,9 @@ class IntMap {
     V value{};
   };
 
-  static constexpr size_t kInitialCapacity = 16;
+  // Small: a client connection's map holds its calls in flight, often one (a synchronous
+  // caller), and keeps its array while idle; a busier one doubles to its size once.
+  static constexpr size_t kInitialCapacity = 4;
 
   size_t capacity() const { return slots_ == nullptr ? 0 : mask_ + 1; }
 

@@ -54,7 +54,7 @@ Sockaddr Sockaddr::Loopback(uint16_t port) {
 
 Sockaddr Sockaddr::FromRaw(const sockaddr* addr, socklen_t len) {
   Sockaddr out;
-  CHECK_LE(len, sizeof(out.storage_));
+  if (len > sizeof(out.storage_)) return out;
   memcpy(&out.storage_, addr, len);
   out.len_ = len;
   return out;

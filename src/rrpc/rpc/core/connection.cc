@@ -29,27 +29,27 @@ Connection::Connection(Reactor* reactor, Direction direction, std::unique_ptr<Tr
                        const Sockaddr& remote)
     : reactor_(reactor),
       direction_(direction),
+      state_(direction == Direction::kClient ? State::kConnecting : State::kNegotiating),
       remote_(remote),
       options_(reactor->options()),
       transport_(std::move(transport)),
       caps_(transport_->capabilities()),
-      state_(direction == Direction::kClient ? State::kConnecting : State::kNegotiating),
-      server_negotiation_(direction == Direction::kServer
-                              ? std::make_unique<ServerNegotiation>(
-                                    AsNegotiationHost(), reactor->messenger()->security())
-                              : nullptr),
-      client_negotiation_(
-          direction == Direction::kClient
-              ? std::make_unique<ClientNegotiation>(AsNegotiationHost(), reactor->messenger_name(),
-                                                    reactor->messenger()->security()->auth_token())
-              : nullptr),
-      memory_(direction == Direction::kServer
-                  ? std::make_unique<MemoryTracker>(
-                        "connection", static_cast<int64_t>(options_.inbound_memory_per_connection),
-                        reactor->messenger()->inbound_memory())
-                  : nullptr),
+      negotiating_(std::make_unique<Negotiating>()),
+      memory_("connection",
+              direction == Direction::kServer
+                  ? static_cast<int64_t>(options_.inbound_memory_per_connection)
+                  : 0,
+              direction == Direction::kServer ? reactor->messenger()->inbound_memory() : nullptr),
       created_(MonoTime::Now()),
       last_activity_(created_) {
+  if (direction == Direction::kServer) {
+    negotiating_->server =
+        std::make_unique<ServerNegotiation>(AsNegotiationHost(), reactor->messenger()->security());
+  } else {
+    negotiating_->client =
+        std::make_unique<ClientNegotiation>(AsNegotiationHost(), reactor->messenger_name(),
+                                            reactor->messenger()->security()->auth_token());
+  }
   MessengerMetrics* m = reactor_->metrics();
   if (m != nullptr) m->ConnectionOpened(/*accepted=*/direction == Direction::kServer);
 }
@@ -60,10 +60,10 @@ void Connection::Start() {
   DCHECK(reactor_->IsCurrentThread());
   ev_timer_init(&call_deadline_timer_, &Connection::OnCallDeadlineTimer, 0.0, 0.0);
   call_deadline_timer_.data = this;
-  ev_timer_init(&negotiation_timer_, &Connection::OnNegotiationTimeout,
+  ev_timer_init(&negotiating_->timer, &Connection::OnNegotiationTimeout,
                 options_.negotiation_timeout.ToSeconds(), 0.0);
-  negotiation_timer_.data = this;
-  ev_timer_start(reactor_->loop(), &negotiation_timer_);
+  negotiating_->timer.data = this;
+  ev_timer_start(reactor_->loop(), &negotiating_->timer);
   if (direction_ == Direction::kServer) {
     // Cannot fail on a stream transport, which every connection starts on.
     RRPC_CHECK_OK(transport_->ExpectPreamble(kPreambleSize));
@@ -166,7 +166,7 @@ void Connection::ApplyBackpressure() {
     if (unsent > kPauseReadsAboveBytes) SetReadsPaused(true);
     return;
   }
-  if (unsent < kResumeReadsBelowBytes && memory_->AllBelow(kResumeReadsBelowMemoryFraction)) {
+  if (unsent < kResumeReadsBelowBytes && memory_.AllBelow(kResumeReadsBelowMemoryFraction)) {
     SetReadsPaused(false);
   }
 }
@@ -174,7 +174,7 @@ void Connection::ApplyBackpressure() {
 void Connection::ReconsiderReading() {
   DCHECK(reactor_->IsCurrentThread());
   if (direction_ != Direction::kServer || state_ == State::kClosed || fatal_error_sent_) return;
-  if (memory_->OverLimit()) {
+  if (memory_.OverLimit()) {
     OnInboundMemoryOverLimit();
   } else {
     ApplyBackpressure();
@@ -182,7 +182,7 @@ void Connection::ReconsiderReading() {
 }
 
 void Connection::OnInboundMemoryOverLimit() {
-  if (memory_->limit() > 0 && memory_->consumption() > memory_->limit() &&
+  if (memory_.limit() > 0 && memory_.consumption() > memory_.limit() &&
       inbound_in_flight_.load(std::memory_order_relaxed) == 0 &&
       unsent_bytes_.load(std::memory_order_relaxed) == 0) {
     // All it holds is one partial frame, already above the connection's limit: reading on would
@@ -190,7 +190,7 @@ void Connection::OnInboundMemoryOverLimit() {
     if (MessengerMetrics* m = reactor_->metrics()) m->frames_refused->Increment();
     Status s = Status::InvalidArgument("frame from " + remote_.ToString() +
                                        " exceeds the connection's inbound memory limit of " +
-                                       std::to_string(memory_->limit()) + " bytes");
+                                       std::to_string(memory_.limit()) + " bytes");
     reactor_->LogPeerError(s);
     CloseWithFatalError(ErrorStatusPB::FATAL_INVALID_FRAME, s);
     return;
@@ -208,14 +208,14 @@ void Connection::SetReadsPaused(bool paused) {
   reactor_->WatchPausedConnection(this, paused);
   VLOG(1) << (paused ? "pausing" : "resuming") << " reads from " << remote_.ToString() << ": "
           << unsent_bytes_.load(std::memory_order_relaxed) << " response bytes unsent, "
-          << memory_->consumption() << " inbound bytes held";
+          << memory_.consumption() << " inbound bytes held";
 }
 
 void Connection::SyncPartialCharge() {
   const size_t buffered = transport_->buffered_bytes();
   if (buffered == partial_charged_) return;
   if (partial_charged_ == 0) frame_progress_at_ = last_activity_;  // a frame begins
-  memory_->Consume(static_cast<int64_t>(buffered) - static_cast<int64_t>(partial_charged_));
+  memory_.Consume(static_cast<int64_t>(buffered) - static_cast<int64_t>(partial_charged_));
   partial_charged_ = buffered;
 }
 
@@ -249,7 +249,7 @@ void Connection::OnTransportConnected() {
   // the hello at once instead of a round trip later (the server reads frames in order: the
   // hello, then the calls). A refused negotiation closes the connection and fails them with the
   // server's reason, as it would have failed them waiting. Otherwise they wait for the reply.
-  if (client_negotiation_->Start()) SendPendingCalls();
+  if (negotiating_->client->Start()) SendPendingCalls();
 }
 
 void Connection::OnBytesReceived(size_t bytes, MonoTime now) {
@@ -259,7 +259,7 @@ void Connection::OnBytesReceived(size_t bytes, MonoTime now) {
   if (MessengerMetrics* m = reactor_->metrics()) m->received_bytes->IncrementBy(bytes);
   if (direction_ == Direction::kServer) {
     SyncPartialCharge();
-    if (memory_->OverLimit()) OnInboundMemoryOverLimit();
+    if (memory_.OverLimit()) OnInboundMemoryOverLimit();
   }
 }
 
@@ -290,9 +290,9 @@ void Connection::OnProtocolError(const Status& reason) {
 
 void Connection::OnPreamble(Slice preamble) {
   DCHECK(reactor_->IsCurrentThread());
-  DCHECK(server_negotiation_ != nullptr);
+  DCHECK(negotiating_ != nullptr && negotiating_->server != nullptr);
   SyncPartialCharge();  // the preamble is consumed: it holds no memory
-  Result<ServerNegotiation::Next> next = server_negotiation_->OnPreamble(preamble);
+  Result<ServerNegotiation::Next> next = negotiating_->server->OnPreamble(preamble);
   if (!next.ok()) {
     FailNegotiation(next.status());
   } else if (*next == ServerNegotiation::Next::kStartTls) {
@@ -343,7 +343,7 @@ void Connection::OnFrame(BlockSlice&& frame) {
   } else {
     s = HandleResponseFrame(std::move(frame));
   }
-  if (charged != 0) memory_->Release(static_cast<int64_t>(charged));
+  if (charged != 0) memory_.Release(static_cast<int64_t>(charged));
   if (!s.ok()) OnProtocolError(s);
   FlushEarlyIfLarge();  // an inline handler's response
 }
@@ -368,16 +368,16 @@ void Connection::SendConnectionBytes(BlockSlice bytes) {
 
 void Connection::HandleNegotiationFrame(Slice frame) {
   DCHECK(reactor_->IsCurrentThread());
-  Result<bool> done = server_negotiation_ ? server_negotiation_->OnFrame(frame)
-                                          : client_negotiation_->OnFrame(frame);
+  DCHECK(negotiating_ != nullptr);
+  Negotiating& n = *negotiating_;
+  Result<bool> done = n.server ? n.server->OnFrame(frame) : n.client->OnFrame(frame);
   if (!done.ok()) {
     FailNegotiation(done.status());
     return;
   }
   if (!*done) return;
-  std::unique_ptr<TransportUpgrade> upgrade = server_negotiation_
-                                                  ? std::move(server_negotiation_->peer().upgrade)
-                                                  : std::move(client_negotiation_->peer().upgrade);
+  std::unique_ptr<TransportUpgrade> upgrade =
+      n.server ? std::move(n.server->peer().upgrade) : std::move(n.client->peer().upgrade);
   MarkOpen(std::move(upgrade));
 }
 
@@ -419,11 +419,10 @@ void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
   DCHECK(reactor_->IsCurrentThread());
   scoped_refptr<Connection> self(this);
   state_ = State::kOpen;
-  ev_timer_stop(reactor_->loop(), &negotiation_timer_);
-  identity_ = server_negotiation_ ? server_negotiation_->peer().identity
-                                  : client_negotiation_->peer().identity;
-  server_negotiation_.reset();
-  client_negotiation_.reset();
+  ev_timer_stop(reactor_->loop(), &negotiating_->timer);
+  identity_ = negotiating_->server ? negotiating_->server->peer().identity
+                                   : negotiating_->client->peer().identity;
+  negotiating_.reset();
   if (upgrade != nullptr) {
     // The negotiation bytes (a server's reply and bootstrap answer) leave over the old transport
     // first; they are a few hundred bytes on a fresh socket, so they always go at once. Were they
@@ -506,7 +505,8 @@ void Connection::Shutdown(const Status& reason) {
   VLOG(1) << (direction_ == Direction::kClient ? "client" : "server") << " connection to "
           << remote_.ToString() << " closing: " << reason.ToString();
   state_ = State::kClosed;
-  ev_timer_stop(reactor_->loop(), &negotiation_timer_);
+  // Kept (not reset) while negotiating: Shutdown may run inside the negotiation's timer or calls.
+  if (negotiating_ != nullptr) ev_timer_stop(reactor_->loop(), &negotiating_->timer);
   ev_timer_stop(reactor_->loop(), &call_deadline_timer_);
   call_deadlines_.clear();  // every call waiting is failed below
   write_armed_ = false;
@@ -532,8 +532,8 @@ void Connection::Shutdown(const Status& reason) {
   } else {
     transport_->Close();
   }
-  if (memory_ != nullptr) {
-    memory_->Release(static_cast<int64_t>(partial_charged_));  // the transport dropped it
+  if (direction_ == Direction::kServer) {
+    memory_.Release(static_cast<int64_t>(partial_charged_));  // the transport dropped it
     partial_charged_ = 0;
   }
 

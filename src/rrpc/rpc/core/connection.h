@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,6 +30,7 @@
 #include "rrpc/util/monotime.h"
 #include "rrpc/util/mutex.h"
 #include "rrpc/util/ref_counted.h"
+#include "rrpc/util/ring_queue.h"
 #include "rrpc/util/sockaddr.h"
 #include "rrpc/util/status.h"
 
@@ -134,7 +134,7 @@ class Connection final : public RefCounted<Connection>,
   void InboundCallDone();
   // Server side: the bytes held for this connection's inbound calls (a child of the messenger's
   // tracker); nullptr on the client side. Any thread may consume or release.
-  MemoryTracker* inbound_memory() const { return memory_.get(); }
+  MemoryTracker* inbound_memory() { return direction_ == Direction::kServer ? &memory_ : nullptr; }
   // Reactor thread, server side: stops reading while too many response bytes wait; a paused
   // connection reads again once few wait and its inbound memory (and its messenger's) is below
   // 3/4 of the limits. Cheap: runs on every response queued.
@@ -243,8 +243,11 @@ class Connection final : public RefCounted<Connection>,
   // close has shut this connection down before the caller queues its call (on a fresh one).
   void ResumeReadsAndWait(MonoTime deadline) RRPC_EXCLUDES(write_mu_);
 
+  // Members are grouped so that small ones fill what would be padding: every idle connection
+  // holds one of these (connection_memory-test.cc bounds the heap an idle one holds).
   Reactor* const reactor_;
   const Direction direction_;
+  State state_;
   const Sockaddr remote_;
   const MessengerOptions& options_;
   // Replaced only on the reactor thread, under write_mu_; so the reactor reads it without the
@@ -252,38 +255,27 @@ class Connection final : public RefCounted<Connection>,
   // need the lock and the owning thread, reads need either".)
   std::unique_ptr<Transport> transport_;
   TransportCapabilities caps_;  // transport_'s; changed with it, read like it
-  std::vector<std::unique_ptr<Transport>> retired_transports_;  // reactor thread
-  State state_;
-  // While negotiating (one of them, by direction); dropped once open.
-  std::unique_ptr<ServerNegotiation> server_negotiation_;
-  std::unique_ptr<ClientNegotiation> client_negotiation_;
-
-  ev_timer negotiation_timer_;
   bool write_armed_ = false;
   bool fatal_error_sent_ = false;  // CloseWithFatalError ran: nothing more to decide
   bool reads_paused_ = false;
+  // Client side: calls go out as they come (set once the negotiation allows it).
+  bool sending_calls_ = false;
+  std::vector<std::unique_ptr<Transport>> retired_transports_;  // reactor thread
+  // What only a connection still negotiating needs, dropped once open (an idle open connection
+  // keeps none of it). Made in the constructor; its timer runs from Start() until MarkOpen() or
+  // Shutdown().
+  struct Negotiating {
+    std::unique_ptr<ServerNegotiation> server;  // one of them, by direction
+    std::unique_ptr<ClientNegotiation> client;
+    ev_timer timer;
+  };
+  std::unique_ptr<Negotiating> negotiating_;
 
   // The write side. Held while writing to the transport, so one thread writes at a time; never
   // held while a transfer's TransferDone/TransferAborted runs (those may queue more work).
   Mutex write_mu_;
-  // Transfers to write, in order. The connection owns the references they represent.
-  TransferQueue write_queue_ RRPC_GUARDED_BY(write_mu_);
-  // Reactor thread only: calls and responses the reactor queued in this loop iteration, not yet
-  // in write_queue_ (QueueTransfer); Flush() appends them under the lock it takes anyway, so the
-  // reactor takes write_mu_ once per batch instead of once more per frame. A worker's or
-  // caller's lone write may go out before them: whole frames of independent calls, so only their
-  // order changes; connection bytes never wait here (QueueTransferNow).
-  TransferQueue staged_;
-  // Bytes of the write queue not yet written; reads pause while it is too high (server side).
-  // Changed under write_mu_; read without it for backpressure.
-  std::atomic<size_t> unsent_bytes_{0};
-  // Staged bytes from which a frame's handling flushes them at once (FlushEarlyIfLarge).
-  static constexpr size_t kEarlyFlushBytes = 32 * 1024;
   // Set by Shutdown: no thread writes to the transport any more.
   bool write_closed_ RRPC_GUARDED_BY(write_mu_) = false;
-  // Client side: the call a synchronous caller wrote itself (TrySendCallFromCaller), awaiting
-  // its response.
-  scoped_refptr<OutboundCall> caller_call_ RRPC_GUARDED_BY(write_mu_);
   // Client side: who reads the socket (docs/architecture.md, "The synchronous call path").
   //  kReactor: the reactor (its watcher runs, or a task restarting it is on its way);
   //  kParked: nobody (the transport's watcher is stopped; ParkReads); nothing is outstanding;
@@ -297,20 +289,34 @@ class Connection final : public RefCounted<Connection>,
   // Set by the reactor while a caller owns the reads and a call that the reactor must read was
   // queued: the caller hands the reads back instead of parking them.
   bool reactor_wants_reads_ RRPC_GUARDED_BY(write_mu_) = false;
+  // Client side: calls may be written now (the preamble and the negotiation request are queued
+  // ahead of them); set with sending_calls_.
+  bool callers_may_write_ RRPC_GUARDED_BY(write_mu_) = false;
+  // Transfers to write, in order. The connection owns the references they represent.
+  TransferQueue write_queue_ RRPC_GUARDED_BY(write_mu_);
+  // Reactor thread only: calls and responses the reactor queued in this loop iteration, not yet
+  // in write_queue_ (QueueTransfer); Flush() appends them under the lock it takes anyway, so the
+  // reactor takes write_mu_ once per batch instead of once more per frame. A worker's or
+  // caller's lone write may go out before them: whole frames of independent calls, so only their
+  // order changes; connection bytes never wait here (QueueTransferNow).
+  TransferQueue staged_;
+  // Bytes of the write queue not yet written; reads pause while it is too high (server side).
+  // Changed under write_mu_; read without it for backpressure.
+  std::atomic<size_t> unsent_bytes_{0};
+  // Staged bytes from which a frame's handling flushes them at once (FlushEarlyIfLarge).
+  static constexpr size_t kEarlyFlushBytes = 32 * 1024;
+  // Client side: the call a synchronous caller wrote itself (TrySendCallFromCaller), awaiting
+  // its response.
+  scoped_refptr<OutboundCall> caller_call_ RRPC_GUARDED_BY(write_mu_);
   // When the reads were last parked (about when the last response was read).
   MonoTime parked_at_ RRPC_GUARDED_BY(write_mu_);
   // What callers read (added to bytes_received_ and last_activity_ for /connections and the
   // idle scan).
   std::atomic<uint64_t> caller_bytes_received_{0};
   std::atomic<int64_t> caller_read_at_ns_{0};
-  // Client side: calls may be written now (the preamble and the negotiation request are queued
-  // ahead of them); set with sending_calls_.
-  bool callers_may_write_ RRPC_GUARDED_BY(write_mu_) = false;
   // Client side: calls made before the connection could take them (while connecting), sent right
   // after the negotiation request.
   std::vector<scoped_refptr<OutboundCall>> pending_calls_;
-  // Client side: calls go out as they come (set once the negotiation allows it).
-  bool sending_calls_ = false;
   // Client side: calls sent (or being sent) and awaiting their response, by call id: one flat
   // array, no allocation per call.
   using AwaitingMap = IntMap<scoped_refptr<OutboundCall>>;
@@ -325,14 +331,15 @@ class Connection final : public RefCounted<Connection>,
     MonoTime deadline;
     int32_t call_id;
   };
-  std::deque<CallDeadline> call_deadlines_;
+  RingQueue<CallDeadline> call_deadlines_;  // allocates nothing until a call is watched
   ev_timer call_deadline_timer_;
   MonoTime call_deadline_timer_at_;  // the deadline the timer is armed for, while active
   // Server side: calls handed to the service pool and not yet answered.
   std::atomic<int64_t> inbound_in_flight_{0};
 
-  // Server side: bytes held for inbound calls; the calls consume and release their share.
-  std::unique_ptr<MemoryTracker> memory_;
+  // Bytes held for inbound calls (server side; the calls consume and release their share). Held
+  // in place, no allocation of its own; a client connection's stays unused (inbound_memory()).
+  MemoryTracker memory_;
   // Server side, reactor thread: the transport's buffered bytes as last counted in memory_, and
   // when a frame last completed (or the current partial one began).
   size_t partial_charged_ = 0;
