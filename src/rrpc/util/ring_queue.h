@@ -4,8 +4,9 @@
 // the empty struct. For one thread's small queues of default-constructible, movable values, such
 // as a client connection's call deadlines. Not thread-safe: its owner's thread only.
 //
-// Why not std::deque: libstdc++'s deque allocates its map and a 512-byte node when constructed,
-// empty or not (about 600 bytes of heap per owner), and keeps the node after it empties.
+// Why not std::deque: libstdc++'s deque allocates its map and a node when constructed, empty or
+// not, and keeps the node after it empties: every idle connection paid for it
+// (docs/performance-history.md, "Idle connection memory").
 //
 //   RingQueue<CallDeadline> deadlines;
 //   deadlines.push_back({deadline, call_id});
