@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds from nothing and runs every test under ctest:
-# the RelWithDebInfo build; the whole tree under clang with -Wthread-safety -Werror (build only:
-# it proves the lock annotations hold; skip with RRPC_SKIP_CLANG=1); a short fuzz run of every
+# Installs what is missing, checks the format (build-support/format.sh --check), builds from
+# nothing and runs every test under ctest: the RelWithDebInfo build; the whole tree under clang
+# with -Wthread-safety -Werror (build only: it proves the lock annotations hold), then clang-tidy
+# on it (.clang-tidy's checks; skip both with RRPC_SKIP_CLANG=1); a short fuzz run of every
 # fuzz target (skip it with RRPC_SKIP_FUZZ=1); then the ASAN+UBSAN build (skip the sanitizers
 # with RRPC_SKIP_SANITIZERS=1).
 # Usage: build-support/run-tests.sh [extra ctest args]
@@ -18,10 +19,14 @@ run_suite() {  # run_suite BUILD_DIR CMAKE_ARGS...
   shift
   cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
   ninja -C "$dir" -j "$jobs"
-  (cd "$dir" && ctest --output-on-failure -j "$jobs" "${CTEST_ARGS[@]}")
+  (cd "$dir" && "${CTEST_WRAP[@]}" ctest --output-on-failure -j "$jobs" "${CTEST_ARGS[@]}")
 }
 
 CTEST_ARGS=("$@")
+CTEST_WRAP=()
+echo "=== format: build-support/format.sh --check ==="
+build-support/format.sh --check ||
+  { echo "run build-support/format.sh to format the files above" >&2; exit 1; }
 echo "=== tests: RelWithDebInfo build ==="
 run_suite build/ci -DCMAKE_BUILD_TYPE=RelWithDebInfo
 if [ "${RRPC_SKIP_CLANG:-0}" != 1 ]; then
@@ -29,6 +34,8 @@ if [ "${RRPC_SKIP_CLANG:-0}" != 1 ]; then
   CC=clang CXX=clang++ cmake -S . -B build/ci-clang -G Ninja -DCMAKE_BUILD_TYPE=Debug \
     -DRRPC_BUILD_PEERS=OFF >/dev/null
   ninja -C build/ci-clang -j "$jobs"
+  echo "=== clang-tidy (.clang-tidy) on the clang build ==="
+  build-support/clang-tidy.sh build/ci-clang "$jobs"
 fi
 if [ "${RRPC_SKIP_FUZZ:-0}" != 1 ]; then
   # Fuzz smoke: each libFuzzer target (clang, ASAN+UBSAN; all five) for 15 s from its seed
@@ -45,11 +52,12 @@ if [ "${RRPC_SKIP_SANITIZERS:-0}" != 1 ]; then
     run_suite build/ci-asan -DCMAKE_BUILD_TYPE=Debug -DRRPC_SANITIZE=address -DRRPC_BUILD_PEERS=OFF
 fi
 if [ "${RRPC_SKIP_SANITIZERS:-0}" != 1 ] && [ "${RRPC_SKIP_TSAN:-0}" != 1 ]; then
-  # Every test but the RocksDB example's: librocksdb is not built with TSAN, so TSAN cannot see
-  # its locks, reports races inside it and slows it past the tests' deadlines
-  # (docs/reliability.md, "Sanitizers").
+  # The one TSAN setup (options, suppressions, the tests left out): build-support/tsan-env.sh.
   echo "=== tests: TSAN build ==="
-  CTEST_ARGS=(-E '^kv-test$' "${CTEST_ARGS[@]}")
-  GTEST_FILTER=-RrpcCliTest.DrivesTheKvServerEndToEnd TSAN_OPTIONS=halt_on_error=1 \
+  (
+    source build-support/tsan-env.sh
+    CTEST_ARGS=(-E "$tsan_ctest_exclude" "${CTEST_ARGS[@]}")
+    CTEST_WRAP=("${tsan_wrap[@]}")
     run_suite build/ci-tsan -DCMAKE_BUILD_TYPE=Debug -DRRPC_SANITIZE=thread -DRRPC_BUILD_PEERS=OFF
+  )
 fi

@@ -21,10 +21,6 @@ DEFINE_int32(rpc_sync_call_poll_us, 0,
              "Microseconds a thread making a synchronous call polls for the response before it "
              "sleeps (0: never). Saves a wake-up per call when responses come that fast; costs "
              "CPU when they do not.");
-DEFINE_bool(rpc_sync_call_direct_write, true,
-            "A thread making a synchronous call writes the request itself when the connection "
-            "its previous call used has nothing else to write, instead of handing it to a "
-            "reactor (saves a wake-up per call).");
 DEFINE_bool(rpc_sync_call_caller_reads, true,
             "A thread whose synchronous call is the only one outstanding on its connection "
             "(plain TCP) reads the response from the socket itself instead of being woken by a "
@@ -77,7 +73,6 @@ MessengerOptions MessengerOptionsFromFlags(std::string name) {
   options.service_queue_length = static_cast<size_t>(FLAGS_rpc_service_queue_length);
   options.worker_idle_spin = MonoDelta::FromMicroseconds(FLAGS_rpc_worker_idle_spin_us);
   options.sync_call_poll = MonoDelta::FromMicroseconds(FLAGS_rpc_sync_call_poll_us);
-  options.sync_call_direct_write = FLAGS_rpc_sync_call_direct_write;
   options.sync_call_caller_reads = FLAGS_rpc_sync_call_caller_reads;
   options.sync_peer_check_after = MonoDelta::FromMicroseconds(FLAGS_rpc_sync_peer_check_after_us);
   options.max_message_size = static_cast<size_t>(FLAGS_rpc_max_message_size);

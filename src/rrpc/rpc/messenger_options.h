@@ -36,10 +36,6 @@ struct MessengerOptions {
   // response within it saves the reactor a wake-up of the caller. Off by default: round trips
   // mostly outlast a short poll, which then costs CPU without cutting latency.
   MonoDelta sync_call_poll;
-  // A thread making a synchronous call writes it itself when the connection its last one used is
-  // free (Proxy::SyncRequest, docs/architecture.md): no hand-off to a reactor. false: every call
-  // goes through a reactor (for A/B measurements).
-  bool sync_call_direct_write = true;
   // A thread whose synchronous call is its connection's only one outstanding reads the response
   // itself (plain TCP): the reactor's reads stay parked between such calls, and the caller is
   // woken by the kernel, not by the reactor (docs/architecture.md, "The synchronous call path").

@@ -232,8 +232,7 @@ Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Mes
   // The caller may also read the response itself: when its call is the connection's only one,
   // the reactor leaves it the socket (Connection::ReadResponseAsCaller), and the kernel wakes
   // this thread, not the reactor.
-  const bool may_write = messenger_->options().sync_call_direct_write &&
-                         last.messenger == messenger_.get() && last.remote == remote_;
+  const bool may_write = last.messenger == messenger_.get() && last.remote == remote_;
   const Connection::CallerSend sent =
       may_write ? last.connection->TrySendCallFromCaller(call) : Connection::CallerSend::kNotSent;
   const bool direct = sent != Connection::CallerSend::kNotSent;

@@ -128,16 +128,19 @@ void Reactor::RunAfter(MonoDelta delay, std::function<void()> task) {
   delayed->delay = delay;
   delayed->task = std::move(task);
   bool wake = false;
+  std::unique_ptr<DelayedTask> refused;  // not queued: the reactor is gone
   {
     MutexLock lock(mu_);
     if (accepting_work_) {
       incoming_delayed_.push_back(std::move(delayed));
       wake = !wakeup_pending_;
       wakeup_pending_ = true;
+    } else {
+      refused = std::move(delayed);
     }
   }
-  if (delayed) {  // not queued: the reactor is gone
-    delayed->task();
+  if (refused) {
+    refused->task();
     return;
   }
   if (wake) WakeUp();
@@ -173,16 +176,19 @@ void Reactor::QueueOutboundCall(scoped_refptr<OutboundCall>&& call) {
   // From another thread, or from a callback of a call that failed while being assigned (see
   // assigning_depth_): through the queue, on the next loop iteration.
   bool wake = false;
+  scoped_refptr<OutboundCall> refused;  // not queued: the reactor is gone
   {
     MutexLock lock(mu_);
     if (accepting_work_) {
       incoming_calls_.push_back(std::move(call));
       wake = !wakeup_pending_;
       wakeup_pending_ = true;
+    } else {
+      refused = std::move(call);
     }
   }
-  if (call) {  // not queued (moved-from is null): the reactor is gone
-    call->FailBeforeSend(Status::Aborted("messenger shut down"));
+  if (refused) {
+    refused->FailBeforeSend(Status::Aborted("messenger shut down"));
     return;
   }
   if (wake) WakeUp();

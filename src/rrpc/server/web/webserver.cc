@@ -254,7 +254,8 @@ const char* HttpStatusReason(int status) {
 
 std::string WebRequest::GetParam(const std::string& key, std::string default_value) const {
   auto it = query_params.find(key);
-  return it == query_params.end() ? std::move(default_value) : it->second;
+  if (it == query_params.end()) return default_value;  // moved out, not copied
+  return it->second;
 }
 
 std::string WebRequest::GetHeader(std::string_view name) const {
