@@ -37,7 +37,8 @@ foreach(tool rrpc-cli rpc-bench kv-server kv-cli kv-bench)
 endforeach()
 install(TARGETS ${tools} RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
 
-# The public headers are those directly in src/rrpc/rpc and src/rrpc/server; the package installs
+# The public headers are those directly in src/rrpc/rpc and src/rrpc/server, and the cluster
+# channel's (the rest of rpc/cluster/ reaches into rpc/core/); the package installs
 # them and every rrpc header they include, transitively (the util/ headers they use), each at its
 # path below include/: nothing a public header does not need. Headers generated from .proto
 # files are installed with their proto library (below). A changed #include re-runs the
@@ -45,6 +46,7 @@ install(TARGETS ${tools} RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
 function(rrpc_public_header_closure out)
   file(GLOB queue CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/src/rrpc/rpc/*.h"
     "${PROJECT_SOURCE_DIR}/src/rrpc/server/*.h")
+  list(APPEND queue "${PROJECT_SOURCE_DIR}/src/rrpc/rpc/cluster/channel.h")
   set(closure)
   while(queue)
     list(POP_FRONT queue header)
@@ -68,16 +70,6 @@ foreach(header ${public_headers})
   get_filename_component(dir "${relative}" DIRECTORY)
   install(FILES "${header}" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/${dir}")
 endforeach()
-# The cluster channel's public headers (the rest of rpc/cluster/ reaches into rpc/core/), and the
-# resolver interface they include.
-install(FILES
-  "${PROJECT_SOURCE_DIR}/src/rrpc/rpc/cluster/channel.h"
-  "${PROJECT_SOURCE_DIR}/src/rrpc/rpc/cluster/channel_options.h"
-  "${PROJECT_SOURCE_DIR}/src/rrpc/rpc/cluster/retry_budget.h"
-  DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/rrpc/rpc/cluster")
-install(FILES "${PROJECT_SOURCE_DIR}/src/rrpc/rpc/discovery/resolver.h"
-  DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/rrpc/rpc/discovery")
-
 # A library made by rrpc_proto(): its .proto files (users import them) and generated headers,
 # each at its import path below include/.
 function(rrpc_install_proto_library target)
