@@ -1,5 +1,7 @@
 #include "rrpc/rpc/rpc_controller.h"
 
+#include "rrpc/rpc/core/outbound_call.h"
+
 namespace rrpc::rpc {
 
 RpcController::RpcController() = default;
@@ -25,7 +27,30 @@ bool RpcController::IsRetriable() const {
          error_->code() == ErrorStatusPB::ERROR_UNAVAILABLE;
 }
 
+void RpcController::Cancel() {
+  cancel_requested_.store(true, std::memory_order_seq_cst);
+  scoped_refptr<OutboundCall> call;
+  {
+    MutexLock lock(call_mu_);
+    call = call_;  // unfinished, so alive: its reactor holds a reference
+  }
+  if (call != nullptr) call->Cancel();
+}
+
+bool RpcController::AttachCall(OutboundCall* call) {
+  MutexLock lock(call_mu_);
+  if (cancel_requested_.load(std::memory_order_seq_cst)) return false;
+  call_ = call;
+  return true;
+}
+
+void RpcController::DetachCall(OutboundCall* call) {
+  MutexLock lock(call_mu_);
+  if (call_ == call) call_ = nullptr;
+}
+
 void RpcController::Reset() {
+  cancel_requested_.store(false, std::memory_order_relaxed);
   timeout_ = MonoDelta::Max();
   deadline_ = MonoTime::Max();
   outbound_sidecars_.clear();

@@ -1,8 +1,10 @@
 // RpcController: the client's handle on one call: its timeout, its outcome and its sidecars.
 // Set it up before the call; read it after the callback (async) or the return (sync). One call at
-// a time; Reset() before reuse. Not thread-safe: the caller owns it for the call's lifetime.
+// a time; Reset() before reuse. Not thread-safe: the caller owns it for the call's lifetime,
+// except Cancel(), which any thread may call at any time while the controller exists.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "rrpc/rpc/rpc_header.pb.h"
 #include "rrpc/util/block.h"
 #include "rrpc/util/monotime.h"
+#include "rrpc/util/mutex.h"
 #include "rrpc/util/slice.h"
 #include "rrpc/util/status.h"
 
@@ -64,6 +67,15 @@ class RpcController {
   // True when the failure is worth retrying (server too busy or shutting down).
   bool IsRetriable() const;
 
+  // Any thread, any time: gives up on the call. A call not finished yet fails at once with
+  // Status::Aborted ("cancelled") and its callback runs (on a reactor thread; a synchronous call
+  // returns); a server that negotiated CANCELLATION is told, so it never runs a call still
+  // queued and tells a running handler (RpcContext::cancelled()). Before the call starts: the
+  // call fails as it starts (so does every retry). After it finished: nothing. Idempotent;
+  // Reset() clears it.
+  void Cancel() RRPC_EXCLUDES(call_mu_);
+  bool cancel_requested() const { return cancel_requested_.load(std::memory_order_acquire); }
+
   // Opt-in retries of calls refused as too busy (RetryPolicy); used by Proxy::SyncRequest.
   void set_retry_policy(const RetryPolicy& policy) { retry_policy_ = policy; }
   const RetryPolicy& retry_policy() const { return retry_policy_; }
@@ -79,6 +91,10 @@ class RpcController {
  private:
   friend class OutboundCall;
   friend class Proxy;
+  // The call now in flight, for Cancel(); false (nothing attached) when Cancel() came first.
+  bool AttachCall(OutboundCall* call) RRPC_EXCLUDES(call_mu_);
+  // `call` finished: Cancel() no longer reaches it.
+  void DetachCall(OutboundCall* call) RRPC_EXCLUDES(call_mu_);
   // Before a retry: forgets the last attempt's outcome, keeps the deadline, sidecars and policy.
   void PrepareRetry();
 
@@ -100,6 +116,11 @@ class RpcController {
   std::vector<Slice> inbound_sidecars_;
   RetryPolicy retry_policy_;
   int attempts_ = 0;
+  // Cancel() may come from any thread while the owner's call runs.
+  std::atomic<bool> cancel_requested_{false};
+  Mutex call_mu_;
+  // The unfinished call (its reactor holds it alive), or nullptr.
+  OutboundCall* call_ RRPC_GUARDED_BY(call_mu_) = nullptr;
 };
 
 }  // namespace rrpc::rpc

@@ -165,6 +165,7 @@ void Reactor::OnDelayedTask(struct ev_loop*, ev_timer* w, int) {
 void Reactor::WakeUp() { ev_async_send(loop_, &async_watcher_); }
 
 void Reactor::QueueOutboundCall(scoped_refptr<OutboundCall>&& call) {
+  call->set_reactor(this);  // where a cancel goes
   if (IsCurrentThread() && assigning_depth_ == 0) {
     // A callback issuing the next call: no queue, no wakeup, same connection.
     AssignOutboundCall(std::move(call));
