@@ -22,6 +22,9 @@ int RpcController::AddOutboundSidecar(Slice borrowed) {
 }
 
 bool RpcController::IsRetriable() const {
+  // The connection failed (reset, or declared dead): the call may go to another server. Whether
+  // the first one ran it is unknown: only idempotent or exactly-once calls should be moved.
+  if (status_.IsNetworkError()) return true;
   if (!error_) return false;
   return error_->code() == ErrorStatusPB::ERROR_SERVER_TOO_BUSY ||
          error_->code() == ErrorStatusPB::ERROR_UNAVAILABLE;

@@ -64,7 +64,8 @@ class RpcController {
   bool finished() const { return finished_; }
   // The server's error, when status() is a RemoteError (or a server-produced timeout / too busy).
   const ErrorStatusPB* error_response() const { return error_.get(); }
-  // True when the failure is worth retrying (server too busy or shutting down).
+  // True when the failure is worth retrying elsewhere: server too busy or shutting down, or the
+  // connection failed (NetworkError: reset, or the peer declared dead; the call may have run).
   bool IsRetriable() const;
 
   // Any thread, any time: gives up on the call. A call not finished yet fails at once with

@@ -278,6 +278,10 @@ void Connection::OnTransportFailed(const Status& reason) {
     // The reason stays: a TLS handshake failure says why (e.g. certificate verification).
     Shutdown(Status::NetworkError("connection closed during negotiation",
                                   remote_.ToString() + ": " + reason.message()));
+  } else if (reason.IsTimedOut()) {
+    // ETIMEDOUT from the socket: TCP_USER_TIMEOUT or keepalive gave up on the peer. A network
+    // error, so the calls it fails are retriable elsewhere (RpcController::IsRetriable).
+    Shutdown(Status::NetworkError("peer declared dead, " + remote_.ToString(), reason.message()));
   } else {
     Shutdown(reason.CloneAndPrepend(remote_.ToString()));
   }

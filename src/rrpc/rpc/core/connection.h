@@ -157,6 +157,11 @@ class Connection final : public RefCounted<Connection>,
   // Reactor thread, server side, for a paused connection (the reactor asks every few ms): over
   // the memory limits, OnInboundMemoryOverLimit(); otherwise ApplyBackpressure().
   void ReconsiderReading();
+  // Reactor thread, client side, from the reactor's periodic scan: with calls outstanding and
+  // nothing received for options().ping_after, sends one ping (a control frame) per silence, so
+  // that a dead server leaves unacknowledged bytes and TCP_USER_TIMEOUT closes the connection.
+  // Only to a server that takes control frames (negotiated CANCELLATION).
+  void MaybePing(MonoTime now);
   // Reactor thread: a partial frame has been pending, with no frame completed, since before
   // `since` (a sender too slow, or one holding memory on purpose).
   bool IsFrameStalledSince(MonoTime since) const {
@@ -226,6 +231,8 @@ class Connection final : public RefCounted<Connection>,
   // server takes them.
   void SendHeldCancels();
   void QueueCancelFrame(int32_t call_id);
+  // A ControlPB of `kind` (naming `call_id` when not negative), staged for the next flush.
+  void QueueControlFrame(int kind, int32_t call_id);
   // Client side: queues the calls that waited for the connection, and sends later ones at once.
   void SendPendingCalls();
   // `upgrade`: the transport both sides agreed to continue on (RDMA), or nullptr.
@@ -364,6 +371,7 @@ class Connection final : public RefCounted<Connection>,
   bool peer_cancels_ = false;
   // Client side: calls sent behind the hello and given up on before the server's reply.
   std::vector<int32_t> held_cancels_;
+  MonoTime last_ping_;  // client side: when MaybePing last sent one
   // Server side: the calls in flight that a cancel frame may reach, by call id; a call leaves it
   // as it answers. Bounded by the calls in flight (and so by the inbound memory limits).
   Mutex cancel_mu_;

@@ -73,12 +73,28 @@ void Connection::SendHeldCancels() {
   for (int32_t id : held) QueueCancelFrame(id);
 }
 
+void Connection::MaybePing(MonoTime now) {
+  DCHECK(reactor_->IsCurrentThread());
+  if (direction_ != Direction::kClient || state_ != State::kOpen || !peer_cancels_ ||
+      calls_in_flight() == 0 || options_.ping_after == MonoDelta::Max()) {
+    return;
+  }
+  const MonoTime heard = last_activity();
+  if (now - heard < options_.ping_after || last_ping_ > heard) return;  // one per silence
+  last_ping_ = now;
+  QueueControlFrame(ControlPB::PING, -1);
+}
+
 void Connection::QueueCancelFrame(int32_t call_id) {
+  QueueControlFrame(ControlPB::CANCEL, call_id);
+}
+
+void Connection::QueueControlFrame(int kind, int32_t call_id) {
   RequestHeader header;
   header.set_call_id(kControlCallId);
   ControlPB control;
-  control.set_kind(ControlPB::CANCEL);
-  control.add_call_ids(call_id);
+  control.set_kind(static_cast<ControlPB::Kind>(kind));
+  if (call_id >= 0) control.add_call_ids(call_id);
   Result<BlockSlice> frame =
       SerializeFrameHead(header, control, 0, std::numeric_limits<uint32_t>::max());
   if (!frame.ok()) return;  // a few bytes: cannot exceed any limit
@@ -126,6 +142,7 @@ Status Connection::HandleControlFrame(Slice body) {
   if (!ParseMessageQuietly(body, &control)) {
     return Status::InvalidArgument("control frame does not parse");
   }
+  if (control.kind() == ControlPB::PING) return Status::OK();  // its TCP acknowledgement is all
   if (control.kind() != ControlPB::CANCEL) {
     VLOG(1) << "control frame of unknown kind " << control.kind() << " from " << remote_.ToString();
     return Status::OK();

@@ -457,6 +457,9 @@ void Reactor::CloseIdleConnections() {
     metrics_->inbound_memory_peak_bytes->Set(messenger_->inbound_memory()->peak());
   }
   CloseStalledFrames(now);
+  if (options().ping_after != MonoDelta::Max()) {
+    for (const auto& [raw, conn] : connections_) raw->MaybePing(now);
+  }
   if (options().idle_timeout == MonoDelta::Max()) return;
   const MonoTime cutoff = now - options().idle_timeout;
   std::vector<scoped_refptr<Connection>> idle, stalled;
