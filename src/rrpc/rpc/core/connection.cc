@@ -471,7 +471,10 @@ Status Connection::HandleCallFrame(BlockSlice&& frame, size_t* charged) {
   auto call = std::make_unique<InboundCall>(scoped_refptr<Connection>(this));
   RRPC_RETURN_NOT_OK(call->ParseFrom(std::move(frame), last_activity_));
   if (call->call_id() < 0) {
-    if (call->call_id() == kControlCallId) return HandleControlFrame(call->serialized_request());
+    // A control frame names no method (InboundCall::ParseFrom read no names for it).
+    if (call->call_id() == kControlCallId && call->requested_method_name().empty()) {
+      return HandleControlFrame(call->serialized_request());
+    }
     return Status::InvalidArgument("unexpected connection-level frame, call id " +
                                    std::to_string(call->call_id()));
   }
