@@ -1,4 +1,5 @@
-// Cancellation over a connection (connection.h; docs/wire-format.md, "Control frames"). The
+// Control frames over a connection (connection.h; docs/wire-format.md, "Control frames"): the
+// client's pings on a silent connection with calls outstanding (MaybePing), and cancellation. The
 // client finishes a cancelled call at once and, when the server negotiated CANCELLATION and the
 // call's frame has started out, sends a cancel frame (ControlPB CANCEL, call id kControlCallId)
 // behind it. The server tracks the calls of such a client by call id in cancellable_ from their
