@@ -57,6 +57,10 @@ Status Messenger::Init() {
     StreamTransportOptions stream;
     stream.max_frame_size = options_.max_message_size;
     stream.read_block_size = options_.read_block_size;
+    stream.keepalive_idle = options_.tcp_keepalive_idle;
+    stream.keepalive_interval = options_.tcp_keepalive_interval;
+    stream.keepalive_count = options_.tcp_keepalive_count;
+    stream.user_timeout = options_.tcp_user_timeout;
     if (security_->client_uses_tls()) {
       transport_factory_ = std::make_shared<TlsClientTransportFactory>(
           security_->tls(), options_.security.server_name, stream);

@@ -59,6 +59,20 @@ DEFINE_int32(rpc_frame_receive_timeout_ms, 60000,
              "Milliseconds a frame may take to arrive whole (0: no bound). A sender slower than "
              "that has its connection closed, freeing the partial frame.");
 
+DEFINE_int32(rpc_tcp_keepalive_idle_s, 10,
+             "Seconds without traffic before TCP keepalive probes a connection (0: no keepalive). "
+             "Lower finds dead idle peers sooner, at a probe per connection per period.");
+DEFINE_int32(rpc_tcp_keepalive_interval_s, 2, "Seconds between TCP keepalive probes.");
+DEFINE_int32(rpc_tcp_keepalive_count, 3,
+             "Unanswered TCP keepalive probes after which a connection is closed.");
+DEFINE_int32(rpc_tcp_user_timeout_ms, 2500,
+             "TCP_USER_TIMEOUT: milliseconds sent bytes may stay unacknowledged before the "
+             "connection is closed as dead (0: the kernel's ~15 minutes). Too low closes "
+             "connections over a congested path.");
+DEFINE_int32(rpc_ping_after_ms, 1000,
+             "A client connection with calls outstanding that received nothing for this many "
+             "milliseconds sends a ping frame, so a dead peer is found by the user timeout "
+             "(0: never ping).");
 DEFINE_bool(rpc_enable_metrics, true,
             "Keep per-method and per-messenger metrics (counters and histograms updated on every "
             "call). Off saves their cost, measured in docs/performance.md.");
@@ -89,6 +103,14 @@ MessengerOptions MessengerOptionsFromFlags(std::string name) {
       static_cast<size_t>(std::max<int64_t>(0, FLAGS_rpc_inbound_memory_per_connection));
   options.inbound_memory_limit =
       static_cast<size_t>(std::max<int64_t>(0, FLAGS_rpc_inbound_memory_limit));
+  options.tcp_keepalive_idle = MonoDelta::FromSeconds(std::max(0, FLAGS_rpc_tcp_keepalive_idle_s));
+  options.tcp_keepalive_interval = MonoDelta::FromSeconds(FLAGS_rpc_tcp_keepalive_interval_s);
+  options.tcp_keepalive_count = FLAGS_rpc_tcp_keepalive_count;
+  options.tcp_user_timeout =
+      MonoDelta::FromMilliseconds(std::max(0, FLAGS_rpc_tcp_user_timeout_ms));
+  options.ping_after = FLAGS_rpc_ping_after_ms > 0
+                           ? MonoDelta::FromMilliseconds(FLAGS_rpc_ping_after_ms)
+                           : MonoDelta::Max();
   options.frame_receive_timeout =
       FLAGS_rpc_frame_receive_timeout_ms > 0
           ? MonoDelta::FromMilliseconds(FLAGS_rpc_frame_receive_timeout_ms)

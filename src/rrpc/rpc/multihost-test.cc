@@ -81,6 +81,7 @@ class MultiHostTest : public ::testing::Test {
     ASSERT_TRUE(Sh("ip link add " + veth_s + " netns " + server_ns_ + " type veth peer name " +
                    veth_c + " netns " + client_ns_));
     veth_c_ = veth_c;
+    veth_s_ = veth_s;
     ASSERT_TRUE(Sh("ip -n " + server_ns_ + " addr add " + server_ip_ + "/24 dev " + veth_s));
     ASSERT_TRUE(Sh("ip -n " + client_ns_ + " addr add " + client_ip_ + "/24 dev " + veth_c));
     ASSERT_TRUE(Sh("ip -n " + server_ns_ + " link set " + veth_s + " up"));
@@ -187,7 +188,7 @@ class MultiHostTest : public ::testing::Test {
     return WaitForCondition([&] { return Echo("back?", MonoDelta::FromSeconds(1)).ok(); }, limit);
   }
 
-  std::string server_ns_, client_ns_, server_ip_, client_ip_, veth_c_;
+  std::string server_ns_, client_ns_, server_ip_, client_ip_, veth_c_, veth_s_;
   bool made_ns_ = false;
   pid_t server_pid_ = -1;
   Sockaddr server_addr_;
@@ -231,6 +232,53 @@ TEST_F(MultiHostTest, ReconnectsToAServerRestartedWhileTheLinkWasDown) {
   EXPECT_TRUE(first.ok() || first.IsNetworkError()) << first.ToString();
   // Either way the calls after it run on a new connection to the new server.
   EXPECT_TRUE(EventuallyServes());
+}
+
+// The server's side of the link goes down with 64 calls outstanding (their handlers still run):
+// the client's packets leave and vanish, and no FIN or RST ever comes. With default options the
+// client pings the silent connection, TCP_USER_TIMEOUT closes it, and every call fails with a
+// retriable network error, long before its own deadline.
+TEST_F(MultiHostTest, DeadPeerIsDeclaredWithinSecondsAndItsCallsFailRetriable) {
+  ASSERT_TRUE(Echo("before", MonoDelta::FromSeconds(30)).ok());
+  constexpr int kCalls = 64;
+  const MonoDelta kDeadline = MonoDelta::FromSeconds(60);
+  struct Call {
+    rtest::EchoRequestPB req;
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    MonoTime ended;
+  };
+  std::vector<Call> calls(kCalls);
+  CountDownLatch all_done(kCalls);
+  rtest::EchoServiceProxy proxy(client_, server_addr_);
+  for (auto& c : calls) {
+    c.req.set_data("outstanding");
+    c.req.set_sleep_ms(120000);  // the handlers outlast the test: only the link can end them
+    c.ctl.set_timeout(kDeadline);
+    proxy.EchoAsync(c.req, &c.resp, &c.ctl, [&c, &all_done] {
+      c.ended = MonoTime::Now();
+      all_done.CountDown();
+    });
+  }
+  ASSERT_TRUE(WaitForCondition([&] {
+    auto conns = client_->DumpConnections();
+    return conns.size() == 1 && conns[0].calls_in_flight == static_cast<size_t>(kCalls);
+  }));
+  ASSERT_TRUE(Sh("ip -n " + server_ns_ + " link set " + veth_s_ + " down"));
+  const MonoTime cut = MonoTime::Now();
+  ASSERT_TRUE(all_done.WaitFor(kDeadline)) << "calls still hang on a dead connection";
+  MonoDelta slowest;
+  for (auto& c : calls) {
+    EXPECT_TRUE(c.ctl.status().IsNetworkError()) << c.ctl.status().ToString();
+    EXPECT_TRUE(c.ctl.IsRetriable()) << c.ctl.status().ToString();
+    slowest = std::max(slowest, c.ended - cut);
+  }
+  LOG(INFO) << "dead peer declared " << slowest.ToString() << " after the link went down";
+  // ping_after (1 s) + the scan period (1 s) + tcp_user_timeout (2.5 s) = 4.5 s by design; the
+  // assertion leaves the loaded machine room and still proves the kernel's minutes are not
+  // waited for, nor the calls' deadline.
+  EXPECT_LT(slowest.ToSeconds(), 15);
+  // (No call after the link is back: the server's workers still sleep in the 64 handlers.)
 }
 
 TEST_F(MultiHostTest, CallsToAFrozenServerTimeOutAndResumeWhenItThaws) {

@@ -102,6 +102,10 @@ scoped_refptr<OutboundCall> Proxy::NewCall(const std::string& method,
     call->FailBeforeSend(s);
     return nullptr;
   }
+  if (!controller->AttachCall(call.get())) {  // cancelled before it started
+    call->FailBeforeSend(Status::Aborted("call " + method + " cancelled before it was sent"));
+    return nullptr;
+  }
   return call;
 }
 
@@ -236,6 +240,8 @@ Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Mes
   const Connection::CallerSend sent =
       may_write ? last.connection->TrySendCallFromCaller(call) : Connection::CallerSend::kNotSent;
   const bool direct = sent != Connection::CallerSend::kNotSent;
+  // A cancel that came before the call had a reactor found none to tell: tell it now.
+  if (direct && call->cancel_requested()) call->Cancel();
   if (!direct) {
     call->set_report_connection();
     messenger_->QueueOutboundCall(scoped_refptr<OutboundCall>(call));

@@ -22,6 +22,7 @@ RpcContext::~RpcContext() {
 // written and deleted (by this thread or the reactor) as soon as it is sent.
 void RpcContext::RespondSuccess() {
   InboundCall* const call = call_;
+  call->StopCancellation();  // before this context ends: a cancel callback may use it
   call->SerializeResponse(*response_);
   response_serialized_ = true;  // its cached size is now its serialized size
   this->~RpcContext();
@@ -30,12 +31,14 @@ void RpcContext::RespondSuccess() {
 
 void RpcContext::RespondFailure(const Status& status) {
   InboundCall* const call = call_;
+  call->StopCancellation();  // before this context ends: a cancel callback may use it
   this->~RpcContext();
   call->RespondApplicationError(status);
 }
 
 void RpcContext::RespondRpcFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status) {
   InboundCall* const call = call_;
+  call->StopCancellation();  // before this context ends: a cancel callback may use it
   this->~RpcContext();
   call->RespondFailure(code, status);
 }
@@ -51,6 +54,10 @@ BlockSlice RpcContext::inbound_sidecar_block(size_t i) const {
 MonoTime RpcContext::deadline() const { return call_->deadline(); }
 void RpcContext::InheritDeadline(RpcController* controller) const {
   controller->set_deadline(call_->deadline());
+}
+bool RpcContext::cancelled() const { return call_->client_cancelled(); }
+void RpcContext::OnCancel(std::function<void()> callback) {
+  call_->connection()->SetCancelCallback(call_, std::move(callback));
 }
 const Sockaddr& RpcContext::remote_address() const { return call_->remote_address(); }
 const std::string& RpcContext::service_name() const { return call_->service_name(); }

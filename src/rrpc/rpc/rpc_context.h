@@ -8,6 +8,7 @@
 
 #include <google/protobuf/message.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -51,6 +52,15 @@ class RpcContext {
   MonoTime deadline() const;
   // Makes a downstream call made while handling this one share its deadline.
   void InheritDeadline(RpcController* controller) const;
+  // True once the client cancelled the call (RpcController::Cancel, or its deadline passed on
+  // the client). Any thread. Stays false for a client that cannot cancel (one that did not
+  // negotiate CANCELLATION).
+  bool cancelled() const;
+  // Runs `callback` once when the client cancels the call: on the reactor thread that read the
+  // cancel (keep it short, never block), or at once on this thread when already cancelled.
+  // Never after this context answered; the context stays valid while it runs, and it may answer
+  // the call (e.g. RespondFailure). One callback per call; a second replaces the first.
+  void OnCancel(std::function<void()> callback);
   const Sockaddr& remote_address() const;
   const std::string& service_name() const;
   const std::string& method_name() const;

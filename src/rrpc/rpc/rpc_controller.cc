@@ -1,5 +1,7 @@
 #include "rrpc/rpc/rpc_controller.h"
 
+#include "rrpc/rpc/core/outbound_call.h"
+
 namespace rrpc::rpc {
 
 RpcController::RpcController() = default;
@@ -20,12 +22,38 @@ int RpcController::AddOutboundSidecar(Slice borrowed) {
 }
 
 bool RpcController::IsRetriable() const {
+  // The connection failed (reset, or declared dead): the call may go to another server. Whether
+  // the first one ran it is unknown: only idempotent or exactly-once calls should be moved.
+  if (status_.IsNetworkError()) return true;
   if (!error_) return false;
   return error_->code() == ErrorStatusPB::ERROR_SERVER_TOO_BUSY ||
          error_->code() == ErrorStatusPB::ERROR_UNAVAILABLE;
 }
 
+void RpcController::Cancel() {
+  cancel_requested_.store(true, std::memory_order_seq_cst);
+  scoped_refptr<OutboundCall> call;
+  {
+    MutexLock lock(call_mu_);
+    call = call_;  // unfinished, so alive: its reactor holds a reference
+  }
+  if (call != nullptr) call->Cancel();
+}
+
+bool RpcController::AttachCall(OutboundCall* call) {
+  MutexLock lock(call_mu_);
+  if (cancel_requested_.load(std::memory_order_seq_cst)) return false;
+  call_ = call;
+  return true;
+}
+
+void RpcController::DetachCall(OutboundCall* call) {
+  MutexLock lock(call_mu_);
+  if (call_ == call) call_ = nullptr;
+}
+
 void RpcController::Reset() {
+  cancel_requested_.store(false, std::memory_order_relaxed);
   timeout_ = MonoDelta::Max();
   deadline_ = MonoTime::Max();
   outbound_sidecars_.clear();

@@ -1,9 +1,11 @@
 // RpcController: the client's handle on one call: its timeout, its outcome and its sidecars.
 // Set it up before the call; read it after the callback (async) or the return (sync). One call at
-// a time; Reset() before reuse. Not thread-safe: the caller owns it for the call's lifetime.
+// a time; Reset() before reuse. Not thread-safe: the caller owns it for the call's lifetime,
+// except Cancel(), which any thread may call at any time while the controller exists.
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "rrpc/rpc/rpc_header.pb.h"
 #include "rrpc/util/block.h"
 #include "rrpc/util/monotime.h"
+#include "rrpc/util/mutex.h"
 #include "rrpc/util/slice.h"
 #include "rrpc/util/status.h"
 
@@ -62,8 +65,18 @@ class RpcController {
   bool finished() const { return finished_; }
   // The server's error, when status() is a RemoteError (or a server-produced timeout / too busy).
   const ErrorStatusPB* error_response() const { return error_.get(); }
-  // True when the failure is worth retrying (server too busy or shutting down).
+  // True when the failure is worth retrying elsewhere: server too busy or shutting down, or the
+  // connection failed (NetworkError: reset, or the peer declared dead; the call may have run).
   bool IsRetriable() const;
+
+  // Any thread, any time: gives up on the call. A call not finished yet fails at once with
+  // Status::Aborted ("cancelled") and its callback runs (on a reactor thread; a synchronous call
+  // returns); a server that negotiated CANCELLATION is told, so it never runs a call still
+  // queued and tells a running handler (RpcContext::cancelled()). Before the call starts: the
+  // call fails as it starts (so does every retry). After it finished: nothing. Idempotent;
+  // Reset() clears it.
+  void Cancel() RRPC_EXCLUDES(call_mu_);
+  bool cancel_requested() const { return cancel_requested_.load(std::memory_order_acquire); }
 
   // Opt-in retries of calls refused as too busy (RetryPolicy); used by Proxy::SyncRequest.
   void set_retry_policy(const RetryPolicy& policy) { retry_policy_ = policy; }
@@ -93,6 +106,10 @@ class RpcController {
   friend class OutboundCall;
   friend class Proxy;
   friend class ChannelCall;  // rpc/cluster: attempts, failover and hedging
+  // The call now in flight, for Cancel(); false (nothing attached) when Cancel() came first.
+  bool AttachCall(OutboundCall* call) RRPC_EXCLUDES(call_mu_);
+  // `call` finished: Cancel() no longer reaches it.
+  void DetachCall(OutboundCall* call) RRPC_EXCLUDES(call_mu_);
   // Before a retry: forgets the last attempt's outcome, keeps the deadline, sidecars and policy.
   void PrepareRetry();
 
@@ -117,6 +134,11 @@ class RpcController {
   bool has_hash_key_ = false;
   uint64_t hash_key_code_ = 0;
   MonoDelta hedge_after_;
+  // Cancel() may come from any thread while the owner's call runs.
+  std::atomic<bool> cancel_requested_{false};
+  Mutex call_mu_;
+  // The unfinished call (its reactor holds it alive), or nullptr.
+  OutboundCall* call_ RRPC_GUARDED_BY(call_mu_) = nullptr;
 };
 
 }  // namespace rrpc::rpc

@@ -75,6 +75,20 @@ void Socket::Close() {
 Status Socket::SetNoDelay(bool on) {
   return SetIntOption(fd_, IPPROTO_TCP, TCP_NODELAY, on, "setsockopt(TCP_NODELAY)");
 }
+Status Socket::SetKeepAlive(int idle_s, int interval_s, int count) {
+  if (idle_s <= 0)
+    return SetIntOption(fd_, SOL_SOCKET, SO_KEEPALIVE, 0, "setsockopt(SO_KEEPALIVE)");
+  RRPC_RETURN_NOT_OK(SetIntOption(fd_, SOL_SOCKET, SO_KEEPALIVE, 1, "setsockopt(SO_KEEPALIVE)"));
+  RRPC_RETURN_NOT_OK(
+      SetIntOption(fd_, IPPROTO_TCP, TCP_KEEPIDLE, idle_s, "setsockopt(TCP_KEEPIDLE)"));
+  RRPC_RETURN_NOT_OK(SetIntOption(fd_, IPPROTO_TCP, TCP_KEEPINTVL, std::max(1, interval_s),
+                                  "setsockopt(TCP_KEEPINTVL)"));
+  return SetIntOption(fd_, IPPROTO_TCP, TCP_KEEPCNT, std::max(1, count), "setsockopt(TCP_KEEPCNT)");
+}
+Status Socket::SetUserTimeout(int ms) {
+  return SetIntOption(fd_, IPPROTO_TCP, TCP_USER_TIMEOUT, std::max(0, ms),
+                      "setsockopt(TCP_USER_TIMEOUT)");
+}
 Status Socket::SetRecvLowWatermark(int bytes) {
   return SetIntOption(fd_, SOL_SOCKET, SO_RCVLOWAT, bytes, "setsockopt(SO_RCVLOWAT)");
 }

@@ -42,6 +42,12 @@ class Socket {
   void Close();
 
   Status SetNoDelay(bool on);
+  // TCP keepalive: probes after `idle_s` seconds without traffic, every `interval_s`, `count`
+  // unanswered ones declare the peer dead. idle_s <= 0 turns keepalive off.
+  Status SetKeepAlive(int idle_s, int interval_s, int count);
+  // TCP_USER_TIMEOUT: sent bytes unacknowledged for `ms` milliseconds close the connection
+  // (ETIMEDOUT); 0 leaves the kernel's retransmission limit (about 15 minutes).
+  Status SetUserTimeout(int ms);
   // SO_RCVLOWAT: readiness (poll, epoll) and wake-ups wait for `bytes` queued (the kernel may
   // cap it at half the receive buffer); 1 is the default.
   Status SetRecvLowWatermark(int bytes);

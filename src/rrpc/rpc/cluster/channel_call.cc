@@ -267,9 +267,11 @@ void ChannelCall::MaybeHedge() {
 }
 
 void ChannelCall::CancelAttempt(Attempt* attempt) {
-  // Client side only: the attempt finishes by itself (answer, or its deadline) into its own
-  // controller and response, and OnAttemptDone ignores it.
+  // OnAttemptDone ignores the attempt from here on. Its own controller (a hedge's attempts each
+  // have one; never the caller's) cancels it: the call ends at once on the client, and a server
+  // that negotiated cancellation drops it from its queue or tells its running handler.
   attempt->abandoned.store(true, std::memory_order_relaxed);
+  if (attempt->own_controller != nullptr) attempt->own_controller->Cancel();
 }
 
 void ChannelCall::Deliver(Attempt* attempt, std::vector<scoped_refptr<Attempt>> losers) {

@@ -126,6 +126,11 @@ void Connection::QueueOutboundCall(scoped_refptr<OutboundCall>&& call) {
     call->FinishWithError(Status::NetworkError("connection closed", remote_.ToString()));
     return;
   }
+  if (call->cancel_requested()) {  // cancelled on its way here: never sent
+    call->FinishCancelled();
+    return;
+  }
+  call->set_owner(this);
   WatchDeadline(call.get());
   if (call->finished()) return;  // deadline already passed and the callback ran
   if (call->report_connection()) call->set_connection(this);
@@ -153,6 +158,7 @@ void Connection::OnCallTimeout(OutboundCall* call, void* arg) {
   // at its deadline all the same: waiting for the frame to drain used to hang the call for as
   // long as a stalled peer kept its receive window shut.
   if (call->started() && !call->OutboundTransfer::finished()) call->DetachUnsentPayload();
+  conn->SendCancelFrame(*call);  // the server stops work on it too
   call->FinishTimedOut();
 }
 
@@ -272,6 +278,10 @@ void Connection::OnTransportFailed(const Status& reason) {
     // The reason stays: a TLS handshake failure says why (e.g. certificate verification).
     Shutdown(Status::NetworkError("connection closed during negotiation",
                                   remote_.ToString() + ": " + reason.message()));
+  } else if (reason.IsTimedOut()) {
+    // ETIMEDOUT from the socket: TCP_USER_TIMEOUT or keepalive gave up on the peer. A network
+    // error, so the calls it fails are retriable elsewhere (RpcController::IsRetriable).
+    Shutdown(Status::NetworkError("peer declared dead, " + remote_.ToString(), reason.message()));
   } else {
     Shutdown(reason.CloneAndPrepend(remote_.ToString()));
   }
@@ -420,8 +430,11 @@ void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
   scoped_refptr<Connection> self(this);
   state_ = State::kOpen;
   ev_timer_stop(reactor_->loop(), &negotiating_->timer);
-  identity_ = negotiating_->server ? negotiating_->server->peer().identity
-                                   : negotiating_->client->peer().identity;
+  const NegotiatedPeer& peer =
+      negotiating_->server ? negotiating_->server->peer() : negotiating_->client->peer();
+  identity_ = peer.identity;
+  peer_cancels_ =
+      std::find(peer.features.begin(), peer.features.end(), CANCELLATION) != peer.features.end();
   negotiating_.reset();
   if (upgrade != nullptr) {
     // The negotiation bytes (a server's reply and bootstrap answer) leave over the old transport
@@ -447,6 +460,7 @@ void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
     }
   }
   if (direction_ == Direction::kClient && !sending_calls_) SendPendingCalls();
+  if (!held_cancels_.empty()) SendHeldCancels();
 }
 
 // ---- Calls and responses.
@@ -456,9 +470,14 @@ Status Connection::HandleCallFrame(BlockSlice&& frame, size_t* charged) {
   auto call = std::make_unique<InboundCall>(scoped_refptr<Connection>(this));
   RRPC_RETURN_NOT_OK(call->ParseFrom(std::move(frame), last_activity_));
   if (call->call_id() < 0) {
+    // A control frame names no method (InboundCall::ParseFrom read no names for it).
+    if (call->call_id() == kControlCallId && call->requested_method_name().empty()) {
+      return HandleControlFrame(call->serialized_request());
+    }
     return Status::InvalidArgument("unexpected connection-level frame, call id " +
                                    std::to_string(call->call_id()));
   }
+  if (peer_cancels_) TrackForCancel(call.get());
   call->HoldMemory(call->frame_bytes(), *charged);
   *charged = 0;
   inbound_in_flight_.fetch_add(1, std::memory_order_relaxed);

@@ -86,6 +86,21 @@ class Connection final : public RefCounted<Connection>,
   // Any thread: finishes `call` (sent by TrySendCallFromCaller) as timed out, on the reactor,
   // unless it has finished by then.
   void TimeOutCallerCall(scoped_refptr<OutboundCall> call) RRPC_EXCLUDES(write_mu_);
+  // Cancellation (connection_cancel.cc; docs/wire-format.md, "Control frames").
+  // Client side, reactor thread: `call` (unfinished, waiting on this connection) was cancelled:
+  // finishes it Aborted now and, when its frame has started out and the server negotiated
+  // CANCELLATION, tells the server with a cancel frame.
+  void CancelCall(OutboundCall* call);
+  // Server side, any thread, once per tracked call: the call answers now (its Respond*()), so a
+  // cancel frame no longer reaches it; drops the cancel callback it registered. From inside that
+  // callback too (it may answer the call).
+  void UntrackForCancel(InboundCall* call) RRPC_EXCLUDES(cancel_mu_);
+  // Server side, the handler's thread (RpcContext::OnCancel): runs `callback` once when the call
+  // is cancelled, on the reactor that read the cancel frame; at once, on this thread, when it was
+  // cancelled already; never when the client cannot cancel (it did not negotiate CANCELLATION).
+  void SetCancelCallback(InboundCall* call, std::function<void()> callback)
+      RRPC_EXCLUDES(cancel_mu_);
+
   // Reactor thread: hands the byte stream under the current transport (Transport::Detach) to
   // `make`, and continues the connection over the transport it returns: negotiation upgrading the
   // connection (TLS after the first bytes, RDMA after the TCP bootstrap). Safe from inside the
@@ -142,6 +157,11 @@ class Connection final : public RefCounted<Connection>,
   // Reactor thread, server side, for a paused connection (the reactor asks every few ms): over
   // the memory limits, OnInboundMemoryOverLimit(); otherwise ApplyBackpressure().
   void ReconsiderReading();
+  // Reactor thread, client side, from the reactor's periodic scan: with calls outstanding and
+  // nothing received for options().ping_after, sends one ping (a control frame) per silence, so
+  // that a dead server leaves unacknowledged bytes and TCP_USER_TIMEOUT closes the connection.
+  // Only to a server that takes control frames (negotiated CANCELLATION).
+  void MaybePing(MonoTime now);
   // Reactor thread: a partial frame has been pending, with no frame completed, since before
   // `since` (a sender too slow, or one holding memory on purpose).
   bool IsFrameStalledSince(MonoTime since) const {
@@ -197,6 +217,22 @@ class Connection final : public RefCounted<Connection>,
   Status HandleCallFrame(BlockSlice&& frame, size_t* charged);
   // Takes `frame` (by reference: no copy of the slice on the way to the call).
   Status HandleResponseFrame(BlockSlice&& frame);
+  // Server side: a control frame's body (ControlPB). Unknown kinds and call ids are ignored.
+  Status HandleControlFrame(Slice body);
+  // Server side: the cancel of `call_id`; a no-op when no call of that id is in flight.
+  void CancelInboundCall(int32_t call_id) RRPC_EXCLUDES(cancel_mu_);
+  // Server side, reactor thread: a new call of a client that may cancel it: findable by id
+  // (unless another call in flight holds the id: a forged duplicate stays uncancellable).
+  void TrackForCancel(InboundCall* call) RRPC_EXCLUDES(cancel_mu_);
+  // Client side: tells the server `call` was given up on, when it may know the call (its frame
+  // started out) and understands the frame.
+  void SendCancelFrame(const OutboundCall& call);
+  // Client side, as the connection opens: sends the cancels held while it negotiated, when the
+  // server takes them.
+  void SendHeldCancels();
+  void QueueCancelFrame(int32_t call_id);
+  // A ControlPB of `kind` (naming `call_id` when not negative), staged for the next flush.
+  void QueueControlFrame(int kind, int32_t call_id);
   // Client side: queues the calls that waited for the connection, and sends later ones at once.
   void SendPendingCalls();
   // `upgrade`: the transport both sides agreed to continue on (RDMA), or nullptr.
@@ -336,6 +372,16 @@ class Connection final : public RefCounted<Connection>,
   MonoTime call_deadline_timer_at_;  // the deadline the timer is armed for, while active
   // Server side: calls handed to the service pool and not yet answered.
   std::atomic<int64_t> inbound_in_flight_{0};
+  // Both sides: the peer negotiated CANCELLATION (set as the connection opens). Client: cancel
+  // frames may go to it. Server: its calls are tracked in cancellable_.
+  bool peer_cancels_ = false;
+  // Client side: calls sent behind the hello and given up on before the server's reply.
+  std::vector<int32_t> held_cancels_;
+  MonoTime last_ping_;  // client side: when MaybePing last sent one
+  // Server side: the calls in flight that a cancel frame may reach, by call id; a call leaves it
+  // as it answers. Bounded by the calls in flight (and so by the inbound memory limits).
+  Mutex cancel_mu_;
+  IntMap<InboundCall*> cancellable_ RRPC_GUARDED_BY(cancel_mu_);
 
   // Bytes held for inbound calls (server side; the calls consume and release their share). Held
   // in place, no allocation of its own; a client connection's stays unused (inbound_memory()).

@@ -122,7 +122,9 @@ Connection::CallerSend Connection::TrySendCallFromCaller(const scoped_refptr<Out
     } else {
       sent = true;
       caller_call_ = call;  // the response handler finds it here
-      raw->AddRef();        // the write queue's reference, dropped in TransferDone/TransferAborted
+      raw->set_owner(this);
+      raw->set_reactor(reactor_);  // where a cancel goes
+      raw->AddRef();  // the write queue's reference, dropped in TransferDone/TransferAborted
       write_queue_.push_back(raw);
       Result<size_t> written = transport_->Write(write_queue_);
       const size_t w = written.ok() ? *written : 0;
@@ -178,6 +180,7 @@ void Connection::TimeOutCallerCall(scoped_refptr<OutboundCall> call) {
     }
     // As OnCallTimeout: a half-written frame still goes out whole, from copies.
     if (call->started() && !call->OutboundTransfer::finished()) call->DetachUnsentPayload();
+    self->SendCancelFrame(*call);
     call->FinishTimedOut();
   });
 }

@@ -48,6 +48,11 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
   Slice tail;
   RRPC_RETURN_NOT_OK(ParseFrame(frame.slice, &header, &body_, &tail));
   if (!header.has_remote_method) {
+    if (header.call_id == kControlCallId) {  // a control frame: the connection reads the body
+      call_id_ = header.call_id;
+      frame_block_ = std::move(frame.block);
+      return Status::OK();
+    }
     return Status::InvalidArgument("call frame without a remote method");
   }
   // Most calls carry no sidecars: nothing to split (and no call to make) then.
@@ -68,6 +73,11 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
     deadline_ = arrival + MonoDelta::FromMilliseconds(header.timeout_millis);
   }
   return Status::OK();
+}
+
+void InboundCall::Untrack() {
+  cancel_tracked_ = false;
+  connection_->UntrackForCancel(this);
 }
 
 void InboundCall::set_method(const std::string& service_name, const RpcMethodInfo* method) {
@@ -136,6 +146,7 @@ ResponseHeaderFields& ResponseHeaderWithSidecars() {
 }  // namespace
 
 void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, bool is_error) {
+  StopCancellation();
   // A response with sidecars lists their offsets in a per-thread header, whose vector keeps its
   // capacity; the common one without needs none (an empty vector costs nothing to make, and the
   // per-thread one is not even looked up: a thread_local's guard check per call).

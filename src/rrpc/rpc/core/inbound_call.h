@@ -7,6 +7,8 @@
 
 #include <google/protobuf/message.h>
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <new>
 #include <string>
@@ -97,6 +99,30 @@ class InboundCall final : public OutboundTransfer {
   // The call's part of the /rpcz store (rpc/observe/rpcz_store.h).
   RpczCallEntry* rpcz_entry() { return &rpcz_entry_; }
 
+  // Cancellation (Connection's cancellable_). The reactor tracks the call before it leaves it;
+  // the call untracks itself as it answers.
+  void set_cancel_tracked() { cancel_tracked_ = true; }
+  bool cancel_tracked() const { return cancel_tracked_; }
+  // The answering thread, first thing: a cancel no longer reaches the call (nor its callback,
+  // which never runs after this returns).
+  void StopCancellation() {
+    if (cancel_tracked_) Untrack();
+  }
+  // Any thread: the client cancelled the call. (Not cancelled(): that is OutboundTransfer's.)
+  bool client_cancelled() const {
+    return (cancel_state_.load(std::memory_order_acquire) & kCancelled) != 0;
+  }
+  // The reactor, on a cancel frame: flags the call; true when its handler had started.
+  bool MarkCancelled() {
+    return (cancel_state_.fetch_or(kCancelled, std::memory_order_acq_rel) & kRunning) != 0;
+  }
+  // The worker, before the handler: false when the call was cancelled first (skip it).
+  bool MarkRunning() {
+    return (cancel_state_.fetch_or(kRunning, std::memory_order_acq_rel) & kCancelled) == 0;
+  }
+  // The handler's cancel callback; guarded by the connection's cancel_mu_.
+  std::function<void()>& cancel_callback() { return on_cancel_; }
+
   // Features the header requires that this server lacks (required_feature_flags); the service
   // pool answers such a call ERROR_UNSUPPORTED_FEATURE without running it.
   const std::vector<uint32_t>& unsupported_features() const { return unsupported_features_; }
@@ -139,6 +165,7 @@ class InboundCall final : public OutboundTransfer {
   void SerializeResponse(const google::protobuf::MessageLite& body, bool is_error);
   // Serializes an error response.
   void SerializeFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status);
+  void Untrack();
 
   static inline thread_local MonoTime last_respond_time_;  // LastRespondTimeOnThisThread()
 
@@ -160,6 +187,11 @@ class InboundCall final : public OutboundTransfer {
   MethodMetrics* metrics_ = nullptr;
   size_t frame_bytes_ = 0;
   int64_t held_bytes_ = 0;  // counted in connection_->inbound_memory()
+  static constexpr uint8_t kCancelled = 1;
+  static constexpr uint8_t kRunning = 2;
+  bool cancel_tracked_ = false;
+  std::atomic<uint8_t> cancel_state_{0};
+  std::function<void()> on_cancel_;
   // A small response's frame head (length prefix, header, body) is written here rather than
   // into a block of its own (no block allocation and release per call). The bytes stay put until
   // the call is deleted, after its transfer ended; transports copy bytes without a block (RDMA) or

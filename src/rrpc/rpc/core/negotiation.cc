@@ -17,13 +17,14 @@ constexpr size_t kNoLimit = std::numeric_limits<uint32_t>::max();
 }
 
 BlockSlice BuildClientHello(const std::string& client_name, const std::string& auth_token,
-                            bool offer_upgrade) {
+                            bool offer_upgrade, bool offer_cancellation) {
   RequestHeader header;
   header.set_call_id(kNegotiateCallId);
   NegotiatePB negotiate;
   negotiate.set_step(NegotiatePB::NEGOTIATE);
   negotiate.add_supported_features(SIDECARS);
   if (offer_upgrade) negotiate.add_supported_features(TRANSPORT_UPGRADE);
+  if (offer_cancellation) negotiate.add_supported_features(CANCELLATION);
   negotiate.set_client_name(client_name);
   if (!auth_token.empty()) negotiate.set_auth_token(auth_token);
   BlockSlice frame = SerializeFrameHead(header, negotiate, 0, kNoLimit).value();
@@ -114,6 +115,7 @@ BlockSlice BuildServerReply(const NegotiatePB& request, const Status& error,
   reply.set_step(NegotiatePB::NEGOTIATE);
   for (int f : request.supported_features()) {
     if (f == SIDECARS) reply.add_supported_features(SIDECARS);
+    if (f == CANCELLATION) reply.add_supported_features(CANCELLATION);
   }
   if (peer != nullptr && peer->identity.encrypted) reply.add_supported_features(TLS);
   if (peer != nullptr && !peer->identity.user.empty()) {
@@ -248,6 +250,7 @@ Result<bool> ServerNegotiation::OnFrame(Slice frame) {
   bool offers_upgrade = false;
   for (int f : request->supported_features()) {
     if (f == SIDECARS) peer_.features.push_back(SIDECARS);
+    if (f == CANCELLATION) peer_.features.push_back(CANCELLATION);
     if (f == TRANSPORT_UPGRADE) offers_upgrade = true;
   }
   peer_.client_name = request->client_name();
@@ -306,6 +309,7 @@ Result<bool> ClientNegotiation::OnFrame(Slice frame) {
   bool server_upgrades = false;
   for (int f : reply.supported_features()) {
     if (f == SIDECARS) peer_.features.push_back(SIDECARS);
+    if (f == CANCELLATION) peer_.features.push_back(CANCELLATION);
     if (f == TRANSPORT_UPGRADE) server_upgrades = true;
   }
   if (upgrade_ != nullptr) {

@@ -118,9 +118,10 @@ class ClientNegotiation {
 
 // The wire messages, for the state machines above and for tests that speak the protocol by hand.
 // The client's first bytes: preamble then a framed NegotiatePB request (with a token when not
-// empty; offering a transport upgrade when asked).
+// empty; offering a transport upgrade when asked; offering CANCELLATION unless told not to, as a
+// client older than it would).
 BlockSlice BuildClientHello(const std::string& client_name, const std::string& auth_token = "",
-                            bool offer_upgrade = false);
+                            bool offer_upgrade = false, bool offer_cancellation = true);
 // A bootstrap frame (call id kBootstrapCallId) carrying `message` as its raw body; a request
 // header from the client, a response header from the server.
 BlockSlice BuildBootstrapFrame(Slice message, bool from_server);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "rrpc/rpc/core/connection.h"
+#include "rrpc/rpc/core/reactor.h"
 #include "rrpc/rpc/core/wire_codec.h"
 #include "rrpc/rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/rpc_controller.h"
@@ -34,6 +35,8 @@ Status StatusFromError(const ErrorStatusPB& error) {
       return Status::Aborted(msg);
     case ErrorStatusPB::ERROR_UNSUPPORTED_FEATURE:
       return Status::NotSupported(msg);
+    case ErrorStatusPB::ERROR_CANCELLED:
+      return Status::Aborted(msg);
     default:
       return Status::RemoteError(msg);
   }
@@ -173,9 +176,28 @@ void OutboundCall::FinishTimedOut() {
 
 void OutboundCall::FailBeforeSend(const Status& status) { Finish(status, nullptr); }
 
+void OutboundCall::FinishCancelled() {
+  Finish(Status::Aborted("call " + method_name() + " to " + remote().ToString() + " cancelled"),
+         nullptr);
+}
+
+void OutboundCall::Cancel() {
+  cancel_requested_.store(true, std::memory_order_seq_cst);
+  // Read after the flag is set: a reactor set after this read finds the flag when it queues the
+  // call; one set before gets the task. Both may act: the call finishes once.
+  Reactor* reactor = reactor_.load(std::memory_order_seq_cst);
+  if (reactor == nullptr) return;
+  scoped_refptr<OutboundCall> self(this);
+  reactor->RunOnReactor([self] {
+    if (self->finished() || self->owner_ == nullptr) return;  // done, or not on a connection yet
+    self->owner_->CancelCall(self.get());
+  });
+}
+
 void OutboundCall::Finish(Status status, std::unique_ptr<ErrorStatusPB> error) {
   if (finished()) return;
   state_ = State::kFinished;
+  controller_->DetachCall(this);
   if (timer_active_) {
     ev_timer_stop(loop_, &timer_);
     timer_active_ = false;

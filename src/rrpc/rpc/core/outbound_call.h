@@ -11,6 +11,7 @@
 #include <ev.h>
 #include <google/protobuf/message.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -99,6 +100,20 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   void FinishTimedOut();
   // Caller thread, before the call reached any reactor (e.g. messenger shut down).
   void FailBeforeSend(const Status& status);
+  // Reactor thread: finishes the call as cancelled (RpcController::Cancel).
+  void FinishCancelled();
+
+  // Cancellation (RpcController::Cancel). Any thread: flags the call and, once it has a
+  // reactor, hands the cancel to it (Connection::CancelCall); a call not yet on a connection is
+  // failed there as it arrives (Connection::QueueOutboundCall checks cancel_requested()).
+  void Cancel();
+  bool cancel_requested() const { return cancel_requested_.load(std::memory_order_seq_cst); }
+  // Any thread, before the call may be cancelled on it: the reactor that will carry the call.
+  void set_reactor(Reactor* reactor) { reactor_.store(reactor, std::memory_order_seq_cst); }
+  // The connection the call waits on (reactor thread; the caller thread for a call it writes
+  // itself, before the reactor may see it), for the cancel. Valid while the call is unfinished:
+  // a connection finishes its calls as it shuts down.
+  void set_owner(Connection* conn) { owner_ = conn; }
 
   // OutboundTransfer.
   void TransferDone() override;
@@ -129,6 +144,9 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   bool report_connection_ = false;
   scoped_refptr<Connection> connection_;  // see set_connection()
   scoped_refptr<CallObserver> observer_;  // see set_observer(); usually none
+  std::atomic<bool> cancel_requested_{false};
+  std::atomic<Reactor*> reactor_{nullptr};
+  Connection* owner_ = nullptr;  // see set_owner()
 
   // A small call's frame head (length prefix, header, body) is written here rather than into a
   // block of its own (no block allocation and release per call). The bytes stay put until the call

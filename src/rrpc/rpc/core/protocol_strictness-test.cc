@@ -150,7 +150,8 @@ TEST_F(ProtocolStrictnessTest, HeaderThatDoesNotParseGetsAFatalErrorFrame) {
   ExpectFatalInvalidFrame(RawFrame(std::string("\x05\xff\xff\xff\xff\xff\x00", 7)), "header");
 }
 
-TEST_F(ProtocolStrictnessTest, ControlFrameFromAClientGetsAFatalErrorFrame) {
+// A control frame carries no remote method (docs/wire-format.md, section 3).
+TEST_F(ProtocolStrictnessTest, ControlFrameNamingAMethodGetsAFatalErrorFrame) {
   rtest::EchoRequestPB req;
   req.set_data("x");
   ExpectFatalInvalidFrame(FrameBytes(EchoHeader(-3), req), "call id -3");

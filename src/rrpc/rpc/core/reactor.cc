@@ -168,6 +168,7 @@ void Reactor::OnDelayedTask(struct ev_loop*, ev_timer* w, int) {
 void Reactor::WakeUp() { ev_async_send(loop_, &async_watcher_); }
 
 void Reactor::QueueOutboundCall(scoped_refptr<OutboundCall>&& call) {
+  call->set_reactor(this);  // where a cancel goes
   if (IsCurrentThread() && assigning_depth_ == 0) {
     // A callback issuing the next call: no queue, no wakeup, same connection.
     AssignOutboundCall(std::move(call));
@@ -462,6 +463,9 @@ void Reactor::CloseIdleConnections() {
     metrics_->inbound_memory_peak_bytes->Set(messenger_->inbound_memory()->peak());
   }
   CloseStalledFrames(now);
+  if (options().ping_after != MonoDelta::Max()) {
+    for (const auto& [raw, conn] : connections_) raw->MaybePing(now);
+  }
   if (options().idle_timeout == MonoDelta::Max()) return;
   const MonoTime cutoff = now - options().idle_timeout;
   std::vector<scoped_refptr<Connection>> idle, stalled;

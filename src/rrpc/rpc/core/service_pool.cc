@@ -259,6 +259,12 @@ void ServicePool::RunCall(InboundCall* call) {
                          (call->handling_started() - call->arrival_time()).ToString()));
     return;
   }
+  if (call->cancel_tracked() && !call->MarkRunning()) {
+    if (metrics != nullptr) metrics->messenger->calls_cancelled_in_queue->Increment();
+    call->RespondFailure(ErrorStatusPB::ERROR_CANCELLED,
+                         Status::Aborted("cancelled by the client before it ran"));
+    return;
+  }
   const RpcMethodInfo* method = call->method();
   MessageCache::CallMessages messages =
       MessageCache::Take(*method->request_prototype, *method->response_prototype);

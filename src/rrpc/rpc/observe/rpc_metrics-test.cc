@@ -112,7 +112,17 @@ size_t ServerReplyBytes() {
   NegotiatePB request;
   request.set_step(NegotiatePB::NEGOTIATE);
   request.add_supported_features(SIDECARS);
+  request.add_supported_features(CANCELLATION);
   return BuildServerReply(request, Status::OK(), {}).slice.size();
+}
+// The cancel frame a client sends for a call it gave up on (at its deadline); call ids below 128.
+size_t CancelFrameBytes() {
+  RequestHeader header;
+  header.set_call_id(kControlCallId);
+  ControlPB control;
+  control.set_kind(ControlPB::CANCEL);
+  control.add_call_ids(1);
+  return FrameBytes(header, control);
 }
 
 // Runs promtool on `text`; "" when it accepts it, else its complaint.
@@ -294,7 +304,7 @@ TEST_F(RpcMetricsTest, ScriptedCallsGiveExactMetrics) {
     EXPECT_GT(b_response_bytes, static_cast<int64_t>(ResponseBytes(shortest, true)));
   }
   echo_response_bytes += static_cast<size_t>(b_response_bytes);
-  server_in += echo_request_bytes;
+  server_in += echo_request_bytes + CancelFrameBytes();  // B's cancel, sent at its deadline
   server_out += echo_response_bytes;
 
   // Server, method Echo: 5 successes + application error + invalid + A + B + C.

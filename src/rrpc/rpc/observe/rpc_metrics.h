@@ -93,6 +93,16 @@ inline constexpr MetricPrototype METRIC_calls_expired_in_queue_total = MetricPro
     "calls_expired_in_queue_total", "Calls expired in queue", MetricUnit::kCalls,
     "Calls whose deadline passed while they waited in the service queue; answered timed out "
     "without running.");
+inline constexpr MetricPrototype METRIC_calls_cancelled_in_queue_total = MetricPrototype::Counter(
+    "calls_cancelled_in_queue_total", "Calls cancelled in queue", MetricUnit::kCalls,
+    "Calls the client cancelled (or gave up on at its deadline) while they waited in the "
+    "service queue; answered cancelled without running.");
+inline constexpr MetricPrototype METRIC_calls_cancelled_running_total = MetricPrototype::Counter(
+    "calls_cancelled_running_total", "Calls cancelled while running", MetricUnit::kCalls,
+    "Calls the client cancelled while their handler ran: the handler saw cancelled() turn true.");
+inline constexpr MetricPrototype METRIC_cancel_requests_total = MetricPrototype::Counter(
+    "cancel_requests_total", "Cancel requests", MetricUnit::kCalls,
+    "Call ids received in cancel frames, whether or not the call was still in the server.");
 inline constexpr MetricPrototype METRIC_worker_idle_polls_total = MetricPrototype::Counter(
     "worker_idle_polls_total", "Worker idle polls", MetricUnit::kUnits,
     "Times a worker that ran out of calls polled for the next one before sleeping "
@@ -274,6 +284,9 @@ class MessengerMetrics {
   Counter* const frames_refused;
   Counter* const service_queue_overflows;
   Counter* const calls_expired_in_queue;
+  Counter* const calls_cancelled_in_queue;
+  Counter* const calls_cancelled_running;
+  Counter* const cancel_requests;
   Counter* const too_busy_rejections;
   Counter* const no_such_method;
   Counter* const worker_idle_polls;

@@ -80,17 +80,20 @@ class RawConnection {
     p.push_back('\0');
     return Write(p);
   }
-  // Client: preamble, negotiation request, and the server's accepting reply.
-  Status Negotiate() {
-    BlockSlice hello = BuildClientHello("raw-test-client");
+  // Client: preamble, negotiation request, and the server's accepting reply. Without
+  // `offer_cancellation`, a client older than CANCELLATION.
+  Status Negotiate(bool offer_cancellation = true) {
+    BlockSlice hello = BuildClientHello("raw-test-client", "", false, offer_cancellation);
     RRPC_RETURN_NOT_OK(Write(hello.slice.ToString()));
     std::string frame;
     RRPC_RETURN_NOT_OK(ReadFrame(&frame));
     NegotiatePB reply;
     return ParseServerReply(Slice(frame), &reply);
   }
-  // Server: reads the preamble and the client's negotiation frame and accepts it.
-  Status AcceptNegotiation() {
+  // Server: reads the preamble and the client's negotiation frame and accepts it. Unless
+  // `accept_cancellation`, its reply leaves CANCELLATION out (as a server older than it), so the
+  // client sends no cancel frames the script would have to read.
+  Status AcceptNegotiation(bool accept_cancellation = false) {
     uint8_t preamble[kPreambleSize];
     RRPC_RETURN_NOT_OK(socket_.BlockingRecv(preamble, sizeof(preamble)));
     RRPC_RETURN_NOT_OK(CheckPreamble(Slice(preamble, kPreambleSize)));
@@ -98,6 +101,14 @@ class RawConnection {
     RRPC_RETURN_NOT_OK(ReadFrame(&frame));
     NegotiatePB request;
     RRPC_RETURN_NOT_OK(ParseClientNegotiation(Slice(frame), &request));
+    if (!accept_cancellation) {
+      NegotiatePB old = request;
+      old.clear_supported_features();
+      for (int f : request.supported_features()) {
+        if (f != CANCELLATION) old.add_supported_features(static_cast<RpcFeatureFlag>(f));
+      }
+      request = old;
+    }
     return Write(BuildServerReply(request, Status::OK(), {}).slice.ToString());
   }
 

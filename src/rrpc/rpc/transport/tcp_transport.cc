@@ -226,12 +226,29 @@ void TcpTransport::DeliverBuffered() {
   DeliverFrames(&reader_, &preamble_bytes_, host_, [this] { return !closed_ && !parked_; });
 }
 
+void ConfigureStreamSocket(Socket* socket, const StreamTransportOptions& options) {
+  // Best effort: a socket that refuses an option (not TCP, an old kernel) still carries calls.
+  const int idle_s = static_cast<int>(options.keepalive_idle.ToSeconds());
+  if (options.keepalive_idle > MonoDelta()) {
+    Status s = socket->SetKeepAlive(std::max(1, idle_s),
+                                    static_cast<int>(options.keepalive_interval.ToSeconds()),
+                                    options.keepalive_count);
+    if (!s.ok()) VLOG(1) << s.ToString();
+  }
+  if (options.user_timeout > MonoDelta()) {
+    Status s = socket->SetUserTimeout(static_cast<int>(options.user_timeout.ToMilliseconds()));
+    if (!s.ok()) VLOG(1) << s.ToString();
+  }
+}
+
 std::unique_ptr<Transport> TcpTransportFactory::NewServerTransport(Socket accepted) {
+  ConfigureStreamSocket(&accepted, options_);
   return std::make_unique<TcpTransport>(std::move(accepted), /*connecting=*/false, options_);
 }
 
 Result<std::unique_ptr<Transport>> TcpTransportFactory::NewClientTransport(const Sockaddr& remote) {
   RRPC_ASSIGN_OR_RETURN(Socket sock, Socket::CreateTcp(remote.family()));
+  ConfigureStreamSocket(&sock, options_);
   RRPC_RETURN_NOT_OK(sock.ConnectNonBlocking(remote));
   return std::unique_ptr<Transport>(
       std::make_unique<TcpTransport>(std::move(sock), /*connecting=*/true, options_));

@@ -26,7 +26,16 @@ struct StreamTransportOptions {
   size_t max_frame_size = 64 * 1024 * 1024;
   // Bytes read per recv() when no large frame is pending.
   size_t read_block_size = 64 * 1024;
+  // Dead-peer detection on the socket (MessengerOptions says what each means); zero: off.
+  MonoDelta keepalive_idle;
+  MonoDelta keepalive_interval;
+  int keepalive_count = 0;
+  MonoDelta user_timeout;
 };
+
+// Sets up a stream socket as every connection's: no Nagle delay, keepalive and
+// TCP_USER_TIMEOUT from `options`. Best effort (a socket that refuses an option keeps working).
+void ConfigureStreamSocket(Socket* socket, const StreamTransportOptions& options);
 
 class TcpTransport final : public Transport {
  public:

@@ -516,12 +516,14 @@ void TlsTransport::SetWatcher(ev_io* w, bool* active, bool on) {
 }
 
 std::unique_ptr<Transport> TlsClientTransportFactory::NewServerTransport(Socket accepted) {
+  ConfigureStreamSocket(&accepted, options_);
   return std::make_unique<TcpTransport>(std::move(accepted), /*connecting=*/false, options_);
 }
 
 Result<std::unique_ptr<Transport>> TlsClientTransportFactory::NewClientTransport(
     const Sockaddr& remote) {
   RRPC_ASSIGN_OR_RETURN(Socket sock, Socket::CreateTcp(remote.family()));
+  ConfigureStreamSocket(&sock, options_);
   RRPC_RETURN_NOT_OK(sock.ConnectNonBlocking(remote));
   return TlsTransport::NewClient(std::move(sock), remote, *context_, server_name_, options_);
 }

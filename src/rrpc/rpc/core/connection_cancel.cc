@@ -1,0 +1,176 @@
+// Control frames over a connection (connection.h; docs/wire-format.md, "Control frames"): the
+// client's pings on a silent connection with calls outstanding (MaybePing), and cancellation. The
+// client finishes a cancelled call at once and, when the server negotiated CANCELLATION and the
+// call's frame has started out, sends a cancel frame (ControlPB CANCEL, call id kControlCallId)
+// behind it. The server tracks the calls of such a client by call id in cancellable_ from their
+// arrival until they answer; a cancel flags the call: a worker skips a flagged call still queued
+// (answering ERROR_CANCELLED, which the client discards), a running handler sees
+// RpcContext::cancelled() and its OnCancel callback runs once.
+#include <algorithm>
+
+#include "rrpc/rpc/core/connection.h"
+#include "rrpc/rpc/core/constants.h"
+#include "rrpc/rpc/core/inbound_call.h"
+#include "rrpc/rpc/core/reactor.h"
+#include "rrpc/rpc/core/wire_codec.h"
+#include "rrpc/rpc/observe/rpc_metrics.h"
+
+namespace rrpc::rpc {
+
+namespace {
+// The call whose cancel callback this thread runs (under the connection's cancel_mu_), so that
+// the callback may answer the call: its untracking then must not take the lock again.
+thread_local InboundCall* tls_cancelling = nullptr;
+}  // namespace
+
+// ---- Client side.
+
+void Connection::CancelCall(OutboundCall* call) {
+  DCHECK(reactor_->IsCurrentThread());
+  DCHECK(direction_ == Direction::kClient);
+  if (call->finished()) return;
+  scoped_refptr<Connection> self(this);
+  scoped_refptr<OutboundCall> keep(call);
+  bool found = awaiting_response_.Erase(call->call_id());
+  if (!found) {
+    auto it = std::find_if(pending_calls_.begin(), pending_calls_.end(),
+                           [call](const auto& c) { return c.get() == call; });
+    if (it != pending_calls_.end()) {
+      pending_calls_.erase(it);
+      found = true;
+    }
+  }
+  if (!found) {
+    MutexLock lock(write_mu_);
+    if (caller_call_ == call) {  // a synchronous caller's own write: whoever takes it finishes it
+      caller_call_ = nullptr;
+      found = true;
+    }
+  }
+  if (!found) return;  // finished meanwhile by whoever held it
+  // As a timeout: a half-written frame still goes out whole (from copies), then the cancel.
+  if (call->started() && !call->OutboundTransfer::finished()) call->DetachUnsentPayload();
+  SendCancelFrame(*call);
+  call->FinishCancelled();
+}
+
+void Connection::SendCancelFrame(const OutboundCall& call) {
+  DCHECK(reactor_->IsCurrentThread());
+  // A call whose first byte never left is dropped from the write queue: the server never saw it.
+  if (!call.started() || state_ == State::kClosed) return;
+  if (state_ != State::kOpen) {
+    // Sent behind the hello, cancelled before the server's reply came: whether the server takes
+    // cancels is known once it does (SendHeldCancels).
+    held_cancels_.push_back(call.call_id());
+    return;
+  }
+  if (peer_cancels_) QueueCancelFrame(call.call_id());
+}
+
+void Connection::SendHeldCancels() {
+  std::vector<int32_t> held;
+  held.swap(held_cancels_);
+  if (!peer_cancels_) return;
+  for (int32_t id : held) QueueCancelFrame(id);
+}
+
+void Connection::MaybePing(MonoTime now) {
+  DCHECK(reactor_->IsCurrentThread());
+  if (direction_ != Direction::kClient || state_ != State::kOpen || !peer_cancels_ ||
+      calls_in_flight() == 0 || options_.ping_after == MonoDelta::Max()) {
+    return;
+  }
+  const MonoTime heard = last_activity();
+  if (now - heard < options_.ping_after || last_ping_ > heard) return;  // one per silence
+  last_ping_ = now;
+  QueueControlFrame(ControlPB::PING, -1);
+}
+
+void Connection::QueueCancelFrame(int32_t call_id) {
+  QueueControlFrame(ControlPB::CANCEL, call_id);
+}
+
+void Connection::QueueControlFrame(int kind, int32_t call_id) {
+  RequestHeader header;
+  header.set_call_id(kControlCallId);
+  ControlPB control;
+  control.set_kind(static_cast<ControlPB::Kind>(kind));
+  if (call_id >= 0) control.add_call_ids(call_id);
+  Result<BlockSlice> frame =
+      SerializeFrameHead(header, control, 0, std::numeric_limits<uint32_t>::max());
+  if (!frame.ok()) return;  // a few bytes: cannot exceed any limit
+  QueueTransfer(new BytesTransfer(std::move(frame).value()));
+}
+
+// ---- Server side.
+
+void Connection::TrackForCancel(InboundCall* call) {
+  DCHECK(reactor_->IsCurrentThread());
+  MutexLock lock(cancel_mu_);
+  if (cancellable_.Find(call->call_id()) != nullptr) return;  // a duplicate id in flight
+  cancellable_.Insert(call->call_id(), call);
+  call->set_cancel_tracked();
+}
+
+void Connection::UntrackForCancel(InboundCall* call) RRPC_NO_THREAD_SAFETY_ANALYSIS {
+  std::function<void()> callback;  // destroyed after unlocking: it may hold anything
+  if (tls_cancelling == call) {
+    // Answered from its own cancel callback: this thread holds cancel_mu_ already.
+    cancellable_.Erase(call->call_id());
+    callback.swap(call->cancel_callback());
+    return;
+  }
+  MutexLock lock(cancel_mu_);
+  cancellable_.Erase(call->call_id());
+  callback.swap(call->cancel_callback());
+}
+
+void Connection::SetCancelCallback(InboundCall* call, std::function<void()> callback) {
+  if (!call->cancel_tracked()) return;  // the client cannot cancel it: it would never run
+  {
+    MutexLock lock(cancel_mu_);
+    if (!call->client_cancelled()) {
+      call->cancel_callback() = std::move(callback);
+      return;
+    }
+  }
+  callback();  // cancelled already
+}
+
+Status Connection::HandleControlFrame(Slice body) {
+  DCHECK(reactor_->IsCurrentThread());
+  ControlPB control;
+  if (!ParseMessageQuietly(body, &control)) {
+    return Status::InvalidArgument("control frame does not parse");
+  }
+  if (control.kind() == ControlPB::PING) return Status::OK();  // its TCP acknowledgement is all
+  if (control.kind() != ControlPB::CANCEL) {
+    VLOG(1) << "control frame of unknown kind " << control.kind() << " from " << remote_.ToString();
+    return Status::OK();
+  }
+  for (int32_t id : control.call_ids()) CancelInboundCall(id);
+  return Status::OK();
+}
+
+void Connection::CancelInboundCall(int32_t call_id) {
+  MessengerMetrics* m = reactor_->metrics();
+  if (m != nullptr) m->cancel_requests->Increment();
+  MutexLock lock(cancel_mu_);
+  InboundCall** found = cancellable_.Find(call_id);
+  if (found == nullptr) return;  // answered already, or never here
+  InboundCall* call = *found;
+  if (call->client_cancelled()) return;  // a second cancel of the same call
+  const bool running = call->MarkCancelled();
+  if (running && m != nullptr) m->calls_cancelled_running->Increment();
+  std::function<void()> callback;
+  callback.swap(call->cancel_callback());
+  if (!callback) return;
+  // Under the lock: the call cannot answer (and go) while its callback runs, unless the callback
+  // answers it itself (UntrackForCancel knows it by tls_cancelling). The call must not be
+  // touched after the callback returns.
+  tls_cancelling = call;
+  callback();
+  tls_cancelling = nullptr;
+}
+
+}  // namespace rrpc::rpc
