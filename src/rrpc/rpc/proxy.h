@@ -27,6 +27,10 @@ class RpcController;
 
 class Proxy {
  public:
+  // How a generated proxy calls a method: kTracked for methods marked (rrpc.tracked), whose
+  // calls carry a request id that every retry reuses (docs/exactly-once.md).
+  enum class MethodKind { kPlain, kTracked };
+
   Proxy(std::shared_ptr<Messenger> messenger, const Sockaddr& remote, std::string service_name);
   // A copy calls the same service through the same messenger (with a cache of its own).
   Proxy(const Proxy& other);
@@ -40,14 +44,16 @@ class Proxy {
   // deadline: each waits its jittered backoff on a reactor timer (Messenger::RunAfter), and
   // `callback` runs once, after the last attempt. Taken by rvalue reference: the generated
   // proxies pass theirs on, and each std::function move costs ~16 instructions.
+  // A tracked call also retries an attempt whose outcome was lost, as RetryPolicy allows.
   void AsyncRequest(const std::string& method, const google::protobuf::Message& request,
                     google::protobuf::Message* response, RpcController* controller,
-                    ResponseCallback&& callback) const;
+                    ResponseCallback&& callback, MethodKind kind = MethodKind::kPlain) const;
   // Blocks until the call finishes; returns controller->status(). On a reactor thread (a callback
   // or an inline handler) it would wait for itself: it returns IllegalState at once instead.
   // Retries as AsyncRequest does (sleeping its backoffs on the calling thread).
   Status SyncRequest(const std::string& method, const google::protobuf::Message& request,
-                     google::protobuf::Message* response, RpcController* controller) const;
+                     google::protobuf::Message* response, RpcController* controller,
+                     MethodKind kind = MethodKind::kPlain) const;
 
   const Sockaddr& remote() const { return remote_; }
   const std::string& service_name() const { return service_name_; }

@@ -36,6 +36,9 @@ void RpcController::Reset() {
   inbound_sidecars_.clear();
   retry_policy_ = RetryPolicy();
   attempts_ = 0;
+  request_seq_no_ = 0;
+  server_tracks_results_ = false;
+  request_left_ = false;
 }
 
 void RpcController::PrepareRetry() {

@@ -28,6 +28,12 @@ struct RetryPolicy {
   MonoDelta initial_backoff = MonoDelta::FromMilliseconds(1);
   MonoDelta max_backoff = MonoDelta::FromMilliseconds(100);
   double multiplier = 2;
+  // Calls of tracked methods only (docs/exactly-once.md): each attempt may take at most this
+  // long (within the call's deadline), and an attempt whose outcome was lost (timed out, or its
+  // connection failed) is retried like a refused one, with the same request id, as long as it
+  // went over a connection whose server negotiated EXACTLY_ONCE. Max(): no per-attempt limit,
+  // and lost outcomes are not retried.
+  MonoDelta attempt_timeout = MonoDelta::Max();
 };
 
 class RpcController {
@@ -69,6 +75,15 @@ class RpcController {
   const RetryPolicy& retry_policy() const { return retry_policy_; }
   // Attempts the last call made (1 without retries).
   int attempts() const { return attempts_; }
+  // A call of a tracked method: its sequence number with the messenger's request tracker (the
+  // same for all its attempts); 0 for other calls.
+  uint64_t request_seq_no() const { return request_seq_no_; }
+  // The last attempt went over a connection whose server keeps results (EXACTLY_ONCE): a
+  // retry of a tracked call cannot run it twice.
+  bool server_tracks_results() const { return server_tracks_results_; }
+  // False when the last attempt failed before any of its bytes were written: the server cannot
+  // have run it.
+  bool request_left() const { return request_left_; }
 
   // The response's sidecars, valid until Reset() or destruction.
   size_t num_inbound_sidecars() const { return inbound_sidecars_.size(); }
@@ -100,6 +115,9 @@ class RpcController {
   std::vector<Slice> inbound_sidecars_;
   RetryPolicy retry_policy_;
   int attempts_ = 0;
+  uint64_t request_seq_no_ = 0;         // set by Proxy for tracked calls
+  bool server_tracks_results_ = false;  // set by OutboundCall when the call finishes
+  bool request_left_ = false;           // set by OutboundCall when the call finishes
 };
 
 }  // namespace rrpc::rpc

@@ -37,6 +37,9 @@ struct RpcMethodInfo {
   // calls skip the service queue, so they are neither bounded by its length nor ordered by
   // deadline, and they are never refused as too busy (the reactor's own reading is the limit).
   bool run_inline = false;
+  // The method is not idempotent: its calls carry a request id, and a server with a result
+  // tracker runs each id at most once (option (rrpc.tracked); docs/exactly-once.md).
+  bool tracked = false;
   // The method's server metrics (rpc/observe/rpc_metrics.h), owned by the messenger. Set by the
   // service pool at registration, before any call, so reading it on the call path needs no lock;
   // nullptr when metrics are disabled.

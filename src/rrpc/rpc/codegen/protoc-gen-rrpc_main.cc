@@ -426,6 +426,9 @@ void PrintServiceBaseDefs(const pb::ServiceDescriptor* service, pb::io::Printer*
     if (m.descriptor->options().GetExtension(::rrpc::inline_handler)) {
       p->Print("info.run_inline = true;  // option (rrpc.inline_handler)\n");
     }
+    if (m.descriptor->options().GetExtension(::rrpc::tracked)) {
+      p->Print("info.tracked = true;  // option (rrpc.tracked)\n");
+    }
     // The server makes a call's messages from the prototypes above, so the downcasts are exact.
     p->Print(
         "info.handler = [this](const ::google::protobuf::Message* req, "
@@ -485,16 +488,19 @@ void PrintProxyDefs(const pb::ServiceDescriptor* service, pb::io::Printer* p) {
     p->Print("\n");
     PrintLines(Wrap(0, "::rrpc::Status " + cls + "::" + m.name, SyncParams(m), " const {"), p);
     p->Indent();
-    PrintLines(
-        Wrap(2, "return ::rrpc::rpc::Proxy::SyncRequest", {name, "req", "resp", "controller"}, ";"),
-        p);
+    const bool tracked = m.descriptor->options().GetExtension(::rrpc::tracked);
+    const std::string kind = "::rrpc::rpc::Proxy::MethodKind::kTracked";
+    std::vector<std::string> sync_args = {name, "req", "resp", "controller"};
+    if (tracked) sync_args.push_back(kind);
+    PrintLines(Wrap(2, "return ::rrpc::rpc::Proxy::SyncRequest", sync_args, ";"), p);
     p->Outdent();
     p->Print("}\n\n");
     PrintLines(Wrap(0, "void " + cls + "::" + m.name + "Async", AsyncParams(m), " const {"), p);
     p->Indent();
-    PrintLines(Wrap(2, "::rrpc::rpc::Proxy::AsyncRequest",
-                    {name, "req", "resp", "controller", "::std::move(callback)"}, ";"),
-               p);
+    std::vector<std::string> async_args = {name, "req", "resp", "controller",
+                                           "::std::move(callback)"};
+    if (tracked) async_args.push_back(kind);
+    PrintLines(Wrap(2, "::rrpc::rpc::Proxy::AsyncRequest", async_args, ";"), p);
     p->Outdent();
     p->Print("}\n");
   }

@@ -36,7 +36,8 @@ Connection::Connection(Reactor* reactor, Direction direction, std::unique_ptr<Tr
       state_(direction == Direction::kClient ? State::kConnecting : State::kNegotiating),
       server_negotiation_(direction == Direction::kServer
                               ? std::make_unique<ServerNegotiation>(
-                                    AsNegotiationHost(), reactor->messenger()->security())
+                                    AsNegotiationHost(), reactor->messenger()->security(),
+                                    reactor->options().result_tracker.enabled)
                               : nullptr),
       client_negotiation_(
           direction == Direction::kClient
@@ -420,8 +421,12 @@ void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
   scoped_refptr<Connection> self(this);
   state_ = State::kOpen;
   ev_timer_stop(reactor_->loop(), &negotiation_timer_);
-  identity_ = server_negotiation_ ? server_negotiation_->peer().identity
-                                  : client_negotiation_->peer().identity;
+  const NegotiatedPeer& peer =
+      server_negotiation_ ? server_negotiation_->peer() : client_negotiation_->peer();
+  identity_ = peer.identity;
+  peer_tracks_results_.store(
+      std::find(peer.features.begin(), peer.features.end(), EXACTLY_ONCE) != peer.features.end(),
+      std::memory_order_release);
   server_negotiation_.reset();
   client_negotiation_.reset();
   if (upgrade != nullptr) {

@@ -2,6 +2,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -23,6 +24,7 @@ BlockSlice BuildClientHello(const std::string& client_name, const std::string& a
   NegotiatePB negotiate;
   negotiate.set_step(NegotiatePB::NEGOTIATE);
   negotiate.add_supported_features(SIDECARS);
+  negotiate.add_supported_features(EXACTLY_ONCE);  // answered by servers that track results
   if (offer_upgrade) negotiate.add_supported_features(TRANSPORT_UPGRADE);
   negotiate.set_client_name(client_name);
   if (!auth_token.empty()) negotiate.set_auth_token(auth_token);
@@ -114,6 +116,10 @@ BlockSlice BuildServerReply(const NegotiatePB& request, const Status& error,
   reply.set_step(NegotiatePB::NEGOTIATE);
   for (int f : request.supported_features()) {
     if (f == SIDECARS) reply.add_supported_features(SIDECARS);
+  }
+  if (peer != nullptr && std::find(peer->features.begin(), peer->features.end(), EXACTLY_ONCE) !=
+                             peer->features.end()) {
+    reply.add_supported_features(EXACTLY_ONCE);
   }
   if (peer != nullptr && peer->identity.encrypted) reply.add_supported_features(TLS);
   if (peer != nullptr && !peer->identity.user.empty()) {
@@ -248,6 +254,7 @@ Result<bool> ServerNegotiation::OnFrame(Slice frame) {
   bool offers_upgrade = false;
   for (int f : request->supported_features()) {
     if (f == SIDECARS) peer_.features.push_back(SIDECARS);
+    if (f == EXACTLY_ONCE && tracks_results_) peer_.features.push_back(EXACTLY_ONCE);
     if (f == TRANSPORT_UPGRADE) offers_upgrade = true;
   }
   peer_.client_name = request->client_name();
@@ -306,6 +313,7 @@ Result<bool> ClientNegotiation::OnFrame(Slice frame) {
   bool server_upgrades = false;
   for (int f : reply.supported_features()) {
     if (f == SIDECARS) peer_.features.push_back(SIDECARS);
+    if (f == EXACTLY_ONCE) peer_.features.push_back(EXACTLY_ONCE);
     if (f == TRANSPORT_UPGRADE) server_upgrades = true;
   }
   if (upgrade_ != nullptr) {

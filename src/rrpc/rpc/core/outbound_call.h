@@ -11,6 +11,7 @@
 #include <ev.h>
 #include <google/protobuf/message.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -28,6 +29,7 @@ namespace rrpc::rpc {
 class Connection;
 class RpcController;
 class Reactor;
+class RequestTracker;
 struct ClientMethodMetrics;
 
 class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTransfer {
@@ -43,16 +45,17 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   static void operator delete(void* p, size_t size);
 
   // Caller thread: builds the frame. `call_id` is unique per messenger. Fails when the request
-  // exceeds `max_message_size`.
+  // exceeds `max_message_size`. `tracker`: the messenger's, for a tracked call (the controller
+  // holds its sequence number): the header carries the call's request id.
   Status Serialize(const google::protobuf::Message& request, int32_t call_id,
-                   size_t max_message_size);
+                   size_t max_message_size, const RequestTracker* tracker = nullptr);
 
   // A synchronous caller wants to know which connection the call went out on, to write its next
   // call itself (Connection::TrySendCallFromCaller). Caller thread, before the call is queued.
   void set_report_connection() { report_connection_ = true; }
   bool report_connection() const { return report_connection_; }
-  // Reactor thread, when the call is queued on `conn` (only if report_connection()); read by the
-  // caller once the call has finished.
+  // Reactor thread, when the call is queued on `conn` (only if report_connection()), or the
+  // caller before it writes the call itself; read by the caller once the call has finished.
   void set_connection(Connection* conn);
   const scoped_refptr<Connection>& connection() const { return connection_; }
 
@@ -108,6 +111,9 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   ClientMethodMetrics* const metrics_;  // the method's: owned by the messenger, or nullptr
   bool report_connection_ = false;
   scoped_refptr<Connection> connection_;  // see set_connection()
+  // Some of the frame was written (the transfer ended or aborted after starting): the server may
+  // have the call. Sticky: the payload, and with it started(), is cleared when the transfer ends.
+  std::atomic<bool> wrote_any_{false};
 
   // A small call's frame head (length prefix, header, body) is written here rather than into a
   // block of its own: a block's allocation and release cost ~60 instructions per call
