@@ -19,6 +19,8 @@
 #include "rrpc/rpc/testing/rpc-test-util.h"
 #include "rrpc/rpc/testing/rtest_tracked.rrpc.h"
 #include "rrpc/util/countdown_latch.h"
+#include "rrpc/util/metrics/metric_registry.h"
+#include "rrpc/util/metrics/prometheus_writer.h"
 
 namespace rrpc::rpc {
 namespace {
@@ -175,6 +177,9 @@ TEST_F(ExactlyOnceTest, RetryOfFinishedCallGetsTheStoredAnswerWithoutRunningAgai
   EXPECT_EQ(30u, retry.sidecars.size());
   EXPECT_EQ(first.sidecars, retry.sidecars);
   EXPECT_EQ(1u, stats().replays);
+  const std::string metrics = FormatPrometheus(server_->metric_registry()->TakeSnapshot());
+  EXPECT_NE(std::string::npos, metrics.find("rrpc_result_tracker_replays_total{"));
+  EXPECT_NE(std::string::npos, metrics.find("rrpc_result_tracker_bytes{"));
   // A new number runs.
   ASSERT_TRUE(conn->Write(TrackedFrame(2, client_id_, 2, 1, 5)).ok());
   EXPECT_EQ(10, ReadAnswer(conn.get()).value);
