@@ -70,6 +70,7 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
     const RequestIdFields& id = header.request_id;
     request_id_.present = true;
     // A longer id is kept as invalid (length 0): a tracked method refuses it, others ignore it.
+    request_id_.client_id_len = 0;
     if (id.client_id.size() <= TrackedRequestId::kMaxClientIdBytes) {
       request_id_.client_id_len = static_cast<uint8_t>(id.client_id.size());
       memcpy(request_id_.client_id, id.client_id.data(), id.client_id.size());

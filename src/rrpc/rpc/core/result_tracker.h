@@ -33,15 +33,17 @@ namespace rrpc::rpc {
 class InboundCall;
 class MessengerMetrics;
 
-// A call's request id, copied out of its header (core/header_codec.h) into the call.
+// A call's request id, copied out of its header (core/header_codec.h) into the call. Only
+// `present` is set for every call (it lives in each InboundCall); the rest is written, and may
+// be read, only when it is true.
 struct TrackedRequestId {
   static constexpr size_t kMaxClientIdBytes = 16;
   bool present = false;
-  uint8_t client_id_len = 0;  // 0 or > kMaxClientIdBytes: the id is refused
-  uint8_t client_id[kMaxClientIdBytes] = {};
-  uint64_t seq_no = 0;
-  uint64_t first_incomplete_seq_no = 0;
-  uint32_t attempt_no = 0;
+  uint8_t client_id_len;  // 0 or > kMaxClientIdBytes: the id is refused
+  uint8_t client_id[kMaxClientIdBytes];
+  uint64_t seq_no;
+  uint64_t first_incomplete_seq_no;
+  uint32_t attempt_no;
   bool valid() const { return client_id_len > 0 && client_id_len <= kMaxClientIdBytes; }
   std::string client_key() const {
     return std::string(reinterpret_cast<const char*>(client_id), client_id_len);
