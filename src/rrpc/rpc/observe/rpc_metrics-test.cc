@@ -112,7 +112,10 @@ size_t ServerReplyBytes() {
   NegotiatePB request;
   request.set_step(NegotiatePB::NEGOTIATE);
   request.add_supported_features(SIDECARS);
-  return BuildServerReply(request, Status::OK(), {}).slice.size();
+  request.add_supported_features(EXACTLY_ONCE);
+  NegotiatedPeer peer;  // a server with its result tracker on (the default) accepts both
+  peer.features = {SIDECARS, EXACTLY_ONCE};
+  return BuildServerReply(request, Status::OK(), {}, &peer).slice.size();
 }
 
 // Runs promtool on `text`; "" when it accepts it, else its complaint.
