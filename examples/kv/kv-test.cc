@@ -82,6 +82,25 @@ class KvTest : public ::testing::Test {
   std::unique_ptr<KvServer> server_;
 };
 
+// Increment (a tracked method, docs/exactly-once.md) adds to a decimal counter and refuses a
+// value that is not a counter.
+TEST_F(KvTest, IncrementAddsToACounterAndIsTracked) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  auto client = NewClient();
+  int64_t value = 0;
+  ASSERT_TRUE(client->Increment("n", 5, &value).ok());
+  EXPECT_EQ(5, value);
+  ASSERT_TRUE(client->Increment("n", -2, &value).ok());
+  EXPECT_EQ(3, value);
+  std::string v;
+  ASSERT_TRUE(client->Get("n", &v).ok());
+  EXPECT_EQ("3", v);
+  ASSERT_TRUE(client->Put("text", "abc").ok());
+  EXPECT_FALSE(client->Increment("text", 1, &value).ok());
+  ASSERT_TRUE(client->Put("big", std::to_string(INT64_MAX)).ok());
+  EXPECT_FALSE(client->Increment("big", 1, &value).ok());
+}
+
 TEST_F(KvTest, PutGetDeleteScanAndBatch) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   auto client = NewClient();

@@ -90,6 +90,28 @@ Status KvClient::Put(std::string_view key, std::string_view value, MonoTime dead
   });
 }
 
+Status KvClient::Increment(std::string_view key, int64_t delta, int64_t* value, MonoTime deadline) {
+  IncrementRequestPB req;
+  req.set_key(key.data(), key.size());
+  req.set_delta(delta);
+  IncrementResponsePB resp;
+  rpc::RpcController ctl;
+  ctl.set_deadline(ResolveDeadline(deadline));
+  rpc::RetryPolicy policy;
+  policy.max_attempts = options_.increment_max_attempts;
+  policy.initial_backoff = options_.initial_backoff;
+  policy.max_backoff = options_.max_backoff;
+  policy.attempt_timeout = options_.increment_attempt_timeout;
+  ctl.set_retry_policy(policy);
+  Status s = proxy_.Increment(req, &resp, &ctl);
+  if (ctl.attempts() > 1) {
+    retries_.fetch_add(static_cast<uint64_t>(ctl.attempts() - 1), std::memory_order_relaxed);
+  }
+  RRPC_RETURN_NOT_OK(s);
+  *value = resp.value();
+  return Status::OK();
+}
+
 Status KvClient::Get(std::string_view key, std::string* value, MonoTime deadline) {
   GetRequestPB req;
   req.set_key(key.data(), key.size());

@@ -36,6 +36,10 @@ struct KvClientOptions {
   MonoDelta max_backoff = MonoDelta::FromMilliseconds(500);
   // Values of at least this many bytes travel as sidecars.
   size_t sidecar_threshold = 4096;
+  // Increment (a tracked method): each attempt may take this long; an attempt whose outcome
+  // was lost is retried with the same request id, at most increment_max_attempts in all.
+  MonoDelta increment_attempt_timeout = MonoDelta::FromSeconds(1);
+  int increment_max_attempts = 20;
 };
 
 // Operations applied atomically by Batch().
@@ -77,6 +81,13 @@ class KvClient {
   // `idempotent`: the caller knows that applying the batch twice is harmless (e.g. only puts of
   // fixed values), so it may be retried after a connection failure too.
   Status Batch(const KvBatch& batch, bool idempotent = false, MonoTime deadline = MonoTime());
+
+  // Adds `delta` to the counter at `key`; `*value` gets the sum. Exactly once against a server
+  // that tracks results (docs/exactly-once.md): lost outcomes are retried by the proxy with the
+  // call's request id. An error means the addition may or may not have happened once (never
+  // twice).
+  Status Increment(std::string_view key, int64_t delta, int64_t* value,
+                   MonoTime deadline = MonoTime());
 
   // Attempts repeated so far, by all calls of this client.
   uint64_t retries() const { return retries_.load(std::memory_order_relaxed); }

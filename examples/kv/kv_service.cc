@@ -3,6 +3,8 @@
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "kv/kv_db.h"
@@ -96,6 +98,39 @@ void KvService::Put(const PutRequestPB* req, PutResponsePB* /*resp*/, rpc::RpcCo
   wo.sync = options_.sync_writes;
   s = FromRocks((*db)->Put(wo, req->key(), value));
   if (!s.ok()) return context->RespondFailure(s);
+  context->RespondSuccess();
+}
+
+void KvService::Increment(const IncrementRequestPB* req, IncrementResponsePB* resp,
+                          rpc::RpcContext* context) {
+  RunHook();
+  Status s = WritesAllowed();
+  if (!s.ok()) return context->RespondFailure(s);
+  Result<KvDb::Ref> db = db_->Use();
+  if (!db.ok()) return context->RespondFailure(db.status());
+  MutexLock lock(increment_mu_);
+  std::string old_value;
+  rocksdb::Status rs = (*db)->Get(rocksdb::ReadOptions(), req->key(), &old_value);
+  int64_t value = 0;
+  if (rs.ok()) {
+    char* end = nullptr;
+    errno = 0;
+    value = std::strtoll(old_value.c_str(), &end, 10);
+    if (old_value.empty() || errno != 0 || *end != '\0') {
+      return context->RespondFailure(
+          Status::InvalidArgument("value is not a decimal counter", req->key()));
+    }
+  } else if (!rs.IsNotFound()) {
+    return context->RespondFailure(FromRocks(rs));
+  }
+  if (__builtin_add_overflow(value, req->delta(), &value)) {
+    return context->RespondFailure(Status::InvalidArgument("counter would overflow", req->key()));
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = options_.sync_writes;
+  s = FromRocks((*db)->Put(wo, req->key(), std::to_string(value)));
+  if (!s.ok()) return context->RespondFailure(s);
+  resp->set_value(value);
   context->RespondSuccess();
 }
 

@@ -57,6 +57,10 @@ class KvService : public KvServiceIf {
               rpc::RpcContext* context) override;
   void Scan(const ScanRequestPB* req, ScanResponsePB* resp, rpc::RpcContext* context) override;
   void Batch(const BatchRequestPB* req, BatchResponsePB* resp, rpc::RpcContext* context) override;
+  // Read, add, write under one lock (increments of any key are serialized): the result tracker
+  // keeps retries from adding twice; this lock keeps two different calls from losing one.
+  void Increment(const IncrementRequestPB* req, IncrementResponsePB* resp,
+                 rpc::RpcContext* context) override;
 
   // Tests: runs first in every handler, on its worker (e.g. to hold a worker at a gate).
   void set_handler_hook(std::function<void()> hook);
@@ -71,6 +75,7 @@ class KvService : public KvServiceIf {
   const KvDbHealth* const health_;
   Counter* const values_received_as_sidecars_;
   Counter* const values_sent_as_sidecars_;
+  Mutex increment_mu_;
   Mutex hook_mu_;
   std::function<void()> hook_ RRPC_GUARDED_BY(hook_mu_);
   std::atomic<bool> has_hook_{false};

@@ -5,7 +5,13 @@
 //   - no acknowledged write is lost: each key is written by one loop at a time, so its value can
 //     only be its last acknowledged write or a later write whose answer was lost; every Get during
 //     the run and a final read of every key after the faults stop must see one of those;
-//   - memory stays flat: RSS after the warm-up minute against RSS at the end.
+//   - memory stays flat: RSS after the warm-up minute against RSS at the end;
+//   - increments are exactly once (docs/exactly-once.md): a fifth of the calls add 1 to a counter
+//     through the tracked Increment, retried with the same request id when their outcome is lost
+//     (--response_drop of the responses the client reads are dropped); at the end, for every
+//     counter, acknowledged <= final <= acknowledged + increments that ended in an error, the
+//     server's replay count shows retries of increments that had already run (without the
+//     tracker they would have been applied twice), and the tracker's memory stays flat.
 // Server and client run in this process on loopback, the server on a RocksDB in a temporary
 // directory. Faults (rpc/core/fault_injection.h): delayed reads and writes, dropped frames,
 // connections cut mid-frame, failed accepts and connects, slow handlers.
@@ -33,6 +39,7 @@
 #include "kv/kv_db.h"
 #include "kv/kv_service.h"
 #include "rrpc/rpc/core/fault_injection.h"
+#include "rrpc/rpc/core/result_tracker.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
 #include "rrpc/util/command_line.h"
@@ -47,6 +54,13 @@ DEFINE_double(fault_scale, 1, "Multiplies every fault probability (0: no faults)
 DEFINE_string(faults, "all",
               "Faults to inject, comma-separated: delay_read, drop_read, cut_read, delay_write, "
               "cut_write, fail_accept, fail_connect, slow_handler; or all");
+DEFINE_double(increments, 0.2, "Share of calls that are tracked Increments of a counter");
+DEFINE_double(response_drop, 0.01,
+              "With drop_read on: probability that the client drops a response it reads");
+DEFINE_int32(increment_attempt_ms, 300, "Each Increment attempt's timeout (retried after)");
+DEFINE_double(warmup_fraction, 0.2,
+              "Share of the run (at most a minute) before the RSS baseline is taken");
+DEFINE_int32(counters_per_loop, 8, "Counters each loop increments");
 DEFINE_string(data_dir, "", "RocksDB directory (default: a new one under /tmp, removed after)");
 
 namespace rrpc::kv {
@@ -135,6 +149,15 @@ struct Totals {
   std::atomic<int64_t> acked_writes{0};
   std::atomic<int64_t> gets_checked{0};
   std::atomic<int64_t> violations{0};
+  std::atomic<int64_t> increments_acked{0};
+  std::atomic<int64_t> increments_failed{0};
+  std::atomic<int64_t> increment_retries{0};
+};
+
+// A counter's increments (each adds 1), by their outcome.
+struct CounterState {
+  int64_t acked = 0;
+  int64_t failed = 0;  // ended in an error: applied once or not at all
 };
 
 // One closed loop: one call in flight at a time, on its own keys, each call issued by the
@@ -145,11 +168,16 @@ class Loop {
   Loop(int id, KvServiceProxy* proxy, Totals* totals, std::atomic<bool>* stop, CountDownLatch* done)
       : id_(id), proxy_(proxy), totals_(totals), stop_(stop), done_(done), rng_(id * 7919 + 1) {
     keys_.resize(FLAGS_keys_per_loop);
+    counters_.resize(FLAGS_counters_per_loop);
   }
 
   void Start() { Next(); }
   const std::vector<KeyState>& keys() const { return keys_; }
   std::string Key(int k) const { return "loop" + std::to_string(id_) + "-key" + std::to_string(k); }
+  const std::vector<CounterState>& counters() const { return counters_; }
+  std::string Counter(int c) const {
+    return "loop" + std::to_string(id_) + "-ctr" + std::to_string(c);
+  }
 
  private:
   void Next() {
@@ -162,7 +190,19 @@ class Loop {
     ctl_.set_timeout(MonoDelta::FromMilliseconds(FLAGS_call_timeout_ms));
     answered_ = 0;
     totals_->calls++;
-    if (rng_() % 10 < 6) {  // 60% writes
+    if (std::uniform_real_distribution<double>(0, 1)(rng_) < FLAGS_increments) {
+      counter_ = static_cast<int>(rng_() % counters_.size());
+      inc_.Clear();
+      inc_.set_key(Counter(counter_));
+      inc_.set_delta(1);
+      rpc::RetryPolicy policy;
+      policy.max_attempts = 100;  // bounded by the deadline
+      policy.attempt_timeout = MonoDelta::FromMilliseconds(FLAGS_increment_attempt_ms);
+      ctl_.set_retry_policy(policy);
+      proxy_->IncrementAsync(inc_, &inc_resp_, &ctl_, [this] { IncrementDone(); });
+      return;
+    }
+    if (rng_() % 10 < 6) {  // 60% of the rest writes
       put_.Clear();
       put_.set_key(Key(key_));
       // Mostly small values, some of 16 KiB (several reads and writes per frame).
@@ -218,6 +258,27 @@ class Loop {
     Next();
   }
 
+  void IncrementDone() {
+    if (!Answered()) return;
+    CounterState& c = counters_[counter_];
+    totals_->increment_retries += ctl_.attempts() - 1;
+    if (ctl_.status().ok()) {
+      c.acked++;
+      totals_->increments_acked++;
+      // The counter has had at least every acknowledged increment applied, at most all sent.
+      if (inc_resp_.value() < c.acked || inc_resp_.value() > c.acked + c.failed) {
+        fprintf(stderr, "SOAK violation: %s answered %lld, acked %lld, failed %lld\n",
+                Counter(counter_).c_str(), (long long)inc_resp_.value(), (long long)c.acked,
+                (long long)c.failed);
+        totals_->violations++;
+      }
+    } else {
+      c.failed++;
+      totals_->increments_failed++;
+    }
+    Next();
+  }
+
   void GetDone() {
     if (!Answered()) return;
     if (ctl_.status().ok()) {
@@ -241,6 +302,7 @@ class Loop {
   CountDownLatch* const done_;
   std::minstd_rand rng_;
   std::vector<KeyState> keys_;
+  std::vector<CounterState> counters_;
   uint64_t seq_ = 0;
   // The call in flight.
   int key_ = 0;
@@ -250,6 +312,9 @@ class Loop {
   PutResponsePB put_resp_;
   GetRequestPB get_;
   GetResponsePB get_resp_;
+  int counter_ = 0;
+  IncrementRequestPB inc_;
+  IncrementResponsePB inc_resp_;
 };
 
 void PrintFaults(const char* side, const rpc::FaultCounts& c) {
@@ -298,7 +363,10 @@ int Main() {
 
   const FaultSpec faults = SoakFaults(FLAGS_fault_scale);
   server_faults->set_spec(faults);
-  client_faults->set_spec(faults);
+  FaultSpec client_spec = faults;
+  if (faults.drop_read > 0) client_spec.drop_read = FLAGS_response_drop * FLAGS_fault_scale;
+  client_faults->set_spec(client_spec);
+  const rpc::ResultTracker* tracker = server->result_tracker();
 
   Totals totals;
   std::atomic<bool> stop{false};
@@ -313,8 +381,9 @@ int Main() {
   // RSS: sampled every 5 s; the baseline is the first sample after a warm-up of a fifth of the
   // run (at most a minute): by then pools, caches and memtables have reached their working size.
   const double seconds = FLAGS_minutes * 60;
-  const double warmup = std::min(60.0, seconds / 5);
+  const double warmup = std::min(60.0, seconds * FLAGS_warmup_fraction);
   int64_t rss_base = 0, rss_max = 0, rss_last = 0;
+  size_t tracker_max = 0, tracker_last = 0;
   while (true) {
     const double elapsed = (MonoTime::Now() - start).ToSeconds();
     if (elapsed >= seconds) break;
@@ -322,9 +391,11 @@ int Main() {
     rss_last = RssKb();
     if (rss_base == 0 && (MonoTime::Now() - start).ToSeconds() >= warmup) rss_base = rss_last;
     if (rss_base != 0) rss_max = std::max(rss_max, rss_last);
-    printf("SOAK progress seconds=%.0f calls=%lld ok=%lld rss_kb=%lld\n",
+    tracker_last = tracker->stats().bytes;
+    tracker_max = std::max(tracker_max, tracker_last);
+    printf("SOAK progress seconds=%.0f calls=%lld ok=%lld rss_kb=%lld tracker_bytes=%zu\n",
            (MonoTime::Now() - start).ToSeconds(), (long long)totals.calls.load(),
-           (long long)totals.ok.load(), (long long)rss_last);
+           (long long)totals.ok.load(), (long long)rss_last, tracker_last);
     fflush(stdout);
   }
   stop = true;
@@ -361,6 +432,43 @@ int Main() {
       keys_verified++;
     }
   }
+  // Every counter, read back: acknowledged <= final <= acknowledged + failed.
+  int64_t counters_verified = 0, counter_violations = 0, counters_with_failures = 0;
+  for (auto& l : loops) {
+    for (int c = 0; c < FLAGS_counters_per_loop; c++) {
+      const CounterState& want = l->counters()[c];
+      if (want.acked == 0 && want.failed == 0) continue;
+      GetRequestPB req;
+      req.set_key(l->Counter(c));
+      GetResponsePB resp;
+      rpc::RpcController ctl;
+      ctl.set_timeout(MonoDelta::FromSeconds(30));
+      Status s = proxy.Get(req, &resp, &ctl);
+      const int64_t final_value =
+          s.ok() && resp.found() ? std::strtoll(GetValue(resp, ctl).c_str(), nullptr, 10) : 0;
+      if (!s.ok() || final_value < want.acked || final_value > want.acked + want.failed) {
+        fprintf(stderr, "SOAK counter violation: %s holds %lld, acked %lld, failed %lld (%s)\n",
+                req.key().c_str(), (long long)final_value, (long long)want.acked,
+                (long long)want.failed, s.ToString().c_str());
+        counter_violations++;
+      }
+      if (want.failed > 0) counters_with_failures++;
+      counters_verified++;
+    }
+  }
+  // One more tracked call, made when no other is in flight: its lowest in-flight number is its
+  // own, so the server forgets every other result of this client. What stays is that one entry.
+  {
+    IncrementRequestPB req;
+    req.set_key("probe");
+    req.set_delta(1);
+    IncrementResponsePB resp;
+    rpc::RpcController ctl;
+    ctl.set_timeout(MonoDelta::FromSeconds(30));
+    Status s = proxy.Increment(req, &resp, &ctl);
+    if (!s.ok()) fprintf(stderr, "SOAK probe increment failed: %s\n", s.ToString().c_str());
+  }
+  const rpc::ResultTrackerStats tracked = tracker->stats();
   const double ran = (MonoTime::Now() - start).ToSeconds();
   const int64_t unanswered = totals.calls.load() - totals.answers.load();
   printf(
@@ -373,6 +481,18 @@ int Main() {
   printf("SOAK writes acked=%lld gets_checked=%lld keys_verified=%lld lost=%lld\n",
          (long long)totals.acked_writes.load(), (long long)totals.gets_checked.load(),
          (long long)keys_verified, (long long)lost);
+  printf(
+      "SOAK increments acked=%lld failed=%lld client_retries=%lld counters_verified=%lld "
+      "counters_with_failures=%lld counter_violations=%lld\n",
+      (long long)totals.increments_acked.load(), (long long)totals.increments_failed.load(),
+      (long long)totals.increment_retries.load(), (long long)counters_verified,
+      (long long)counters_with_failures, (long long)counter_violations);
+  printf(
+      "SOAK tracker replays=%llu waits=%llu refused=%llu stale=%llu evicted=%llu "
+      "bytes_max=%zu bytes_after_probe=%zu entries_after_probe=%zu\n",
+      (unsigned long long)tracked.replays, (unsigned long long)tracked.waits,
+      (unsigned long long)tracked.refused, (unsigned long long)tracked.stale,
+      (unsigned long long)tracked.evicted, tracker_max, tracked.bytes, tracked.entries);
   PrintFaults("server", server_faults->counts());
   PrintFaults("client", client_faults->counts());
   // Flat: at most 20% + 16 MiB above the post-warm-up baseline, at the end and at the peak.
@@ -388,7 +508,21 @@ int Main() {
     const std::string rm = "rm -rf '" + dir + "'";
     if (std::system(rm.c_str()) != 0) fprintf(stderr, "could not remove %s\n", dir.c_str());
   }
+  // Tracker memory: bounded while running (the results of the calls issued within one retry
+  // window; never at the per-client cap, so nothing was evicted or refused) and back to one
+  // client and one entry once the probe has told the server nothing else is in flight.
+  const size_t tracker_limit =
+      rpc::ResultTracker::kClientOverhead + rpc::ResultTracker::kEntryOverhead + 64;
+  const bool tracker_flat = tracked.bytes <= tracker_limit && tracked.entries <= 1 &&
+                            tracked.evicted == 0 && tracked.refused == 0 &&
+                            tracker_max < server_options.result_tracker.max_bytes_per_client;
+  // With responses dropped and increments made, some retries must have met a call that had run.
+  const bool replays_seen =
+      FLAGS_increments == 0 || client_spec.drop_read == 0 || tracked.replays + tracked.waits > 0;
+  printf("SOAK exactly_once tracker_limit=%zu tracker_flat=%d replays_seen=%d\n", tracker_limit,
+         tracker_flat, replays_seen);
   const bool pass = drained && unanswered == 0 && totals.violations.load() == 0 && lost == 0 &&
+                    counter_violations == 0 && tracker_flat && replays_seen &&
                     keys_verified == int64_t{FLAGS_loops} * FLAGS_keys_per_loop && rss_flat &&
                     totals.ok.load() > 0;
   printf("SOAK result=%s\n", pass ? "pass" : "FAIL");

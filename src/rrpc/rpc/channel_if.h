@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "rrpc/rpc/method_kind.h"
 #include "rrpc/rpc/response_callback.h"
 
 namespace rrpc::rpc {
@@ -21,12 +22,13 @@ class ChannelIf {
 
   // As Proxy::AsyncRequest: `service` and `method` name the remote method (the strings stay
   // valid until this returns; a caller passing the same string objects each time finds its
-  // per-server records without a lookup by name). `idempotent`: the method may run twice
-  // (option (rrpc.idempotent)), so it may be retried after its request was sent, and hedged.
+  // per-server records without a lookup by name). `kind` (rpc/method_kind.h): a kIdempotent
+  // method may run twice (option (rrpc.idempotent)), so it may be retried after its request was
+  // sent, and hedged; kPlain and kTracked calls are retried only when they surely never ran.
   virtual void AsyncRequest(const std::string& service, const std::string& method,
                             const google::protobuf::Message& request,
                             google::protobuf::Message* response, RpcController* controller,
-                            ResponseCallback&& callback, bool idempotent) = 0;
+                            ResponseCallback&& callback, MethodKind kind) = 0;
 
   // The target the channel serves (e.g. "list://10.0.0.1:7000,10.0.0.2:7000").
   virtual const std::string& target() const = 0;

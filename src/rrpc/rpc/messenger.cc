@@ -5,6 +5,8 @@
 #include "rrpc/rpc/core/messenger_security.h"
 #include "rrpc/rpc/core/outbound_call.h"
 #include "rrpc/rpc/core/reactor.h"
+#include "rrpc/rpc/core/request_tracker.h"
+#include "rrpc/rpc/core/result_tracker.h"
 #include "rrpc/rpc/core/service_pool.h"
 #include "rrpc/rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/service_if.h"
@@ -74,6 +76,10 @@ Status Messenger::Init() {
     transport_factory_ = std::make_shared<FaultInjectingTransportFactory>(
         std::move(transport_factory_), options_.fault_injector);
   }
+  request_tracker_ = std::make_unique<RequestTracker>();
+  if (options_.result_tracker.enabled) {
+    result_tracker_ = std::make_unique<ResultTracker>(options_.result_tracker, metrics_.get());
+  }
   ServicePoolOptions pool_options;
   pool_options.name = options_.name;
   pool_options.num_workers = options_.num_workers;
@@ -82,6 +88,7 @@ Status Messenger::Init() {
   pool_options.metrics = metrics_.get();
   pool_options.authorizer = options_.authorizer;
   pool_options.faults = options_.fault_injector.get();
+  pool_options.result_tracker = result_tracker_.get();
   service_pool_ = std::make_unique<ServicePool>(pool_options);
   if (metrics_) {
     ServicePool* pool = service_pool_.get();

@@ -33,6 +33,8 @@ class MessengerMetrics;
 class MessengerSecurity;
 class OutboundCall;
 class Reactor;
+class RequestTracker;
+class ResultTracker;
 class ServiceIf;
 class ServicePool;
 class TransportFactory;
@@ -102,6 +104,11 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   MetricRegistry* metric_registry() const { return metric_registry_; }
   // The cached metric pointers of the call path (rpc/observe/rpc_metrics.h); nullptr when disabled.
   MessengerMetrics* metrics() const { return metrics_.get(); }
+  // Client side of exactly-once: this messenger's client id and its tracked calls' numbers.
+  RequestTracker* request_tracker() const { return request_tracker_.get(); }
+  // Server side: the results of tracked calls; nullptr when options().result_tracker.enabled is
+  // false.
+  ResultTracker* result_tracker() const { return result_tracker_.get(); }
 
  private:
   friend class MessengerBuilder;
@@ -117,6 +124,9 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   std::shared_ptr<TransportFactory> transport_factory_;
   // Before the reactors: their connections' trackers are its children.
   std::unique_ptr<MemoryTracker> inbound_memory_;
+  std::unique_ptr<RequestTracker> request_tracker_;
+  // Before the reactors and the service pool: calls they hold report to it until deleted.
+  std::unique_ptr<ResultTracker> result_tracker_;
   std::vector<std::unique_ptr<Reactor>> reactors_;
   std::unique_ptr<ServicePool> service_pool_;
   mutable Mutex mu_;

@@ -73,6 +73,20 @@ DEFINE_int32(rpc_ping_after_ms, 1000,
              "A client connection with calls outstanding that received nothing for this many "
              "milliseconds sends a ping frame, so a dead peer is found by the user timeout "
              "(0: never ping).");
+DEFINE_bool(rpc_result_tracker, true,
+            "Keep the results of calls of tracked methods (option rrpc.tracked) so that a retry "
+            "gets the first answer instead of running the handler again (docs/exactly-once.md). "
+            "Off: tracked methods run every call, and clients do not retry lost outcomes.");
+DEFINE_int64(rpc_result_tracker_max_bytes, 64 << 20,
+             "Hard cap (bytes) on the result tracker's memory. Past it new tracked calls are "
+             "refused with a retriable 'server too busy'.");
+DEFINE_int64(rpc_result_tracker_max_bytes_per_client, 4 << 20,
+             "Cap (bytes) on the results kept for one client id. Past it the client's oldest "
+             "finished results are evicted (their retries get ERROR_REQUEST_STALE, never a second "
+             "run); with only running calls left, new ones are refused as too busy.");
+DEFINE_int32(rpc_result_tracker_client_idle_s, 300,
+             "Seconds after which a client id with no call running and none received is "
+             "forgotten. Keep it above the longest time a client retries one call.");
 DEFINE_bool(rpc_enable_metrics, true,
             "Keep per-method and per-messenger metrics (counters and histograms updated on every "
             "call). Off saves their cost, measured in docs/performance.md.");
@@ -94,6 +108,13 @@ MessengerOptions MessengerOptionsFromFlags(std::string name) {
                                       ? static_cast<size_t>(FLAGS_rpc_bulk_connection_bytes)
                                       : 0;
   options.negotiation_timeout = MonoDelta::FromMilliseconds(FLAGS_rpc_negotiation_timeout_ms);
+  options.result_tracker.enabled = FLAGS_rpc_result_tracker;
+  options.result_tracker.max_bytes =
+      static_cast<size_t>(std::max<int64_t>(0, FLAGS_rpc_result_tracker_max_bytes));
+  options.result_tracker.max_bytes_per_client =
+      static_cast<size_t>(std::max<int64_t>(0, FLAGS_rpc_result_tracker_max_bytes_per_client));
+  options.result_tracker.client_idle_timeout =
+      MonoDelta::FromSeconds(std::max(1, FLAGS_rpc_result_tracker_client_idle_s));
   options.idle_timeout = FLAGS_rpc_idle_timeout_ms > 0
                              ? MonoDelta::FromMilliseconds(FLAGS_rpc_idle_timeout_ms)
                              : MonoDelta::Max();

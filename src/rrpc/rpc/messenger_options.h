@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "rrpc/rpc/result_tracker_options.h"
 #include "rrpc/rpc/security_options.h"
 #include "rrpc/util/monotime.h"
 
@@ -115,6 +116,9 @@ struct MessengerOptions {
   // Checks every call of a service that has no authorizer of its own
   // (ServiceIf::SetAuthorizer); nullptr: every call is allowed.
   std::shared_ptr<const Authorizer> authorizer;
+  // Server side: the result tracker that runs calls of tracked methods at most once
+  // (docs/exactly-once.md).
+  ResultTrackerOptions result_tracker;
   // Tests only: injects faults (delayed, dropped and cut frames, failed accepts and connects,
   // slow handlers) as rpc/core/fault_injection.h describes; nullptr (the default): none, and
   // nothing of it runs.

@@ -9,6 +9,7 @@
 #include "rrpc/rpc/core/outbound_call.h"
 #include "rrpc/rpc/core/reactor.h"
 #include "rrpc/rpc/core/remote_method.h"
+#include "rrpc/rpc/core/request_tracker.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
 #include "rrpc/util/one_shot_event.h"
@@ -39,6 +40,31 @@ MonoDelta NextBackoff(const RetryPolicy& policy, MonoDelta backoff) {
 bool RefusedAsTooBusy(const RpcController& controller) {
   return !controller.status().ok() && controller.error_response() != nullptr &&
          controller.error_response()->code() == ErrorStatusPB::ERROR_SERVER_TOO_BUSY;
+}
+
+// A tracked call's attempt whose outcome the client lost (it timed out, its connection failed,
+// or the server went away), made over a connection whose server keeps results, or that never
+// left this process: a retry with the same request id gets the first answer or runs the call
+// once. Only when the policy bounds attempts.
+bool LostOutcomeSafeToRetry(const RpcController& c) {
+  const bool safe = c.server_tracks_results() || !c.request_left();
+  if (c.status().ok() || !safe || c.retry_policy().attempt_timeout == MonoDelta::Max()) {
+    return false;
+  }
+  if (c.error_response() != nullptr) {
+    return c.error_response()->code() == ErrorStatusPB::ERROR_UNAVAILABLE;
+  }
+  return c.status().IsTimedOut() || c.status().IsNetworkError();
+}
+
+bool ShouldRetry(const RpcController& c, bool tracked) {
+  return RefusedAsTooBusy(c) || (tracked && LostOutcomeSafeToRetry(c));
+}
+
+// The deadline of one attempt of a tracked call: the call's, or sooner by the policy.
+MonoTime AttemptDeadline(const RetryPolicy& policy, MonoTime overall) {
+  if (policy.attempt_timeout == MonoDelta::Max()) return overall;
+  return std::min(overall, MonoTime::Now() + policy.attempt_timeout);
 }
 
 // Per calling thread: the connection its last synchronous call went out on through a reactor.
@@ -96,8 +122,13 @@ scoped_refptr<OutboundCall> Proxy::NewCall(const std::string& method,
   scoped_refptr<OutboundCall> call(
       new OutboundCall(methods_->Get(messenger_->metrics(), remote_, service_name_, method),
                        response, controller, std::move(callback)));
-  Status s =
-      call->Serialize(request, messenger_->NextCallId(), messenger_->options().max_message_size);
+  const RequestTracker* tracker = nullptr;
+  if (controller->request_seq_no_ != 0) {
+    tracker = messenger_->request_tracker();
+    call->set_report_connection();  // its server's EXACTLY_ONCE decides whether to retry
+  }
+  Status s = call->Serialize(request, messenger_->NextCallId(),
+                             messenger_->options().max_message_size, tracker);
   if (!s.ok()) {
     call->FailBeforeSend(s);
     return nullptr;
@@ -120,18 +151,21 @@ struct Proxy::AsyncRetry {
   RpcController* controller = nullptr;
   ResponseCallback callback;
   MonoDelta backoff;
+  bool tracked = false;
+  MonoTime overall_deadline;  // tracked calls: the caller's deadline (attempts may end sooner)
 };
 
 void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Message& request,
                          google::protobuf::Message* response, RpcController* controller,
-                         ResponseCallback&& callback, bool idempotent) const {
+                         ResponseCallback&& callback, MethodKind kind) const {
   if (channel_ != nullptr) {
     channel_->AsyncRequest(service_name_, method, request, response, controller,
-                           std::move(callback), idempotent);
+                           std::move(callback), kind);
     return;
   }
   controller->attempts_ = 1;
-  if (controller->retry_policy().max_attempts <= 1) {
+  const bool tracked = kind == MethodKind::kTracked;
+  if (!tracked && controller->retry_policy().max_attempts <= 1) {
     scoped_refptr<OutboundCall> call =
         NewCall(method, request, response, controller, std::move(callback));
     if (call) messenger_->QueueOutboundCall(std::move(call));
@@ -145,6 +179,12 @@ void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Mess
   retry->controller = controller;
   retry->callback = std::move(callback);
   retry->backoff = controller->retry_policy().initial_backoff;
+  retry->tracked = tracked;
+  if (tracked) {
+    retry->overall_deadline = controller->deadline();
+    controller->request_seq_no_ = messenger_->request_tracker()->NewSequence();
+    controller->set_deadline(AttemptDeadline(controller->retry_policy(), retry->overall_deadline));
+  }
   AsyncAttempt(std::move(retry));
 }
 
@@ -161,19 +201,28 @@ void Proxy::AsyncAttempt(std::shared_ptr<AsyncRetry> retry) {
 void Proxy::OnAsyncAttemptDone(const std::shared_ptr<AsyncRetry>& retry) {
   RpcController* controller = retry->controller;
   const RetryPolicy& policy = controller->retry_policy();
-  if (RefusedAsTooBusy(*controller) && controller->attempts_ < policy.max_attempts) {
+  const MonoTime deadline = retry->tracked ? retry->overall_deadline : controller->deadline();
+  if (ShouldRetry(*controller, retry->tracked) && controller->attempts_ < policy.max_attempts) {
     const MonoDelta wait = JitteredWait(retry->backoff);
-    if (MonoTime::Now() + wait < controller->deadline()) {  // else no time for another try
+    if (MonoTime::Now() + wait < deadline) {  // else no time for another try
       retry->backoff = NextBackoff(policy, retry->backoff);
       // On a reactor, after this callback has returned: the finished attempt is done with the
       // controller by then.
       retry->proxy.messenger_->RunAfter(wait, [retry] {
-        retry->controller->PrepareRetry();
-        retry->controller->attempts_++;
+        RpcController* c = retry->controller;
+        c->PrepareRetry();
+        c->attempts_++;
+        if (retry->tracked) {
+          c->set_deadline(AttemptDeadline(c->retry_policy(), retry->overall_deadline));
+        }
         AsyncAttempt(retry);
       });
       return;
     }
+  }
+  if (retry->tracked) {
+    retry->proxy.messenger_->request_tracker()->Complete(controller->request_seq_no_);
+    controller->set_deadline(retry->overall_deadline);
   }
   ResponseCallback done = std::move(retry->callback);
   done();
@@ -181,7 +230,7 @@ void Proxy::OnAsyncAttemptDone(const std::shared_ptr<AsyncRetry>& retry) {
 
 Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Message& request,
                           google::protobuf::Message* response, RpcController* controller,
-                          bool idempotent) const {
+                          MethodKind kind) const {
   if (Reactor::Current() != nullptr) {
     // The reactor would wait for a response that only a reactor can deliver: with one reactor,
     // or the connection on this one, it never comes.
@@ -190,29 +239,40 @@ Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Mes
         "asynchronous call");
   }
   if (channel_ != nullptr) {
-    return SyncRequestThroughChannel(method, request, response, controller, idempotent);
+    return SyncRequestThroughChannel(method, request, response, controller, kind);
   }
+  const bool tracked = kind == MethodKind::kTracked;
   const RetryPolicy& policy = controller->retry_policy();
+  const MonoTime overall = tracked ? controller->deadline() : MonoTime();
+  if (tracked) controller->request_seq_no_ = messenger_->request_tracker()->NewSequence();
   MonoDelta backoff = policy.initial_backoff;
+  Status s;
   for (int attempt = 1;; attempt++) {
     controller->attempts_ = attempt;
-    Status s = SyncAttempt(method, request, response, controller);
-    if (attempt >= policy.max_attempts || !RefusedAsTooBusy(*controller)) return s;
+    if (tracked) controller->set_deadline(AttemptDeadline(policy, overall));
+    s = SyncAttempt(method, request, response, controller);
+    if (attempt >= policy.max_attempts || !ShouldRetry(*controller, tracked)) break;
     const MonoDelta wait = JitteredWait(backoff);
-    if (MonoTime::Now() + wait >= controller->deadline()) return s;  // no time for another try
+    const MonoTime deadline = tracked ? overall : controller->deadline();
+    if (MonoTime::Now() + wait >= deadline) break;  // no time for another try
     SleepFor(wait);
     backoff = NextBackoff(policy, backoff);
     controller->PrepareRetry();
   }
+  if (tracked) {
+    messenger_->request_tracker()->Complete(controller->request_seq_no_);
+    controller->set_deadline(overall);
+  }
+  return s;
 }
 
 Status Proxy::SyncRequestThroughChannel(const std::string& method,
                                         const google::protobuf::Message& request,
                                         google::protobuf::Message* response,
-                                        RpcController* controller, bool idempotent) const {
+                                        RpcController* controller, MethodKind kind) const {
   OneShotEvent done;
   channel_->AsyncRequest(
-      service_name_, method, request, response, controller, [&done] { done.Notify(); }, idempotent);
+      service_name_, method, request, response, controller, [&done] { done.Notify(); }, kind);
   done.Wait();
   return controller->status();
 }
@@ -237,6 +297,8 @@ Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Mes
   // the reactor leaves it the socket (Connection::ReadResponseAsCaller), and the kernel wakes
   // this thread, not the reactor.
   const bool may_write = last.messenger == messenger_.get() && last.remote == remote_;
+  // A tracked call learns its connection before it leaves (the reactor sets it otherwise).
+  if (may_write && controller->request_seq_no_ != 0) call->set_connection(last.connection.get());
   const Connection::CallerSend sent =
       may_write ? last.connection->TrySendCallFromCaller(call) : Connection::CallerSend::kNotSent;
   const bool direct = sent != Connection::CallerSend::kNotSent;

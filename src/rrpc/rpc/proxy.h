@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "rrpc/rpc/method_kind.h"
 #include "rrpc/rpc/response_callback.h"
 #include "rrpc/util/ref_counted.h"
 #include "rrpc/util/sockaddr.h"
@@ -30,6 +31,10 @@ class RpcController;
 
 class Proxy {
  public:
+  // How a generated proxy calls a method (rpc/method_kind.h); kept here too for callers that
+  // name it through the proxy.
+  using MethodKind = ::rrpc::rpc::MethodKind;
+
   Proxy(std::shared_ptr<Messenger> messenger, const Sockaddr& remote, std::string service_name);
   // Every call goes through `channel`, which picks the server (and may fail over, retry, hedge).
   Proxy(std::shared_ptr<ChannelIf> channel, std::string service_name);
@@ -44,18 +49,19 @@ class Proxy {
   // busy as controller->retry_policy() allows (none by default), within the controller's
   // deadline: each waits its jittered backoff on a reactor timer (Messenger::RunAfter), and
   // `callback` runs once, after the last attempt. Taken by rvalue reference: the generated
-  // proxies pass theirs on. `idempotent` (option (rrpc.idempotent), passed by the generated
-  // proxies): through a channel, the call may also be retried after its request was sent, and
-  // hedged; a proxy to one address ignores it.
+  // proxies pass theirs on. `kind` (rpc/method_kind.h, passed by the generated proxies): through
+  // a channel, a kIdempotent call may also be retried after its request was sent, and hedged; to
+  // one address, a kTracked call carries a request id and also retries an attempt whose outcome
+  // was lost, as RetryPolicy allows.
   void AsyncRequest(const std::string& method, const google::protobuf::Message& request,
                     google::protobuf::Message* response, RpcController* controller,
-                    ResponseCallback&& callback, bool idempotent = false) const;
+                    ResponseCallback&& callback, MethodKind kind = MethodKind::kPlain) const;
   // Blocks until the call finishes; returns controller->status(). On a reactor thread (a callback
   // or an inline handler) it would wait for itself: it returns IllegalState at once instead.
   // Retries as AsyncRequest does (sleeping its backoffs on the calling thread).
   Status SyncRequest(const std::string& method, const google::protobuf::Message& request,
                      google::protobuf::Message* response, RpcController* controller,
-                     bool idempotent = false) const;
+                     MethodKind kind = MethodKind::kPlain) const;
 
   // The address called; an unset Sockaddr for a proxy on a channel.
   const Sockaddr& remote() const { return remote_; }
@@ -81,7 +87,7 @@ class Proxy {
   Status SyncRequestThroughChannel(const std::string& method,
                                    const google::protobuf::Message& request,
                                    google::protobuf::Message* response, RpcController* controller,
-                                   bool idempotent) const;
+                                   MethodKind kind) const;
 
   std::shared_ptr<Messenger> messenger_;  // nullptr on a channel
   std::shared_ptr<ChannelIf> channel_;    // nullptr to one address

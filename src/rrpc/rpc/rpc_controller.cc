@@ -67,6 +67,9 @@ void RpcController::Reset() {
   has_hash_key_ = false;
   hash_key_code_ = 0;
   hedge_after_ = MonoDelta();
+  request_seq_no_ = 0;
+  server_tracks_results_ = false;
+  request_left_ = false;
 }
 
 void RpcController::set_hash_key(const std::string& key) {

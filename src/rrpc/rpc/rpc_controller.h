@@ -4,8 +4,8 @@
 // except Cancel(), which any thread may call at any time while the controller exists.
 #pragma once
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +32,12 @@ struct RetryPolicy {
   MonoDelta initial_backoff = MonoDelta::FromMilliseconds(1);
   MonoDelta max_backoff = MonoDelta::FromMilliseconds(100);
   double multiplier = 2;
+  // Calls of tracked methods only (docs/exactly-once.md): each attempt may take at most this
+  // long (within the call's deadline), and an attempt whose outcome was lost (timed out, or its
+  // connection failed) is retried like a refused one, with the same request id, as long as it
+  // went over a connection whose server negotiated EXACTLY_ONCE. Max(): no per-attempt limit,
+  // and lost outcomes are not retried.
+  MonoDelta attempt_timeout = MonoDelta::Max();
 };
 
 class RpcController {
@@ -83,6 +89,15 @@ class RpcController {
   const RetryPolicy& retry_policy() const { return retry_policy_; }
   // Attempts the last call made (1 without retries).
   int attempts() const { return attempts_; }
+  // A call of a tracked method: its sequence number with the messenger's request tracker (the
+  // same for all its attempts); 0 for other calls.
+  uint64_t request_seq_no() const { return request_seq_no_; }
+  // The last attempt went over a connection whose server keeps results (EXACTLY_ONCE): a
+  // retry of a tracked call cannot run it twice.
+  bool server_tracks_results() const { return server_tracks_results_; }
+  // False when the last attempt failed before any of its bytes were written: the server cannot
+  // have run it.
+  bool request_left() const { return request_left_; }
 
   // Calls through a cluster channel (rpc/cluster/channel.h) whose balancer hashes: the key that
   // picks the server, so calls with one key go to one server while the set is unchanged. Ignored
@@ -139,6 +154,9 @@ class RpcController {
   Mutex call_mu_;
   // The unfinished call (its reactor holds it alive), or nullptr.
   OutboundCall* call_ RRPC_GUARDED_BY(call_mu_) = nullptr;
+  uint64_t request_seq_no_ = 0;         // set by Proxy for tracked calls
+  bool server_tracks_results_ = false;  // set by OutboundCall when the call finishes
+  bool request_left_ = false;           // set by OutboundCall when the call finishes
 };
 
 }  // namespace rrpc::rpc

@@ -40,6 +40,9 @@ struct RpcMethodInfo {
   // The method may run more than once with the same effect (option (rrpc.idempotent)): clients
   // through a cluster channel retry and hedge it. Informational on the server.
   bool idempotent = false;
+  // The method is not idempotent: its calls carry a request id, and a server with a result
+  // tracker runs each id at most once (option (rrpc.tracked); docs/exactly-once.md).
+  bool tracked = false;
   // The method's server metrics (rpc/observe/rpc_metrics.h), owned by the messenger. Set by the
   // service pool at registration, before any call, so reading it on the call path needs no lock;
   // nullptr when metrics are disabled.

@@ -197,7 +197,7 @@ void Channel::SendAttempt(Backend* backend, scoped_refptr<CallObserver>&& observ
 void Channel::AsyncRequest(const std::string& service, const std::string& method,
                            const google::protobuf::Message& request,
                            google::protobuf::Message* response, RpcController* controller,
-                           ResponseCallback&& callback, bool idempotent) {
+                           ResponseCallback&& callback, MethodKind kind) {
   CHECK(!controller->finished()) << "RpcController reused without Reset()";
   const BackendSet* set = current_.load(std::memory_order_acquire);
   if (set != nullptr && set->backends.size() == 1) {
@@ -214,7 +214,7 @@ void Channel::AsyncRequest(const std::string& service, const std::string& method
     return;
   }
   ChannelCall::Start(shared_from_this(), *set, service, method, request, response, controller,
-                     std::move(callback), idempotent);
+                     std::move(callback), kind);
 }
 
 MonoDelta Channel::HedgeDelay(const RpcController& controller) const {

@@ -78,7 +78,7 @@ class Channel final : public ChannelIf, public std::enable_shared_from_this<Chan
   void AsyncRequest(const std::string& service, const std::string& method,
                     const google::protobuf::Message& request, google::protobuf::Message* response,
                     RpcController* controller, ResponseCallback&& callback,
-                    bool idempotent) override;
+                    MethodKind kind) override;
   const std::string& target() const override { return target_; }
 
   const std::string& name() const { return options_.name; }

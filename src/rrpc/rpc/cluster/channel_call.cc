@@ -65,7 +65,7 @@ void ChannelCall::FailAtOnce(RpcController* controller, Status status,
 ChannelCall::ChannelCall(std::shared_ptr<Channel> channel, const std::string& service,
                          const std::string& method, const google::protobuf::Message& request,
                          google::protobuf::Message* response, RpcController* controller,
-                         ResponseCallback&& callback, bool idempotent)
+                         ResponseCallback&& callback, MethodKind kind)
     : channel_(std::move(channel)),
       service_(service),
       method_(method),
@@ -73,7 +73,7 @@ ChannelCall::ChannelCall(std::shared_ptr<Channel> channel, const std::string& se
       response_(response),
       controller_(controller),
       callback_(std::move(callback)),
-      idempotent_(idempotent) {
+      idempotent_(kind == MethodKind::kIdempotent) {
   request_->CopyFrom(request);
 }
 
@@ -83,16 +83,16 @@ void ChannelCall::Start(std::shared_ptr<Channel> channel, const BackendSet& set,
                         const std::string& service, const std::string& method,
                         const google::protobuf::Message& request,
                         google::protobuf::Message* response, RpcController* controller,
-                        ResponseCallback&& callback, bool idempotent) {
+                        ResponseCallback&& callback, MethodKind kind) {
   channel->retry_budget_.Deposit();
   MonoDelta hedge_delay;
-  if (idempotent && set.backends.size() >= 2 && controller->outbound_sidecars_.empty()) {
+  if (kind == MethodKind::kIdempotent && set.backends.size() >= 2 &&
+      controller->outbound_sidecars_.empty()) {
     hedge_delay = channel->HedgeDelay(*controller);
   }
   Channel* ch = channel.get();
   scoped_refptr<ChannelCall> call(new ChannelCall(std::move(channel), service, method, request,
-                                                  response, controller, std::move(callback),
-                                                  idempotent));
+                                                  response, controller, std::move(callback), kind));
   if (hedge_delay > MonoDelta()) {
     // Two attempts may be in flight: each gets its own controller and response, and the
     // winner's outcome moves to the caller's. Borrowed sidecars would be read by both, and by

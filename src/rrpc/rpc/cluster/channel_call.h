@@ -18,6 +18,7 @@
 
 #include "rrpc/rpc/cluster/backend.h"
 #include "rrpc/rpc/cluster/balancer.h"
+#include "rrpc/rpc/method_kind.h"
 #include "rrpc/rpc/response_callback.h"
 #include "rrpc/rpc/rpc_controller.h"
 #include "rrpc/util/monotime.h"
@@ -34,7 +35,7 @@ class ChannelCall : public RefCounted<ChannelCall> {
   static void Start(std::shared_ptr<Channel> channel, const BackendSet& set,
                     const std::string& service, const std::string& method,
                     const google::protobuf::Message& request, google::protobuf::Message* response,
-                    RpcController* controller, ResponseCallback&& callback, bool idempotent);
+                    RpcController* controller, ResponseCallback&& callback, MethodKind kind);
   // Finishes a call that could not be sent (no server): `status` in the controller, then
   // `callback`, on this thread.
   static void FailAtOnce(RpcController* controller, Status status, ResponseCallback&& callback);
@@ -48,7 +49,7 @@ class ChannelCall : public RefCounted<ChannelCall> {
   ChannelCall(std::shared_ptr<Channel> channel, const std::string& service,
               const std::string& method, const google::protobuf::Message& request,
               google::protobuf::Message* response, RpcController* controller,
-              ResponseCallback&& callback, bool idempotent);
+              ResponseCallback&& callback, MethodKind kind);
   ~ChannelCall();
 
   // A new attempt on a server picked now (counted, marked tried, in flight); nullptr when no
@@ -76,7 +77,7 @@ class ChannelCall : public RefCounted<ChannelCall> {
   google::protobuf::Message* const response_;
   RpcController* const controller_;
   ResponseCallback callback_;
-  const bool idempotent_;
+  const bool idempotent_;  // the method's kind is MethodKind::kIdempotent
   // Hedged calls give each attempt a controller and response of its own (two may be in flight);
   // others use the caller's, one attempt after another.
   bool hedged_ = false;

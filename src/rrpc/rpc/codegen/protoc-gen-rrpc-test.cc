@@ -202,9 +202,9 @@ TEST_F(ProtocGenRrpcTest, GeneratesBaseAndProxyForEveryServiceOfRtestProto) {
       "info.response_prototype = &::rrpc::rtest::EchoResponsePB::default_instance();",
       // Echo is idempotent (option (rrpc.idempotent)): its calls say so, and so does its info.
       "return ::rrpc::rpc::Proxy::SyncRequest(EchoService_MethodNames::Echo(), req, resp, "
-      "controller, /*idempotent=*/true);",
+      "controller, ::rrpc::rpc::MethodKind::kIdempotent);",
       "::rrpc::rpc::Proxy::AsyncRequest(EchoService_MethodNames::Echo(), req, resp, controller, "
-      "::std::move(callback), /*idempotent=*/true);",
+      "::std::move(callback), ::rrpc::rpc::MethodKind::kIdempotent);",
       "info.idempotent = true; // option (rrpc.idempotent)",
       "return ::rrpc::rpc::Proxy::SyncRequest(EchoService_MethodNames::Add(), req, resp, "
       "controller);",
@@ -400,6 +400,36 @@ TEST_F(ProtocGenRrpcTest, RejectsLiteMessagesAndNamesThatWouldClash) {
     EXPECT_NE(0, run.exit_code);
     EXPECT_NE(std::string::npos, run.output.find(c.error)) << run.output;
   }
+}
+
+TEST_F(ProtocGenRrpcTest, RejectsAMethodBothIdempotentAndTracked) {
+  // The two options as rrpc_options.proto declares them (same package and field numbers).
+  WriteProto("o.proto", R"(
+    syntax = "proto2";
+    package rrpc;
+    import "google/protobuf/descriptor.proto";
+    extend google.protobuf.MethodOptions {
+      optional bool idempotent = 51002;
+      optional bool tracked = 51003;
+    }
+  )");
+  WriteProto("both.proto", R"(
+    syntax = "proto3";
+    package b;
+    import "o.proto";
+    message M {}
+    service S {
+      rpc Put(M) returns (M) {
+        option (rrpc.idempotent) = true;
+        option (rrpc.tracked) = true;
+      }
+    }
+  )");
+  ProtocRun run = RunProtocOnScratch({"both.proto"});
+  EXPECT_NE(0, run.exit_code);
+  EXPECT_NE(std::string::npos,
+            run.output.find("b.S.Put: options (rrpc.idempotent) and (rrpc.tracked) exclude"))
+      << run.output;
 }
 
 // ---- (b) The code generated from rtest.proto by the build, used without a network. ----

@@ -201,6 +201,7 @@ std::vector<std::string> ProxyChannelCtorParams() {
 bool Idempotent(const MethodInfo& m) {
   return m.descriptor->options().GetExtension(::rrpc::idempotent);
 }
+bool Tracked(const MethodInfo& m) { return m.descriptor->options().GetExtension(::rrpc::tracked); }
 
 // Rejects what rrpc cannot serve, with errors that name the offending element.
 bool Validate(const pb::FileDescriptor* file, std::string* error) {
@@ -222,6 +223,13 @@ bool Validate(const pb::FileDescriptor* file, std::string* error) {
       if (names.count(m->name() + "Async") != 0) {
         *error = m->full_name() + ": its asynchronous proxy method would clash with method '" +
                  m->name() + "Async'; rename one of them";
+        return false;
+      }
+      if (m->options().GetExtension(::rrpc::idempotent) &&
+          m->options().GetExtension(::rrpc::tracked)) {
+        *error = m->full_name() +
+                 ": options (rrpc.idempotent) and (rrpc.tracked) exclude each other (tracked is "
+                 "for methods that must not run twice); keep one";
         return false;
       }
       for (const pb::Descriptor* message : {m->input_type(), m->output_type()}) {
@@ -358,9 +366,9 @@ void GenerateHeader(const pb::FileDescriptor* file, pb::io::Printer* p) {
   std::set<std::string> includes = MessageHeaders(file);
   // Enough for a .cc that includes only this header to implement the service (RpcContext), build
   // and run messengers (MessengerBuilder, Listen) and call (RpcController): all public headers.
-  includes.insert({"rrpc/rpc/channel_if.h", "rrpc/rpc/messenger.h", "rrpc/rpc/proxy.h", "rrpc/rpc/rpc_context.h",
-                   "rrpc/rpc/rpc_controller.h", "rrpc/rpc/service_if.h", "rrpc/util/monotime.h",
-                   "rrpc/util/sockaddr.h", "rrpc/util/status.h"});
+  includes.insert({"rrpc/rpc/channel_if.h", "rrpc/rpc/messenger.h", "rrpc/rpc/proxy.h",
+                   "rrpc/rpc/rpc_context.h", "rrpc/rpc/rpc_controller.h", "rrpc/rpc/service_if.h",
+                   "rrpc/util/monotime.h", "rrpc/util/sockaddr.h", "rrpc/util/status.h"});
   for (const std::string& include : includes) p->Print("#include \"$h$\"\n", "h", include);
   p->Print("\n");
   const std::string ns = CppNamespace(file);
@@ -437,6 +445,7 @@ void PrintServiceBaseDefs(const pb::ServiceDescriptor* service, pb::io::Printer*
       p->Print("info.run_inline = true;  // option (rrpc.inline_handler)\n");
     }
     if (Idempotent(m)) p->Print("info.idempotent = true;  // option (rrpc.idempotent)\n");
+    if (Tracked(m)) p->Print("info.tracked = true;  // option (rrpc.tracked)\n");
     // The server makes a call's messages from the prototypes above, so the downcasts are exact.
     p->Print(
         "info.handler = [this](const ::google::protobuf::Message* req, "
@@ -504,9 +513,12 @@ void PrintProxyDefs(const pb::ServiceDescriptor* service, pb::io::Printer* p) {
     std::vector<std::string> sync_args = {name, "req", "resp", "controller"};
     std::vector<std::string> async_args = {name, "req", "resp", "controller",
                                            "::std::move(callback)"};
-    if (Idempotent(m)) {
-      sync_args.push_back("/*idempotent=*/true");
-      async_args.push_back("/*idempotent=*/true");
+    // Validate() refused methods marked both.
+    if (Idempotent(m) || Tracked(m)) {
+      const std::string kind =
+          Tracked(m) ? "::rrpc::rpc::MethodKind::kTracked" : "::rrpc::rpc::MethodKind::kIdempotent";
+      sync_args.push_back(kind);
+      async_args.push_back(kind);
     }
     p->Print("\n");
     PrintLines(Wrap(0, "::rrpc::Status " + cls + "::" + m.name, SyncParams(m), " const {"), p);

@@ -43,8 +43,8 @@ Connection::Connection(Reactor* reactor, Direction direction, std::unique_ptr<Tr
       created_(MonoTime::Now()),
       last_activity_(created_) {
   if (direction == Direction::kServer) {
-    negotiating_->server =
-        std::make_unique<ServerNegotiation>(AsNegotiationHost(), reactor->messenger()->security());
+    negotiating_->server = std::make_unique<ServerNegotiation>(
+        AsNegotiationHost(), reactor->messenger()->security(), options_.result_tracker.enabled);
   } else {
     negotiating_->client =
         std::make_unique<ClientNegotiation>(AsNegotiationHost(), reactor->messenger_name(),
@@ -435,6 +435,9 @@ void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
   identity_ = peer.identity;
   peer_cancels_ =
       std::find(peer.features.begin(), peer.features.end(), CANCELLATION) != peer.features.end();
+  peer_tracks_results_.store(
+      std::find(peer.features.begin(), peer.features.end(), EXACTLY_ONCE) != peer.features.end(),
+      std::memory_order_release);
   negotiating_.reset();
   if (upgrade != nullptr) {
     // The negotiation bytes (a server's reply and bootstrap answer) leave over the old transport

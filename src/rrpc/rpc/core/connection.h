@@ -138,6 +138,9 @@ class Connection final : public RefCounted<Connection>,
   // Who the peer is (server side: the client's user and how it authenticated; client side: the
   // user the server says we are). Fixed when the connection opens; read by workers after that.
   const CallerIdentity& identity() const { return identity_; }
+  // Both sides negotiated EXACTLY_ONCE (the server keeps results of tracked calls). Set when the
+  // connection opens; any thread.
+  bool peer_tracks_results() const { return peer_tracks_results_.load(std::memory_order_acquire); }
   uint64_t bytes_received() const {
     return bytes_received_ + caller_bytes_received_.load(std::memory_order_relaxed);
   }
@@ -391,6 +394,7 @@ class Connection final : public RefCounted<Connection>,
   size_t partial_charged_ = 0;
   MonoTime frame_progress_at_;
   CallerIdentity identity_;  // set in MarkOpen, then read-only
+  std::atomic<bool> peer_tracks_results_{false};
 
   MonoTime created_;
   MonoTime last_activity_;

@@ -147,7 +147,10 @@ TEST_F(FaultInjectionTest, LostRequestTimesOutAndTheConnectionGoesOn) {
   server_faults_->set_spec(spec);
   Status s = Echo("lost", MonoDelta::FromMilliseconds(200));
   EXPECT_TRUE(s.IsTimedOut()) << s.ToString();
-  EXPECT_EQ(1u, server_faults_->counts().dropped_reads);
+  // The call's frame, and perhaps the cancel frame the client sends at the call's deadline (the
+  // server negotiated CANCELLATION) when it arrives before the spec is cleared.
+  EXPECT_GE(server_faults_->counts().dropped_reads, 1u);
+  EXPECT_LE(server_faults_->counts().dropped_reads, 2u);
   server_faults_->set_spec({});
   EXPECT_TRUE(Echo("found").ok());
 }

@@ -90,7 +90,13 @@ bool SameFields(const RequestHeaderFields& a, const RequestHeaderFields& b) {
          a.service_name == b.service_name && a.method_name == b.method_name &&
          a.has_timeout_millis == b.has_timeout_millis && a.timeout_millis == b.timeout_millis &&
          a.sidecar_offsets == b.sidecar_offsets &&
-         a.required_feature_flags == b.required_feature_flags;
+         a.required_feature_flags == b.required_feature_flags &&
+         a.has_request_id == b.has_request_id &&
+         (!a.has_request_id ||
+          (a.request_id.client_id == b.request_id.client_id &&
+           a.request_id.seq_no == b.request_id.seq_no &&
+           a.request_id.first_incomplete_seq_no == b.request_id.first_incomplete_seq_no &&
+           a.request_id.attempt_no == b.request_id.attempt_no));
 }
 bool SameFields(const ResponseHeaderFields& a, const ResponseHeaderFields& b) {
   return a.call_id == b.call_id && a.is_error == b.is_error &&
@@ -105,17 +111,23 @@ bool SameAsProto(const RequestHeaderFields& f, const RequestHeader& pb) {
          f.sidecar_offsets ==
              std::vector<uint32_t>(pb.sidecar_offsets().begin(), pb.sidecar_offsets().end()) &&
          f.required_feature_flags == std::vector<uint32_t>(pb.required_feature_flags().begin(),
-                                                           pb.required_feature_flags().end());
+                                                           pb.required_feature_flags().end()) &&
+         f.has_request_id == pb.has_request_id() &&
+         (!pb.has_request_id() ||
+          (f.request_id.client_id == Slice(pb.request_id().client_id()) &&
+           f.request_id.seq_no == pb.request_id().seq_no() &&
+           f.request_id.first_incomplete_seq_no == pb.request_id().first_incomplete_seq_no() &&
+           f.request_id.attempt_no == pb.request_id().attempt_no()));
 }
 bool SameAsProto(const ResponseHeaderFields& f, const ResponseHeader& pb) {
   return f.call_id == pb.call_id() && f.is_error == pb.is_error() &&
          f.sidecar_offsets ==
              std::vector<uint32_t>(pb.sidecar_offsets().begin(), pb.sidecar_offsets().end());
 }
-// What only the generated parser reads: feature flags, and negative call ids (ten-byte varints;
-// connection-level frames only).
+// What only the generated parser reads: feature flags, request ids, and negative call ids
+// (ten-byte varints; connection-level frames only).
 bool NeedsFallback(const RequestHeaderFields& f) {
-  return !f.required_feature_flags.empty() || f.call_id < 0;
+  return !f.required_feature_flags.empty() || f.has_request_id || f.call_id < 0;
 }
 bool NeedsFallback(const ResponseHeaderFields& f) { return f.call_id < 0; }
 

@@ -38,6 +38,13 @@ RequestHeader ToProto(const RequestHeaderFields& h) {
   if (h.has_timeout_millis) pb.set_timeout_millis(h.timeout_millis);
   for (uint32_t o : h.sidecar_offsets) pb.add_sidecar_offsets(o);
   for (uint32_t f : h.required_feature_flags) pb.add_required_feature_flags(f);
+  if (h.has_request_id) {
+    RequestIdPB* id = pb.mutable_request_id();
+    id->set_client_id(h.request_id.client_id.ToString());
+    id->set_seq_no(h.request_id.seq_no);
+    id->set_first_incomplete_seq_no(h.request_id.first_incomplete_seq_no);
+    id->set_attempt_no(h.request_id.attempt_no);
+  }
   return pb;
 }
 
@@ -60,6 +67,14 @@ void ExpectSameAsProtobuf(const std::string& bytes) {
     EXPECT_EQ(std::vector<uint32_t>(pb.required_feature_flags().begin(),
                                     pb.required_feature_flags().end()),
               fields.required_feature_flags);
+    EXPECT_EQ(pb.has_request_id(), fields.has_request_id);
+    if (pb.has_request_id()) {
+      EXPECT_EQ(pb.request_id().client_id(), fields.request_id.client_id.ToString());
+      EXPECT_EQ(pb.request_id().seq_no(), fields.request_id.seq_no);
+      EXPECT_EQ(pb.request_id().first_incomplete_seq_no(),
+                fields.request_id.first_incomplete_seq_no);
+      EXPECT_EQ(pb.request_id().attempt_no(), fields.request_id.attempt_no);
+    }
   }
 
   ResponseHeader rpb;
@@ -100,6 +115,22 @@ std::vector<RequestHeaderFields> SampleRequests() {
   out.push_back(h);
   // Numbers RpcFeatureFlag does not list: a newer peer's features, up to the largest uint32.
   h.required_feature_flags = {1000, UINT32_MAX};
+  out.push_back(h);
+  // Tracked calls (exactly-once): a request id, small and at its largest.
+  static const std::string kClientId(16, '\xc7');
+  h.required_feature_flags.clear();
+  h.has_remote_method = true;
+  h.service_name = Slice("rrpc.kv.KvService");
+  h.method_name = Slice("Increment");
+  h.has_request_id = true;
+  h.request_id.client_id = Slice(kClientId);
+  h.request_id.seq_no = 5;
+  h.request_id.first_incomplete_seq_no = 3;
+  h.request_id.attempt_no = 2;
+  out.push_back(h);
+  h.request_id.seq_no = UINT64_MAX;
+  h.request_id.first_incomplete_seq_no = UINT64_MAX;
+  h.request_id.attempt_no = UINT32_MAX;
   out.push_back(h);
   return out;
 }
@@ -249,6 +280,30 @@ TEST(HeaderCodecTest, AgreesWithProtobufOnMutatedHeaders) {
     ExpectSameAsProtobuf(bytes);
     if (HasFatalFailure()) return;
   }
+}
+
+}  // namespace
+}  // namespace rrpc::rpc
+
+namespace rrpc::rpc {
+namespace {
+
+// docs/wire-format.md, section 5: the bytes a request id adds to a header.
+TEST(HeaderCodecTest, RequestIdBytesAreTheDocumentedOnes) {
+  std::string client_id;
+  for (int i = 0; i < 16; i++) client_id.push_back(static_cast<char>(0xc0 + i));
+  RequestHeaderFields h;
+  h.call_id = 1;
+  h.has_request_id = true;
+  h.request_id.client_id = Slice(client_id);
+  h.request_id.seq_no = 5;
+  h.request_id.first_incomplete_seq_no = 3;
+  h.request_id.attempt_no = 2;
+  const std::string bytes = Encode(h);
+  EXPECT_EQ(27u, EncodedRequestIdSize(h.request_id));
+  const std::string expected = std::string("\x08\x01\xa2\x01\x18\x0a\x10", 7) + client_id +
+                               std::string("\x10\x05\x18\x03\x20\x02", 6);
+  EXPECT_EQ(expected, bytes);
 }
 
 }  // namespace

@@ -15,6 +15,12 @@ constexpr uint8_t kTagRequestRemoteMethod = 2 << 3 | 2;
 constexpr uint8_t kTagRequestTimeout = 3 << 3 | 0;
 constexpr uint8_t kTagRequestSidecarOffset = 4 << 3 | 0;
 constexpr uint8_t kTagRequestFeature = 5 << 3 | 0;
+// request_id (field 20, length-delimited): a two-byte tag.
+constexpr uint8_t kTagRequestId[2] = {(20 << 3 | 2) | 0x80, (20 << 3 | 2) >> 7};
+constexpr uint8_t kTagClientId = 1 << 3 | 2;  // in RequestIdPB
+constexpr uint8_t kTagSeqNo = 2 << 3 | 0;
+constexpr uint8_t kTagFirstIncomplete = 3 << 3 | 0;
+constexpr uint8_t kTagAttemptNo = 4 << 3 | 0;
 constexpr uint8_t kTagServiceName = 1 << 3 | 2;  // in RemoteMethodPB
 constexpr uint8_t kTagMethodName = 2 << 3 | 2;
 constexpr uint8_t kTagResponseIsError = 2 << 3 | 0;
@@ -170,6 +176,14 @@ bool ParseWithProtobuf(Slice bytes, RequestHeaderFields* header) {
   header->sidecar_offsets.assign(pb.sidecar_offsets().begin(), pb.sidecar_offsets().end());
   header->required_feature_flags.assign(pb.required_feature_flags().begin(),
                                         pb.required_feature_flags().end());
+  header->has_request_id = pb.has_request_id();
+  if (pb.has_request_id()) {
+    const RequestIdPB& id = pb.request_id();
+    header->request_id.client_id = Slice(id.client_id());
+    header->request_id.seq_no = id.seq_no();
+    header->request_id.first_incomplete_seq_no = id.first_incomplete_seq_no();
+    header->request_id.attempt_no = id.attempt_no();
+  }
   return true;
 }
 
@@ -194,6 +208,8 @@ void RequestHeaderFields::Clear() {
   timeout_millis = 0;
   sidecar_offsets.clear();
   required_feature_flags.clear();
+  has_request_id = false;
+  request_id = RequestIdFields();
 }
 
 void ResponseHeaderFields::Clear() {
@@ -215,6 +231,18 @@ std::string EncodeRemoteMethod(Slice service_name, Slice method_name) {
   return out;
 }
 
+namespace {
+size_t RequestIdBodySize(const RequestIdFields& id) {
+  return LengthDelimitedSize(id.client_id.size()) + 1 + VarintSize(id.seq_no) + 1 +
+         VarintSize(id.first_incomplete_seq_no) + 1 + VarintSize(id.attempt_no);
+}
+}  // namespace
+
+size_t EncodedRequestIdSize(const RequestIdFields& id) {
+  const size_t body = RequestIdBodySize(id);
+  return sizeof(kTagRequestId) + VarintSize(body) + body;
+}
+
 uint8_t* EncodeTo(const RequestHeaderParts& h, uint8_t* p) {
   *p++ = kTagVarint1;
   p = WriteVarint(Int32Wire(h.call_id), p);
@@ -232,6 +260,22 @@ uint8_t* EncodeTo(const RequestHeaderParts& h, uint8_t* p) {
     *p++ = kTagRequestFeature;
     p = WriteVarint(h.required_feature_flags[i], p);
   }
+  if (h.request_id != nullptr) {
+    const RequestIdFields& id = *h.request_id;
+    *p++ = kTagRequestId[0];
+    *p++ = kTagRequestId[1];
+    p = WriteVarint(RequestIdBodySize(id), p);
+    *p++ = kTagClientId;
+    p = WriteVarint(id.client_id.size(), p);
+    memcpy(p, id.client_id.data(), id.client_id.size());
+    p += id.client_id.size();
+    *p++ = kTagSeqNo;
+    p = WriteVarint(id.seq_no, p);
+    *p++ = kTagFirstIncomplete;
+    p = WriteVarint(id.first_incomplete_seq_no, p);
+    *p++ = kTagAttemptNo;
+    p = WriteVarint(id.attempt_no, p);
+  }
   return p;
 }
 
@@ -246,6 +290,7 @@ RequestHeaderParts PartsOf(const RequestHeaderFields& h, std::string* remote_met
   parts.num_sidecar_offsets = h.sidecar_offsets.size();
   parts.required_feature_flags = h.required_feature_flags.data();
   parts.num_required_feature_flags = h.required_feature_flags.size();
+  parts.request_id = h.has_request_id ? &h.request_id : nullptr;
   return parts;
 }
 
@@ -292,6 +337,7 @@ namespace {
   h->call_id = static_cast<int32_t>(v);
   h->sidecar_offsets.clear();
   h->required_feature_flags.clear();
+  h->has_request_id = false;  // a header with one takes the generated parser
   if (p != end && *p == kTagRequestRemoteMethod) {
     p++;
     uint32_t len;

@@ -25,6 +25,15 @@
 
 namespace rrpc::rpc {
 
+// A RequestIdPB's fields (exactly-once; docs/exactly-once.md). Decoded, client_id points into
+// the bytes decoded like the names below.
+struct RequestIdFields {
+  Slice client_id;
+  uint64_t seq_no = 0;
+  uint64_t first_incomplete_seq_no = 0;
+  uint32_t attempt_no = 0;
+};
+
 // A RequestHeader's fields. Decoded names point into the bytes decoded (or, for a header that
 // took the generated parser, into a per-thread message that the next decode on this thread
 // replaces): valid as long as those bytes, and on the decoding thread until its next decode.
@@ -37,6 +46,8 @@ struct RequestHeaderFields {
   uint32_t timeout_millis = 0;
   std::vector<uint32_t> sidecar_offsets;
   std::vector<uint32_t> required_feature_flags;  // RpcFeatureFlag values, known or not
+  bool has_request_id = false;
+  RequestIdFields request_id;
 
   // Keeps the vectors' capacity (a per-thread instance allocates nothing after its first use).
   void Clear();
@@ -64,6 +75,7 @@ struct RequestHeaderParts {
   size_t num_sidecar_offsets = 0;
   const uint32_t* required_feature_flags = nullptr;
   size_t num_required_feature_flags = 0;
+  const RequestIdFields* request_id = nullptr;  // nullptr: untracked call
 };
 
 // The header's remote_method field (its tag, length and RemoteMethodPB), as it sits in every call
@@ -86,6 +98,9 @@ inline uint64_t Int32Wire(int32_t v) { return static_cast<uint64_t>(static_cast<
 
 // Exact size of the encoding, and the encoding itself (`out` has EncodedSize() bytes; returns the
 // end of what was written). The size inline: it is a few additions per call.
+// Bytes of a request_id field (tag, length and RequestIdPB).
+size_t EncodedRequestIdSize(const RequestIdFields& id);
+
 inline size_t EncodedSize(const RequestHeaderParts& h) {
   using header_codec_internal::Int32Wire;
   using header_codec_internal::VarintSize;
@@ -95,6 +110,7 @@ inline size_t EncodedSize(const RequestHeaderParts& h) {
   for (size_t i = 0; i < h.num_required_feature_flags; i++) {
     n += 1 + VarintSize(h.required_feature_flags[i]);
   }
+  if (h.request_id != nullptr) n += EncodedRequestIdSize(*h.request_id);
   return n;
 }
 uint8_t* EncodeTo(const RequestHeaderParts& header, uint8_t* out);

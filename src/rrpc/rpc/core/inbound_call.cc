@@ -1,11 +1,17 @@
 #include "rrpc/rpc/core/inbound_call.h"
 
+#include <google/protobuf/io/coded_stream.h>
+
+#include <algorithm>
+#include <cstring>
+
 #include "rrpc/rpc/core/connection.h"
 #include "rrpc/rpc/core/constants.h"
 #include "rrpc/rpc/core/reactor.h"
 #include "rrpc/rpc/core/wire_codec.h"
 #include "rrpc/rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/service_if.h"
+#include "rrpc/rpc/transport/frame_format.h"
 #include "rrpc/util/copy_counter.h"
 #include "rrpc/util/home_pool.h"
 
@@ -31,6 +37,8 @@ void* InboundCall::operator new(size_t size) { return InboundCallPool::Allocate(
 void InboundCall::operator delete(void* p) { InboundCallPool::Free(p); }
 
 InboundCall::~InboundCall() {
+  // Never answered (e.g. torn down with its messenger): the tracker must not wait for it.
+  if (result_tracker_ != nullptr) result_tracker_->Finish(request_id_, nullptr);
   if (held_bytes_ != 0) connection_->inbound_memory()->Release(held_bytes_);
 }
 
@@ -63,6 +71,19 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
     // A server knows sidecars; TLS is a property of the connection, not of a call. Anything else,
     // including numbers RpcFeatureFlag does not list, is refused.
     if (f != SIDECARS) unsupported_features_.push_back(f);
+  }
+  if (header.has_request_id) {
+    const RequestIdFields& id = header.request_id;
+    request_id_.present = true;
+    // A longer id is kept as invalid (length 0): a tracked method refuses it, others ignore it.
+    request_id_.client_id_len = 0;
+    if (id.client_id.size() <= TrackedRequestId::kMaxClientIdBytes) {
+      request_id_.client_id_len = static_cast<uint8_t>(id.client_id.size());
+      memcpy(request_id_.client_id, id.client_id.data(), id.client_id.size());
+    }
+    request_id_.seq_no = id.seq_no;
+    request_id_.first_incomplete_seq_no = id.first_incomplete_seq_no;
+    request_id_.attempt_no = id.attempt_no;
   }
   frame_block_ = std::move(frame.block);
   call_id_ = header.call_id;
@@ -172,6 +193,9 @@ void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, b
     return;
   }
   if (!is_error) CountCopy(CopySide::kServer, CopyKind::kBody, body.GetCachedSize());
+  if (result_tracker_ != nullptr) {
+    RecordTrackedResult(head.value(), static_cast<size_t>(body.GetCachedSize()), is_error);
+  }
   if (outbound_sidecars_.empty()) {
     SetPayload(std::move(head).value());  // inline: no vector to move, no sizes to add up
   } else {
@@ -184,6 +208,70 @@ void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, b
     // An error's body is the ErrorStatusPB that SerializeFailure/RespondApplicationError made.
     rpcz_entry_.MarkResponded(now, is_error ? static_cast<const ErrorStatusPB*>(&body) : nullptr);
   }
+}
+
+void InboundCall::RecordTrackedResult(const BlockSlice& head, size_t body_bytes, bool is_error) {
+  ResultTracker* const tracker = result_tracker_;
+  result_tracker_ = nullptr;
+  if (!handler_started_) {  // answered before its handler ran: a retry may run it
+    tracker->Finish(request_id_, nullptr);
+    return;
+  }
+  // The answer is copied once, body and sidecars into one block, so a replay holds none of
+  // this call's memory.
+  auto stored = std::make_shared<StoredResponse>();
+  stored->is_error = is_error;
+  stored->body_bytes = static_cast<uint32_t>(body_bytes);
+  size_t total = body_bytes;
+  for (const auto& sidecar : outbound_sidecars_) {
+    stored->sidecar_offsets.push_back(static_cast<uint32_t>(total - body_bytes));
+    total += sidecar.slice.size();
+  }
+  stored->bytes = Block::Allocate(std::max<size_t>(total, 1));
+  stored->size = total;
+  uint8_t* p = stored->bytes->data();
+  memcpy(p, head.slice.data() + head.slice.size() - body_bytes, body_bytes);
+  p += body_bytes;
+  for (const auto& sidecar : outbound_sidecars_) {
+    memcpy(p, sidecar.slice.data(), sidecar.slice.size());
+    p += sidecar.slice.size();
+  }
+  tracker->Finish(request_id_, std::move(stored));
+}
+
+void InboundCall::RespondStored(const StoredResponse& stored) {
+  ResponseHeaderFields& header = ResponseHeaderWithSidecars();
+  header.call_id = call_id_;
+  header.is_error = stored.is_error;
+  header.sidecar_offsets = stored.sidecar_offsets;
+  using google::protobuf::io::CodedOutputStream;
+  const size_t header_bytes = EncodedSize(header);
+  const size_t head_bytes = kFrameLengthSize +
+                            CodedOutputStream::VarintSize32(static_cast<uint32_t>(header_bytes)) +
+                            header_bytes + CodedOutputStream::VarintSize32(stored.body_bytes);
+  // A head with many sidecar offsets may not fit the call's inline buffer: a block then.
+  BlockRef block;
+  uint8_t* const start = head_bytes <= sizeof(response_head_)
+                             ? response_head_
+                             : (block = Block::Allocate(head_bytes))->data();
+  uint8_t* p = start;
+  EncodeBigEndian32(p, static_cast<uint32_t>(head_bytes - kFrameLengthSize + stored.size));
+  p = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(header_bytes),
+                                              p + kFrameLengthSize);
+  p = EncodeTo(header, p);
+  p = CodedOutputStream::WriteVarint32ToArray(stored.body_bytes, p);
+  DCHECK_EQ(p, start + head_bytes);
+  std::vector<BlockSlice> rest;
+  if (stored.size > 0) {
+    rest.push_back(BlockSlice{stored.bytes, Slice(stored.bytes->data(), stored.size)});
+  }
+  SetPayload(BlockSlice{std::move(block), Slice(start, head_bytes)}, std::move(rest));
+  if (metrics_ != nullptr || rpcz_entry_.tracked()) {
+    const MonoTime now = MonoTime::Now();
+    if (metrics_ != nullptr) metrics_->ResponseQueued(arrival_, now, total_bytes());
+    rpcz_entry_.MarkResponded(now, nullptr);
+  }
+  SendResponse();
 }
 
 void InboundCall::SendResponse() {

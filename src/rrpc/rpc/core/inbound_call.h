@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "rrpc/rpc/core/result_tracker.h"
 #include "rrpc/rpc/observe/rpcz_store.h"
 #include "rrpc/rpc/rpc_context.h"
 #include "rrpc/rpc/rpc_header.pb.h"
@@ -131,10 +132,19 @@ class InboundCall final : public OutboundTransfer {
 
   int AddOutboundSidecar(BlockSlice sidecar);
 
+  // The header's request id (exactly-once), if it had one: present() false otherwise.
+  const TrackedRequestId& request_id() const { return request_id_; }
+  // The result tracker admitted this call to run (ResultTracker::Admit): its answer is passed to
+  // `tracker` when it responds (or, had its handler not run, the tracker is told so).
+  void set_result_tracker(ResultTracker* tracker) { result_tracker_ = tracker; }
+  // Any thread, once: answers with a stored answer (a replay), under this call's own call id.
+  void RespondStored(const StoredResponse& stored);
+
   // The worker, once per call: makes the handler's RpcContext in this call's own memory (a
   // context per call cost an allocation and a free), taking the messages.
   RpcContext* MakeContext(std::unique_ptr<google::protobuf::Message>&& request,
                           std::unique_ptr<google::protobuf::Message>&& response) {
+    handler_started_ = true;
     return new (context_storage_)
         RpcContext(this, method_, body_.size(), std::move(request), std::move(response));
   }
@@ -163,6 +173,9 @@ class InboundCall final : public OutboundTransfer {
 
  private:
   void SerializeResponse(const google::protobuf::MessageLite& body, bool is_error);
+  // Hands the answer just serialized (`head` ends with its body of `body_bytes`) to the result
+  // tracker that admitted this call.
+  void RecordTrackedResult(const BlockSlice& head, size_t body_bytes, bool is_error);
   // Serializes an error response.
   void SerializeFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status);
   void Untrack();
@@ -192,6 +205,9 @@ class InboundCall final : public OutboundTransfer {
   bool cancel_tracked_ = false;
   std::atomic<uint8_t> cancel_state_{0};
   std::function<void()> on_cancel_;
+  TrackedRequestId request_id_;
+  ResultTracker* result_tracker_ = nullptr;  // set_result_tracker(); cleared once told
+  bool handler_started_ = false;             // MakeContext() ran: the handler was called
   // A small response's frame head (length prefix, header, body) is written here rather than
   // into a block of its own (no block allocation and release per call). The bytes stay put until
   // the call is deleted, after its transfer ended; transports copy bytes without a block (RDMA) or

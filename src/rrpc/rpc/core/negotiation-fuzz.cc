@@ -86,7 +86,9 @@ void FuzzServer(const uint8_t* data, size_t size) {
   if (done.ok() && *done) {
     RRPC_FUZZ_CHECK(host.sent.size() == 1);
     CheckServerAnswers(host.sent, /*refused=*/false);
-    for (RpcFeatureFlag f : negotiation.peer().features) RRPC_FUZZ_CHECK(f == SIDECARS);
+    for (RpcFeatureFlag f : negotiation.peer().features) {
+      RRPC_FUZZ_CHECK(f == SIDECARS || f == CANCELLATION || f == EXACTLY_ONCE);
+    }
   } else if (!host.sent.empty()) {
     RRPC_FUZZ_CHECK(host.sent.size() == 1);
     CheckServerAnswers(host.sent, /*refused=*/true);
@@ -101,7 +103,9 @@ void FuzzClient(const uint8_t* data, size_t size) {
   Result<bool> done =
       FeedFrames(data, size, [&](Slice frame) { return negotiation.OnFrame(frame); });
   if (done.ok() && *done) {
-    for (RpcFeatureFlag f : negotiation.peer().features) RRPC_FUZZ_CHECK(f == SIDECARS);
+    for (RpcFeatureFlag f : negotiation.peer().features) {
+      RRPC_FUZZ_CHECK(f == SIDECARS || f == CANCELLATION || f == EXACTLY_ONCE);
+    }
   }
 }
 

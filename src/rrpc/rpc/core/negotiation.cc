@@ -2,6 +2,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -23,6 +24,7 @@ BlockSlice BuildClientHello(const std::string& client_name, const std::string& a
   NegotiatePB negotiate;
   negotiate.set_step(NegotiatePB::NEGOTIATE);
   negotiate.add_supported_features(SIDECARS);
+  negotiate.add_supported_features(EXACTLY_ONCE);  // answered by servers that track results
   if (offer_upgrade) negotiate.add_supported_features(TRANSPORT_UPGRADE);
   if (offer_cancellation) negotiate.add_supported_features(CANCELLATION);
   negotiate.set_client_name(client_name);
@@ -116,6 +118,10 @@ BlockSlice BuildServerReply(const NegotiatePB& request, const Status& error,
   for (int f : request.supported_features()) {
     if (f == SIDECARS) reply.add_supported_features(SIDECARS);
     if (f == CANCELLATION) reply.add_supported_features(CANCELLATION);
+  }
+  if (peer != nullptr && std::find(peer->features.begin(), peer->features.end(), EXACTLY_ONCE) !=
+                             peer->features.end()) {
+    reply.add_supported_features(EXACTLY_ONCE);
   }
   if (peer != nullptr && peer->identity.encrypted) reply.add_supported_features(TLS);
   if (peer != nullptr && !peer->identity.user.empty()) {
@@ -251,6 +257,7 @@ Result<bool> ServerNegotiation::OnFrame(Slice frame) {
   for (int f : request->supported_features()) {
     if (f == SIDECARS) peer_.features.push_back(SIDECARS);
     if (f == CANCELLATION) peer_.features.push_back(CANCELLATION);
+    if (f == EXACTLY_ONCE && tracks_results_) peer_.features.push_back(EXACTLY_ONCE);
     if (f == TRANSPORT_UPGRADE) offers_upgrade = true;
   }
   peer_.client_name = request->client_name();
@@ -310,6 +317,7 @@ Result<bool> ClientNegotiation::OnFrame(Slice frame) {
   for (int f : reply.supported_features()) {
     if (f == SIDECARS) peer_.features.push_back(SIDECARS);
     if (f == CANCELLATION) peer_.features.push_back(CANCELLATION);
+    if (f == EXACTLY_ONCE) peer_.features.push_back(EXACTLY_ONCE);
     if (f == TRANSPORT_UPGRADE) server_upgrades = true;
   }
   if (upgrade_ != nullptr) {

@@ -58,8 +58,10 @@ class MessengerSecurity;
 class ServerNegotiation {
  public:
   // `security`: the messenger's; nullptr allows plaintext and no authentication.
-  ServerNegotiation(NegotiationHost* host, const MessengerSecurity* security)
-      : host_(host), security_(security) {}
+  // `tracks_results`: the messenger keeps results of tracked calls, so it accepts EXACTLY_ONCE.
+  ServerNegotiation(NegotiationHost* host, const MessengerSecurity* security,
+                    bool tracks_results = false)
+      : host_(host), security_(security), tracks_results_(tracks_results) {}
 
   enum class Next {
     kFrames,    // a good rrpc preamble: the negotiation request follows
@@ -86,6 +88,7 @@ class ServerNegotiation {
 
   NegotiationHost* const host_;
   const MessengerSecurity* const security_;
+  const bool tracks_results_;
   NegotiatedPeer peer_;
   // The request, kept while the client's bootstrap frame is still to come.
   std::unique_ptr<NegotiatePB> awaiting_offer_;

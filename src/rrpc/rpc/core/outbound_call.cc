@@ -4,6 +4,7 @@
 
 #include "rrpc/rpc/core/connection.h"
 #include "rrpc/rpc/core/reactor.h"
+#include "rrpc/rpc/core/request_tracker.h"
 #include "rrpc/rpc/core/wire_codec.h"
 #include "rrpc/rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/rpc_controller.h"
@@ -70,7 +71,7 @@ void OutboundCall::set_connection(Connection* conn) { connection_ = conn; }
 MonoTime OutboundCall::deadline() const { return controller_->deadline(); }
 
 Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t call_id,
-                               size_t max_message_size) {
+                               size_t max_message_size, const RequestTracker* tracker) {
   call_id_ = call_id;
   // The names go into the frame as the proxy encoded them once (core/remote_method.h).
   RequestHeaderParts header;
@@ -95,6 +96,14 @@ Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t
     }
     header.sidecar_offsets = sidecar_offsets.data();
     header.num_sidecar_offsets = sidecar_offsets.size();
+  }
+  RequestIdFields request_id;
+  if (tracker != nullptr) {
+    request_id.client_id = tracker->client_id();
+    request_id.seq_no = controller_->request_seq_no_;
+    request_id.first_incomplete_seq_no = tracker->FirstIncomplete();
+    request_id.attempt_no = static_cast<uint32_t>(controller_->attempts_);
+    header.request_id = &request_id;
   }
   Result<BlockSlice> head =
       SerializeFrameHead(header, request, offset, max_message_size, head_buffer_, kInlineHeadBytes);
@@ -208,6 +217,9 @@ void OutboundCall::Finish(Status status, std::unique_ptr<ErrorStatusPB> error) {
   }
   controller_->status_ = std::move(status);
   controller_->error_ = std::move(error);
+  controller_->server_tracks_results_ =
+      connection_ != nullptr && connection_->peer_tracks_results();
+  controller_->request_left_ = started() || wrote_any_.load(std::memory_order_relaxed);
   controller_->finished_ = true;
   if (observer_) observer_->OnCallFinished(*this, controller_->status_, controller_->error_.get());
   // Taken out first: the callback runs once, and what it captured goes when it returns.
@@ -217,11 +229,13 @@ void OutboundCall::Finish(Status status, std::unique_ptr<ErrorStatusPB> error) {
 }
 
 void OutboundCall::TransferDone() {
+  wrote_any_.store(true, std::memory_order_relaxed);
   ClearPayload();
   Release();
 }
 
 void OutboundCall::TransferAborted(const Status& status) {
+  if (started()) wrote_any_.store(true, std::memory_order_relaxed);
   ClearPayload();
   Finish(status, nullptr);
   Release();

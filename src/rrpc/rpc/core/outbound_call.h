@@ -30,6 +30,7 @@ class Connection;
 class OutboundCall;
 class RpcController;
 class Reactor;
+class RequestTracker;
 struct ClientMethodMetrics;
 
 // Told when a call finishes, before its callback runs, on the thread that finishes it (a reactor,
@@ -57,16 +58,17 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   static void operator delete(void* p, size_t size);
 
   // Caller thread: builds the frame. `call_id` is unique per messenger. Fails when the request
-  // exceeds `max_message_size`.
+  // exceeds `max_message_size`. `tracker`: the messenger's, for a tracked call (the controller
+  // holds its sequence number): the header carries the call's request id.
   Status Serialize(const google::protobuf::Message& request, int32_t call_id,
-                   size_t max_message_size);
+                   size_t max_message_size, const RequestTracker* tracker = nullptr);
 
   // A synchronous caller wants to know which connection the call went out on, to write its next
   // call itself (Connection::TrySendCallFromCaller). Caller thread, before the call is queued.
   void set_report_connection() { report_connection_ = true; }
   bool report_connection() const { return report_connection_; }
-  // Reactor thread, when the call is queued on `conn` (only if report_connection()); read by the
-  // caller once the call has finished.
+  // Reactor thread, when the call is queued on `conn` (only if report_connection()), or the
+  // caller before it writes the call itself; read by the caller once the call has finished.
   void set_connection(Connection* conn);
   const scoped_refptr<Connection>& connection() const { return connection_; }
 
@@ -147,6 +149,9 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   std::atomic<bool> cancel_requested_{false};
   std::atomic<Reactor*> reactor_{nullptr};
   Connection* owner_ = nullptr;  // see set_owner()
+  // Some of the frame was written (the transfer ended or aborted after starting): the server may
+  // have the call. Sticky: the payload, and with it started(), is cleared when the transfer ends.
+  std::atomic<bool> wrote_any_{false};
 
   // A small call's frame head (length prefix, header, body) is written here rather than into a
   // block of its own (no block allocation and release per call). The bytes stay put until the call

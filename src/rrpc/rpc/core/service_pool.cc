@@ -7,6 +7,7 @@
 #include "rrpc/rpc/core/fault_injection.h"
 #include "rrpc/rpc/core/message_cache.h"
 #include "rrpc/rpc/core/reactor.h"
+#include "rrpc/rpc/core/result_tracker.h"
 #include "rrpc/rpc/core/wire_codec.h"
 #include "rrpc/rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/rpc_context.h"
@@ -189,6 +190,10 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
       raw->RespondFailure(ErrorStatusPB::ERROR_NOT_AUTHORIZED, allowed);
       return;
     }
+  }
+  if (method->tracked && options_.result_tracker != nullptr && raw->request_id().present &&
+      options_.result_tracker->Admit(raw) != ResultTracker::Verdict::kRun) {
+    return;  // answered from the tracker, or waiting for the first call with its id
   }
   if (method->run_inline) {
     // On this reactor thread, now: a response it gives at once is flushed with this read's batch.

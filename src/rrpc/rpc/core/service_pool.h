@@ -27,6 +27,7 @@ class Authorizer;
 class FaultInjector;
 
 class MessengerMetrics;
+class ResultTracker;
 class ServiceIf;
 
 struct ServicePoolOptions {
@@ -41,6 +42,9 @@ struct ServicePoolOptions {
   std::shared_ptr<const Authorizer> authorizer;
   // Slows handlers for tests (fault_injection.h; the messenger owns it); nullptr: off.
   FaultInjector* faults = nullptr;
+  // Runs calls of tracked methods at most once (result_tracker.h; the messenger owns it);
+  // nullptr: tracked methods run every call, as untracked ones do.
+  ResultTracker* result_tracker = nullptr;
 };
 
 class ServicePool {

@@ -113,7 +113,10 @@ size_t ServerReplyBytes() {
   request.set_step(NegotiatePB::NEGOTIATE);
   request.add_supported_features(SIDECARS);
   request.add_supported_features(CANCELLATION);
-  return BuildServerReply(request, Status::OK(), {}).slice.size();
+  request.add_supported_features(EXACTLY_ONCE);
+  NegotiatedPeer peer;  // a server with its result tracker on (the default) accepts all three
+  peer.features = {SIDECARS, CANCELLATION, EXACTLY_ONCE};
+  return BuildServerReply(request, Status::OK(), {}, &peer).slice.size();
 }
 // The cancel frame a client sends for a call it gave up on (at its deadline); call ids below 128.
 size_t CancelFrameBytes() {
