@@ -4,8 +4,8 @@
 // except Cancel(), which any thread may call at any time while the controller exists.
 #pragma once
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>

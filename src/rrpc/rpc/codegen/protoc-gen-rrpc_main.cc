@@ -358,9 +358,9 @@ void GenerateHeader(const pb::FileDescriptor* file, pb::io::Printer* p) {
   std::set<std::string> includes = MessageHeaders(file);
   // Enough for a .cc that includes only this header to implement the service (RpcContext), build
   // and run messengers (MessengerBuilder, Listen) and call (RpcController): all public headers.
-  includes.insert({"rrpc/rpc/channel_if.h", "rrpc/rpc/messenger.h", "rrpc/rpc/proxy.h", "rrpc/rpc/rpc_context.h",
-                   "rrpc/rpc/rpc_controller.h", "rrpc/rpc/service_if.h", "rrpc/util/monotime.h",
-                   "rrpc/util/sockaddr.h", "rrpc/util/status.h"});
+  includes.insert({"rrpc/rpc/channel_if.h", "rrpc/rpc/messenger.h", "rrpc/rpc/proxy.h",
+                   "rrpc/rpc/rpc_context.h", "rrpc/rpc/rpc_controller.h", "rrpc/rpc/service_if.h",
+                   "rrpc/util/monotime.h", "rrpc/util/sockaddr.h", "rrpc/util/status.h"});
   for (const std::string& include : includes) p->Print("#include \"$h$\"\n", "h", include);
   p->Print("\n");
   const std::string ns = CppNamespace(file);
