@@ -179,11 +179,17 @@ TEST_F(ReflectionServiceTest, ServesTheTestServicesDescriptorsOverRpc) {
   ctl.Reset();
   ctl.set_timeout(MonoDelta::FromSeconds(30));
   ASSERT_TRUE(proxy.GetFileDescriptors(req, &resp, &ctl).ok()) << ctl.status().ToString();
-  ASSERT_EQ(1, resp.file_descriptor_protos_size());  // rtest.proto imports nothing
-  pb::FileDescriptorProto proto;
-  ASSERT_TRUE(proto.ParseFromString(resp.file_descriptor_protos(0)));
+  // rtest.proto imports rrpc/rpc/rrpc_options.proto, which imports descriptor.proto: every file
+  // comes, dependencies first, so a client can rebuild them in order.
+  ASSERT_EQ(3, resp.file_descriptor_protos_size());
   pb::DescriptorPool rebuilt;
-  ASSERT_NE(nullptr, rebuilt.BuildFile(proto));
+  for (const std::string& bytes : resp.file_descriptor_protos()) {
+    pb::FileDescriptorProto proto;
+    ASSERT_TRUE(proto.ParseFromString(bytes));
+    ASSERT_NE(nullptr, rebuilt.BuildFile(proto)) << proto.name();
+  }
+  EXPECT_EQ("rrpc/rpc/testing/rtest.proto",
+            rebuilt.FindServiceByName("rrpc.rtest.EchoService")->file()->name());
   const pb::ServiceDescriptor* echo = rebuilt.FindServiceByName("rrpc.rtest.EchoService");
   ASSERT_NE(nullptr, echo);
   const pb::Descriptor* add_request = echo->FindMethodByName("Add")->input_type();

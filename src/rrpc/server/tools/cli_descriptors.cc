@@ -118,6 +118,11 @@ Result<std::unique_ptr<ProtoFileDescriptorSource>> ProtoFileDescriptorSource::Lo
   } else {
     for (const std::string& dir : proto_paths) source->source_tree_.MapPath("", dir);
   }
+#ifdef RRPC_PROTOBUF_PROTO_DIR
+  // protobuf's own .proto files (descriptor.proto, which rrpc_options.proto imports), where
+  // protoc finds them; after the user's paths, which may shadow them.
+  source->source_tree_.MapPath("google/protobuf", RRPC_PROTOBUF_PROTO_DIR "/google/protobuf");
+#endif
   auto errors = std::make_unique<CollectingErrors>();
   CollectingErrors* collected = errors.get();
   source->errors_ = std::move(errors);
