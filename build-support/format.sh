@@ -6,13 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mapfile -t files < <(git ls-files 'src/*.h' 'src/*.cc' 'examples/*.h' 'examples/*.cc')
 if [ "${1:-}" = "--check" ]; then
-  bad=0
-  for f in "${files[@]}"; do
-    if ! clang-format --dry-run --Werror "$f" >/dev/null 2>&1; then
-      echo "needs formatting: $f"
-      bad=1
-    fi
-  done
-  exit $bad
+  # One clang-format process for every file (one per file took ~45 s on 2 cores); its
+  # diagnostics name the files that drift.
+  bad=$(clang-format --dry-run --Werror "${files[@]}" 2>&1 | sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: error: .*/\1/p' | sort -u || true)
+  [ -z "$bad" ] && exit 0
+  printf 'needs formatting: %s\n' $bad
+  exit 1
 fi
 clang-format -i "${files[@]}"
