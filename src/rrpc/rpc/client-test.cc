@@ -537,6 +537,10 @@ TEST_F(ClientTest, TimeoutFiresEvenWhenThePeerStopsReadingMidRequest) {
   // get a connection of their own (MessengerOptions::bulk_connection_bytes).
   MessengerOptions options;
   options.bulk_connection_bytes = 0;
+  // The peer stops reading for as long as the test takes: dead-peer detection (the user timeout
+  // counts zero-window probing; the ping goes unanswered) would close the connection under it.
+  options.tcp_user_timeout = MonoDelta();
+  options.ping_after = MonoDelta::Max();
   StartClient(options);
   rtest::EchoServiceProxy proxy(client_, listener.addr());
   {

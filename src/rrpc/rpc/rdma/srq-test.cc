@@ -49,6 +49,10 @@ class SrqTest : public RpcTestBase {
     so.service_queue_length = 4096;
     so.transport_factory = server_factory_;
     so.name = "server";
+    // A thousand connections negotiate at once: on a loaded machine (sanitizers, CI) that takes
+    // longer than the default allows, and a connection that timed out and reconnected would
+    // hold a second grant of credits.
+    so.negotiation_timeout = MonoDelta::FromSeconds(120);
     auto built = MessengerBuilder(so).Build();
     ASSERT_TRUE(built.ok()) << built.status().ToString();
     server_ = std::move(built).value();
@@ -63,6 +67,7 @@ class SrqTest : public RpcTestBase {
     co.num_reactors = 1;
     co.transport_factory = *factory;
     co.name = "client";
+    co.negotiation_timeout = MonoDelta::FromSeconds(120);
     return MessengerBuilder(co).Build().value();
   }
   // The i-th distinct loopback address of the server.
