@@ -89,7 +89,7 @@ TEST(TraceContextTest, NewRootsAreValidAndDistinct) {
 struct SeenTrace {
   Mutex mu;
   TraceContext trace RRPC_GUARDED_BY(mu);
-  uint64_t parent = 0 RRPC_GUARDED_BY(mu);
+  uint64_t parent RRPC_GUARDED_BY(mu) = 0;
   void Record(const RpcContext* context) {
     MutexLock l(mu);
     trace = context->trace_context();
