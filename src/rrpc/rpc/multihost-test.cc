@@ -19,12 +19,14 @@
 #include <string>
 #include <vector>
 
+#include "rrpc/rpc/security/ephemeral_certs.h"
 #include "rrpc/rpc/testing/rpc-test-util.h"
 
 DEFINE_string(
     multihost_serve, "",
-    "Internal to multihost-test: NAMESPACE,IP,PORT,FD: serve the echo service in that "
-    "network namespace on IP:PORT (0: any), write the bound port to FD, run until killed");
+    "Internal to multihost-test: NAMESPACE,IP,PORT,FD[,CERT,KEY]: serve the echo service in that "
+    "network namespace on IP:PORT (0: any), over TLS with CERT and KEY when given, write the "
+    "bound port to FD, run until killed");
 
 namespace rrpc::rpc {
 namespace {
@@ -38,12 +40,17 @@ TEST(MultiHostServerProcess, Serve) {
     parts.push_back(rest.substr(0, comma));
   }
   parts.push_back(rest);
-  ASSERT_EQ(4u, parts.size()) << FLAGS_multihost_serve;
+  ASSERT_TRUE(parts.size() == 4u || parts.size() == 6u) << FLAGS_multihost_serve;
   const int ns = open(("/var/run/netns/" + parts[0]).c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(ns, 0);
   ASSERT_EQ(0, setns(ns, CLONE_NEWNET));
   MessengerOptions options;
   options.name = "server";
+  if (parts.size() == 6) {
+    options.security.certificate_file = parts[4];
+    options.security.private_key_file = parts[5];
+    options.security.encryption = SecurityPolicy::kRequired;
+  }
   auto server = MessengerBuilder(options).Build();
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   ASSERT_TRUE((*server)->RegisterService(std::make_unique<TestEchoService>()).ok());
@@ -87,6 +94,14 @@ class MultiHostTest : public ::testing::Test {
     ASSERT_TRUE(Sh("ip -n " + server_ns_ + " link set " + veth_s + " up"));
     ASSERT_TRUE(Sh("ip -n " + client_ns_ + " link set " + veth_c + " up"));
     ASSERT_TRUE(Sh("ip -n " + server_ns_ + " link set lo up"));
+    if (tls_) {
+      cert_dir_ = security::MakeTempDir("rrpc-multihost");
+      security::CertSpec spec;
+      spec.common_name = "server";
+      spec.ip_sans = {server_ip_};
+      server_cert_ = ca_.Issue(cert_dir_, "server", spec);
+      ca_file_ = ca_.WriteCaCertificate(cert_dir_, "ca");
+    }
     StartServerProcess();
     StartClientInNamespace();
   }
@@ -102,6 +117,7 @@ class MultiHostTest : public ::testing::Test {
       Sh("ip netns del " + server_ns_);
       Sh("ip netns del " + client_ns_ + " 2>/dev/null");
     }
+    if (!cert_dir_.empty()) Sh("rm -rf '" + cert_dir_ + "'");
   }
 
   // Forks the server: it enters the server namespace, listens on server_ip_:`port` (0: any) and
@@ -114,8 +130,9 @@ class MultiHostTest : public ::testing::Test {
     const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
     ASSERT_GT(len, 0);
     self[len] = '\0';
-    const std::string serve = "--multihost_serve=" + server_ns_ + "," + server_ip_ + "," +
-                              std::to_string(port) + "," + std::to_string(port_pipe[1]);
+    std::string serve = "--multihost_serve=" + server_ns_ + "," + server_ip_ + "," +
+                        std::to_string(port) + "," + std::to_string(port_pipe[1]);
+    if (tls_) serve += "," + server_cert_.certificate + "," + server_cert_.private_key;
     const std::string filter = "--gtest_filter=MultiHostServerProcess.Serve";
     char* const args[] = {self, const_cast<char*>(filter.c_str()), const_cast<char*>(serve.c_str()),
                           nullptr};
@@ -145,6 +162,10 @@ class MultiHostTest : public ::testing::Test {
     MessengerOptions options;
     options.name = "client";
     options.num_reactors = 1;  // one connection to watch
+    if (tls_) {
+      options.security.ca_certificate_file = ca_file_;
+      options.security.encryption = SecurityPolicy::kRequired;
+    }
     auto client = MessengerBuilder(options).Build();
     ASSERT_EQ(0, setns(home, CLONE_NEWNET));
     close(ns);
@@ -188,8 +209,15 @@ class MultiHostTest : public ::testing::Test {
     return WaitForCondition([&] { return Echo("back?", MonoDelta::FromSeconds(1)).ok(); }, limit);
   }
 
+  // The dead-peer cases over TLS (set by MultiHostTlsTest before SetUp).
+  void ExpectDeadPeerDeclared();
+
   std::string server_ns_, client_ns_, server_ip_, client_ip_, veth_c_, veth_s_;
   bool made_ns_ = false;
+  bool tls_ = false;
+  security::EphemeralCa ca_{"multihost-test-ca"};
+  std::string cert_dir_, ca_file_;
+  security::CertFiles server_cert_;
   pid_t server_pid_ = -1;
   Sockaddr server_addr_;
   std::shared_ptr<Messenger> client_;
@@ -239,7 +267,30 @@ TEST_F(MultiHostTest, ReconnectsToAServerRestartedWhileTheLinkWasDown) {
 // client pings the silent connection, TCP_USER_TIMEOUT closes it, and every call fails with a
 // retriable network error, long before its own deadline.
 TEST_F(MultiHostTest, DeadPeerIsDeclaredWithinSecondsAndItsCallsFailRetriable) {
+  ExpectDeadPeerDeclared();
+}
+
+class MultiHostTlsTest : public MultiHostTest {
+ protected:
+  void SetUp() override {
+    tls_ = true;
+    MultiHostTest::SetUp();
+  }
+};
+
+// The same over TLS: the pings are TLS records, and a dead peer leaves them unacknowledged the
+// same way.
+TEST_F(MultiHostTlsTest, DeadPeerIsDeclaredWithinSecondsAndItsCallsFailRetriable) {
+  ExpectDeadPeerDeclared();
+}
+
+void MultiHostTest::ExpectDeadPeerDeclared() {
   ASSERT_TRUE(Echo("before", MonoDelta::FromSeconds(30)).ok());
+  {
+    auto conns = client_->DumpConnections();
+    ASSERT_EQ(1u, conns.size());
+    EXPECT_EQ(tls_ ? "tls" : "tcp", conns[0].transport);
+  }
   constexpr int kCalls = 64;
   const MonoDelta kDeadline = MonoDelta::FromSeconds(60);
   struct Call {

@@ -55,6 +55,12 @@ MonoTime RpcContext::deadline() const { return call_->deadline(); }
 void RpcContext::InheritDeadline(RpcController* controller) const {
   controller->set_deadline(call_->deadline());
 }
+TraceContext RpcContext::trace_context() const { return call_->trace_context(); }
+uint64_t RpcContext::parent_span_id() const { return call_->parent_span_id(); }
+void RpcContext::InheritTraceContext(RpcController* controller) const {
+  const TraceContext trace = call_->trace_context();
+  if (trace.valid()) controller->set_trace_context(trace);
+}
 bool RpcContext::cancelled() const { return call_->client_cancelled(); }
 void RpcContext::OnCancel(std::function<void()> callback) {
   call_->connection()->SetCancelCallback(call_, std::move(callback));

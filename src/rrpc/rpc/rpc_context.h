@@ -14,6 +14,7 @@
 
 #include "rrpc/rpc/authorization.h"
 #include "rrpc/rpc/rpc_header.pb.h"
+#include "rrpc/rpc/trace_context.h"
 #include "rrpc/util/block.h"
 #include "rrpc/util/monotime.h"
 #include "rrpc/util/sockaddr.h"
@@ -52,6 +53,14 @@ class RpcContext {
   MonoTime deadline() const;
   // Makes a downstream call made while handling this one share its deadline.
   void InheritDeadline(RpcController* controller) const;
+  // The call's trace context (docs/tracing.md): the caller's trace id and flags, and span_id this
+  // server's own span for the call (a new id per call); valid() false when the caller sent none.
+  TraceContext trace_context() const;
+  // The caller's span, the parent of trace_context()'s; 0 without a trace context.
+  uint64_t parent_span_id() const;
+  // Makes a downstream call made while handling this one part of the same trace, as a child of
+  // this call's span (does nothing to `controller` when this call has no trace context).
+  void InheritTraceContext(RpcController* controller) const;
   // True once the client cancelled the call (RpcController::Cancel, or its deadline passed on
   // the client). Any thread. Stays false for a client that cannot cancel (one that did not
   // negotiate CANCELLATION).

@@ -67,6 +67,7 @@ void RpcController::Reset() {
   has_hash_key_ = false;
   hash_key_code_ = 0;
   hedge_after_ = MonoDelta();
+  if (trace_.span_id != 0) trace_ = TraceContext();  // the rare controller that had one
   request_seq_no_ = 0;
   server_tracks_results_ = false;
   request_left_ = false;

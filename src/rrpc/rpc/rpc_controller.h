@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "rrpc/rpc/rpc_header.pb.h"
+#include "rrpc/rpc/trace_context.h"
 #include "rrpc/util/block.h"
 #include "rrpc/util/monotime.h"
 #include "rrpc/util/mutex.h"
@@ -111,6 +112,16 @@ class RpcController {
   void set_hedge_after(MonoDelta delay) { hedge_after_ = delay; }
   MonoDelta hedge_after() const { return hedge_after_; }
 
+  // The trace context the call carries (docs/tracing.md): its trace id, the caller's span (the
+  // server's span's parent) and flags. Set from a traceparent (TraceContext::FromTraceparent),
+  // a new trace (TraceContext::NewRoot) or the call being handled
+  // (RpcContext::InheritTraceContext). An invalid one clears it (the default: the call carries
+  // none). Kept by PrepareRetry (every attempt carries it); Reset() clears it.
+  void set_trace_context(const TraceContext& trace) {
+    trace_ = trace.valid() ? trace : TraceContext();
+  }
+  const TraceContext& trace_context() const { return trace_; }
+
   // The response's sidecars, valid until Reset() or destruction.
   size_t num_inbound_sidecars() const { return inbound_sidecars_.size(); }
   Slice inbound_sidecar(size_t i) const { return inbound_sidecars_[i]; }
@@ -149,6 +160,7 @@ class RpcController {
   bool has_hash_key_ = false;
   uint64_t hash_key_code_ = 0;
   MonoDelta hedge_after_;
+  TraceContext trace_;
   // Cancel() may come from any thread while the owner's call runs.
   std::atomic<bool> cancel_requested_{false};
   Mutex call_mu_;

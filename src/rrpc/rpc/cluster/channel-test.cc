@@ -362,6 +362,38 @@ TEST_F(ChannelTest, HedgeGoesToASecondServerAndTheFirstAnswerWins) {
   EXPECT_EQ(resp.data(), "hedged");
 }
 
+// Both attempts of a hedged call carry the caller's trace context (docs/tracing.md).
+TEST_F(ChannelTest, HedgedAttemptsCarryTheCallersTraceContext) {
+  StartServers(2);
+  std::atomic<uint64_t> seen[2] = {0, 0};  // the trace id's low half each server saw
+  servers_[0].service->set_echo_hook([this, &seen](const rtest::EchoRequestPB&, RpcContext* c) {
+    seen[0] = c->trace_context().trace_id_low;
+    gate_.Pass();
+  });
+  servers_[1].service->set_echo_hook([&seen](const rtest::EchoRequestPB&, RpcContext* c) {
+    seen[1] = c->trace_context().trace_id_low;
+  });
+  ChannelOptions options;
+  options.balancer = BalancerPolicy::kRoundRobin;  // the first attempt goes to server 1
+  options.hedge_after = MonoDelta::FromMilliseconds(20);
+  auto channel = NewChannel(NewClient(), options);
+  rtest::EchoServiceProxy proxy(channel);
+  rtest::EchoRequestPB req;
+  req.set_data("hedged");
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(60));
+  const TraceContext root = TraceContext::NewRoot(/*sampled=*/false);
+  ctl.set_trace_context(root);
+  ASSERT_TRUE(proxy.Echo(req, &resp, &ctl).ok());
+  EXPECT_EQ(ctl.attempts(), 2);
+  ASSERT_TRUE(WaitForCondition([&] { return seen[0].load() != 0; }));
+  EXPECT_EQ(root.trace_id_low, seen[0].load());
+  EXPECT_EQ(root.trace_id_low, seen[1].load());
+  gate_.Open();
+  ASSERT_TRUE(WaitForCondition([&] { return channel->Backends()[0].outstanding == 0; }));
+}
+
 TEST_F(ChannelTest, NonIdempotentCallIsNotHedged) {
   StartServers(2);
   ChannelOptions options;

@@ -134,6 +134,7 @@ scoped_refptr<ChannelCall::Attempt> ChannelCall::NewAttemptLocked(bool hedge) {
   if (hedged_) {
     a->own_controller = std::make_unique<RpcController>();
     a->own_controller->set_deadline(deadline_);
+    a->own_controller->set_trace_context(controller_->trace_context());
     a->own_response.reset(response_->New());
     a->controller = a->own_controller.get();
     a->response = a->own_response.get();

@@ -96,7 +96,11 @@ bool SameFields(const RequestHeaderFields& a, const RequestHeaderFields& b) {
           (a.request_id.client_id == b.request_id.client_id &&
            a.request_id.seq_no == b.request_id.seq_no &&
            a.request_id.first_incomplete_seq_no == b.request_id.first_incomplete_seq_no &&
-           a.request_id.attempt_no == b.request_id.attempt_no));
+           a.request_id.attempt_no == b.request_id.attempt_no)) &&
+         a.has_trace == b.has_trace && a.trace.trace_id_high == b.trace.trace_id_high &&
+         a.trace.trace_id_low == b.trace.trace_id_low &&
+         a.trace.parent_span_id == b.trace.parent_span_id &&
+         a.trace.trace_flags == b.trace.trace_flags;
 }
 bool SameFields(const ResponseHeaderFields& a, const ResponseHeaderFields& b) {
   return a.call_id == b.call_id && a.is_error == b.is_error &&
@@ -117,7 +121,11 @@ bool SameAsProto(const RequestHeaderFields& f, const RequestHeader& pb) {
           (f.request_id.client_id == Slice(pb.request_id().client_id()) &&
            f.request_id.seq_no == pb.request_id().seq_no() &&
            f.request_id.first_incomplete_seq_no == pb.request_id().first_incomplete_seq_no() &&
-           f.request_id.attempt_no == pb.request_id().attempt_no()));
+           f.request_id.attempt_no == pb.request_id().attempt_no())) &&
+         f.has_trace == (pb.has_trace_id_high() || pb.has_trace_id_low() ||
+                         pb.has_parent_span_id() || pb.has_trace_flags()) &&
+         f.trace.trace_id_high == pb.trace_id_high() && f.trace.trace_id_low == pb.trace_id_low() &&
+         f.trace.parent_span_id == pb.parent_span_id() && f.trace.trace_flags == pb.trace_flags();
 }
 bool SameAsProto(const ResponseHeaderFields& f, const ResponseHeader& pb) {
   return f.call_id == pb.call_id() && f.is_error == pb.is_error() &&

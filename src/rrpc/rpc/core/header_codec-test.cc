@@ -45,6 +45,12 @@ RequestHeader ToProto(const RequestHeaderFields& h) {
     id->set_first_incomplete_seq_no(h.request_id.first_incomplete_seq_no);
     id->set_attempt_no(h.request_id.attempt_no);
   }
+  if (h.has_trace) {
+    pb.set_trace_id_high(h.trace.trace_id_high);
+    pb.set_trace_id_low(h.trace.trace_id_low);
+    pb.set_parent_span_id(h.trace.parent_span_id);
+    pb.set_trace_flags(h.trace.trace_flags);
+  }
   return pb;
 }
 
@@ -75,6 +81,13 @@ void ExpectSameAsProtobuf(const std::string& bytes) {
                 fields.request_id.first_incomplete_seq_no);
       EXPECT_EQ(pb.request_id().attempt_no(), fields.request_id.attempt_no);
     }
+    EXPECT_EQ(pb.has_trace_id_high() || pb.has_trace_id_low() || pb.has_parent_span_id() ||
+                  pb.has_trace_flags(),
+              fields.has_trace);
+    EXPECT_EQ(pb.trace_id_high(), fields.trace.trace_id_high);
+    EXPECT_EQ(pb.trace_id_low(), fields.trace.trace_id_low);
+    EXPECT_EQ(pb.parent_span_id(), fields.trace.parent_span_id);
+    EXPECT_EQ(pb.trace_flags(), fields.trace.trace_flags);
   }
 
   ResponseHeader rpb;
@@ -131,6 +144,19 @@ std::vector<RequestHeaderFields> SampleRequests() {
   h.request_id.seq_no = UINT64_MAX;
   h.request_id.first_incomplete_seq_no = UINT64_MAX;
   h.request_id.attempt_no = UINT32_MAX;
+  out.push_back(h);
+  // Trace context: with a request id, then alone; flags of one byte and of five.
+  h.has_trace = true;
+  h.trace.trace_id_high = 0x4bf92f3577b34da6ULL;
+  h.trace.trace_id_low = 0xa3ce929d0e0e4736ULL;
+  h.trace.parent_span_id = 0x00f067aa0ba902b7ULL;
+  h.trace.trace_flags = 1;
+  out.push_back(h);
+  h.has_request_id = false;
+  out.push_back(h);
+  h.trace.trace_id_high = UINT64_MAX;
+  h.trace.parent_span_id = 0;
+  h.trace.trace_flags = UINT32_MAX;
   out.push_back(h);
   return out;
 }
@@ -246,6 +272,8 @@ TEST(HeaderCodecTest, RefusesWhatProtobufRefuses) {
       std::string("\x08\x01\x12\x09\x0a\x01S", 7),  // remote method longer than the header
       std::string("\x08\x01\x18", 3),               // timeout tag without a value
       std::string("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12),  // 11-byte varint
+      std::string("\x08\x01\x51\x01\x02\x03", 6),                           // trace id cut short
+      std::string("\x08\x01\x51\x01\x02\x03\x04\x05\x06\x07\x08\x59", 12),  // no low half
   };
   for (const std::string& bytes : cases) {
     SCOPED_TRACE(testing::PrintToString(bytes));
@@ -289,6 +317,55 @@ namespace rrpc::rpc {
 namespace {
 
 // docs/wire-format.md, section 5: the bytes a request id adds to a header.
+// A traced call, as the client writes it, decodes without the generated parser; without a trace
+// context the fields are absent.
+TEST(HeaderCodecTest, TheFastPathTakesTraceFields) {
+  const std::vector<RequestHeaderFields> samples = SampleRequests();
+  const RequestHeaderFields& h = samples[samples.size() - 2];  // traced, no request id
+  ASSERT_TRUE(h.has_trace);
+  ASSERT_FALSE(h.has_request_id);
+  const std::string bytes = Encode(h);
+  RequestHeaderFields decoded;
+  ASSERT_TRUE(DecodeHeaderFastPathOnly(Slice(bytes), &decoded));
+  EXPECT_TRUE(decoded.has_trace);
+  EXPECT_EQ(0x4bf92f3577b34da6ULL, decoded.trace.trace_id_high);
+  EXPECT_EQ(0xa3ce929d0e0e4736ULL, decoded.trace.trace_id_low);
+  EXPECT_EQ(0x00f067aa0ba902b7ULL, decoded.trace.parent_span_id);
+  EXPECT_EQ(1u, decoded.trace.trace_flags);
+  // A header without them leaves none behind from the last decode.
+  const std::string plain = Encode(samples[0]);
+  ASSERT_TRUE(DecodeHeaderFastPathOnly(Slice(plain), &decoded));
+  EXPECT_FALSE(decoded.has_trace);
+}
+
+// The trace fields' bytes as docs/wire-format.md lists them.
+TEST(HeaderCodecTest, TraceBytesAreTheDocumentedOnes) {
+  RequestHeaderFields h;
+  h.call_id = 1;
+  h.has_trace = true;
+  h.trace.trace_id_high = 0x0102030405060708ULL;
+  h.trace.trace_id_low = 0x090a0b0c0d0e0f10ULL;
+  h.trace.parent_span_id = 0x1112131415161718ULL;
+  h.trace.trace_flags = 1;
+  const std::string expected(
+      "\x08\x01"
+      "\x51\x08\x07\x06\x05\x04\x03\x02\x01"
+      "\x59\x10\x0f\x0e\x0d\x0c\x0b\x0a\x09"
+      "\x61\x18\x17\x16\x15\x14\x13\x12\x11"
+      "\x68\x01",
+      2 + 27 + 2);
+  EXPECT_EQ(expected, Encode(h));
+  // A header carrying only some of them still has a trace context (its other fields 0): the
+  // receiver finds it invalid.
+  RequestHeader pb;
+  pb.set_call_id(1);
+  pb.set_trace_flags(1);
+  RequestHeaderFields decoded;
+  ASSERT_TRUE(DecodeHeader(Slice(pb.SerializeAsString()), &decoded));
+  EXPECT_TRUE(decoded.has_trace);
+  EXPECT_EQ(0u, decoded.trace.trace_id_high);
+}
+
 TEST(HeaderCodecTest, RequestIdBytesAreTheDocumentedOnes) {
   std::string client_id;
   for (int i = 0; i < 16; i++) client_id.push_back(static_cast<char>(0xc0 + i));

@@ -15,6 +15,11 @@ constexpr uint8_t kTagRequestRemoteMethod = 2 << 3 | 2;
 constexpr uint8_t kTagRequestTimeout = 3 << 3 | 0;
 constexpr uint8_t kTagRequestSidecarOffset = 4 << 3 | 0;
 constexpr uint8_t kTagRequestFeature = 5 << 3 | 0;
+// The trace fields: fixed64 (wire type 1) and, for the flags, a varint.
+constexpr uint8_t kTagTraceIdHigh = 10 << 3 | 1;
+constexpr uint8_t kTagTraceIdLow = 11 << 3 | 1;
+constexpr uint8_t kTagParentSpanId = 12 << 3 | 1;
+constexpr uint8_t kTagTraceFlags = 13 << 3 | 0;
 // request_id (field 20, length-delimited): a two-byte tag.
 constexpr uint8_t kTagRequestId[2] = {(20 << 3 | 2) | 0x80, (20 << 3 | 2) >> 7};
 constexpr uint8_t kTagClientId = 1 << 3 | 2;  // in RequestIdPB
@@ -53,6 +58,19 @@ inline uint8_t* WriteVarint(uint64_t v, uint8_t* p) {
   } while (v >= 0x80);
   *p++ = static_cast<uint8_t>(v);
   return p;
+}
+
+// Protobuf's fixed64: 8 bytes, little-endian.
+inline uint8_t* WriteFixed64(uint64_t v, uint8_t* p) {
+  if constexpr (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__) v = __builtin_bswap64(v);
+  memcpy(p, &v, 8);
+  return p + 8;
+}
+inline uint64_t ReadFixed64(const uint8_t* p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  if constexpr (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__) v = __builtin_bswap64(v);
+  return v;
 }
 
 size_t LengthDelimitedSize(size_t len) { return 1 + VarintSize(len) + len; }
@@ -184,6 +202,12 @@ bool ParseWithProtobuf(Slice bytes, RequestHeaderFields* header) {
     header->request_id.first_incomplete_seq_no = id.first_incomplete_seq_no();
     header->request_id.attempt_no = id.attempt_no();
   }
+  header->has_trace = pb.has_trace_id_high() || pb.has_trace_id_low() || pb.has_parent_span_id() ||
+                      pb.has_trace_flags();
+  header->trace.trace_id_high = pb.trace_id_high();
+  header->trace.trace_id_low = pb.trace_id_low();
+  header->trace.parent_span_id = pb.parent_span_id();
+  header->trace.trace_flags = pb.trace_flags();
   return true;
 }
 
@@ -210,6 +234,8 @@ void RequestHeaderFields::Clear() {
   required_feature_flags.clear();
   has_request_id = false;
   request_id = RequestIdFields();
+  has_trace = false;
+  trace = TraceFields();
 }
 
 void ResponseHeaderFields::Clear() {
@@ -260,6 +286,16 @@ uint8_t* EncodeTo(const RequestHeaderParts& h, uint8_t* p) {
     *p++ = kTagRequestFeature;
     p = WriteVarint(h.required_feature_flags[i], p);
   }
+  if (h.trace != nullptr) {
+    *p++ = kTagTraceIdHigh;
+    p = WriteFixed64(h.trace->trace_id_high, p);
+    *p++ = kTagTraceIdLow;
+    p = WriteFixed64(h.trace->trace_id_low, p);
+    *p++ = kTagParentSpanId;
+    p = WriteFixed64(h.trace->parent_span_id, p);
+    *p++ = kTagTraceFlags;
+    p = WriteVarint(h.trace->trace_flags, p);
+  }
   if (h.request_id != nullptr) {
     const RequestIdFields& id = *h.request_id;
     *p++ = kTagRequestId[0];
@@ -291,6 +327,7 @@ RequestHeaderParts PartsOf(const RequestHeaderFields& h, std::string* remote_met
   parts.required_feature_flags = h.required_feature_flags.data();
   parts.num_required_feature_flags = h.required_feature_flags.size();
   parts.request_id = h.has_request_id ? &h.request_id : nullptr;
+  parts.trace = h.has_trace ? &h.trace : nullptr;
   return parts;
 }
 
@@ -327,6 +364,24 @@ uint8_t* EncodeTo(const ResponseHeaderFields& h, uint8_t* p) {
 
 namespace {
 
+// The trace fields as the encoder writes them (all four, in number order) ending the header;
+// `p` is at the first one's tag. Out of line: most calls carry none.
+[[gnu::noinline]] bool DecodeTraceFast(const uint8_t* p, const uint8_t* end,
+                                       RequestHeaderFields* h) {
+  constexpr size_t kFixedPart = 3 * (1 + 8) + 1;  // three fixed64 fields and the flags' tag
+  if (static_cast<size_t>(end - p) < kFixedPart + 1) return false;
+  if (p[9] != kTagTraceIdLow || p[18] != kTagParentSpanId || p[27] != kTagTraceFlags) {
+    return false;
+  }
+  h->trace.trace_id_high = ReadFixed64(p + 1);
+  h->trace.trace_id_low = ReadFixed64(p + 10);
+  h->trace.parent_span_id = ReadFixed64(p + 19);
+  p += kFixedPart;
+  if (!ReadSmallVarint(&p, end, &h->trace.trace_flags)) return false;
+  h->has_trace = true;
+  return p == end;
+}
+
 // The fast paths, inlined into both their public wrappers (a call and its register saves cost
 // about as much as decoding a field). Each sets every field of `h` when it returns true.
 [[gnu::always_inline]] inline bool DecodeFast(Slice bytes, RequestHeaderFields* h) {
@@ -338,6 +393,7 @@ namespace {
   h->sidecar_offsets.clear();
   h->required_feature_flags.clear();
   h->has_request_id = false;  // a header with one takes the generated parser
+  h->has_trace = false;
   if (p != end && *p == kTagRequestRemoteMethod) {
     p++;
     uint32_t len;
@@ -368,6 +424,7 @@ namespace {
     if (!ReadSmallVarint(&p, end, &v)) return false;
     h->sidecar_offsets.push_back(v);
   }
+  if (p != end && *p == kTagTraceIdHigh) return DecodeTraceFast(p, end, h);
   return p == end;
 }
 

@@ -10,10 +10,11 @@
 //    byte against the generated serializer);
 //  - decoding takes the common layout (the one the encoder writes: each field at most once, in
 //    number order) in one bounds-checked pass, with the method names pointing into the frame;
-//    anything else (other field order, repeats, packed offsets, feature flags, unknown fields,
-//    long varints) goes to the generated parser, so every header protobuf accepts is accepted
-//    with the same meaning and every one it refuses is refused (frame_codec-fuzz compares the
-//    two on every input).
+//    the trace fields are read there too when all four come in number order;
+//    anything else (other field order, repeats, packed offsets, feature flags, request ids,
+//    unknown fields, long varints) goes to the generated parser, so every header protobuf accepts
+//    is accepted with the same meaning and every one it refuses is refused (frame_codec-fuzz
+//    compares the two on every input).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,15 @@ struct RequestIdFields {
   uint32_t attempt_no = 0;
 };
 
+// The trace context fields of a RequestHeader (10-13; docs/tracing.md), as they are on the wire:
+// not checked for validity (a zero id is the receiver's business).
+struct TraceFields {
+  uint64_t trace_id_high = 0;
+  uint64_t trace_id_low = 0;
+  uint64_t parent_span_id = 0;
+  uint32_t trace_flags = 0;
+};
+
 // A RequestHeader's fields. Decoded names point into the bytes decoded (or, for a header that
 // took the generated parser, into a per-thread message that the next decode on this thread
 // replaces): valid as long as those bytes, and on the decoding thread until its next decode.
@@ -48,6 +58,9 @@ struct RequestHeaderFields {
   std::vector<uint32_t> required_feature_flags;  // RpcFeatureFlag values, known or not
   bool has_request_id = false;
   RequestIdFields request_id;
+  // Any of the trace fields present (the absent ones read as 0); encoded, all four are written.
+  bool has_trace = false;
+  TraceFields trace;
 
   // Keeps the vectors' capacity (a per-thread instance allocates nothing after its first use).
   void Clear();
@@ -76,6 +89,7 @@ struct RequestHeaderParts {
   const uint32_t* required_feature_flags = nullptr;
   size_t num_required_feature_flags = 0;
   const RequestIdFields* request_id = nullptr;  // nullptr: untracked call
+  const TraceFields* trace = nullptr;           // nullptr: no trace context
 };
 
 // The header's remote_method field (its tag, length and RemoteMethodPB), as it sits in every call
@@ -100,6 +114,10 @@ inline uint64_t Int32Wire(int32_t v) { return static_cast<uint64_t>(static_cast<
 // end of what was written). The size inline: it is a few additions per call.
 // Bytes of a request_id field (tag, length and RequestIdPB).
 size_t EncodedRequestIdSize(const RequestIdFields& id);
+// Bytes of the four trace fields.
+inline size_t EncodedTraceSize(const TraceFields& trace) {
+  return 3 * (1 + 8) + 1 + header_codec_internal::VarintSize(trace.trace_flags);
+}
 
 inline size_t EncodedSize(const RequestHeaderParts& h) {
   using header_codec_internal::Int32Wire;
@@ -110,6 +128,7 @@ inline size_t EncodedSize(const RequestHeaderParts& h) {
   for (size_t i = 0; i < h.num_required_feature_flags; i++) {
     n += 1 + VarintSize(h.required_feature_flags[i]);
   }
+  if (h.trace != nullptr) n += EncodedTraceSize(*h.trace);
   if (h.request_id != nullptr) n += EncodedRequestIdSize(*h.request_id);
   return n;
 }

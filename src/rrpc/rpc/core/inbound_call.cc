@@ -85,6 +85,7 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
     request_id_.first_incomplete_seq_no = id.first_incomplete_seq_no;
     request_id_.attempt_no = id.attempt_no;
   }
+  if (header.has_trace) SetTrace(header.trace);
   frame_block_ = std::move(frame.block);
   call_id_ = header.call_id;
   requested_service_ =
@@ -94,6 +95,18 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
     deadline_ = arrival + MonoDelta::FromMilliseconds(header.timeout_millis);
   }
   return Status::OK();
+}
+
+void InboundCall::SetTrace(const TraceFields& trace) {
+  // An invalid context (zero trace id or span id, or a partial one) is ignored, as W3C asks of a
+  // malformed traceparent: the call runs untraced.
+  if ((trace.trace_id_high | trace.trace_id_low) == 0 || trace.parent_span_id == 0) return;
+  RpczTraceIds& ids = rpcz_entry_.mutable_info()->trace;
+  ids.trace_id_high = trace.trace_id_high;
+  ids.trace_id_low = trace.trace_id_low;
+  ids.parent_span_id = trace.parent_span_id;
+  ids.flags = static_cast<uint8_t>(trace.trace_flags);
+  ids.span_id = NewSpanId();
 }
 
 void InboundCall::Untrack() {

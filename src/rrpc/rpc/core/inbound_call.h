@@ -15,10 +15,12 @@
 #include <string_view>
 #include <vector>
 
+#include "rrpc/rpc/core/header_codec.h"
 #include "rrpc/rpc/core/result_tracker.h"
 #include "rrpc/rpc/observe/rpcz_store.h"
 #include "rrpc/rpc/rpc_context.h"
 #include "rrpc/rpc/rpc_header.pb.h"
+#include "rrpc/rpc/trace_context.h"
 #include "rrpc/rpc/transport/outbound_transfer.h"
 #include "rrpc/util/block.h"
 #include "rrpc/util/monotime.h"
@@ -132,6 +134,15 @@ class InboundCall final : public OutboundTransfer {
 
   int AddOutboundSidecar(BlockSlice sidecar);
 
+  // The call's trace context (docs/tracing.md): the caller's trace id and flags with the server's
+  // own new span id for this call; invalid (valid() false) when the caller sent none or an
+  // invalid one. parent_span_id(): the caller's span (0 without a trace context).
+  TraceContext trace_context() const {
+    const RpczTraceIds& t = rpcz_entry_.info().trace;
+    return TraceContext{t.trace_id_high, t.trace_id_low, t.span_id, t.flags};
+  }
+  uint64_t parent_span_id() const { return rpcz_entry_.info().trace.parent_span_id; }
+
   // The header's request id (exactly-once), if it had one: present() false otherwise.
   const TrackedRequestId& request_id() const { return request_id_; }
   // The result tracker admitted this call to run (ResultTracker::Admit): its answer is passed to
@@ -179,6 +190,8 @@ class InboundCall final : public OutboundTransfer {
   // Serializes an error response.
   void SerializeFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status);
   void Untrack();
+  // ParseFrom, for a header with trace fields: keeps a valid context, with a new span id.
+  void SetTrace(const TraceFields& trace);
 
   static inline thread_local MonoTime last_respond_time_;  // LastRespondTimeOnThisThread()
 

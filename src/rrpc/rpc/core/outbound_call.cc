@@ -105,6 +105,16 @@ Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t
     request_id.attempt_no = static_cast<uint32_t>(controller_->attempts_);
     header.request_id = &request_id;
   }
+  TraceFields trace;
+  // The span id first: zero for the calls that carry no context, one test for them.
+  if (controller_->trace_.span_id != 0 && controller_->trace_.valid()) {
+    const TraceContext& tc = controller_->trace_;
+    trace.trace_id_high = tc.trace_id_high;
+    trace.trace_id_low = tc.trace_id_low;
+    trace.parent_span_id = tc.span_id;
+    trace.trace_flags = tc.flags;
+    header.trace = &trace;
+  }
   Result<BlockSlice> head =
       SerializeFrameHead(header, request, offset, max_message_size, head_buffer_, kInlineHeadBytes);
   RRPC_RETURN_NOT_OK(head.status());

@@ -13,12 +13,12 @@ using google::protobuf::io::CodedOutputStream;
 namespace {
 
 // Writes a frame head whose header is `header_size` bytes, written by `write_header`: into
-// `buffer` when it fits in `capacity` bytes, else into a new exactly-sized block.
+// `buffer` when it fits in `capacity` bytes, else into a new exactly-sized block. Inlined into
+// each caller, so that the header's size and writer fold into it.
 template <typename WriteHeader>
-Result<BlockSlice> SerializeFrameHeadWith(size_t header_size, const WriteHeader& write_header,
-                                          const google::protobuf::MessageLite& body,
-                                          size_t sidecar_bytes, size_t max_frame_size,
-                                          uint8_t* buffer = nullptr, size_t capacity = 0) {
+[[gnu::always_inline]] inline Result<BlockSlice> SerializeFrameHeadWith(
+    size_t header_size, const WriteHeader& write_header, const google::protobuf::MessageLite& body,
+    size_t sidecar_bytes, size_t max_frame_size, uint8_t* buffer = nullptr, size_t capacity = 0) {
   const size_t body_size = body.ByteSizeLong();
   const size_t head_size =
       CodedOutputStream::VarintSize32(static_cast<uint32_t>(header_size)) + header_size +

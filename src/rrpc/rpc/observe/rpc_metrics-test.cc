@@ -114,8 +114,9 @@ size_t ServerReplyBytes() {
   request.add_supported_features(SIDECARS);
   request.add_supported_features(CANCELLATION);
   request.add_supported_features(EXACTLY_ONCE);
-  NegotiatedPeer peer;  // a server with its result tracker on (the default) accepts all three
-  peer.features = {SIDECARS, CANCELLATION, EXACTLY_ONCE};
+  request.add_supported_features(TRACE_CONTEXT);
+  NegotiatedPeer peer;  // a server with its result tracker on (the default) accepts all four
+  peer.features = {SIDECARS, CANCELLATION, EXACTLY_ONCE, TRACE_CONTEXT};
   return BuildServerReply(request, Status::OK(), {}, &peer).slice.size();
 }
 // The cancel frame a client sends for a call it gave up on (at its deadline); call ids below 128.

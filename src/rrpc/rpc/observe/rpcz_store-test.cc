@@ -41,6 +41,51 @@ void TrackCall(RpczStore* store, RpczCallEntry* entry, const RpczCallInfo& info,
 
 MonoTime SecondsAgo(int s) { return MonoTime::Now() - MonoDelta::FromSeconds(s); }
 
+// Finished calls of sampled traces are kept, a bounded number of them, newest replacing oldest;
+// unsampled and untraced calls are not; in-flight calls carry their trace ids.
+TEST(RpczStoreTest, KeepsTheLastSpansOfSampledTracesBounded) {
+  RpczStoreOptions options;
+  options.trace_spans = 4;
+  RpczStore store(options);
+  auto traced = [](int32_t call_id, uint64_t trace_low, bool sampled) {
+    RpczCallInfo info = Info(&kEchoKey, "Echo", call_id, MonoTime::Now());
+    info.trace.trace_id_high = 1;
+    info.trace.trace_id_low = trace_low;
+    info.trace.span_id = 100 + call_id;
+    info.trace.parent_span_id = 7;
+    info.trace.flags = sampled ? 1 : 0;
+    return info;
+  };
+  {
+    RpczCallEntry e;
+    TrackCall(&store, &e, traced(1, 5, true), 0);
+    RpczInFlightList list = store.ListInFlight(10);
+    ASSERT_EQ(1u, list.calls.size());
+    EXPECT_TRUE(list.calls[0].trace.SameTrace(1, 5));
+    EXPECT_EQ(7u, list.calls[0].trace.parent_span_id);
+    e.Finish(/*sent=*/true);
+  }
+  for (int32_t id = 2; id <= 7; id++) {  // trace 5 sampled, trace 6 not, then untraced
+    RpczCallEntry a, b, c;
+    TrackCall(&store, &a, traced(id, 5, true), 0);
+    TrackCall(&store, &b, traced(id, 6, false), 1);
+    TrackCall(&store, &c, Info(&kEchoKey, "Echo", id, MonoTime::Now()), 2);
+    a.Finish(true);
+    b.Finish(true);
+    c.Finish(true);
+  }
+  const std::vector<RpczSpan> spans = store.ListSpans(1, 5);
+  ASSERT_EQ(4u, spans.size());  // the last 4 of 7, oldest first
+  for (size_t i = 0; i < spans.size(); i++) {
+    EXPECT_EQ(static_cast<int32_t>(4 + i), spans[i].call.call_id);
+    EXPECT_EQ(static_cast<uint64_t>(104 + i), spans[i].call.trace.span_id);
+    EXPECT_EQ(7u, spans[i].call.trace.parent_span_id);
+    EXPECT_EQ("Echo", spans[i].method);
+  }
+  EXPECT_TRUE(store.ListSpans(1, 6).empty());
+  EXPECT_TRUE(store.ListSpans(0, 0).empty());
+}
+
 TEST(RpczStoreTest, ListsCallsInFlightWithTheirStateLongestFirst) {
   RpczStore store;
   RpczCallEntry queued, running, sending;

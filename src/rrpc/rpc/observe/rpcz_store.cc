@@ -98,10 +98,17 @@ void RpczCallEntry::MarkFailed(MonoTime t, const ErrorStatusPB& error) {
   MarkResponded(t, error.code(), error.message());
 }
 
+struct RpczStore::SpanRing {
+  mutable Mutex mu;
+  std::vector<RpczSpan> spans RRPC_GUARDED_BY(mu);  // at most trace_spans; next replaced first
+  size_t next RRPC_GUARDED_BY(mu) = 0;
+};
+
 RpczStore::RpczStore(RpczStoreOptions options)
     : options_(std::move(options)),
       slow_threshold_ns_(options_.slow_threshold.ToNanoseconds()),
-      stripes_(new Stripe[kNumStripes]) {
+      stripes_(new Stripe[kNumStripes]),
+      spans_(std::make_unique<SpanRing>()) {
   methods_capacity_ = NextPowerOfTwo(std::max<size_t>(options_.max_methods, 1) * 2);
   methods_.reset(new std::atomic<MethodSamples*>[methods_capacity_]);
   for (size_t i = 0; i < methods_capacity_; i++) methods_[i].store(nullptr);
@@ -162,6 +169,7 @@ void RpczStore::Finish(RpczCallEntry* entry, bool sent, MonoTime done) {
   const bool slow = (done - entry->info_.arrival).ToNanoseconds() >=
                     slow_threshold_ns_.load(std::memory_order_relaxed);
   if (failed || slow) Sample(entry, done, sent, failed);
+  if (entry->info_.trace.sampled() && entry->info_.trace.present()) RecordSpan(entry, done, sent);
   entry->store_ = nullptr;
 }
 
@@ -203,29 +211,7 @@ void RpczStore::Sample(RpczCallEntry* entry, MonoTime done, bool sent, bool fail
   if (options_.samples_per_method == 0) return;
 
   // Build the sample before taking the lock, which is then held only to move it in.
-  const MonoTime arrival = entry->info_.arrival;
-  RpczSample sample;
-  sample.peer = entry->info_.peer != nullptr ? entry->info_.peer->ToString() : "";
-  sample.call_id = entry->info_.call_id;
-  const int64_t age_us = (done - arrival).ToMicroseconds();
-  const int64_t now_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count();
-  sample.arrival_unix_us = now_unix_us - age_us;
-  sample.started_us = OffsetUs(arrival, entry->started_ns_.load(std::memory_order_relaxed));
-  sample.responded_us = OffsetUs(arrival, entry->responded_ns_.load(std::memory_order_relaxed));
-  sample.done_us = age_us;
-  sample.sent = sent;
-  if (entry->error_code_ >= 0) {
-    const auto code = static_cast<ErrorStatusPB::RpcErrorCodePB>(entry->error_code_);
-    sample.error_code = ErrorStatusPB::RpcErrorCodePB_IsValid(code)
-                            ? ErrorStatusPB::RpcErrorCodePB_Name(code)
-                            : std::to_string(entry->error_code_);
-    sample.error_message = std::move(entry->error_message_);
-  } else if (!sent) {
-    sample.error_code = "NOT_SENT";
-    sample.error_message = "the connection closed before the response was written";
-  }
+  RpczSample sample = MakeSample(entry, done, sent);
 
   // A sample is worth less than the reactor's time: when another thread holds the rings, drop it.
   if (!m->mu.TryLock()) {
@@ -242,6 +228,63 @@ void RpczStore::Sample(RpczCallEntry* entry, MonoTime done, bool sent, bool fail
     ring.next = (ring.next + 1) % options_.samples_per_method;
   }
   m->mu.Unlock();
+}
+
+RpczSample RpczStore::MakeSample(RpczCallEntry* entry, MonoTime done, bool sent) {
+  const MonoTime arrival = entry->info_.arrival;
+  RpczSample sample;
+  sample.peer = entry->info_.peer != nullptr ? entry->info_.peer->ToString() : "";
+  sample.call_id = entry->info_.call_id;
+  const int64_t age_us = (done - arrival).ToMicroseconds();
+  const int64_t now_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+  sample.arrival_unix_us = now_unix_us - age_us;
+  sample.started_us = OffsetUs(arrival, entry->started_ns_.load(std::memory_order_relaxed));
+  sample.responded_us = OffsetUs(arrival, entry->responded_ns_.load(std::memory_order_relaxed));
+  sample.done_us = age_us;
+  sample.sent = sent;
+  sample.trace = entry->info_.trace;
+  if (entry->error_code_ >= 0) {
+    const auto code = static_cast<ErrorStatusPB::RpcErrorCodePB>(entry->error_code_);
+    sample.error_code = ErrorStatusPB::RpcErrorCodePB_IsValid(code)
+                            ? ErrorStatusPB::RpcErrorCodePB_Name(code)
+                            : std::to_string(entry->error_code_);
+    sample.error_message = std::move(entry->error_message_);
+  } else if (!sent) {
+    sample.error_code = "NOT_SENT";
+    sample.error_message = "the connection closed before the response was written";
+  }
+  return sample;
+}
+
+void RpczStore::RecordSpan(RpczCallEntry* entry, MonoTime done, bool sent) {
+  if (options_.trace_spans == 0) return;
+  RpczSpan span;
+  span.service.assign(entry->info_.service);
+  span.method.assign(entry->info_.method);
+  // After Sample(), which may have moved the error message out: the span keeps the code.
+  span.call = MakeSample(entry, done, sent);
+  MutexLock lock(spans_->mu);
+  if (spans_->spans.size() < options_.trace_spans) {
+    spans_->spans.push_back(std::move(span));
+    spans_->next = spans_->spans.size() % options_.trace_spans;
+  } else {
+    spans_->spans[spans_->next] = std::move(span);
+    spans_->next = (spans_->next + 1) % options_.trace_spans;
+  }
+}
+
+std::vector<RpczSpan> RpczStore::ListSpans(uint64_t trace_id_high, uint64_t trace_id_low) const {
+  std::vector<RpczSpan> out;
+  MutexLock lock(spans_->mu);
+  const size_t n = spans_->spans.size();
+  for (size_t i = 0; i < n; i++) {
+    // Oldest first: from `next` on, when the ring is full.
+    const RpczSpan& span = spans_->spans[(spans_->next + i) % n];
+    if (span.call.trace.SameTrace(trace_id_high, trace_id_low)) out.push_back(span);
+  }
+  return out;
 }
 
 RpczInFlightList RpczStore::ListInFlight(size_t limit) const {
@@ -267,6 +310,7 @@ RpczInFlightList RpczStore::ListInFlight(size_t limit) const {
       r.call.method.assign(e->info_.method);
       if (e->info_.peer != nullptr) r.peer = *e->info_.peer;
       r.call.call_id = e->info_.call_id;
+      r.call.trace = e->info_.trace;
       const int64_t started = e->started_ns_.load(std::memory_order_relaxed);
       const int64_t responded = e->responded_ns_.load(std::memory_order_relaxed);
       r.call.state = responded != 0 ? RpczCallState::kSending

@@ -49,6 +49,22 @@ enum class RpczCallState {
 };
 const char* RpczCallStateName(RpczCallState state);  // "queued", "running", "sending"
 
+// A call's trace context (docs/tracing.md): all zeros when the caller sent none. span_id is the
+// server's own span for the call, parent_span_id the caller's.
+struct RpczTraceIds {
+  uint64_t trace_id_high = 0;
+  uint64_t trace_id_low = 0;
+  uint64_t span_id = 0;
+  uint64_t parent_span_id = 0;
+  uint8_t flags = 0;
+
+  bool present() const { return span_id != 0; }
+  bool sampled() const { return (flags & 1) != 0; }
+  bool SameTrace(uint64_t high, uint64_t low) const {
+    return present() && trace_id_high == high && trace_id_low == low;
+  }
+};
+
 // A call in flight, as copied out by RpczStore::ListInFlight().
 struct RpczInFlightCall {
   std::string service;  // "rrpc.rtest.EchoService"
@@ -60,6 +76,7 @@ struct RpczInFlightCall {
   // Offsets from arrival; negative when the call has not got there yet.
   MonoDelta started;
   MonoDelta responded;
+  RpczTraceIds trace;
 };
 
 struct RpczInFlightList {
@@ -80,6 +97,14 @@ struct RpczSample {
   bool sent = false;            // False: the connection went away before the response was written.
   std::string error_code;       // "" on success, else e.g. "ERROR_TIMED_OUT".
   std::string error_message;
+  RpczTraceIds trace;
+};
+
+// A finished call of a sampled trace (RpczStore::ListSpans): the server's span.
+struct RpczSpan {
+  std::string service;
+  std::string method;
+  RpczSample call;  // its timeline, outcome and trace ids
 };
 
 // The samples of one method, newest first.
@@ -101,6 +126,9 @@ struct RpczCallInfo {
   const Sockaddr* peer = nullptr;
   int32_t call_id = 0;
   MonoTime arrival;
+  // Set by the call's owner when the caller sent a valid trace context (InboundCall::ParseFrom);
+  // zeros otherwise.
+  RpczTraceIds trace;
 };
 
 // The store's part of one call, embedded in it. Not copyable: the store links to it.
@@ -134,6 +162,8 @@ class RpczCallEntry {
   // from a caller's struct).
   // REQUIRES: not tracked.
   RpczCallInfo* mutable_info() { return &info_; }
+  // The owner's thread.
+  const RpczCallInfo& info() const { return info_; }
 
  private:
   friend class RpczStore;
@@ -168,6 +198,9 @@ struct RpczStoreOptions {
   // Distinct methods that can have samples; calls of further methods are tracked in flight but
   // not sampled. Fixed so that the method table never reallocates (it is read without locks).
   size_t max_methods = 1024;
+  // Finished calls of sampled traces kept for ListSpans(), newest replacing oldest: one ring per
+  // store, bounded. 0 keeps none.
+  size_t trace_spans = 1024;
 };
 
 class RpczStore {
@@ -190,6 +223,9 @@ class RpczStore {
   RpczInFlightList ListInFlight(size_t limit) const;
   // Every method with samples, sorted by service and method.
   std::vector<RpczMethodSamples> ListSamples() const;
+  // The kept spans of the trace `trace_id_high`/`trace_id_low`, oldest first (see
+  // RpczStoreOptions::trace_spans).
+  std::vector<RpczSpan> ListSpans(uint64_t trace_id_high, uint64_t trace_id_low) const;
   // Samples not taken because their ring was busy (another sample being taken or read).
   uint64_t samples_dropped() const { return samples_dropped_.load(std::memory_order_relaxed); }
 
@@ -197,6 +233,7 @@ class RpczStore {
   friend class RpczCallEntry;  // Finish()
   struct Stripe;
   struct MethodSamples;
+  struct SpanRing;
 
   // Stripes of the in-flight list. More than a typical server's reactors, so that each reactor
   // has its own; a cache line each, so that reactors do not share one.
@@ -207,6 +244,10 @@ class RpczStore {
   // The samples of `info.method_key`, created on first use; null when the table is full.
   MethodSamples* FindOrCreateMethod(const RpczCallInfo& info);
   void Sample(RpczCallEntry* entry, MonoTime done, bool sent, bool failed);
+  // The entry's timeline and outcome as a sample (its error message moved out).
+  static RpczSample MakeSample(RpczCallEntry* entry, MonoTime done, bool sent);
+  // Keeps a finished call of a sampled trace in spans_.
+  void RecordSpan(RpczCallEntry* entry, MonoTime done, bool sent);
 
   const RpczStoreOptions options_;
   std::atomic<int64_t> slow_threshold_ns_;
@@ -216,6 +257,7 @@ class RpczStore {
   size_t methods_capacity_ = 0;  // A power of two, at least twice max_methods.
   std::atomic<size_t> num_methods_{0};
   std::atomic<uint64_t> samples_dropped_{0};
+  std::unique_ptr<SpanRing> spans_;
 };
 
 inline RpczCallEntry::~RpczCallEntry() {

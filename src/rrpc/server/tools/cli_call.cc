@@ -70,10 +70,11 @@ Result<std::unique_ptr<pb::Message>> ParseTextRequest(const pb::Descriptor* type
 
 Status CallMethod(const std::shared_ptr<rpc::Messenger>& messenger, const Sockaddr& server,
                   const pb::MethodDescriptor* method, const pb::Message& request,
-                  pb::Message* response, MonoDelta timeout) {
+                  pb::Message* response, MonoDelta timeout, const rpc::TraceContext& trace) {
   rpc::Proxy proxy(messenger, server, method->service()->full_name());
   rpc::RpcController ctl;
   ctl.set_timeout(timeout);
+  ctl.set_trace_context(trace);
   Status s = proxy.SyncRequest(method->name(), request, response, &ctl);
   if (s.ok()) return s;
   const rpc::ErrorStatusPB* error = ctl.error_response();
@@ -92,14 +93,15 @@ Status AsCallFailure(const Status& status) {
 Result<std::string> CallMethodWithText(const std::shared_ptr<rpc::Messenger>& messenger,
                                        const Sockaddr& server, DescriptorSource* source,
                                        const MethodName& name, const std::string& request_text,
-                                       MonoDelta timeout) {
+                                       MonoDelta timeout, const rpc::TraceContext& trace) {
   RRPC_ASSIGN_OR_RETURN(const pb::MethodDescriptor* method, ResolveMethod(source, name));
   // The factory owns the prototypes the messages were made from: declared first, destroyed last.
   pb::DynamicMessageFactory factory;
   RRPC_ASSIGN_OR_RETURN(std::unique_ptr<pb::Message> request,
                         ParseTextRequest(method->input_type(), &factory, request_text));
   std::unique_ptr<pb::Message> response(factory.GetPrototype(method->output_type())->New());
-  RRPC_RETURN_NOT_OK(CallMethod(messenger, server, method, *request, response.get(), timeout));
+  RRPC_RETURN_NOT_OK(
+      CallMethod(messenger, server, method, *request, response.get(), timeout, trace));
   std::string out;
   if (!pb::TextFormat::PrintToString(*response, &out)) {
     return Status::Corruption("cannot print the response of " + method->full_name());

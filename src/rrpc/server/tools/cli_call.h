@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "rrpc/rpc/trace_context.h"
 #include "rrpc/server/tools/cli_descriptors.h"
 #include "rrpc/util/monotime.h"
 #include "rrpc/util/sockaddr.h"
@@ -44,12 +45,13 @@ Result<std::unique_ptr<google::protobuf::Message>> ParseTextRequest(
     const google::protobuf::Descriptor* type, google::protobuf::MessageFactory* factory,
     const std::string& text);
 
-// Calls `method` at `server` with `request`, waiting up to `timeout`; fills `response`. Errors
-// keep the server's message; a server that lacks the service or method gives NotFound.
+// Calls `method` at `server` with `request`, waiting up to `timeout`, carrying `trace` (none when
+// invalid); fills `response`. Errors keep the server's message; a server that lacks the service
+// or method gives NotFound.
 Status CallMethod(const std::shared_ptr<rpc::Messenger>& messenger, const Sockaddr& server,
                   const google::protobuf::MethodDescriptor* method,
                   const google::protobuf::Message& request, google::protobuf::Message* response,
-                  MonoDelta timeout);
+                  MonoDelta timeout, const rpc::TraceContext& trace = {});
 
 // `status` of a failed call, recoded so that CliExitCode() counts it as a failed call even when a
 // lower layer said InvalidArgument or NotFound (e.g. a peer that does not speak rrpc).
@@ -59,6 +61,6 @@ Status AsCallFailure(const Status& status);
 Result<std::string> CallMethodWithText(const std::shared_ptr<rpc::Messenger>& messenger,
                                        const Sockaddr& server, DescriptorSource* source,
                                        const MethodName& name, const std::string& request_text,
-                                       MonoDelta timeout);
+                                       MonoDelta timeout, const rpc::TraceContext& trace = {});
 
 }  // namespace rrpc::server

@@ -53,15 +53,25 @@ Result<CliContext> MakeContext(const std::string& host_port, const CliOptions& o
   return ctx;
 }
 
-Status RunCall(const std::vector<std::string>& args, const CliOptions& options, std::ostream& out) {
+Status RunCall(const std::vector<std::string>& args, const CliOptions& options, std::ostream& out,
+               std::ostream& err) {
   if (args.size() < 3 || args.size() > 4) {
     return BadUsage("call takes HOST:PORT SERVICE.METHOD ['TEXT-FORMAT REQUEST']");
   }
   RRPC_ASSIGN_OR_RETURN(MethodName name, ParseMethodName(args[2]));
+  rpc::TraceContext trace = rpc::TraceContext::NewRoot(/*sampled=*/true);
+  if (!options.traceparent.empty()) {
+    Result<rpc::TraceContext> given = rpc::TraceContext::FromTraceparent(options.traceparent);
+    if (!given.ok()) return given.status().CloneAndPrepend("bad --traceparent");
+    trace = *given;
+  }
   RRPC_ASSIGN_OR_RETURN(CliContext ctx, MakeContext(args[1], options));
-  RRPC_ASSIGN_OR_RETURN(std::string response,
-                        CallMethodWithText(ctx.messenger, ctx.server, ctx.source.get(), name,
-                                           args.size() == 4 ? args[3] : "", options.timeout));
+  // Before the call: a call that fails or hangs can be looked up too (/rpcz?trace=ID).
+  err << "trace_id: " << trace.TraceIdHex() << "\n";
+  RRPC_ASSIGN_OR_RETURN(
+      std::string response,
+      CallMethodWithText(ctx.messenger, ctx.server, ctx.source.get(), name,
+                         args.size() == 4 ? args[3] : "", options.timeout, trace));
   out << response;
   return Status::OK();
 }
@@ -170,7 +180,7 @@ int RunCli(const std::vector<std::string>& args, const CliOptions& options, std:
   Status s;
   const std::string& command = args[0];
   if (command == "call") {
-    s = RunCall(args, options, out);
+    s = RunCall(args, options, out, err);
   } else if (command == "list") {
     s = RunList(args, options, out);
   } else if (command == "status") {
@@ -205,7 +215,9 @@ std::string CliUsage() {
          "\n"
          "Descriptors come from the server's reflection service (rrpc.server.ServerReflection),\n"
          "or from --proto=FILE[,FILE] with --proto_path=DIR[:DIR] when the server has none.\n"
-         "The response is printed in protobuf text format.\n"
+         "The response is printed in protobuf text format. `call` prints its trace id on the\n"
+         "error stream (a new sampled trace, or --traceparent=VALUE's): /rpcz?trace=ID on the\n"
+         "server's web UI lists the call's spans.\n"
          "\n"
          "Exit codes: 0 success; 1 the call failed (network, timeout, the server's error);\n"
          "2 bad command (usage, unknown service or method, bad request text or .proto file).\n";

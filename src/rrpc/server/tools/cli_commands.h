@@ -37,6 +37,9 @@ struct CliOptions {
   std::string status_service = "rrpc.server.ServerStatusService";
   // TLS and authentication toward the server (the --rpc_* security flags).
   rpc::SecurityOptions security;
+  // `call`: the trace context the call carries, as a W3C traceparent; empty: a new sampled trace.
+  // Either way the call's trace id is printed on the error stream ("trace_id: ...").
+  std::string traceparent;
 };
 
 // The exit code a failure maps to.

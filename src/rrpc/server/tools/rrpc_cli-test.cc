@@ -17,7 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "rrpc/rpc/core/service_pool.h"
 #include "rrpc/rpc/messenger.h"
+#include "rrpc/rpc/observe/rpcz_store.h"
 #include "rrpc/rpc/security/ephemeral_certs.h"
 #include "rrpc/rpc/testing/rpc-test-util.h"
 #include "rrpc/server/reflection_service.h"
@@ -220,11 +222,30 @@ TEST_F(RrpcCliTest, CallsEchoAndAddFromTextFormatRequests) {
   CliRun echo = Run({"call", addr, "rrpc.rtest.EchoService.Echo", "data: \"hello cli\""});
   EXPECT_EQ(0, echo.exit_code) << echo.err;
   EXPECT_EQ("data: \"hello cli\"\n", echo.out);
-  EXPECT_EQ("", echo.err);
+  // The call's trace id, and nothing else, on stderr.
+  EXPECT_EQ(std::string("trace_id: ").size() + 32 + 1, echo.err.size()) << echo.err;
+  EXPECT_TRUE(Contains(echo.err, "trace_id: ")) << echo.err;
 
   CliRun add = Run({"call", addr, "rrpc.rtest.EchoService/Add", "a: 40 b: 2"});
   EXPECT_EQ(0, add.exit_code) << add.err;
   EXPECT_EQ("sum: 42\n", add.out);
+}
+
+TEST_F(RrpcCliTest, CallCarriesTheTraceparentGivenAndPrintsItsTraceId) {
+  const std::string addr = StartServer(/*with_reflection=*/true);
+  CliRun run = Run({"--traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "call",
+                    addr, "rrpc.rtest.EchoService.Echo", "data: \"traced\""});
+  EXPECT_EQ(0, run.exit_code) << run.err;
+  EXPECT_EQ("trace_id: 4bf92f3577b34da6a3ce929d0e0e4736\n", run.err);
+  // The server kept the call's span under that trace (the CLI's call is sampled).
+  rpc::RpczStore* rpcz = servers_.back()->service_pool()->rpcz_store();
+  EXPECT_TRUE(rpc::WaitForCondition(
+      [&] { return !rpcz->ListSpans(0x4bf92f3577b34da6ULL, 0xa3ce929d0e0e4736ULL).empty(); }));
+
+  CliRun bad = Run(
+      {"--traceparent=00-nothex-01", "call", addr, "rrpc.rtest.EchoService.Echo", "data: \"x\""});
+  EXPECT_EQ(kCliExitBadInput, bad.exit_code);
+  EXPECT_TRUE(Contains(bad.err, "bad --traceparent")) << bad.err;
 }
 
 TEST_F(RrpcCliTest, ListsServicesWithTheirMethods) {

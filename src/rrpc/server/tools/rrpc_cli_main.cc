@@ -23,6 +23,9 @@ DEFINE_string(proto_path, "",
               "protoc's --proto_path (default: the current directory).");
 DEFINE_string(webserver, "",
               "HOST:PORT of the server's web UI: `metrics` then reads its /metrics page.");
+DEFINE_string(traceparent, "",
+              "W3C traceparent the `call` carries (00-TRACEID-SPANID-FLAGS), e.g. from a gateway; "
+              "empty: a new sampled trace. The trace id is printed on stderr either way.");
 DEFINE_string(status_service, "rrpc.server.ServerStatusService",
               "The service `status` (GetStatus) and `metrics` (GetMetrics) call.");
 
@@ -60,6 +63,7 @@ int main(int argc, char* argv[]) {
   options.proto_paths = Split(FLAGS_proto_path, ':');
   options.webserver = FLAGS_webserver;
   options.status_service = FLAGS_status_service;
+  options.traceparent = FLAGS_traceparent;
   options.security = rrpc::rpc::SecurityOptionsFromFlags();
   std::vector<std::string> args(argv + 1, argv + argc);
   return rrpc::server::RunCli(args, options, std::cout, std::cerr);

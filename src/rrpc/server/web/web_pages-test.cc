@@ -326,6 +326,52 @@ TEST_F(WebPagesTest, RpczShowsACallBlockedInItsHandlerAsRunning) {
   EXPECT_TRUE(Contains(r.body, "No calls in flight.")) << r.body;
 }
 
+TEST_F(WebPagesTest, RpczListsOneTracesSpansWithTheirParents) {
+  StartAll();
+  rpc::RpczStore* store = server_->service_pool()->rpcz_store();
+  store->set_slow_threshold(MonoDelta::FromMilliseconds(10));
+  Result<rpc::TraceContext> trace =
+      rpc::TraceContext::FromTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  ASSERT_TRUE(trace.ok());
+  rtest::EchoRequestPB req;
+  req.set_data("traced");
+  req.set_sleep_ms(30);  // slow: sampled in the slow calls too
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(60));
+  ctl.set_trace_context(*trace);
+  ASSERT_TRUE(Proxy().Echo(req, &resp, &ctl).ok());
+  ASSERT_TRUE(Echo("untraced").ok());
+  ASSERT_TRUE(WaitForCondition(
+      [&] { return store->ListSpans(trace->trace_id_high, trace->trace_id_low).size() == 1; }));
+
+  HttpReply r = Fetch("/rpcz?format=json&trace=4bf92f3577b34da6a3ce929d0e0e4736");
+  ASSERT_EQ(200, r.status);
+  ExpectValidJson(r.body);
+  EXPECT_TRUE(Contains(r.body, "\"trace_id\":\"4bf92f3577b34da6a3ce929d0e0e4736\"")) << r.body;
+  EXPECT_TRUE(Contains(r.body, "\"parent_span_id\":\"00f067aa0ba902b7\"")) << r.body;
+  EXPECT_TRUE(Contains(r.body, "\"method\":\"Echo\"")) << r.body;
+  EXPECT_FALSE(Contains(r.body, "untraced")) << r.body;
+
+  // The slow-call sample shows its trace too, linked to the trace's page.
+  r = Fetch("/rpcz");
+  ASSERT_EQ(200, r.status);
+  EXPECT_TRUE(Contains(r.body, "/rpcz?trace=4bf92f3577b34da6a3ce929d0e0e4736")) << r.body;
+  EXPECT_TRUE(Contains(r.body, "parent 00f067aa0ba902b7")) << r.body;
+  r = Fetch("/rpcz?trace=4bf92f3577b34da6a3ce929d0e0e4736");
+  ASSERT_EQ(200, r.status);
+  EXPECT_TRUE(Contains(r.body, "Spans of trace 4bf92f3577b34da6a3ce929d0e0e4736")) << r.body;
+  EXPECT_TRUE(Contains(r.body, "00f067aa0ba902b7")) << r.body;
+
+  // A trace with no spans here: an empty list. A bad id: 400 saying why.
+  r = Fetch("/rpcz?trace=0123456789abcdef0123456789abcdef");
+  ASSERT_EQ(200, r.status);
+  EXPECT_TRUE(Contains(r.body, "No spans of this trace on this server.")) << r.body;
+  r = Fetch("/rpcz?trace=not-a-trace");
+  EXPECT_EQ(400, r.status);
+  EXPECT_TRUE(Contains(r.body, "32 hex digits")) << r.body;
+}
+
 TEST_F(WebPagesTest, RpczShowsRecentSlowAndFailedCallsWithTimelines) {
   StartAll();
   rpc::RpczStore* store = server_->service_pool()->rpcz_store();
