@@ -183,66 +183,12 @@ TEST_F(ChannelTest, HashKeySticksToOneServer) {
   }
 }
 
-// `slots` calls in flight at once through `proxy`, `total` in all; counts failures.
-class Load {
- public:
-  Load(rtest::EchoServiceProxy proxy, int slots, int total)
-      : proxy_(std::move(proxy)), slots_(slots), left_(total), done_(slots) {}
-  void Start() {
-    for (int i = 0; i < slots_; i++) {
-      slot_.emplace_back(std::make_unique<Slot>());
-      Next(slot_.back().get());
-    }
-  }
-  void Wait() { done_.Wait(); }
-  int failed() const { return failed_.load(); }
-  int finished() const { return finished_.load(); }
-  std::string first_error() {
-    MutexLock l(mu_);
-    return first_error_;
-  }
-
- private:
-  struct Slot {
-    rtest::EchoRequestPB req;
-    rtest::EchoResponsePB resp;
-    RpcController ctl;
-  };
-  void Next(Slot* slot) {
-    if (left_.fetch_sub(1) <= 0) {
-      done_.CountDown();
-      return;
-    }
-    slot->ctl.Reset();
-    slot->ctl.set_timeout(MonoDelta::FromSeconds(60));
-    slot->req.set_data("payload");
-    proxy_.EchoAsync(slot->req, &slot->resp, &slot->ctl, [this, slot] {
-      if (!slot->ctl.status().ok()) {
-        failed_.fetch_add(1);
-        MutexLock l(mu_);
-        if (first_error_.empty()) first_error_ = slot->ctl.status().ToString();
-      }
-      finished_.fetch_add(1);
-      Next(slot);
-    });
-  }
-  rtest::EchoServiceProxy proxy_;
-  const int slots_;
-  std::atomic<int> left_;
-  std::atomic<int> failed_{0};
-  std::atomic<int> finished_{0};
-  CountDownLatch done_;
-  std::vector<std::unique_ptr<Slot>> slot_;
-  Mutex mu_;
-  std::string first_error_;
-};
-
 TEST_F(ChannelTest, KilledServerUnderLoadFailsNoIdempotentCall) {
   StartServers(3);
   auto channel_a = NewChannel(NewClient("client-a"), ChannelOptions());
   auto channel_b = NewChannel(NewClient("client-b"), ChannelOptions());
-  Load a(rtest::EchoServiceProxy(channel_a), 64, 3000);
-  Load b(rtest::EchoServiceProxy(channel_b), 64, 3000);
+  EchoLoad a(rtest::EchoServiceProxy(channel_a), 64, 3000);
+  EchoLoad b(rtest::EchoServiceProxy(channel_b), 64, 3000);
   a.Start();
   b.Start();
   ASSERT_TRUE(WaitForCondition([&] { return a.finished() + b.finished() >= 1000; }));
