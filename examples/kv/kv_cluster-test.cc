@@ -1,7 +1,7 @@
 // Cluster scenarios of issue 25 with real kv-server processes (docs/cluster.md): clients calling
 // three servers through a cluster channel lose no call when one server is SIGKILLed under load,
 // nor while all three are restarted one by one, registered in a private etcd and drained on
-// SIGTERM (withdrawn from the registry first).
+// SIGTERM (withdrawn from the registry first). And kv-cli and kv-bench take cluster targets.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -10,9 +10,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -194,6 +197,44 @@ class KvLoad {
   std::string first_error_ RRPC_GUARDED_BY(mu_);
 };
 
+struct ToolRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Runs `args` (args[0] a binary path) to its end, its output in files under `dir`.
+ToolRun RunTool(std::vector<std::string> args, const std::string& dir) {
+  const std::string out = dir + "/tool.out", err = dir + "/tool.err";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  ToolRun run;
+  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    run.err = "posix_spawn: " + std::string(strerror(rc));
+    return run;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  run.out = ReadAll(out);
+  run.err = ReadAll(err);
+  return run;
+}
+
 class KvClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -314,6 +355,44 @@ TEST_F(KvClusterTest, RollingRestartThroughEtcdFailsNoReadOrWrite) {
     EXPECT_EQ(load->failed(), 0) << load->first_error();
     EXPECT_GT(load->finished(), 600);
   }
+}
+
+// kv-cli and kv-bench take a cluster target where they take host:port: a key put through the
+// target is read back through it (one key's calls go to one server), kv-bench runs through it,
+// and a malformed target is a clear error.
+TEST_F(KvClusterTest, KvCliAndKvBenchTakeClusterTargets) {
+  rpc::EtcdTestServer etcd;
+  ASSERT_TRUE(etcd.Start().ok());
+  const std::string etcd_target = "etcd://" + etcd.endpoint() + "/kv";
+  ASSERT_NO_FATAL_FAILURE(StartServers(2, {"--registry=" + etcd_target}));
+  const std::string list = servers_[0]->addr().ToString() + "," + servers_[1]->addr().ToString();
+  const std::string file = dir_ + "/servers";
+  std::ofstream(file) << servers_[0]->addr().ToString() << "\n"
+                      << servers_[1]->addr().ToString() << "\n";
+  int n = 0;
+  for (const std::string& target : {"list://" + list, "file://" + file, etcd_target}) {
+    SCOPED_TRACE(target);
+    const std::string server = "--server=" + target;
+    for (int i = 0; i < 4; i++, n++) {
+      const std::string key = "tool" + std::to_string(n);
+      ToolRun put =
+          RunTool({KV_CLI_PATH, server, "--timeout_ms=30000", "put", key, "v" + key}, dir_);
+      ASSERT_EQ(put.exit_code, 0) << put.err;
+      ToolRun get = RunTool({KV_CLI_PATH, server, "--timeout_ms=30000", "get", key}, dir_);
+      ASSERT_EQ(get.exit_code, 0) << get.err;
+      EXPECT_EQ(get.out, "v" + key + "\n");
+    }
+    ToolRun bench = RunTool(
+        {KV_BENCH_PATH, server, "--mode=get", "--keys=40", "--conc=2", "--duration_s=0.3"}, dir_);
+    ASSERT_EQ(bench.exit_code, 0) << bench.err;
+    EXPECT_NE(bench.out.find("RESULT impl=kv mode=get"), std::string::npos) << bench.out;
+  }
+  ToolRun bad = RunTool({KV_CLI_PATH, "--server=nope://x", "get", "k"}, dir_);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("nope://x"), std::string::npos) << bad.err;
+  ToolRun bad_bench = RunTool({KV_BENCH_PATH, "--server=list://", "--duration_s=0.1"}, dir_);
+  EXPECT_EQ(bad_bench.exit_code, 2);
+  EXPECT_NE(bad_bench.err.find("list://"), std::string::npos) << bad_bench.err;
 }
 
 }  // namespace
