@@ -238,6 +238,49 @@ TEST_F(ChannelTest, CallRefusedAsTooBusyGoesToAnotherServer) {
   blockers.Wait();
 }
 
+// A full server refuses at once: its refusals must not pass for fast answers, or the balancer
+// would send it ever more calls to refuse (each a retry, until the budget runs dry).
+TEST_F(ChannelTest, ServerRefusingAsTooBusyLosesThePowerOfTwoComparisons) {
+  MessengerOptions options;
+  options.num_workers = 1;
+  options.service_queue_length = 1;
+  StartServers(3, options);
+  servers_[0].service->set_echo_hook(
+      [this](const rtest::EchoRequestPB&, RpcContext*) { gate_.Pass(); });
+  auto direct_client = NewClient("direct");
+  rtest::EchoServiceProxy direct(direct_client, servers_[0].addr);
+  rtest::EchoRequestPB req;
+  req.set_data("blocker");
+  rtest::EchoResponsePB resp[2];
+  RpcController ctl[2];
+  CountDownLatch blockers(2);
+  for (int i = 0; i < 2; i++) {
+    ctl[i].set_timeout(MonoDelta::FromSeconds(60));
+    direct.EchoAsync(req, &resp[i], &ctl[i], [&blockers] { blockers.CountDown(); });
+  }
+  ASSERT_TRUE(WaitForCondition([&] { return servers_[0].service->calls() == 1; }));
+  auto channel = NewChannel(NewClient(), ChannelOptions());
+  rtest::EchoServiceProxy proxy(channel);
+  int refused = 0;
+  Status failure;
+  for (int i = 0; i < 300; i++) {
+    rtest::EchoRequestPB creq;
+    creq.set_data("x");
+    rtest::EchoResponsePB cresp;
+    RpcController cctl;
+    // Later than the blockers' deadline: the queue keeps them (it refuses the latest deadline).
+    cctl.set_timeout(MonoDelta::FromSeconds(120));
+    Status s = proxy.Echo(creq, &cresp, &cctl);
+    if (!s.ok() && failure.ok()) failure = s;
+    refused += cctl.attempts() - 1;
+  }
+  EXPECT_TRUE(failure.ok()) << failure.ToString();
+  // Each refusal doubles its latency in the balancer's eyes: a handful, not a share of 300.
+  EXPECT_LT(refused, 20);
+  gate_.Open();
+  blockers.Wait();
+}
+
 TEST_F(ChannelTest, NonIdempotentCallFailsOverWhenItsConnectionNeverOpened) {
   StartServers(2);
   servers_[0].messenger->Shutdown();  // its port now refuses connections
