@@ -351,6 +351,54 @@ TEST_F(ChannelTest, HedgeGoesToASecondServerAndTheFirstAnswerWins) {
   EXPECT_EQ(resp.data(), "hedged");
 }
 
+// A server that holds calls without answering (as one whose packets are dropped would): with a
+// per-attempt timeout an idempotent call moves to another server long before its deadline; the
+// attempts stop at the call's deadline; a non-idempotent call has no attempt timeout (it may
+// have run).
+TEST_F(ChannelTest, AttemptTimeoutMovesAnIdempotentCallOnWithinItsDeadline) {
+  StartServers(2);
+  servers_[0].service->set_echo_hook(
+      [this](const rtest::EchoRequestPB&, RpcContext*) { gate_.Pass(); });
+  ChannelOptions options;
+  options.balancer = BalancerPolicy::kRoundRobin;  // the first attempt goes to server 1
+  options.attempt_timeout = MonoDelta::FromMilliseconds(200);
+  auto channel = NewChannel(NewClient(), options);
+  rtest::EchoServiceProxy proxy(channel);
+  rtest::EchoRequestPB req;
+  req.set_data("moved on");
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(60));
+  const MonoTime start = MonoTime::Now();
+  Status s = proxy.Echo(req, &resp, &ctl);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(resp.data(), "moved on");
+  EXPECT_EQ(ctl.attempts(), 2);
+  EXPECT_EQ(servers_[1].service->calls(), 1);
+  EXPECT_LT(MonoTime::Now() - start, MonoDelta::FromSeconds(30));  // not the call's 60 s
+
+  // Add is not idempotent: it gets no attempt timeout (a free worker of either server runs it).
+  rtest::AddRequestPB add;
+  add.set_a(1);
+  add.set_b(2);
+  rtest::AddResponsePB sum;
+  RpcController add_ctl;
+  add_ctl.set_timeout(MonoDelta::FromSeconds(60));
+  ASSERT_TRUE(proxy.Add(add, &sum, &add_ctl).ok());
+  EXPECT_EQ(add_ctl.attempts(), 1);
+  // Both servers hold their calls: the attempts end with the call's deadline, not after.
+  servers_[1].service->set_echo_hook(
+      [this](const rtest::EchoRequestPB&, RpcContext*) { gate_.Pass(); });
+  RpcController late;
+  late.set_timeout(MonoDelta::FromMilliseconds(300));
+  rtest::EchoResponsePB late_resp;
+  s = proxy.Echo(req, &late_resp, &late);
+  EXPECT_TRUE(s.IsTimedOut()) << s.ToString();
+  EXPECT_LE(late.attempts(), 2);
+
+  gate_.Open();
+}
+
 TEST_F(ChannelTest, NonIdempotentCallIsNotHedged) {
   StartServers(2);
   ChannelOptions options;
