@@ -91,6 +91,40 @@ TEST_F(ChannelScenariosTest, ServerAddedToEtcdTakesCallsAndOneRemovedGetsNone) {
       [&] { ASSERT_TRUE(registry.Delete("/kv/" + servers_[0].addr.ToString()).ok()); });
 }
 
+// etcd goes down: the channel keeps calling the servers it knew, and says the registry failed
+// (resolver_status); when etcd is back the set follows it again.
+TEST_F(ChannelScenariosTest, EtcdDownKeepsTheLastServersAndSaysSo) {
+  EtcdTestServer etcd;
+  ASSERT_TRUE(etcd.Start().ok());
+  StartServers(3);
+  {
+    EtcdClient registry = etcd.Client();
+    for (int i = 0; i < 2; i++) {
+      ASSERT_TRUE(
+          registry.Put("/kv/" + servers_[i].addr.ToString(), servers_[i].addr.ToString(), 0).ok());
+    }
+  }
+  auto channel = Channel::Create(NewClient(), "etcd://" + etcd.endpoint() + "/kv");
+  ASSERT_TRUE(channel.ok()) << channel.status().ToString();
+  ASSERT_TRUE((*channel)->WaitForServers(MonoTime::Now() + MonoDelta::FromSeconds(60)).ok());
+  rtest::EchoServiceProxy proxy(*channel);
+  etcd.Kill();
+  ASSERT_TRUE(WaitForCondition([&] { return !(*channel)->resolver_status().ok(); }));
+  for (int i = 0; i < 20; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  EXPECT_EQ((*channel)->Backends().size(), 2u);
+  EXPECT_EQ(servers_[0].service->calls() + servers_[1].service->calls(), 20);
+
+  ASSERT_TRUE(etcd.Restart().ok());
+  {
+    EtcdClient registry = etcd.Client();
+    ASSERT_TRUE(
+        registry.Put("/kv/" + servers_[2].addr.ToString(), servers_[2].addr.ToString(), 0).ok());
+  }
+  ASSERT_TRUE(WaitForCondition([&] {
+    return (*channel)->resolver_status().ok() && HasBackend(**channel, servers_[2].addr);
+  }));
+}
+
 TEST_F(ChannelScenariosTest, ServerAddedToTheFileTakesCallsAndOneRemovedGetsNone) {
   char dir_template[] = "/tmp/rrpc-channel-file-XXXXXX";
   ASSERT_NE(mkdtemp(dir_template), nullptr);
