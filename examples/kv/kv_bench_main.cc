@@ -29,7 +29,10 @@ DEFINE_int32(payload, 100, "Value size in bytes.");
 DEFINE_int32(conc, 4, "Client threads, each with one call in flight.");
 DEFINE_double(duration_s, 5, "Seconds of the timed run.");
 DEFINE_int32(keys, 10000, "Distinct keys written and read.");
-DEFINE_string(server, "", "host:port of a running kv-server; empty: start one in-process.");
+DEFINE_string(server, "",
+              "host:port of a running kv-server, or a cluster target of several (list://, "
+              "file://, dns:///, etcd://; each key's calls go to one server of it); empty: start "
+              "one in-process.");
 DEFINE_int32(server_workers, 4, "Worker threads of the in-process server.");
 
 namespace {
@@ -60,7 +63,8 @@ long RssKb() {
 int main(int argc, char** argv) {
   rrpc::ParseCommandLine(
       &argc, &argv,
-      {"kv-bench [--mode=put|get] [--payload=BYTES] [--conc=N] [--duration_s=S] [--server=H:P]",
+      {"kv-bench [--mode=put|get] [--payload=BYTES] [--conc=N] [--duration_s=S] "
+       "[--server=H:P|TARGET]",
        "Throughput and latency of kv-server for small puts or gets; starts its own server unless "
        "--server names one. Prints rpc-bench's RESULT line with impl=kv.",
        {"kv/kv_bench_main.cc", "rrpc/rpc/security_flags.cc"}});
@@ -71,7 +75,7 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<rrpc::kv::KvServer> server;
   std::string data_dir;
-  rrpc::Sockaddr addr;
+  std::string server_name = FLAGS_server;
   if (FLAGS_server.empty()) {
     char tmpl[] = "/tmp/kv-bench-XXXXXX";
     CHECK(mkdtemp(tmpl) != nullptr);
@@ -83,17 +87,18 @@ int main(int argc, char** argv) {
     opts.base.messenger.security = rrpc::rpc::SecurityOptionsFromFlags();
     server = std::make_unique<rrpc::kv::KvServer>(opts);
     RRPC_CHECK_OK(server->Start());
-    addr = server->rpc_address();
-  } else {
-    auto parsed = rrpc::Sockaddr::Parse(FLAGS_server);
-    RRPC_CHECK_OK(parsed.status());
-    addr = *parsed;
+    server_name = server->rpc_address().ToString();
   }
   rrpc::rpc::MessengerBuilder builder("kv-bench");
   builder.mutable_options()->security = rrpc::rpc::SecurityOptionsFromFlags();
   auto messenger = builder.Build();
   RRPC_CHECK_OK(messenger.status());
-  rrpc::kv::KvClient client(*messenger, addr);
+  auto connected = rrpc::kv::KvClient::Connect(*messenger, server_name);
+  if (!connected.ok()) {
+    fprintf(stderr, "kv-bench: %s\n", connected.status().ToString().c_str());
+    return 2;
+  }
+  rrpc::kv::KvClient& client = **connected;
   const std::string value(static_cast<size_t>(FLAGS_payload), 'v');
   if (FLAGS_mode == "get") {
     for (int i = 0; i < FLAGS_keys; i++) RRPC_CHECK_OK(client.Put(KeyOf(i), value));

@@ -4,6 +4,7 @@
 //   kv-cli --server=127.0.0.1:7050 get KEY
 //   kv-cli --server=127.0.0.1:7050 delete KEY
 //   kv-cli --server=127.0.0.1:7050 scan [START [END [LIMIT]]]
+//   kv-cli --server=etcd://127.0.0.1:2379/kv get KEY      # any cluster target (docs/cluster.md)
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -17,13 +18,15 @@
 #include "rrpc/rpc/messenger_flags.h"
 #include "rrpc/util/command_line.h"
 
-DEFINE_string(server, "127.0.0.1:7050", "host:port of the kv-server.");
+DEFINE_string(server, "127.0.0.1:7050",
+              "host:port of the kv-server, or a cluster target: list://H:P,H:P, file:///PATH, "
+              "dns:///NAME:PORT or etcd://H:P/PREFIX (each key's calls go to one server of it).");
 DEFINE_int32(timeout_ms, 10000, "Deadline of the command, retries included.");
 
 namespace {
 
 constexpr char kSynopsis[] =
-    "kv-cli [--server=HOST:PORT] put KEY VALUE | get KEY | delete KEY | scan [START [END "
+    "kv-cli [--server=HOST:PORT|TARGET] put KEY VALUE | get KEY | delete KEY | scan [START [END "
     "[LIMIT]]]";
 
 int Usage() {
@@ -49,14 +52,14 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
 
-  auto addr = rrpc::Sockaddr::Parse(FLAGS_server);
-  if (!addr.ok()) return Fail(addr.status());
   rrpc::rpc::MessengerBuilder builder("kv-cli");
   builder.set_num_reactors(1);
   builder.mutable_options()->security = rrpc::rpc::SecurityOptionsFromFlags();
   auto messenger = builder.Build();
   if (!messenger.ok()) return Fail(messenger.status());
-  rrpc::kv::KvClient client(*messenger, *addr);
+  auto connected = rrpc::kv::KvClient::Connect(*messenger, FLAGS_server);
+  if (!connected.ok()) return Fail(connected.status());
+  rrpc::kv::KvClient& client = **connected;
   const rrpc::MonoTime deadline =
       rrpc::MonoTime::Now() + rrpc::MonoDelta::FromMilliseconds(FLAGS_timeout_ms);
 

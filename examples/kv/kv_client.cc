@@ -4,6 +4,7 @@
 #include <cstring>
 #include <random>
 
+#include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/rpc_controller.h"
 #include "rrpc/util/countdown_latch.h"
 
@@ -32,7 +33,27 @@ MonoDelta Jittered(MonoDelta base) {
 
 KvClient::KvClient(std::shared_ptr<rpc::Messenger> messenger, const Sockaddr& server,
                    KvClientOptions options)
-    : options_(std::move(options)), proxy_(std::move(messenger), server) {}
+    : options_(std::move(options)), proxy_(std::move(messenger), server), on_channel_(false) {}
+
+KvClient::KvClient(std::shared_ptr<rpc::ChannelIf> channel, KvClientOptions options)
+    : options_(std::move(options)), proxy_(std::move(channel)), on_channel_(true) {}
+
+Result<std::unique_ptr<KvClient>> KvClient::Connect(std::shared_ptr<rpc::Messenger> messenger,
+                                                    const std::string& server,
+                                                    KvClientOptions options) {
+  if (server.find("://") == std::string::npos) {
+    RRPC_ASSIGN_OR_RETURN(Sockaddr addr, Sockaddr::Parse(server));
+    return std::make_unique<KvClient>(std::move(messenger), addr, std::move(options));
+  }
+  rpc::ChannelOptions channel_options;
+  channel_options.balancer = rpc::BalancerPolicy::kHash;
+  RRPC_ASSIGN_OR_RETURN(auto channel,
+                        rpc::Channel::Create(std::move(messenger), server, channel_options));
+  // A file, DNS or etcd target knows its servers a moment later; calls made before would fail
+  // at once. Without servers by then, the calls say why (the resolver's error).
+  (void)channel->WaitForServers(MonoTime::Now() + options.default_timeout);
+  return std::make_unique<KvClient>(std::move(channel), std::move(options));
+}
 
 MonoTime KvClient::ResolveDeadline(MonoTime deadline) const {
   return deadline == MonoTime() ? MonoTime::Now() + options_.default_timeout : deadline;
@@ -86,6 +107,7 @@ Status KvClient::Put(std::string_view key, std::string_view value, MonoTime dead
   rpc::RpcController ctl;
   return CallWithRetry(true, ResolveDeadline(deadline), &ctl, [&](rpc::RpcController* c, auto cb) {
     if (sidecar.block) req.set_value_sidecar(c->AddOutboundSidecar(sidecar));
+    RouteByKey(c, key);
     proxy_.PutAsync(req, &resp, c, std::move(cb));
   });
 }
@@ -103,6 +125,7 @@ Status KvClient::Increment(std::string_view key, int64_t delta, int64_t* value, 
   policy.max_backoff = options_.max_backoff;
   policy.attempt_timeout = options_.increment_attempt_timeout;
   ctl.set_retry_policy(policy);
+  RouteByKey(&ctl, key);
   Status s = proxy_.Increment(req, &resp, &ctl);
   if (ctl.attempts() > 1) {
     retries_.fetch_add(static_cast<uint64_t>(ctl.attempts() - 1), std::memory_order_relaxed);
@@ -117,9 +140,11 @@ Status KvClient::Get(std::string_view key, std::string* value, MonoTime deadline
   req.set_key(key.data(), key.size());
   GetResponsePB resp;
   rpc::RpcController ctl;  // outlives the call: the response's sidecars are read from it
-  Status s = CallWithRetry(
-      true, ResolveDeadline(deadline), &ctl,
-      [&](rpc::RpcController* c, auto cb) { proxy_.GetAsync(req, &resp, c, std::move(cb)); });
+  Status s =
+      CallWithRetry(true, ResolveDeadline(deadline), &ctl, [&](rpc::RpcController* c, auto cb) {
+        RouteByKey(c, key);
+        proxy_.GetAsync(req, &resp, c, std::move(cb));
+      });
   RRPC_RETURN_NOT_OK(s);
   if (!resp.found()) return Status::NotFound("no such key");
   if (resp.has_value_sidecar()) {
@@ -141,6 +166,7 @@ Status KvClient::Delete(std::string_view key, MonoTime deadline) {
   DeleteResponsePB resp;
   rpc::RpcController ctl;
   return CallWithRetry(true, ResolveDeadline(deadline), &ctl, [&](rpc::RpcController* c, auto cb) {
+    RouteByKey(c, key);
     proxy_.DeleteAsync(req, &resp, c, std::move(cb));
   });
 }

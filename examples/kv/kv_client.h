@@ -1,6 +1,6 @@
-// KvClient: the client of KvService at one server, with retries. A call that the server refused
-// without running it (too busy, shutting down) is retried whatever it is; a call whose
-// connection failed (it may or may not have run) is retried only when it is idempotent: Get,
+// KvClient: the client of KvService at one server or a cluster of them, with retries. A call that
+// the server refused without running it (too busy, shutting down) is retried whatever it is; a call
+// whose connection failed (it may or may not have run) is retried only when it is idempotent: Get,
 // Scan, Put and Delete are; Batch only when the caller says so. Retries back off exponentially
 // with jitter and never pass the call's deadline. Values of at least sidecar_threshold bytes are
 // sent as sidecars. Thread-safe: many threads may call one client at once. Calls block; never
@@ -10,6 +10,11 @@
 //   RRPC_RETURN_NOT_OK(client.Put("k", "v"));
 //   std::string v;
 //   Status s = client.Get("k", &v);  // NotFound when absent
+//
+// Through a cluster target (KvClient::Connect("etcd://10.0.0.5:2379/kv"), docs/cluster.md) the
+// calls go through a channel that balances on a hash of each call's key: one key's calls go to
+// one server while the server set stands (the servers are shards; Scan, without a key, goes to
+// any), and the channel fails over between servers under the retries above.
 #pragma once
 
 #include <atomic>
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "kv/kv.rrpc.h"
+#include "rrpc/rpc/channel_if.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
 #include "rrpc/util/monotime.h"
@@ -66,6 +72,15 @@ class KvClient {
   // `messenger` is shared with the client's other users; the client makes its calls on it.
   KvClient(std::shared_ptr<rpc::Messenger> messenger, const Sockaddr& server,
            KvClientOptions options = {});
+  // Calls the servers behind `channel` (a cluster channel, rpc/cluster/channel.h); each call
+  // carries its key as the controller's hash key.
+  explicit KvClient(std::shared_ptr<rpc::ChannelIf> channel, KvClientOptions options = {});
+  // `server` is one "host:port", or a cluster target (list://, file://, dns:///, etcd://): then
+  // a channel on `messenger` with the hash balancer, returned once its resolver has answered (or
+  // after default_timeout). InvalidArgument for a malformed one.
+  static Result<std::unique_ptr<KvClient>> Connect(std::shared_ptr<rpc::Messenger> messenger,
+                                                   const std::string& server,
+                                                   KvClientOptions options = {});
 
   // Each call's `deadline` bounds it, retries included; MonoTime() (the default) means
   // now + options.default_timeout.
@@ -85,7 +100,8 @@ class KvClient {
   // Adds `delta` to the counter at `key`; `*value` gets the sum. Exactly once against a server
   // that tracks results (docs/exactly-once.md): lost outcomes are retried by the proxy with the
   // call's request id. An error means the addition may or may not have happened once (never
-  // twice).
+  // twice). Through a channel the call is never retried once sent (a tracked call carries no
+  // request id there), so a lost outcome is an error sooner; still never twice.
   Status Increment(std::string_view key, int64_t delta, int64_t* value,
                    MonoTime deadline = MonoTime());
 
@@ -99,9 +115,14 @@ class KvClient {
   Status CallWithRetry(bool idempotent, MonoTime deadline, rpc::RpcController* ctl,
                        const Attempt& attempt);
   MonoTime ResolveDeadline(MonoTime deadline) const;
+  // Through a channel: routes the call on `ctl` by `key` (the hash balancer).
+  void RouteByKey(rpc::RpcController* ctl, std::string_view key) const {
+    if (on_channel_) ctl->set_hash_key(std::string(key));
+  }
 
   const KvClientOptions options_;
   KvServiceProxy proxy_;
+  const bool on_channel_;
   std::atomic<uint64_t> retries_{0};
 };
 

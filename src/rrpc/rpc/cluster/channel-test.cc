@@ -183,66 +183,12 @@ TEST_F(ChannelTest, HashKeySticksToOneServer) {
   }
 }
 
-// `slots` calls in flight at once through `proxy`, `total` in all; counts failures.
-class Load {
- public:
-  Load(rtest::EchoServiceProxy proxy, int slots, int total)
-      : proxy_(std::move(proxy)), slots_(slots), left_(total), done_(slots) {}
-  void Start() {
-    for (int i = 0; i < slots_; i++) {
-      slot_.emplace_back(std::make_unique<Slot>());
-      Next(slot_.back().get());
-    }
-  }
-  void Wait() { done_.Wait(); }
-  int failed() const { return failed_.load(); }
-  int finished() const { return finished_.load(); }
-  std::string first_error() {
-    MutexLock l(mu_);
-    return first_error_;
-  }
-
- private:
-  struct Slot {
-    rtest::EchoRequestPB req;
-    rtest::EchoResponsePB resp;
-    RpcController ctl;
-  };
-  void Next(Slot* slot) {
-    if (left_.fetch_sub(1) <= 0) {
-      done_.CountDown();
-      return;
-    }
-    slot->ctl.Reset();
-    slot->ctl.set_timeout(MonoDelta::FromSeconds(60));
-    slot->req.set_data("payload");
-    proxy_.EchoAsync(slot->req, &slot->resp, &slot->ctl, [this, slot] {
-      if (!slot->ctl.status().ok()) {
-        failed_.fetch_add(1);
-        MutexLock l(mu_);
-        if (first_error_.empty()) first_error_ = slot->ctl.status().ToString();
-      }
-      finished_.fetch_add(1);
-      Next(slot);
-    });
-  }
-  rtest::EchoServiceProxy proxy_;
-  const int slots_;
-  std::atomic<int> left_;
-  std::atomic<int> failed_{0};
-  std::atomic<int> finished_{0};
-  CountDownLatch done_;
-  std::vector<std::unique_ptr<Slot>> slot_;
-  Mutex mu_;
-  std::string first_error_;
-};
-
 TEST_F(ChannelTest, KilledServerUnderLoadFailsNoIdempotentCall) {
   StartServers(3);
   auto channel_a = NewChannel(NewClient("client-a"), ChannelOptions());
   auto channel_b = NewChannel(NewClient("client-b"), ChannelOptions());
-  Load a(rtest::EchoServiceProxy(channel_a), 64, 3000);
-  Load b(rtest::EchoServiceProxy(channel_b), 64, 3000);
+  EchoLoad a(rtest::EchoServiceProxy(channel_a), 64, 3000);
+  EchoLoad b(rtest::EchoServiceProxy(channel_b), 64, 3000);
   a.Start();
   b.Start();
   ASSERT_TRUE(WaitForCondition([&] { return a.finished() + b.finished() >= 1000; }));
@@ -288,6 +234,49 @@ TEST_F(ChannelTest, CallRefusedAsTooBusyGoesToAnotherServer) {
   EXPECT_EQ(cresp.data(), "through the channel");
   EXPECT_EQ(cctl.attempts(), 2);
   EXPECT_EQ(servers_[1].service->calls(), 1);
+  gate_.Open();
+  blockers.Wait();
+}
+
+// A full server refuses at once: its refusals must not pass for fast answers, or the balancer
+// would send it ever more calls to refuse (each a retry, until the budget runs dry).
+TEST_F(ChannelTest, ServerRefusingAsTooBusyLosesThePowerOfTwoComparisons) {
+  MessengerOptions options;
+  options.num_workers = 1;
+  options.service_queue_length = 1;
+  StartServers(3, options);
+  servers_[0].service->set_echo_hook(
+      [this](const rtest::EchoRequestPB&, RpcContext*) { gate_.Pass(); });
+  auto direct_client = NewClient("direct");
+  rtest::EchoServiceProxy direct(direct_client, servers_[0].addr);
+  rtest::EchoRequestPB req;
+  req.set_data("blocker");
+  rtest::EchoResponsePB resp[2];
+  RpcController ctl[2];
+  CountDownLatch blockers(2);
+  for (int i = 0; i < 2; i++) {
+    ctl[i].set_timeout(MonoDelta::FromSeconds(60));
+    direct.EchoAsync(req, &resp[i], &ctl[i], [&blockers] { blockers.CountDown(); });
+  }
+  ASSERT_TRUE(WaitForCondition([&] { return servers_[0].service->calls() == 1; }));
+  auto channel = NewChannel(NewClient(), ChannelOptions());
+  rtest::EchoServiceProxy proxy(channel);
+  int refused = 0;
+  Status failure;
+  for (int i = 0; i < 300; i++) {
+    rtest::EchoRequestPB creq;
+    creq.set_data("x");
+    rtest::EchoResponsePB cresp;
+    RpcController cctl;
+    // Later than the blockers' deadline: the queue keeps them (it refuses the latest deadline).
+    cctl.set_timeout(MonoDelta::FromSeconds(120));
+    Status s = proxy.Echo(creq, &cresp, &cctl);
+    if (!s.ok() && failure.ok()) failure = s;
+    refused += cctl.attempts() - 1;
+  }
+  EXPECT_TRUE(failure.ok()) << failure.ToString();
+  // Each refusal doubles its latency in the balancer's eyes: a handful, not a share of 300.
+  EXPECT_LT(refused, 20);
   gate_.Open();
   blockers.Wait();
 }
@@ -392,6 +381,54 @@ TEST_F(ChannelTest, HedgedAttemptsCarryTheCallersTraceContext) {
   EXPECT_EQ(root.trace_id_low, seen[1].load());
   gate_.Open();
   ASSERT_TRUE(WaitForCondition([&] { return channel->Backends()[0].outstanding == 0; }));
+}
+
+// A server that holds calls without answering (as one whose packets are dropped would): with a
+// per-attempt timeout an idempotent call moves to another server long before its deadline; the
+// attempts stop at the call's deadline; a non-idempotent call has no attempt timeout (it may
+// have run).
+TEST_F(ChannelTest, AttemptTimeoutMovesAnIdempotentCallOnWithinItsDeadline) {
+  StartServers(2);
+  servers_[0].service->set_echo_hook(
+      [this](const rtest::EchoRequestPB&, RpcContext*) { gate_.Pass(); });
+  ChannelOptions options;
+  options.balancer = BalancerPolicy::kRoundRobin;  // the first attempt goes to server 1
+  options.attempt_timeout = MonoDelta::FromMilliseconds(200);
+  auto channel = NewChannel(NewClient(), options);
+  rtest::EchoServiceProxy proxy(channel);
+  rtest::EchoRequestPB req;
+  req.set_data("moved on");
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(60));
+  const MonoTime start = MonoTime::Now();
+  Status s = proxy.Echo(req, &resp, &ctl);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(resp.data(), "moved on");
+  EXPECT_EQ(ctl.attempts(), 2);
+  EXPECT_EQ(servers_[1].service->calls(), 1);
+  EXPECT_LT(MonoTime::Now() - start, MonoDelta::FromSeconds(30));  // not the call's 60 s
+
+  // Add is not idempotent: it gets no attempt timeout (a free worker of either server runs it).
+  rtest::AddRequestPB add;
+  add.set_a(1);
+  add.set_b(2);
+  rtest::AddResponsePB sum;
+  RpcController add_ctl;
+  add_ctl.set_timeout(MonoDelta::FromSeconds(60));
+  ASSERT_TRUE(proxy.Add(add, &sum, &add_ctl).ok());
+  EXPECT_EQ(add_ctl.attempts(), 1);
+  // Both servers hold their calls: the attempts end with the call's deadline, not after.
+  servers_[1].service->set_echo_hook(
+      [this](const rtest::EchoRequestPB&, RpcContext*) { gate_.Pass(); });
+  RpcController late;
+  late.set_timeout(MonoDelta::FromMilliseconds(300));
+  rtest::EchoResponsePB late_resp;
+  s = proxy.Echo(req, &late_resp, &late);
+  EXPECT_TRUE(s.IsTimedOut()) << s.ToString();
+  EXPECT_LE(late.attempts(), 2);
+
+  gate_.Open();
 }
 
 TEST_F(ChannelTest, NonIdempotentCallIsNotHedged) {

@@ -114,6 +114,8 @@ Channel::~Channel() {
 
 void Channel::OnResolverUpdate(const Result<std::vector<Sockaddr>>& update) {
   MutexLock l(mu_);
+  answered_ = true;
+  answered_cv_.NotifyAll();  // the waiters run once mu_ is released, with the set in place
   if (resolver_failing_ != nullptr) resolver_failing_->Set(update.ok() ? 0 : 1);
   if (!update.ok()) {
     if (resolver_errors_ != nullptr) resolver_errors_->Increment();
@@ -162,6 +164,16 @@ void Channel::OnResolverUpdate(const Result<std::vector<Sockaddr>>& update) {
   while (!retired_.empty() && now - retired_.front()->retired_at > kRetiredSetGrace) {
     retired_.pop_front();
   }
+}
+
+Status Channel::WaitForServers(MonoTime deadline) const {
+  {
+    MutexLock l(mu_);
+    while (!answered_ && answered_cv_.WaitUntil(mu_, deadline)) {
+    }
+    if (owned_current_ && !owned_current_->backends.empty()) return Status::OK();
+  }
+  return NoServerStatus();
 }
 
 Status Channel::NoServerStatus() const {

@@ -90,6 +90,11 @@ class Channel final : public ChannelIf, public std::enable_shared_from_this<Chan
   static std::vector<std::shared_ptr<Channel>> All();
   // The resolver's last error (OK when its last update was a set).
   Status resolver_status() const;
+  // Waits until the resolver has answered once (a set or an error) or `deadline` passes: OK
+  // when the channel then has servers, otherwise the ServiceUnavailable a call would get. For
+  // tools that call at once through a target whose resolver answers later (file, dns, etcd).
+  // Any thread but a reactor's.
+  Status WaitForServers(MonoTime deadline) const;
   // Extra attempts the budgets refused.
   int64_t retries_refused() const { return retry_budget_.refused(); }
   int64_t hedges_refused() const { return hedge_budget_.refused(); }
@@ -128,6 +133,8 @@ class Channel final : public ChannelIf, public std::enable_shared_from_this<Chan
   std::deque<std::unique_ptr<const BackendSet>> retired_ RRPC_GUARDED_BY(mu_);
   Status resolver_status_ RRPC_GUARDED_BY(mu_);
   bool has_set_ RRPC_GUARDED_BY(mu_) = false;
+  bool answered_ RRPC_GUARDED_BY(mu_) = false;  // the resolver reported once
+  mutable CondVar answered_cv_;
 
   // ("channel", name) in the messenger's registry; null when it keeps no metrics.
   scoped_refptr<MetricEntity> entity_;

@@ -100,8 +100,9 @@ void ChannelCall::Start(std::shared_ptr<Channel> channel, const BackendSet& set,
     ch->hedge_budget_.Deposit();
     call->hedged_ = true;
     call->hedge_delay_ = hedge_delay;
-    call->deadline_ = controller->deadline();
   }
+  call->deadline_ = controller->deadline();
+  call->attempt_timeout_ = ch->options().attempt_timeout;
   scoped_refptr<Attempt> first;
   {
     MutexLock l(call->mu_);
@@ -142,6 +143,9 @@ scoped_refptr<ChannelCall::Attempt> ChannelCall::NewAttemptLocked(bool hedge) {
     a->controller = controller_;
     a->response = response_;
   }
+  if (RetriesTimeouts()) {
+    a->controller->set_deadline(std::min(deadline_, MonoTime::Now() + attempt_timeout_));
+  }
   attempts_++;
   if (hedge) {
     backend->CountHedge();
@@ -169,6 +173,10 @@ bool ChannelCall::MayRetry(const Attempt& attempt) {
     case AttemptOutcome::kConnectionFailed:
       if (attempt.request_sent && !idempotent_) return false;  // it may have run
       break;
+    case AttemptOutcome::kTimedOut:
+      // Only an attempt's own timeout, and only an idempotent call: the server may have run it.
+      if (!RetriesTimeouts()) return false;
+      break;
     default:
       return false;
   }
@@ -181,8 +189,7 @@ bool ChannelCall::MayRetry(const Attempt& attempt) {
   }
   if (!untried) return false;
   const MonoTime now = MonoTime::Now();
-  const MonoTime deadline = hedged_ ? deadline_ : controller_->deadline();
-  if (now + backoff_ >= deadline) return false;
+  if (now + backoff_ >= deadline_) return false;
   return channel_->retry_budget_.TryWithdraw(now);
 }
 
@@ -199,9 +206,11 @@ void ChannelCall::OnAttemptDone(Attempt* attempt) {
       }
     }
     if (delivered_) return;  // a hedge's loser
-    const bool failed_retriably = attempt->outcome == AttemptOutcome::kTooBusy ||
-                                  attempt->outcome == AttemptOutcome::kUnavailable ||
-                                  attempt->outcome == AttemptOutcome::kConnectionFailed;
+    const bool failed_retriably =
+        attempt->outcome == AttemptOutcome::kTooBusy ||
+        attempt->outcome == AttemptOutcome::kUnavailable ||
+        attempt->outcome == AttemptOutcome::kConnectionFailed ||
+        (attempt->outcome == AttemptOutcome::kTimedOut && RetriesTimeouts());
     if (failed_retriably && !in_flight_.empty()) {
       last_failed_ = attempt;  // the other attempt may still answer
       return;
@@ -292,6 +301,8 @@ void ChannelCall::Deliver(Attempt* attempt, std::vector<scoped_refptr<Attempt>> 
     MutexLock l(mu_);
     controller_->attempts_ = attempts_;
   }
+  // The caller's controller carried the last attempt's deadline; it reads the call's again.
+  if (RetriesTimeouts() && !hedged_) controller_->set_deadline(deadline_);
   if (attempt->answered) channel_->RecordLatency(attempt->latency);
   ResponseCallback done = std::move(callback_);
   done();

@@ -64,6 +64,8 @@ class ChannelCall : public RefCounted<ChannelCall> {
   void MaybeHedge();
   // Whether a failed `attempt` may be retried on another server (rules, deadline and budget).
   bool MayRetry(const Attempt& attempt) RRPC_REQUIRES(mu_);
+  // Whether an attempt that passed its own timeout (ChannelOptions::attempt_timeout) moves on.
+  bool RetriesTimeouts() const { return idempotent_ && attempt_timeout_ > MonoDelta(); }
   // Gives the caller `attempt`'s outcome and runs the callback.
   void Deliver(Attempt* attempt, std::vector<scoped_refptr<Attempt>> losers);
   // The loser of a hedge: its answer will be ignored. Only on the client for now (its callback
@@ -82,7 +84,8 @@ class ChannelCall : public RefCounted<ChannelCall> {
   // others use the caller's, one attempt after another.
   bool hedged_ = false;
   MonoDelta hedge_delay_;
-  MonoTime deadline_;
+  MonoTime deadline_;          // the call's (each attempt's may be earlier)
+  MonoDelta attempt_timeout_;  // ChannelOptions::attempt_timeout
 
   Mutex mu_;
   TriedBackends tried_ RRPC_GUARDED_BY(mu_);

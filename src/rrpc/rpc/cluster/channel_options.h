@@ -46,6 +46,11 @@ struct ChannelOptions {
   MonoDelta initial_backoff = MonoDelta::FromMilliseconds(1);
   MonoDelta max_backoff = MonoDelta::FromMilliseconds(50);
   RetryBudgetOptions retry_budget;
+  // Per-attempt timeout: an attempt of an idempotent call that has not answered within it is
+  // given up and the call moves to another server (a retry, under the same budget and
+  // max_attempts), never past the call's own deadline. The given-up attempt may still run on its
+  // server. MonoDelta() (default): off, an attempt may take the whole deadline.
+  MonoDelta attempt_timeout;
 
   // Hedging of idempotent calls: after this delay without an answer, a second attempt goes to
   // another server. MonoDelta() (default): off, unless a call asks (set_hedge_after).

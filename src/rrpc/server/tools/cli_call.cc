@@ -68,10 +68,10 @@ Result<std::unique_ptr<pb::Message>> ParseTextRequest(const pb::Descriptor* type
   return message;
 }
 
-Status CallMethod(const std::shared_ptr<rpc::Messenger>& messenger, const Sockaddr& server,
-                  const pb::MethodDescriptor* method, const pb::Message& request,
-                  pb::Message* response, MonoDelta timeout, const rpc::TraceContext& trace) {
-  rpc::Proxy proxy(messenger, server, method->service()->full_name());
+Status CallMethod(const CliServer& server, const pb::MethodDescriptor* method,
+                  const pb::Message& request, pb::Message* response, MonoDelta timeout,
+                  const rpc::TraceContext& trace) {
+  rpc::Proxy proxy = server.NewProxy(method->service()->full_name());
   rpc::RpcController ctl;
   ctl.set_timeout(timeout);
   ctl.set_trace_context(trace);
@@ -90,8 +90,7 @@ Status AsCallFailure(const Status& status) {
   return Status::NetworkError(status.ToString());
 }
 
-Result<std::string> CallMethodWithText(const std::shared_ptr<rpc::Messenger>& messenger,
-                                       const Sockaddr& server, DescriptorSource* source,
+Result<std::string> CallMethodWithText(const CliServer& server, DescriptorSource* source,
                                        const MethodName& name, const std::string& request_text,
                                        MonoDelta timeout, const rpc::TraceContext& trace) {
   RRPC_ASSIGN_OR_RETURN(const pb::MethodDescriptor* method, ResolveMethod(source, name));
@@ -100,8 +99,7 @@ Result<std::string> CallMethodWithText(const std::shared_ptr<rpc::Messenger>& me
   RRPC_ASSIGN_OR_RETURN(std::unique_ptr<pb::Message> request,
                         ParseTextRequest(method->input_type(), &factory, request_text));
   std::unique_ptr<pb::Message> response(factory.GetPrototype(method->output_type())->New());
-  RRPC_RETURN_NOT_OK(
-      CallMethod(messenger, server, method, *request, response.get(), timeout, trace));
+  RRPC_RETURN_NOT_OK(CallMethod(server, method, *request, response.get(), timeout, trace));
   std::string out;
   if (!pb::TextFormat::PrintToString(*response, &out)) {
     return Status::Corruption("cannot print the response of " + method->full_name());

@@ -5,7 +5,7 @@
 //
 //   RRPC_ASSIGN_OR_RETURN(MethodName name, ParseMethodName("rrpc.rtest.EchoService.Echo"));
 //   RRPC_ASSIGN_OR_RETURN(std::string text,
-//                         CallMethodWithText(messenger, addr, &source, name, "data: 'hi'", 5s));
+//                         CallMethodWithText(server, &source, name, "data: 'hi'", 5s));
 #pragma once
 
 #include <google/protobuf/descriptor.h>
@@ -16,6 +16,7 @@
 
 #include "rrpc/rpc/trace_context.h"
 #include "rrpc/server/tools/cli_descriptors.h"
+#include "rrpc/server/tools/cli_server.h"
 #include "rrpc/util/monotime.h"
 #include "rrpc/util/sockaddr.h"
 #include "rrpc/util/status.h"
@@ -48,8 +49,7 @@ Result<std::unique_ptr<google::protobuf::Message>> ParseTextRequest(
 // Calls `method` at `server` with `request`, waiting up to `timeout`, carrying `trace` (none when
 // invalid); fills `response`. Errors keep the server's message; a server that lacks the service
 // or method gives NotFound.
-Status CallMethod(const std::shared_ptr<rpc::Messenger>& messenger, const Sockaddr& server,
-                  const google::protobuf::MethodDescriptor* method,
+Status CallMethod(const CliServer& server, const google::protobuf::MethodDescriptor* method,
                   const google::protobuf::Message& request, google::protobuf::Message* response,
                   MonoDelta timeout, const rpc::TraceContext& trace = {});
 
@@ -58,8 +58,7 @@ Status CallMethod(const std::shared_ptr<rpc::Messenger>& messenger, const Sockad
 Status AsCallFailure(const Status& status);
 
 // All of the above: the response in protobuf text format.
-Result<std::string> CallMethodWithText(const std::shared_ptr<rpc::Messenger>& messenger,
-                                       const Sockaddr& server, DescriptorSource* source,
+Result<std::string> CallMethodWithText(const CliServer& server, DescriptorSource* source,
                                        const MethodName& name, const std::string& request_text,
                                        MonoDelta timeout, const rpc::TraceContext& trace = {});
 

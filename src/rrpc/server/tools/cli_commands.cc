@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/security/auth_token.h"
 #include "rrpc/server/tools/cli_call.h"
@@ -19,10 +20,10 @@ namespace pb = google::protobuf;
 
 namespace {
 
-// What one command needs: a client messenger and the server's address and descriptors.
+// What one command needs: the server (an address, or a target's channel, on a client messenger)
+// and its descriptors.
 struct CliContext {
-  std::shared_ptr<rpc::Messenger> messenger;
-  Sockaddr server;
+  CliServer server;
   std::unique_ptr<DescriptorSource> source;
   ReflectionDescriptorSource* reflection = nullptr;  // == source when descriptors come from it
 };
@@ -31,19 +32,28 @@ Status BadUsage(const std::string& what) {
   return Status::InvalidArgument(what, "run rrpc-cli --help for usage");
 }
 
-Result<CliContext> MakeContext(const std::string& host_port, const CliOptions& options) {
+// `server` is "host:port" or a cluster target ("scheme://...": its channel, once the resolver
+// has named servers, within the timeout).
+Result<CliContext> MakeContext(const std::string& server, const CliOptions& options) {
   CliContext ctx;
-  Result<Sockaddr> server = Sockaddr::Parse(host_port);
-  if (!server.ok()) return server.status().CloneAndPrepend("bad server address");
-  ctx.server = *server;
+  const bool target = server.find("://") != std::string::npos;
+  if (!target) {
+    Result<Sockaddr> addr = Sockaddr::Parse(server);
+    if (!addr.ok()) return addr.status().CloneAndPrepend("bad server address");
+    ctx.server.addr = *addr;
+  }
   rpc::MessengerBuilder builder("rrpc-cli");
   builder.set_num_reactors(1).set_num_workers(1);
   builder.mutable_options()->enable_metrics = false;
   builder.mutable_options()->security = options.security;
-  RRPC_ASSIGN_OR_RETURN(ctx.messenger, builder.Build());
+  RRPC_ASSIGN_OR_RETURN(ctx.server.messenger, builder.Build());
+  if (target) {
+    RRPC_ASSIGN_OR_RETURN(auto channel, rpc::Channel::Create(ctx.server.messenger, server));
+    RRPC_RETURN_NOT_OK(channel->WaitForServers(MonoTime::Now() + options.timeout));
+    ctx.server.channel = std::move(channel);
+  }
   if (options.proto_files.empty()) {
-    auto reflection =
-        std::make_unique<ReflectionDescriptorSource>(ctx.messenger, ctx.server, options.timeout);
+    auto reflection = std::make_unique<ReflectionDescriptorSource>(ctx.server, options.timeout);
     ctx.reflection = reflection.get();
     ctx.source = std::move(reflection);
   } else {
@@ -68,10 +78,10 @@ Status RunCall(const std::vector<std::string>& args, const CliOptions& options, 
   RRPC_ASSIGN_OR_RETURN(CliContext ctx, MakeContext(args[1], options));
   // Before the call: a call that fails or hangs can be looked up too (/rpcz?trace=ID).
   err << "trace_id: " << trace.TraceIdHex() << "\n";
-  RRPC_ASSIGN_OR_RETURN(
-      std::string response,
-      CallMethodWithText(ctx.messenger, ctx.server, ctx.source.get(), name,
-                         args.size() == 4 ? args[3] : "", options.timeout, trace));
+  RRPC_ASSIGN_OR_RETURN(std::string response,
+                        CallMethodWithText(ctx.server, ctx.source.get(), name,
+                                           args.size() == 4 ? args[3] : "", options.timeout,
+                                           trace));
   out << response;
   return Status::OK();
 }
@@ -101,8 +111,8 @@ Status RunStatus(const std::vector<std::string>& args, const CliOptions& options
   RRPC_ASSIGN_OR_RETURN(CliContext ctx, MakeContext(args[1], options));
   RRPC_ASSIGN_OR_RETURN(
       std::string response,
-      CallMethodWithText(ctx.messenger, ctx.server, ctx.source.get(),
-                         {options.status_service, "GetStatus"}, "", options.timeout));
+      CallMethodWithText(ctx.server, ctx.source.get(), {options.status_service, "GetStatus"}, "",
+                         options.timeout));
   out << response;
   return Status::OK();
 }
@@ -134,8 +144,7 @@ Status RunMetrics(const std::vector<std::string>& args, const CliOptions& option
   RRPC_ASSIGN_OR_RETURN(std::unique_ptr<pb::Message> request,
                         ParseTextRequest((*method)->input_type(), &factory, ""));
   std::unique_ptr<pb::Message> response(factory.GetPrototype((*method)->output_type())->New());
-  RRPC_RETURN_NOT_OK(
-      CallMethod(ctx.messenger, ctx.server, *method, *request, response.get(), options.timeout));
+  RRPC_RETURN_NOT_OK(CallMethod(ctx.server, *method, *request, response.get(), options.timeout));
   const pb::Descriptor* type = response->GetDescriptor();
   if (type->field_count() == 1 && type->field(0)->type() == pb::FieldDescriptor::TYPE_STRING &&
       !type->field(0)->is_repeated()) {
@@ -208,6 +217,10 @@ std::string CliUsage() {
          "  rrpc-cli mint-token KEY_FILE USER SECONDS\n"
          "                                prints an authentication token for USER, valid SECONDS,\n"
          "                                signed with the server's --rpc_token_key_file\n"
+         "\n"
+         "HOST:PORT may be a cluster target instead (docs/cluster.md): list://H:P,H:P,\n"
+         "file:///PATH, dns:///NAME:PORT or etcd://H:P/PREFIX; the call goes to one of its\n"
+         "servers (another if that one is down or draining).\n"
          "\n"
          "TLS and authentication: the --rpc_* security flags (docs/security.md), e.g.\n"
          "--rpc_ca_certificate_file=ca.crt (TLS, server verified), plus a client certificate or\n"

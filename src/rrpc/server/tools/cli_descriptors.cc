@@ -52,21 +52,20 @@ class CollectingErrors : public pb::compiler::MultiFileErrorCollector {
 
 }  // namespace
 
-ReflectionDescriptorSource::ReflectionDescriptorSource(std::shared_ptr<rpc::Messenger> messenger,
-                                                       const Sockaddr& server, MonoDelta timeout)
-    : messenger_(std::move(messenger)), server_(server), timeout_(timeout) {}
+ReflectionDescriptorSource::ReflectionDescriptorSource(CliServer server, MonoDelta timeout)
+    : server_(std::move(server)), timeout_(timeout) {}
 
 Result<const pb::ServiceDescriptor*> ReflectionDescriptorSource::FindService(
     const std::string& full_name) {
   if (const pb::ServiceDescriptor* known = pool_.FindServiceByName(full_name)) return known;
-  ServerReflectionProxy proxy(messenger_, server_);
+  ServerReflectionProxy proxy = server_.New<ServerReflectionProxy>();
   GetFileDescriptorsRequestPB req;
   req.set_service(full_name);
   GetFileDescriptorsResponsePB resp;
   rpc::RpcController ctl;
   ctl.set_timeout(timeout_);
   if (!proxy.GetFileDescriptors(req, &resp, &ctl).ok()) {
-    Status s = ReflectionError(ctl, "fetching descriptors from " + server_.ToString());
+    Status s = ReflectionError(ctl, "fetching descriptors from " + server_.name());
     if (!s.IsNotFound() || s.message().find(kReflectionService) != std::string::npos) return s;
     // Say what the server does serve: the usual mistake is a missing package prefix.
     std::string known;
@@ -96,12 +95,12 @@ Result<const pb::ServiceDescriptor*> ReflectionDescriptorSource::FindService(
 }
 
 Result<std::vector<std::string>> ReflectionDescriptorSource::ListServices() {
-  ServerReflectionProxy proxy(messenger_, server_);
+  ServerReflectionProxy proxy = server_.New<ServerReflectionProxy>();
   ListServicesResponsePB resp;
   rpc::RpcController ctl;
   ctl.set_timeout(timeout_);
   if (!proxy.ListServices(ListServicesRequestPB(), &resp, &ctl).ok()) {
-    return ReflectionError(ctl, "listing the services of " + server_.ToString());
+    return ReflectionError(ctl, "listing the services of " + server_.name());
   }
   std::vector<std::string> names;
   for (const ServiceSummaryPB& service : resp.services()) names.push_back(service.name());

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "rrpc/server/tools/cli_server.h"
 #include "rrpc/util/monotime.h"
 #include "rrpc/util/sockaddr.h"
 #include "rrpc/util/status.h"
@@ -38,18 +39,16 @@ class DescriptorSource {
 // per service, and builds them into its own pool.
 class ReflectionDescriptorSource : public DescriptorSource {
  public:
-  // `messenger` makes the calls (a client messenger; it must outlive the source); each call may
+  // Asks `server` (its messenger, a client messenger, must outlive the source); each call may
   // take up to `timeout`.
-  ReflectionDescriptorSource(std::shared_ptr<rpc::Messenger> messenger, const Sockaddr& server,
-                             MonoDelta timeout);
+  ReflectionDescriptorSource(CliServer server, MonoDelta timeout);
   Result<const google::protobuf::ServiceDescriptor*> FindService(
       const std::string& full_name) override;
   // The names the server serves, sorted (for error messages and `rrpc-cli list`).
   Result<std::vector<std::string>> ListServices();
 
  private:
-  std::shared_ptr<rpc::Messenger> messenger_;
-  const Sockaddr server_;
+  const CliServer server_;
   const MonoDelta timeout_;
   google::protobuf::DescriptorPool pool_;
 };

@@ -248,6 +248,38 @@ TEST_F(RrpcCliTest, CallCarriesTheTraceparentGivenAndPrintsItsTraceId) {
   EXPECT_TRUE(Contains(bad.err, "bad --traceparent")) << bad.err;
 }
 
+// A cluster target where an address goes: the call (and the reflection lookup) go to one of its
+// servers, a dead one in the list is skipped, and a bad or empty target is a clear error.
+TEST_F(RrpcCliTest, CallsThroughAClusterTarget) {
+  const std::string a = StartServer(/*with_reflection=*/true);
+  const std::string b = StartServer(/*with_reflection=*/true);
+  auto dead = Socket::CreateTcp(AF_INET);  // bound, not listening: connections are refused
+  ASSERT_TRUE(dead.ok());
+  ASSERT_TRUE(dead->Bind(Sockaddr::Loopback(0)).ok());
+  const std::string dead_addr = dead->GetSocketAddress()->ToString();
+  const std::string file = (scratch_ / "servers").string();
+  std::ofstream(file) << a << "\n" << b << "\n";
+  for (const std::string& target : {"list://" + dead_addr + "," + a + "," + b, "file://" + file}) {
+    SCOPED_TRACE(target);
+    for (int i = 0; i < 3; i++) {
+      CliRun add = Run({"call", target, "rrpc.rtest.EchoService.Add", "a: 40 b: 2"});
+      EXPECT_EQ(0, add.exit_code) << add.err;
+      EXPECT_EQ("sum: 42\n", add.out);
+    }
+    CliRun list = Run({"list", target});
+    EXPECT_EQ(0, list.exit_code) << list.err;
+    EXPECT_TRUE(Contains(list.out, "rrpc.rtest.EchoService\n")) << list.out;
+  }
+  CliRun bad = Run({"call", "nope://x", "rrpc.rtest.EchoService.Echo", "data: 'x'"});
+  EXPECT_EQ(kCliExitBadInput, bad.exit_code) << bad.err;
+  EXPECT_TRUE(Contains(bad.err, "nope://x")) << bad.err;
+  const std::string empty = (scratch_ / "empty").string();
+  std::ofstream(empty) << "# no servers\n";
+  CliRun none = Run({"call", "file://" + empty, "rrpc.rtest.EchoService.Echo", "data: 'x'"});
+  EXPECT_EQ(kCliExitCallFailed, none.exit_code) << none.err;
+  EXPECT_TRUE(Contains(none.err, "no servers")) << none.err;
+}
+
 TEST_F(RrpcCliTest, ListsServicesWithTheirMethods) {
   const std::string addr = StartServer(/*with_reflection=*/true);
   CliRun run = Run({"list", addr});

@@ -1,0 +1,609 @@
+// cluster-bench: the timed figures of a cluster channel (docs/cluster.md, issue 25). Clients
+// (--clients, each its own messenger and channel with --concurrency echo calls in flight, every
+// answer checked) call three servers; one scenario or all of them:
+//   kill:     three `rpc-bench --server_only` processes; one is SIGKILLed after --steady_seconds.
+//             p99 of the steady window (its first second is warm-up) and of the --after_seconds
+//             after the kill, seconds until throughput is back to >= 60% of the steady rate (per
+//             100 ms), calls failed, retries against the retry budget.
+//   hedge:    three in-process servers; one delays 5% of its calls by 50 ms (fault injection).
+//             p99 of the healthy cluster, of the slowed one without hedging, and with hedging
+//             after the healthy p95, in --hedge_rounds alternating rounds; extra calls; then
+//             that replica made 10x slower (every call delayed by 10x the healthy p50): its
+//             share of calls second by second.
+//   registry: four in-process servers, three named by a file and, separately, by a private etcd;
+//             the fourth added (seconds until it answers a call) and removed (seconds until no
+//             channel can pick it any more), --registry_rounds times each.
+// Prints one "CLUSTER scenario=..." line per figure. One process drives everything; the machine
+// it runs on shares its cores with the servers, so compare figures of one run.
+#include <fcntl.h>
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rrpc/bench/bench.rrpc.h"
+#include "rrpc/rpc/cluster/channel.h"
+#include "rrpc/rpc/core/fault_injection.h"
+#include "rrpc/rpc/discovery/etcd-test-util.h"
+#include "rrpc/rpc/messenger.h"
+#include "rrpc/rpc/rpc_context.h"
+#include "rrpc/rpc/rpc_controller.h"
+#include "rrpc/util/command_line.h"
+#include "rrpc/util/countdown_latch.h"
+#include "rrpc/util/histogram.h"
+#include "rrpc/util/monotime.h"
+
+extern char** environ;
+
+DEFINE_string(scenario, "all", "kill, hedge, registry or all");
+DEFINE_int32(clients, 2, "Client messengers, each with its own channel");
+DEFINE_int32(concurrency, 64, "Echo calls in flight per client");
+DEFINE_double(steady_seconds, 5, "kill: seconds of load before the kill (the first is warm-up)");
+DEFINE_double(after_seconds, 10, "kill: seconds measured after the kill");
+DEFINE_string(server_binary, "",
+              "kill: the rpc-bench binary started as the --server_only servers; empty: the "
+              "rpc-bench next to this binary");
+DEFINE_double(hedge_seconds, 2, "hedge: seconds of each phase (the first half second is warm-up)");
+DEFINE_int32(hedge_rounds, 3, "hedge: rounds of the healthy, slowed and hedged phases");
+DEFINE_int32(registry_rounds, 5, "registry: additions and removals per registry");
+
+namespace rrpc::bench {
+namespace {
+
+constexpr int kPayloadBytes = 64;
+
+// Every call's end: when (ms since the recorder started) and how long it took (us). Filled by
+// the client reactors through one atomic index; samples past the capacity are dropped (counted).
+class Recorder {
+ public:
+  explicit Recorder(size_t capacity) : samples_(capacity), start_(MonoTime::Now()) {}
+  struct Sample {
+    uint32_t end_ms;
+    uint32_t latency_us;
+  };
+  void Record(MonoTime sent, MonoTime now) {
+    const size_t i = next_.fetch_add(1, std::memory_order_relaxed);
+    if (i >= samples_.size()) return;
+    samples_[i] = {
+        static_cast<uint32_t>((now - start_).ToMilliseconds()),
+        static_cast<uint32_t>(std::min<int64_t>((now - sent).ToMicroseconds(), 1 << 30))};
+  }
+  double Elapsed() const { return (MonoTime::Now() - start_).ToSeconds(); }
+  // The samples that ended within [from, to) seconds.
+  Histogram Window(double from, double to) const {
+    Histogram h(60'000'000);
+    const size_t n = std::min(next_.load(), samples_.size());
+    for (size_t i = 0; i < n; i++) {
+      const double t = samples_[i].end_ms / 1000.0;
+      if (t >= from && t < to) h.Record(samples_[i].latency_us);
+    }
+    return h;
+  }
+  // Calls ended per 100 ms slot, from 0 to `seconds`.
+  std::vector<int64_t> PerSlot(double seconds) const {
+    std::vector<int64_t> slots(static_cast<size_t>(seconds * 10) + 1, 0);
+    const size_t n = std::min(next_.load(), samples_.size());
+    for (size_t i = 0; i < n; i++) {
+      const size_t slot = samples_[i].end_ms / 100;
+      if (slot < slots.size()) slots[slot]++;
+    }
+    return slots;
+  }
+
+ private:
+  std::vector<Sample> samples_;
+  std::atomic<size_t> next_{0};
+  const MonoTime start_;
+};
+
+// Closed-loop echo calls through one channel until Stop(): failures and extra attempts counted.
+class Load {
+ public:
+  Load(std::shared_ptr<rpc::Channel> channel, int slots, Recorder* recorder)
+      : channel_(std::move(channel)), proxy_(channel_), recorder_(recorder), done_(slots) {
+    for (int i = 0; i < slots; i++) slots_.emplace_back(std::make_unique<Slot>());
+  }
+  void Start() {
+    for (auto& slot : slots_) Next(slot.get());
+  }
+  void Stop() {
+    stop_.store(true);
+    done_.Wait();
+  }
+  int64_t calls() const { return calls_.load(); }
+  int64_t failed() const { return failed_.load(); }
+  int64_t extra_attempts() const { return extra_attempts_.load(); }
+  const std::shared_ptr<rpc::Channel>& channel() const { return channel_; }
+
+ private:
+  struct Slot {
+    BenchRequestPB req;
+    BenchResponsePB resp;
+    rpc::RpcController ctl;
+    MonoTime sent;
+  };
+  void Next(Slot* slot) {
+    if (stop_.load()) {
+      done_.CountDown();
+      return;
+    }
+    slot->ctl.Reset();
+    slot->ctl.set_timeout(MonoDelta::FromSeconds(10));
+    slot->req.set_payload(std::string(kPayloadBytes, 'p'));
+    slot->sent = MonoTime::Now();
+    proxy_.EchoAsync(slot->req, &slot->resp, &slot->ctl, [this, slot] {
+      const MonoTime now = MonoTime::Now();
+      calls_.fetch_add(1);
+      if (!slot->ctl.status().ok() || slot->resp.payload() != slot->req.payload()) {
+        if (failed_.fetch_add(1) == 0) {
+          fprintf(stderr, "cluster-bench: a call failed: %s\n",
+                  slot->ctl.status().ok() ? "wrong echo" : slot->ctl.status().ToString().c_str());
+        }
+      } else if (recorder_ != nullptr) {
+        recorder_->Record(slot->sent, now);
+      }
+      if (slot->ctl.attempts() > 1) extra_attempts_.fetch_add(slot->ctl.attempts() - 1);
+      Next(slot);
+    });
+  }
+
+  const std::shared_ptr<rpc::Channel> channel_;
+  BenchServiceProxy proxy_;
+  Recorder* const recorder_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> calls_{0};
+  std::atomic<int64_t> failed_{0};
+  std::atomic<int64_t> extra_attempts_{0};
+  CountDownLatch done_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+};
+
+// --clients loads on `target` (or on resolvers the caller makes), started at once.
+class Clients {
+ public:
+  Clients(const std::string& target, rpc::ChannelOptions options, int concurrency,
+          Recorder* recorder) {
+    for (int i = 0; i < FLAGS_clients; i++) {
+      rpc::MessengerOptions mo;
+      mo.name = "client" + std::to_string(i);
+      messengers_.push_back(rpc::MessengerBuilder(mo).Build().value());
+      rpc::ChannelOptions co = options;
+      co.name = "bench" + std::to_string(i);
+      auto channel = rpc::Channel::Create(messengers_.back(), target, co);
+      CHECK(channel.ok()) << channel.status().ToString();
+      loads_.push_back(std::make_unique<Load>(*channel, concurrency, recorder));
+    }
+  }
+  ~Clients() {
+    Stop();
+    for (auto& m : messengers_) m->Shutdown();
+  }
+  void Start() {
+    for (auto& l : loads_) l->Start();
+  }
+  void Stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    for (auto& l : loads_) l->Stop();
+  }
+  int64_t Sum(int64_t (Load::*field)() const) const {
+    int64_t sum = 0;
+    for (const auto& l : loads_) sum += ((*l).*field)();
+    return sum;
+  }
+  const std::vector<std::unique_ptr<Load>>& loads() const { return loads_; }
+
+ private:
+  std::vector<std::shared_ptr<rpc::Messenger>> messengers_;
+  std::vector<std::unique_ptr<Load>> loads_;
+  bool stopped_ = false;
+};
+
+double Ms(uint64_t us) { return us / 1000.0; }
+
+// ---------------------------------------------------------------------------------------------
+// kill
+
+uint16_t FreePort() {
+  auto probe = rpc::MessengerBuilder("port-probe").Build().value();
+  Sockaddr bound;
+  RRPC_CHECK_OK(probe->Listen(Sockaddr::Loopback(0), &bound));
+  probe->Shutdown();
+  return bound.port();
+}
+
+// Waits (up to 30 s) until an echo to `addr` is answered.
+bool WaitUntilServing(const Sockaddr& addr) {
+  auto m = rpc::MessengerBuilder("probe").Build().value();
+  BenchServiceProxy proxy(m, addr);
+  const MonoTime deadline = MonoTime::Now() + MonoDelta::FromSeconds(30);
+  bool ok = false;
+  while (!ok && MonoTime::Now() < deadline) {
+    BenchRequestPB req;
+    req.set_payload("x");
+    BenchResponsePB resp;
+    rpc::RpcController ctl;
+    ctl.set_timeout(MonoDelta::FromSeconds(1));
+    ok = proxy.Echo(req, &resp, &ctl).ok();
+    if (!ok) SleepFor(MonoDelta::FromMilliseconds(20));
+  }
+  m->Shutdown();
+  return ok;
+}
+
+int RunKill(const std::string& self_dir) {
+  const std::string binary =
+      FLAGS_server_binary.empty() ? self_dir + "/rpc-bench" : FLAGS_server_binary;
+  std::vector<pid_t> pids;
+  std::string target = "list://";
+  for (int i = 0; i < 3; i++) {
+    const uint16_t port = FreePort();
+    std::vector<std::string> args = {binary, "--server_only", "--port=" + std::to_string(port),
+                                     "--bind_host=127.0.0.1"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+      fprintf(stderr, "cluster-bench: cannot start %s: %s\n", binary.c_str(), strerror(rc));
+      return 1;
+    }
+    pids.push_back(pid);
+    if (!WaitUntilServing(Sockaddr::Loopback(port))) {
+      fprintf(stderr, "cluster-bench: %s --port=%u does not answer\n", binary.c_str(), port);
+      return 1;
+    }
+    target += (i > 0 ? "," : "") + Sockaddr::Loopback(port).ToString();
+  }
+  const double total = FLAGS_steady_seconds + FLAGS_after_seconds;
+  Recorder recorder(static_cast<size_t>(total * 400'000));
+  rpc::ChannelOptions options;
+  Clients clients(target, options, FLAGS_concurrency, &recorder);
+  clients.Start();
+  SleepFor(MonoDelta::FromSeconds(FLAGS_steady_seconds));
+  const double kill_at = recorder.Elapsed();
+  kill(pids[1], SIGKILL);
+  SleepFor(MonoDelta::FromSeconds(FLAGS_after_seconds));
+  const double end = recorder.Elapsed();
+  clients.Stop();
+  for (size_t i = 0; i < pids.size(); i++) {
+    if (i != 1) kill(pids[i], SIGTERM);
+    waitpid(pids[i], nullptr, 0);
+  }
+
+  const Histogram steady = recorder.Window(1, kill_at);
+  const Histogram after = recorder.Window(kill_at, kill_at + FLAGS_after_seconds);
+  const double steady_per_slot = steady.count() / ((kill_at - 1) * 10);
+  const std::vector<int64_t> slots = recorder.PerSlot(end);
+  // Recovery: the end of the first 100 ms slot after the kill at >= 60% of the steady rate (the
+  // kill's own dip); and the end of the last one below it in the window (any later dip, which on
+  // a shared machine may be someone else's load).
+  double first_back = -1, last_below = 0;
+  double lowest = 1e9;
+  const size_t kill_slot = static_cast<size_t>(kill_at * 10);
+  for (size_t s = kill_slot; s + 1 < slots.size(); s++) {
+    const double share = slots[s] / steady_per_slot;
+    const double slot_end = (s + 1) / 10.0 - kill_at;
+    lowest = std::min(lowest, share);
+    if (share >= 0.6 && first_back < 0) first_back = slot_end;
+    if (share < 0.6) last_below = slot_end;
+  }
+  int64_t budget = 0, refused = 0;
+  const double seconds = end;
+  for (const auto& l : clients.loads()) {
+    const auto& rb = l->channel()->options().retry_budget;
+    budget += rb.max_tokens + static_cast<int64_t>(rb.ratio * l->calls()) +
+              static_cast<int64_t>(rb.floor_per_second * (seconds + 1));
+    refused += l->channel()->retries_refused();
+  }
+  printf(
+      "CLUSTER scenario=kill clients=%d concurrency=%d calls=%ld failed=%ld steady_per_sec=%.0f "
+      "steady_p50_ms=%.2f steady_p99_ms=%.2f after_kill_p99_ms=%.2f after_kill_p999_ms=%.2f "
+      "after_kill_max_ms=%.2f p99_ratio=%.2f lowest_100ms_share=%.2f "
+      "back_to_60pct_s=%.1f last_below_60pct_s=%.1f retries=%ld retry_budget=%ld "
+      "retries_refused=%ld\n",
+      FLAGS_clients, FLAGS_concurrency, clients.Sum(&Load::calls), clients.Sum(&Load::failed),
+      steady.count() / (kill_at - 1), Ms(steady.ValueAtPercentile(50)),
+      Ms(steady.ValueAtPercentile(99)), Ms(after.ValueAtPercentile(99)),
+      Ms(after.ValueAtPercentile(99.9)), Ms(after.max()),
+      double(after.ValueAtPercentile(99)) / std::max<uint64_t>(1, steady.ValueAtPercentile(99)),
+      lowest, first_back, last_below, clients.Sum(&Load::extra_attempts), budget, refused);
+  printf("CLUSTER scenario=kill per_second_after_kill=");
+  for (int s = 0; s < static_cast<int>(FLAGS_after_seconds); s++) {
+    int64_t n = 0;
+    for (int k = 0; k < 10; k++) {
+      const size_t slot = static_cast<size_t>(kill_at * 10) + s * 10 + k;
+      if (slot < slots.size()) n += slots[slot];
+    }
+    printf("%s%ld", s > 0 ? "," : "", n);
+  }
+  printf("\n");
+  return clients.Sum(&Load::failed) == 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// In-process servers (hedge, registry)
+
+class CountingEcho final : public BenchServiceIf {
+ public:
+  void Echo(const BenchRequestPB* req, BenchResponsePB* resp, rpc::RpcContext* ctx) override {
+    calls_.fetch_add(1, std::memory_order_relaxed);
+    resp->set_payload(req->payload());
+    ctx->RespondSuccess();
+  }
+  int64_t calls() const { return calls_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int64_t> calls_{0};
+};
+
+struct Server {
+  std::shared_ptr<rpc::Messenger> messenger;
+  CountingEcho* service = nullptr;
+  Sockaddr addr;
+  std::shared_ptr<rpc::FaultInjector> faults = std::make_shared<rpc::FaultInjector>();
+};
+
+std::vector<Server> StartServers(int n) {
+  std::vector<Server> servers(n);
+  for (int i = 0; i < n; i++) {
+    rpc::MessengerOptions mo;
+    mo.name = "server" + std::to_string(i);
+    mo.service_queue_length = 1024;
+    mo.fault_injector = servers[i].faults;
+    servers[i].messenger = rpc::MessengerBuilder(mo).Build().value();
+    auto service = std::make_unique<CountingEcho>();
+    servers[i].service = service.get();
+    RRPC_CHECK_OK(servers[i].messenger->RegisterService(std::move(service)));
+    RRPC_CHECK_OK(servers[i].messenger->Listen(Sockaddr::Loopback(0), &servers[i].addr));
+  }
+  return servers;
+}
+
+std::string ListTarget(const std::vector<Server>& servers, int n) {
+  std::string target = "list://";
+  for (int i = 0; i < n; i++) target += (i > 0 ? "," : "") + servers[i].addr.ToString();
+  return target;
+}
+
+// ---------------------------------------------------------------------------------------------
+// hedge
+
+struct PhaseFigures {
+  Histogram latency{60'000'000};
+  int64_t calls = 0;
+  int64_t extra = 0;
+  int64_t failed = 0;
+};
+
+PhaseFigures RunPhase(const std::string& target, const rpc::ChannelOptions& options) {
+  Recorder recorder(static_cast<size_t>(FLAGS_hedge_seconds * 400'000));
+  Clients clients(target, options, FLAGS_concurrency, &recorder);
+  clients.Start();
+  SleepFor(MonoDelta::FromSeconds(FLAGS_hedge_seconds));
+  clients.Stop();
+  PhaseFigures f;
+  f.latency = recorder.Window(0.5, 1e9);
+  f.calls = clients.Sum(&Load::calls);
+  f.extra = clients.Sum(&Load::extra_attempts);
+  f.failed = clients.Sum(&Load::failed);
+  return f;
+}
+
+void PrintPhase(const char* phase, const PhaseFigures& f) {
+  printf(
+      "CLUSTER scenario=hedge phase=%s calls=%ld failed=%ld p50_ms=%.2f p99_ms=%.2f "
+      "p999_ms=%.2f extra_calls_pct=%.2f\n",
+      phase, f.calls, f.failed, Ms(f.latency.ValueAtPercentile(50)),
+      Ms(f.latency.ValueAtPercentile(99)), Ms(f.latency.ValueAtPercentile(99.9)),
+      f.calls ? 100.0 * f.extra / f.calls : 0.0);
+}
+
+int RunHedge() {
+  std::vector<Server> servers = StartServers(3);
+  const std::string target = ListTarget(servers, 3);
+  rpc::FaultSpec slow;
+  slow.slow_handler = 0.05;
+  slow.handler_delay = MonoDelta::FromMilliseconds(50);
+  // The three phases alternate round by round, so a busy spell of the machine hits all alike;
+  // the summary takes each phase's median over the rounds.
+  std::vector<double> healthy_p99, slowed_p99, hedged_p99, extra_pct;
+  Histogram healthy_all(60'000'000);
+  int64_t failed = 0;
+  for (int round = 0; round < FLAGS_hedge_rounds; round++) {
+    servers[0].faults->set_spec(rpc::FaultSpec());
+    const PhaseFigures healthy = RunPhase(target, rpc::ChannelOptions());
+    PrintPhase("healthy", healthy);
+    healthy_all.Merge(healthy.latency);
+    servers[0].faults->set_spec(slow);
+    const PhaseFigures slowed = RunPhase(target, rpc::ChannelOptions());
+    PrintPhase("slowed_no_hedging", slowed);
+    rpc::ChannelOptions hedging;
+    hedging.hedge_after =
+        MonoDelta::FromMicroseconds(std::max<int64_t>(100, healthy.latency.ValueAtPercentile(95)));
+    const PhaseFigures hedged = RunPhase(target, hedging);
+    PrintPhase("slowed_hedged", hedged);
+    printf("CLUSTER scenario=hedge round=%d hedge_after_ms=%.2f\n", round,
+           hedging.hedge_after.ToSeconds() * 1000);
+    healthy_p99.push_back(Ms(healthy.latency.ValueAtPercentile(99)));
+    slowed_p99.push_back(Ms(slowed.latency.ValueAtPercentile(99)));
+    hedged_p99.push_back(Ms(hedged.latency.ValueAtPercentile(99)));
+    extra_pct.push_back(hedged.calls ? 100.0 * hedged.extra / hedged.calls : 0.0);
+    failed += healthy.failed + slowed.failed + hedged.failed;
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  printf(
+      "CLUSTER scenario=hedge rounds=%d healthy_p99_ms=%.2f slowed_p99_ms=%.2f "
+      "hedged_p99_ms=%.2f hedged_p99_vs_healthy=%.2f unhedged_p99_vs_healthy=%.2f "
+      "extra_calls_pct=%.2f (medians over the rounds) failed=%ld\n",
+      FLAGS_hedge_rounds, median(healthy_p99), median(slowed_p99), median(hedged_p99),
+      median(hedged_p99) / median(healthy_p99), median(slowed_p99) / median(healthy_p99),
+      median(extra_pct), failed);
+
+  // Every call of replica 0 takes 10x the healthy median longer.
+  rpc::FaultSpec ten_x;
+  ten_x.slow_handler = 1;
+  ten_x.handler_delay =
+      MonoDelta::FromMicroseconds(std::max<int64_t>(1000, 10 * healthy_all.ValueAtPercentile(50)));
+  servers[0].faults->set_spec(ten_x);
+  Clients clients(target, rpc::ChannelOptions(), FLAGS_concurrency, nullptr);
+  std::vector<int64_t> before;
+  for (const auto& s : servers) before.push_back(s.service->calls());
+  clients.Start();
+  printf("CLUSTER scenario=hedge phase=ten_x_slower delay_ms=%.2f slow_share_per_second=",
+         ten_x.handler_delay.ToSeconds() * 1000);
+  for (int second = 0; second < 5; second++) {
+    SleepFor(MonoDelta::FromSeconds(1));
+    std::vector<int64_t> now;
+    int64_t all = 0;
+    for (const auto& s : servers) {
+      now.push_back(s.service->calls());
+      all += now.back() - before[now.size() - 1];
+    }
+    printf("%s%.3f", second > 0 ? "," : "", all ? double(now[0] - before[0]) / all : 0.0);
+    before = now;
+  }
+  printf("\n");
+  clients.Stop();
+  for (auto& s : servers) s.messenger->Shutdown();
+  return failed == 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// registry
+
+bool ChannelsHave(const Clients& clients, const Sockaddr& addr, bool want) {
+  for (const auto& l : clients.loads()) {
+    bool has = false;
+    for (const auto& b : l->channel()->Backends()) has |= b.addr == addr;
+    if (has != want) return false;
+  }
+  return true;
+}
+
+// Names the fourth server in the registry (name_fourth(true)) and takes it out again
+// (name_fourth(false)), --registry_rounds times, under a load of --clients x 16 calls.
+int RunRegistry(const char* name, const std::string& target, std::vector<Server>& servers,
+                const std::function<void(bool)>& name_fourth) {
+  Clients clients(target, rpc::ChannelOptions(), 16, nullptr);
+  const MonoTime wait_until = MonoTime::Now() + MonoDelta::FromSeconds(30);
+  while (!ChannelsHave(clients, servers[0].addr, true) && MonoTime::Now() < wait_until) {
+    SleepFor(MonoDelta::FromMilliseconds(5));
+  }
+  clients.Start();
+  std::vector<double> adds, removes;
+  for (int round = 0; round < FLAGS_registry_rounds; round++) {
+    const int64_t before = servers[3].service->calls();
+    MonoTime t0 = MonoTime::Now();
+    name_fourth(true);
+    while (servers[3].service->calls() == before &&
+           MonoTime::Now() - t0 < MonoDelta::FromSeconds(30)) {
+      SleepFor(MonoDelta::FromMicroseconds(500));
+    }
+    adds.push_back((MonoTime::Now() - t0).ToSeconds());
+    SleepFor(MonoDelta::FromMilliseconds(300));
+    t0 = MonoTime::Now();
+    name_fourth(false);
+    while (!ChannelsHave(clients, servers[3].addr, false) &&
+           MonoTime::Now() - t0 < MonoDelta::FromSeconds(30)) {
+      SleepFor(MonoDelta::FromMicroseconds(500));
+    }
+    removes.push_back((MonoTime::Now() - t0).ToSeconds());
+    SleepFor(MonoDelta::FromMilliseconds(300));
+  }
+  clients.Stop();
+  std::sort(adds.begin(), adds.end());
+  std::sort(removes.begin(), removes.end());
+  printf(
+      "CLUSTER scenario=registry registry=%s rounds=%zu add_to_first_call_s_median=%.3f "
+      "add_max=%.3f remove_to_out_of_every_set_s_median=%.3f remove_max=%.3f calls=%ld "
+      "failed=%ld\n",
+      name, adds.size(), adds[adds.size() / 2], adds.back(), removes[removes.size() / 2],
+      removes.back(), clients.Sum(&Load::calls), clients.Sum(&Load::failed));
+  return clients.Sum(&Load::failed) == 0 ? 0 : 1;
+}
+
+int RunRegistries() {
+  std::vector<Server> servers = StartServers(4);
+  int rc = 0;
+  {
+    char tmpl[] = "/tmp/cluster-bench-XXXXXX";
+    CHECK(mkdtemp(tmpl) != nullptr);
+    const std::string path = std::string(tmpl) + "/servers";
+    auto write = [&](bool with_fourth) {
+      std::string text;
+      for (int i = 0; i < (with_fourth ? 4 : 3); i++) text += servers[i].addr.ToString() + "\n";
+      std::ofstream(path + ".tmp", std::ios::trunc) << text;
+      CHECK_EQ(0, rename((path + ".tmp").c_str(), path.c_str()));
+    };
+    write(false);
+    rc |= RunRegistry("file", "file://" + path, servers, write);
+    std::filesystem::remove_all(tmpl);
+  }
+  {
+    rpc::EtcdTestServer etcd;
+    RRPC_CHECK_OK(etcd.Start());
+    rpc::EtcdClient registry = etcd.Client();
+    for (int i = 0; i < 3; i++) {
+      RRPC_CHECK_OK(
+          registry.Put("/kv/" + servers[i].addr.ToString(), servers[i].addr.ToString(), 0));
+    }
+    const std::string key = "/kv/" + servers[3].addr.ToString();
+    rc |= RunRegistry("etcd", "etcd://" + etcd.endpoint() + "/kv", servers, [&](bool with_fourth) {
+      RRPC_CHECK_OK(with_fourth ? registry.Put(key, servers[3].addr.ToString(), 0)
+                                : registry.Delete(key));
+    });
+  }
+  for (auto& s : servers) s.messenger->Shutdown();
+  return rc;
+}
+
+int Main(const std::string& self_dir) {
+  const std::string& s = FLAGS_scenario;
+  if (s != "all" && s != "kill" && s != "hedge" && s != "registry") {
+    fprintf(stderr, "cluster-bench: --scenario must be kill, hedge, registry or all\n");
+    return 2;
+  }
+  int rc = 0;
+  if (s == "all" || s == "kill") rc |= RunKill(self_dir);
+  if (s == "all" || s == "hedge") rc |= RunHedge();
+  if (s == "all" || s == "registry") rc |= RunRegistries();
+  return rc;
+}
+
+}  // namespace
+}  // namespace rrpc::bench
+
+int main(int argc, char** argv) {
+  rrpc::ParseCommandLine(
+      &argc, &argv,
+      {"cluster-bench [--scenario=kill|hedge|registry|all] [--clients=N] [--concurrency=N]",
+       "Timed figures of a cluster channel: a server SIGKILLed under load, a slowed replica with "
+       "and without hedging, servers added to and removed from a file and an etcd registry "
+       "(docs/cluster.md).",
+       {"rrpc/bench/cluster_bench_main.cc"}});
+  google::InitGoogleLogging(argv[0]);
+  const std::string self_dir = std::filesystem::read_symlink("/proc/self/exe").parent_path();
+  return rrpc::bench::Main(self_dir);
+}
