@@ -107,22 +107,24 @@ void Connection::QueueControlFrame(int kind, int32_t call_id) {
 void Connection::TrackForCancel(InboundCall* call) {
   DCHECK(reactor_->IsCurrentThread());
   MutexLock lock(cancel_mu_);
-  if (cancellable_.Find(call->call_id()) != nullptr) return;  // a duplicate id in flight
-  cancellable_.Insert(call->call_id(), call);
-  call->set_cancel_tracked();
+  // A duplicate id in flight stays untracked.
+  if (cancellable_.TryInsert(call->call_id(), call)) call->set_cancel_tracked();
 }
 
 void Connection::UntrackForCancel(InboundCall* call) RRPC_NO_THREAD_SAFETY_ANALYSIS {
-  std::function<void()> callback;  // destroyed after unlocking: it may hold anything
   if (tls_cancelling == call) {
-    // Answered from its own cancel callback: this thread holds cancel_mu_ already.
+    // Answered from its own cancel callback: this thread holds cancel_mu_ already, and the
+    // callback (running) is dropped by the canceller once it returns.
     cancellable_.Erase(call->call_id());
-    callback.swap(call->cancel_callback());
     return;
   }
-  MutexLock lock(cancel_mu_);
-  cancellable_.Erase(call->call_id());
-  callback.swap(call->cancel_callback());
+  std::function<void()> callback;  // destroyed after unlocking: it may hold anything
+  {
+    MutexLock lock(cancel_mu_);
+    cancellable_.Erase(call->call_id());
+    // Set only by a handler that asked (RpcContext::OnCancel): most calls have none to drop.
+    if (call->cancel_callback()) callback.swap(call->cancel_callback());
+  }
 }
 
 void Connection::SetCancelCallback(InboundCall* call, std::function<void()> callback) {
