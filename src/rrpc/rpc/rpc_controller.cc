@@ -59,21 +59,14 @@ void RpcController::Cancel() {
   keep->Cancel();
 }
 
-bool RpcController::AttachCall(OutboundCall* call) {
-  DCHECK(call_.load(std::memory_order_relaxed) == nullptr) << "one call at a time";
-  call_.store(call, std::memory_order_seq_cst);
-  // Cancel() stores its flag and then reads call_: it sees this call, or this sees its flag.
-  return !cancel_requested_.load(std::memory_order_seq_cst);
-}
-
-void RpcController::DetachCall(OutboundCall* call) {
-  OutboundCall* expected = call;
-  while (!call_.compare_exchange_weak(expected, nullptr, std::memory_order_acq_rel,
-                                      std::memory_order_acquire)) {
+void RpcController::DetachCallSlow(OutboundCall* call, OutboundCall* seen) {
+  OutboundCall* expected = seen;
+  do {
     if (expected != kCancelling && expected != call) return;  // not attached (failed to attach)
     CpuRelax();  // a Cancel() is taking its reference: it puts the call back at once
     expected = call;
-  }
+  } while (!call_.compare_exchange_weak(expected, nullptr, std::memory_order_acq_rel,
+                                        std::memory_order_acquire));
 }
 
 void RpcController::Reset() {

@@ -122,10 +122,21 @@ class RpcController {
   friend class ChannelCall;  // rpc/cluster: attempts, failover and hedging
   // The caller's thread, once per attempt: `call` is now the one Cancel() reaches. False when
   // Cancel() came first (the caller then fails the call, which detaches it).
-  bool AttachCall(OutboundCall* call);
+  bool AttachCall(OutboundCall* call) {
+    call_.store(call, std::memory_order_seq_cst);
+    // Cancel() stores its flag and then reads call_: it sees this call, or this sees its flag.
+    return !cancel_requested_.load(std::memory_order_seq_cst);
+  }
   // The thread finishing `call`, before its callback: Cancel() no longer reaches it, and no
   // Cancel() still holds it without a reference (waits out one that is taking its reference).
-  void DetachCall(OutboundCall* call);
+  void DetachCall(OutboundCall* call) {
+    OutboundCall* expected = call;
+    if (!call_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel,
+                                       std::memory_order_acquire)) {
+      DetachCallSlow(call, expected);
+    }
+  }
+  void DetachCallSlow(OutboundCall* call, OutboundCall* seen);
   // Before a retry: forgets the last attempt's outcome, keeps the deadline, sidecars and policy.
   void PrepareRetry();
 

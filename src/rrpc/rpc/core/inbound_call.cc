@@ -97,8 +97,8 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
 }
 
 void InboundCall::Untrack() {
-  cancel_tracked_ = false;
   connection_->UntrackForCancel(this);
+  cancel_track_ = CancelTrack::kNone;
 }
 
 void InboundCall::set_method(const std::string& service_name, const RpcMethodInfo* method) {
