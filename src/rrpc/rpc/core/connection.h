@@ -222,6 +222,12 @@ class Connection final : public RefCounted<Connection>,
   Status HandleResponseFrame(BlockSlice&& frame);
   // Server side: a control frame's body (ControlPB). Unknown kinds and call ids are ignored.
   Status HandleControlFrame(Slice body);
+  // A worker's lone response or a synchronous caller's call, the write queue empty: queues
+  // `transfer` and writes it as far as the transport takes it now, on the calling thread. True
+  // when it went out whole (it is off the queue; *transport_holds tells whether the transport
+  // kept part of it, e.g. a TLS record, for the reactor to finish); false when the reactor must
+  // write the rest (counted in unsent_bytes_; the transfer stays queued).
+  bool WriteAloneLocked(OutboundTransfer* transfer, bool* transport_holds) RRPC_REQUIRES(write_mu_);
   // Server side: the cancel of `call_id`; a no-op when no call of that id is in flight.
   void CancelInboundCall(int32_t call_id) RRPC_EXCLUDES(cancel_mu_);
   // Server side, reactor thread: a new call of a client that may cancel it: findable by id
