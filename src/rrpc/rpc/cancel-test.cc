@@ -206,6 +206,59 @@ TEST_F(CancelTest, SynchronousCallCancelledFromAnotherThreadReturnsAtOnce) {
   EXPECT_TRUE(watcher.saw_cancelled.load());
 }
 
+TEST_F(CancelTest, RunningHandlerThatOnlyPollsSeesItsCallCancelled) {
+  // No OnCancel: the call stays where most calls are tracked (a cancel slot, connection.h).
+  CountDownLatch started(1);
+  std::atomic<bool> saw_cancelled{false};
+  service_->set_echo_hook([&](const rtest::EchoRequestPB& req, RpcContext* context) {
+    if (req.data() != "polls") return;
+    started.CountDown();
+    saw_cancelled = WaitForCondition([context] { return context->cancelled(); });
+  });
+  rtest::EchoServiceProxy proxy = Proxy();
+  AsyncCall call;
+  Send(proxy, &call, "polls");
+  ASSERT_TRUE(started.WaitFor(kLong));
+  call.ctl.Cancel();
+  ASSERT_TRUE(call.done.WaitFor(kLong));
+  EXPECT_TRUE(call.ctl.status().IsAborted()) << call.ctl.status().ToString();
+  ASSERT_TRUE(
+      WaitForCondition([&] { return server_metrics()->calls_cancelled_running->value() == 1; }));
+  EXPECT_TRUE(WaitForCondition([&] { return saw_cancelled.load(); }));
+  EXPECT_TRUE(EchoOnce(proxy, "after").ok());
+}
+
+TEST_F(CancelTest, CancelsRacingTheAnswersEndEachCallOnce) {
+  // Calls answered at once, each cancelled from another thread as it goes: the cancel lands
+  // before, during or after the answer, on both sides; every call ends exactly once and the
+  // server keeps serving.
+  constexpr int kCalls = 300;
+  rtest::EchoServiceProxy proxy = Proxy();
+  std::vector<std::unique_ptr<AsyncCall>> calls;
+  for (int i = 0; i < kCalls; i++) calls.push_back(std::make_unique<AsyncCall>());
+  std::atomic<int> sent{0};
+  std::thread canceller([&] {
+    for (int i = 0; i < kCalls; i++) {
+      while (sent.load() <= i) std::this_thread::yield();
+      calls[i]->ctl.Cancel();
+    }
+  });
+  for (int i = 0; i < kCalls; i++) {
+    Send(proxy, calls[i].get(), "race-" + std::to_string(i));
+    sent++;
+  }
+  canceller.join();
+  int answered = 0;
+  for (auto& c : calls) {
+    ASSERT_TRUE(c->done.WaitFor(kLong));
+    EXPECT_EQ(1, c->callbacks.load());
+    EXPECT_TRUE(c->ctl.status().ok() || c->ctl.status().IsAborted()) << c->ctl.status().ToString();
+    if (c->ctl.status().ok()) answered++;
+  }
+  RecordProperty("answered", answered);
+  EXPECT_TRUE(EchoOnce(proxy, "after").ok());
+}
+
 TEST(CancelFrameTest, BytesAreAsDocumentedInWireFormat) {
   RequestHeader header;
   header.set_call_id(kControlCallId);

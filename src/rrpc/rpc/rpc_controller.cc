@@ -1,6 +1,9 @@
 #include "rrpc/rpc/rpc_controller.h"
 
+#include <cstdint>
+
 #include "rrpc/rpc/core/outbound_call.h"
+#include "rrpc/util/spin_wait.h"
 
 namespace rrpc::rpc {
 
@@ -30,26 +33,40 @@ bool RpcController::IsRetriable() const {
          error_->code() == ErrorStatusPB::ERROR_UNAVAILABLE;
 }
 
+namespace {
+// call_ while a Cancel() takes its reference: never a call's address.
+OutboundCall* const kCancelling = reinterpret_cast<OutboundCall*>(uintptr_t{1});
+}  // namespace
+
 void RpcController::Cancel() {
   cancel_requested_.store(true, std::memory_order_seq_cst);
-  scoped_refptr<OutboundCall> call;
-  {
-    MutexLock lock(call_mu_);
-    call = call_;  // unfinished, so alive: its reactor holds a reference
+  OutboundCall* call = call_.load(std::memory_order_seq_cst);
+  while (true) {
+    if (call == nullptr) return;  // none attached yet (it will see the flag), or finished
+    if (call == kCancelling) {    // another Cancel(), for the few instructions of its AddRef
+      CpuRelax();
+      call = call_.load(std::memory_order_seq_cst);
+      continue;
+    }
+    if (call_.compare_exchange_weak(call, kCancelling, std::memory_order_acq_rel,
+                                    std::memory_order_seq_cst)) {
+      break;
+    }
   }
-  if (call != nullptr) call->Cancel();
+  // Alive while call_ is kCancelling: its DetachCall (before it finishes) waits for the swap back.
+  scoped_refptr<OutboundCall> keep(call);
+  call_.store(call, std::memory_order_release);
+  keep->Cancel();
 }
 
-bool RpcController::AttachCall(OutboundCall* call) {
-  MutexLock lock(call_mu_);
-  if (cancel_requested_.load(std::memory_order_seq_cst)) return false;
-  call_ = call;
-  return true;
-}
-
-void RpcController::DetachCall(OutboundCall* call) {
-  MutexLock lock(call_mu_);
-  if (call_ == call) call_ = nullptr;
+void RpcController::DetachCallSlow(OutboundCall* call, OutboundCall* seen) {
+  OutboundCall* expected = seen;
+  do {
+    if (expected != kCancelling && expected != call) return;  // not attached (failed to attach)
+    CpuRelax();  // a Cancel() is taking its reference: it puts the call back at once
+    expected = call;
+  } while (!call_.compare_exchange_weak(expected, nullptr, std::memory_order_acq_rel,
+                                        std::memory_order_acquire));
 }
 
 void RpcController::Reset() {

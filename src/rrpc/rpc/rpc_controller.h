@@ -14,7 +14,6 @@
 #include "rrpc/rpc/trace_context.h"
 #include "rrpc/util/block.h"
 #include "rrpc/util/monotime.h"
-#include "rrpc/util/mutex.h"
 #include "rrpc/util/slice.h"
 #include "rrpc/util/status.h"
 
@@ -82,7 +81,7 @@ class RpcController {
   // queued and tells a running handler (RpcContext::cancelled()). Before the call starts: the
   // call fails as it starts (so does every retry). After it finished: nothing. Idempotent;
   // Reset() clears it.
-  void Cancel() RRPC_EXCLUDES(call_mu_);
+  void Cancel();
   bool cancel_requested() const { return cancel_requested_.load(std::memory_order_acquire); }
 
   // Opt-in retries of calls refused as too busy (RetryPolicy); used by Proxy::SyncRequest.
@@ -132,10 +131,23 @@ class RpcController {
   friend class OutboundCall;
   friend class Proxy;
   friend class ChannelCall;  // rpc/cluster: attempts, failover and hedging
-  // The call now in flight, for Cancel(); false (nothing attached) when Cancel() came first.
-  bool AttachCall(OutboundCall* call) RRPC_EXCLUDES(call_mu_);
-  // `call` finished: Cancel() no longer reaches it.
-  void DetachCall(OutboundCall* call) RRPC_EXCLUDES(call_mu_);
+  // The caller's thread, once per attempt: `call` is now the one Cancel() reaches. False when
+  // Cancel() came first (the caller then fails the call, which detaches it).
+  bool AttachCall(OutboundCall* call) {
+    call_.store(call, std::memory_order_seq_cst);
+    // Cancel() stores its flag and then reads call_: it sees this call, or this sees its flag.
+    return !cancel_requested_.load(std::memory_order_seq_cst);
+  }
+  // The thread finishing `call`, before its callback: Cancel() no longer reaches it, and no
+  // Cancel() still holds it without a reference (waits out one that is taking its reference).
+  void DetachCall(OutboundCall* call) {
+    OutboundCall* expected = call;
+    if (!call_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel,
+                                       std::memory_order_acquire)) {
+      DetachCallSlow(call, expected);
+    }
+  }
+  void DetachCallSlow(OutboundCall* call, OutboundCall* seen);
   // Before a retry: forgets the last attempt's outcome, keeps the deadline, sidecars and policy.
   void PrepareRetry();
 
@@ -163,9 +175,13 @@ class RpcController {
   TraceContext trace_;
   // Cancel() may come from any thread while the owner's call runs.
   std::atomic<bool> cancel_requested_{false};
-  Mutex call_mu_;
-  // The unfinished call (its reactor holds it alive), or nullptr.
-  OutboundCall* call_ RRPC_GUARDED_BY(call_mu_) = nullptr;
+  // The attached unfinished call (alive: its reactor or caller holds it), nullptr, or
+  // kCancelling while a Cancel() takes a reference to the call it replaced. AttachCall stores
+  // the call, DetachCall swaps it back to nullptr (waiting while kCancelling), Cancel() swaps it
+  // to kCancelling, takes its reference and puts it back. The flag and call_ are written and
+  // then the other read, both seq_cst: of an attach and a concurrent Cancel() at least one
+  // sees the other.
+  std::atomic<OutboundCall*> call_{nullptr};
   uint64_t request_seq_no_ = 0;         // set by Proxy for tracked calls
   bool server_tracks_results_ = false;  // set by OutboundCall when the call finishes
   bool request_left_ = false;           // set by OutboundCall when the call finishes

@@ -5,7 +5,6 @@
 #include <new>
 
 #include "rrpc/util/home_pool.h"
-#include "rrpc/util/thread_stash.h"
 
 namespace rrpc {
 
@@ -22,18 +21,15 @@ constexpr size_t kCachedBlockCapacity = 64 * 1024;
 struct ReadBlockPoolTag {};
 using ReadBlockPool = HomePool<ReadBlockPoolTag, 16>;
 
-// Small blocks (a small call's frame head: length, header and body, about 100 bytes for a
-// 64-byte echo) all get room for this many bytes and are kept per thread: the head of a
-// request is made on the calling thread and freed once written, usually by the same thread (its
-// reactor, or the caller writing it itself), and a response's head by the worker that writes it.
-// Saves a malloc/free pair per frame. A thread that only frees them keeps at most 32
-// (10 KiB); the rest go back to the heap.
+// Small blocks (a frame head too large for its call's inline buffer, a control frame) all get
+// room for this many bytes, from a HomePool too: each goes back to the thread that made it,
+// which keeps at most 32 (10 KiB).
 constexpr size_t kSmallBlockCapacity = 256;
-void FreeSmallBlock(void* mem) { free(mem); }
-using SmallBlockStash = ThreadStash<void*, 32, FreeSmallBlock>;
+struct SmallBlockPoolTag {};
+using SmallBlockPool = HomePool<SmallBlockPoolTag, 32>;
 
 // Large blocks kept by a thread that asked to (Block::KeepLargeBlocksOnThisThread), oldest
-// first. Not a ThreadStash: a full stash refuses the newest, and a reactor whose stream changed
+// first. Not a HomePool: blocks of many sizes, and a reactor whose stream changed
 // size must keep the new size's blocks, so here the oldest goes. Trivially destructible (the
 // thread empties it before it ends).
 struct KeptLargeBlock {
@@ -88,10 +84,7 @@ int Block::LargeBlocksKeptOnThisThread() { return tls_kept_large.count; }
 BlockRef Block::Allocate(size_t capacity) {
   void* mem;
   if (capacity <= kSmallBlockCapacity) {
-    if (!SmallBlockStash::Pop(&mem)) {
-      mem = malloc(sizeof(Block) + kSmallBlockCapacity);
-      if (mem == nullptr) throw std::bad_alloc();
-    }
+    mem = SmallBlockPool::Allocate(sizeof(Block) + kSmallBlockCapacity);
     return BlockRef(new (mem) Block(capacity, nullptr));
   }
   if (capacity == kCachedBlockCapacity) {
@@ -131,7 +124,7 @@ void Block::Release() const {
     this->~Block();
     void* mem = const_cast<Block*>(this);
     if (capacity <= kSmallBlockCapacity) {
-      if (!SmallBlockStash::Push(mem)) free(mem);
+      SmallBlockPool::Free(mem);
       return;
     }
     if (capacity == kCachedBlockCapacity) {

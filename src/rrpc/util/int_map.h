@@ -57,6 +57,22 @@ class IntMap {
     size_++;
   }
 
+  // Inserts `key` unless it is there already (then false, and the map is unchanged): one probe
+  // where Find and Insert take two.
+  bool TryInsert(int32_t key, V value) {
+    if ((size_ + 1) * 2 > capacity()) Grow();
+    size_t i = Home(key);
+    while (slots_[i].used) {
+      if (slots_[i].key == key) return false;
+      i = (i + 1) & mask_;
+    }
+    slots_[i].used = true;
+    slots_[i].key = key;
+    slots_[i].value = std::move(value);
+    size_++;
+    return true;
+  }
+
   // Removes `key`; false if it was not there. Its value goes to *out when `out` is given.
   bool Erase(int32_t key, V* out = nullptr) {
     if (size_ == 0) return false;

@@ -468,6 +468,18 @@ void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
 
 // ---- Calls and responses.
 
+bool Connection::TrackForCancelInSlot(InboundCall* call) {
+  if (cancel_slots_ == nullptr) return false;  // made with the first call (TrackForCancelInMap)
+  const int i = call->call_id() & (kCancelSlots - 1);
+  std::atomic<InboundCall*>& slot = cancel_slots_->call[i];
+  // Only this thread fills a slot: one seen empty stays empty until it does.
+  if (slot.load(std::memory_order_relaxed) != nullptr) return false;
+  cancel_slots_->call_id[i] = call->call_id();
+  slot.store(call, std::memory_order_release);
+  call->set_cancel_track(InboundCall::CancelTrack::kSlot, &slot);
+  return true;
+}
+
 Status Connection::HandleCallFrame(BlockSlice&& frame, size_t* charged) {
   DCHECK(reactor_->IsCurrentThread());
   auto call = std::make_unique<InboundCall>(scoped_refptr<Connection>(this));

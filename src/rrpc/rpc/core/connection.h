@@ -222,11 +222,23 @@ class Connection final : public RefCounted<Connection>,
   Status HandleResponseFrame(BlockSlice&& frame);
   // Server side: a control frame's body (ControlPB). Unknown kinds and call ids are ignored.
   Status HandleControlFrame(Slice body);
+  // A worker's lone response or a synchronous caller's call, the write queue empty: queues
+  // `transfer` and writes it as far as the transport takes it now, on the calling thread. True
+  // when it went out whole (it is off the queue; *transport_holds tells whether the transport
+  // kept part of it, e.g. a TLS record, for the reactor to finish); false when the reactor must
+  // write the rest (counted in unsent_bytes_; the transfer stays queued).
+  bool WriteAloneLocked(OutboundTransfer* transfer, bool* transport_holds) RRPC_REQUIRES(write_mu_);
   // Server side: the cancel of `call_id`; a no-op when no call of that id is in flight.
   void CancelInboundCall(int32_t call_id) RRPC_EXCLUDES(cancel_mu_);
   // Server side, reactor thread: a new call of a client that may cancel it: findable by id
-  // (unless another call in flight holds the id: a forged duplicate stays uncancellable).
-  void TrackForCancel(InboundCall* call) RRPC_EXCLUDES(cancel_mu_);
+  // (unless another call in flight holds the id in the same place: a forged duplicate may stay
+  // uncancellable).
+  void TrackForCancel(InboundCall* call) RRPC_EXCLUDES(cancel_mu_) {
+    if (!TrackForCancelInSlot(call)) TrackForCancelInMap(call);
+  }
+  // Reactor thread: puts `call` in its cancel slot when that is free; false if not.
+  bool TrackForCancelInSlot(InboundCall* call);
+  void TrackForCancelInMap(InboundCall* call) RRPC_EXCLUDES(cancel_mu_);
   // Client side: tells the server `call` was given up on, when it may know the call (its frame
   // started out) and understands the frame.
   void SendCancelFrame(const OutboundCall& call);
@@ -381,8 +393,19 @@ class Connection final : public RefCounted<Connection>,
   // Client side: calls sent behind the hello and given up on before the server's reply.
   std::vector<int32_t> held_cancels_;
   MonoTime last_ping_;  // client side: when MaybePing last sent one
-  // Server side: the calls in flight that a cancel frame may reach, by call id; a call leaves it
-  // as it answers. Bounded by the calls in flight (and so by the inbound memory limits).
+  // Server side: the calls in flight that a cancel frame may reach; a call leaves as it answers.
+  // Most sit in cancel_slots_, by call id modulo kCancelSlots, without a lock: only the reactor
+  // fills a slot (TrackForCancel) or marks it busy while it flags the call for a cancel (its
+  // pointer then stays valid: the answering thread empties the slot with a compare-and-swap
+  // from the call to nullptr, waiting out a busy slot). A call whose slot is taken, and one whose
+  // handler asked for a cancel callback, is in cancellable_ under cancel_mu_ instead. Bounded by
+  // the calls in flight (and so by the inbound memory limits).
+  static constexpr int kCancelSlots = 4;
+  struct CancelSlots {
+    std::atomic<InboundCall*> call[kCancelSlots] = {};
+    int32_t call_id[kCancelSlots] = {};  // reactor only: the id of the call it last put there
+  };
+  std::unique_ptr<CancelSlots> cancel_slots_;  // made by the reactor with the first tracked call
   Mutex cancel_mu_;
   IntMap<InboundCall*> cancellable_ RRPC_GUARDED_BY(cancel_mu_);
 

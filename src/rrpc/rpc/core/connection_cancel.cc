@@ -2,11 +2,13 @@
 // client's pings on a silent connection with calls outstanding (MaybePing), and cancellation. The
 // client finishes a cancelled call at once and, when the server negotiated CANCELLATION and the
 // call's frame has started out, sends a cancel frame (ControlPB CANCEL, call id kControlCallId)
-// behind it. The server tracks the calls of such a client by call id in cancellable_ from their
-// arrival until they answer; a cancel flags the call: a worker skips a flagged call still queued
-// (answering ERROR_CANCELLED, which the client discards), a running handler sees
-// RpcContext::cancelled() and its OnCancel callback runs once.
+// behind it. The server tracks the calls of such a client by call id (a cancel slot, or
+// cancellable_) from their arrival until they answer; a cancel flags the call: a worker skips a
+// flagged call still queued (answering ERROR_CANCELLED, which the client discards), a running
+// handler sees RpcContext::cancelled() and its OnCancel callback runs once.
 #include <algorithm>
+#include <cstdint>
+#include <thread>
 
 #include "rrpc/rpc/core/connection.h"
 #include "rrpc/rpc/core/constants.h"
@@ -14,6 +16,7 @@
 #include "rrpc/rpc/core/reactor.h"
 #include "rrpc/rpc/core/wire_codec.h"
 #include "rrpc/rpc/observe/rpc_metrics.h"
+#include "rrpc/util/spin_wait.h"
 
 namespace rrpc::rpc {
 
@@ -104,31 +107,75 @@ void Connection::QueueControlFrame(int kind, int32_t call_id) {
 
 // ---- Server side.
 
-void Connection::TrackForCancel(InboundCall* call) {
+namespace {
+// A cancel slot while the reactor flags its call: never a call's address.
+InboundCall* const kSlotBusy = reinterpret_cast<InboundCall*>(uintptr_t{1});
+
+// The answering thread: empties `slot` of `call`, waiting while the reactor flags it (a few
+// instructions, unless the reactor is preempted there).
+void EmptySlot(std::atomic<InboundCall*>* slot, InboundCall* call) {
+  InboundCall* expected = call;
+  for (int spins = 1; !slot->compare_exchange_weak(expected, nullptr, std::memory_order_acq_rel,
+                                                   std::memory_order_relaxed);
+       spins++) {
+    DCHECK(expected == call || expected == kSlotBusy);
+    expected = call;
+    if (spins % 64 == 0) {
+      std::this_thread::yield();
+    } else {
+      CpuRelax();
+    }
+  }
+}
+}  // namespace
+
+void Connection::TrackForCancelInMap(InboundCall* call) {
   DCHECK(reactor_->IsCurrentThread());
+  if (cancel_slots_ == nullptr) {  // the first call: it gets a slot
+    cancel_slots_ = std::make_unique<CancelSlots>();
+    if (TrackForCancelInSlot(call)) return;
+  }
   MutexLock lock(cancel_mu_);
-  if (cancellable_.Find(call->call_id()) != nullptr) return;  // a duplicate id in flight
-  cancellable_.Insert(call->call_id(), call);
-  call->set_cancel_tracked();
+  // A duplicate id in the map stays untracked.
+  if (cancellable_.TryInsert(call->call_id(), call)) {
+    call->set_cancel_track(InboundCall::CancelTrack::kMap);
+  }
 }
 
 void Connection::UntrackForCancel(InboundCall* call) RRPC_NO_THREAD_SAFETY_ANALYSIS {
-  std::function<void()> callback;  // destroyed after unlocking: it may hold anything
-  if (tls_cancelling == call) {
-    // Answered from its own cancel callback: this thread holds cancel_mu_ already.
-    cancellable_.Erase(call->call_id());
-    callback.swap(call->cancel_callback());
+  if (call->cancel_track() == InboundCall::CancelTrack::kSlot) {
+    EmptySlot(call->cancel_slot(), call);
     return;
   }
-  MutexLock lock(cancel_mu_);
-  cancellable_.Erase(call->call_id());
-  callback.swap(call->cancel_callback());
+  if (tls_cancelling == call) {
+    // Answered from its own cancel callback: this thread holds cancel_mu_ already, and the
+    // callback (running) is dropped by the canceller once it returns.
+    cancellable_.Erase(call->call_id());
+    return;
+  }
+  std::function<void()> callback;  // destroyed after unlocking: it may hold anything
+  {
+    MutexLock lock(cancel_mu_);
+    cancellable_.Erase(call->call_id());
+    // Set only by a handler that asked (RpcContext::OnCancel): most calls have none to drop.
+    if (call->cancel_callback()) callback.swap(call->cancel_callback());
+  }
 }
 
 void Connection::SetCancelCallback(InboundCall* call, std::function<void()> callback) {
   if (!call->cancel_tracked()) return;  // the client cannot cancel it: it would never run
   {
     MutexLock lock(cancel_mu_);
+    if (call->cancel_track() == InboundCall::CancelTrack::kSlot) {
+      // A call with a callback lives in the map: the canceller runs it under cancel_mu_, which
+      // keeps the call from answering meanwhile. Moved under the lock, so a cancel that misses
+      // the slot finds the map entry.
+      EmptySlot(call->cancel_slot(), call);
+      const bool tracked = cancellable_.TryInsert(call->call_id(), call);
+      call->set_cancel_track(tracked ? InboundCall::CancelTrack::kMap
+                                     : InboundCall::CancelTrack::kNone);
+      if (!tracked && !call->client_cancelled()) return;  // a forged duplicate id
+    }
     if (!call->client_cancelled()) {
       call->cancel_callback() = std::move(callback);
       return;
@@ -155,6 +202,21 @@ Status Connection::HandleControlFrame(Slice body) {
 void Connection::CancelInboundCall(int32_t call_id) {
   MessengerMetrics* m = reactor_->metrics();
   if (m != nullptr) m->cancel_requests->Increment();
+  if (cancel_slots_ != nullptr) {
+    const int i = call_id & (kCancelSlots - 1);
+    std::atomic<InboundCall*>& slot = cancel_slots_->call[i];
+    InboundCall* call = slot.load(std::memory_order_acquire);
+    if (call != nullptr && cancel_slots_->call_id[i] == call_id &&
+        slot.compare_exchange_strong(call, kSlotBusy, std::memory_order_acquire)) {
+      // The call cannot answer (and go) until the slot holds it again.
+      if (!call->client_cancelled()) {
+        const bool running = call->MarkCancelled();
+        if (running && m != nullptr) m->calls_cancelled_running->Increment();
+      }
+      slot.store(call, std::memory_order_release);
+      return;
+    }
+  }
   MutexLock lock(cancel_mu_);
   InboundCall** found = cancellable_.Find(call_id);
   if (found == nullptr) return;  // answered already, or never here

@@ -45,6 +45,30 @@ void Connection::QueueTransferNow(OutboundTransfer* transfer) {
   ApplyBackpressure();
 }
 
+// Inline: both of its callers are hot paths in this file.
+[[gnu::always_inline]] inline bool Connection::WriteAloneLocked(OutboundTransfer* transfer,
+                                                                bool* transport_holds) {
+  write_queue_.push_back(transfer);
+  Result<size_t> written = transport_->Write(write_queue_);
+  const size_t w = written.ok() ? *written : 0;
+  if (w > 0) {
+    transfer->Advance(w);
+    bytes_sent_.fetch_add(w, std::memory_order_relaxed);
+    if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(w);
+  }
+  if (transfer->finished()) {
+    write_queue_.pop_front();
+    // A transport that kept part of it (TLS: a record the socket did not take) needs the
+    // reactor to finish it.
+    *transport_holds = transport_->HoldsUnsentBytes();
+    return true;
+  }
+  unsent_bytes_.fetch_add(transfer->total_bytes() - transfer->bytes_written(),
+                          std::memory_order_relaxed);
+  last_write_progress_ = MonoTime::Now();
+  return false;
+}
+
 bool Connection::TryWriteLoneResponse(InboundCall* call) {
   // Another call in flight means more responses are coming: let the reactor batch them.
   if (inbound_in_flight_.load(std::memory_order_relaxed) != 1) return false;
@@ -58,32 +82,20 @@ bool Connection::TryWriteLoneResponse(InboundCall* call) {
   {
     MutexLock lock(write_mu_);
     if (write_closed_ || !write_queue_.empty() || !caps_.concurrent_write) return false;
-    write_queue_.push_back(call);
-    Result<size_t> written = transport_->Write(write_queue_);
-    const size_t w = written.ok() ? *written : 0;
-    if (w > 0) {
-      call->Advance(w);
-      bytes_sent_.fetch_add(w, std::memory_order_relaxed);
-      if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(w);
-    }
-    if (!call->finished()) {
+    bool transport_holds = false;
+    if (WriteAloneLocked(call, &transport_holds)) {
+      if (transport_holds) self = this;
+    } else {
       // The transport took part of it, or none, or failed: the reactor writes the rest (asking
       // the transport to report writability) or meets the error and closes the connection.
-      VLOG(2) << "lone response to " << remote_.ToString() << ": " << w << " of "
-              << call->total_bytes() << " bytes written by the worker, the reactor writes the rest";
-      unsent_bytes_.fetch_add(call->total_bytes() - call->bytes_written(),
-                              std::memory_order_relaxed);
-      last_write_progress_ = MonoTime::Now();
+      VLOG(2) << "lone response to " << remote_.ToString() << ": " << call->bytes_written()
+              << " of " << call->total_bytes()
+              << " bytes written by the worker, the reactor writes the rest";
       // Held until written: a client that does not read holds it (InboundCall::Respond holds
       // only what goes to the reactor; a response written whole here is never counted).
       call->HoldMemory(call->total_bytes());
       self = this;
       queued = true;  // from here on the reactor may delete the call
-    } else {
-      write_queue_.pop_front();
-      // A transport that kept part of it (TLS: a record the socket did not take) needs the
-      // reactor to finish it.
-      if (transport_->HoldsUnsentBytes()) self = this;
     }
   }
   if (!queued) {
@@ -125,26 +137,8 @@ Connection::CallerSend Connection::TrySendCallFromCaller(const scoped_refptr<Out
       raw->set_owner(this);
       raw->set_reactor(reactor_);  // where a cancel goes
       raw->AddRef();  // the write queue's reference, dropped in TransferDone/TransferAborted
-      write_queue_.push_back(raw);
-      Result<size_t> written = transport_->Write(write_queue_);
-      const size_t w = written.ok() ? *written : 0;
-      if (w > 0) {
-        raw->Advance(w);
-        bytes_sent_.fetch_add(w, std::memory_order_relaxed);
-        if (MessengerMetrics* m = reactor_->metrics()) m->sent_bytes->IncrementBy(w);
-      }
-      if (raw->OutboundTransfer::finished()) {
-        write_queue_.pop_front();
-        // A transport that kept part of it (TLS: a record the socket did not take) needs the
-        // reactor to finish it.
-        transport_holds_bytes = transport_->HoldsUnsentBytes();
-        done = true;
-      } else {
-        // Part of it, none, or an error: the reactor writes the rest or meets the error.
-        unsent_bytes_.fetch_add(raw->total_bytes() - raw->bytes_written(),
-                                std::memory_order_relaxed);
-        last_write_progress_ = MonoTime::Now();
-      }
+      // Part of it, none, or an error: the reactor writes the rest or meets the error.
+      done = WriteAloneLocked(raw, &transport_holds_bytes);
       if (parked) {
         // The reads stay with this caller only when its call is out whole: a call the reactor
         // must still finish writing is also read by the reactor (and may time out half written).

@@ -110,8 +110,8 @@ void InboundCall::SetTrace(const TraceFields& trace) {
 }
 
 void InboundCall::Untrack() {
-  cancel_tracked_ = false;
   connection_->UntrackForCancel(this);
+  cancel_track_ = CancelTrack::kNone;
 }
 
 void InboundCall::set_method(const std::string& service_name, const RpcMethodInfo* method) {

@@ -102,14 +102,31 @@ class InboundCall final : public OutboundTransfer {
   // The call's part of the /rpcz store (rpc/observe/rpcz_store.h).
   RpczCallEntry* rpcz_entry() { return &rpcz_entry_; }
 
-  // Cancellation (Connection's cancellable_). The reactor tracks the call before it leaves it;
-  // the call untracks itself as it answers.
-  void set_cancel_tracked() { cancel_tracked_ = true; }
-  bool cancel_tracked() const { return cancel_tracked_; }
+  // Cancellation (connection_cancel.cc). The reactor tracks the call before it leaves it, in
+  // one of the connection's cancel slots or in its locked map; the call untracks itself as it
+  // answers. Written by the reactor before the call leaves it, then by the thread that has it.
+  enum class CancelTrack : uint8_t { kNone, kSlot, kMap };
+  // `slot`: the connection's cancel slot holding this call (kSlot only).
+  void set_cancel_track(CancelTrack where, std::atomic<InboundCall*>* slot = nullptr) {
+    cancel_track_ = where;
+    cancel_slot_ = slot;
+  }
+  CancelTrack cancel_track() const { return cancel_track_; }
+  std::atomic<InboundCall*>* cancel_slot() const { return cancel_slot_; }
+  bool cancel_tracked() const { return cancel_track_ != CancelTrack::kNone; }
   // The answering thread, first thing: a cancel no longer reaches the call (nor its callback,
-  // which never runs after this returns).
+  // which never runs after this returns). A call in a slot empties it here, unless the reactor
+  // is flagging it right now (Untrack() waits that out).
   void StopCancellation() {
-    if (cancel_tracked_) Untrack();
+    if (cancel_track_ == CancelTrack::kNone) return;
+    InboundCall* self = this;
+    if (cancel_track_ == CancelTrack::kSlot &&
+        cancel_slot_->compare_exchange_strong(self, nullptr, std::memory_order_acq_rel,
+                                              std::memory_order_relaxed)) {
+      cancel_track_ = CancelTrack::kNone;
+      return;
+    }
+    Untrack();
   }
   // Any thread: the client cancelled the call. (Not cancelled(): that is OutboundTransfer's.)
   bool client_cancelled() const {
@@ -215,7 +232,8 @@ class InboundCall final : public OutboundTransfer {
   int64_t held_bytes_ = 0;  // counted in connection_->inbound_memory()
   static constexpr uint8_t kCancelled = 1;
   static constexpr uint8_t kRunning = 2;
-  bool cancel_tracked_ = false;
+  CancelTrack cancel_track_ = CancelTrack::kNone;
+  std::atomic<InboundCall*>* cancel_slot_ = nullptr;  // set_cancel_track()
   std::atomic<uint8_t> cancel_state_{0};
   std::function<void()> on_cancel_;
   TrackedRequestId request_id_;

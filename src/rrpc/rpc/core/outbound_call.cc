@@ -9,7 +9,7 @@
 #include "rrpc/rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/rpc_controller.h"
 #include "rrpc/util/copy_counter.h"
-#include "rrpc/util/stash_allocator.h"
+#include "rrpc/util/home_pool.h"
 
 namespace rrpc::rpc {
 
@@ -56,15 +56,16 @@ OutboundCall::OutboundCall(scoped_refptr<RemoteMethod>&& method,
 
 OutboundCall::~OutboundCall() { DCHECK(!timer_active_); }
 
-void* OutboundCall::operator new(size_t size) {
-  if (size != sizeof(OutboundCall)) return ::operator new(size);
-  return StashAllocator<OutboundCall>().allocate(1);
-}
+namespace {
+// Calls are made on the caller's thread and freed where their last reference goes (the reactor
+// after the callback, or the caller): the memory returns to the maker's thread (util/home_pool.h).
+struct OutboundCallPoolTag {};
+using OutboundCallPool = HomePool<OutboundCallPoolTag, 32>;
+}  // namespace
 
-void OutboundCall::operator delete(void* p, size_t size) {
-  if (size != sizeof(OutboundCall)) return ::operator delete(p);
-  StashAllocator<OutboundCall>().deallocate(static_cast<OutboundCall*>(p), 1);
-}
+void* OutboundCall::operator new(size_t size) { return OutboundCallPool::Allocate(size); }
+
+void OutboundCall::operator delete(void* p, size_t) { OutboundCallPool::Free(p); }
 
 void OutboundCall::set_connection(Connection* conn) { connection_ = conn; }
 
