@@ -20,6 +20,7 @@
 
 #include "kv/kv_client.h"
 #include "kv/kv_server.h"
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/service_pool.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/observe/rpc_metrics.h"
@@ -299,7 +300,11 @@ TEST_F(KvHealthTest, TransientFlushErrorIsDegradedUntilRocksDbRecovers) {
   std::unique_ptr<KvClient> client = NewClient();
   ASSERT_TRUE(client->Put("a", "1").ok());
   fs_->fail = true;  // table files cannot be created, but the error says it may pass
-  EXPECT_FALSE(server_->db()->unprotected_for_tests()->Flush(rocksdb::FlushOptions()).ok());
+  {
+    auto db = server_->db()->Use();
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    EXPECT_FALSE(db.value()->Flush(rocksdb::FlushOptions()).ok());
+  }
   ASSERT_TRUE(WaitForCondition([&] { return !Note().empty(); }));
   EXPECT_EQ(0u, Note().find("DEGRADED: rocksdb: background error")) << Note();
   EXPECT_TRUE(server_->base()->Health().ok()) << "degraded still serves";
@@ -411,7 +416,7 @@ TEST_F(KvTest, ClientRetriesTooBusyWithinItsDeadline) {
   proxy.PutAsync(req, &resp1, &ctl1, [&] { done1.CountDown(); });
   ASSERT_TRUE(gate_.WaitForEntered(1));
   proxy.PutAsync(req, &resp2, &ctl2, [&] { done2.CountDown(); });
-  rpc::ServicePool* pool = server_->base()->messenger()->service_pool();
+  rpc::ServicePool* pool = rpc::MessengerInternals::service_pool(*server_->base()->messenger());
   rpc::MessengerMetrics* metrics = server_->base()->messenger()->metrics();
   ASSERT_TRUE(WaitForCondition([&] { return pool->queue_size() == 1; }));
 
@@ -472,7 +477,7 @@ TEST_F(KvTest, GracefulDrainAnswersEveryCall) {
   }
   // Two calls run (held at the gate), the rest wait in the queue.
   ASSERT_TRUE(gate_.WaitForEntered(2));
-  rpc::ServicePool* pool = server_->base()->messenger()->service_pool();
+  rpc::ServicePool* pool = rpc::MessengerInternals::service_pool(*server_->base()->messenger());
   ASSERT_TRUE(WaitForCondition([&] { return pool->queue_size() == kCalls - 2; }));
 
   std::thread stopper([&] { server_->Shutdown(); });

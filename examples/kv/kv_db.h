@@ -59,8 +59,6 @@ class KvDb {
 
   // How many times the database was reopened.
   int64_t reopens() const { return reopens_.load(); }
-  // Tests: the database at this moment (no protection against a reopen).
-  rocksdb::DB* unprotected_for_tests() const { return db_.get(); }
   // Tests: runs inside Reopen() with the database closed and calls refused.
   void set_reopen_hook_for_tests(std::function<void()> hook) { reopen_hook_ = std::move(hook); }
 

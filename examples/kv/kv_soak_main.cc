@@ -39,6 +39,7 @@
 #include "kv/kv_db.h"
 #include "kv/kv_service.h"
 #include "rrpc/rpc/core/fault_injection.h"
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/result_tracker.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
@@ -351,17 +352,19 @@ int Main() {
   rpc::MessengerOptions server_options;
   server_options.name = "soak-server";
   server_options.num_workers = 4;
-  server_options.fault_injector = server_faults;
   MetricRegistry kv_metrics;  // the service's counters; outlives the server
-  std::shared_ptr<rpc::Messenger> server = rpc::MessengerBuilder(server_options).Build().value();
+  rpc::MessengerBuilder server_builder(server_options);
+  rpc::MessengerInternals::SetFaultInjector(&server_builder, server_faults);
+  std::shared_ptr<rpc::Messenger> server = server_builder.Build().value();
   RRPC_CHECK_OK(server->RegisterService(
       std::make_unique<KvService>(db.get(), KvServiceOptions(), &kv_metrics)));
   Sockaddr addr;
   RRPC_CHECK_OK(server->Listen(Sockaddr::Loopback(0), &addr));
   rpc::MessengerOptions client_options;
   client_options.name = "soak-client";
-  client_options.fault_injector = client_faults;
-  std::shared_ptr<rpc::Messenger> client = rpc::MessengerBuilder(client_options).Build().value();
+  rpc::MessengerBuilder client_builder(client_options);
+  rpc::MessengerInternals::SetFaultInjector(&client_builder, client_faults);
+  std::shared_ptr<rpc::Messenger> client = client_builder.Build().value();
   KvServiceProxy proxy(client, addr);
 
   const FaultSpec faults = SoakFaults(FLAGS_fault_scale);

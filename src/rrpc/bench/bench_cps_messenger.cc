@@ -16,6 +16,7 @@
 #include "rrpc/bench/bench_clients.h"
 #include "rrpc/bench/bench_modes.h"
 #include "rrpc/rpc/core/connection.h"
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/reactor.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/util/countdown_latch.h"
@@ -29,7 +30,7 @@ void CloseConnectionsTo(rpc::Messenger* client, const Sockaddr& remote) {
   const int reactors = client->options().num_reactors;
   CountDownLatch done(reactors);
   for (int i = 0; i < reactors; i++) {
-    rpc::Reactor* reactor = client->reactor(i);
+    rpc::Reactor* reactor = rpc::MessengerInternals::reactor(*client, i);
     reactor->RunOnReactor([reactor, &remote, &done] {
       reactor->ForEachConnection([&remote](rpc::Connection* c) {
         if (c->direction() == rpc::Connection::Direction::kClient && c->remote() == remote) {

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/service_pool.h"
 #include "rrpc/rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/testing/raw-socket-test-util.h"
@@ -73,7 +74,8 @@ TEST_F(CancelTest, QueuedCallsCancelledNeverRunTheirHandlers) {
     calls.push_back(std::make_unique<AsyncCall>());
     Send(proxy, calls.back().get(), "queued-" + std::to_string(i));
   }
-  ASSERT_TRUE(WaitForCondition([&] { return server_->service_pool()->queue_size() == kQueued; }));
+  ASSERT_TRUE(WaitForCondition(
+      [&] { return MessengerInternals::service_pool(*server_)->queue_size() == kQueued; }));
 
   // Each ends at once, cancelled, while the server's workers are still held: no answer from the
   // server could have ended it.
@@ -94,7 +96,8 @@ TEST_F(CancelTest, QueuedCallsCancelledNeverRunTheirHandlers) {
     ASSERT_TRUE(b->done.WaitFor(kLong));
     EXPECT_TRUE(b->ctl.status().ok()) << b->ctl.status().ToString();
   }
-  ASSERT_TRUE(WaitForCondition([&] { return server_->service_pool()->queue_size() == 0; }));
+  ASSERT_TRUE(WaitForCondition(
+      [&] { return MessengerInternals::service_pool(*server_)->queue_size() == 0; }));
   ASSERT_TRUE(WaitForCondition([&] {
     return server_metrics()->calls_cancelled_in_queue->value() +
                static_cast<uint64_t>(cancelled_ran.load()) ==

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/service_pool.h"
 #include "rrpc/rpc/testing/raw-socket-test-util.h"
 #include "rrpc/rpc/testing/rpc-test-util.h"
@@ -375,8 +376,9 @@ TEST_F(ClientTest, ShutdownWithCallsInFlightRunsEveryCallbackExactlyOnce) {
   for (auto& th : threads) th.join();
   // Two calls are in handlers, the rest wait in the server's queue: all in flight.
   ASSERT_TRUE(gate_.WaitForEntered(2));
-  ASSERT_TRUE(
-      WaitForCondition([&] { return server_->service_pool()->queue_size() == calls.size() - 2; }));
+  ASSERT_TRUE(WaitForCondition([&] {
+    return MessengerInternals::service_pool(*server_)->queue_size() == calls.size() - 2;
+  }));
 
   client_->Shutdown();
   // Shutdown returns after every callback ran, each exactly once, with a failure.
@@ -477,8 +479,10 @@ TEST_F(ClientTest, ServerShutdownWithCallsQueuedAndRunningFailsThemAll) {
     });
   }
   ASSERT_TRUE(gate_.WaitForEntered(1));
-  ASSERT_TRUE(WaitForCondition(
-      [&] { return server_->service_pool()->queue_size() == static_cast<size_t>(kCalls - 1); }));
+  ASSERT_TRUE(WaitForCondition([&] {
+    return MessengerInternals::service_pool(*server_)->queue_size() ==
+           static_cast<size_t>(kCalls - 1);
+  }));
 
   // The server closes its connections first, so clients learn at once, while its worker is
   // still inside the handler (Shutdown then waits for that handler to return).

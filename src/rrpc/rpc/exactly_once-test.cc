@@ -8,9 +8,12 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "rrpc/rpc/core/fault_injection.h"
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/request_tracker.h"
 #include "rrpc/rpc/core/result_tracker.h"
 #include "rrpc/rpc/messenger.h"
@@ -119,9 +122,12 @@ class ExactlyOnceTest : public ::testing::Test {
     ASSERT_TRUE(server_->RegisterService(std::move(service)).ok());
     ASSERT_TRUE(server_->Listen(Sockaddr::Loopback(0), &addr_).ok());
   }
-  void StartClient(MessengerOptions options = {}) {
+  // `faults`: injected into the client's connections (fault_injection.h); nullptr: none.
+  void StartClient(MessengerOptions options = {}, std::shared_ptr<FaultInjector> faults = nullptr) {
     options.name = "client";
-    auto built = MessengerBuilder(options).Build();
+    MessengerBuilder builder(options);
+    MessengerInternals::SetFaultInjector(&builder, std::move(faults));
+    auto built = builder.Build();
     ASSERT_TRUE(built.ok()) << built.status().ToString();
     client_ = std::move(built).value();
   }
@@ -347,17 +353,15 @@ RetryPolicy LostResponsesPolicy() {
   return policy;
 }
 
-MessengerOptions DroppingClientOptions() {
-  MessengerOptions options;
+std::shared_ptr<FaultInjector> DroppingClientFaults() {
   FaultSpec spec;
   spec.drop_read = 1.0;  // after the negotiation reply
-  options.fault_injector = std::make_shared<FaultInjector>(spec);
-  return options;
+  return std::make_shared<FaultInjector>(spec);
 }
 
 TEST_F(ExactlyOnceTest, LostOutcomesAreRetriedWithTheSameIdAndRunOnce) {
   StartServer();
-  StartClient(DroppingClientOptions());
+  StartClient({}, DroppingClientFaults());
   rtest::CounterServiceProxy proxy(client_, addr_);
   CounterAddRequestPB req;
   req.set_key("k");
@@ -387,7 +391,7 @@ TEST_F(ExactlyOnceTest, NewClientWithOldServerDoesNotRetryLostOutcomes) {
   MessengerOptions server_options;
   server_options.result_tracker.enabled = false;  // as a server from before the feature
   StartServer(server_options);
-  StartClient(DroppingClientOptions());
+  StartClient({}, DroppingClientFaults());
   rtest::CounterServiceProxy proxy(client_, addr_);
   CounterAddRequestPB req;
   req.set_key("k");

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/reactor.h"
 #include "rrpc/rpc/core/service_pool.h"
 #include "rrpc/rpc/testing/rpc-test-util.h"
@@ -70,7 +71,8 @@ TEST_F(InlineHandlerTest, InlineMethodIsAnsweredWhileEveryWorkerIsBusyAndTheQueu
       ASSERT_TRUE(gate_.WaitForEntered(1));
     }
   }
-  ASSERT_TRUE(WaitForCondition([&] { return server_->service_pool()->queue_size() == 1; }));
+  ASSERT_TRUE(WaitForCondition(
+      [&] { return MessengerInternals::service_pool(*server_)->queue_size() == 1; }));
   // The inline method needs neither: it is answered at once.
   rtest::AddRequestPB add;
   add.set_a(1);

@@ -34,6 +34,7 @@ Result<std::shared_ptr<Messenger>> MessengerBuilder::Build() {
   }
   if (options_.max_message_size < 64) return Status::InvalidArgument("max message size too small");
   std::shared_ptr<Messenger> messenger(new Messenger(options_));
+  messenger->fault_injector_ = fault_injector_;
   RRPC_RETURN_NOT_OK(messenger->Init());
   return messenger;
 }
@@ -72,9 +73,9 @@ Status Messenger::Init() {
   }
   // A factory with metrics of its own (RDMA's) exports them with the messenger's.
   if (metric_registry_ != nullptr) transport_factory_->UseMetricRegistry(metric_registry_);
-  if (options_.fault_injector != nullptr) {
+  if (fault_injector_ != nullptr) {
     transport_factory_ = std::make_shared<FaultInjectingTransportFactory>(
-        std::move(transport_factory_), options_.fault_injector);
+        std::move(transport_factory_), fault_injector_);
   }
   request_tracker_ = std::make_unique<RequestTracker>();
   if (options_.result_tracker.enabled) {
@@ -87,7 +88,7 @@ Status Messenger::Init() {
   pool_options.worker_idle_spin = options_.worker_idle_spin;
   pool_options.metrics = metrics_.get();
   pool_options.authorizer = options_.authorizer;
-  pool_options.faults = options_.fault_injector.get();
+  pool_options.faults = fault_injector_.get();
   pool_options.result_tracker = result_tracker_.get();
   service_pool_ = std::make_unique<ServicePool>(pool_options);
   if (metrics_) {

@@ -28,6 +28,7 @@ class MemoryTracker;
 
 namespace rrpc::rpc {
 
+class FaultInjector;
 class InboundCall;
 class MessengerMetrics;
 class MessengerSecurity;
@@ -70,33 +71,19 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   // TLS, tokens and policies as this messenger applies them; never nullptr after Build().
   const MessengerSecurity* security() const { return security_.get(); }
 
-  // Any thread: hands a serialized call to the reactor owning its remote's connection. Takes the
-  // caller's reference through every level down to the connection (an rvalue reference, not a
-  // value moved and destroyed at each of the four).
-  void QueueOutboundCall(scoped_refptr<OutboundCall>&& call);
   // Any thread: runs `task` on a reactor after `delay` (the calling reactor when called on one),
   // exactly once; see Reactor::RunAfter. Asynchronous retries wait their backoff here.
   void RunAfter(MonoDelta delay, std::function<void()> task);
-  // Unique per messenger; never negative.
-  int32_t NextCallId();
 
   const MessengerOptions& options() const { return options_; }
   const std::string& name() const { return options_.name; }
   bool closing() const { return closing_.load(std::memory_order_acquire); }
-  ServicePool* service_pool() const { return service_pool_.get(); }
-  // Reactor `i` (0 <= i < options().num_reactors), for the RPC core's tests and tools.
-  Reactor* reactor(int i) const { return reactors_[i].get(); }
   // Makes the transports of this messenger's connections (options().transport_factory, or TCP).
   TransportFactory* transport_factory() const { return transport_factory_.get(); }
   std::vector<ConnectionInfo> DumpConnections();
   // Bytes held for inbound calls over all server connections (each connection's tracker is a
   // child of this one); limit options().inbound_memory_limit.
   MemoryTracker* inbound_memory() const { return inbound_memory_.get(); }
-  // Reactor threads: counts an accepted connection against options().max_connections; false
-  // (counting nothing) when the messenger is at its limit.
-  bool TryAddServerConnection();
-  // Reactor threads: an accepted connection closed.
-  void RemoveServerConnection() { server_connections_.fetch_sub(1, std::memory_order_relaxed); }
   // The bound listen address (unset before Listen).
   Sockaddr listen_address() const;
   // Where this messenger's metrics are (options().metric_registry, or its own); nullptr when
@@ -112,10 +99,18 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
 
  private:
   friend class MessengerBuilder;
+  friend class MessengerInternals;  // rpc/core/messenger_internals.h: rrpc's own uses
   explicit Messenger(MessengerOptions options);
   Status Init();
 
+  // Reached through MessengerInternals (their contracts are stated there).
+  void QueueOutboundCall(scoped_refptr<OutboundCall>&& call);
+  int32_t NextCallId();
+  bool TryAddServerConnection();
+  void RemoveServerConnection() { server_connections_.fetch_sub(1, std::memory_order_relaxed); }
+
   const MessengerOptions options_;
+  std::shared_ptr<FaultInjector> fault_injector_;  // MessengerInternals::SetFaultInjector
   // Declared before the reactors and the service pool, which use them: destroyed after them.
   std::unique_ptr<MetricRegistry> owned_registry_;  // when options_ named none
   MetricRegistry* metric_registry_ = nullptr;
@@ -173,7 +168,9 @@ class MessengerBuilder {
   Result<std::shared_ptr<Messenger>> Build();
 
  private:
+  friend class MessengerInternals;
   MessengerOptions options_;
+  std::shared_ptr<FaultInjector> fault_injector_;
 };
 
 }  // namespace rrpc::rpc

@@ -17,7 +17,6 @@ class MetricRegistry;
 namespace rrpc::rpc {
 
 class Authorizer;
-class FaultInjector;
 class TransportFactory;
 
 struct MessengerOptions {
@@ -119,10 +118,6 @@ struct MessengerOptions {
   // Server side: the result tracker that runs calls of tracked methods at most once
   // (docs/exactly-once.md).
   ResultTrackerOptions result_tracker;
-  // Tests only: injects faults (delayed, dropped and cut frames, failed accepts and connects,
-  // slow handlers) as rpc/core/fault_injection.h describes; nullptr (the default): none, and
-  // nothing of it runs.
-  std::shared_ptr<FaultInjector> fault_injector;
 };
 
 }  // namespace rrpc::rpc

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/service_pool.h"
 #include "rrpc/rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/testing/rpc-test-util.h"
@@ -56,7 +57,7 @@ TEST_F(OverloadTest, ThreeTimesCapacityAdmitsWhatFitsRefusesTheRestAndRecovers) 
   for (int i = kWorkers; i < kOffered; i++) send(i);
   // The refusals come back while the admitted calls are still held.
   ASSERT_TRUE(WaitForCondition([&] { return finished.load() == kOffered - kAdmissible; }));
-  EXPECT_EQ(static_cast<size_t>(kQueue), server_->service_pool()->queue_size());
+  EXPECT_EQ(static_cast<size_t>(kQueue), MessengerInternals::service_pool(*server_)->queue_size());
   int refused = 0;
   for (int i = 0; i < kOffered; i++) {
     if (!ctls[i].finished()) continue;
@@ -105,8 +106,10 @@ class RetryTest : public OverloadTest {
         ASSERT_TRUE(gate_.WaitForEntered(kWorkers));
       }
     }
-    ASSERT_TRUE(WaitForCondition(
-        [&] { return server_->service_pool()->queue_size() == static_cast<size_t>(kQueue); }));
+    ASSERT_TRUE(WaitForCondition([&] {
+      return MessengerInternals::service_pool(*server_)->queue_size() ==
+             static_cast<size_t>(kQueue);
+    }));
   }
   void TearDown() override {
     gate_.Open();

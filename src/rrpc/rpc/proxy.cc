@@ -6,6 +6,7 @@
 
 #include "rrpc/rpc/channel_if.h"
 #include "rrpc/rpc/core/connection.h"
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/outbound_call.h"
 #include "rrpc/rpc/core/reactor.h"
 #include "rrpc/rpc/core/remote_method.h"
@@ -127,7 +128,7 @@ scoped_refptr<OutboundCall> Proxy::NewCall(const std::string& method,
     tracker = messenger_->request_tracker();
     call->set_report_connection();  // its server's EXACTLY_ONCE decides whether to retry
   }
-  Status s = call->Serialize(request, messenger_->NextCallId(),
+  Status s = call->Serialize(request, MessengerInternals::NextCallId(messenger_.get()),
                              messenger_->options().max_message_size, tracker);
   if (!s.ok()) {
     call->FailBeforeSend(s);
@@ -168,7 +169,7 @@ void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Mess
   if (!tracked && controller->retry_policy().max_attempts <= 1) {
     scoped_refptr<OutboundCall> call =
         NewCall(method, request, response, controller, std::move(callback));
-    if (call) messenger_->QueueOutboundCall(std::move(call));
+    if (call) MessengerInternals::QueueOutboundCall(messenger_.get(), std::move(call));
     return;
   }
   auto retry = std::make_shared<AsyncRetry>(*this);
@@ -195,7 +196,7 @@ void Proxy::AsyncAttempt(std::shared_ptr<AsyncRetry> retry) {
   AsyncRetry* r = retry.get();
   scoped_refptr<OutboundCall> call = r->proxy.NewCall(
       r->method, *r->request, r->response, r->controller, [retry] { OnAsyncAttemptDone(retry); });
-  if (call) r->proxy.messenger_->QueueOutboundCall(std::move(call));
+  if (call) MessengerInternals::QueueOutboundCall(r->proxy.messenger_.get(), std::move(call));
 }
 
 void Proxy::OnAsyncAttemptDone(const std::shared_ptr<AsyncRetry>& retry) {
@@ -306,7 +307,7 @@ Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Mes
   if (direct && call->cancel_requested()) call->Cancel();
   if (!direct) {
     call->set_report_connection();
-    messenger_->QueueOutboundCall(scoped_refptr<OutboundCall>(call));
+    MessengerInternals::QueueOutboundCall(messenger_.get(), scoped_refptr<OutboundCall>(call));
   }
   if (sent == Connection::CallerSend::kSentCallerReads) {
     last.connection->ReadResponseAsCaller(call);

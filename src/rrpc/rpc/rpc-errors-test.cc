@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/service_pool.h"
 #include "rrpc/rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/proxy.h"
@@ -156,7 +157,8 @@ TEST_F(TooBusyTest, FullQueueIsServiceUnavailableWithTooBusyAndRetriable) {
   ASSERT_TRUE(gate_.WaitForEntered(1));
   ctls[1].set_timeout(MonoDelta::FromSeconds(120));
   proxy.EchoAsync(req, &resps[1], &ctls[1], [&done] { done.CountDown(); });
-  ASSERT_TRUE(WaitForCondition([&] { return server_->service_pool()->queue_size() == 1; }));
+  ASSERT_TRUE(WaitForCondition(
+      [&] { return MessengerInternals::service_pool(*server_)->queue_size() == 1; }));
 
   // Later deadline than the queued call: refused.
   rtest::EchoResponsePB resp;
@@ -187,7 +189,8 @@ TEST_F(TooBusyTest, CallExpiredInTheQueueIsAnsweredTimedOutOnTheWire) {
   ASSERT_TRUE(raw.Write(CallFrame(1, kEchoService, "Echo", req, 600000)).ok());
   ASSERT_TRUE(gate_.WaitForEntered(1));
   ASSERT_TRUE(raw.Write(CallFrame(2, kEchoService, "Echo", req, /*timeout_ms=*/1)).ok());
-  ASSERT_TRUE(WaitForCondition([&] { return server_->service_pool()->queue_size() == 1; }));
+  ASSERT_TRUE(WaitForCondition(
+      [&] { return MessengerInternals::service_pool(*server_)->queue_size() == 1; }));
   // Call 2 arrived before now, so its 1 ms budget is spent once now + 1 ms has passed.
   const MonoTime expired = MonoTime::Now() + MonoDelta::FromMilliseconds(2);
   while (MonoTime::Now() <= expired) SleepFor(MonoDelta::FromMilliseconds(1));

@@ -9,6 +9,7 @@
 #include "rrpc/rpc/cluster/backend.h"
 #include "rrpc/rpc/cluster/balancer.h"
 #include "rrpc/rpc/cluster/channel_call.h"
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/outbound_call.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
@@ -197,13 +198,13 @@ void Channel::SendAttempt(Backend* backend, scoped_refptr<CallObserver>&& observ
       response, controller, std::move(callback)));
   call->set_observer(std::move(observer));
   backend->CallStarted();
-  Status s =
-      call->Serialize(request, messenger_->NextCallId(), messenger_->options().max_message_size);
+  Status s = call->Serialize(request, MessengerInternals::NextCallId(messenger_.get()),
+                             messenger_->options().max_message_size);
   if (!s.ok()) {
     call->FailBeforeSend(s);
     return;
   }
-  messenger_->QueueOutboundCall(std::move(call));
+  MessengerInternals::QueueOutboundCall(messenger_.get(), std::move(call));
 }
 
 void Channel::AsyncRequest(const std::string& service, const std::string& method,

@@ -22,12 +22,11 @@ class FaultInjectionTest : public RpcTestBase {
   // Server and client, each with its own injector (no faults until a test sets some).
   void StartBoth(size_t service_queue_length = 64) {
     MessengerOptions server_options;
-    server_options.fault_injector = server_faults_;
+    server_fault_injector_ = server_faults_;
     server_options.service_queue_length = service_queue_length;
     StartServer(server_options);
-    MessengerOptions client_options;
-    client_options.fault_injector = client_faults_;
-    StartClient(client_options);
+    client_fault_injector_ = client_faults_;
+    StartClient();
   }
 
   Status Echo(const std::string& data, MonoDelta timeout = MonoDelta::FromSeconds(60),

@@ -1,13 +1,14 @@
-// Fault injection, for tests and the soak run (build-support/soak.sh): a messenger built with
-// MessengerOptions::fault_injector delays and drops frames it reads, delays writes, cuts
-// connections in the middle of a frame, fails accepts and connects, and slows handlers, each with
-// a probability the test sets (and may change while the messenger runs). Off by default: without
-// an injector nothing here is on any path; with one, a handler pays one branch and the
-// connections go through FaultyTransport, a decorator on the transport seam (transport.h).
+// Fault injection, for tests and the soak run (build-support/soak.sh): a messenger built with an
+// injector (MessengerInternals::SetFaultInjector, messenger_internals.h) delays and drops frames it
+// reads, delays writes, cuts connections in the middle of a frame, fails accepts and connects, and
+// slows handlers, each with a probability the test sets (and may change while the messenger
+// runs). Off by default: without an injector nothing here is on any path; with one, the
+// connections go through FaultyTransport, a decorator on the transport seam (transport.h), and
+// the handlers of worker-run methods through a wrapper that calls BeforeHandler() first.
 //
 //   auto faults = std::make_shared<FaultInjector>();
-//   MessengerOptions options;
-//   options.fault_injector = faults;
+//   MessengerBuilder builder(options);
+//   MessengerInternals::SetFaultInjector(&builder, faults);
 //   ...                                   // build the messenger, start calls
 //   FaultSpec spec;
 //   spec.cut_write = 0.01;                // 1% of writes stop mid-frame and cut the connection
@@ -112,7 +113,7 @@ class FaultInjector {
 };
 
 // Wraps another factory's transports in FaultyTransport, and fails connects. The messenger
-// installs it when MessengerOptions::fault_injector is set.
+// installs it when it has a fault injector (MessengerInternals::SetFaultInjector).
 class FaultInjectingTransportFactory final : public TransportFactory {
  public:
   FaultInjectingTransportFactory(std::shared_ptr<TransportFactory> inner,

@@ -212,7 +212,9 @@ TEST(HeaderCodecTest, TheFastPathTakesWhatTheCallPathWrites) {
   const RequestHeaderFields h = SampleRequests()[1];
   const std::string bytes = Encode(h);
   RequestHeaderFields decoded;
-  ASSERT_TRUE(DecodeHeaderFastPathOnly(Slice(bytes), &decoded));
+  const uint64_t slow_before = HeadersDecodedByProtobuf();
+  ASSERT_TRUE(DecodeHeader(Slice(bytes), &decoded));
+  EXPECT_EQ(slow_before, HeadersDecodedByProtobuf()) << "took the generated parser";
   EXPECT_EQ(7, decoded.call_id);
   EXPECT_EQ("rrpc.rtest.EchoService", decoded.service_name.ToString());
   EXPECT_EQ("Echo", decoded.method_name.ToString());
@@ -228,7 +230,8 @@ TEST(HeaderCodecTest, TheFastPathTakesWhatTheCallPathWrites) {
   r.is_error = true;
   r.sidecar_offsets = {0, 10};
   ResponseHeaderFields r_decoded;
-  ASSERT_TRUE(DecodeHeaderFastPathOnly(Slice(Encode(r)), &r_decoded));
+  ASSERT_TRUE(DecodeHeader(Slice(Encode(r)), &r_decoded));
+  EXPECT_EQ(slow_before, HeadersDecodedByProtobuf()) << "took the generated parser";
   EXPECT_EQ(9, r_decoded.call_id);
   EXPECT_TRUE(r_decoded.is_error);
   EXPECT_EQ(r.sidecar_offsets, r_decoded.sidecar_offsets);
@@ -257,6 +260,10 @@ TEST(HeaderCodecTest, OtherLayoutsDecodeThroughProtobufWithTheSameMeaning) {
   for (const std::string& bytes : cases) {
     SCOPED_TRACE(testing::PrintToString(bytes));
     ExpectSameAsProtobuf(bytes);
+    RequestHeaderFields fields;
+    const uint64_t slow_before = HeadersDecodedByProtobuf();
+    EXPECT_TRUE(DecodeHeader(Slice(bytes), &fields));
+    EXPECT_EQ(slow_before + 1, HeadersDecodedByProtobuf()) << "took the fast path";
   }
   RequestHeaderFields merged;
   ASSERT_TRUE(DecodeHeader(Slice(cases[2]), &merged));

@@ -1,5 +1,6 @@
 #include "rrpc/rpc/core/header_codec.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "rrpc/rpc/core/wire_codec.h"
@@ -449,18 +450,24 @@ namespace {
   return p == end;
 }
 
+std::atomic<uint64_t> headers_decoded_by_protobuf{0};
+
 }  // namespace
 
-bool DecodeHeaderFastPathOnly(Slice bytes, RequestHeaderFields* h) { return DecodeFast(bytes, h); }
-
-bool DecodeHeaderFastPathOnly(Slice bytes, ResponseHeaderFields* h) { return DecodeFast(bytes, h); }
-
 bool DecodeHeader(Slice bytes, RequestHeaderFields* header) {
-  return DecodeFast(bytes, header) || ParseWithProtobuf(bytes, header);
+  if (DecodeFast(bytes, header)) return true;
+  headers_decoded_by_protobuf.fetch_add(1, std::memory_order_relaxed);
+  return ParseWithProtobuf(bytes, header);
 }
 
 bool DecodeHeader(Slice bytes, ResponseHeaderFields* header) {
-  return DecodeFast(bytes, header) || ParseWithProtobuf(bytes, header);
+  if (DecodeFast(bytes, header)) return true;
+  headers_decoded_by_protobuf.fetch_add(1, std::memory_order_relaxed);
+  return ParseWithProtobuf(bytes, header);
+}
+
+uint64_t HeadersDecodedByProtobuf() {
+  return headers_decoded_by_protobuf.load(std::memory_order_relaxed);
 }
 
 }  // namespace rrpc::rpc

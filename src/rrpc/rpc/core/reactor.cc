@@ -9,6 +9,7 @@
 
 #include "rrpc/rpc/core/connection.h"
 #include "rrpc/rpc/core/inbound_call.h"
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/negotiation.h"
 #include "rrpc/rpc/core/outbound_call.h"
 #include "rrpc/rpc/core/service_pool.h"
@@ -46,7 +47,7 @@ const std::string& Reactor::messenger_name() const { return messenger_->name(); 
 void Reactor::RouteInboundCall(std::unique_ptr<InboundCall> call) {
   DCHECK(IsCurrentThread());
   inbound_calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
-  messenger_->service_pool()->QueueInboundCall(std::move(call));
+  MessengerInternals::service_pool(*messenger_)->QueueInboundCall(std::move(call));
 }
 
 Status Reactor::Start() {
@@ -535,7 +536,8 @@ void Reactor::CloseStalledFrames(MonoTime now) {
 void Reactor::ConnectionClosed(Connection* conn) {
   DCHECK(IsCurrentThread());
   WatchPausedConnection(conn, false);
-  if (conn->direction() == Connection::Direction::kServer) messenger_->RemoveServerConnection();
+  if (conn->direction() == Connection::Direction::kServer)
+    MessengerInternals::RemoveServerConnection(messenger_);
   if (conn == last_client_connection_) last_client_connection_ = nullptr;
   for (auto* by_remote : {&client_connections_, &bulk_connections_}) {
     auto it = by_remote->find(conn->remote());

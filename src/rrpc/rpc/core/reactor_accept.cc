@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "rrpc/rpc/core/connection.h"
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/reactor.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/observe/rpc_metrics.h"
@@ -81,7 +82,7 @@ void Reactor::AcceptConnections() {
       return;
     }
     accept_backoff_ = MonoDelta();
-    if (!messenger_->TryAddServerConnection()) {
+    if (!MessengerInternals::TryAddServerConnection(messenger_)) {
       RefuseConnection(std::move(sock));
       continue;
     }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/testing/rpc-test-util.h"
 #include "rrpc/util/mutex.h"
@@ -61,7 +62,8 @@ class ServicePoolTest : public RpcTestBase {
     return c;
   }
   bool QueueHolds(size_t n) {
-    return WaitForCondition([&] { return server_->service_pool()->queue_size() == n; });
+    return WaitForCondition(
+        [&] { return MessengerInternals::service_pool(*server_)->queue_size() == n; });
   }
   std::vector<std::string> ran() {
     MutexLock l(mu_);
@@ -92,7 +94,7 @@ TEST_F(ServicePoolTest, FullQueueRefusesTheCallWithTheLatestDeadline) {
   PendingCall* forever = Send("forever", MonoDelta::Max());
   ASSERT_TRUE(Finished(forever));
   EXPECT_TRUE(forever->ctl.status().IsServiceUnavailable()) << forever->ctl.status().ToString();
-  EXPECT_EQ(kQueueLength, server_->service_pool()->queue_size());
+  EXPECT_EQ(kQueueLength, MessengerInternals::service_pool(*server_)->queue_size());
   EXPECT_EQ(2u, metrics()->service_queue_overflows->value());
 
   gate_.Open();
@@ -118,7 +120,7 @@ TEST_F(ServicePoolTest, EarlierDeadlineEvictsTheLatestQueuedCall) {
   ASSERT_NE(nullptr, c->ctl.error_response());
   EXPECT_EQ(ErrorStatusPB::ERROR_SERVER_TOO_BUSY, c->ctl.error_response()->code());
   EXPECT_TRUE(c->ctl.IsRetriable());
-  EXPECT_EQ(kQueueLength, server_->service_pool()->queue_size());
+  EXPECT_EQ(kQueueLength, MessengerInternals::service_pool(*server_)->queue_size());
   EXPECT_EQ(1u, metrics()->service_queue_overflows->value());
 
   gate_.Open();

@@ -1,6 +1,7 @@
 #include "rrpc/rpc/core/service_pool.h"
 
 #include <cstring>
+#include <utility>
 
 #include "rrpc/rpc/authorization.h"
 #include "rrpc/rpc/core/connection.h"
@@ -88,6 +89,19 @@ Status ServicePool::RegisterService(std::unique_ptr<ServiceIf> service) {
   if (options_.metrics != nullptr) {
     for (auto& [method_name, info] : it->second->methods_) {
       info->metrics = options_.metrics->ServerMethod(name, info->method_name);
+    }
+  }
+  if (options_.faults != nullptr) {
+    // Worker-run handlers may be slowed (FaultInjector::BeforeHandler); without an injector the
+    // handlers run as registered. Inline handlers run on a reactor, which must not sleep.
+    for (auto& [method_name, info] : it->second->methods_) {
+      if (info->run_inline) continue;
+      info->handler = [faults = options_.faults, handler = std::move(info->handler)](
+                          const google::protobuf::Message* request,
+                          google::protobuf::Message* response, RpcContext* context) {
+        faults->BeforeHandler();
+        handler(request, response, context);
+      };
     }
   }
   return Status::OK();
@@ -286,7 +300,6 @@ void ServicePool::RunCall(InboundCall* call) {
       call->MakeContext(std::move(messages.request), std::move(messages.response));
   MonoTime& responded_at = InboundCall::LastRespondTimeOnThisThread();
   responded_at = MonoTime();
-  if (options_.faults != nullptr) options_.faults->BeforeHandler();
   method->handler(context->request(), context->response(), context);
   if (metrics != nullptr) {
     // A handler that answered inline ends at its response (already timed); others at return.

@@ -40,7 +40,8 @@ struct ServicePoolOptions {
   MessengerMetrics* metrics = nullptr;
   // Checks the calls of services without an authorizer of their own; nullptr: allow all.
   std::shared_ptr<const Authorizer> authorizer;
-  // Slows handlers for tests (fault_injection.h; the messenger owns it); nullptr: off.
+  // Slows the handlers of services registered from now on, for tests (fault_injection.h; the
+  // messenger owns it); nullptr: off, and the handlers run as registered.
   FaultInjector* faults = nullptr;
   // Runs calls of tracked methods at most once (result_tracker.h; the messenger owns it);
   // nullptr: tracked methods run every call, as untracked ones do.

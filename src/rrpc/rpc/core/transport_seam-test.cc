@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "rrpc/rpc/core/connection.h"
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/reactor.h"
 #include "rrpc/rpc/testing/rpc-test-util.h"
 #include "rrpc/rpc/transport/tcp_transport.h"
@@ -102,7 +103,7 @@ class TransportSeamTest : public RpcTestBase {
   // Runs `fn` on every connection of the server's (only) reactor, and waits for it.
   void OnServerConnections(const std::function<void(Connection*)>& fn) {
     CountDownLatch done(1);
-    Reactor* reactor = server_->reactor(0);
+    Reactor* reactor = MessengerInternals::reactor(*server_, 0);
     reactor->RunOnReactor([&] {
       reactor->ForEachConnection(fn);
       done.CountDown();

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/negotiation.h"
 #include "rrpc/rpc/core/service_pool.h"
 #include "rrpc/rpc/core/wire_codec.h"
@@ -260,7 +261,8 @@ TEST_F(RpcMetricsTest, ScriptedCallsGiveExactMetrics) {
   ASSERT_TRUE(gate_.WaitForEntered(1));
   b.ctl.set_timeout(MonoDelta::FromMilliseconds(kTimeoutMs));
   proxy.EchoAsync(b.req, &b.resp, &b.ctl, [&b] { b.done.CountDown(); });
-  ASSERT_TRUE(WaitForCondition([&] { return server_->service_pool()->queue_size() == 1; }));
+  ASSERT_TRUE(WaitForCondition(
+      [&] { return MessengerInternals::service_pool(*server_)->queue_size() == 1; }));
   // B arrived before now, so its server-side deadline is at most kTimeoutMs from now.
   const MonoTime b_queued_by = MonoTime::Now();
   EXPECT_EQ(Server().Value("messenger", "server", "service_queue_length"), 1);

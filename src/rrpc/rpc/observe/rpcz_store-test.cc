@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/service_pool.h"
 #include "rrpc/rpc/testing/rpc-test-util.h"
 
@@ -351,7 +352,7 @@ TEST(RpczStoreTest, ConcurrentTrackFinishAndReads) {
 
 class RpczServerTest : public RpcTestBase {
  protected:
-  RpczStore* store() { return server_->service_pool()->rpcz_store(); }
+  RpczStore* store() { return MessengerInternals::service_pool(*server_)->rpcz_store(); }
   // Sends Echo(`data`) and returns at once; `done` counts down when it finishes.
   struct Call {
     rtest::EchoRequestPB req;

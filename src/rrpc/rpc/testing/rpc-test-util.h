@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_context.h"
 #include "rrpc/rpc/rpc_controller.h"
@@ -114,7 +115,9 @@ class RpcTestBase : public ::testing::Test {
   void StartServer(MessengerOptions options = {}, uint16_t port = 0,
                    const std::vector<std::string>& inline_methods = {}) {
     options.name = "server";
-    auto built = MessengerBuilder(options).Build();
+    MessengerBuilder builder(options);
+    MessengerInternals::SetFaultInjector(&builder, server_fault_injector_);
+    auto built = builder.Build();
     ASSERT_TRUE(built.ok()) << built.status().ToString();
     server_ = std::move(built).value();
     auto service = std::make_unique<TestEchoService>();
@@ -128,7 +131,9 @@ class RpcTestBase : public ::testing::Test {
   }
   void StartClient(MessengerOptions options = {}) {
     options.name = "client";
-    auto built = MessengerBuilder(options).Build();
+    MessengerBuilder builder(options);
+    MessengerInternals::SetFaultInjector(&builder, client_fault_injector_);
+    auto built = builder.Build();
     ASSERT_TRUE(built.ok()) << built.status().ToString();
     client_ = std::move(built).value();
   }
@@ -144,6 +149,10 @@ class RpcTestBase : public ::testing::Test {
     service_->set_echo_hook([this](const rtest::EchoRequestPB&, RpcContext*) { gate_.Pass(); });
   }
 
+  // Injected into the messengers StartServer() and StartClient() build (fault_injection.h);
+  // nullptr (the default): none.
+  std::shared_ptr<FaultInjector> server_fault_injector_;
+  std::shared_ptr<FaultInjector> client_fault_injector_;
   // Lives as long as the fixture, so handlers never wait on a destroyed gate.
   HandlerGate gate_;
   std::shared_ptr<Messenger> server_;

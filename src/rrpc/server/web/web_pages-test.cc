@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "rrpc/rpc/cluster/channel.h"
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/negotiation.h"
 #include "rrpc/rpc/core/service_pool.h"
 #include "rrpc/rpc/observe/rpcz_store.h"
@@ -297,7 +298,7 @@ TEST_F(WebPagesTest, RpczShowsACallBlockedInItsHandlerAsRunning) {
   // A second call waits behind the first for the only worker.
   ctl[1].set_timeout(MonoDelta::FromSeconds(60));
   proxy.EchoAsync(req, &resp[1], &ctl[1], [&done] { done.CountDown(); });
-  rpc::RpczStore* store = server_->service_pool()->rpcz_store();
+  rpc::RpczStore* store = rpc::MessengerInternals::service_pool(*server_)->rpcz_store();
   ASSERT_TRUE(WaitForCondition([&] { return store->ListInFlight(10).total == 2; }));
 
   HttpReply r = Fetch("/rpcz?format=json");
@@ -374,7 +375,7 @@ TEST_F(WebPagesTest, RpczListsOneTracesSpansWithTheirParents) {
 
 TEST_F(WebPagesTest, RpczShowsRecentSlowAndFailedCallsWithTimelines) {
   StartAll();
-  rpc::RpczStore* store = server_->service_pool()->rpcz_store();
+  rpc::RpczStore* store = rpc::MessengerInternals::service_pool(*server_)->rpcz_store();
   store->set_slow_threshold(MonoDelta::FromMilliseconds(10));
   ASSERT_TRUE(Echo("slow", /*sleep_ms=*/30).ok());
   EXPECT_FALSE(Echo("bad", 0, "boom <b>").ok());

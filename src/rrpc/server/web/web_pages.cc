@@ -5,6 +5,7 @@
 #include <memory>
 #include <utility>
 
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/service_pool.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/server/web/web_dashboard.h"
@@ -75,7 +76,8 @@ void RegisterRpcPages(Webserver* web, rpc::Messenger* messenger, MetricRegistry*
 
   if (registry != nullptr) RegisterMetricsPages(web, registry);
   if (messenger != nullptr) {
-    web_page::RegisterRpczPage(web, env, messenger->service_pool()->rpcz_store(),
+    web_page::RegisterRpczPage(web, env,
+                               rpc::MessengerInternals::service_pool(*messenger)->rpcz_store(),
                                options.max_rpcz_calls);
     web_page::RegisterConnectionsPage(web, env, messenger);
   }
