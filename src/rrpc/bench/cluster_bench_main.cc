@@ -37,6 +37,7 @@
 #include "rrpc/bench/bench.rrpc.h"
 #include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/core/fault_injection.h"
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/discovery/etcd-test-util.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_context.h"
@@ -368,8 +369,9 @@ std::vector<Server> StartServers(int n) {
     rpc::MessengerOptions mo;
     mo.name = "server" + std::to_string(i);
     mo.service_queue_length = 1024;
-    mo.fault_injector = servers[i].faults;
-    servers[i].messenger = rpc::MessengerBuilder(mo).Build().value();
+    rpc::MessengerBuilder builder(mo);
+    rpc::MessengerInternals::SetFaultInjector(&builder, servers[i].faults);
+    servers[i].messenger = builder.Build().value();
     auto service = std::make_unique<CountingEcho>();
     servers[i].service = service.get();
     RRPC_CHECK_OK(servers[i].messenger->RegisterService(std::move(service)));

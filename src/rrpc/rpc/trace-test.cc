@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/service_pool.h"
 #include "rrpc/rpc/observe/rpcz_store.h"
 #include "rrpc/rpc/testing/raw-socket-test-util.h"
@@ -105,7 +106,9 @@ struct SeenTrace {
   }
 };
 
-RpczStore* Rpcz(const std::shared_ptr<Messenger>& m) { return m->service_pool()->rpcz_store(); }
+RpczStore* Rpcz(const std::shared_ptr<Messenger>& m) {
+  return MessengerInternals::service_pool(*m)->rpcz_store();
+}
 
 // The spans `m` kept of `trace` once there are `n` (a call's span is kept once its response is
 // written, which may be just after the client has it).

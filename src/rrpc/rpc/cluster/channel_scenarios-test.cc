@@ -159,9 +159,7 @@ TEST_F(ChannelScenariosTest, SlowedReplicaIsHedgedWithinTheBudgetAndLosesItsShar
   spec.slow_handler = 0.05;
   spec.handler_delay = MonoDelta::FromMilliseconds(50);
   faults->set_spec(spec);
-  MessengerOptions slowed;
-  slowed.fault_injector = faults;
-  auto slow = TestServer::Start(1, slowed);
+  auto slow = TestServer::Start(1, MessengerOptions(), faults);
   ASSERT_TRUE(slow.ok()) << slow.status().ToString();
   servers_.push_back(std::move(*slow));
   for (int i = 2; i <= 3; i++) {

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "rrpc/rpc/core/fault_injection.h"
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/discovery/resolver.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
@@ -51,9 +53,12 @@ struct TestServer {
   TestEchoService* service = nullptr;
   Sockaddr addr;
 
-  static Result<TestServer> Start(int host, MessengerOptions options = {}) {
+  static Result<TestServer> Start(int host, MessengerOptions options = {},
+                                  std::shared_ptr<FaultInjector> faults = nullptr) {
     options.name = "server" + std::to_string(host);
-    RRPC_ASSIGN_OR_RETURN(auto messenger, MessengerBuilder(options).Build());
+    MessengerBuilder builder(options);
+    if (faults != nullptr) MessengerInternals::SetFaultInjector(&builder, std::move(faults));
+    RRPC_ASSIGN_OR_RETURN(auto messenger, builder.Build());
     TestServer server;
     server.messenger = std::move(messenger);
     auto service = std::make_unique<TestEchoService>();

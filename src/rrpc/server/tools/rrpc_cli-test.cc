@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/service_pool.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/observe/rpcz_store.h"
@@ -238,7 +239,7 @@ TEST_F(RrpcCliTest, CallCarriesTheTraceparentGivenAndPrintsItsTraceId) {
   EXPECT_EQ(0, run.exit_code) << run.err;
   EXPECT_EQ("trace_id: 4bf92f3577b34da6a3ce929d0e0e4736\n", run.err);
   // The server kept the call's span under that trace (the CLI's call is sampled).
-  rpc::RpczStore* rpcz = servers_.back()->service_pool()->rpcz_store();
+  rpc::RpczStore* rpcz = rpc::MessengerInternals::service_pool(*servers_.back())->rpcz_store();
   EXPECT_TRUE(rpc::WaitForCondition(
       [&] { return !rpcz->ListSpans(0x4bf92f3577b34da6ULL, 0xa3ce929d0e0e4736ULL).empty(); }));
 

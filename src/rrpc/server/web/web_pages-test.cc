@@ -329,7 +329,7 @@ TEST_F(WebPagesTest, RpczShowsACallBlockedInItsHandlerAsRunning) {
 
 TEST_F(WebPagesTest, RpczListsOneTracesSpansWithTheirParents) {
   StartAll();
-  rpc::RpczStore* store = server_->service_pool()->rpcz_store();
+  rpc::RpczStore* store = rpc::MessengerInternals::service_pool(*server_)->rpcz_store();
   store->set_slow_threshold(MonoDelta::FromMilliseconds(10));
   Result<rpc::TraceContext> trace =
       rpc::TraceContext::FromTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
