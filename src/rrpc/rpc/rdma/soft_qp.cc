@@ -1,5 +1,6 @@
 // The RC rules of the software backend: what a queue pair does with the requests posted to it and
 // the packets its peer sends. Every function runs under the device's mutex.
+#include <algorithm>
 #include <cstring>
 
 #include "rrpc/rpc/rdma/soft_internal.h"
@@ -57,6 +58,10 @@ Status SoftQp::Connect(const QpConnectParams& params) {
   std::lock_guard<std::mutex> lock(dev_->mu);
   if (state_ != QpState::kInit) {
     return Status::IllegalState(std::string("RTR from ") + QpStateName(state_));
+  }
+  if (params.service_level > 15) {  // a 4-bit field: ibv_modify_qp refuses it (EINVAL)
+    return Status::InvalidArgument("service level " + std::to_string(params.service_level) +
+                                   " above 15");
   }
   RRPC_ASSIGN_OR_RETURN(link_, dev_->OutboundLink(params.remote.gid));
   params_ = params;
@@ -118,7 +123,8 @@ Status SoftQp::PostSend(const SendWr& wr) {
   }
   // The NIC reads the bytes now (inline: copied at post time; otherwise it would DMA them later,
   // which the caller must allow by keeping them until the completion).
-  if (!wr.inline_data && !CheckSges(wr.sg_list, wr.num_sge).ok()) {
+  const bool corrupt = !wr.inline_data && wr.num_sge > 0 && dev_->corrupt_send_lkeys();
+  if (corrupt || (!wr.inline_data && !CheckSges(wr.sg_list, wr.num_sge).ok())) {
     CompleteSend(s, WcStatus::kLocalProtectionError);
     EnterError(WcStatus::kFlushed);
     return Status::OK();
@@ -157,6 +163,7 @@ Status SoftQp::PostRecv(const RecvWr& wr) {
     return Status::OK();
   }
   PostedRecv r;
+  if (dev_->ConsumeReceiveDiscard()) return Status::OK();
   r.wr_id = wr.wr_id;
   r.num_sge = wr.num_sge;
   for (int i = 0; i < wr.num_sge; ++i) r.sge[i] = wr.sg_list[i];
@@ -165,6 +172,19 @@ Status SoftQp::PostRecv(const RecvWr& wr) {
 }
 
 void SoftQp::Transmit(Outstanding* s) {
+  if (dev_->dropping_packets()) {
+    // Lost on the path: no ACK, no NAK. The sender retries retry_cnt times, each after the
+    // timeout, then gives up (the retransmissions are lost too, so none is modelled).
+    s->sent = true;
+    if (lost_deadline_.IsMax()) {
+      const int64_t timeout_ns = (int64_t{4096} << std::min<int>(params_.timeout, 31));
+      lost_deadline_ = MonoTime::Now() +
+                       MonoDelta::FromNanoseconds(timeout_ns * (int64_t{params_.retry_cnt} + 1));
+      dev_->lost_waiting.insert(this);
+      dev_->Wake();
+    }
+    return;
+  }
   PacketHeader h{static_cast<uint8_t>(PacketType::kData),
                  static_cast<uint8_t>(s->has_imm),
                  0,
@@ -353,6 +373,12 @@ void SoftQp::OnLinkDead(Link* link) {
 void SoftQp::OnFatal() {
   EnterError(WcStatus::kFlushed);
   dev_->PostAsyncEventAfterCompletions({AsyncEventType::kQpFatal, qpn_, context_});
+}
+
+void SoftQp::OnLostTimeout(MonoTime now) {
+  if (lost_deadline_ > now) return;
+  lost_deadline_ = MonoTime::Max();
+  if (state_ != QpState::kError && !unacked_.empty()) EnterError(WcStatus::kRetryExceeded);
 }
 
 void SoftQp::OnTimer(MonoTime now) {
