@@ -45,6 +45,10 @@ DEFINE_int32(rdma_traffic_class, 0,
 DEFINE_int32(rdma_service_level, 0,
              "Service level of the RDMA queue pairs (0..15; on RoCE the priority frames are "
              "tagged with)");
+DEFINE_bool(rdma_probe_path, false,
+            "Before a client follows the server to RDMA, send one message over a throwaway queue "
+            "pair and wait for its acknowledgement; a server whose probe failed is reached over "
+            "TCP for 10 minutes (fallback reason path)");
 DEFINE_bool(rdma_busy_poll, false,
             "Poll the completion queue every reactor loop iteration instead of sleeping on the "
             "completion channel: lower latency, one core busy per reactor");
@@ -107,6 +111,7 @@ Result<RdmaOptions> RdmaOptionsFromFlags() {
     return Status::InvalidArgument("RDMA flags: traffic class 0..255, service level 0..15");
   }
   o.endpoint.traffic_class = static_cast<uint8_t>(FLAGS_rdma_traffic_class);
+  o.probe_path = FLAGS_rdma_probe_path;
   o.endpoint.service_level = static_cast<uint8_t>(FLAGS_rdma_service_level);
   o.transport.use_inline = FLAGS_rdma_inline;
   if (FLAGS_rdma_send_zero_copy_min_bytes < 0 || FLAGS_rdma_register_min_bytes < 0) {

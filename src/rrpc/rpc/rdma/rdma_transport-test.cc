@@ -317,7 +317,9 @@ TEST_F(RdmaTransportTest, PeerDeathMidCallFailsTheCall) {
 // the dead path before following the server (the first connection closes, retriable), and
 // remembers it: later connections to that server stay on TCP, counted as "path" on both sides.
 TEST_F(RdmaTransportTest, ADeadPathIsFoundBeforeLeavingTcpAndLaterConnectionsStayOnTcp) {
-  Start(SmallRdma(), SmallRdma());
+  RdmaOptions o = SmallRdma();
+  o.probe_path = true;
+  Start(o, o);
   ASSERT_TRUE(client_factory_->Device().ok());
   client_factory_->Device().value()->soft->DropAllPackets(true);
   Status first = Echo("first");

@@ -150,9 +150,9 @@ std::string RdmaUpgrade::Answer(Slice offer) {
   if (why != FallbackReason::kNone) return Fallback(why, Status::OK());
   s = endpoint_->Connect(peer_.qp, peer_.path_mtu);
   if (!s.ok()) return Fallback(FallbackReason::kConnect, s);
-  if (peer_.probe_qp != 0 && factory_->options().probe_path) {
-    // The client's probe sends to ours before it follows us: kept (its receive posted) by the
-    // factory for the client's wait.
+  if (peer_.probe_qp != 0) {
+    // The client's probe (its option, whatever ours) sends to ours before it follows us: kept
+    // (its receive posted) by the factory for the client's wait.
     Result<std::unique_ptr<PathProbe>> probe =
         PathProbe::Create(device_->context.get(), device_->pd.get(), /*receiver=*/true);
     if (!probe.ok()) return Fallback(FallbackReason::kResources, probe.status());
