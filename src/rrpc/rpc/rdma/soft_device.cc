@@ -458,6 +458,9 @@ void SoftDeviceImpl::Dispatch(Link* link, const PacketHeader& h, const uint8_t* 
     case PacketType::kRnrNak:
       qp->OnRnrNak(h.psn);
       break;
+    case PacketType::kNotReady:
+      qp->OnNotReady(h.psn);
+      break;
     case PacketType::kErrNak:
       qp->OnErrNak(h.psn, static_cast<WcStatus>(h.status));
       break;

@@ -28,7 +28,9 @@ class SoftDeviceImpl;
 class SoftQp;
 
 // The packet on a link between two devices: a fixed header then `length` payload bytes.
-enum class PacketType : uint8_t { kData = 1, kAck = 2, kRnrNak = 3, kErrNak = 4 };
+// kNotReady: not on any wire. A NIC drops a packet for a QP not yet in RTR and the sender
+// retransmits after its timeout; this NAK tells the sender to do just that (OnNotReady).
+enum class PacketType : uint8_t { kData = 1, kAck = 2, kRnrNak = 3, kErrNak = 4, kNotReady = 5 };
 struct PacketHeader {
   uint8_t type;
   uint8_t has_imm;
@@ -142,6 +144,7 @@ class SoftQp final : public QueuePair {
   void OnData(Link* link, const PacketHeader& h, const uint8_t* payload);
   void OnAck(uint32_t psn);
   void OnRnrNak(uint32_t psn);
+  void OnNotReady(uint32_t psn);
   // The attributes it was connected with; false before RTR. REQUIRES dev_->mu held.
   bool connect_params(QpConnectParams* params) const {
     if (state_ == QpState::kReset || state_ == QpState::kInit) return false;
@@ -202,6 +205,7 @@ class SoftQp final : public QueuePair {
   uint32_t slots_used_ = 0;          // send-queue slots held (unsignaled ones until a signaled
   uint32_t unsignaled_done_ = 0;     // completion behind them frees them, as on hardware)
   int rnr_left_ = 0;
+  int retry_left_ = 0;  // retransmissions left for packets the peer's QP was not ready for
   MonoTime rnr_deadline_ = MonoTime::Max();
   MonoTime lost_deadline_ = MonoTime::Max();
   // The private receive queue; none on a QP attached to an SRQ (as on hardware, where such a

@@ -68,6 +68,7 @@ Status SoftQp::Connect(const QpConnectParams& params) {
   expected_psn_ = params.remote.psn;
   next_psn_ = params.local_psn;
   rnr_left_ = params.rnr_retry;
+  retry_left_ = params.retry_cnt;
   state_ = QpState::kRts;
   return Status::OK();
 }
@@ -266,6 +267,11 @@ void SoftQp::OnData(Link* link, const PacketHeader& h, const uint8_t* payload) {
                    0};
     dev_->SendPacket(link, r, nullptr);
   };
+  if (state_ == QpState::kReset || state_ == QpState::kInit) {
+    // Not connected yet (the peer moved to RTS first): the NIC drops it, the sender retries.
+    reply(PacketType::kNotReady, WcStatus::kSuccess);
+    return;
+  }
   if ((state_ != QpState::kRtr && state_ != QpState::kRts) || h.src_qpn != params_.remote.qp_num) {
     reply(PacketType::kErrNak, WcStatus::kRetryExceeded);
     return;
@@ -352,6 +358,26 @@ void SoftQp::OnRnrNak(uint32_t psn) {
   // Go back N: everything from the refused packet on goes again after the RNR delay.
   for (Outstanding& s : unacked_) s.sent = false;
   rnr_deadline_ = MonoTime::Now() + RnrDelay(params_.min_rnr_timer);
+  dev_->rnr_waiting.insert(this);
+}
+
+void SoftQp::OnNotReady(uint32_t psn) {
+  if (state_ == QpState::kError) return;
+  while (!unacked_.empty() && PsnBefore(unacked_.front().psn, psn)) {
+    const Outstanding s = std::move(unacked_.front());  // implicitly acknowledged
+    unacked_.pop_front();
+    if (!CompleteAcked(s)) return;
+  }
+  if (unacked_.empty() || unacked_.front().psn != psn) return;
+  if (retry_left_ == 0) {
+    EnterError(WcStatus::kRetryExceeded);
+    return;
+  }
+  --retry_left_;
+  // Go back N after the transport timeout (4.096 us x 2^timeout), as a lost packet would.
+  for (Outstanding& s : unacked_) s.sent = false;
+  rnr_deadline_ = MonoTime::Now() +
+                  MonoDelta::FromNanoseconds(int64_t{4096} << std::min<int>(params_.timeout, 31));
   dev_->rnr_waiting.insert(this);
 }
 
