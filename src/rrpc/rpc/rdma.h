@@ -142,12 +142,12 @@ struct RdmaOptions {
   SrqOptions srq;
   RdmaTransportOptions transport;
   // The path probe (docs/rdma.md, "The path probe"), a client option (a server answers the
-  // probes clients ask for): before following the server to RDMA, the client sends one message of a path MTU over a throwaway queue pair and waits up to
-  // `probe_timeout` for its acknowledgement. When it fails the connection closes (its calls may
-  // be retried) and connections to that server stay on TCP (fallback reason "path") for
-  // `dead_path_memory`. Off (the default for now: the client's reactor waits out each probe,
-  // which slows connection storms; docs/rdma.md): connections upgrade without proof that the
-  // path carries packets.
+  // probes clients ask for): before following the server to RDMA, the client sends one message of a
+  // path MTU over a throwaway queue pair and waits up to `probe_timeout` for its acknowledgement.
+  // When it fails the connection closes (its calls may be retried) and connections to that server
+  // stay on TCP (fallback reason "path") for `dead_path_memory`. Off (the default for now: the
+  // client's reactor waits out each probe, which slows connection storms; docs/rdma.md):
+  // connections upgrade without proof that the path carries packets.
   bool probe_path = false;
   MonoDelta probe_timeout = MonoDelta::FromSeconds(5);
   MonoDelta dead_path_memory = MonoDelta::FromSeconds(600);
