@@ -4,7 +4,8 @@
 #                       generated headers (rrpc/rpc/rrpc_options.proto...): nothing else at the
 #                       top of include/
 #   lib/                the static libraries, lib/cmake/rrpc/ (the CMake package: imported
-#                       targets rrpc::rpc, rrpc::server..., rrpc::protoc-gen-rrpc, rrpc_proto())
+#                       targets rrpc::rpc, rrpc::server, rrpc::rdma..., rrpc::protoc-gen-rrpc,
+#                       rrpc_proto())
 #                       and lib/pkgconfig/rrpc.pc
 #   bin/                protoc-gen-rrpc and the tools (rrpc-cli, rpc-bench, kv-server, kv-cli,
 #                       kv-bench)
@@ -17,9 +18,11 @@ set(RRPC_CMAKE_PACKAGE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/rrpc")
 
 # The libraries of the package, each one before the libraries it uses (the order of rrpc.pc's
 # Libs). Exported as rrpc::<name without "rrpc_">: rrpc::rpc, rrpc::server...
+# rrpc_rdma (rrpc::rdma, the RDMA transport: rrpc/rpc/rdma.h) comes before rrpc_rpc in the
+# link order although it does not use it: it uses rrpc_transport, which follows both.
 set(RRPC_EXPORTED_LIBRARIES rrpc_server rrpc_server_proto rrpc_web rrpc_cluster rrpc_discovery
-  rrpc_discovery_proto rrpc_rpc rrpc_transport rrpc_security rrpc_observe rrpc_rpc_proto
-  rrpc_metrics rrpc_util)
+  rrpc_discovery_proto rrpc_rdma rrpc_rpc rrpc_transport rrpc_security rrpc_observe
+  rrpc_rpc_proto rrpc_metrics rrpc_util)
 foreach(lib ${RRPC_EXPORTED_LIBRARIES})
   string(REGEX REPLACE "^rrpc_" "" export_name "${lib}")
   set_target_properties(${lib} PROPERTIES EXPORT_NAME "${export_name}")
@@ -109,5 +112,11 @@ file(RELATIVE_PATH RRPC_PC_PREFIX_FROM_PCFILEDIR "${CMAKE_INSTALL_FULL_LIBDIR}/p
 string(REGEX REPLACE "/$" "" RRPC_PC_PREFIX_FROM_PCFILEDIR "${RRPC_PC_PREFIX_FROM_PCFILEDIR}")
 list(TRANSFORM RRPC_EXPORTED_LIBRARIES PREPEND "-l" OUTPUT_VARIABLE RRPC_PC_LIBS)
 list(JOIN RRPC_PC_LIBS " " RRPC_PC_LIBS)
+# rrpc_rdma dlopen()s libibverbs: -ldl where the C library keeps dlopen apart.
+set(RRPC_PC_DL_LIBS)
+foreach(dl ${CMAKE_DL_LIBS})
+  string(APPEND RRPC_PC_DL_LIBS " -l${dl}")
+endforeach()
+string(STRIP "${RRPC_PC_DL_LIBS}" RRPC_PC_DL_LIBS)
 configure_file("${CMAKE_CURRENT_LIST_DIR}/rrpc.pc.in" "${PROJECT_BINARY_DIR}/rrpc.pc" @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/rrpc.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")

@@ -75,9 +75,8 @@ TEST(BootstrapTest, RefusesBitsVersionOneDoesNotDefine) {
   BootstrapMessage d;
   ASSERT_TRUE(DecodeBootstrap(Slice(good), &d).ok());
   EXPECT_TRUE(DecodeBootstrap(Slice(good + "x"), &d).IsCorruption());  // longer than 64
-  // {offset, value}: an unknown flag, reason 8, backend 2, each reserved byte.
-  const std::pair<size_t, uint8_t> bad[] = {{1, 4},  {1, 0x80}, {3, 8},  {2, 1},
-                                            {10, 2}, {11, 1},   {60, 1}, {63, 0xff}};
+  // {offset, value}: an unknown flag, reason 9, backend 2, the reserved byte.
+  const std::pair<size_t, uint8_t> bad[] = {{1, 4}, {1, 0x80}, {3, 9}, {2, 1}, {10, 2}, {11, 1}};
   for (const auto& [offset, value] : bad) {
     std::string b = good;
     b[offset] = static_cast<char>(value);
@@ -93,8 +92,9 @@ TEST(BootstrapTest, EveryAcceptedMessageEncodesBackToItsBytes) {
   BootstrapMessage m;
   m.fallback = true;
   m.srq = true;
-  m.reason = FallbackReason::kConnect;
+  m.reason = FallbackReason::kPath;
   m.backend = BootstrapBackend::kVerbs;
+  m.probe_qp = 0xfedcba98;
   m.qp.psn = 0xffffffff;
   m.nonce = ~0ull;
   const std::string b = EncodeBootstrap(m);

@@ -44,6 +44,8 @@ const char* FallbackReasonName(FallbackReason reason) {
       return "nonce";
     case FallbackReason::kConnect:
       return "connect";
+    case FallbackReason::kPath:
+      return "path";
   }
   return "unknown";
 }
@@ -65,7 +67,7 @@ std::string EncodeBootstrap(const BootstrapMessage& m) {
   Put32(b + 44, m.send_queue_depth);
   Put32(b + 48, m.inline_cap);
   Put64(b + 52, m.nonce);
-  // 60..63 reserved, zero.
+  Put32(b + 60, m.probe_qp);
   return std::string(reinterpret_cast<const char*>(b), sizeof(b));
 }
 
@@ -84,7 +86,7 @@ Status DecodeBootstrap(Slice bytes, BootstrapMessage* m) {
   if ((b[1] & ~(kFlagFallback | kFlagSrq)) != 0) {
     return Status::Corruption("RDMA bootstrap message with unknown flags " + std::to_string(b[1]));
   }
-  if (Get16(b + 2) > static_cast<uint16_t>(FallbackReason::kConnect)) {
+  if (Get16(b + 2) > static_cast<uint16_t>(FallbackReason::kPath)) {
     return Status::Corruption("RDMA bootstrap message with unknown fallback reason " +
                               std::to_string(Get16(b + 2)));
   }
@@ -92,7 +94,7 @@ Status DecodeBootstrap(Slice bytes, BootstrapMessage* m) {
     return Status::Corruption("RDMA bootstrap message with unknown backend " +
                               std::to_string(b[10]));
   }
-  if (b[11] != 0 || Get32(b + 60) != 0) {
+  if (b[11] != 0) {
     return Status::Corruption("RDMA bootstrap message with reserved bytes set");
   }
   m->version = b[0];
@@ -110,6 +112,7 @@ Status DecodeBootstrap(Slice bytes, BootstrapMessage* m) {
   m->send_queue_depth = Get32(b + 44);
   m->inline_cap = Get32(b + 48);
   m->nonce = Get64(b + 52);
+  m->probe_qp = Get32(b + 60);
   return Status::OK();
 }
 

@@ -1,6 +1,7 @@
 // The RDMA bootstrap message both sides exchange over TCP right after the rrpc negotiation
 // (docs/wire-format.md, "RDMA bootstrap", gives it byte by byte): what each needs to connect its
-// queue pair to the other's, or a fallback mark with the reason. Version 1 is 64 bytes,
+// queue pair (and its path probe) to the other's, or a fallback mark with the reason. Version 1
+// is 64 bytes,
 // big-endian. Pure functions: thread-safe.
 #pragma once
 
@@ -26,6 +27,7 @@ enum class FallbackReason : uint16_t {
   kIncompatible = 5,  // different backends, or parameters one side can't use
   kNonce = 6,         // the answer is not for this connection's offer
   kConnect = 7,       // moving the queue pair to RTR/RTS failed
+  kPath = 8,          // the path probe's message did not cross (path_probe.h); remembered per peer
 };
 const char* FallbackReasonName(FallbackReason reason);
 
@@ -44,6 +46,9 @@ struct BootstrapMessage {
   uint32_t send_queue_depth = 0;
   uint32_t inline_cap = 0;  // the inline cap this side's device granted
   uint64_t nonce = 0;       // client: fresh per connection; server: echoes the client's
+  // The path probe's QP number (path_probe.h; same LID, GID and PSN as `qp`); 0: this side
+  // makes no probe, and the client then follows the server without one.
+  uint32_t probe_qp = 0;
 };
 
 std::string EncodeBootstrap(const BootstrapMessage& m);

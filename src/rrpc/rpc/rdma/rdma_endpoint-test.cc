@@ -84,5 +84,34 @@ TEST(RdmaEndpointTest, AGlobalRouteOnRoceAlwaysOnInfinibandAcrossSubnetsOnly) {
   EXPECT_TRUE(NeedsGlobalRoute(roce, same_subnet));
 }
 
+// Finding 6 of issue 27: the traffic class and service level asked for are what the QP is
+// connected with (the device records its RTR attributes); a service level beyond 4 bits is
+// refused, as ibv_modify_qp refuses it.
+TEST(RdmaEndpointTest, TheQpCarriesTheTrafficClassAndServiceLevelAskedFor) {
+  auto dev = OpenSoftDevice().value();
+  auto pd = dev->AllocPd().value();
+  EndpointOptions o;
+  o.buffer_size = 256;
+  o.spare_receive_buffers = 0;
+  o.traffic_class = 106;  // DSCP 26, ECN capable
+  o.service_level = 3;
+  auto ep = RdmaEndpoint::Create(dev.get(), pd.get(), o).value();
+  auto peer = RdmaEndpoint::Create(dev.get(), pd.get(), EndpointOptions()).value();
+  ASSERT_TRUE(ep->Connect(peer->address(), 4096).ok());
+  ASSERT_TRUE(peer->Connect(ep->address(), 4096).ok());
+  QpConnectParams p;
+  ASSERT_TRUE(dev->ConnectParamsOf(ep->qp()->qp_num(), &p));
+  EXPECT_EQ(p.traffic_class, 106);
+  EXPECT_EQ(p.service_level, 3);
+  ASSERT_TRUE(dev->ConnectParamsOf(peer->qp()->qp_num(), &p));
+  EXPECT_EQ(p.traffic_class, 0);  // each side sets its own
+  EXPECT_EQ(p.service_level, 0);
+
+  o.service_level = 16;
+  auto bad = RdmaEndpoint::Create(dev.get(), pd.get(), o).value();
+  Status s = bad->Connect(peer->address(), 4096);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+}
+
 }  // namespace
 }  // namespace rrpc::rdma

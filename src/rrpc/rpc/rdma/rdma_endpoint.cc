@@ -91,6 +91,10 @@ bool NeedsGlobalRoute(const PortInfo& local, const Gid& remote) {
 }
 
 Status RdmaEndpoint::Connect(const QpAddress& remote, uint32_t path_mtu) {
+  return qp_->Connect(ConnectParams(remote, path_mtu));
+}
+
+QpConnectParams RdmaEndpoint::ConnectParams(const QpAddress& remote, uint32_t path_mtu) const {
   QpConnectParams p;
   p.remote = remote;
   p.local_psn = address_.psn;
@@ -99,7 +103,9 @@ Status RdmaEndpoint::Connect(const QpAddress& remote, uint32_t path_mtu) {
   p.port = ctx_->port().port;
   p.gid_index = ctx_->port().gid_index;
   p.global = NeedsGlobalRoute(ctx_->port(), remote.gid);
-  return qp_->Connect(p);
+  p.traffic_class = options_.traffic_class;
+  p.service_level = options_.service_level;
+  return p;
 }
 
 }  // namespace rrpc::rdma

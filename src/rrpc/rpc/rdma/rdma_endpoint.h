@@ -9,29 +9,12 @@
 
 #include <memory>
 
+#include "rrpc/rpc/rdma.h"
 #include "rrpc/rpc/rdma/block_pool.h"
 #include "rrpc/rpc/rdma/srq_context.h"
 #include "rrpc/rpc/rdma/verbs.h"
 
 namespace rrpc::rdma {
-
-struct EndpointOptions {
-  uint32_t buffer_size = 16 * 1024;  // each receive and send block
-  uint32_t receive_buffers = 64;     // posted for the peer: its initial credits
-  uint32_t send_buffers = 64;
-  // Receive blocks beyond those posted: when a large message's block is lent to the calls reading
-  // it (zero copy), one of these is posted in its place, so the peer's credits never wait for a
-  // call to end. With none left, messages are copied out instead (RdmaTransport::Deliver).
-  uint32_t spare_receive_buffers = 16;
-  uint32_t max_inline = 236;  // asked for at QP creation; the device may grant less
-  // SGEs per send asked for at QP creation (private receive queue): a message sent without
-  // copying points at its header and at up to max_send_sge - 1 pieces of sidecars.
-  uint32_t max_send_sge = 4;
-  uint8_t rnr_retry = 0;
-  // Tests only: credits announced beyond the buffers really posted, to play a peer whose
-  // accounting is wrong (its sender then meets RNR).
-  uint32_t extra_advertised_credits_for_tests = 0;
-};
 
 // Whether a QP on `local` reaches the peer whose GID is `remote` with a global route header:
 // always on RoCE (Ethernet), on InfiniBand only when the peer is in another subnet (its GID's
@@ -54,6 +37,9 @@ class RdmaEndpoint {
   const QpAddress& address() const { return address_; }
   // RTR/RTS, connected to `remote`.
   Status Connect(const QpAddress& remote, uint32_t path_mtu);
+  // What Connect connects the QP with (the path: MTU, route, traffic class...), with `remote`'s
+  // address; the path probe (path_probe.h) goes the same way.
+  QpConnectParams ConnectParams(const QpAddress& remote, uint32_t path_mtu) const;
 
   const EndpointOptions& options() const { return options_; }
   const PortInfo& port() const { return ctx_->port(); }

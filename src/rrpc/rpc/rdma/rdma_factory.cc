@@ -85,10 +85,21 @@ constexpr MetricPrototype METRIC_rdma_send_registrations_total = MetricPrototype
     "rdma_send_registrations_total", "RDMA send registrations", MetricUnit::kUnits,
     "Blocks registered with the device on their first zero-copy send (deregistered when freed).");
 
+// The TCP connection every RDMA connection starts on (and falls back to).
+rpc::StreamTransportOptions StreamOptionsFor(const RdmaOptions& options) {
+  rpc::StreamTransportOptions stream;
+  stream.max_frame_size = options.transport.max_frame_size;
+  return stream;
+}
+
 }  // namespace
 
+std::shared_ptr<rpc::TransportFactory> NewRdmaTransportFactory(RdmaOptions options) {
+  return std::make_shared<RdmaTransportFactory>(std::move(options));
+}
+
 RdmaTransportFactory::RdmaTransportFactory(RdmaOptions options)
-    : options_(std::move(options)), tcp_(options_.stream) {
+    : options_(std::move(options)), tcp_(StreamOptionsFor(options_)) {
   MetricRegistry* registry = options_.metric_registry;
   if (registry == nullptr) {
     owned_registry_ = std::make_shared<MetricRegistry>();
@@ -157,8 +168,55 @@ Result<std::unique_ptr<rpc::Transport>> RdmaTransportFactory::NewClientTransport
 }
 
 std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool server_side) {
+  return NewUpgrade(server_side, Sockaddr());
+}
+
+std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool server_side,
+                                                                        const Sockaddr& remote) {
   if (!options_.enabled) return nullptr;
-  return std::make_unique<RdmaUpgrade>(this, server_side);
+  return std::make_unique<RdmaUpgrade>(this, server_side, remote);
+}
+
+void RdmaTransportFactory::RememberDeadPath(const Sockaddr& peer) {
+  const MonoTime now = MonoTime::Now();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (dead_paths_.size() >= kMaxDeadPaths) {
+    // Bounded: the expired go, then (still full) the one that expires first.
+    for (auto it = dead_paths_.begin(); it != dead_paths_.end();) {
+      it = it->second <= now ? dead_paths_.erase(it) : std::next(it);
+    }
+    if (dead_paths_.size() >= kMaxDeadPaths) {
+      auto first =
+          std::min_element(dead_paths_.begin(), dead_paths_.end(),
+                           [](const auto& a, const auto& b) { return a.second < b.second; });
+      dead_paths_.erase(first);
+    }
+  }
+  dead_paths_[peer.ToString()] = now + options_.dead_path_memory;
+}
+
+bool RdmaTransportFactory::PathKnownDead(const Sockaddr& peer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = dead_paths_.find(peer.ToString());
+  if (it == dead_paths_.end()) return false;
+  if (it->second > MonoTime::Now()) return true;
+  dead_paths_.erase(it);  // forgotten: the next connection probes again
+  return false;
+}
+
+void RdmaTransportFactory::KeepServerProbe(std::unique_ptr<PathProbe> probe) {
+  const MonoTime now = MonoTime::Now();
+  std::deque<std::pair<MonoTime, std::unique_ptr<PathProbe>>> done;  // destroyed unlocked
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!kept_probes_.empty() &&
+           (kept_probes_.front().first <= now || kept_probes_.size() >= kMaxKeptProbes)) {
+      done.push_back(std::move(kept_probes_.front()));
+      kept_probes_.pop_front();
+    }
+    kept_probes_.emplace_back(now + options_.probe_timeout + options_.probe_timeout,
+                              std::move(probe));
+  }
 }
 
 Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(

@@ -1,23 +1,27 @@
 // RdmaTransportFactory: connections start on TCP and, right after the rrpc negotiation, upgrade
-// to RDMA when both sides can (the bootstrap, bootstrap.h); otherwise they stay on TCP with the
-// reason logged and counted in rrpc_rdma_fallbacks_total{entity="rdma_fallback",id=<reason>}.
-// Set it as MessengerOptions::transport_factory on both client and server:
-//
-//   RdmaOptions rdma;  // or RdmaOptionsFromFlags() (rdma_flags.h)
-//   options.transport_factory = std::make_shared<RdmaTransportFactory>(rdma);
-//
-// The device is opened on first use and shared by the messenger's connections.
+// to RDMA when both sides can (the bootstrap, bootstrap.h; the path probe, path_probe.h);
+// otherwise they stay on TCP with the reason logged and counted in
+// rrpc_rdma_fallbacks_total{entity="rdma_fallback",id=<reason>}. Embedders make it with
+// NewRdmaTransportFactory (rrpc/rpc/rdma.h, the installed header, which also has RdmaOptions);
+// this header is the class itself, for rrpc's tests and tools (its device, metrics and the soft
+// backend's fault hooks). The device is opened on first use and shared by the messenger's
+// connections.
 // Thread-safe (reactor threads call it).
 #pragma once
 
 #include <array>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "rrpc/rpc/rdma.h"
 #include "rrpc/rpc/rdma/bootstrap.h"
+#include "rrpc/rpc/rdma/path_probe.h"
 #include "rrpc/rpc/rdma/rdma_endpoint.h"
 #include "rrpc/rpc/rdma/rdma_transport.h"
 #include "rrpc/rpc/rdma/soft_device.h"
@@ -33,29 +37,6 @@ class MetricRegistry;
 }  // namespace rrpc
 
 namespace rrpc::rdma {
-
-enum class RdmaBackend { kSoft, kVerbs };
-
-struct RdmaOptions {
-  // false: this side never upgrades (a client doesn't offer; a server declines).
-  bool enabled = true;
-  RdmaBackend backend = RdmaBackend::kSoft;
-  VerbsDeviceOptions verbs;
-  SoftDeviceOptions soft;
-  EndpointOptions endpoint;
-  // SRQ mode (docs/rdma.md, "SRQ mode"): this side's receives come from one shared receive queue
-  // per reactor. Not with busy_poll (the connection then uses a private receive queue).
-  // srq.buffer_size is endpoint.buffer_size.
-  bool use_srq = false;
-  SrqOptions srq;
-  RdmaTransportOptions transport;
-  // The TCP connection every RDMA connection starts on (and falls back to).
-  rpc::StreamTransportOptions stream;
-  // Where the RDMA metrics go; nullptr: the registry of the messenger using the factory (its
-  // /metrics; the latest messenger made, when several share the factory), or, for a factory not
-  // used by a messenger with metrics, a registry of the factory's own (metric_registry()).
-  MetricRegistry* metric_registry = nullptr;
-};
 
 // The opened device and its protection domain, shared by the connections (each holds it).
 // The locked-memory warning for a process using `options` under `limit` (memlock.h): what one
@@ -78,6 +59,9 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   std::unique_ptr<rpc::Transport> NewServerTransport(Socket accepted) override;
   Result<std::unique_ptr<rpc::Transport>> NewClientTransport(const Sockaddr& remote) override;
   std::unique_ptr<rpc::TransportUpgrade> NewUpgrade(bool server_side) override;
+  // The same, knowing the peer (the client's path probe remembers a dead path per peer).
+  std::unique_ptr<rpc::TransportUpgrade> NewUpgrade(bool server_side,
+                                                    const Sockaddr& remote) override;
 
   void UseMetricRegistry(MetricRegistry* registry) override;
 
@@ -90,6 +74,16 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   uint64_t fallbacks(FallbackReason reason) const;
   // A connection upgraded to RDMA (counted in rrpc_rdma_upgrades_total).
   void CountUpgrade();
+  // The path probe (path_probe.h). A probe to `peer` failed: connections to it stay on TCP for
+  // options().dead_path_memory. Any thread.
+  void RememberDeadPath(const Sockaddr& peer);
+  bool PathKnownDead(const Sockaddr& peer);
+  // Server: keeps `probe` (connected, its receive posted) until the client's message has surely
+  // come or gone: twice options().probe_timeout, at most kMaxKeptProbes at once (the oldest go
+  // first). Any thread.
+  void KeepServerProbe(std::unique_ptr<PathProbe> probe);
+  static constexpr size_t kMaxKeptProbes = 1024;
+  static constexpr size_t kMaxDeadPaths = 4096;
   RdmaMetrics metrics() const;
   // SRQ mode: the calling reactor thread's context, made on first use.
   Result<std::shared_ptr<SrqContext>> SrqForThisThread(const std::shared_ptr<RdmaDevice>& device);
@@ -113,7 +107,7 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   struct BoundMetrics {
     MetricRegistry* registry = nullptr;
     std::vector<scoped_refptr<MetricEntity>> entities;
-    std::array<Counter*, 8> fallbacks{};  // by FallbackReason
+    std::array<Counter*, 9> fallbacks{};  // by FallbackReason
     Counter* upgrades = nullptr;
     RdmaMetrics metrics;
   };
@@ -127,8 +121,12 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   std::shared_ptr<RdmaDevice> device_;  // guarded by mu_
   // By reactor thread; declared after device_ so that they go first. Guarded by mu_.
   std::unordered_map<std::thread::id, std::shared_ptr<SrqContext>> srqs_;
-  int srq_count_ = 0;          // guarded by mu_: numbers the reactors' metric entities
-  Status device_error_;        // guarded by mu_
+  int srq_count_ = 0;    // guarded by mu_: numbers the reactors' metric entities
+  Status device_error_;  // guarded by mu_
+  // Peers whose path probe failed, until when their connections stay on TCP. Guarded by mu_.
+  std::map<std::string, MonoTime> dead_paths_;
+  // Server probes kept, oldest first, with when they may go. Guarded by mu_.
+  std::deque<std::pair<MonoTime, std::unique_ptr<PathProbe>>> kept_probes_;
   bool device_tried_ = false;  // guarded by mu_
 };
 

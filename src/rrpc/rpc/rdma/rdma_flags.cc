@@ -39,6 +39,16 @@ DEFINE_int64(rdma_register_min_bytes, 64 * 1024,
 DEFINE_int32(rdma_rnr_retry, 0,
              "RNR retries before a send fails (7: forever). Credits keep receives posted, so 0 "
              "makes any accounting mistake fail loudly instead of stalling");
+DEFINE_int32(rdma_traffic_class, 0,
+             "Traffic class of the RDMA queue pairs' packets (the GRH's: on RoCE v2 DSCP << 2 | "
+             "ECN, e.g. 106 for DSCP 26); lossless RoCE classes need it set as the switches are");
+DEFINE_int32(rdma_service_level, 0,
+             "Service level of the RDMA queue pairs (0..15; on RoCE the priority frames are "
+             "tagged with)");
+DEFINE_bool(rdma_probe_path, false,
+            "Before a client follows the server to RDMA, send one message over a throwaway queue "
+            "pair and wait for its acknowledgement; a server whose probe failed is reached over "
+            "TCP for 10 minutes (fallback reason path)");
 DEFINE_bool(rdma_busy_poll, false,
             "Poll the completion queue every reactor loop iteration instead of sleeping on the "
             "completion channel: lower latency, one core busy per reactor");
@@ -96,6 +106,13 @@ Result<RdmaOptions> RdmaOptionsFromFlags() {
   o.endpoint.spare_receive_buffers = static_cast<uint32_t>(FLAGS_rdma_spare_receive_buffers);
   o.endpoint.max_inline = static_cast<uint32_t>(FLAGS_rdma_max_inline);
   o.endpoint.rnr_retry = static_cast<uint8_t>(FLAGS_rdma_rnr_retry);
+  if (FLAGS_rdma_traffic_class < 0 || FLAGS_rdma_traffic_class > 255 ||
+      FLAGS_rdma_service_level < 0 || FLAGS_rdma_service_level > 15) {
+    return Status::InvalidArgument("RDMA flags: traffic class 0..255, service level 0..15");
+  }
+  o.endpoint.traffic_class = static_cast<uint8_t>(FLAGS_rdma_traffic_class);
+  o.probe_path = FLAGS_rdma_probe_path;
+  o.endpoint.service_level = static_cast<uint8_t>(FLAGS_rdma_service_level);
   o.transport.use_inline = FLAGS_rdma_inline;
   if (FLAGS_rdma_send_zero_copy_min_bytes < 0 || FLAGS_rdma_register_min_bytes < 0) {
     return Status::InvalidArgument("RDMA zero-copy send thresholds must be >= 0");

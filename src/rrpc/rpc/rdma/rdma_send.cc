@@ -277,8 +277,7 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
         break;
       }
       if (by_reference) {
-        const uint32_t lkey = options_.wrong_send_lkey_for_tests ? lkeys[i] + 1000 : lkeys[i];
-        sges[nsge++] = Sge{reinterpret_cast<uint64_t>(src), static_cast<uint32_t>(c), lkey};
+        sges[nsge++] = Sge{reinterpret_cast<uint64_t>(src), static_cast<uint32_t>(c), lkeys[i]};
         held[nheld++] = BlockRef(blocks[i]);
         if (off + c == iov[i].iov_len) ends_piece = true;
         zero_copy_sent_bytes_ += c;

@@ -221,14 +221,16 @@ TEST_F(RdmaTransportTest, FallsBackToTcpWhenRegistrationFails) {
   EXPECT_EQ(client_factory_->fallbacks(FallbackReason::kResources), 1u);
 }
 
-// A peer whose accounting is wrong (it announces credits it never posted, and its completions
-// stall so it reposts nothing): the sender meets RNR, its QP goes to ERR at once
-// (rnr_retry = 0), and its calls fail with a network error instead of hanging.
+// A peer whose accounting is wrong (it announces credits it never posted: its device loses 3 of
+// the 4 receives it posts, and its completions stall so it reposts nothing): the sender meets
+// RNR, its QP goes to ERR at once (rnr_retry = 0), and its calls fail with a network error
+// instead of hanging.
 TEST_F(RdmaTransportTest, RnrFromABrokenPeerFailsCallsWithANetworkError) {
   RdmaOptions server = SmallRdma();
   server.endpoint.receive_buffers = 4;
-  server.endpoint.extra_advertised_credits_for_tests = 100;
   Start(server, SmallRdma());
+  ASSERT_TRUE(server_factory_->Device().ok());
+  server_factory_->Device().value()->soft->DiscardReceives(3);
   ASSERT_TRUE(Echo("first").ok());  // connected over RDMA
   ASSERT_EQ(ClientTransport(), "rdma");
   server_factory_->Device().value()->soft->StallCompletions(true);
@@ -307,6 +309,35 @@ TEST_F(RdmaTransportTest, PeerDeathMidCallFailsTheCall) {
   server_->Shutdown();                                   // ...and so does the server
   ASSERT_TRUE(done.WaitFor(MonoDelta::FromSeconds(30)));
   EXPECT_TRUE(ctl.status().IsNetworkError()) << ctl.status().ToString();
+}
+
+// Finding 7 of issue 27: a path that lets the queue pairs connect but carries no packet (UDP
+// 4791 filtered, a RoCE v1/v2 mismatch). Without the path probe every connection upgraded and
+// then failed as its QP's retries ran out, and so did every reconnect. With it the client finds
+// the dead path before following the server (the first connection closes, retriable), and
+// remembers it: later connections to that server stay on TCP, counted as "path" on both sides.
+TEST_F(RdmaTransportTest, ADeadPathIsFoundBeforeLeavingTcpAndLaterConnectionsStayOnTcp) {
+  RdmaOptions o = SmallRdma();
+  o.probe_path = true;
+  Start(o, o);
+  ASSERT_TRUE(client_factory_->Device().ok());
+  client_factory_->Device().value()->soft->DropAllPackets(true);
+  Status first = Echo("first");
+  EXPECT_TRUE(first.ok() || first.IsNetworkError()) << first.ToString();
+  for (int i = 0; i < 3; i++) {
+    Status s = Echo("later " + std::to_string(i));
+    ASSERT_TRUE(s.ok()) << i << ": " << s.ToString();
+  }
+  std::vector<ConnectionInfo> open;
+  for (const ConnectionInfo& c : client_->DumpConnections()) {
+    if (c.state == "open") open.push_back(c);
+  }
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_EQ(open[0].transport, "tcp");
+  // The failed probe, then the fallback offer of the connection that stayed on TCP.
+  EXPECT_EQ(client_factory_->fallbacks(FallbackReason::kPath), 2u);
+  EXPECT_TRUE(
+      WaitForCondition([&] { return server_factory_->fallbacks(FallbackReason::kPath) == 1; }));
 }
 
 }  // namespace

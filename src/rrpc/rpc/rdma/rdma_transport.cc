@@ -28,10 +28,8 @@ RdmaTransport::RdmaTransport(std::unique_ptr<RdmaEndpoint> endpoint, Socket boot
       srq_(std::move(srq.context)),
       peer_credits_(srq.initial_grant),
       target_(srq.initial_grant),
-      // What our bootstrap advertised (the test hook's extra included: the peer counts on it).
-      peer_holds_(srq_ ? 0
-                       : ep_->options().receive_buffers +
-                             ep_->options().extra_advertised_credits_for_tests),
+      // What our bootstrap advertised.
+      peer_holds_(srq_ ? 0 : ep_->options().receive_buffers),
       signal_interval_(srq_ ? 1 : std::max(1u, ep_->send_queue_depth() / 4)),
       max_send_sge_(static_cast<int>(
           std::min<uint32_t>(kMaxSendSge, std::max(1u, ep_->qp()->caps().max_send_sge)))),

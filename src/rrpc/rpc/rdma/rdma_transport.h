@@ -50,6 +50,7 @@
 #include <utility>
 #include <vector>
 
+#include "rrpc/rpc/rdma.h"
 #include "rrpc/rpc/rdma/credit_window.h"
 #include "rrpc/rpc/rdma/rdma_endpoint.h"
 #include "rrpc/rpc/transport/frame_reader.h"
@@ -86,30 +87,6 @@ struct RdmaMetrics {
   Counter* zero_copy_sent_bytes = nullptr;  // payload bytes sent from where they were (no copy)
   Counter* copied_sent_bytes = nullptr;     // payload bytes copied into send blocks
   Counter* send_registrations = nullptr;    // Blocks registered on their first zero-copy send
-};
-
-struct RdmaTransportOptions {
-  size_t max_frame_size = 64 * 1024 * 1024;
-  bool use_inline = true;  // post messages up to the inline cap with IBV_SEND_INLINE
-  bool busy_poll = false;  // poll the CQ every loop iteration instead of sleeping on the channel
-  const char* backend = "soft";  // for /connections
-  // Messages with at least this much payload are handed up by reference (zero copy) while spare
-  // receive blocks last; smaller ones are copied out (cheaper than lending below ~4 KiB).
-  uint32_t lend_min_bytes = 4096;
-  // Send side: a piece (a sidecar, a frame head) at least this long whose Block is registered
-  // goes by reference (SGEs pointing at it) instead of being copied into send blocks; 0: every
-  // byte is copied. Private receive queue only. Below the default the signaled completion that
-  // releases the block costs more than the copy (software backend; docs/rdma.md).
-  uint32_t send_zero_copy_min_bytes = 256 * 1024;
-  // A heap Block not registered yet is registered (for its lifetime) when a piece of it at least
-  // this long is sent; smaller ones are copied. 0: never register (only receive blocks echoed
-  // go without a copy).
-  uint64_t register_min_bytes = 64 * 1024;
-  // Tests only: pieces sent by reference carry a wrong lkey (the soft backend must refuse them).
-  bool wrong_send_lkey_for_tests = false;
-  // Which side's copy counters (util/copy_counter.h) this connection's copies count on; set by
-  // the upgrade.
-  CopySide copy_side = CopySide::kServer;
 };
 
 // SRQ mode: the reactor's context and the grant reserved for the peer at the bootstrap.

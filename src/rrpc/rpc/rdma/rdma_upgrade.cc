@@ -58,6 +58,7 @@ FallbackReason RdmaUpgrade::MakeEndpoint() {
 }
 
 void RdmaUpgrade::DropEndpoint() {
+  probe_.reset();
   if (srq_ != nullptr && endpoint_ != nullptr) {
     QueuePair* qp = endpoint_->qp();
     const QpState state = qp->state();
@@ -82,11 +83,11 @@ BootstrapMessage RdmaUpgrade::LocalMessage() const {
   m.path_mtu = endpoint_->port().active_mtu;
   m.buffer_size = endpoint_->options().buffer_size;
   m.srq = srq_ != nullptr;
-  m.credits = (srq_ != nullptr ? srq_grant_ : endpoint_->options().receive_buffers) +
-              endpoint_->options().extra_advertised_credits_for_tests;
+  m.credits = srq_ != nullptr ? srq_grant_ : endpoint_->options().receive_buffers;
   m.send_queue_depth = endpoint_->send_queue_depth();
   m.inline_cap = endpoint_->inline_cap();
   m.nonce = nonce_;
+  m.probe_qp = probe_ != nullptr ? probe_->qp_num() : 0;
   return m;
 }
 
@@ -104,8 +105,24 @@ std::string RdmaUpgrade::Fallback(FallbackReason reason, const Status& detail) {
 std::string RdmaUpgrade::Offer() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   nonce_ = rng();
+  const RdmaOptions& o = factory_->options();
+  if (o.probe_path && remote_.family() != 0 && factory_->PathKnownDead(remote_)) {
+    return Fallback(FallbackReason::kPath,
+                    Status::NetworkError("an RDMA path probe to " + remote_.ToString() +
+                                         " failed: its connections stay on TCP"));
+  }
   FallbackReason why = OpenDevice();
   if (why == FallbackReason::kNone) why = MakeEndpoint();
+  if (why == FallbackReason::kNone && o.probe_path) {
+    Result<std::unique_ptr<PathProbe>> probe =
+        PathProbe::Create(device_->context.get(), device_->pd.get(), /*receiver=*/false);
+    if (!probe.ok()) {
+      factory_->CountFallback(FallbackReason::kResources, probe.status());
+      why = FallbackReason::kResources;
+    } else {
+      probe_ = std::move(probe).value();
+    }
+  }
   if (why != FallbackReason::kNone) return Fallback(why, Status::OK());  // counted already
   return EncodeBootstrap(LocalMessage());
 }
@@ -133,8 +150,20 @@ std::string RdmaUpgrade::Answer(Slice offer) {
   if (why != FallbackReason::kNone) return Fallback(why, Status::OK());
   s = endpoint_->Connect(peer_.qp, peer_.path_mtu);
   if (!s.ok()) return Fallback(FallbackReason::kConnect, s);
+  if (peer_.probe_qp != 0) {
+    // The client's probe (its option, whatever ours) sends to ours before it follows us: kept
+    // (its receive posted) by the factory for the client's wait.
+    Result<std::unique_ptr<PathProbe>> probe =
+        PathProbe::Create(device_->context.get(), device_->pd.get(), /*receiver=*/true);
+    if (!probe.ok()) return Fallback(FallbackReason::kResources, probe.status());
+    probe_ = std::move(probe).value();
+    s = probe_->Connect(endpoint_->ConnectParams(peer_.qp, peer_.path_mtu), peer_.probe_qp);
+    if (!s.ok()) return Fallback(FallbackReason::kConnect, s);
+  }
   agreed_ = true;
-  return EncodeBootstrap(LocalMessage());
+  std::string answer = EncodeBootstrap(LocalMessage());
+  if (probe_ != nullptr) factory_->KeepServerProbe(std::move(probe_));
+  return answer;
 }
 
 Status RdmaUpgrade::Accept(Slice answer) {
@@ -166,6 +195,17 @@ Status RdmaUpgrade::Accept(Slice answer) {
     fail = Status::NotSupported("RDMA bootstrap answer with parameters this side can't use");
   } else {
     fail = endpoint_->Connect(peer_.qp, peer_.path_mtu);
+    if (fail.ok()) {
+      fail = ProbePath();
+      if (!fail.ok()) {
+        // The server moved on: this connection closes (its calls may be retried); the next
+        // ones to this server stay on TCP.
+        factory_->CountFallback(FallbackReason::kPath, fail);
+        if (remote_.family() != 0) factory_->RememberDeadPath(remote_);
+        DropEndpoint();
+        return fail.CloneAndPrepend("RDMA bootstrap");
+      }
+    }
   }
   if (!fail.ok()) {
     factory_->CountFallback(!s.ok()                 ? FallbackReason::kBadMessage
@@ -177,6 +217,15 @@ Status RdmaUpgrade::Accept(Slice answer) {
   }
   agreed_ = true;
   return Status::OK();
+}
+
+Status RdmaUpgrade::ProbePath() {
+  if (probe_ == nullptr || peer_.probe_qp == 0) return Status::OK();  // the server makes none
+  const QpConnectParams params = endpoint_->ConnectParams(peer_.qp, peer_.path_mtu);
+  Status s = probe_->Connect(params, peer_.probe_qp);
+  if (s.ok()) s = probe_->RoundTrip(params.path_mtu, factory_->options().probe_timeout);
+  probe_.reset();
+  return s;
 }
 
 void RdmaUpgrade::PeerDeclined() {

@@ -10,14 +10,17 @@
 #include <memory>
 #include <string>
 
+#include "rrpc/rpc/rdma/path_probe.h"
 #include "rrpc/rpc/rdma/rdma_factory.h"
+#include "rrpc/util/sockaddr.h"
 
 namespace rrpc::rdma {
 
 class RdmaUpgrade final : public rpc::TransportUpgrade {
  public:
-  RdmaUpgrade(RdmaTransportFactory* factory, bool server_side)
-      : factory_(factory), server_side_(server_side) {}
+  // `remote`: the peer (unset when unknown: no path is remembered for it).
+  RdmaUpgrade(RdmaTransportFactory* factory, bool server_side, const Sockaddr& remote)
+      : factory_(factory), server_side_(server_side), remote_(remote) {}
   ~RdmaUpgrade() override { DropEndpoint(); }
 
   std::string Offer() override;
@@ -34,15 +37,20 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   FallbackReason MakeEndpoint();
   BootstrapMessage LocalMessage() const;
   std::string Fallback(FallbackReason reason, const Status& detail);
-  // Gives up the endpoint and, in SRQ mode, the initial grant reserved for the peer.
+  // Gives up the endpoint (and the path probe) and, in SRQ mode, the initial grant reserved
+  // for the peer.
   void DropEndpoint();
+  // Client, after connecting: the path probe's round trip (path_probe.h). OK without a probe.
+  Status ProbePath();
 
   RdmaTransportFactory* const factory_;
   const bool server_side_;
+  const Sockaddr remote_;
   std::shared_ptr<RdmaDevice> device_;
   std::unique_ptr<RdmaEndpoint> endpoint_;
-  std::shared_ptr<SrqContext> srq_;  // SRQ mode: this reactor's
-  uint32_t srq_grant_ = 0;           // reserved in srq_ for the peer
+  std::unique_ptr<PathProbe> probe_;  // declared after endpoint_: goes first
+  std::shared_ptr<SrqContext> srq_;   // SRQ mode: this reactor's
+  uint32_t srq_grant_ = 0;            // reserved in srq_ for the peer
   BootstrapMessage peer_;
   uint64_t nonce_ = 0;
   bool agreed_ = false;

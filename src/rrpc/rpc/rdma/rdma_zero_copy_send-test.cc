@@ -227,9 +227,9 @@ TEST_F(RdmaZeroCopySendTest, TeardownWithZeroCopySendsInFlightReleasesEveryBlock
 // A send whose SGE names a wrong lkey is refused by the (strict) soft device: the connection
 // fails and the call with it, with a network error; nothing hangs.
 TEST_F(RdmaZeroCopySendTest, AWrongLkeyFailsTheConnectionLoudly) {
-  RdmaOptions bad = Rdma();
-  bad.transport.wrong_send_lkey_for_tests = true;
-  Start(Rdma(), bad);
+  Start(Rdma(), Rdma());
+  ASSERT_TRUE(client_factory_->Device().ok());
+  client_factory_->Device().value()->soft->CorruptSendLkeys(true);
   BlockRef block = PatternBlock(128 << 10, 4);
   Status s = Echo(BlockSlice{block, Slice(block->data(), 128 << 10)});
   ASSERT_FALSE(s.ok());

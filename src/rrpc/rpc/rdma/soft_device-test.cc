@@ -110,6 +110,28 @@ class SoftDeviceTest : public testing::Test {
   Side a_, b_;
 };
 
+// A NIC drops a packet for a QP not yet in RTR and the sender retransmits after its timeout: a
+// peer that connects within the retries gets the message (a server may send first, before the
+// client has read its bootstrap answer). Not an instant failure, as it was here before.
+TEST_F(SoftDeviceTest, ASendToAPeerNotYetConnectedIsRetriedUntilItConnects) {
+  a_.Open(Caps());
+  b_.Open(Caps());
+  QpConnectParams pa, pb;
+  pa.remote = b_.address(200);
+  pa.local_psn = 100;
+  pb.remote = a_.address(100);
+  pb.local_psn = 200;
+  ASSERT_TRUE(a_.qp->Connect(pa).ok());
+  ASSERT_TRUE(b_.PostRecv(1, 0, 64).ok());
+  ASSERT_TRUE(a_.Send(7, 0, 32).ok());
+  Settle();  // the first try meets b in INIT
+  ASSERT_TRUE(b_.qp->Connect(pb).ok());
+  auto sends = WaitFor(a_.send_cq.get(), 1);
+  ASSERT_EQ(sends.size(), 1u);
+  EXPECT_EQ(sends[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(WaitFor(b_.recv_cq.get(), 1).size(), 1u);
+}
+
 TEST_F(SoftDeviceTest, SendConsumesTheNextPostedReceiveInOrder) {
   Connect(Caps());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(b_.PostRecv(10 + i, 1024 * i, 1024).ok());

@@ -276,6 +276,34 @@ void SoftDeviceImpl::InjectAsyncEvent(AsyncEventType type, QueuePair* qp) {
   static_cast<SoftQp*>(qp)->OnFatal();
 }
 
+bool SoftDeviceImpl::ConnectParamsOf(uint32_t qp_num, QpConnectParams* params) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = qps_.find(qp_num);
+  if (it == qps_.end()) return false;
+  return it->second->connect_params(params);
+}
+
+void SoftDeviceImpl::DropAllPackets(bool on) {
+  std::lock_guard<std::mutex> lock(mu);
+  dropping_packets_ = on;
+}
+
+void SoftDeviceImpl::CorruptSendLkeys(bool on) {
+  std::lock_guard<std::mutex> lock(mu);
+  corrupt_send_lkeys_ = on;
+}
+
+void SoftDeviceImpl::DiscardReceives(int n) {
+  std::lock_guard<std::mutex> lock(mu);
+  discarding_receives_ = n;
+}
+
+bool SoftDeviceImpl::ConsumeReceiveDiscard() {
+  if (discarding_receives_ == 0) return false;
+  --discarding_receives_;
+  return true;
+}
+
 bool SoftDeviceImpl::ConsumeRegistrationFailure() {
   if (failing_registrations_ == 0) return false;
   --failing_registrations_;
@@ -430,6 +458,9 @@ void SoftDeviceImpl::Dispatch(Link* link, const PacketHeader& h, const uint8_t* 
     case PacketType::kRnrNak:
       qp->OnRnrNak(h.psn);
       break;
+    case PacketType::kNotReady:
+      qp->OnNotReady(h.psn);
+      break;
     case PacketType::kErrNak:
       qp->OnErrNak(h.psn, static_cast<WcStatus>(h.status));
       break;
@@ -448,6 +479,16 @@ MonoTime SoftDeviceImpl::RunTimers() {
       it = rnr_waiting.erase(it);  // resent, or gone to ERR
     } else {
       next = std::min(next, qp->rnr_deadline());
+      ++it;
+    }
+  }
+  for (auto it = lost_waiting.begin(); it != lost_waiting.end();) {
+    SoftQp* qp = *it;
+    if (qp->lost_deadline() <= now) qp->OnLostTimeout(now);
+    if (qp->lost_deadline().IsMax()) {
+      it = lost_waiting.erase(it);  // gone to ERR
+    } else {
+      next = std::min(next, qp->lost_deadline());
       ++it;
     }
   }

@@ -13,33 +13,10 @@
 #include <memory>
 #include <string>
 
+#include "rrpc/rpc/rdma.h"
 #include "rrpc/rpc/rdma/verbs.h"
 
 namespace rrpc::rdma {
-
-struct SoftDeviceOptions {
-  std::string name = "rrpc_soft0";
-  // The largest inline send the device grants (what QP creation reads back).
-  uint32_t max_inline_data = 236;
-  uint32_t max_qp_wr = 16384;
-  int max_cqe = 1 << 20;
-  uint32_t max_sge = 4;
-  // Registration faults every page of the region in, as a NIC's registration pins it: the
-  // process's RSS then counts registered memory as it would on hardware (rpc-bench's memory
-  // figures). Off, untouched registered pages cost nothing (what tests want).
-  bool pin_registered_memory = false;
-  // A send's memory must stay registered and unchanged until its completion (the NIC may read
-  // it again, e.g. to retransmit). Every successful completion checks that its SGEs' lkeys still
-  // name their regions (a freed or deregistered buffer completes with kLocalProtectionError and
-  // the QP goes to ERR); with this on, it also compares the bytes with those posted (a buffer
-  // reused before the completion fails the same way; a freed one is a use-after-free ASAN
-  // reports). Costs a read of every sent byte on the NIC thread: tests turn it on.
-  bool verify_send_memory = false;
-  // Registered bytes the device pins at most, as RLIMIT_MEMLOCK bounds a NIC's (0: no limit):
-  // a registration beyond it fails as ibv_reg_mr does (ENOMEM).
-  uint64_t locked_memory_limit = 0;
-  int num_comp_vectors = 4;  // CQs go round-robin over them (nothing else differs)
-};
 
 class SoftDevice : public Context {
  public:
@@ -51,6 +28,21 @@ class SoftDevice : public Context {
   virtual void StallCompletions(bool stalled) = 0;
   // The next `n` memory registrations fail.
   virtual void FailRegistrations(int n) = 0;
+  // What queue pair `qp_num` of this device was connected with (its RTR/RTS attributes: the
+  // path, traffic class, service level...); false when no such QP is connected.
+  virtual bool ConnectParamsOf(uint32_t qp_num, QpConnectParams* params) = 0;
+  // While on, the paths to peer devices let queue pairs connect (RTR/RTS) and drop every packet
+  // they carry, as a path with UDP 4791 filtered or a RoCE v1/v2 mismatch does: a send is never
+  // acknowledged and fails with kRetryExceeded (the QP goes to ERR) once the QP's retry timeout
+  // (4.096 us x 2^timeout, retry_cnt + 1 times) has passed, as on hardware.
+  virtual void DropAllPackets(bool on) = 0;
+  // While on, every send posted from registered memory names a wrong lkey in its last SGE (a
+  // stale or mistyped key): it completes with kLocalProtectionError and its QP goes to ERR.
+  virtual void CorruptSendLkeys(bool on) = 0;
+  // The next `n` receives posted to a private receive queue are accepted and lost (never filled,
+  // never flushed): a peer whose accounting counts receives it never posted, whose sender then
+  // meets RNR.
+  virtual void DiscardReceives(int n) = 0;
   // The device reports `qp` broken (kQpFatal: the QP goes to ERR, its requests flush, then the
   // event, carrying the QP's context, is queued) or, with `qp` nullptr, itself (kDeviceFatal,
   // kPortError...: only the event).

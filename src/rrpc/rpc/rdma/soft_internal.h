@@ -7,6 +7,8 @@
 // never call into each other except through their sockets, so there is no lock order to keep.
 #pragma once
 
+#include <unistd.h>
+
 #include <deque>
 #include <map>
 #include <memory>
@@ -26,7 +28,9 @@ class SoftDeviceImpl;
 class SoftQp;
 
 // The packet on a link between two devices: a fixed header then `length` payload bytes.
-enum class PacketType : uint8_t { kData = 1, kAck = 2, kRnrNak = 3, kErrNak = 4 };
+// kNotReady: not on any wire. A NIC drops a packet for a QP not yet in RTR and the sender
+// retransmits after its timeout; this NAK tells the sender to do just that (OnNotReady).
+enum class PacketType : uint8_t { kData = 1, kAck = 2, kRnrNak = 3, kErrNak = 4, kNotReady = 5 };
 struct PacketHeader {
   uint8_t type;
   uint8_t has_imm;
@@ -140,6 +144,13 @@ class SoftQp final : public QueuePair {
   void OnData(Link* link, const PacketHeader& h, const uint8_t* payload);
   void OnAck(uint32_t psn);
   void OnRnrNak(uint32_t psn);
+  void OnNotReady(uint32_t psn);
+  // The attributes it was connected with; false before RTR. REQUIRES dev_->mu held.
+  bool connect_params(QpConnectParams* params) const {
+    if (state_ == QpState::kReset || state_ == QpState::kInit) return false;
+    *params = params_;
+    return true;
+  }
   void OnErrNak(uint32_t psn, WcStatus status);
   void OnLinkDead(Link* link);
   // The device found the QP broken (InjectAsyncEvent): ERR, then kQpFatal with its context.
@@ -147,6 +158,10 @@ class SoftQp final : public QueuePair {
   // When the RNR wait ends (MonoTime::Max() when not waiting); OnTimer resends from there.
   MonoTime rnr_deadline() const { return rnr_deadline_; }
   void OnTimer(MonoTime now);
+  // When a dropped send's retry timeout ends (MonoTime::Max() when none is pending); then
+  // OnLostTimeout fails the QP with kRetryExceeded.
+  MonoTime lost_deadline() const { return lost_deadline_; }
+  void OnLostTimeout(MonoTime now);
 
  private:
   struct Outstanding {
@@ -190,7 +205,9 @@ class SoftQp final : public QueuePair {
   uint32_t slots_used_ = 0;          // send-queue slots held (unsignaled ones until a signaled
   uint32_t unsignaled_done_ = 0;     // completion behind them frees them, as on hardware)
   int rnr_left_ = 0;
+  int retry_left_ = 0;  // retransmissions left for packets the peer's QP was not ready for
   MonoTime rnr_deadline_ = MonoTime::Max();
+  MonoTime lost_deadline_ = MonoTime::Max();
   // The private receive queue; none on a QP attached to an SRQ (as on hardware, where such a
   // QP has no receive ring; an empty std::deque still allocates about 600 bytes, which 10,000
   // SRQ connections would pay for nothing).
@@ -215,6 +232,15 @@ class SoftDeviceImpl final : public SoftDevice {
   void DropPeers() override;
   void StallCompletions(bool stalled) override;
   void FailRegistrations(int n) override;
+  void CorruptSendLkeys(bool on) override;
+  void DropAllPackets(bool on) override;
+  bool dropping_packets() const { return dropping_packets_; }  // REQUIRES mu held
+  // Makes the NIC thread look at its timers again (a deadline set on another thread).
+  void Wake() {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+  }
+  void DiscardReceives(int n) override;
   void InjectAsyncEvent(AsyncEventType type, QueuePair* qp) override;
 
   const SoftDeviceOptions& options() const { return options_; }
@@ -231,18 +257,25 @@ class SoftDeviceImpl final : public SoftDevice {
   uint32_t NewQpNum() { return next_qpn_++; }
   uint32_t NewKey() { return next_key_++; }
   void AddQp(SoftQp* qp) { qps_[qp->qp_num()] = qp; }
+  bool ConnectParamsOf(uint32_t qp_num, QpConnectParams* params) override;
   void RemoveQp(uint32_t qpn) {
     auto it = qps_.find(qpn);
     if (it == qps_.end()) return;
     rnr_waiting.erase(it->second);
+    lost_waiting.erase(it->second);
     qps_.erase(it);
   }
   // QPs waiting out an RNR delay: the NIC loop's timers look at these only (looking at every QP
   // after every wakeup made the software NIC O(connections) per packet). REQUIRES mu held.
   std::unordered_set<SoftQp*> rnr_waiting;
+  // QPs whose sends were dropped (DropAllPackets), waiting out their retry timeout.
+  std::unordered_set<SoftQp*> lost_waiting;
   void AddCq(SoftCq* cq) { cqs_.insert(cq); }
   void RemoveCq(SoftCq* cq) { cqs_.erase(cq); }
   bool ConsumeRegistrationFailure();
+  bool corrupt_send_lkeys() const { return corrupt_send_lkeys_; }
+  // DiscardReceives: true (counting it) when the receive being posted is to be lost.
+  bool ConsumeReceiveDiscard();
   // The link our QPs use to send to `peer`, connected on first use.
   Result<Link*> OutboundLink(const Gid& peer);
   // Queues a packet on `link` and writes what the socket takes now.
@@ -277,6 +310,9 @@ class SoftDeviceImpl final : public SoftDevice {
   bool stop_ = false;
   bool stalled_ = false;
   int failing_registrations_ = 0;
+  bool corrupt_send_lkeys_ = false;
+  bool dropping_packets_ = false;
+  int discarding_receives_ = 0;
   uint32_t next_qpn_ = 0x100;
   uint32_t next_key_ = 0x1000;
   uint32_t next_vector_ = 0;

@@ -1,5 +1,6 @@
 // The RC rules of the software backend: what a queue pair does with the requests posted to it and
 // the packets its peer sends. Every function runs under the device's mutex.
+#include <algorithm>
 #include <cstring>
 
 #include "rrpc/rpc/rdma/soft_internal.h"
@@ -58,11 +59,16 @@ Status SoftQp::Connect(const QpConnectParams& params) {
   if (state_ != QpState::kInit) {
     return Status::IllegalState(std::string("RTR from ") + QpStateName(state_));
   }
+  if (params.service_level > 15) {  // a 4-bit field: ibv_modify_qp refuses it (EINVAL)
+    return Status::InvalidArgument("service level " + std::to_string(params.service_level) +
+                                   " above 15");
+  }
   RRPC_ASSIGN_OR_RETURN(link_, dev_->OutboundLink(params.remote.gid));
   params_ = params;
   expected_psn_ = params.remote.psn;
   next_psn_ = params.local_psn;
   rnr_left_ = params.rnr_retry;
+  retry_left_ = params.retry_cnt;
   state_ = QpState::kRts;
   return Status::OK();
 }
@@ -118,7 +124,8 @@ Status SoftQp::PostSend(const SendWr& wr) {
   }
   // The NIC reads the bytes now (inline: copied at post time; otherwise it would DMA them later,
   // which the caller must allow by keeping them until the completion).
-  if (!wr.inline_data && !CheckSges(wr.sg_list, wr.num_sge).ok()) {
+  const bool corrupt = !wr.inline_data && wr.num_sge > 0 && dev_->corrupt_send_lkeys();
+  if (corrupt || (!wr.inline_data && !CheckSges(wr.sg_list, wr.num_sge).ok())) {
     CompleteSend(s, WcStatus::kLocalProtectionError);
     EnterError(WcStatus::kFlushed);
     return Status::OK();
@@ -157,6 +164,7 @@ Status SoftQp::PostRecv(const RecvWr& wr) {
     return Status::OK();
   }
   PostedRecv r;
+  if (dev_->ConsumeReceiveDiscard()) return Status::OK();
   r.wr_id = wr.wr_id;
   r.num_sge = wr.num_sge;
   for (int i = 0; i < wr.num_sge; ++i) r.sge[i] = wr.sg_list[i];
@@ -165,6 +173,19 @@ Status SoftQp::PostRecv(const RecvWr& wr) {
 }
 
 void SoftQp::Transmit(Outstanding* s) {
+  if (dev_->dropping_packets()) {
+    // Lost on the path: no ACK, no NAK. The sender retries retry_cnt times, each after the
+    // timeout, then gives up (the retransmissions are lost too, so none is modelled).
+    s->sent = true;
+    if (lost_deadline_.IsMax()) {
+      const int64_t timeout_ns = (int64_t{4096} << std::min<int>(params_.timeout, 31));
+      lost_deadline_ = MonoTime::Now() +
+                       MonoDelta::FromNanoseconds(timeout_ns * (int64_t{params_.retry_cnt} + 1));
+      dev_->lost_waiting.insert(this);
+      dev_->Wake();
+    }
+    return;
+  }
   PacketHeader h{static_cast<uint8_t>(PacketType::kData),
                  static_cast<uint8_t>(s->has_imm),
                  0,
@@ -246,6 +267,11 @@ void SoftQp::OnData(Link* link, const PacketHeader& h, const uint8_t* payload) {
                    0};
     dev_->SendPacket(link, r, nullptr);
   };
+  if (state_ == QpState::kReset || state_ == QpState::kInit) {
+    // Not connected yet (the peer moved to RTS first): the NIC drops it, the sender retries.
+    reply(PacketType::kNotReady, WcStatus::kSuccess);
+    return;
+  }
   if ((state_ != QpState::kRtr && state_ != QpState::kRts) || h.src_qpn != params_.remote.qp_num) {
     reply(PacketType::kErrNak, WcStatus::kRetryExceeded);
     return;
@@ -335,6 +361,26 @@ void SoftQp::OnRnrNak(uint32_t psn) {
   dev_->rnr_waiting.insert(this);
 }
 
+void SoftQp::OnNotReady(uint32_t psn) {
+  if (state_ == QpState::kError) return;
+  while (!unacked_.empty() && PsnBefore(unacked_.front().psn, psn)) {
+    const Outstanding s = std::move(unacked_.front());  // implicitly acknowledged
+    unacked_.pop_front();
+    if (!CompleteAcked(s)) return;
+  }
+  if (unacked_.empty() || unacked_.front().psn != psn) return;
+  if (retry_left_ == 0) {
+    EnterError(WcStatus::kRetryExceeded);
+    return;
+  }
+  --retry_left_;
+  // Go back N after the transport timeout (4.096 us x 2^timeout), as a lost packet would.
+  for (Outstanding& s : unacked_) s.sent = false;
+  rnr_deadline_ = MonoTime::Now() +
+                  MonoDelta::FromNanoseconds(int64_t{4096} << std::min<int>(params_.timeout, 31));
+  dev_->rnr_waiting.insert(this);
+}
+
 void SoftQp::OnErrNak(uint32_t psn, WcStatus status) {
   if (state_ == QpState::kError) return;
   while (!unacked_.empty() && PsnBefore(unacked_.front().psn, psn)) {
@@ -353,6 +399,12 @@ void SoftQp::OnLinkDead(Link* link) {
 void SoftQp::OnFatal() {
   EnterError(WcStatus::kFlushed);
   dev_->PostAsyncEventAfterCompletions({AsyncEventType::kQpFatal, qpn_, context_});
+}
+
+void SoftQp::OnLostTimeout(MonoTime now) {
+  if (lost_deadline_ > now) return;
+  lost_deadline_ = MonoTime::Max();
+  if (state_ != QpState::kError && !unacked_.empty()) EnterError(WcStatus::kRetryExceeded);
 }
 
 void SoftQp::OnTimer(MonoTime now) {

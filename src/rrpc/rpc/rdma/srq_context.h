@@ -27,6 +27,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "rrpc/rpc/rdma.h"
 #include "rrpc/rpc/rdma/block_pool.h"
 #include "rrpc/rpc/rdma/verbs.h"
 #include "rrpc/util/monotime.h"
@@ -34,24 +35,6 @@
 namespace rrpc::rdma {
 
 class RdmaEndpoint;
-
-struct SrqOptions {
-  uint32_t buffer_size = 16 * 1024;   // each receive and send block
-  uint64_t max_memory = 64ull << 20;  // receive blocks per reactor, at most (the cap)
-  uint32_t chunk_blocks = 64;         // the pool grows by this many blocks at a time
-  uint32_t reserve = 8;               // posted receives never granted
-  uint32_t initial_credits = 8;       // granted to each peer at the bootstrap (>= floor)
-  // Reclaim (docs/rdma.md): a peer that sent nothing for `reclaim_after` has its target lowered
-  // to `floor_credits` and is asked to give back what it holds above it; zero: never.
-  uint32_t floor_credits = 3;
-  MonoDelta reclaim_after = MonoDelta::FromSeconds(10);
-  uint32_t max_credits = 64;    // a peer's target, at most
-  uint32_t send_buffers = 256;  // the reactor's shared send blocks
-  // Chunks wanted while connections run (credit waiters, the limit event) are allocated and
-  // registered on a thread of their own; the reactor only posts them. Set-up growth (the
-  // bootstrap's initial grant) stays synchronous: a connection can't wait for it.
-  bool grow_off_reactor = true;
-};
 
 // Per reactor; published for any thread to read.
 struct SrqStats {

@@ -220,11 +220,13 @@ class IbvQp final : public QueuePair {
     attr.min_rnr_timer = p.min_rnr_timer;
     attr.ah_attr.dlid = p.remote.lid;
     attr.ah_attr.port_num = static_cast<uint8_t>(p.port);
+    attr.ah_attr.sl = p.service_level;
     if (p.global) {  // RoCE, or IB across subnets: route by GID
       attr.ah_attr.is_global = 1;
       memcpy(attr.ah_attr.grh.dgid.raw, p.remote.gid.data(), 16);
       attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(p.gid_index);
       attr.ah_attr.grh.hop_limit = 64;
+      attr.ah_attr.grh.traffic_class = p.traffic_class;
     }
     int rc = lib_->modify_qp(qp_, &attr,
                              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |

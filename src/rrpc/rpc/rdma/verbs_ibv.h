@@ -10,15 +10,10 @@
 #include <memory>
 #include <string>
 
+#include "rrpc/rpc/rdma.h"
 #include "rrpc/rpc/rdma/verbs.h"
 
 namespace rrpc::rdma {
-
-struct VerbsDeviceOptions {
-  std::string device;  // "" : the first device
-  int port = 0;        // 0 : the first active port
-  int gid_index = -1;  // -1: a RoCEv2 GID if the port has one, else index 0
-};
 
 // Whether libibverbs.so.1 could be loaded (cached after the first call). Thread-safe.
 bool VerbsLibraryAvailable();

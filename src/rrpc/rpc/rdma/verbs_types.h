@@ -79,6 +79,8 @@ struct QpConnectParams {
   // Route with a global header (GRH): always on RoCE; on InfiniBand only across subnets
   // (NeedsGlobalRoute, rdma_endpoint.h).
   bool global = true;
+  uint8_t traffic_class = 0;  // in the GRH (global routes only)
+  uint8_t service_level = 0;  // 0..15
 };
 
 struct QpCaps {

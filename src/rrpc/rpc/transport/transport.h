@@ -198,6 +198,11 @@ class TransportFactory {
   // An upgrade this connection offers (client) or accepts (server) after negotiating; nullptr
   // when the factory has none (the connection stays on its first transport).
   virtual std::unique_ptr<TransportUpgrade> NewUpgrade(bool server_side) { return nullptr; }
+  // The same for a connection with `remote` (what the connection calls): a factory that keeps
+  // something per peer (RDMA's dead paths) overrides it. Default: NewUpgrade(server_side).
+  virtual std::unique_ptr<TransportUpgrade> NewUpgrade(bool server_side, const Sockaddr& remote) {
+    return NewUpgrade(server_side);
+  }
   // The registry of the messenger using this factory (its /metrics), given once by the
   // messenger before its first connection, for a factory with metrics of its own (RDMA's) to
   // export them there. Default: none kept.

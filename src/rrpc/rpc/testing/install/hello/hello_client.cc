@@ -1,18 +1,25 @@
-// hello-client PORT: calls HelloService on 127.0.0.1:PORT (Greet on a worker, Add inline) and
-// prints what it got back; exits 1 if a call fails. Includes only the generated header: it is
-// enough to build a messenger and call.
+// hello-client PORT [rdma]: calls HelloService on 127.0.0.1:PORT (Greet on a worker, Add inline)
+// and prints what it got back and the transport its connection ended on; exits 1 if a call fails.
+// The generated header is enough to build a messenger and call; with "rdma" the messenger's
+// transport factory is RDMA's (rrpc/rpc/rdma.h, the software backend: no device needed).
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "hello/hello.rrpc.h"
+#include "rrpc/rpc/rdma.h"
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: hello-client PORT\n");
+  const bool rdma = argc == 3 && strcmp(argv[2], "rdma") == 0;
+  if (argc != 2 && !rdma) {
+    fprintf(stderr, "usage: hello-client PORT [rdma]\n");
     return 2;
   }
-  auto messenger = rrpc::rpc::MessengerBuilder("hello-client").Build();
+  rrpc::rpc::MessengerOptions options;
+  options.name = "hello-client";
+  if (rdma) options.transport_factory = rrpc::rdma::NewRdmaTransportFactory({});
+  auto messenger = rrpc::rpc::MessengerBuilder(options).Build();
   if (!messenger.ok()) {
     fprintf(stderr, "hello-client: %s\n", messenger.status().ToString().c_str());
     return 1;
@@ -42,7 +49,11 @@ int main(int argc, char** argv) {
     fprintf(stderr, "hello-client: Add: %s\n", s.ToString().c_str());
     return 1;
   }
-  printf("greeting=%s\nsum=%lld\n", greet_resp.greeting().c_str(),
-         static_cast<long long>(add_resp.sum()));
+  std::string transport = "none";
+  for (const rrpc::rpc::ConnectionInfo& c : messenger.value()->DumpConnections()) {
+    if (c.direction == "client") transport = c.transport;
+  }
+  printf("greeting=%s\nsum=%lld\ntransport=%s\n", greet_resp.greeting().c_str(),
+         static_cast<long long>(add_resp.sum()), transport.c_str());
   return 0;
 }

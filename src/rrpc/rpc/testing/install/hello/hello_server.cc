@@ -1,10 +1,14 @@
-// hello-server PORT_FILE: serves HelloService through ServerBase on a free loopback port, writes
-// the port to PORT_FILE once it serves, and runs until SIGTERM (graceful drain, exit 0).
+// hello-server PORT_FILE [rdma]: serves HelloService through ServerBase on a free loopback port,
+// writes the port to PORT_FILE once it serves, and runs until SIGTERM (graceful drain, exit 0).
+// With "rdma", connections from clients that offer RDMA upgrade to it (rrpc/rpc/rdma.h, the
+// software backend); the others stay on TCP.
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 
 #include "hello/hello.rrpc.h"
+#include "rrpc/rpc/rdma.h"
 #include "rrpc/server/server_base.h"
 
 namespace {
@@ -35,13 +39,15 @@ bool WritePortFile(const std::string& path, uint16_t port) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: hello-server PORT_FILE\n");
+  const bool rdma = argc == 3 && strcmp(argv[2], "rdma") == 0;
+  if (argc != 2 && !rdma) {
+    fprintf(stderr, "usage: hello-server PORT_FILE [rdma]\n");
     return 2;
   }
   rrpc::ServerBaseOptions options;
   options.name = "hello-server";
   options.rpc_bind_address = "127.0.0.1:0";
+  if (rdma) options.messenger.transport_factory = rrpc::rdma::NewRdmaTransportFactory({});
   rrpc::ServerBase server(options);
   rrpc::Status s = server.RegisterService(std::make_unique<HelloServiceImpl>());
   if (s.ok()) s = server.Start();
