@@ -78,10 +78,9 @@ Status RunCall(const std::vector<std::string>& args, const CliOptions& options, 
   RRPC_ASSIGN_OR_RETURN(CliContext ctx, MakeContext(args[1], options));
   // Before the call: a call that fails or hangs can be looked up too (/rpcz?trace=ID).
   err << "trace_id: " << trace.TraceIdHex() << "\n";
-  RRPC_ASSIGN_OR_RETURN(std::string response,
-                        CallMethodWithText(ctx.server, ctx.source.get(), name,
-                                           args.size() == 4 ? args[3] : "", options.timeout,
-                                           trace));
+  RRPC_ASSIGN_OR_RETURN(std::string response, CallMethodWithText(ctx.server, ctx.source.get(), name,
+                                                                 args.size() == 4 ? args[3] : "",
+                                                                 options.timeout, trace));
   out << response;
   return Status::OK();
 }
