@@ -26,6 +26,37 @@ TEST_F(MessengerTest, SyncEchoRoundTrip) {
   EXPECT_EQ("hello", resp.data());
 }
 
+// The last reference to a messenger may go away in a callback on one of its own reactors (a
+// channel call's attempt can hold it): the messenger is shut down and deleted on a thread of its
+// own, since a reactor cannot join itself.
+TEST_F(MessengerTest, LastReferenceReleasedOnItsOwnReactorShutsItDown) {
+  StartServer();
+  CountDownLatch deleted(1);
+  class SignalsDeletion : public TestEchoService {
+   public:
+    explicit SignalsDeletion(CountDownLatch* deleted) : deleted_(deleted) {}
+    ~SignalsDeletion() override { deleted_->CountDown(); }
+
+   private:
+    CountDownLatch* deleted_;
+  };
+  auto client = MessengerBuilder("owned-by-its-callback").Build().value();
+  ASSERT_TRUE(client->RegisterService(std::make_unique<SignalsDeletion>(&deleted)).ok());
+  auto req = std::make_shared<rtest::EchoRequestPB>();
+  req->set_data("last");
+  auto resp = std::make_shared<rtest::EchoResponsePB>();
+  auto ctl = std::make_shared<RpcController>();
+  ctl->set_timeout(MonoDelta::FromSeconds(60));
+  auto proxy = std::make_shared<rtest::EchoServiceProxy>(client, server_addr_);
+  client.reset();  // from here the proxy, captured by the callback, holds the only reference
+  std::weak_ptr<rtest::EchoServiceProxy> weak_proxy = proxy;
+  auto* raw = proxy.get();
+  raw->EchoAsync(*req, resp.get(), ctl.get(),
+                 [req, resp, ctl, owned = std::move(proxy)]() mutable { owned.reset(); });
+  ASSERT_TRUE(deleted.WaitFor(MonoDelta::FromSeconds(60)));
+  EXPECT_TRUE(weak_proxy.expired());
+}
+
 TEST_F(MessengerTest, ManyConcurrentAsyncCallsAllAnswered) {
   MessengerOptions server_options;
   server_options.num_reactors = 3;

@@ -1,5 +1,7 @@
 #include "rrpc/rpc/messenger.h"
 
+#include <thread>
+
 #include "rrpc/rpc/core/fault_injection.h"
 #include "rrpc/rpc/core/inbound_call.h"
 #include "rrpc/rpc/core/messenger_security.h"
@@ -24,6 +26,18 @@ size_t ThreadSalt() {
   thread_local size_t salt = next.fetch_add(1, std::memory_order_relaxed);
   return salt;
 }
+
+// The deleter of the shared_ptr Build() returns: the last reference may go away on any thread.
+// When it goes away in a callback on one of the messenger's own reactors (e.g. a channel call's
+// attempt held it), that reactor cannot join itself, so a thread of its own shuts it down.
+void DeleteFromAnyThread(Messenger* messenger) {
+  const Reactor* current = Reactor::Current();
+  if (current == nullptr || current->messenger() != messenger) {
+    delete messenger;
+    return;
+  }
+  std::thread([messenger] { delete messenger; }).detach();
+}
 }  // namespace
 
 Result<std::shared_ptr<Messenger>> MessengerBuilder::Build() {
@@ -33,7 +47,7 @@ Result<std::shared_ptr<Messenger>> MessengerBuilder::Build() {
     return Status::InvalidArgument("service queue length must be positive");
   }
   if (options_.max_message_size < 64) return Status::InvalidArgument("max message size too small");
-  std::shared_ptr<Messenger> messenger(new Messenger(options_));
+  std::shared_ptr<Messenger> messenger(new Messenger(options_), &DeleteFromAnyThread);
   messenger->fault_injector_ = fault_injector_;
   RRPC_RETURN_NOT_OK(messenger->Init());
   return messenger;

@@ -37,7 +37,9 @@ void* InboundCall::operator new(size_t size) { return InboundCallPool::Allocate(
 void InboundCall::operator delete(void* p) { InboundCallPool::Free(p); }
 
 InboundCall::~InboundCall() {
-  // Never answered (e.g. torn down with its messenger): the tracker must not wait for it.
+  // Never answered (e.g. torn down with its messenger): no cancel may reach it any more, and the
+  // tracker must not wait for it.
+  StopCancellation();
   if (result_tracker_ != nullptr) result_tracker_->Finish(request_id_, nullptr);
   if (held_bytes_ != 0) connection_->inbound_memory()->Release(held_bytes_);
 }
@@ -253,6 +255,7 @@ void InboundCall::RecordTrackedResult(const BlockSlice& head, size_t body_bytes,
 }
 
 void InboundCall::RespondStored(const StoredResponse& stored) {
+  StopCancellation();
   ResponseHeaderFields& header = ResponseHeaderWithSidecars();
   header.call_id = call_id_;
   header.is_error = stored.is_error;
