@@ -46,6 +46,31 @@ class ChannelTest : public ::testing::Test {
     CHECK(channel.ok()) << channel.status().ToString();
     return *channel;
   }
+  // Two calls straight to server 1 (made with one worker and a queue of one) that hold it full:
+  // the first runs, blocked on gate_, the second waits in the queue. Returns once the first runs;
+  // Wait() on the result after gate_.Open().
+  struct Blockers {
+    rtest::EchoRequestPB req;
+    rtest::EchoResponsePB resp[2];
+    RpcController ctl[2];
+    CountDownLatch done{2};
+    void Wait() { done.Wait(); }
+  };
+  std::unique_ptr<Blockers> FillFirstServer(MonoDelta timeout) {
+    servers_[0].service->set_echo_hook(
+        [this](const rtest::EchoRequestPB&, RpcContext*) { gate_.Pass(); });
+    auto blockers = std::make_unique<Blockers>();
+    rtest::EchoServiceProxy direct(NewClient("direct"), servers_[0].addr);
+    blockers->req.set_data("blocker");
+    for (int i = 0; i < 2; i++) {
+      blockers->ctl[i].set_timeout(timeout);
+      CountDownLatch* done = &blockers->done;
+      direct.EchoAsync(blockers->req, &blockers->resp[i], &blockers->ctl[i],
+                       [done] { done->CountDown(); });
+    }
+    CHECK(WaitForCondition([&] { return servers_[0].service->calls() == 1; }));
+    return blockers;
+  }
   void TearDown() override {
     gate_.Open();
     for (auto& c : clients_) c->Shutdown();
@@ -205,21 +230,7 @@ TEST_F(ChannelTest, CallRefusedAsTooBusyGoesToAnotherServer) {
   options.num_workers = 1;
   options.service_queue_length = 1;
   StartServers(2, options);
-  // Server 1's one worker and one queue slot are taken by two blocked calls.
-  servers_[0].service->set_echo_hook(
-      [this](const rtest::EchoRequestPB&, RpcContext*) { gate_.Pass(); });
-  auto direct_client = NewClient("direct");
-  rtest::EchoServiceProxy direct(direct_client, servers_[0].addr);
-  rtest::EchoRequestPB req;
-  req.set_data("blocker");
-  rtest::EchoResponsePB resp[2];
-  RpcController ctl[2];
-  CountDownLatch blockers(2);
-  for (int i = 0; i < 2; i++) {
-    ctl[i].set_timeout(MonoDelta::FromSeconds(40));
-    direct.EchoAsync(req, &resp[i], &ctl[i], [&blockers] { blockers.CountDown(); });
-  }
-  ASSERT_TRUE(WaitForCondition([&] { return servers_[0].service->calls() == 1; }));
+  auto blockers = FillFirstServer(MonoDelta::FromSeconds(40));
   ChannelOptions channel_options;
   channel_options.balancer = BalancerPolicy::kRoundRobin;  // the first pick is server 1
   auto channel = NewChannel(NewClient(), channel_options);
@@ -235,7 +246,7 @@ TEST_F(ChannelTest, CallRefusedAsTooBusyGoesToAnotherServer) {
   EXPECT_EQ(cctl.attempts(), 2);
   EXPECT_EQ(servers_[1].service->calls(), 1);
   gate_.Open();
-  blockers.Wait();
+  blockers->Wait();
 }
 
 // A full server refuses at once: its refusals must not pass for fast answers, or the balancer
@@ -245,20 +256,7 @@ TEST_F(ChannelTest, ServerRefusingAsTooBusyLosesThePowerOfTwoComparisons) {
   options.num_workers = 1;
   options.service_queue_length = 1;
   StartServers(3, options);
-  servers_[0].service->set_echo_hook(
-      [this](const rtest::EchoRequestPB&, RpcContext*) { gate_.Pass(); });
-  auto direct_client = NewClient("direct");
-  rtest::EchoServiceProxy direct(direct_client, servers_[0].addr);
-  rtest::EchoRequestPB req;
-  req.set_data("blocker");
-  rtest::EchoResponsePB resp[2];
-  RpcController ctl[2];
-  CountDownLatch blockers(2);
-  for (int i = 0; i < 2; i++) {
-    ctl[i].set_timeout(MonoDelta::FromSeconds(60));
-    direct.EchoAsync(req, &resp[i], &ctl[i], [&blockers] { blockers.CountDown(); });
-  }
-  ASSERT_TRUE(WaitForCondition([&] { return servers_[0].service->calls() == 1; }));
+  auto blockers = FillFirstServer(MonoDelta::FromSeconds(60));
   auto channel = NewChannel(NewClient(), ChannelOptions());
   rtest::EchoServiceProxy proxy(channel);
   int refused = 0;
@@ -278,7 +276,7 @@ TEST_F(ChannelTest, ServerRefusingAsTooBusyLosesThePowerOfTwoComparisons) {
   // Each refusal doubles its latency in the balancer's eyes: a handful, not a share of 300.
   EXPECT_LT(refused, 20);
   gate_.Open();
-  blockers.Wait();
+  blockers->Wait();
 }
 
 TEST_F(ChannelTest, NonIdempotentCallFailsOverWhenItsConnectionNeverOpened) {
