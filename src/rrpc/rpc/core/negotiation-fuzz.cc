@@ -87,7 +87,8 @@ void FuzzServer(const uint8_t* data, size_t size) {
     RRPC_FUZZ_CHECK(host.sent.size() == 1);
     CheckServerAnswers(host.sent, /*refused=*/false);
     for (RpcFeatureFlag f : negotiation.peer().features) {
-      RRPC_FUZZ_CHECK(f == SIDECARS || f == CANCELLATION || f == EXACTLY_ONCE);
+      RRPC_FUZZ_CHECK(f == SIDECARS || f == CANCELLATION || f == EXACTLY_ONCE ||
+                      f == TRACE_CONTEXT);
     }
   } else if (!host.sent.empty()) {
     RRPC_FUZZ_CHECK(host.sent.size() == 1);
@@ -104,7 +105,8 @@ void FuzzClient(const uint8_t* data, size_t size) {
       FeedFrames(data, size, [&](Slice frame) { return negotiation.OnFrame(frame); });
   if (done.ok() && *done) {
     for (RpcFeatureFlag f : negotiation.peer().features) {
-      RRPC_FUZZ_CHECK(f == SIDECARS || f == CANCELLATION || f == EXACTLY_ONCE);
+      RRPC_FUZZ_CHECK(f == SIDECARS || f == CANCELLATION || f == EXACTLY_ONCE ||
+                      f == TRACE_CONTEXT);
     }
   }
 }
