@@ -39,6 +39,17 @@ void TraceJson(const rpc::RpczTraceIds& t, JsonObject* o) {
       .Bool("sampled", t.present() && t.sampled());
 }
 
+// An in-flight call's JSON members (the /rpcz page adds its phase times after them).
+void InFlightCallJson(const rpc::RpczInFlightCall& c, JsonObject* o) {
+  o->Str("service", c.service)
+      .Str("method", c.method)
+      .Str("peer", c.peer)
+      .Int("call_id", c.call_id)
+      .Str("state", rpc::RpczCallStateName(c.state))
+      .Int("elapsed_us", c.elapsed.ToMicroseconds());
+  TraceJson(c.trace, o);
+}
+
 // A trace cell: the trace id, linking to its spans, and the parent span under it.
 void TraceCell(const rpc::RpczTraceIds& t, std::string* out) {
   if (!t.present()) return Cell("mono", "", out);
@@ -76,15 +87,9 @@ std::string RpczJson(rpc::RpczStore* store, size_t max_calls) {
   AppendJsonArray(
       in_flight.calls,
       [](const rpc::RpczInFlightCall& c, JsonObject* o) {
-        o->Str("service", c.service)
-            .Str("method", c.method)
-            .Str("peer", c.peer)
-            .Int("call_id", c.call_id)
-            .Str("state", rpc::RpczCallStateName(c.state))
-            .Int("elapsed_us", c.elapsed.ToMicroseconds())
-            .IntOrNull("started_us", OffsetMicros(c.started))
+        InFlightCallJson(c, o);
+        o->IntOrNull("started_us", OffsetMicros(c.started))
             .IntOrNull("responded_us", OffsetMicros(c.responded));
-        TraceJson(c.trace, o);
       },
       root.Member("in_flight"));
   AppendJsonArray(
@@ -226,16 +231,7 @@ std::string TraceJsonPage(const TraceView& view, const std::string& trace_id) {
   JsonObject root(&out);
   root.Int("timestamp_unix_us", NowUnixMicros()).Str("trace_id", trace_id);
   AppendJsonArray(
-      view.in_flight,
-      [](const rpc::RpczInFlightCall& c, JsonObject* o) {
-        o->Str("service", c.service)
-            .Str("method", c.method)
-            .Str("peer", c.peer)
-            .Int("call_id", c.call_id)
-            .Str("state", rpc::RpczCallStateName(c.state))
-            .Int("elapsed_us", c.elapsed.ToMicroseconds());
-        TraceJson(c.trace, o);
-      },
+      view.in_flight, [](const rpc::RpczInFlightCall& c, JsonObject* o) { InFlightCallJson(c, o); },
       root.Member("in_flight"));
   AppendJsonArray(
       view.finished,
