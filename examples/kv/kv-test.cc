@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -163,10 +164,19 @@ TEST_F(KvTest, PutWithNeitherValueNorSidecarIsInvalid) {
 
 // A file system that fails on demand, as a disk or a process out of descriptors does: new table
 // files (a flush) and appends to the write-ahead log (a write) fail while `fail` is set.
+// `on_lock`, when set, runs as a database open takes its LOCK file (in a KvDb::Reopen(): with the
+// old database closed and calls refused); the lock then fails while `fail_lock` is set. Set
+// `on_lock` before the fault that leads to the reopen (the `fail` store orders the two).
 class FailingFs : public rocksdb::FileSystemWrapper {
  public:
   FailingFs() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
   const char* Name() const override { return "FailingFs"; }
+  rocksdb::IOStatus LockFile(const std::string& name, const rocksdb::IOOptions& options,
+                             rocksdb::FileLock** lock, rocksdb::IODebugContext* dbg) override {
+    if (on_lock) on_lock();
+    if (fail_lock.load()) return rocksdb::IOStatus::IOError("injected: cannot lock", name);
+    return target()->LockFile(name, options, lock, dbg);
+  }
   rocksdb::IOStatus NewWritableFile(const std::string& name, const rocksdb::FileOptions& options,
                                     std::unique_ptr<rocksdb::FSWritableFile>* file,
                                     rocksdb::IODebugContext* dbg) override {
@@ -184,6 +194,8 @@ class FailingFs : public rocksdb::FileSystemWrapper {
   }
   std::atomic<bool> fail{false};
   bool retryable = false;
+  std::function<void()> on_lock;
+  std::atomic<bool> fail_lock{false};
 
  private:
   class FailingWal : public rocksdb::FSWritableFileOwnerWrapper {
@@ -219,10 +231,10 @@ TEST_F(KvHealthTest, UnrecoverableWriteErrorReopensTheDatabaseAndLosesNoAcknowle
   StartFailable();
   // The reopen waits here (database closed, calls refused) until the test lets it go on.
   CountDownLatch reopening(1), go_on(1);
-  server_->db()->set_reopen_hook_for_tests([&] {
+  fs_->on_lock = [&] {
     reopening.CountDown();
     go_on.Wait();
-  });
+  };
   std::unique_ptr<KvClient> client = NewClient();
   constexpr int kAcknowledged = 50;
   for (int i = 0; i < kAcknowledged; i++) {
@@ -265,18 +277,15 @@ TEST_F(KvHealthTest, FailedReopenIsRetriedUntilTheDatabaseOpens) {
   StartFailable();
   std::atomic<int> attempts{0};
   CountDownLatch second_attempt(1);
-  server_->db()->set_reopen_hook_for_tests([&] {
-    // The first attempt meets a directory it can't open (as after a lost mount); later ones
-    // find it back.
+  fs_->on_lock = [&] {
+    // The first attempt cannot take the database's lock (as after a lost mount); later ones can.
     if (attempts++ == 0) {
-      std::filesystem::rename(data_dir_, data_dir_ + ".away");
-      std::ofstream(data_dir_) << "not a directory";
+      fs_->fail_lock = true;
     } else {
-      std::filesystem::remove(data_dir_);
-      std::filesystem::rename(data_dir_ + ".away", data_dir_);
+      fs_->fail_lock = false;
       second_attempt.CountDown();
     }
-  });
+  };
   std::unique_ptr<KvClient> client = NewClient();
   ASSERT_TRUE(client->Put("a", "1").ok());
   fs_->fail = true;
@@ -417,7 +426,7 @@ TEST_F(KvTest, ClientRetriesTooBusyWithinItsDeadline) {
   ASSERT_TRUE(gate_.WaitForEntered(1));
   proxy.PutAsync(req, &resp2, &ctl2, [&] { done2.CountDown(); });
   rpc::ServicePool* pool = rpc::MessengerInternals::service_pool(*server_->base()->messenger());
-  rpc::MessengerMetrics* metrics = server_->base()->messenger()->metrics();
+  rpc::MessengerMetrics* metrics = rpc::MessengerInternals::metrics(*server_->base()->messenger());
   ASSERT_TRUE(WaitForCondition([&] { return pool->queue_size() == 1; }));
 
   // A deadline that passes while the server is busy: the client gives up in time.

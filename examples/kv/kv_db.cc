@@ -41,7 +41,6 @@ Status KvDb::Reopen() {
       if (!rs.ok()) LOG(WARNING) << "closing the database to reopen it: " << rs.ToString();
       db_.reset();
     }
-    if (reopen_hook_) reopen_hook_();
     rocksdb::DB* db = nullptr;
     rocksdb::Status rs = rocksdb::DB::Open(options_, path_, &db);
     if (rs.ok()) {

@@ -12,7 +12,6 @@
 #include <rocksdb/options.h>
 
 #include <atomic>
-#include <functional>
 #include <memory>
 #include <shared_mutex>
 #include <string>
@@ -59,8 +58,6 @@ class KvDb {
 
   // How many times the database was reopened.
   int64_t reopens() const { return reopens_.load(); }
-  // Tests: runs inside Reopen() with the database closed and calls refused.
-  void set_reopen_hook_for_tests(std::function<void()> hook) { reopen_hook_ = std::move(hook); }
 
  private:
   const std::string path_;
@@ -72,7 +69,6 @@ class KvDb {
   // it (a writer waiting on a shared_mutex may otherwise starve or stall readers).
   std::atomic<bool> reopening_{false};
   std::atomic<int64_t> reopens_{0};
-  std::function<void()> reopen_hook_;
 };
 
 }  // namespace rrpc::kv

@@ -372,7 +372,7 @@ int Main() {
   FaultSpec client_spec = faults;
   if (faults.drop_read > 0) client_spec.drop_read = FLAGS_response_drop * FLAGS_fault_scale;
   client_faults->set_spec(client_spec);
-  const rpc::ResultTracker* tracker = server->result_tracker();
+  const rpc::ResultTracker* tracker = rpc::MessengerInternals::result_tracker(*server);
 
   Totals totals;
   std::atomic<bool> stop{false};

@@ -35,6 +35,9 @@ DEFINE_int32(warmup_calls, 500, "Calls before the measured ones (caches, connect
 DEFINE_int32(payload_bytes, 64, "Request and response payload, in bytes");
 DEFINE_bool(inline_handlers, false, "Run the echo handler on the server reactor");
 DEFINE_int32(worker_idle_spin_us, 0, "Server workers' idle poll (0: none, for stable counts)");
+DEFINE_bool(sync_calls, false,
+            "Make the calls synchronous, one after another from the main thread, instead of "
+            "each from the previous call's callback (the synchronous call path's cost)");
 DEFINE_bool(channel, false,
             "Call through a cluster channel over list://<the server> (one backend) instead of a "
             "proxy to its address: the channel's cost per call");
@@ -90,6 +93,26 @@ class CallChain {
   CountDownLatch done_;
 };
 
+// Makes `total` synchronous calls one after another on this thread.
+Status RunSyncCalls(const BenchServiceProxy& proxy, int total, const std::string& payload) {
+  BenchRequestPB request;
+  request.set_payload(payload);
+  BenchResponsePB response;
+  rpc::RpcController controller;
+  for (int i = 0; i < total; i++) {
+    controller.Reset();
+    controller.set_timeout(MonoDelta::FromSeconds(60));
+    RRPC_RETURN_NOT_OK(proxy.Echo(request, &response, &controller));
+    if (response.payload() != request.payload()) return Status::Corruption("echo payload differs");
+  }
+  return Status::OK();
+}
+
+Status RunCalls(const BenchServiceProxy& proxy, int total, const std::string& payload) {
+  if (FLAGS_sync_calls) return RunSyncCalls(proxy, total, payload);
+  return CallChain(&proxy, total, payload).Run();
+}
+
 int Main() {
   BenchServerOptions server_options;
   server_options.reactors = 1;
@@ -113,11 +136,11 @@ int Main() {
   const BenchServiceProxy& proxy = *proxy_storage;
   const std::string payload(static_cast<size_t>(FLAGS_payload_bytes), 'x');
 
-  Status s = CallChain(&proxy, FLAGS_warmup_calls, payload).Run();
+  Status s = RunCalls(proxy, FLAGS_warmup_calls, payload);
   CHECK(s.ok()) << "warm-up: " << s.ToString();
   CALLGRIND_DUMP_STATS_AT("warm-up");
   const MonoTime start = MonoTime::Now();
-  s = CallChain(&proxy, FLAGS_calls, payload).Run();
+  s = RunCalls(proxy, FLAGS_calls, payload);
   const MonoDelta elapsed = MonoTime::Now() - start;
   CALLGRIND_DUMP_STATS_AT("measured");
   CHECK(s.ok()) << "measured: " << s.ToString();
@@ -134,7 +157,7 @@ int Main() {
 int main(int argc, char** argv) {
   rrpc::ParseCommandLine(
       &argc, &argv,
-      {"echo-cost [--calls=N] [--inline_handlers] [--channel]",
+      {"echo-cost [--calls=N] [--inline_handlers] [--sync_calls] [--channel]",
        "A fixed number of echo calls in one process, for counting instructions per call under "
        "callgrind (build-support/echo-cost runs it so).",
        {"rrpc/bench/echo_cost_main.cc"}});

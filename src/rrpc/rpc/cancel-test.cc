@@ -32,7 +32,7 @@ class CancelTest : public RpcTestBase {
     StartServer(options);
     StartClient();
   }
-  MessengerMetrics* server_metrics() { return server_->metrics(); }
+  MessengerMetrics* server_metrics() { return MessengerInternals::metrics(*server_); }
 };
 
 // One asynchronous call and what its callback saw.

@@ -137,7 +137,7 @@ class ExactlyOnceTest : public ::testing::Test {
     EXPECT_TRUE(conn->Negotiate().ok());
     return conn;
   }
-  ResultTrackerStats stats() const { return server_->result_tracker()->stats(); }
+  ResultTrackerStats stats() const { return MessengerInternals::result_tracker(*server_)->stats(); }
   // Waits (bounded) until `done` holds.
   static bool WaitFor(const std::function<bool()>& done) {
     const MonoTime deadline = MonoTime::Now() + MonoDelta::FromSeconds(60);
@@ -341,7 +341,7 @@ TEST_F(ExactlyOnceTest, NewServerAcceptsTheFeatureAndProxyCallsCarryIds) {
     EXPECT_TRUE(ctl.server_tracks_results());
   }
   // Finished calls are no longer in flight: the next call lets the server forget them.
-  EXPECT_EQ(4u, client_->request_tracker()->FirstIncomplete());
+  EXPECT_EQ(4u, MessengerInternals::request_tracker(*client_)->FirstIncomplete());
   EXPECT_EQ(1u, stats().entries);
 }
 

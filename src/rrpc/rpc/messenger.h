@@ -68,8 +68,6 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   // Reads the certificate, key, CA and token key files again (SecurityOptions): connections
   // made from now on use them, open ones go on with theirs. On error nothing changes. Any thread.
   Status ReloadSecurity();
-  // TLS, tokens and policies as this messenger applies them; never nullptr after Build().
-  const MessengerSecurity* security() const { return security_.get(); }
 
   // Any thread: runs `task` on a reactor after `delay` (the calling reactor when called on one),
   // exactly once; see Reactor::RunAfter. Asynchronous retries wait their backoff here.
@@ -78,24 +76,12 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   const MessengerOptions& options() const { return options_; }
   const std::string& name() const { return options_.name; }
   bool closing() const { return closing_.load(std::memory_order_acquire); }
-  // Makes the transports of this messenger's connections (options().transport_factory, or TCP).
-  TransportFactory* transport_factory() const { return transport_factory_.get(); }
   std::vector<ConnectionInfo> DumpConnections();
-  // Bytes held for inbound calls over all server connections (each connection's tracker is a
-  // child of this one); limit options().inbound_memory_limit.
-  MemoryTracker* inbound_memory() const { return inbound_memory_.get(); }
   // The bound listen address (unset before Listen).
   Sockaddr listen_address() const;
   // Where this messenger's metrics are (options().metric_registry, or its own); nullptr when
   // metrics are disabled.
   MetricRegistry* metric_registry() const { return metric_registry_; }
-  // The cached metric pointers of the call path (rpc/observe/rpc_metrics.h); nullptr when disabled.
-  MessengerMetrics* metrics() const { return metrics_.get(); }
-  // Client side of exactly-once: this messenger's client id and its tracked calls' numbers.
-  RequestTracker* request_tracker() const { return request_tracker_.get(); }
-  // Server side: the results of tracked calls; nullptr when options().result_tracker.enabled is
-  // false.
-  ResultTracker* result_tracker() const { return result_tracker_.get(); }
 
  private:
   friend class MessengerBuilder;

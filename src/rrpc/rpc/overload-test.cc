@@ -116,7 +116,9 @@ class RetryTest : public OverloadTest {
     fill_done_.Wait();
     OverloadTest::TearDown();
   }
-  uint64_t Refusals() { return server_->metrics()->service_queue_overflows->value(); }
+  uint64_t Refusals() {
+    return MessengerInternals::metrics(*server_)->service_queue_overflows->value();
+  }
 
   rtest::EchoRequestPB fill_reqs_[kAdmissible];
   rtest::EchoResponsePB fill_resps_[kAdmissible];

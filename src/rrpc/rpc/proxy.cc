@@ -120,12 +120,12 @@ scoped_refptr<OutboundCall> Proxy::NewCall(const std::string& method,
                                            RpcController* controller,
                                            ResponseCallback&& callback) const {
   CHECK(!controller->finished()) << "RpcController reused without Reset()";
-  scoped_refptr<OutboundCall> call(
-      new OutboundCall(methods_->Get(messenger_->metrics(), remote_, service_name_, method),
-                       response, controller, std::move(callback)));
+  scoped_refptr<OutboundCall> call(new OutboundCall(
+      methods_->Get(MessengerInternals::metrics(*messenger_), remote_, service_name_, method),
+      response, controller, std::move(callback)));
   const RequestTracker* tracker = nullptr;
   if (controller->request_seq_no_ != 0) {
-    tracker = messenger_->request_tracker();
+    tracker = MessengerInternals::request_tracker(*messenger_);
     call->set_report_connection();  // its server's EXACTLY_ONCE decides whether to retry
   }
   Status s = call->Serialize(request, MessengerInternals::NextCallId(messenger_.get()),
@@ -183,7 +183,7 @@ void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Mess
   retry->tracked = tracked;
   if (tracked) {
     retry->overall_deadline = controller->deadline();
-    controller->request_seq_no_ = messenger_->request_tracker()->NewSequence();
+    controller->request_seq_no_ = MessengerInternals::request_tracker(*messenger_)->NewSequence();
     controller->set_deadline(AttemptDeadline(controller->retry_policy(), retry->overall_deadline));
   }
   AsyncAttempt(std::move(retry));
@@ -222,7 +222,8 @@ void Proxy::OnAsyncAttemptDone(const std::shared_ptr<AsyncRetry>& retry) {
     }
   }
   if (retry->tracked) {
-    retry->proxy.messenger_->request_tracker()->Complete(controller->request_seq_no_);
+    MessengerInternals::request_tracker(*retry->proxy.messenger_)
+        ->Complete(controller->request_seq_no_);
     controller->set_deadline(retry->overall_deadline);
   }
   ResponseCallback done = std::move(retry->callback);
@@ -245,7 +246,8 @@ Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Mes
   const bool tracked = kind == MethodKind::kTracked;
   const RetryPolicy& policy = controller->retry_policy();
   const MonoTime overall = tracked ? controller->deadline() : MonoTime();
-  if (tracked) controller->request_seq_no_ = messenger_->request_tracker()->NewSequence();
+  if (tracked)
+    controller->request_seq_no_ = MessengerInternals::request_tracker(*messenger_)->NewSequence();
   MonoDelta backoff = policy.initial_backoff;
   Status s;
   for (int attempt = 1;; attempt++) {
@@ -261,7 +263,7 @@ Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Mes
     controller->PrepareRetry();
   }
   if (tracked) {
-    messenger_->request_tracker()->Complete(controller->request_seq_no_);
+    MessengerInternals::request_tracker(*messenger_)->Complete(controller->request_seq_no_);
     controller->set_deadline(overall);
   }
   return s;

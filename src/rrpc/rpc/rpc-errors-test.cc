@@ -110,8 +110,9 @@ TEST_F(RpcErrorsTest, RequestThatDoesNotParseIsInvalidArgumentWithInvalidRequest
   EXPECT_NE(std::string::npos, s.ToString().find("EchoRequestPB")) << s.ToString();
   EXPECT_FALSE(ctl.IsRetriable());
   EXPECT_EQ(0, service_->calls());
-  EXPECT_EQ(
-      1, server_->metrics()->ServerMethod(kEchoService, "Echo")->errors_invalid_request->value());
+  EXPECT_EQ(1, MessengerInternals::metrics(*server_)
+                   ->ServerMethod(kEchoService, "Echo")
+                   ->errors_invalid_request->value());
 }
 
 TEST_F(RpcErrorsTest, HandlerFailureIsRemoteErrorWithApplicationCode) {
@@ -212,7 +213,7 @@ TEST_F(TooBusyTest, CallExpiredInTheQueueIsAnsweredTimedOutOnTheWire) {
   EXPECT_EQ(ErrorStatusPB::ERROR_TIMED_OUT, error.code()) << error.ShortDebugString();
   // The expired call never reached the handler.
   EXPECT_EQ(1, service_->calls());
-  EXPECT_EQ(1, server_->metrics()->calls_expired_in_queue->value());
+  EXPECT_EQ(1, MessengerInternals::metrics(*server_)->calls_expired_in_queue->value());
 }
 
 // ---- How each server error code surfaces on the client.

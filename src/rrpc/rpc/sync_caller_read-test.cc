@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/testing/raw-socket-test-util.h"
 #include "rrpc/rpc/testing/rpc-test-util.h"
@@ -36,7 +37,7 @@ class SyncCallerReadTest : public RpcTestBase {
     return EchoOnce(Proxy(), data, timeout, sleep_ms);
   }
   int64_t ReadByCaller() const {
-    return client_->metrics()->sync_responses_read_by_caller->value();
+    return MessengerInternals::metrics(*client_)->sync_responses_read_by_caller->value();
   }
   // Echoes whose data is "hold" wait at gate_ until the test opens it; others pass.
   void HoldEchoesOfHold() {

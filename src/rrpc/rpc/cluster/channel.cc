@@ -193,9 +193,10 @@ void Channel::SendAttempt(Backend* backend, scoped_refptr<CallObserver>&& observ
                           const google::protobuf::Message& request,
                           google::protobuf::Message* response, RpcController* controller,
                           ResponseCallback&& callback) {
-  scoped_refptr<OutboundCall> call(new OutboundCall(
-      backend->Methods(service)->Get(messenger_->metrics(), backend->addr(), service, method),
-      response, controller, std::move(callback)));
+  scoped_refptr<OutboundCall> call(
+      new OutboundCall(backend->Methods(service)->Get(MessengerInternals::metrics(*messenger_),
+                                                      backend->addr(), service, method),
+                       response, controller, std::move(callback)));
   call->set_observer(std::move(observer));
   backend->CallStarted();
   Status s = call->Serialize(request, MessengerInternals::NextCallId(messenger_.get()),

@@ -4,6 +4,7 @@
 
 #include "rrpc/rpc/core/constants.h"
 #include "rrpc/rpc/core/inbound_call.h"
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/messenger_security.h"
 #include "rrpc/rpc/core/negotiation.h"
 #include "rrpc/rpc/core/reactor.h"
@@ -39,16 +40,19 @@ Connection::Connection(Reactor* reactor, Direction direction, std::unique_ptr<Tr
               direction == Direction::kServer
                   ? static_cast<int64_t>(options_.inbound_memory_per_connection)
                   : 0,
-              direction == Direction::kServer ? reactor->messenger()->inbound_memory() : nullptr),
+              direction == Direction::kServer
+                  ? MessengerInternals::inbound_memory(*reactor->messenger())
+                  : nullptr),
       created_(MonoTime::Now()),
       last_activity_(created_) {
   if (direction == Direction::kServer) {
     negotiating_->server = std::make_unique<ServerNegotiation>(
-        AsNegotiationHost(), reactor->messenger()->security(), options_.result_tracker.enabled);
+        AsNegotiationHost(), MessengerInternals::security(*reactor->messenger()),
+        options_.result_tracker.enabled);
   } else {
-    negotiating_->client =
-        std::make_unique<ClientNegotiation>(AsNegotiationHost(), reactor->messenger_name(),
-                                            reactor->messenger()->security()->auth_token());
+    negotiating_->client = std::make_unique<ClientNegotiation>(
+        AsNegotiationHost(), reactor->messenger_name(),
+        MessengerInternals::security(*reactor->messenger())->auth_token());
   }
   MessengerMetrics* m = reactor_->metrics();
   if (m != nullptr) m->ConnectionOpened(/*accepted=*/direction == Direction::kServer);
@@ -314,7 +318,8 @@ void Connection::StartServerTls(Slice hello_start) {
   scoped_refptr<Connection> self(this);
   // Copied now: the slice lives in the buffer the detach takes away.
   std::string replay(reinterpret_cast<const char*>(hello_start.data()), hello_start.size());
-  const security::TlsContext& context = *reactor_->messenger()->security()->tls();
+  const security::TlsContext& context =
+      *MessengerInternals::security(*reactor_->messenger())->tls();
   StreamTransportOptions stream;
   stream.max_frame_size = options_.max_message_size;
   stream.read_block_size = options_.read_block_size;

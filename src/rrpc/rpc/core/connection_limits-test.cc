@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/testing/raw-socket-test-util.h"
 #include "rrpc/rpc/testing/rpc-test-util.h"
@@ -53,8 +54,8 @@ TEST_F(ConnectionLimitTest, RefusesConnectionsBeyondTheLimitWithRetriableError) 
   Status s = EchoOnce(client_, server_addr_, "third");
   EXPECT_TRUE(s.IsServiceUnavailable()) << s.ToString();
   EXPECT_NE(std::string::npos, s.ToString().find("too many connections")) << s.ToString();
-  EXPECT_EQ(1, server_->metrics()->connections_refused->value());
-  EXPECT_EQ(2, server_->metrics()->connections_open->value());
+  EXPECT_EQ(1, MessengerInternals::metrics(*server_)->connections_refused->value());
+  EXPECT_EQ(2, MessengerInternals::metrics(*server_)->connections_open->value());
 
   // A raw client sees the error frame itself: negotiation call id, retriable code.
   RawConnection raw(server_addr_);
@@ -71,7 +72,8 @@ TEST_F(ConnectionLimitTest, RefusesConnectionsBeyondTheLimitWithRetriableError) 
 
   // A slot freed is a slot taken again.
   held.pop_back();
-  ASSERT_TRUE(WaitForCondition([&] { return server_->metrics()->connections_open->value() == 1; }));
+  ASSERT_TRUE(WaitForCondition(
+      [&] { return MessengerInternals::metrics(*server_)->connections_open->value() == 1; }));
   s = EchoOnce(client_, server_addr_, "now");
   EXPECT_TRUE(s.ok()) << s.ToString();
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/testing/raw-socket-test-util.h"
 #include "rrpc/rpc/testing/rpc-test-util.h"
@@ -43,7 +44,7 @@ class InboundMemoryTest : public RpcTestBase {
     StartServer(options, 0, {"Add"});
     StartClient();
   }
-  MemoryTracker* memory() { return server_->inbound_memory(); }
+  MemoryTracker* memory() { return MessengerInternals::inbound_memory(*server_); }
   Status Echo(const std::string& data) {
     rtest::EchoRequestPB req;
     req.set_data(data);
@@ -77,7 +78,7 @@ TEST_F(InboundMemoryTest, NeverReadingClientWithLargeRequestsIsPausedAtItsLimit)
   ASSERT_TRUE(gate_.WaitForEntered(2));
   // Held: what was read before the pause, at most one read beyond the limit.
   EXPECT_LE(memory()->peak(), static_cast<int64_t>(kLimit + 2 * kMiB));
-  EXPECT_GE(server_->metrics()->reads_paused_for_memory->value(), 1);
+  EXPECT_GE(MessengerInternals::metrics(*server_)->reads_paused_for_memory->value(), 1);
   const int64_t rss_growth = ProcessRssBytes() - rss_before;
 #if !defined(__SANITIZE_ADDRESS__)  // ASAN's quarantine keeps freed memory resident
   EXPECT_LT(rss_growth, static_cast<int64_t>(64 * kMiB));
@@ -154,7 +155,7 @@ TEST_F(InboundMemoryTest, FrameThatCouldNeverFitIsRefusedWithAFatalError) {
   EXPECT_TRUE(conn.WaitForClose());
   conn.ShutdownBoth();
   writer.join();
-  EXPECT_EQ(1, server_->metrics()->frames_refused->value());
+  EXPECT_EQ(1, MessengerInternals::metrics(*server_)->frames_refused->value());
   EXPECT_TRUE(WaitForCondition([&] { return memory()->consumption() == 0; }));
   EXPECT_TRUE(Echo("fine").ok());
 }
@@ -180,7 +181,7 @@ TEST_F(InboundMemoryTest, SlowlySentFrameIsCutOff) {
     if (conn.WaitForClose(MonoDelta::FromMilliseconds(50))) closed = true;
   }
   EXPECT_TRUE(closed) << "server still waits for the frame after " << offset << " bytes";
-  EXPECT_EQ(1, server_->metrics()->frames_refused->value());
+  EXPECT_EQ(1, MessengerInternals::metrics(*server_)->frames_refused->value());
   EXPECT_TRUE(WaitForCondition([&] { return memory()->consumption() == 0; }));
   EXPECT_TRUE(Echo("fine").ok());
 }

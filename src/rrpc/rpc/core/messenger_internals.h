@@ -14,9 +14,14 @@
 namespace rrpc::rpc {
 
 class FaultInjector;
+class MessengerMetrics;
+class MessengerSecurity;
 class OutboundCall;
 class Reactor;
+class RequestTracker;
+class ResultTracker;
 class ServicePool;
+class TransportFactory;
 
 class MessengerInternals {
  public:
@@ -24,6 +29,25 @@ class MessengerInternals {
   static ServicePool* service_pool(const Messenger& m) { return m.service_pool_.get(); }
   // Reactor `i` (0 <= i < options().num_reactors). Any thread.
   static Reactor* reactor(const Messenger& m, int i) { return m.reactors_[i].get(); }
+
+  // The pointers below are fixed at Build() and live as long as the messenger. Any thread.
+  // The cached metric pointers of the call path (rpc/observe/rpc_metrics.h); nullptr when
+  // metrics are disabled (users read metrics through Messenger::metric_registry()).
+  static MessengerMetrics* metrics(const Messenger& m) { return m.metrics_.get(); }
+  // Client side of exactly-once: this messenger's client id and its tracked calls' numbers.
+  static RequestTracker* request_tracker(const Messenger& m) { return m.request_tracker_.get(); }
+  // Server side of exactly-once: the results of tracked calls; nullptr when
+  // options().result_tracker.enabled is false.
+  static ResultTracker* result_tracker(const Messenger& m) { return m.result_tracker_.get(); }
+  // Makes the transports of the messenger's connections (options().transport_factory, or TCP).
+  static TransportFactory* transport_factory(const Messenger& m) {
+    return m.transport_factory_.get();
+  }
+  // Bytes held for inbound calls over all server connections (each connection's tracker is a
+  // child of this one); limit options().inbound_memory_limit.
+  static MemoryTracker* inbound_memory(const Messenger& m) { return m.inbound_memory_.get(); }
+  // TLS, tokens and policies as the messenger applies them; never nullptr after Build().
+  static const MessengerSecurity* security(const Messenger& m) { return m.security_.get(); }
 
   // Any thread: hands a serialized call to the reactor owning its remote's connection. Takes the
   // caller's reference through every level down to the connection.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/testing/raw-socket-test-util.h"
 #include "rrpc/rpc/testing/rpc-test-util.h"
@@ -59,7 +60,7 @@ TEST_F(PeerErrorsTest, BadPreamblesAreCountedButLoggedOnlyAFewTimes) {
     ASSERT_TRUE(conn.Write("GET / HTTP/1.1\r\n\r\n").ok());
     ASSERT_TRUE(conn.WaitForClose());
   }
-  Counter* peer_errors = server_->metrics()->peer_errors;
+  Counter* peer_errors = MessengerInternals::metrics(*server_)->peer_errors;
   ASSERT_TRUE(WaitForCondition([&] { return peer_errors->value() == kBadPeers; }))
       << peer_errors->value();
   // 5 per reactor per 10 s; the test may straddle one period boundary.

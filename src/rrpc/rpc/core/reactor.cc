@@ -30,8 +30,8 @@ Reactor::Reactor(Messenger* messenger, int index)
     : messenger_(messenger),
       options_(messenger->options()),
       index_(index),
-      metrics_(messenger->metrics()),
-      transport_factory_(messenger->transport_factory()) {
+      metrics_(MessengerInternals::metrics(*messenger)),
+      transport_factory_(MessengerInternals::transport_factory(*messenger)) {
   loop_ = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
   CHECK(loop_ != nullptr) << "ev_loop_new failed";
 }
@@ -460,8 +460,10 @@ void Reactor::CloseIdleConnections() {
   DCHECK(IsCurrentThread());
   const MonoTime now = MonoTime::Now();
   if (metrics_ != nullptr) {
-    metrics_->inbound_memory_bytes->Set(messenger_->inbound_memory()->consumption());
-    metrics_->inbound_memory_peak_bytes->Set(messenger_->inbound_memory()->peak());
+    metrics_->inbound_memory_bytes->Set(
+        MessengerInternals::inbound_memory(*messenger_)->consumption());
+    metrics_->inbound_memory_peak_bytes->Set(
+        MessengerInternals::inbound_memory(*messenger_)->peak());
   }
   CloseStalledFrames(now);
   if (options().ping_after != MonoDelta::Max()) {

@@ -69,7 +69,7 @@ class ServicePoolTest : public RpcTestBase {
     MutexLock l(mu_);
     return ran_;
   }
-  MessengerMetrics* metrics() { return server_->metrics(); }
+  MessengerMetrics* metrics() { return MessengerInternals::metrics(*server_); }
 
   Mutex mu_;
   std::vector<std::string> ran_ RRPC_GUARDED_BY(mu_);

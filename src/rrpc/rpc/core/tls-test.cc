@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "rrpc/rpc/authorization.h"
+#include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/messenger_security.h"
 #include "rrpc/rpc/testing/raw-socket-test-util.h"
 #include "rrpc/rpc/testing/tls-test-util.h"
@@ -151,10 +152,10 @@ TEST_F(TlsTest, DefaultPolicyWithCertificateLetsOnlyLoopbackUsePlaintext) {
   StartClient();
   ASSERT_TRUE(Echo("plain over loopback").ok());
   EXPECT_EQ(ClientTransport(), "tcp");
-  EXPECT_TRUE(server_->security()->PlaintextAllowedFrom(Sockaddr::Loopback(1)));
+  EXPECT_TRUE(MessengerInternals::security(*server_)->PlaintextAllowedFrom(Sockaddr::Loopback(1)));
   auto remote = Sockaddr::Parse("192.0.2.7:1000");
   ASSERT_TRUE(remote.ok());
-  EXPECT_FALSE(server_->security()->PlaintextAllowedFrom(*remote));
+  EXPECT_FALSE(MessengerInternals::security(*server_)->PlaintextAllowedFrom(*remote));
 }
 
 TEST_F(TlsTest, TlsClientAgainstServerWithoutTlsFailsTheHandshake) {

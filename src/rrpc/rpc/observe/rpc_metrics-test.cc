@@ -396,7 +396,7 @@ TEST_F(RpcMetricsTest, DisabledMetricsRegisterNothingAndCallsWork) {
   StartServer(options);
   StartClient(options);
   EXPECT_EQ(server_->metric_registry(), nullptr);
-  EXPECT_EQ(server_->metrics(), nullptr);
+  EXPECT_EQ(MessengerInternals::metrics(*server_), nullptr);
   EXPECT_EQ(client_->metric_registry(), nullptr);
   auto proxy = Proxy();
   rtest::AddRequestPB req;
