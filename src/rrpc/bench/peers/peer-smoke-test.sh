@@ -35,7 +35,17 @@ fail() {
 expect_result() {
   local name=$1 mode=$2 payload=$3 conc=$4
   shift 4
-  if ! timeout 60 "$bin" "${short[@]}" "$@" >"$tmp/out" 2>"$tmp/err"; then
+  # A loaded machine can leave the 0.5 s window without a finished call: that run is repeated
+  # (at most 5 tries), any other failure is one.
+  local try ok=0
+  for try in 1 2 3 4 5; do
+    if timeout 60 "$bin" "${short[@]}" "$@" >"$tmp/out" 2>"$tmp/err"; then
+      ok=1
+      break
+    fi
+    grep -q "no call completed" "$tmp/err" || break
+  done
+  if [[ $ok -eq 0 ]]; then
     fail "$name (exit status)"
     return
   fi
