@@ -45,12 +45,15 @@ class RdmaDeadPeerTest : public RpcTestBase, public ::testing::WithParamInterfac
     MonoTime ended;
   };
 
-  // Default RDMA and messenger options (dead-peer settings included), SRQ as the parameter says;
-  // enough workers that all 64 handlers are inside the gate at once. `client_pings`: off, the
-  // client relies on the server's side alone.
+  // Default RDMA and messenger options (dead-peer settings included) but the SRQ reclaim; SRQ as
+  // the parameter says; enough workers that all 64 handlers are inside the gate at once.
+  // `client_pings`: off, the client relies on the server's side alone.
   void Start(bool client_pings = true) {
     RdmaOptions o;
     o.use_srq = GetParam();
+    // The server's reclaim (a message to a peer silent for reclaim_after, 10 s) would also find
+    // the dead path; out of the way, so that each test sees the side it is about.
+    o.srq.reclaim_after = MonoDelta::FromSeconds(600);
     server_factory_ = std::make_shared<RdmaTransportFactory>(o);
     client_factory_ = std::make_shared<RdmaTransportFactory>(o);
     MessengerOptions so, co;
