@@ -23,6 +23,7 @@
 #include "rrpc/rpc/rdma/rdma_factory.h"
 #include "rrpc/rpc/testing/rpc-test-util.h"
 #include "rrpc/util/countdown_latch.h"
+#include "rrpc/util/metrics/counter.h"
 
 namespace rrpc::rpc {
 namespace {
@@ -170,6 +171,38 @@ TEST_P(RdmaDeadPeerTest, CallsSentOnADeadPathFailRetriableWhenTheirSendsRunOutOf
   LOG(INFO) << (GetParam() ? "SRQ" : "private RQ") << ": calls on a dead path failed "
             << slowest.ToString() << " after it went";
   EXPECT_TRUE(WaitForCondition([&] { return server_->DumpConnections().empty(); }));
+}
+
+// The gap (docs/reliability.md, "Dead peers over RDMA"): a client that has spent every credit
+// it may when the path dies (its server took the requests and granted nothing back: here its
+// completions are stalled) has nothing it may send, the ping included, so no send fails and
+// only the TCP socket could find a vanished host (keepalive, 10 s and more; in this process it
+// stays up). Its calls still end, at their deadlines, and nothing hangs.
+TEST_P(RdmaDeadPeerTest, ACreditStarvedClientCannotPingAndItsCallsEndAtTheirDeadlines) {
+  Start();
+  server_factory_->Device().value()->soft->StallCompletions(true);
+  const MonoDelta kShortDeadline = MonoDelta::FromSeconds(5);
+  std::vector<Call> calls(kCalls);
+  CountDownLatch done(kCalls);
+  auto proxy = Proxy();
+  for (Call& c : calls) {
+    c.req.set_data(Pattern(40000, 1));  // three messages each: more than the credits
+    c.ctl.set_timeout(kShortDeadline);
+    proxy.EchoAsync(c.req, &c.resp, &c.ctl, [&c, &done] {
+      c.ended = MonoTime::Now();
+      done.CountDown();
+    });
+  }
+  ASSERT_TRUE(WaitForCondition([&] {
+    return client_factory_->metrics().credit_waits->value() > 0 || done.count() < kCalls;
+  }));
+  DropAllPackets();
+  ASSERT_TRUE(done.WaitFor(kCallDeadline)) << "calls still hang on a dead RDMA connection";
+  for (const Call& c : calls) {
+    EXPECT_TRUE(c.ctl.status().IsTimedOut() || c.ctl.status().IsNetworkError())
+        << c.ctl.status().ToString();
+  }
+  server_factory_->Device().value()->soft->StallCompletions(false);
 }
 
 // The TCP connection an RDMA connection starts on stays open for its life (its close is the
