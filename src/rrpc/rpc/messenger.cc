@@ -70,20 +70,20 @@ Status Messenger::Init() {
   inbound_memory_ = std::make_unique<MemoryTracker>(
       options_.name + "-inbound", static_cast<int64_t>(options_.inbound_memory_limit));
   transport_factory_ = options_.transport_factory;
-  if (transport_factory_ == nullptr) {
-    StreamTransportOptions stream;
-    stream.max_frame_size = options_.max_message_size;
-    stream.read_block_size = options_.read_block_size;
-    stream.keepalive_idle = options_.tcp_keepalive_idle;
-    stream.keepalive_interval = options_.tcp_keepalive_interval;
-    stream.keepalive_count = options_.tcp_keepalive_count;
-    stream.user_timeout = options_.tcp_user_timeout;
-    if (security_->client_uses_tls()) {
-      transport_factory_ = std::make_shared<TlsClientTransportFactory>(
-          security_->tls(), options_.security.server_name, stream);
-    } else {
-      transport_factory_ = std::make_shared<TcpTransportFactory>(stream);
-    }
+  StreamTransportOptions stream;
+  stream.max_frame_size = options_.max_message_size;
+  stream.read_block_size = options_.read_block_size;
+  stream.keepalive_idle = options_.tcp_keepalive_idle;
+  stream.keepalive_interval = options_.tcp_keepalive_interval;
+  stream.keepalive_count = options_.tcp_keepalive_count;
+  stream.user_timeout = options_.tcp_user_timeout;
+  if (transport_factory_ != nullptr) {
+    transport_factory_->UseDeadPeerSettings(stream);
+  } else if (security_->client_uses_tls()) {
+    transport_factory_ = std::make_shared<TlsClientTransportFactory>(
+        security_->tls(), options_.security.server_name, stream);
+  } else {
+    transport_factory_ = std::make_shared<TcpTransportFactory>(stream);
   }
   // A factory with metrics of its own (RDMA's) exports them with the messenger's.
   if (metric_registry_ != nullptr) transport_factory_->UseMetricRegistry(metric_registry_);

@@ -61,16 +61,16 @@ struct MessengerOptions {
   bool IsBulk(size_t request_bytes) const {
     return bulk_connection_bytes > 0 && request_bytes >= bulk_connection_bytes;
   }
-  // Dead-peer detection (docs/reliability.md, "Dead peers"). Every TCP connection (TLS included)
-  // sets TCP keepalive (probes after keepalive_idle without traffic, every keepalive_interval,
-  // keepalive_count unanswered ones close it) and TCP_USER_TIMEOUT (bytes sent and
-  // unacknowledged for tcp_user_timeout close it; longer than a LAN ever stalls, far shorter than
-  // the kernel's 15 minutes). A client connection with calls outstanding that has received
-  // nothing for ping_after sends a ping (a control frame) so that a silent dead peer leaves
-  // unacknowledged bytes, and the user timeout closes the connection: a dead peer is declared
-  // within ping_after + the scan period (idle_scan_period) + tcp_user_timeout, under 5 s by
-  // default, and its calls fail with a retriable NetworkError. Zero (or Max for ping_after)
-  // turns one off.
+  // Dead-peer detection (docs/reliability.md, "Dead peers"). Every TCP connection (TLS included,
+  // and the TCP socket an RDMA connection keeps) sets TCP keepalive (probes after keepalive_idle
+  // without traffic, every keepalive_interval, keepalive_count unanswered ones close it) and
+  // TCP_USER_TIMEOUT (bytes sent and unacknowledged for tcp_user_timeout close it; longer than a
+  // LAN ever stalls, far shorter than the kernel's 15 minutes). A client connection with calls
+  // outstanding that has received nothing for ping_after sends a ping (a control frame) so that a
+  // silent dead peer leaves unacknowledged bytes, and the user timeout closes the connection: a
+  // dead peer is declared within ping_after + the scan period (idle_scan_period) +
+  // tcp_user_timeout, under 5 s by default, and its calls fail with a retriable NetworkError. Zero
+  // (or Max for ping_after) turns one off.
   MonoDelta tcp_keepalive_idle = MonoDelta::FromSeconds(10);
   MonoDelta tcp_keepalive_interval = MonoDelta::FromSeconds(2);
   int tcp_keepalive_count = 3;

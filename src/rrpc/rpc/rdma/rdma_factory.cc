@@ -99,7 +99,8 @@ std::shared_ptr<rpc::TransportFactory> NewRdmaTransportFactory(RdmaOptions optio
 }
 
 RdmaTransportFactory::RdmaTransportFactory(RdmaOptions options)
-    : options_(std::move(options)), tcp_(StreamOptionsFor(options_)) {
+    : options_(std::move(options)),
+      tcp_(std::make_shared<rpc::TcpTransportFactory>(StreamOptionsFor(options_))) {
   MetricRegistry* registry = options_.metric_registry;
   if (registry == nullptr) {
     owned_registry_ = std::make_shared<MetricRegistry>();
@@ -113,6 +114,22 @@ void RdmaTransportFactory::UseMetricRegistry(MetricRegistry* registry) {
   std::shared_ptr<BoundMetrics> next = BindMetrics(registry);
   std::lock_guard<std::mutex> lock(mu_);
   bound_ = std::move(next);
+}
+
+void RdmaTransportFactory::UseDeadPeerSettings(const rpc::StreamTransportOptions& stream) {
+  rpc::StreamTransportOptions mine = StreamOptionsFor(options_);
+  mine.keepalive_idle = stream.keepalive_idle;
+  mine.keepalive_interval = stream.keepalive_interval;
+  mine.keepalive_count = stream.keepalive_count;
+  mine.user_timeout = stream.user_timeout;
+  auto next = std::make_shared<rpc::TcpTransportFactory>(mine);
+  std::lock_guard<std::mutex> lock(mu_);
+  tcp_ = std::move(next);
+}
+
+std::shared_ptr<rpc::TcpTransportFactory> RdmaTransportFactory::tcp() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tcp_;
 }
 
 std::shared_ptr<RdmaTransportFactory::BoundMetrics> RdmaTransportFactory::BindMetrics(
@@ -159,12 +176,12 @@ void RdmaTransportFactory::CountUpgrade() { bound()->upgrades->Increment(); }
 RdmaTransportFactory::~RdmaTransportFactory() = default;
 
 std::unique_ptr<rpc::Transport> RdmaTransportFactory::NewServerTransport(Socket accepted) {
-  return tcp_.NewServerTransport(std::move(accepted));
+  return tcp()->NewServerTransport(std::move(accepted));
 }
 
 Result<std::unique_ptr<rpc::Transport>> RdmaTransportFactory::NewClientTransport(
     const Sockaddr& remote) {
-  return tcp_.NewClientTransport(remote);
+  return tcp()->NewClientTransport(remote);
 }
 
 std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool server_side) {

@@ -64,6 +64,10 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
                                                     const Sockaddr& remote) override;
 
   void UseMetricRegistry(MetricRegistry* registry) override;
+  // Keepalive and TCP_USER_TIMEOUT for the TCP sockets this factory makes from now on (each
+  // RDMA connection's bootstrap socket, which stays open and watched, and connections that stay
+  // on TCP). The last messenger to give them wins.
+  void UseDeadPeerSettings(const rpc::StreamTransportOptions& stream) override;
 
   const RdmaOptions& options() const { return options_; }
   MetricRegistry* metric_registry() const;
@@ -100,7 +104,8 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
 
  private:
   const RdmaOptions options_;
-  rpc::TcpTransportFactory tcp_;
+  std::shared_ptr<rpc::TcpTransportFactory> tcp() const;
+  std::shared_ptr<rpc::TcpTransportFactory> tcp_;  // guarded by mu_
   // The metrics in one registry, and references to their entities: a registry (a messenger's)
   // may go before the factory or its connections, the metrics they count into may not. Each
   // connection's KeepAlive holds the one it was made with.

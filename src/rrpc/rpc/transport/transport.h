@@ -29,6 +29,8 @@ class MetricRegistry;
 
 namespace rrpc::rpc {
 
+struct StreamTransportOptions;  // tcp_transport.h
+
 // What a transport allows, so the connection asks instead of assuming.
 struct TransportCapabilities {
   // Write() may run on another thread (holding the connection's write lock) while the reactor
@@ -207,6 +209,11 @@ class TransportFactory {
   // messenger before its first connection, for a factory with metrics of its own (RDMA's) to
   // export them there. Default: none kept.
   virtual void UseMetricRegistry(MetricRegistry* registry) {}
+  // The messenger's dead-peer settings for TCP sockets (the keepalive and user-timeout fields of
+  // `stream`), given once by the messenger before its first connection, for a factory that makes
+  // TCP sockets of its own (RDMA's: the bootstrap socket each connection keeps, and connections
+  // that stay on TCP). Default: none kept.
+  virtual void UseDeadPeerSettings(const StreamTransportOptions& stream) {}
 };
 
 }  // namespace rrpc::rpc

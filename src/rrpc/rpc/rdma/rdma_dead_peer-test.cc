@@ -1,0 +1,248 @@
+// Dead peers over RDMA on the software backend, private receive queues and SRQ: a path that
+// starts dropping every packet (SoftDevice::DropAllPackets on both devices) with 64 calls
+// outstanding. What notices it, with default messenger options:
+//  - the client: its ping (a control frame sent after ping_after of silence with calls
+//    outstanding) goes out as an RDMA send, is never acknowledged, and fails once the queue
+//    pair's retries run out (4.096 us x 2^timeout x (retry_cnt + 1)); the connection closes and
+//    every call fails with a retriable NetworkError;
+//  - the server: its responses fail the same way, and it closes its side;
+//  - either side: the other's close of the TCP socket each RDMA connection keeps (it carries
+//    keepalive and TCP_USER_TIMEOUT from the messenger's options, for a host that vanished).
+// The tests wait on events; their bounds leave a loaded machine room and still prove that no call
+// waits for its own deadline.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "rrpc/rpc/rdma/rdma_factory.h"
+#include "rrpc/rpc/testing/rpc-test-util.h"
+#include "rrpc/util/countdown_latch.h"
+#include "rrpc/util/metrics/counter.h"
+
+namespace rrpc::rpc {
+namespace {
+
+using rdma::RdmaOptions;
+using rdma::RdmaTransportFactory;
+
+constexpr int kCalls = 64;
+const MonoDelta kCallDeadline = MonoDelta::FromSeconds(60);
+// By design about 2.5 s (ping_after 1 s + scan period 1 s + retry timeout 0.54 s); the bound
+// leaves a loaded 2-core machine room, far below the calls' deadline.
+constexpr double kDeclaredWithinSeconds = 20;
+
+class RdmaDeadPeerTest : public RpcTestBase, public ::testing::WithParamInterface<bool> {
+ protected:
+  struct Call {
+    rtest::EchoRequestPB req;
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    MonoTime ended;
+  };
+
+  // Default RDMA and messenger options (dead-peer settings included) but the SRQ reclaim; SRQ as
+  // the parameter says; enough workers that all 64 handlers are inside the gate at once.
+  // `client_pings`: off, the client relies on the server's side alone.
+  void Start(bool client_pings = true) {
+    RdmaOptions o;
+    o.use_srq = GetParam();
+    // The server's reclaim (a message to a peer silent for reclaim_after, 10 s) would also find
+    // the dead path; out of the way, so that each test sees the side it is about.
+    o.srq.reclaim_after = MonoDelta::FromSeconds(600);
+    server_factory_ = std::make_shared<RdmaTransportFactory>(o);
+    client_factory_ = std::make_shared<RdmaTransportFactory>(o);
+    MessengerOptions so, co;
+    so.num_workers = kCalls;
+    so.service_queue_length = 1024;
+    so.transport_factory = server_factory_;
+    co.transport_factory = client_factory_;
+    if (!client_pings) co.ping_after = MonoDelta::Max();
+    StartServer(so);
+    StartClient(co);
+    ASSERT_TRUE(EchoOnce(Proxy(), "warm").ok());
+    ASSERT_EQ(Transport(client_), "rdma");
+    ASSERT_EQ(Transport(server_), "rdma");
+  }
+  static std::string Transport(const std::shared_ptr<Messenger>& m) {
+    auto conns = m->DumpConnections();
+    return conns.size() == 1 ? conns[0].transport : "connections: " + std::to_string(conns.size());
+  }
+  // Issues kCalls echoes that wait in the server's handlers; returns once every handler is in.
+  void IssueBlockedCalls(std::vector<Call>* calls, CountDownLatch* done) {
+    BlockEchoes();
+    auto proxy = Proxy();
+    for (Call& c : *calls) {
+      c.req.set_data("outstanding");
+      c.ctl.set_timeout(kCallDeadline);
+      proxy.EchoAsync(c.req, &c.resp, &c.ctl, [&c, done] {
+        c.ended = MonoTime::Now();
+        done->CountDown();
+      });
+    }
+    ASSERT_TRUE(gate_.WaitForEntered(kCalls));
+  }
+  void DropAllPackets() {
+    server_factory_->Device().value()->soft->DropAllPackets(true);
+    client_factory_->Device().value()->soft->DropAllPackets(true);
+  }
+  // Every call failed with a retriable network error; returns the last end after `cut`.
+  static MonoDelta ExpectAllFailedRetriable(const std::vector<Call>& calls, MonoTime cut) {
+    MonoDelta slowest;
+    for (const Call& c : calls) {
+      EXPECT_TRUE(c.ctl.status().IsNetworkError()) << c.ctl.status().ToString();
+      EXPECT_TRUE(c.ctl.IsRetriable()) << c.ctl.status().ToString();
+      slowest = std::max(slowest, c.ended - cut);
+    }
+    EXPECT_LT(slowest.ToSeconds(), kDeclaredWithinSeconds);
+    return slowest;
+  }
+
+  std::shared_ptr<RdmaTransportFactory> server_factory_, client_factory_;
+};
+
+// The path dies while the server's handlers still run: only the client's ping can find it. The
+// ping's send is lost, the queue pair's retries run out, and the client fails all 64 calls; its
+// close then frees the server's connection (the TCP socket's close reaches it).
+TEST_P(RdmaDeadPeerTest, ClientPingFindsADeadPathAndFailsEveryCallRetriable) {
+  Start();
+  std::vector<Call> calls(kCalls);
+  CountDownLatch done(kCalls);
+  IssueBlockedCalls(&calls, &done);
+  DropAllPackets();
+  const MonoTime cut = MonoTime::Now();
+  ASSERT_TRUE(done.WaitFor(kCallDeadline)) << "calls still hang on a dead RDMA connection";
+  const MonoDelta slowest = ExpectAllFailedRetriable(calls, cut);
+  // The client's own queue pair found it, not a close from the server.
+  EXPECT_NE(calls[0].ctl.status().ToString().find("RDMA send failed"), std::string::npos)
+      << calls[0].ctl.status().ToString();
+  LOG(INFO) << (GetParam() ? "SRQ" : "private RQ") << ": dead path declared by the client "
+            << slowest.ToString() << " after it went";
+  EXPECT_TRUE(WaitForCondition([&] { return server_->DumpConnections().empty(); }))
+      << "the server still holds the connection";
+  gate_.Open();  // the handlers' answers go nowhere
+}
+
+// The client does not ping: the server finds the dead path when its responses cannot leave, closes
+// its side, and that close (on the TCP socket every RDMA connection keeps) fails the client's
+// calls at once.
+TEST_P(RdmaDeadPeerTest, ServerWhoseResponsesCannotLeaveClosesAndTheClientsCallsFail) {
+  Start(/*client_pings=*/false);
+  std::vector<Call> calls(kCalls);
+  CountDownLatch done(kCalls);
+  IssueBlockedCalls(&calls, &done);
+  DropAllPackets();
+  const MonoTime cut = MonoTime::Now();
+  gate_.Open();
+  ASSERT_TRUE(done.WaitFor(kCallDeadline)) << "calls still hang on a dead RDMA connection";
+  const MonoDelta slowest = ExpectAllFailedRetriable(calls, cut);
+  LOG(INFO) << (GetParam() ? "SRQ" : "private RQ") << ": dead path declared by the server "
+            << slowest.ToString() << " after it went: " << calls[0].ctl.status().ToString();
+  EXPECT_TRUE(WaitForCondition([&] { return server_->DumpConnections().empty(); }));
+  EXPECT_TRUE(WaitForCondition([&] { return client_->DumpConnections().empty(); }));
+}
+
+// Calls sent after the path died: their own sends are never acknowledged, the client's queue
+// pair fails once its retries run out, and every call fails retriable.
+TEST_P(RdmaDeadPeerTest, CallsSentOnADeadPathFailRetriableWhenTheirSendsRunOutOfRetries) {
+  Start();
+  DropAllPackets();
+  const MonoTime cut = MonoTime::Now();
+  std::vector<Call> calls(kCalls);
+  CountDownLatch done(kCalls);
+  auto proxy = Proxy();
+  for (Call& c : calls) {
+    c.req.set_data("into the void");
+    c.ctl.set_timeout(kCallDeadline);
+    proxy.EchoAsync(c.req, &c.resp, &c.ctl, [&c, &done] {
+      c.ended = MonoTime::Now();
+      done.CountDown();
+    });
+  }
+  ASSERT_TRUE(done.WaitFor(kCallDeadline)) << "calls still hang on a dead RDMA connection";
+  const MonoDelta slowest = ExpectAllFailedRetriable(calls, cut);
+  EXPECT_NE(calls[0].ctl.status().ToString().find("RDMA send failed"), std::string::npos)
+      << calls[0].ctl.status().ToString();
+  LOG(INFO) << (GetParam() ? "SRQ" : "private RQ") << ": calls on a dead path failed "
+            << slowest.ToString() << " after it went";
+  EXPECT_TRUE(WaitForCondition([&] { return server_->DumpConnections().empty(); }));
+}
+
+// The gap (docs/reliability.md, "Dead peers over RDMA"): a client that has spent every credit
+// it may when the path dies (its server took the requests and granted nothing back: here its
+// completions are stalled) has nothing it may send, the ping included, so no send fails and
+// only the TCP socket could find a vanished host (keepalive, 10 s and more; in this process it
+// stays up). Its calls still end, at their deadlines, and nothing hangs.
+TEST_P(RdmaDeadPeerTest, ACreditStarvedClientCannotPingAndItsCallsEndAtTheirDeadlines) {
+  Start();
+  server_factory_->Device().value()->soft->StallCompletions(true);
+  const MonoDelta kShortDeadline = MonoDelta::FromSeconds(5);
+  std::vector<Call> calls(kCalls);
+  CountDownLatch done(kCalls);
+  auto proxy = Proxy();
+  for (Call& c : calls) {
+    c.req.set_data(Pattern(40000, 1));  // three messages each: more than the credits
+    c.ctl.set_timeout(kShortDeadline);
+    proxy.EchoAsync(c.req, &c.resp, &c.ctl, [&c, &done] {
+      c.ended = MonoTime::Now();
+      done.CountDown();
+    });
+  }
+  ASSERT_TRUE(WaitForCondition([&] {
+    return client_factory_->metrics().credit_waits->value() > 0 || done.count() < kCalls;
+  }));
+  DropAllPackets();
+  ASSERT_TRUE(done.WaitFor(kCallDeadline)) << "calls still hang on a dead RDMA connection";
+  for (const Call& c : calls) {
+    EXPECT_TRUE(c.ctl.status().IsTimedOut() || c.ctl.status().IsNetworkError())
+        << c.ctl.status().ToString();
+  }
+  server_factory_->Device().value()->soft->StallCompletions(false);
+}
+
+// The TCP connection an RDMA connection starts on stays open for its life (its close is the
+// peer's death): it carries the messenger's keepalive and TCP_USER_TIMEOUT, so that a vanished
+// host is found there too. Checked on the client's socket, found by its local port.
+TEST_P(RdmaDeadPeerTest, TheKeptTcpSocketCarriesKeepaliveAndUserTimeout) {
+  Start();
+  auto conns = server_->DumpConnections();
+  ASSERT_EQ(conns.size(), 1u);
+  const Sockaddr client_addr = Sockaddr::Parse(conns[0].remote).value();
+  int found = 0;
+  DIR* dir = opendir("/proc/self/fd");
+  ASSERT_NE(dir, nullptr);
+  while (dirent* e = readdir(dir)) {
+    const int fd = atoi(e->d_name);
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    if (fd <= 2 || getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0 ||
+        local.ss_family != AF_INET) {
+      continue;
+    }
+    if (ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port) != client_addr.port()) continue;
+    found++;
+    int keepalive = 0, idle = 0, user_timeout = 0;
+    socklen_t n = sizeof(int);
+    ASSERT_EQ(getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &keepalive, &n), 0);
+    ASSERT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, &n), 0);
+    ASSERT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, &n), 0);
+    EXPECT_EQ(keepalive, 1);
+    EXPECT_EQ(idle, 10);            // MessengerOptions::tcp_keepalive_idle
+    EXPECT_EQ(user_timeout, 2500);  // MessengerOptions::tcp_user_timeout
+  }
+  closedir(dir);
+  EXPECT_EQ(found, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(PrivateRqAndSrq, RdmaDeadPeerTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Srq" : "PrivateRq";
+                         });
+
+}  // namespace
+}  // namespace rrpc::rpc
