@@ -204,21 +204,6 @@ bool RdmaTransportFactory::PathKnownDead(const Sockaddr& peer) {
   return false;
 }
 
-void RdmaTransportFactory::KeepServerProbe(std::unique_ptr<PathProbe> probe) {
-  const MonoTime now = MonoTime::Now();
-  std::deque<std::pair<MonoTime, std::unique_ptr<PathProbe>>> done;  // destroyed unlocked
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    while (!kept_probes_.empty() &&
-           (kept_probes_.front().first <= now || kept_probes_.size() >= kMaxKeptProbes)) {
-      done.push_back(std::move(kept_probes_.front()));
-      kept_probes_.pop_front();
-    }
-    kept_probes_.emplace_back(now + options_.probe_timeout + options_.probe_timeout,
-                              std::move(probe));
-  }
-}
-
 Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
     const std::shared_ptr<RdmaDevice>& device) {
   std::lock_guard<std::mutex> lock(mu_);

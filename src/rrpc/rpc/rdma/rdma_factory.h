@@ -10,7 +10,6 @@
 #pragma once
 
 #include <array>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,7 +20,6 @@
 
 #include "rrpc/rpc/rdma.h"
 #include "rrpc/rpc/rdma/bootstrap.h"
-#include "rrpc/rpc/rdma/path_probe.h"
 #include "rrpc/rpc/rdma/rdma_endpoint.h"
 #include "rrpc/rpc/rdma/rdma_transport.h"
 #include "rrpc/rpc/rdma/soft_device.h"
@@ -78,11 +76,6 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   // options().dead_path_memory. Any thread.
   void RememberDeadPath(const Sockaddr& peer);
   bool PathKnownDead(const Sockaddr& peer);
-  // Server: keeps `probe` (connected, its receive posted) until the client's message has surely
-  // come or gone: twice options().probe_timeout, at most kMaxKeptProbes at once (the oldest go
-  // first). Any thread.
-  void KeepServerProbe(std::unique_ptr<PathProbe> probe);
-  static constexpr size_t kMaxKeptProbes = 1024;
   static constexpr size_t kMaxDeadPaths = 4096;
   RdmaMetrics metrics() const;
   // SRQ mode: the calling reactor thread's context, made on first use.
@@ -125,8 +118,6 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   Status device_error_;  // guarded by mu_
   // Peers whose path probe failed, until when their connections stay on TCP. Guarded by mu_.
   std::map<std::string, MonoTime> dead_paths_;
-  // Server probes kept, oldest first, with when they may go. Guarded by mu_.
-  std::deque<std::pair<MonoTime, std::unique_ptr<PathProbe>>> kept_probes_;
   bool device_tried_ = false;  // guarded by mu_
 };
 
