@@ -100,7 +100,7 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   struct BoundMetrics {
     MetricRegistry* registry = nullptr;
     std::vector<scoped_refptr<MetricEntity>> entities;
-    std::array<Counter*, 9> fallbacks{};  // by FallbackReason
+    std::array<Counter*, 10> fallbacks{};  // by FallbackReason
     Counter* upgrades = nullptr;
     RdmaMetrics metrics;
   };

@@ -382,6 +382,21 @@ TEST_F(RdmaTransportTest, ADeviceFatalEventClosesPrivateRqConnectionsAtOnce) {
   ASSERT_TRUE(Echo("after").ok());
 }
 
+// Finding 3 of issue 27: both ends of a RoCE connection must use GIDs of one type (a v2 QP
+// ignores v1 frames). Before, the bootstrap did not say which type a side used, so a v1/v2 pair
+// upgraded and then carried nothing. Now the server sees the client's type and refuses the
+// mismatch: the connection stays on TCP, counted as "gid_type" on both sides.
+TEST_F(RdmaTransportTest, AGidTypeMismatchKeepsTheConnectionOnTcp) {
+  Start(SmallRdma(), SmallRdma());
+  ASSERT_TRUE(server_factory_->Device().ok());
+  // The server's port on its RoCE v1 entry of the same address; the client's on v2.
+  ASSERT_TRUE(server_factory_->Device().value()->soft->UseGidIndex(2).ok());
+  ASSERT_TRUE(Echo("over tcp").ok());
+  EXPECT_EQ(ClientTransport(), "tcp");
+  EXPECT_EQ(server_factory_->fallbacks(FallbackReason::kGidType), 1u);
+  EXPECT_EQ(client_factory_->fallbacks(FallbackReason::kGidType), 1u);
+}
+
 // Not a check: the connect cost of the path probe (docs/rdma.md, "The path probe"), by
 // alternating rounds of 200 fresh client messengers each: the time of each one's first call
 // (TCP connect, negotiation, bootstrap, the probe when on, the call).

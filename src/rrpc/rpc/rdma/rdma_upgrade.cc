@@ -80,6 +80,7 @@ BootstrapMessage RdmaUpgrade::LocalMessage() const {
   BootstrapMessage m;
   m.backend = BackendOf(factory_->options().backend);
   m.qp = endpoint_->address();
+  m.gid_type = endpoint_->port().gid_type;
   m.path_mtu = endpoint_->port().active_mtu;
   m.buffer_size = endpoint_->options().buffer_size;
   m.srq = srq_ != nullptr;
@@ -141,6 +142,15 @@ std::string RdmaUpgrade::Answer(Slice offer) {
   if (peer_.backend != BackendOf(factory_->options().backend)) {
     return Fallback(FallbackReason::kIncompatible,
                     Status::NotSupported("the client uses the other RDMA backend"));
+  }
+  const GidType ours = device_->context->port().gid_type;
+  if (peer_.gid_type != ours) {
+    return Fallback(
+        FallbackReason::kGidType,
+        Status::NotSupported(std::string("the client's GID is ") + GidTypeName(peer_.gid_type) +
+                             ", ours " + GidTypeName(ours) +
+                             ": choose GIDs of one type on both sides "
+                             "(--rdma_gid_index, docs/rdma.md)"));
   }
   if (peer_.buffer_size < kMinPeerBuffer || peer_.credits < 3) {
     return Fallback(FallbackReason::kIncompatible,
@@ -222,6 +232,9 @@ Status RdmaUpgrade::Accept(Slice answer) {
              peer_.buffer_size < kMinPeerBuffer || peer_.credits < 3) {
     fail = Status::NotSupported("RDMA bootstrap answer with parameters this side can't use");
     if (confirm) return StayOnTcp(FallbackReason::kIncompatible, fail);
+  } else if (peer_.gid_type != endpoint_->port().gid_type) {
+    fail = Status::NotSupported("RDMA bootstrap answer with a GID of another type");
+    if (confirm) return StayOnTcp(FallbackReason::kGidType, fail);
   } else {
     fail = endpoint_->Connect(peer_.qp, peer_.path_mtu);
     if (!fail.ok() && confirm) return StayOnTcp(FallbackReason::kConnect, fail);

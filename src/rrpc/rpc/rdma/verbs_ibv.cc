@@ -9,7 +9,10 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <fstream>
+#include <vector>
 
+#include "rrpc/rpc/rdma/gid_choice.h"
 #include "rrpc/rpc/rdma/memlock.h"
 #include "rrpc/rpc/rdma/verbs_ibv_library.h"
 
@@ -414,15 +417,48 @@ class IbvContext final : public Context {
   std::atomic<unsigned> next_vector_{0};
 };
 
-// The GID index to use on `port`: a RoCEv2 GID where the library can tell types, else 0.
-int PickGid(const Library* lib, ibv_context* ctx, int port, const ibv_port_attr& attr) {
-  if (attr.link_layer != IBV_LINK_LAYER_ETHERNET || lib->query_gid_ex == nullptr) return 0;
+// A GID's type from the kernel (sysfs, Linux 4.4+): "IB/RoCE v1" or "RoCE v2". An Ethernet
+// entry the kernel says nothing of is RoCE v1 (all an older kernel made).
+GidType SysfsGidType(const std::string& device, int port, int index) {
+  std::ifstream f("/sys/class/infiniband/" + device + "/ports/" + std::to_string(port) +
+                  "/gid_attrs/types/" + std::to_string(index));
+  std::string line;
+  if (std::getline(f, line) && line.rfind("RoCE v2", 0) == 0) return GidType::kRoceV2;
+  return GidType::kRoceV1;
+}
+
+// The port's non-empty GID entries with their types: ibv_query_gid_ex where the library has it
+// (rdma-core 31+; ENODATA: an empty slot), else ibv_query_gid and sysfs for the type.
+std::vector<GidEntry> GidTableOf(const Library* lib, ibv_context* ctx, const std::string& device,
+                                 int port, const ibv_port_attr& attr) {
+  const bool eth = attr.link_layer == IBV_LINK_LAYER_ETHERNET;
+  std::vector<GidEntry> table;
   for (int i = 0; i < attr.gid_tbl_len; ++i) {
-    ibv_gid_entry entry{};
-    if (lib->query_gid_ex(ctx, port, i, &entry, 0, sizeof(entry)) != 0) continue;
-    if (entry.gid_type == IBV_GID_TYPE_ROCE_V2) return i;
+    GidEntry e;
+    e.index = i;
+    bool typed = false;
+    if (lib->query_gid_ex != nullptr) {
+      ibv_gid_entry entry{};
+      const int rc = lib->query_gid_ex(ctx, static_cast<uint32_t>(port), static_cast<uint32_t>(i),
+                                       &entry, 0, sizeof(entry));
+      if (rc == ENODATA) continue;
+      if (rc == 0) {
+        memcpy(e.gid.data(), entry.gid.raw, 16);
+        e.type = entry.gid_type == IBV_GID_TYPE_ROCE_V2   ? GidType::kRoceV2
+                 : entry.gid_type == IBV_GID_TYPE_ROCE_V1 ? GidType::kRoceV1
+                                                          : GidType::kIb;
+        typed = true;
+      }
+    }
+    if (!typed) {
+      ibv_gid gid;
+      if (lib->query_gid(ctx, static_cast<uint8_t>(port), i, &gid) != 0) continue;
+      memcpy(e.gid.data(), gid.raw, 16);
+      e.type = eth ? SysfsGidType(device, port, i) : GidType::kIb;
+    }
+    if (!GidIsZero(e.gid)) table.push_back(e);
   }
-  return 0;
+  return table;
 }
 
 }  // namespace
@@ -464,23 +500,11 @@ void DescribePort(const Library* lib, ibv_context* ctx, int port, std::string* o
   *out += "  port " + std::to_string(port) + ": " + PortStateName(pattr.state) + ", " +
           (eth ? "Ethernet (RoCE)" : "InfiniBand") + ", active MTU " +
           std::to_string(MtuBytes(pattr.active_mtu)) + ", LID " + std::to_string(pattr.lid) + "\n";
-  static const uint8_t kZero[16] = {};
-  for (int i = 0; i < pattr.gid_tbl_len; ++i) {
-    ibv_gid gid;
-    if (lib->query_gid(ctx, static_cast<uint8_t>(port), i, &gid) != 0) continue;
-    if (memcmp(gid.raw, kZero, 16) == 0) continue;
-    std::string type = "type unknown (rdma-core < 31)";
-    if (lib->query_gid_ex != nullptr) {
-      ibv_gid_entry entry{};
-      if (lib->query_gid_ex(ctx, port, i, &entry, 0, sizeof(entry)) == 0) {
-        type = entry.gid_type == IBV_GID_TYPE_ROCE_V2   ? "RoCE v2"
-               : entry.gid_type == IBV_GID_TYPE_ROCE_V1 ? "RoCE v1"
-                                                        : "IB";
-      }
-    }
-    const bool link_local = gid.raw[0] == 0xfe && (gid.raw[1] & 0xc0) == 0x80;
-    *out += "    gid " + std::to_string(i) + ": " + GidText(gid.raw) + "  " + type +
-            (link_local && eth ? "  (link-local: does not route)" : "") + "\n";
+  for (const GidEntry& e : GidTableOf(lib, ctx, lib->get_device_name(ctx->device), port, pattr)) {
+    const bool link_local = GidIsLinkLocal(e.gid);
+    *out += "    gid " + std::to_string(e.index) + ": " + GidText(e.gid.data()) + "  " +
+            GidTypeName(e.type) + (link_local && eth ? "  (link-local: does not route)" : "") +
+            "\n";
   }
 }
 
@@ -575,13 +599,23 @@ Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& optio
   info.max_msg_size = pattr.max_msg_sz;
   info.ethernet = pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
   info.num_comp_vectors = std::max(1, ctx->num_comp_vectors);
-  info.gid_index = options.gid_index >= 0 ? options.gid_index : PickGid(lib, ctx, port, pattr);
-  ibv_gid gid;
-  if (lib->query_gid(ctx, static_cast<uint8_t>(port), info.gid_index, &gid) != 0) {
-    lib->close_device(ctx);
-    return Status::NotFound("no GID at that index on RDMA device", name);
+  info.gid_table = GidTableOf(lib, ctx, name, port, pattr);
+  Result<GidEntry> chosen =
+      Status::NotFound("no GID at index " + std::to_string(options.gid_index));
+  if (options.gid_index >= 0) {
+    for (const GidEntry& e : info.gid_table) {
+      if (e.index == options.gid_index) chosen = e;
+    }
+  } else {
+    chosen = ChooseGid(info.gid_table, Sockaddr());
   }
-  memcpy(info.gid.data(), gid.raw, 16);
+  if (!chosen.ok()) {
+    lib->close_device(ctx);
+    return Status::NotFound("no usable GID on RDMA device " + name, chosen.status().ToString());
+  }
+  info.gid = chosen->gid;
+  info.gid_index = chosen->index;
+  info.gid_type = chosen->type;
   return std::unique_ptr<Context>(new IbvContext(lib, ctx, name, info));
 }
 
