@@ -269,10 +269,12 @@ std::string MemlockWarningFor(const RdmaOptions& o, uint64_t limit) {
 
 Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!device_tried_) {
-    device_tried_ = true;
+  if (device_ == nullptr && MonoTime::Now() >= retry_at_) {
     auto dev = std::make_shared<RdmaDevice>();
-    if (options_.backend == RdmaBackend::kSoft) {
+    if (failing_opens_ > 0) {
+      --failing_opens_;
+      device_error_ = Status::NotFound("no RDMA device (fault injected)");
+    } else if (options_.backend == RdmaBackend::kSoft) {
       Result<std::unique_ptr<SoftDevice>> soft = OpenSoftDevice(options_.soft);
       if (soft.ok()) {
         dev->soft = soft->get();
@@ -297,6 +299,12 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
         device_error_ = pd.status();
       }
     }
+    if (device_ == nullptr) {
+      retry_at_ = MonoTime::Now() + retry_backoff_;
+      LOG(WARNING) << "RDMA: no device (" << device_error_.ToString()
+                   << "); connections stay on TCP, next try in " << retry_backoff_.ToString();
+      retry_backoff_ = std::min(retry_backoff_ + retry_backoff_, kMaxRetry);
+    }
     if (device_ != nullptr) {
       LOG(INFO) << "RDMA device " << device_->context->device_name() << " opened ("
                 << (options_.backend == RdmaBackend::kSoft ? "software backend" : "libibverbs")
@@ -307,6 +315,11 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
   }
   if (device_ == nullptr) return device_error_;
   return device_;
+}
+
+void RdmaTransportFactory::FailDeviceOpens(int n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  failing_opens_ = n;
 }
 
 void RdmaTransportFactory::CountFallback(FallbackReason reason, const Status& detail) {

@@ -65,8 +65,14 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
 
   const RdmaOptions& options() const { return options_; }
   MetricRegistry* metric_registry() const;
-  // The device, opened on first call; an error (remembered) when it can't be.
+  // The device, opened on first call; an error when it can't be, remembered until the next try:
+  // kFirstRetry after the first failure, doubling up to kMaxRetry (a NIC whose driver loads
+  // late, a port that comes up): connections meanwhile stay on TCP (no_device).
   Result<std::shared_ptr<RdmaDevice>> Device();
+  static constexpr MonoDelta kFirstRetry = MonoDelta::FromSeconds(1);
+  static constexpr MonoDelta kMaxRetry = MonoDelta::FromSeconds(64);
+  // Fault hook, for tests: the next `n` device opens fail (as if no device were there).
+  void FailDeviceOpens(int n);
   // Counts and logs (the first of each reason, then every 1000th) a connection staying on TCP.
   void CountFallback(FallbackReason reason, const Status& detail);
   uint64_t fallbacks(FallbackReason reason) const;
@@ -118,7 +124,10 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   Status device_error_;  // guarded by mu_
   // Peers whose path probe failed, until when their connections stay on TCP. Guarded by mu_.
   std::map<std::string, MonoTime> dead_paths_;
-  bool device_tried_ = false;  // guarded by mu_
+  // A failed open: when to try again, and the wait after the next failure. Guarded by mu_.
+  MonoTime retry_at_;
+  MonoDelta retry_backoff_ = kFirstRetry;
+  int failing_opens_ = 0;  // guarded by mu_
 };
 
 }  // namespace rrpc::rdma

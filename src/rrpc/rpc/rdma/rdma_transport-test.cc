@@ -397,6 +397,28 @@ TEST_F(RdmaTransportTest, AGidTypeMismatchKeepsTheConnectionOnTcp) {
   EXPECT_EQ(client_factory_->fallbacks(FallbackReason::kGidType), 1u);
 }
 
+// Finding 4 of issue 27: a device that failed to open (a driver loading late, a port coming up)
+// was never tried again: every later connection stayed on TCP for the life of the process. Now
+// the factory tries again after a backoff (1 s, doubling), and a later connection upgrades.
+TEST_F(RdmaTransportTest, AFailedDeviceOpenIsTriedAgainAfterABackoff) {
+  Start(SmallRdma(), SmallRdma());
+  server_factory_->FailDeviceOpens(1);
+  ASSERT_TRUE(Echo("over tcp").ok());
+  EXPECT_EQ(ClientTransport(), "tcp");
+  EXPECT_EQ(server_factory_->fallbacks(FallbackReason::kNoDevice), 1u);
+  MessengerOptions co;
+  co.transport_factory = client_factory_;
+  // A fresh connection now and then until one upgrades (after the server's backoff).
+  EXPECT_TRUE(WaitForCondition([&] {
+    client_->Shutdown();
+    StartClient(co);
+    if (!Echo("again").ok()) return false;
+    if (ClientTransport() == "rdma") return true;
+    SleepFor(MonoDelta::FromMilliseconds(100));  // pacing only
+    return false;
+  }));
+}
+
 // Not a check: the connect cost of the path probe (docs/rdma.md, "The path probe"), by
 // alternating rounds of 200 fresh client messengers each: the time of each one's first call
 // (TCP connect, negotiation, bootstrap, the probe when on, the call).

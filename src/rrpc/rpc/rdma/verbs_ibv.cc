@@ -546,6 +546,39 @@ std::string DescribeVerbsDevices() {
   return out;
 }
 
+namespace {
+
+// What a connection needs to know of `port` (ACTIVE, described by `pattr`), with the GID
+// chosen (gid_choice.h) or the one options.gid_index names.
+Result<PortInfo> PortInfoOf(const Library* lib, ibv_context* ctx, const std::string& name, int port,
+                            const ibv_port_attr& pattr, const VerbsDeviceOptions& options) {
+  PortInfo info;
+  info.port = port;
+  info.lid = pattr.lid;
+  info.active_mtu = MtuBytes(pattr.active_mtu);
+  info.max_msg_size = pattr.max_msg_sz;
+  info.ethernet = pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
+  info.num_comp_vectors = std::max(1, ctx->num_comp_vectors);
+  info.gid_table = GidTableOf(lib, ctx, name, port, pattr);
+  GidEntry chosen;
+  if (options.gid_index >= 0) {
+    auto it = std::find_if(info.gid_table.begin(), info.gid_table.end(),
+                           [&](const GidEntry& e) { return e.index == options.gid_index; });
+    if (it == info.gid_table.end()) {
+      return Status::NotFound("no GID at index " + std::to_string(options.gid_index));
+    }
+    chosen = *it;
+  } else {
+    RRPC_ASSIGN_OR_RETURN(chosen, ChooseGid(info.gid_table, Sockaddr()));
+  }
+  info.gid = chosen.gid;
+  info.gid_index = chosen.index;
+  info.gid_type = chosen.type;
+  return info;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& options) {
   const Library* lib = ibv::Load();
   if (lib == nullptr) return Status::NotFound("libibverbs.so.1 not found");
@@ -559,64 +592,40 @@ Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& optio
     if (list) lib->free_device_list(list);
     return Status::NotFound("no RDMA device");
   }
-  ibv_device* dev = nullptr;
+  // Every device (or the one named) and on it every port (or the one given): the first ACTIVE
+  // port with a usable GID wins. What the others said goes into the error.
+  std::string tried;
   for (int i = 0; i < n; ++i) {
-    if (options.device.empty() || options.device == lib->get_device_name(list[i])) {
-      dev = list[i];
-      break;
+    const std::string name = lib->get_device_name(list[i]);
+    if (!options.device.empty() && options.device != name) continue;
+    ibv_context* ctx = lib->open_device(list[i]);
+    if (ctx == nullptr) {
+      tried += name + ": cannot open (" + strerror(errno) + "); ";
+      continue;
     }
-  }
-  if (dev == nullptr) {
-    lib->free_device_list(list);
-    return Status::NotFound("no RDMA device named", options.device);
-  }
-  std::string name = lib->get_device_name(dev);
-  ibv_context* ctx = lib->open_device(dev);
-  lib->free_device_list(list);
-  if (ctx == nullptr) return Errno("ibv_open_device", errno);
-  ibv_device_attr dattr{};
-  ibv_port_attr pattr{};
-  int port = options.port;
-  if (lib->query_device(ctx, &dattr) == 0) {
-    for (int p = 1; p <= dattr.phys_port_cnt && port == 0; ++p) {
-      memset(&pattr, 0, sizeof(pattr));
-      if (lib->query_port(ctx, static_cast<uint8_t>(p), &pattr) == 0 &&
-          pattr.state == IBV_PORT_ACTIVE) {
-        port = p;
+    ibv_device_attr dattr{};
+    const int ports = lib->query_device(ctx, &dattr) == 0 ? dattr.phys_port_cnt : 0;
+    for (int port = 1; port <= ports; ++port) {
+      if (options.port != 0 && port != options.port) continue;
+      ibv_port_attr pattr{};
+      if (lib->query_port(ctx, static_cast<uint8_t>(port), &pattr) != 0 ||
+          pattr.state != IBV_PORT_ACTIVE) {
+        tried += name + " port " + std::to_string(port) + ": not active; ";
+        continue;
       }
+      Result<PortInfo> info = PortInfoOf(lib, ctx, name, port, pattr, options);
+      if (!info.ok()) {
+        tried += name + " port " + std::to_string(port) + ": " + info.status().ToString() + "; ";
+        continue;
+      }
+      lib->free_device_list(list);
+      return std::unique_ptr<Context>(new IbvContext(lib, ctx, name, *info));
     }
-  }
-  memset(&pattr, 0, sizeof(pattr));
-  if (port == 0 || lib->query_port(ctx, static_cast<uint8_t>(port), &pattr) != 0 ||
-      pattr.state != IBV_PORT_ACTIVE) {
     lib->close_device(ctx);
-    return Status::NotFound("no active port on RDMA device", name);
   }
-  PortInfo info;
-  info.port = port;
-  info.lid = pattr.lid;
-  info.active_mtu = MtuBytes(pattr.active_mtu);
-  info.max_msg_size = pattr.max_msg_sz;
-  info.ethernet = pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
-  info.num_comp_vectors = std::max(1, ctx->num_comp_vectors);
-  info.gid_table = GidTableOf(lib, ctx, name, port, pattr);
-  Result<GidEntry> chosen =
-      Status::NotFound("no GID at index " + std::to_string(options.gid_index));
-  if (options.gid_index >= 0) {
-    for (const GidEntry& e : info.gid_table) {
-      if (e.index == options.gid_index) chosen = e;
-    }
-  } else {
-    chosen = ChooseGid(info.gid_table, Sockaddr());
-  }
-  if (!chosen.ok()) {
-    lib->close_device(ctx);
-    return Status::NotFound("no usable GID on RDMA device " + name, chosen.status().ToString());
-  }
-  info.gid = chosen->gid;
-  info.gid_index = chosen->index;
-  info.gid_type = chosen->type;
-  return std::unique_ptr<Context>(new IbvContext(lib, ctx, name, info));
+  lib->free_device_list(list);
+  if (tried.empty()) return Status::NotFound("no RDMA device named", options.device);
+  return Status::NotFound("no active RDMA port with a usable GID", tried);
 }
 
 }  // namespace rrpc::rdma
