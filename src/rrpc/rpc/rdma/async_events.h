@@ -5,12 +5,14 @@
 // (QpInitAttr::context), a device fatal to every connection of that device. The connection's
 // reactor is woken (ev_async) and fails the connection there. Port and GID events are not
 // used: a QP that loses its path fails on its own once its retries run out. (SRQ mode reads the
-// same fd in its SrqContext.)
+// same fd in its SrqContext.) A device fatal also marks the device failed for its owner.
 // Thread-safe: Register/Unregister from the connection's reactor, Drain from any reactor.
 #pragma once
 
 #include <ev.h>
 
+#include <atomic>
+#include <memory>
 #include <mutex>
 
 #include "rrpc/rpc/rdma/verbs.h"
@@ -33,6 +35,12 @@ class AsyncEventRouter {
   static void Unregister(const void* key);
   // Reads every event waiting on `ctx` and hands each to the connection it concerns.
   static void Drain(Context* ctx);
+  // The owner of a device (the factory) learns of its death here: `failed` is set when a device
+  // fatal event of `ctx` is read, by a private-RQ connection (Drain) or an SRQ context
+  // (DeviceFailed). Watched while the owner holds the device.
+  static void WatchDevice(const Context* ctx, std::shared_ptr<std::atomic<bool>> failed);
+  static void UnwatchDevice(const Context* ctx);
+  static void DeviceFailed(const Context* ctx);
 };
 
 }  // namespace rrpc::rdma

@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include "rrpc/rpc/rdma/async_events.h"
 #include "rrpc/rpc/rdma/memlock.h"
 #include "rrpc/rpc/rdma/rdma_upgrade.h"
 #include "rrpc/util/metrics/counter.h"
@@ -156,7 +157,10 @@ RdmaMetrics RdmaTransportFactory::metrics() const { return bound()->metrics; }
 
 void RdmaTransportFactory::CountUpgrade() { bound()->upgrades->Increment(); }
 
-RdmaTransportFactory::~RdmaTransportFactory() = default;
+RdmaTransportFactory::~RdmaTransportFactory() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (device_ != nullptr) AsyncEventRouter::UnwatchDevice(device_->context.get());
+}
 
 std::unique_ptr<rpc::Transport> RdmaTransportFactory::NewServerTransport(Socket accepted) {
   return tcp_.NewServerTransport(std::move(accepted));
@@ -269,6 +273,18 @@ std::string MemlockWarningFor(const RdmaOptions& o, uint64_t limit) {
 
 Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
   std::lock_guard<std::mutex> lock(mu_);
+  const bool private_rq = !options_.use_srq || options_.transport.busy_poll;
+  if (device_ != nullptr && private_rq && device_failed_->load(std::memory_order_acquire)) {
+    // Its connections failed already (each holds the device until it goes); new ones wait for
+    // a reopen. (SRQ mode keeps it: its reactors' contexts are bound to it.)
+    AsyncEventRouter::UnwatchDevice(device_->context.get());
+    device_.reset();
+    device_error_ = Status::NetworkError("the RDMA device reported a fatal error");
+    retry_at_ = MonoTime::Now() + retry_backoff_;
+    LOG(WARNING) << "RDMA: " << device_error_.ToString() << "; connections stay on TCP, "
+                 << "reopening in " << retry_backoff_.ToString();
+    retry_backoff_ = std::min(retry_backoff_ + retry_backoff_, kMaxRetry);
+  }
   if (device_ == nullptr && MonoTime::Now() >= retry_at_) {
     auto dev = std::make_shared<RdmaDevice>();
     if (failing_opens_ > 0) {
@@ -306,6 +322,9 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
       retry_backoff_ = std::min(retry_backoff_ + retry_backoff_, kMaxRetry);
     }
     if (device_ != nullptr) {
+      retry_backoff_ = kFirstRetry;
+      device_failed_ = std::make_shared<std::atomic<bool>>(false);
+      AsyncEventRouter::WatchDevice(device_->context.get(), device_failed_);
       LOG(INFO) << "RDMA device " << device_->context->device_name() << " opened ("
                 << (options_.backend == RdmaBackend::kSoft ? "software backend" : "libibverbs")
                 << ")";

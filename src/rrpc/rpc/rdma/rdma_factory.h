@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -65,7 +66,8 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
 
   const RdmaOptions& options() const { return options_; }
   MetricRegistry* metric_registry() const;
-  // The device, opened on first call; an error when it can't be, remembered until the next try:
+  // The device, opened on first call; an error when it can't be, remembered until the next try
+  // (a device that reported a fatal error, in private-RQ mode, counts as one that failed):
   // kFirstRetry after the first failure, doubling up to kMaxRetry (a NIC whose driver loads
   // late, a port that comes up): connections meanwhile stay on TCP (no_device).
   Result<std::shared_ptr<RdmaDevice>> Device();
@@ -124,6 +126,9 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   Status device_error_;  // guarded by mu_
   // Peers whose path probe failed, until when their connections stay on TCP. Guarded by mu_.
   std::map<std::string, MonoTime> dead_paths_;
+  // Set (by AsyncEventRouter) when the device reports itself dead: private-RQ mode then drops it
+  // on the next Device() call and reopens after a backoff. Guarded by mu_ (the pointer).
+  std::shared_ptr<std::atomic<bool>> device_failed_;
   // A failed open: when to try again, and the wait after the next failure. Guarded by mu_.
   MonoTime retry_at_;
   MonoDelta retry_backoff_ = kFirstRetry;

@@ -370,8 +370,9 @@ TEST_F(RdmaTransportTest, AProbedPathUpgradesInPrivateAndSrqMode) {
 
 // Finding 5 of issue 27, private receive queues: a dead device completes nothing, so only its
 // async event tells. Before, a private-RQ connection read no async events and stayed open
-// (here, where the soft device still works, forever); now the event fails the connection at
-// once on both sides, and the next call reconnects.
+// (here, where the soft device still works, forever), and the factory kept using the device.
+// Now the event fails the connection at once on both sides; the server's factory drops the
+// device, so the next connection stays on TCP (no_device), and reopens it after its backoff.
 TEST_F(RdmaTransportTest, ADeviceFatalEventClosesPrivateRqConnectionsAtOnce) {
   Start(SmallRdma(), SmallRdma());
   ASSERT_TRUE(Echo("before").ok());
@@ -380,6 +381,18 @@ TEST_F(RdmaTransportTest, ADeviceFatalEventClosesPrivateRqConnectionsAtOnce) {
   EXPECT_TRUE(WaitForCondition([&] { return server_->DumpConnections().empty(); }));
   EXPECT_TRUE(WaitForCondition([&] { return client_->DumpConnections().empty(); }));
   ASSERT_TRUE(Echo("after").ok());
+  EXPECT_EQ(ClientTransport(), "tcp");
+  EXPECT_EQ(server_factory_->fallbacks(FallbackReason::kNoDevice), 1u);
+  MessengerOptions co;
+  co.transport_factory = client_factory_;
+  EXPECT_TRUE(WaitForCondition([&] {  // a fresh connection now and then, until one upgrades
+    client_->Shutdown();
+    StartClient(co);
+    if (!Echo("reopened").ok()) return false;
+    if (ClientTransport() == "rdma") return true;
+    SleepFor(MonoDelta::FromMilliseconds(100));  // pacing only
+    return false;
+  }));
 }
 
 // Finding 3 of issue 27: both ends of a RoCE connection must use GIDs of one type (a v2 QP
