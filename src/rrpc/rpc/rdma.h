@@ -142,14 +142,15 @@ struct RdmaOptions {
   SrqOptions srq;
   RdmaTransportOptions transport;
   // The path probe (docs/rdma.md, "The path probe"), a client option (a server answers the
-  // probes clients ask for): before following the server to RDMA, the client sends one message of a
-  // path MTU over a throwaway queue pair and waits up to `probe_timeout` for its acknowledgement.
-  // When it fails the connection closes (its calls may be retried) and connections to that server
-  // stay on TCP (fallback reason "path") for `dead_path_memory`. Off (the default for now: the
-  // client's reactor waits out each probe, which slows connection storms; docs/rdma.md):
-  // connections upgrade without proof that the path carries packets.
-  bool probe_path = false;
-  MonoDelta probe_timeout = MonoDelta::FromSeconds(5);
+  // probes clients ask for): before following the server to RDMA, the client sends one message
+  // of a path MTU over a throwaway queue pair and waits up to `probe_timeout` for its
+  // acknowledgement (its reactor waits: one round trip on a working path); the server moves
+  // only once the client confirms. When the probe fails that connection stays on TCP, and so do
+  // connections to that server (fallback reason "path") for `dead_path_memory`. false:
+  // connections upgrade without proof that the path carries packets, and a dead path fails
+  // each of them once its QP's retries run out.
+  bool probe_path = true;
+  MonoDelta probe_timeout = MonoDelta::FromSeconds(1);
   MonoDelta dead_path_memory = MonoDelta::FromSeconds(600);
   // Where the RDMA metrics go; nullptr: the registry of the messenger using the factory (its
   // /metrics; the latest messenger made, when several share the factory), or, for a factory not

@@ -238,6 +238,16 @@ Status ServerNegotiation::Authenticate(const NegotiatePB& request) {
 }
 
 Result<bool> ServerNegotiation::OnFrame(Slice frame) {
+  if (awaiting_confirmation_ != nullptr) {  // the client's confirmation of the upgrade
+    Slice confirmation;
+    Status s = ParseBootstrapFrame(frame, /*from_server=*/false, &confirmation);
+    std::unique_ptr<TransportUpgrade> upgrade = std::move(awaiting_confirmation_);
+    if (s.ok()) s = upgrade->Confirm(confirmation);
+    // The reply has gone: a bad confirmation closes the connection without another.
+    if (!s.ok()) return s;
+    if (upgrade->agreed()) peer_.upgrade = std::move(upgrade);
+    return true;
+  }
   if (awaiting_offer_ != nullptr) {  // the client's bootstrap frame, right behind its request
     Slice offer;
     Status s = ParseBootstrapFrame(frame, /*from_server=*/false, &offer);
@@ -246,8 +256,7 @@ Result<bool> ServerNegotiation::OnFrame(Slice frame) {
       return s;
     }
     std::unique_ptr<NegotiatePB> request = std::move(awaiting_offer_);
-    Reply(*request, &offer);
-    return true;
+    return Reply(*request, &offer);
   }
   auto request = std::make_unique<NegotiatePB>();
   Status s = ParseClientNegotiation(frame, request.get());
@@ -269,20 +278,24 @@ Result<bool> ServerNegotiation::OnFrame(Slice frame) {
     awaiting_offer_ = std::move(request);
     return false;
   }
-  Reply(*request, nullptr);
-  return true;
+  return Reply(*request, nullptr);
 }
 
-void ServerNegotiation::Reply(const NegotiatePB& request, const Slice* offer) {
+bool ServerNegotiation::Reply(const NegotiatePB& request, const Slice* offer) {
   // A server without an upgrade still reads the client's offer, and declines it by leaving the
   // feature out of its reply: the client then stays on TCP too.
   std::unique_ptr<TransportUpgrade> upgrade = offer ? host_->NewTransportUpgrade() : nullptr;
   host_->SendConnectionBytes(
       BuildServerReply(request, Status::OK(), {}, &peer_, upgrade != nullptr));
-  if (upgrade == nullptr) return;
+  if (upgrade == nullptr) return true;
   std::string answer = upgrade->Answer(*offer);
   host_->SendConnectionBytes(BuildBootstrapFrame(answer, /*from_server=*/true));
+  if (upgrade->AwaitsConfirmation()) {
+    awaiting_confirmation_ = std::move(upgrade);
+    return false;
+  }
   if (upgrade->agreed()) peer_.upgrade = std::move(upgrade);
+  return true;
 }
 
 void ServerNegotiation::Refuse(const Status& error, ErrorStatusPB::RpcErrorCodePB code) {
@@ -310,6 +323,12 @@ Result<bool> ClientNegotiation::OnFrame(Slice frame) {
     RRPC_RETURN_NOT_OK(ParseBootstrapFrame(frame, /*from_server=*/true, &answer));
     awaiting_answer_ = false;
     RRPC_RETURN_NOT_OK(upgrade_->Accept(answer));
+    const std::string confirmation = upgrade_->Confirmation();
+    if (!confirmation.empty()) {
+      // Written before the connection opens: it leaves over TCP ahead of anything the upgraded
+      // transport sends.
+      host_->SendConnectionBytes(BuildBootstrapFrame(confirmation, /*from_server=*/false));
+    }
     if (upgrade_->agreed()) peer_.upgrade = std::move(upgrade_);
     upgrade_.reset();
     return true;

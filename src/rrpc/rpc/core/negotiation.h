@@ -78,8 +78,9 @@ class ServerNegotiation {
   NegotiatedPeer& peer() { return peer_; }
 
  private:
-  // Sends the reply (and the upgrade's answer to `offer`, when the client made one).
-  void Reply(const NegotiatePB& request, const Slice* offer);
+  // Sends the reply (and the upgrade's answer to `offer`, when the client made one). true when
+  // negotiation is done; false when the upgrade awaits the client's confirmation.
+  bool Reply(const NegotiatePB& request, const Slice* offer);
   // Answers with an ErrorStatusPB carrying `code` and `error`'s message.
   void Refuse(const Status& error, ErrorStatusPB::RpcErrorCodePB code);
   // Who the client is, from its certificate or token; an error (refused already) when it does
@@ -92,6 +93,8 @@ class ServerNegotiation {
   NegotiatedPeer peer_;
   // The request, kept while the client's bootstrap frame is still to come.
   std::unique_ptr<NegotiatePB> awaiting_offer_;
+  // The upgrade, kept while the client's confirmation (a third bootstrap frame) is to come.
+  std::unique_ptr<TransportUpgrade> awaiting_confirmation_;
 };
 
 // Client side: sends the preamble and the request, then reads the server's reply.

@@ -22,13 +22,14 @@ TEST(BootstrapTest, EncodesVersionOneExactlyAsDocumented) {
   m.send_queue_depth = 65;
   m.inline_cap = 236;
   m.nonce = 0x1122334455667788ull;
+  m.gid_type = GidType::kRoceV2;
   std::string b = EncodeBootstrap(m);
   ASSERT_EQ(b.size(), 64u);
   // clang-format off
   const uint8_t expect[64] = {
       1, 2, 0, 0,                                      // version, flags (SRQ), reason
       0x00, 0x01, 0x02, 0x03,                          // QP number
-      0x04, 0x05, 1, 0,                                // LID, backend (soft), reserved
+      0x04, 0x05, 1, 2,                                // LID, backend (soft), GID type
       0xA0, 0xA1, 0xA2, 0xA3, 0xA4, 0xA5, 0xA6, 0xA7,  // GID
       0xA8, 0xA9, 0xAA, 0xAB, 0xAC, 0xAD, 0xAE, 0xAF,  //
       0x00, 0xAB, 0xCD, 0xEF,                          // PSN
@@ -49,6 +50,7 @@ TEST(BootstrapTest, EncodesVersionOneExactlyAsDocumented) {
   EXPECT_TRUE(d.srq);
   EXPECT_FALSE(d.fallback);
   EXPECT_EQ(d.inline_cap, 236u);
+  EXPECT_EQ(d.gid_type, GidType::kRoceV2);
 }
 
 TEST(BootstrapTest, FallbackCarriesItsReason) {
@@ -75,8 +77,8 @@ TEST(BootstrapTest, RefusesBitsVersionOneDoesNotDefine) {
   BootstrapMessage d;
   ASSERT_TRUE(DecodeBootstrap(Slice(good), &d).ok());
   EXPECT_TRUE(DecodeBootstrap(Slice(good + "x"), &d).IsCorruption());  // longer than 64
-  // {offset, value}: an unknown flag, reason 9, backend 2, the reserved byte.
-  const std::pair<size_t, uint8_t> bad[] = {{1, 4}, {1, 0x80}, {3, 9}, {2, 1}, {10, 2}, {11, 1}};
+  // {offset, value}: an unknown flag, reason 10, backend 2, GID type 3.
+  const std::pair<size_t, uint8_t> bad[] = {{1, 4}, {1, 0x80}, {3, 10}, {2, 1}, {10, 2}, {11, 3}};
   for (const auto& [offset, value] : bad) {
     std::string b = good;
     b[offset] = static_cast<char>(value);
@@ -92,8 +94,9 @@ TEST(BootstrapTest, EveryAcceptedMessageEncodesBackToItsBytes) {
   BootstrapMessage m;
   m.fallback = true;
   m.srq = true;
-  m.reason = FallbackReason::kPath;
+  m.reason = FallbackReason::kGidType;
   m.backend = BootstrapBackend::kVerbs;
+  m.gid_type = GidType::kRoceV1;
   m.probe_qp = 0xfedcba98;
   m.qp.psn = 0xffffffff;
   m.nonce = ~0ull;

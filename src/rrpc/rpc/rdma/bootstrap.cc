@@ -46,6 +46,8 @@ const char* FallbackReasonName(FallbackReason reason) {
       return "connect";
     case FallbackReason::kPath:
       return "path";
+    case FallbackReason::kGidType:
+      return "gid_type";
   }
   return "unknown";
 }
@@ -58,7 +60,7 @@ std::string EncodeBootstrap(const BootstrapMessage& m) {
   Put32(b + 4, m.qp.qp_num);
   Put16(b + 8, m.qp.lid);
   b[10] = static_cast<uint8_t>(m.backend);
-  b[11] = 0;
+  b[11] = static_cast<uint8_t>(m.gid_type);
   memcpy(b + 12, m.qp.gid.data(), 16);
   Put32(b + 28, m.qp.psn);
   Put32(b + 32, m.path_mtu);
@@ -86,7 +88,7 @@ Status DecodeBootstrap(Slice bytes, BootstrapMessage* m) {
   if ((b[1] & ~(kFlagFallback | kFlagSrq)) != 0) {
     return Status::Corruption("RDMA bootstrap message with unknown flags " + std::to_string(b[1]));
   }
-  if (Get16(b + 2) > static_cast<uint16_t>(FallbackReason::kPath)) {
+  if (Get16(b + 2) > static_cast<uint16_t>(FallbackReason::kGidType)) {
     return Status::Corruption("RDMA bootstrap message with unknown fallback reason " +
                               std::to_string(Get16(b + 2)));
   }
@@ -94,8 +96,9 @@ Status DecodeBootstrap(Slice bytes, BootstrapMessage* m) {
     return Status::Corruption("RDMA bootstrap message with unknown backend " +
                               std::to_string(b[10]));
   }
-  if (b[11] != 0) {
-    return Status::Corruption("RDMA bootstrap message with reserved bytes set");
+  if (b[11] > static_cast<uint8_t>(GidType::kRoceV2)) {
+    return Status::Corruption("RDMA bootstrap message with unknown GID type " +
+                              std::to_string(b[11]));
   }
   m->version = b[0];
   m->fallback = (b[1] & kFlagFallback) != 0;
@@ -104,6 +107,7 @@ Status DecodeBootstrap(Slice bytes, BootstrapMessage* m) {
   m->qp.qp_num = Get32(b + 4);
   m->qp.lid = Get16(b + 8);
   m->backend = static_cast<BootstrapBackend>(b[10]);
+  m->gid_type = static_cast<GidType>(b[11]);
   memcpy(m->qp.gid.data(), b + 12, 16);
   m->qp.psn = Get32(b + 28);
   m->path_mtu = Get32(b + 32);

@@ -28,6 +28,7 @@ enum class FallbackReason : uint16_t {
   kNonce = 6,         // the answer is not for this connection's offer
   kConnect = 7,       // moving the queue pair to RTR/RTS failed
   kPath = 8,          // the path probe's message did not cross (path_probe.h); remembered per peer
+  kGidType = 9,       // the GIDs are of different types (RoCE v1 and v2): no frame would cross
 };
 const char* FallbackReasonName(FallbackReason reason);
 
@@ -39,10 +40,11 @@ struct BootstrapMessage {
   bool srq = false;       // receives come from a shared receive queue (issue 13)
   FallbackReason reason = FallbackReason::kNone;
   BootstrapBackend backend = BootstrapBackend::kSoft;
-  QpAddress qp;              // qp_num, lid, gid, psn
-  uint32_t path_mtu = 0;     // bytes
-  uint32_t buffer_size = 0;  // bytes of each receive buffer: the largest message it takes
-  uint32_t credits = 0;      // receive buffers posted for the peer: its initial credits
+  QpAddress qp;                     // qp_num, lid, gid, psn
+  GidType gid_type = GidType::kIb;  // of qp.gid
+  uint32_t path_mtu = 0;            // bytes
+  uint32_t buffer_size = 0;         // bytes of each receive buffer: the largest message it takes
+  uint32_t credits = 0;             // receive buffers posted for the peer: its initial credits
   uint32_t send_queue_depth = 0;
   uint32_t inline_cap = 0;  // the inline cap this side's device granted
   uint64_t nonce = 0;       // client: fresh per connection; server: echoes the client's
@@ -54,7 +56,7 @@ struct BootstrapMessage {
 std::string EncodeBootstrap(const BootstrapMessage& m);
 // NotSupported for another version; Corruption for a version-1 message that is not exactly 64
 // bytes or sets a bit version 1 does not define (unknown flag, reason or backend, a reserved
-// byte). What it accepts, EncodeBootstrap gives back byte for byte.
+// byte, a GID type above 2). What it accepts, EncodeBootstrap gives back byte for byte.
 Status DecodeBootstrap(Slice bytes, BootstrapMessage* m);
 
 }  // namespace rrpc::rdma

@@ -95,7 +95,8 @@ RdmaCheckResult RunRdmaCheck(const RdmaOptions& options) {
   }
   const PortInfo& port = ctx->port();
   r.report += "using " + ctx->device_name() + " port " + std::to_string(port.port) + " gid index " +
-              std::to_string(port.gid_index) + ", MTU " + std::to_string(port.active_mtu) + "\n";
+              std::to_string(port.gid_index) + " (" + GidTypeName(port.gid_type) + "), MTU " +
+              std::to_string(port.active_mtu) + "\n";
   MonoDelta took;
   Status s = Loopback(ctx.get(), &took);
   if (!s.ok()) {

@@ -26,6 +26,8 @@ Result<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::Create(Context* ctx, Protect
   // Every completion must fit: one per posted receive and one per send the QP lets us post (the
   // transport fills the send queue the device granted, which may be deeper than asked: mlx5
   // rounds up). The CQ is sized for the request first; if the grant is deeper, made again.
+  // Its async events (a fatal or access error) go to the connection (async_events.h).
+  attr.context = ep.get();
   auto entries = [&o](const QpCaps& granted) {
     return static_cast<int>(o.receive_buffers + granted.max_send_wr + 1);
   };

@@ -43,6 +43,7 @@ class RdmaEndpoint {
 
   const EndpointOptions& options() const { return options_; }
   const PortInfo& port() const { return ctx_->port(); }
+  Context* context() const { return ctx_; }
   uint32_t inline_cap() const { return qp_->caps().max_inline_data; }
   uint32_t send_queue_depth() const { return qp_->caps().max_send_wr; }
 

@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include "rrpc/rpc/rdma/async_events.h"
 #include "rrpc/rpc/rdma/memlock.h"
 #include "rrpc/rpc/rdma/rdma_upgrade.h"
 #include "rrpc/util/metrics/counter.h"
@@ -173,7 +174,10 @@ RdmaMetrics RdmaTransportFactory::metrics() const { return bound()->metrics; }
 
 void RdmaTransportFactory::CountUpgrade() { bound()->upgrades->Increment(); }
 
-RdmaTransportFactory::~RdmaTransportFactory() = default;
+RdmaTransportFactory::~RdmaTransportFactory() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (device_ != nullptr) AsyncEventRouter::UnwatchDevice(device_->context.get());
+}
 
 std::unique_ptr<rpc::Transport> RdmaTransportFactory::NewServerTransport(Socket accepted) {
   return tcp()->NewServerTransport(std::move(accepted));
@@ -219,21 +223,6 @@ bool RdmaTransportFactory::PathKnownDead(const Sockaddr& peer) {
   if (it->second > MonoTime::Now()) return true;
   dead_paths_.erase(it);  // forgotten: the next connection probes again
   return false;
-}
-
-void RdmaTransportFactory::KeepServerProbe(std::unique_ptr<PathProbe> probe) {
-  const MonoTime now = MonoTime::Now();
-  std::deque<std::pair<MonoTime, std::unique_ptr<PathProbe>>> done;  // destroyed unlocked
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    while (!kept_probes_.empty() &&
-           (kept_probes_.front().first <= now || kept_probes_.size() >= kMaxKeptProbes)) {
-      done.push_back(std::move(kept_probes_.front()));
-      kept_probes_.pop_front();
-    }
-    kept_probes_.emplace_back(now + options_.probe_timeout + options_.probe_timeout,
-                              std::move(probe));
-  }
 }
 
 Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
@@ -301,10 +290,24 @@ std::string MemlockWarningFor(const RdmaOptions& o, uint64_t limit) {
 
 Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!device_tried_) {
-    device_tried_ = true;
+  const bool private_rq = !options_.use_srq || options_.transport.busy_poll;
+  if (device_ != nullptr && private_rq && device_failed_->load(std::memory_order_acquire)) {
+    // Its connections failed already (each holds the device until it goes); new ones wait for
+    // a reopen. (SRQ mode keeps it: its reactors' contexts are bound to it.)
+    AsyncEventRouter::UnwatchDevice(device_->context.get());
+    device_.reset();
+    device_error_ = Status::NetworkError("the RDMA device reported a fatal error");
+    retry_at_ = MonoTime::Now() + retry_backoff_;
+    LOG(WARNING) << "RDMA: " << device_error_.ToString() << "; connections stay on TCP, "
+                 << "reopening in " << retry_backoff_.ToString();
+    retry_backoff_ = std::min(retry_backoff_ + retry_backoff_, kMaxRetry);
+  }
+  if (device_ == nullptr && MonoTime::Now() >= retry_at_) {
     auto dev = std::make_shared<RdmaDevice>();
-    if (options_.backend == RdmaBackend::kSoft) {
+    if (failing_opens_ > 0) {
+      --failing_opens_;
+      device_error_ = Status::NotFound("no RDMA device (fault injected)");
+    } else if (options_.backend == RdmaBackend::kSoft) {
       Result<std::unique_ptr<SoftDevice>> soft = OpenSoftDevice(options_.soft);
       if (soft.ok()) {
         dev->soft = soft->get();
@@ -329,7 +332,16 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
         device_error_ = pd.status();
       }
     }
+    if (device_ == nullptr) {
+      retry_at_ = MonoTime::Now() + retry_backoff_;
+      LOG(WARNING) << "RDMA: no device (" << device_error_.ToString()
+                   << "); connections stay on TCP, next try in " << retry_backoff_.ToString();
+      retry_backoff_ = std::min(retry_backoff_ + retry_backoff_, kMaxRetry);
+    }
     if (device_ != nullptr) {
+      retry_backoff_ = kFirstRetry;
+      device_failed_ = std::make_shared<std::atomic<bool>>(false);
+      AsyncEventRouter::WatchDevice(device_->context.get(), device_failed_);
       LOG(INFO) << "RDMA device " << device_->context->device_name() << " opened ("
                 << (options_.backend == RdmaBackend::kSoft ? "software backend" : "libibverbs")
                 << ")";
@@ -339,6 +351,11 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
   }
   if (device_ == nullptr) return device_error_;
   return device_;
+}
+
+void RdmaTransportFactory::FailDeviceOpens(int n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  failing_opens_ = n;
 }
 
 void RdmaTransportFactory::CountFallback(FallbackReason reason, const Status& detail) {

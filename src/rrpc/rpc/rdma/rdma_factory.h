@@ -10,7 +10,7 @@
 #pragma once
 
 #include <array>
-#include <deque>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,7 +21,6 @@
 
 #include "rrpc/rpc/rdma.h"
 #include "rrpc/rpc/rdma/bootstrap.h"
-#include "rrpc/rpc/rdma/path_probe.h"
 #include "rrpc/rpc/rdma/rdma_endpoint.h"
 #include "rrpc/rpc/rdma/rdma_transport.h"
 #include "rrpc/rpc/rdma/soft_device.h"
@@ -71,8 +70,15 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
 
   const RdmaOptions& options() const { return options_; }
   MetricRegistry* metric_registry() const;
-  // The device, opened on first call; an error (remembered) when it can't be.
+  // The device, opened on first call; an error when it can't be, remembered until the next try
+  // (a device that reported a fatal error, in private-RQ mode, counts as one that failed):
+  // kFirstRetry after the first failure, doubling up to kMaxRetry (a NIC whose driver loads
+  // late, a port that comes up): connections meanwhile stay on TCP (no_device).
   Result<std::shared_ptr<RdmaDevice>> Device();
+  static constexpr MonoDelta kFirstRetry = MonoDelta::FromSeconds(1);
+  static constexpr MonoDelta kMaxRetry = MonoDelta::FromSeconds(64);
+  // Fault hook, for tests: the next `n` device opens fail (as if no device were there).
+  void FailDeviceOpens(int n);
   // Counts and logs (the first of each reason, then every 1000th) a connection staying on TCP.
   void CountFallback(FallbackReason reason, const Status& detail);
   uint64_t fallbacks(FallbackReason reason) const;
@@ -82,11 +88,6 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   // options().dead_path_memory. Any thread.
   void RememberDeadPath(const Sockaddr& peer);
   bool PathKnownDead(const Sockaddr& peer);
-  // Server: keeps `probe` (connected, its receive posted) until the client's message has surely
-  // come or gone: twice options().probe_timeout, at most kMaxKeptProbes at once (the oldest go
-  // first). Any thread.
-  void KeepServerProbe(std::unique_ptr<PathProbe> probe);
-  static constexpr size_t kMaxKeptProbes = 1024;
   static constexpr size_t kMaxDeadPaths = 4096;
   RdmaMetrics metrics() const;
   // SRQ mode: the calling reactor thread's context, made on first use.
@@ -112,7 +113,7 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   struct BoundMetrics {
     MetricRegistry* registry = nullptr;
     std::vector<scoped_refptr<MetricEntity>> entities;
-    std::array<Counter*, 9> fallbacks{};  // by FallbackReason
+    std::array<Counter*, 10> fallbacks{};  // by FallbackReason
     Counter* upgrades = nullptr;
     RdmaMetrics metrics;
   };
@@ -130,9 +131,13 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   Status device_error_;  // guarded by mu_
   // Peers whose path probe failed, until when their connections stay on TCP. Guarded by mu_.
   std::map<std::string, MonoTime> dead_paths_;
-  // Server probes kept, oldest first, with when they may go. Guarded by mu_.
-  std::deque<std::pair<MonoTime, std::unique_ptr<PathProbe>>> kept_probes_;
-  bool device_tried_ = false;  // guarded by mu_
+  // Set (by AsyncEventRouter) when the device reports itself dead: private-RQ mode then drops it
+  // on the next Device() call and reopens after a backoff. Guarded by mu_ (the pointer).
+  std::shared_ptr<std::atomic<bool>> device_failed_;
+  // A failed open: when to try again, and the wait after the next failure. Guarded by mu_.
+  MonoTime retry_at_;
+  MonoDelta retry_backoff_ = kFirstRetry;
+  int failing_opens_ = 0;  // guarded by mu_
 };
 
 }  // namespace rrpc::rdma

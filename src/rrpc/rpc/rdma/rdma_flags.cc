@@ -45,10 +45,13 @@ DEFINE_int32(rdma_traffic_class, 0,
 DEFINE_int32(rdma_service_level, 0,
              "Service level of the RDMA queue pairs (0..15; on RoCE the priority frames are "
              "tagged with)");
-DEFINE_bool(rdma_probe_path, false,
+DEFINE_bool(rdma_probe_path, true,
             "Before a client follows the server to RDMA, send one message over a throwaway queue "
-            "pair and wait for its acknowledgement; a server whose probe failed is reached over "
-            "TCP for 10 minutes (fallback reason path)");
+            "pair and wait (up to 1 s, on the reactor) for its acknowledgement; when it fails the "
+            "connection stays on TCP, and so do connections to that server for 10 minutes "
+            "(fallback reason path). Costs one round trip per connection set-up (about 0.1 ms "
+            "on the software backend); false: upgrade without proof that the path carries "
+            "packets");
 DEFINE_bool(rdma_busy_poll, false,
             "Poll the completion queue every reactor loop iteration instead of sleeping on the "
             "completion channel: lower latency, one core busy per reactor");

@@ -58,6 +58,18 @@ void RdmaTransport::Start(struct ev_loop* loop, rpc::TransportHost* host) {
     ev_idle_start(loop_, &idle_watcher_);  // one look at grants and writability, from the loop
     return;
   }
+  // A fatal QP or device error reaches us as an async event, not always as a completion (a dead
+  // device completes nothing): the connection then fails at once, its calls retriable.
+  async_target_.ctx = ep_->context();
+  async_target_.loop = loop_;
+  async_target_.wake = &async_wake_;
+  ev_async_init(&async_wake_, &RdmaTransport::OnAsyncWake);
+  async_wake_.data = this;
+  ev_async_start(loop_, &async_wake_);
+  ev_io_init(&async_watcher_, &RdmaTransport::OnAsyncReadable, ep_->context()->async_fd(), EV_READ);
+  async_watcher_.data = this;
+  ev_io_start(loop_, &async_watcher_);
+  AsyncEventRouter::Register(ep_.get(), &async_target_);
   ev_io_init(&channel_watcher_, &RdmaTransport::OnChannelReadable, ep_->channel()->fd(), EV_READ);
   channel_watcher_.data = this;
   ev_io_start(loop_, &channel_watcher_);
@@ -88,6 +100,22 @@ void RdmaTransport::OnIdle(struct ev_loop* loop, ev_idle* w, int) {
     return;
   }
   t->HandleCompletions();
+}
+
+void RdmaTransport::OnAsyncReadable(struct ev_loop*, ev_io* w, int) {
+  AsyncEventRouter::Drain(static_cast<RdmaTransport*>(w->data)->ep_->context());
+}
+
+void RdmaTransport::OnAsyncWake(struct ev_loop*, ev_async* w, int) {
+  auto* t = static_cast<RdmaTransport*>(w->data);
+  bool qp_failed, device_failed;
+  {
+    std::lock_guard<std::mutex> lock(t->async_target_.mu);
+    qp_failed = t->async_target_.qp_failed;
+    device_failed = t->async_target_.device_failed;
+  }
+  if (device_failed) return t->Fail(Status::NetworkError("RDMA device failed (async event)"));
+  if (qp_failed) t->Fail(Status::NetworkError("RDMA queue pair failed (async event)"));
 }
 
 void RdmaTransport::DeliverHeld() {
@@ -463,6 +491,11 @@ void RdmaTransport::Close() {
     ev_io_stop(loop_, &socket_watcher_);
     ev_idle_stop(loop_, &idle_watcher_);
     if (!srq_) {
+      AsyncEventRouter::Unregister(ep_.get());  // no wake-up is sent after this
+      ev_io_stop(loop_, &async_watcher_);
+      ev_async_stop(loop_, &async_wake_);
+      ev_clear_pending(loop_, &async_watcher_);
+      ev_clear_pending(loop_, &async_wake_);
       ev_io_stop(loop_, &channel_watcher_);
       // A fed event still pending for the watcher must not fire after it is gone.
       ev_clear_pending(loop_, &channel_watcher_);

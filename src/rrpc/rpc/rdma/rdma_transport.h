@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "rrpc/rpc/rdma.h"
+#include "rrpc/rpc/rdma/async_events.h"
 #include "rrpc/rpc/rdma/credit_window.h"
 #include "rrpc/rpc/rdma/rdma_endpoint.h"
 #include "rrpc/rpc/transport/frame_reader.h"
@@ -128,6 +129,9 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   static void OnChannelReadable(struct ev_loop* loop, ev_io* w, int revents);
   static void OnSocketReadable(struct ev_loop* loop, ev_io* w, int revents);
   static void OnIdle(struct ev_loop* loop, ev_idle* w, int revents);
+  // Private receive queue: the device's async events (async_events.h).
+  static void OnAsyncReadable(struct ev_loop* loop, ev_io* w, int revents);
+  static void OnAsyncWake(struct ev_loop* loop, ev_async* w, int revents);
   void HandleCompletions();
   void HandleReceive(uint32_t index, uint32_t length);
   void HandleSocket();
@@ -200,6 +204,11 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   ev_io channel_watcher_;
   ev_io socket_watcher_;
   ev_idle idle_watcher_;
+  // Private receive queue: the device's async event fd, and the wake-up of whichever reactor
+  // read an event for this connection (async_events.h); registered from Start to Close.
+  ev_io async_watcher_;
+  ev_async async_wake_;
+  AsyncEventRouter::Target async_target_;
   bool started_ = false;
   bool closed_ = false;
   bool wants_writable_ = false;

@@ -80,6 +80,7 @@ BootstrapMessage RdmaUpgrade::LocalMessage() const {
   BootstrapMessage m;
   m.backend = BackendOf(factory_->options().backend);
   m.qp = endpoint_->address();
+  m.gid_type = endpoint_->port().gid_type;
   m.path_mtu = endpoint_->port().active_mtu;
   m.buffer_size = endpoint_->options().buffer_size;
   m.srq = srq_ != nullptr;
@@ -142,6 +143,15 @@ std::string RdmaUpgrade::Answer(Slice offer) {
     return Fallback(FallbackReason::kIncompatible,
                     Status::NotSupported("the client uses the other RDMA backend"));
   }
+  const GidType ours = device_->context->port().gid_type;
+  if (peer_.gid_type != ours) {
+    return Fallback(
+        FallbackReason::kGidType,
+        Status::NotSupported(std::string("the client's GID is ") + GidTypeName(peer_.gid_type) +
+                             ", ours " + GidTypeName(ours) +
+                             ": choose GIDs of one type on both sides "
+                             "(--rdma_gid_index, docs/rdma.md)"));
+  }
   if (peer_.buffer_size < kMinPeerBuffer || peer_.credits < 3) {
     return Fallback(FallbackReason::kIncompatible,
                     Status::InvalidArgument("client's receive buffers too small or too few"));
@@ -151,19 +161,44 @@ std::string RdmaUpgrade::Answer(Slice offer) {
   s = endpoint_->Connect(peer_.qp, peer_.path_mtu);
   if (!s.ok()) return Fallback(FallbackReason::kConnect, s);
   if (peer_.probe_qp != 0) {
-    // The client's probe (its option, whatever ours) sends to ours before it follows us: kept
-    // (its receive posted) by the factory for the client's wait.
+    // The client's probe (its option, whatever ours) sends to ours, then the client confirms:
+    // this side moves only then, and keeps its probe (its receive posted) until it does.
     Result<std::unique_ptr<PathProbe>> probe =
         PathProbe::Create(device_->context.get(), device_->pd.get(), /*receiver=*/true);
     if (!probe.ok()) return Fallback(FallbackReason::kResources, probe.status());
     probe_ = std::move(probe).value();
     s = probe_->Connect(endpoint_->ConnectParams(peer_.qp, peer_.path_mtu), peer_.probe_qp);
     if (!s.ok()) return Fallback(FallbackReason::kConnect, s);
+    awaits_confirmation_ = true;
+    return EncodeBootstrap(LocalMessage());
   }
   agreed_ = true;
-  std::string answer = EncodeBootstrap(LocalMessage());
-  if (probe_ != nullptr) factory_->KeepServerProbe(std::move(probe_));
-  return answer;
+  return EncodeBootstrap(LocalMessage());
+}
+
+Status RdmaUpgrade::Confirm(Slice confirmation) {
+  awaits_confirmation_ = false;
+  probe_.reset();  // the client's probe message came or is gone for good
+  BootstrapMessage m;
+  Status s = DecodeBootstrap(confirmation, &m);
+  if (s.ok() && m.nonce != nonce_) {
+    s = Status::Corruption("RDMA bootstrap confirmation carries another connection's nonce");
+  }
+  if (!s.ok()) {
+    factory_->CountFallback(FallbackReason::kBadMessage, s);
+    DropEndpoint();
+    return s.CloneAndPrepend("RDMA bootstrap confirmation");
+  }
+  if (m.fallback) {
+    // The client stays on TCP (its probe or its connect failed): so does this side.
+    factory_->CountFallback(
+        m.reason == FallbackReason::kNone ? FallbackReason::kDisabled : m.reason,
+        Status::NotSupported("the client stays on TCP"));
+    DropEndpoint();
+    return Status::OK();
+  }
+  agreed_ = true;
+  return Status::OK();
 }
 
 Status RdmaUpgrade::Accept(Slice answer) {
@@ -183,8 +218,11 @@ Status RdmaUpgrade::Accept(Slice answer) {
     // We offered a fallback; a server answering otherwise breaks the protocol.
     return Status::Corruption("RDMA bootstrap: the server upgrades after a fallback offer");
   }
-  // From here the server has moved to RDMA: anything that stops us following closes the
-  // connection instead of leaving it half-upgraded.
+  // A server that answered our probe waits for our confirmation: whatever stops us following
+  // after a well-formed answer keeps both sides on TCP. Otherwise the server has moved to RDMA,
+  // and anything that stops us following closes the connection instead of leaving it
+  // half-upgraded.
+  const bool confirm = s.ok() && peer_.nonce == nonce_ && probe_ != nullptr && peer_.probe_qp != 0;
   Status fail;
   if (!s.ok()) {
     fail = s;
@@ -193,17 +231,19 @@ Status RdmaUpgrade::Accept(Slice answer) {
   } else if (peer_.backend != BackendOf(factory_->options().backend) ||
              peer_.buffer_size < kMinPeerBuffer || peer_.credits < 3) {
     fail = Status::NotSupported("RDMA bootstrap answer with parameters this side can't use");
+    if (confirm) return StayOnTcp(FallbackReason::kIncompatible, fail);
+  } else if (peer_.gid_type != endpoint_->port().gid_type) {
+    fail = Status::NotSupported("RDMA bootstrap answer with a GID of another type");
+    if (confirm) return StayOnTcp(FallbackReason::kGidType, fail);
   } else {
     fail = endpoint_->Connect(peer_.qp, peer_.path_mtu);
+    if (!fail.ok() && confirm) return StayOnTcp(FallbackReason::kConnect, fail);
     if (fail.ok()) {
       fail = ProbePath();
       if (!fail.ok()) {
-        // The server moved on: this connection closes (its calls may be retried); the next
-        // ones to this server stay on TCP.
-        factory_->CountFallback(FallbackReason::kPath, fail);
+        // This connection and the next ones to this server stay on TCP.
         if (remote_.family() != 0) factory_->RememberDeadPath(remote_);
-        DropEndpoint();
-        return fail.CloneAndPrepend("RDMA bootstrap");
+        return StayOnTcp(FallbackReason::kPath, fail);
       }
     }
   }
@@ -215,7 +255,19 @@ Status RdmaUpgrade::Accept(Slice answer) {
     DropEndpoint();
     return fail.CloneAndPrepend("RDMA bootstrap");
   }
+  if (confirm) {
+    BootstrapMessage follow;
+    follow.backend = BackendOf(factory_->options().backend);
+    follow.nonce = nonce_;
+    confirmation_ = EncodeBootstrap(follow);
+  }
   agreed_ = true;
+  return Status::OK();
+}
+
+Status RdmaUpgrade::StayOnTcp(FallbackReason reason, const Status& detail) {
+  factory_->CountFallback(reason, detail);
+  confirmation_ = Fallback(reason, Status::OK());  // counted above; drops the endpoint
   return Status::OK();
 }
 

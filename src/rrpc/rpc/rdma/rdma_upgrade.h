@@ -1,9 +1,11 @@
 // RdmaUpgrade: one connection's side of the RDMA bootstrap (the TransportUpgrade of
 // transport.h). The client makes its endpoint and offers its address; the server checks the
 // offer, makes and connects its own endpoint and answers; the client checks the answer (its
-// nonce, the backend) and connects. Where either side can't or won't, both stay on TCP and the
-// reason is counted. The one case that can't fall back (the server moved on and the client
-// can't follow, e.g. a wrong nonce) closes the connection: never half-upgraded.
+// nonce, the backend) and connects. When the client offered a path probe, the server waits for
+// its confirmation (follow, or stay on TCP when the probe or the connect failed) before it
+// moves. Where either side can't or won't, both stay on TCP and the reason is counted. The one
+// case that can't fall back (the server moved on and the client can't follow, e.g. a wrong
+// nonce) closes the connection: never half-upgraded.
 // The connection's reactor thread.
 #pragma once
 
@@ -26,6 +28,9 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   std::string Offer() override;
   std::string Answer(Slice offer) override;
   Status Accept(Slice answer) override;
+  std::string Confirmation() override { return confirmation_; }
+  bool AwaitsConfirmation() const override { return awaits_confirmation_; }
+  Status Confirm(Slice confirmation) override;
   void PeerDeclined() override;
   bool agreed() const override { return agreed_; }
   Result<std::unique_ptr<rpc::Transport>> Upgrade(rpc::DetachedStream stream) override;
@@ -42,6 +47,9 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   void DropEndpoint();
   // Client, after connecting: the path probe's round trip (path_probe.h). OK without a probe.
   Status ProbePath();
+  // Client, when the server awaits a confirmation: the checks of its answer and the probe
+  // failed with `reason`; both sides stay on TCP.
+  Status StayOnTcp(FallbackReason reason, const Status& detail);
 
   RdmaTransportFactory* const factory_;
   const bool server_side_;
@@ -54,6 +62,10 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   BootstrapMessage peer_;
   uint64_t nonce_ = 0;
   bool agreed_ = false;
+  // Server: the client offered a probe, so its confirmation decides (docs/wire-format.md).
+  bool awaits_confirmation_ = false;
+  // Client: what Confirmation() returns (empty: the server awaits none).
+  std::string confirmation_;
 };
 
 }  // namespace rrpc::rdma

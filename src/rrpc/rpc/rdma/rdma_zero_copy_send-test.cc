@@ -227,7 +227,11 @@ TEST_F(RdmaZeroCopySendTest, TeardownWithZeroCopySendsInFlightReleasesEveryBlock
 // A send whose SGE names a wrong lkey is refused by the (strict) soft device: the connection
 // fails and the call with it, with a network error; nothing hangs.
 TEST_F(RdmaZeroCopySendTest, AWrongLkeyFailsTheConnectionLoudly) {
-  Start(Rdma(), Rdma());
+  // Without the path probe: its own send would meet the wrong lkey first and keep the connection
+  // on TCP (as it should), and this test is about the connection's sends.
+  RdmaOptions o = Rdma();
+  o.probe_path = false;
+  Start(o, o);
   ASSERT_TRUE(client_factory_->Device().ok());
   client_factory_->Device().value()->soft->CorruptSendLkeys(true);
   BlockRef block = PatternBlock(128 << 10, 4);

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "rrpc/rpc/rdma/gid_choice.h"
 #include "rrpc/rpc/rdma/memlock.h"
 #include "rrpc/rpc/rdma/soft_internal.h"
 
@@ -44,6 +45,23 @@ uint32_t RoundUpToPowerOfTwo(uint32_t n) {
   uint32_t p = 1;
   while (p < n) p <<= 1;
   return p;
+}
+
+// A device's link-local GID carries its pid and id where the magic GID has them (bytes 4..11)
+// in its interface identifier (bytes 8..15): the same device either way.
+Gid LinkLocalOf(const Gid& magic) {
+  Gid g{};
+  g[0] = 0xfe;
+  g[1] = 0x80;
+  memcpy(g.data() + 8, magic.data() + 4, 8);
+  return g;
+}
+
+Gid MagicOf(const Gid& link_local) {
+  Gid g{};
+  memcpy(g.data(), kGidMagic, 4);
+  memcpy(g.data() + 4, link_local.data() + 8, 8);
+  return g;
 }
 
 // The abstract UNIX socket address of the device a GID names: "\0rrpc-soft-<pid>-<id>".
@@ -147,7 +165,18 @@ class SoftPd final : public ProtectionDomain {
 
 SoftDeviceImpl::SoftDeviceImpl(const SoftDeviceOptions& options, int listen_fd, Gid gid)
     : options_(options), listen_fd_(listen_fd) {
-  port_.gid = gid;
+  // As an mlx5 RoCE port lists them: the IPv6 link-local entries first (v1, v2), then a v1/v2
+  // pair for the device's address (here its magic GID, routable to it from any process).
+  const Gid link_local = LinkLocalOf(gid);
+  port_.gid_table = {{0, link_local, GidType::kRoceV1},
+                     {1, link_local, GidType::kRoceV2},
+                     {2, gid, GidType::kRoceV1},
+                     {3, gid, GidType::kRoceV2}};
+  port_.ethernet = true;
+  const GidEntry chosen = ChooseGid(port_.gid_table, Sockaddr()).value();
+  port_.gid = chosen.gid;
+  port_.gid_index = chosen.index;
+  port_.gid_type = chosen.type;
   port_.lid = 0;
   port_.active_mtu = 4096;
   port_.max_msg_size = 1u << 30;
@@ -283,6 +312,17 @@ bool SoftDeviceImpl::ConnectParamsOf(uint32_t qp_num, QpConnectParams* params) {
   return it->second->connect_params(params);
 }
 
+Status SoftDeviceImpl::UseGidIndex(int index) {
+  for (const GidEntry& e : port_.gid_table) {
+    if (e.index != index) continue;
+    port_.gid = e.gid;
+    port_.gid_index = e.index;
+    port_.gid_type = e.type;
+    return Status::OK();
+  }
+  return Status::NotFound("no GID at index " + std::to_string(index));
+}
+
 void SoftDeviceImpl::DropAllPackets(bool on) {
   std::lock_guard<std::mutex> lock(mu);
   dropping_packets_ = on;
@@ -315,13 +355,14 @@ bool SoftDeviceImpl::ConsumeRegistrationFailure() {
 Result<Link*> SoftDeviceImpl::OutboundLink(const Gid& peer) {
   auto it = outbound_.find(peer);
   if (it != outbound_.end() && !it->second->dead) return it->second;
-  if (memcmp(peer.data(), kGidMagic, 4) != 0) {
+  const Gid route = GidIsLinkLocal(peer) ? MagicOf(peer) : peer;
+  if (memcmp(route.data(), kGidMagic, 4) != 0) {
     return Status::InvalidArgument("not a software-device GID");
   }
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::FromErrno("soft device: socket", errno);
   socklen_t len;
-  sockaddr_un addr = AddressOf(peer, &len);
+  sockaddr_un addr = AddressOf(route, &len);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
     int err = errno;
     close(fd);

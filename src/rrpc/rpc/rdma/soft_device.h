@@ -36,6 +36,11 @@ class SoftDevice : public Context {
   // acknowledged and fails with kRetryExceeded (the QP goes to ERR) once the QP's retry timeout
   // (4.096 us x 2^timeout, retry_cnt + 1 times) has passed, as on hardware.
   virtual void DropAllPackets(bool on) = 0;
+  // The port's GID table is an mlx5 RoCE port's: link-local v1 (index 0) and v2 (1), then v1 (2)
+  // and v2 (3) of the device's own address; the device opens on gid_choice.h's choice (3). This
+  // makes the device use entry `index` instead (as VerbsDeviceOptions::gid_index does on
+  // hardware). Before the device's first queue pair (port() is read unlocked).
+  virtual Status UseGidIndex(int index) = 0;
   // While on, every send posted from registered memory names a wrong lkey in its last SGE (a
   // stale or mistyped key): it completes with kLocalProtectionError and its QP goes to ERR.
   virtual void CorruptSendLkeys(bool on) = 0;

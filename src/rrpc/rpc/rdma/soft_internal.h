@@ -234,6 +234,7 @@ class SoftDeviceImpl final : public SoftDevice {
   void FailRegistrations(int n) override;
   void CorruptSendLkeys(bool on) override;
   void DropAllPackets(bool on) override;
+  Status UseGidIndex(int index) override;
   bool dropping_packets() const { return dropping_packets_; }  // REQUIRES mu held
   // Makes the NIC thread look at its timers again (a deadline set on another thread).
   void Wake() {

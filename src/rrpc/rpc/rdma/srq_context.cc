@@ -7,6 +7,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "rrpc/rpc/rdma/async_events.h"
 #include "rrpc/rpc/rdma/rdma_endpoint.h"
 
 namespace rrpc::rdma {
@@ -500,6 +501,7 @@ void SrqContext::OnAsyncReadable(struct ev_loop*, ev_io* w, int) {
   // fatal) are not used here: a broken QP shows in its completions.
   AsyncEvent event;
   while (self->ctx_->NextAsyncEvent(&event)) {
+    if (event.type == AsyncEventType::kDeviceFatal) AsyncEventRouter::DeviceFailed(self->ctx_);
     std::lock_guard<std::mutex> lock(registry_mu);
     if (event.type == AsyncEventType::kDeviceFatal) {
       // Every QP of the device is gone: every context fails its connections. (Contexts of

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "rrpc/rpc/rdma/verbs_types.h"
 #include "rrpc/util/status.h"
@@ -109,6 +110,9 @@ struct PortInfo {
   Gid gid{};
   int port = 1;
   int gid_index = 0;
+  GidType gid_type = GidType::kIb;  // of the entry at gid_index (the bootstrap carries it)
+  // The port's non-empty GID entries, as the device lists them (gid_choice.h chose gid_index).
+  std::vector<GidEntry> gid_table;
   uint32_t active_mtu = 1024;       // bytes
   uint32_t max_msg_size = 1 << 30;  // largest message a send may carry
   bool ethernet = false;            // RoCE (else InfiniBand): every packet carries a GRH

@@ -12,6 +12,7 @@
 
 #include "rrpc/rpc/rdma/memlock.h"
 #include "rrpc/rpc/rdma/verbs_ibv_library.h"
+#include "rrpc/rpc/rdma/verbs_ibv_ports.h"
 
 namespace rrpc::rdma {
 namespace {
@@ -52,8 +53,6 @@ ibv_mtu MtuEnum(uint32_t bytes) {
   if (bytes >= 512) return IBV_MTU_512;
   return IBV_MTU_256;
 }
-
-uint32_t MtuBytes(ibv_mtu mtu) { return 128u << static_cast<int>(mtu); }
 
 Status Errno(const char* what, int err) { return Status::FromErrno(what, err ? err : EIO); }
 
@@ -414,113 +413,9 @@ class IbvContext final : public Context {
   std::atomic<unsigned> next_vector_{0};
 };
 
-// The GID index to use on `port`: a RoCEv2 GID where the library can tell types, else 0.
-int PickGid(const Library* lib, ibv_context* ctx, int port, const ibv_port_attr& attr) {
-  if (attr.link_layer != IBV_LINK_LAYER_ETHERNET || lib->query_gid_ex == nullptr) return 0;
-  for (int i = 0; i < attr.gid_tbl_len; ++i) {
-    ibv_gid_entry entry{};
-    if (lib->query_gid_ex(ctx, port, i, &entry, 0, sizeof(entry)) != 0) continue;
-    if (entry.gid_type == IBV_GID_TYPE_ROCE_V2) return i;
-  }
-  return 0;
-}
-
 }  // namespace
 
 bool VerbsLibraryAvailable() { return ibv::Load() != nullptr; }
-
-namespace {
-
-const char* PortStateName(ibv_port_state s) {
-  switch (s) {
-    case IBV_PORT_DOWN:
-      return "DOWN";
-    case IBV_PORT_INIT:
-      return "INIT";
-    case IBV_PORT_ARMED:
-      return "ARMED";
-    case IBV_PORT_ACTIVE:
-      return "ACTIVE";
-    case IBV_PORT_ACTIVE_DEFER:
-      return "ACTIVE_DEFER";
-    default:
-      return "NOP";
-  }
-}
-
-std::string GidText(const uint8_t* raw) {
-  char text[INET6_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET6, raw, text, sizeof(text));
-  return text;
-}
-
-void DescribePort(const Library* lib, ibv_context* ctx, int port, std::string* out) {
-  ibv_port_attr pattr{};
-  if (lib->query_port(ctx, static_cast<uint8_t>(port), &pattr) != 0) {
-    *out += "  port " + std::to_string(port) + ": query failed\n";
-    return;
-  }
-  const bool eth = pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
-  *out += "  port " + std::to_string(port) + ": " + PortStateName(pattr.state) + ", " +
-          (eth ? "Ethernet (RoCE)" : "InfiniBand") + ", active MTU " +
-          std::to_string(MtuBytes(pattr.active_mtu)) + ", LID " + std::to_string(pattr.lid) + "\n";
-  static const uint8_t kZero[16] = {};
-  for (int i = 0; i < pattr.gid_tbl_len; ++i) {
-    ibv_gid gid;
-    if (lib->query_gid(ctx, static_cast<uint8_t>(port), i, &gid) != 0) continue;
-    if (memcmp(gid.raw, kZero, 16) == 0) continue;
-    std::string type = "type unknown (rdma-core < 31)";
-    if (lib->query_gid_ex != nullptr) {
-      ibv_gid_entry entry{};
-      if (lib->query_gid_ex(ctx, port, i, &entry, 0, sizeof(entry)) == 0) {
-        type = entry.gid_type == IBV_GID_TYPE_ROCE_V2   ? "RoCE v2"
-               : entry.gid_type == IBV_GID_TYPE_ROCE_V1 ? "RoCE v1"
-                                                        : "IB";
-      }
-    }
-    const bool link_local = gid.raw[0] == 0xfe && (gid.raw[1] & 0xc0) == 0x80;
-    *out += "    gid " + std::to_string(i) + ": " + GidText(gid.raw) + "  " + type +
-            (link_local && eth ? "  (link-local: does not route)" : "") + "\n";
-  }
-}
-
-}  // namespace
-
-std::string DescribeVerbsDevices() {
-  const Library* lib = ibv::Load();
-  if (lib == nullptr) {
-    return "libibverbs.so.1 not found: no RDMA here (install rdma-core / libibverbs1); "
-           "connections stay on TCP (fallback reason no_device)\n";
-  }
-  int n = 0;
-  ibv_device** list = lib->get_device_list(&n);
-  if (list == nullptr || n == 0) {
-    if (list != nullptr) lib->free_device_list(list);
-    return "libibverbs loaded, but there is no RDMA device on this machine: connections stay "
-           "on TCP (fallback reason no_device); --rdma_backend=soft runs the software backend\n";
-  }
-  std::string out = std::to_string(n) + " RDMA device(s)\n";
-  for (int d = 0; d < n; ++d) {
-    const std::string name = lib->get_device_name(list[d]);
-    ibv_context* ctx = lib->open_device(list[d]);
-    if (ctx == nullptr) {
-      out += name + ": cannot open (" + strerror(errno) + ")\n";
-      continue;
-    }
-    ibv_device_attr dattr{};
-    if (lib->query_device(ctx, &dattr) != 0) {
-      out += name + ": query failed\n";
-    } else {
-      out += name + ": " + std::to_string(dattr.phys_port_cnt) + " port(s), max_qp_wr " +
-             std::to_string(dattr.max_qp_wr) + ", max_srq_wr " + std::to_string(dattr.max_srq_wr) +
-             ", completion vectors " + std::to_string(ctx->num_comp_vectors) + "\n";
-      for (int p = 1; p <= dattr.phys_port_cnt; ++p) DescribePort(lib, ctx, p, &out);
-    }
-    lib->close_device(ctx);
-  }
-  lib->free_device_list(list);
-  return out;
-}
 
 Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& options) {
   const Library* lib = ibv::Load();
@@ -535,54 +430,40 @@ Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& optio
     if (list) lib->free_device_list(list);
     return Status::NotFound("no RDMA device");
   }
-  ibv_device* dev = nullptr;
+  // Every device (or the one named) and on it every port (or the one given): the first ACTIVE
+  // port with a usable GID wins. What the others said goes into the error.
+  std::string tried;
   for (int i = 0; i < n; ++i) {
-    if (options.device.empty() || options.device == lib->get_device_name(list[i])) {
-      dev = list[i];
-      break;
+    const std::string name = lib->get_device_name(list[i]);
+    if (!options.device.empty() && options.device != name) continue;
+    ibv_context* ctx = lib->open_device(list[i]);
+    if (ctx == nullptr) {
+      tried += name + ": cannot open (" + strerror(errno) + "); ";
+      continue;
     }
-  }
-  if (dev == nullptr) {
-    lib->free_device_list(list);
-    return Status::NotFound("no RDMA device named", options.device);
-  }
-  std::string name = lib->get_device_name(dev);
-  ibv_context* ctx = lib->open_device(dev);
-  lib->free_device_list(list);
-  if (ctx == nullptr) return Errno("ibv_open_device", errno);
-  ibv_device_attr dattr{};
-  ibv_port_attr pattr{};
-  int port = options.port;
-  if (lib->query_device(ctx, &dattr) == 0) {
-    for (int p = 1; p <= dattr.phys_port_cnt && port == 0; ++p) {
-      memset(&pattr, 0, sizeof(pattr));
-      if (lib->query_port(ctx, static_cast<uint8_t>(p), &pattr) == 0 &&
-          pattr.state == IBV_PORT_ACTIVE) {
-        port = p;
+    ibv_device_attr dattr{};
+    const int ports = lib->query_device(ctx, &dattr) == 0 ? dattr.phys_port_cnt : 0;
+    for (int port = 1; port <= ports; ++port) {
+      if (options.port != 0 && port != options.port) continue;
+      ibv_port_attr pattr{};
+      if (lib->query_port(ctx, static_cast<uint8_t>(port), &pattr) != 0 ||
+          pattr.state != IBV_PORT_ACTIVE) {
+        tried += name + " port " + std::to_string(port) + ": not active; ";
+        continue;
       }
+      Result<PortInfo> info = ibv::PortInfoOf(lib, ctx, name, port, pattr, options);
+      if (!info.ok()) {
+        tried += name + " port " + std::to_string(port) + ": " + info.status().ToString() + "; ";
+        continue;
+      }
+      lib->free_device_list(list);
+      return std::unique_ptr<Context>(new IbvContext(lib, ctx, name, *info));
     }
-  }
-  memset(&pattr, 0, sizeof(pattr));
-  if (port == 0 || lib->query_port(ctx, static_cast<uint8_t>(port), &pattr) != 0 ||
-      pattr.state != IBV_PORT_ACTIVE) {
     lib->close_device(ctx);
-    return Status::NotFound("no active port on RDMA device", name);
   }
-  PortInfo info;
-  info.port = port;
-  info.lid = pattr.lid;
-  info.active_mtu = MtuBytes(pattr.active_mtu);
-  info.max_msg_size = pattr.max_msg_sz;
-  info.ethernet = pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
-  info.num_comp_vectors = std::max(1, ctx->num_comp_vectors);
-  info.gid_index = options.gid_index >= 0 ? options.gid_index : PickGid(lib, ctx, port, pattr);
-  ibv_gid gid;
-  if (lib->query_gid(ctx, static_cast<uint8_t>(port), info.gid_index, &gid) != 0) {
-    lib->close_device(ctx);
-    return Status::NotFound("no GID at that index on RDMA device", name);
-  }
-  memcpy(info.gid.data(), gid.raw, 16);
-  return std::unique_ptr<Context>(new IbvContext(lib, ctx, name, info));
+  lib->free_device_list(list);
+  if (tried.empty()) return Status::NotFound("no RDMA device named", options.device);
+  return Status::NotFound("no active RDMA port with a usable GID", tried);
 }
 
 }  // namespace rrpc::rdma

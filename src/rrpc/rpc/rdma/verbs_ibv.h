@@ -1,8 +1,8 @@
 // The libibverbs backend of the verbs interface (verbs.h). libibverbs.so.1 is loaded with dlopen
 // at run time, so every rrpc binary runs on a machine without it (OpenVerbsDevice then says
 // NotFound and the transport falls back to TCP). The device, port and GID come from
-// VerbsDeviceOptions; the defaults pick the first device, its first active port and a RoCEv2
-// GID on Ethernet (the lowest index on InfiniBand). The inline cap is what the device grants at
+// VerbsDeviceOptions; the defaults scan every device and port for the first ACTIVE one with a
+// usable GID, chosen as gid_choice.h says (verbs_ibv_ports.h reads the ports). The inline cap is what the device grants at
 // QP creation: asked for, read back, and asked smaller where a device refuses.
 // Thread-safe, as libibverbs is.
 #pragma once

@@ -25,6 +25,18 @@ const char* WcStatusName(WcStatus status) {
   return "unknown";
 }
 
+const char* GidTypeName(GidType type) {
+  switch (type) {
+    case GidType::kIb:
+      return "IB";
+    case GidType::kRoceV1:
+      return "RoCE v1";
+    case GidType::kRoceV2:
+      return "RoCE v2";
+  }
+  return "?";
+}
+
 const char* QpStateName(QpState state) {
   switch (state) {
     case QpState::kReset:

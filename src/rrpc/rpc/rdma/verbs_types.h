@@ -57,6 +57,17 @@ struct WorkCompletion {
 
 using Gid = std::array<uint8_t, 16>;
 
+// A GID table entry's type (verbs' ibv_gid_entry::gid_type, sysfs gid_attrs/types). Both ends of
+// a RoCE connection must use the same: a RoCE v2 QP ignores v1 frames and the reverse.
+enum class GidType : uint8_t { kIb = 0, kRoceV1 = 1, kRoceV2 = 2 };
+const char* GidTypeName(GidType type);
+
+struct GidEntry {
+  int index = 0;
+  Gid gid{};
+  GidType type = GidType::kIb;
+};
+
 // What a peer learns about a queue pair (the RDMA bootstrap carries it) to connect to it.
 struct QpAddress {
   uint32_t qp_num = 0;

@@ -168,7 +168,9 @@ class Transport {
 // An upgrade of a connection to another transport agreed in-band right after the rrpc
 // negotiation (the RDMA bootstrap, docs/wire-format.md): the client offers a bootstrap message,
 // the server answers one, and then both sides continue over the new transport, or both stay where
-// they are (a fallback, never half-upgraded). One per connection; its reactor thread.
+// they are (a fallback, never half-upgraded). Where the server's answer asks for it, the client
+// sends a third message, its confirmation, after checking the new transport (RDMA's path probe):
+// the server decides only then. One per connection; its reactor thread.
 class TransportUpgrade {
  public:
   virtual ~TransportUpgrade() = default;
@@ -179,9 +181,20 @@ class TransportUpgrade {
   // Client: the server's answer. A fallback answer is OK (both stay); an error means the server
   // moved on but this side can't follow (e.g. a wrong nonce): the connection must close.
   virtual Status Accept(Slice answer) = 0;
+  // Client, after an OK Accept: the confirmation to send the server, or empty when its answer
+  // asked for none. agreed() then says whether both sides move.
+  virtual std::string Confirmation() { return {}; }
+  // Server, after Answer: whether it waits for the client's confirmation before deciding.
+  virtual bool AwaitsConfirmation() const { return false; }
+  // Server: the client's confirmation. OK (agreed() says whether both move) or an error when
+  // it is malformed: the connection must close.
+  virtual Status Confirm(Slice confirmation) {
+    return Status::IllegalState("this upgrade takes no confirmation");
+  }
   // Client: the server does not upgrade at all (its negotiation reply lacks the feature).
   virtual void PeerDeclined() = 0;
-  // After Answer or Accept/PeerDeclined: whether both sides move to the new transport.
+  // After Answer (or Confirm), Accept (and Confirmation) or PeerDeclined: whether both sides
+  // move to the new transport.
   virtual bool agreed() const = 0;
   // When agreed(): the new transport, continuing the connection over `stream`.
   virtual Result<std::unique_ptr<Transport>> Upgrade(DetachedStream stream) = 0;
