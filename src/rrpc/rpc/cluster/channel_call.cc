@@ -195,6 +195,7 @@ bool ChannelCall::MayRetry(const Attempt& attempt) {
 
 void ChannelCall::OnAttemptDone(Attempt* attempt) {
   std::vector<scoped_refptr<Attempt>> losers;
+  scoped_refptr<Attempt> deliver;
   MonoDelta wait;
   bool retry = false;
   {
@@ -205,38 +206,50 @@ void ChannelCall::OnAttemptDone(Attempt* attempt) {
         break;
       }
     }
-    if (delivered_) return;  // a hedge's loser
-    const bool failed_retriably =
-        attempt->outcome == AttemptOutcome::kTooBusy ||
-        attempt->outcome == AttemptOutcome::kUnavailable ||
-        attempt->outcome == AttemptOutcome::kConnectionFailed ||
-        (attempt->outcome == AttemptOutcome::kTimedOut && RetriesTimeouts());
-    if (failed_retriably && !in_flight_.empty()) {
-      last_failed_ = attempt;  // the other attempt may still answer
-      return;
-    }
-    if (failed_retriably && MayRetry(*attempt)) {
-      last_failed_ = attempt;
-      retry_pending_ = true;
-      retry = true;
-      wait = Jittered(backoff_);
-      backoff_ = std::min(channel_->options().max_backoff,
-                          MonoDelta::FromNanoseconds(backoff_.ToNanoseconds() * 2));
+    if (delivered_) {
+      // A hedge's loser, cancelled: the caller hears once the last attempt has ended.
+      attempt->own_response.reset();
+      if (in_flight_.empty() && winner_ != nullptr) deliver = std::move(winner_);
     } else {
-      delivered_ = true;
-      last_failed_ = nullptr;
-      losers = std::move(in_flight_);
-      in_flight_.clear();
+      const bool failed_retriably =
+          attempt->outcome == AttemptOutcome::kTooBusy ||
+          attempt->outcome == AttemptOutcome::kUnavailable ||
+          attempt->outcome == AttemptOutcome::kConnectionFailed ||
+          (attempt->outcome == AttemptOutcome::kTimedOut && RetriesTimeouts());
+      if (failed_retriably && !in_flight_.empty()) {
+        attempt->own_response.reset();
+        last_failed_ = attempt;  // the other attempt may still answer
+        return;
+      }
+      if (failed_retriably && MayRetry(*attempt)) {
+        attempt->own_response.reset();
+        last_failed_ = attempt;
+        retry_pending_ = true;
+        retry = true;
+        wait = Jittered(backoff_);
+        backoff_ = std::min(channel_->options().max_backoff,
+                            MonoDelta::FromNanoseconds(backoff_.ToNanoseconds() * 2));
+      } else {
+        delivered_ = true;
+        last_failed_ = nullptr;
+        if (in_flight_.empty()) {
+          deliver = attempt;
+        } else {
+          winner_ = attempt;  // delivered when the losers, cancelled below, have ended
+          losers = in_flight_;
+        }
+      }
     }
   }
   if (retry) {
     // On a reactor, after this callback has returned: the finished attempt is done with the
-    // caller's controller by then.
+    // caller's controller by then. At messenger shutdown the retry runs early and fails at once.
     scoped_refptr<ChannelCall> self(this);
     channel_->messenger()->RunAfter(wait, [self] { self->Retry(); });
     return;
   }
-  Deliver(attempt, std::move(losers));
+  for (auto& loser : losers) CancelAttempt(loser.get());
+  if (deliver != nullptr) Deliver(deliver.get());
 }
 
 void ChannelCall::Retry() {
@@ -253,7 +266,7 @@ void ChannelCall::Retry() {
     }
   }
   if (next == nullptr) {
-    Deliver(failed.get(), {});
+    Deliver(failed.get());
     return;
   }
   if (!hedged_) controller_->PrepareRetry();
@@ -284,8 +297,7 @@ void ChannelCall::CancelAttempt(Attempt* attempt) {
   if (attempt->own_controller != nullptr) attempt->own_controller->Cancel();
 }
 
-void ChannelCall::Deliver(Attempt* attempt, std::vector<scoped_refptr<Attempt>> losers) {
-  for (auto& loser : losers) CancelAttempt(loser.get());
+void ChannelCall::Deliver(Attempt* attempt) {
   if (hedged_) {
     RpcController* from = attempt->own_controller.get();
     controller_->status_ = std::move(from->status_);
@@ -296,6 +308,7 @@ void ChannelCall::Deliver(Attempt* attempt, std::vector<scoped_refptr<Attempt>> 
     if (controller_->status_.ok()) {
       response_->GetReflection()->Swap(response_, attempt->own_response.get());
     }
+    attempt->own_response.reset();
   }
   {
     MutexLock l(mu_);
@@ -304,6 +317,11 @@ void ChannelCall::Deliver(Attempt* attempt, std::vector<scoped_refptr<Attempt>> 
   // The caller's controller carried the last attempt's deadline; it reads the call's again.
   if (RetriesTimeouts() && !hedged_) controller_->set_deadline(deadline_);
   if (attempt->answered) channel_->RecordLatency(attempt->latency);
+  // Every attempt has ended and none can start: nothing reads the request copy any more. It goes
+  // now, with every response copy (above, and as the others ended), because the caller may free
+  // its message types (a DynamicMessageFactory, a descriptor pool) in the callback or right after,
+  // while this call lives on until its last attempt's reference goes.
+  request_.reset();
   ResponseCallback done = std::move(callback_);
   done();
 }
