@@ -169,7 +169,14 @@ void Backend::Restore() {
 AttemptOutcome Backend::Record(const OutboundCall& call, const Status& status,
                                const ErrorStatusPB* error) {
   outstanding_.fetch_sub(1, std::memory_order_relaxed);
-  const AttemptOutcome outcome = ClassifyAttempt(status, error);
+  AttemptOutcome outcome = ClassifyAttempt(status, error);
+  // A connection that could not connect or negotiate in time (a server whose packets vanish)
+  // fails its calls TimedOut before their own deadline and before their request left: the server
+  // never saw them, and it is as unreachable as one that refuses connections.
+  if (outcome == AttemptOutcome::kTimedOut && error == nullptr && !call.request_started() &&
+      MonoTime::Now() < call.deadline()) {
+    outcome = AttemptOutcome::kConnectionFailed;
+  }
   const MonoTime received_at = call.received_at();
   if (received_at != MonoTime()) {
     // An answer came: fold its time into the average (racing updates may lose one sample). A

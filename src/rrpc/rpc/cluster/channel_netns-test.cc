@@ -130,5 +130,31 @@ TEST_F(ChannelNetnsTest, CallsMoveOffADroppedServerByDeadPeerDetection) {
   CutOneServerUnderLoad(ChannelOptions());
 }
 
+// A server whose packets vanish before the client ever connected: the connection times out
+// connecting (the messenger's negotiation timeout, 3 s), before the call's deadline and before its
+// request left, so even a non-idempotent call goes to another server and succeeds.
+TEST_F(ChannelNetnsTest, ConnectTimeoutToADroppedServerMovesEvenANonIdempotentCall) {
+  ASSERT_TRUE(NetNamespaces::SetLink(servers_[0].ns, servers_[0].dev, /*up=*/false));
+  ChannelOptions options;
+  options.balancer = BalancerPolicy::kRoundRobin;  // the first pick is the dropped server
+  auto channel = Channel::Create(
+      client_,
+      std::make_unique<TestResolver>(std::vector<Sockaddr>{servers_[0].addr, servers_[1].addr}),
+      options);
+  ASSERT_TRUE(channel.ok()) << channel.status().ToString();
+  rtest::EchoServiceProxy proxy(*channel);
+  rtest::AddRequestPB req;
+  req.set_a(40);
+  req.set_b(2);
+  rtest::AddResponsePB resp;
+  RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(60));
+  Status s = proxy.Add(req, &resp, &ctl);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(resp.sum(), 42);
+  EXPECT_EQ(ctl.attempts(), 2);
+  EXPECT_EQ((*channel)->Backends()[0].ejections, 1);
+}
+
 }  // namespace
 }  // namespace rrpc::rpc
