@@ -183,13 +183,17 @@ AttemptOutcome Backend::Record(const OutboundCall& call, const Status& status,
     // "too busy" refusal comes back fast without serving anything: folded as itself it would
     // make a full server look the fastest and draw more calls to refuse. It counts as twice the
     // average instead (at least 1 ms, at most 1 s), so a refusing server loses the comparisons
-    // and is tried again once its latency ages.
-    int64_t sample = (received_at - call.sent_at()).ToNanoseconds();
+    // and is tried again once its latency ages. A call that waited for its connection to open
+    // is no sample: its time is mostly the connection's set-up (a new channel's first calls to
+    // every server), which would rank servers by how fast they were reached, not served.
     const int64_t old = ewma_ns_.load(std::memory_order_relaxed);
-    if (outcome == AttemptOutcome::kTooBusy) {
-      sample = std::min<int64_t>(std::max<int64_t>({sample, 2 * old, 1'000'000}), 1'000'000'000);
+    if (!call.waited_for_connection()) {
+      int64_t sample = (received_at - call.sent_at()).ToNanoseconds();
+      if (outcome == AttemptOutcome::kTooBusy) {
+        sample = std::min<int64_t>(std::max<int64_t>({sample, 2 * old, 1'000'000}), 1'000'000'000);
+      }
+      ewma_ns_.store(old == 0 ? sample : old + (sample - old) / 8, std::memory_order_relaxed);
     }
-    ewma_ns_.store(old == 0 ? sample : old + (sample - old) / 8, std::memory_order_relaxed);
     last_answer_ns_.store(received_at.ToNanoseconds(), std::memory_order_relaxed);
   }
   if (outcome != AttemptOutcome::kSuccess && errors_ != nullptr) errors_->Increment();

@@ -179,5 +179,27 @@ TEST_F(ChannelCallTest, CallerMayFreeItsMessageTypesInTheCallback) {
   mallopt(M_PERTURB, 0);
 }
 
+// A new channel's first calls to a server wait for its connection (connect, negotiation): their
+// time is mostly the set-up, not the server's, so it sets no latency. Otherwise a server reached
+// slowly once (a loaded client, a far network) would lose every comparison to a slower one.
+TEST_F(ChannelCallTest, AnswersThatWaitedForTheirConnectionSetNoLatency) {
+  StartServers(2);
+  auto channel = NewChannel(NewClient(), {servers_[0].addr, servers_[1].addr}, ChannelOptions());
+  rtest::EchoServiceProxy proxy(channel);
+  ASSERT_TRUE(EchoOnce(proxy, "first").ok());
+  for (const BackendInfo& b : channel->Backends()) {
+    EXPECT_EQ(b.ewma_latency_us, 0) << b.addr.ToString() << " took its first call's set-up";
+  }
+  // Calls over open connections are samples: both servers get one.
+  auto sampled = [&] {
+    for (const BackendInfo& b : channel->Backends()) {
+      if (b.ewma_latency_us == 0) return false;
+    }
+    return true;
+  };
+  for (int i = 0; i < 1000 && !sampled(); i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  EXPECT_TRUE(sampled());
+}
+
 }  // namespace
 }  // namespace rrpc::rpc

@@ -1,6 +1,7 @@
 #include "rrpc/rpc/cluster/channel_call.h"
 
 #include <glog/logging.h>
+#include <google/protobuf/empty.pb.h>
 
 #include <algorithm>
 #include <atomic>
@@ -40,6 +41,7 @@ struct ChannelCall::Attempt final : public CallObserver {
   bool request_sent = false;
   MonoDelta latency;  // when answered
   bool answered = false;
+  bool waited_for_connection = false;  // its latency includes the connection's set-up
   std::atomic<bool> abandoned{false};  // lost a hedge: its answer is ignored
 
   void OnCallFinished(const OutboundCall& c, const Status& status,
@@ -49,6 +51,7 @@ struct ChannelCall::Attempt final : public CallObserver {
     if (c.received_at() != MonoTime()) {
       answered = true;
       latency = c.received_at() - c.sent_at();
+      waited_for_connection = c.waited_for_connection();
     }
   }
 };
@@ -136,7 +139,10 @@ scoped_refptr<ChannelCall::Attempt> ChannelCall::NewAttemptLocked(bool hedge) {
     a->own_controller = std::make_unique<RpcController>();
     a->own_controller->set_deadline(deadline_);
     a->own_controller->set_trace_context(controller_->trace_context());
-    a->own_response.reset(response_->New());
+    // Not of the caller's type: the loser may still be filling it after the caller's callback,
+    // when the caller may have freed its types. Its fields land in the unknown-field set, and the
+    // winner's bytes are parsed into the caller's response (Deliver).
+    a->own_response = std::make_unique<google::protobuf::Empty>();
     a->controller = a->own_controller.get();
     a->response = a->own_response.get();
   } else {
@@ -195,7 +201,6 @@ bool ChannelCall::MayRetry(const Attempt& attempt) {
 
 void ChannelCall::OnAttemptDone(Attempt* attempt) {
   std::vector<scoped_refptr<Attempt>> losers;
-  scoped_refptr<Attempt> deliver;
   MonoDelta wait;
   bool retry = false;
   {
@@ -206,39 +211,28 @@ void ChannelCall::OnAttemptDone(Attempt* attempt) {
         break;
       }
     }
-    if (delivered_) {
-      // A hedge's loser, cancelled: the caller hears once the last attempt has ended.
-      attempt->own_response.reset();
-      if (in_flight_.empty() && winner_ != nullptr) deliver = std::move(winner_);
+    if (delivered_) return;  // a hedge's loser
+    const bool failed_retriably =
+        attempt->outcome == AttemptOutcome::kTooBusy ||
+        attempt->outcome == AttemptOutcome::kUnavailable ||
+        attempt->outcome == AttemptOutcome::kConnectionFailed ||
+        (attempt->outcome == AttemptOutcome::kTimedOut && RetriesTimeouts());
+    if (failed_retriably && !in_flight_.empty()) {
+      last_failed_ = attempt;  // the other attempt may still answer
+      return;
+    }
+    if (failed_retriably && MayRetry(*attempt)) {
+      last_failed_ = attempt;
+      retry_pending_ = true;
+      retry = true;
+      wait = Jittered(backoff_);
+      backoff_ = std::min(channel_->options().max_backoff,
+                          MonoDelta::FromNanoseconds(backoff_.ToNanoseconds() * 2));
     } else {
-      const bool failed_retriably =
-          attempt->outcome == AttemptOutcome::kTooBusy ||
-          attempt->outcome == AttemptOutcome::kUnavailable ||
-          attempt->outcome == AttemptOutcome::kConnectionFailed ||
-          (attempt->outcome == AttemptOutcome::kTimedOut && RetriesTimeouts());
-      if (failed_retriably && !in_flight_.empty()) {
-        attempt->own_response.reset();
-        last_failed_ = attempt;  // the other attempt may still answer
-        return;
-      }
-      if (failed_retriably && MayRetry(*attempt)) {
-        attempt->own_response.reset();
-        last_failed_ = attempt;
-        retry_pending_ = true;
-        retry = true;
-        wait = Jittered(backoff_);
-        backoff_ = std::min(channel_->options().max_backoff,
-                            MonoDelta::FromNanoseconds(backoff_.ToNanoseconds() * 2));
-      } else {
-        delivered_ = true;
-        last_failed_ = nullptr;
-        if (in_flight_.empty()) {
-          deliver = attempt;
-        } else {
-          winner_ = attempt;  // delivered when the losers, cancelled below, have ended
-          losers = in_flight_;
-        }
-      }
+      delivered_ = true;
+      last_failed_ = nullptr;
+      losers = std::move(in_flight_);
+      in_flight_.clear();
     }
   }
   if (retry) {
@@ -249,7 +243,7 @@ void ChannelCall::OnAttemptDone(Attempt* attempt) {
     return;
   }
   for (auto& loser : losers) CancelAttempt(loser.get());
-  if (deliver != nullptr) Deliver(deliver.get());
+  Deliver(attempt);
 }
 
 void ChannelCall::Retry() {
@@ -306,9 +300,14 @@ void ChannelCall::Deliver(Attempt* attempt) {
     controller_->inbound_sidecars_ = std::move(from->inbound_sidecars_);
     controller_->finished_ = true;
     if (controller_->status_.ok()) {
-      response_->GetReflection()->Swap(response_, attempt->own_response.get());
+      // The answer's bytes, kept as unknown fields, into the caller's type.
+      const std::string bytes = attempt->own_response->SerializeAsString();
+      response_->Clear();
+      if (!response_->ParsePartialFromString(bytes) || !response_->IsInitialized()) {
+        controller_->status_ =
+            Status::Corruption("response does not parse", response_->InitializationErrorString());
+      }
     }
-    attempt->own_response.reset();
   }
   {
     MutexLock l(mu_);
@@ -316,11 +315,13 @@ void ChannelCall::Deliver(Attempt* attempt) {
   }
   // The caller's controller carried the last attempt's deadline; it reads the call's again.
   if (RetriesTimeouts() && !hedged_) controller_->set_deadline(deadline_);
-  if (attempt->answered) channel_->RecordLatency(attempt->latency);
-  // Every attempt has ended and none can start: nothing reads the request copy any more. It goes
-  // now, with every response copy (above, and as the others ended), because the caller may free
-  // its message types (a DynamicMessageFactory, a descriptor pool) in the callback or right after,
-  // while this call lives on until its last attempt's reference goes.
+  if (attempt->answered && !attempt->waited_for_connection) {
+    channel_->RecordLatency(attempt->latency);
+  }
+  // No attempt can start and every one sent has serialized the request: the copy goes now, as
+  // the caller may free its message types (a DynamicMessageFactory, a descriptor pool) in the
+  // callback or right after, while this call lives on until its last attempt's reference goes
+  // (a cancelled loser's may come later; it holds nothing of the caller's types).
   request_.reset();
   ResponseCallback done = std::move(callback_);
   done();

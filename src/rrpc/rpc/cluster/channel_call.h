@@ -4,7 +4,7 @@
 // after, for an idempotent method), within the call's deadline and the channel's retry budget,
 // waiting a jittered backoff between attempts; and, for an idempotent call with a hedge delay,
 // sends a second attempt when the first has not answered in time (first answer wins; the other
-// is cancelled, and the callback runs once it has ended).
+// is cancelled).
 //
 // Internal to the channel. Reference counted: held by each attempt in flight and each timer
 // waiting (a timer still waiting at messenger shutdown runs early and the call ends Aborted). The
@@ -74,8 +74,8 @@ class ChannelCall : public RefCounted<ChannelCall> {
   bool MayRetry(const Attempt& attempt) RRPC_REQUIRES(mu_);
   // Whether an attempt that passed its own timeout (ChannelOptions::attempt_timeout) moves on.
   bool RetriesTimeouts() const { return idempotent_ && attempt_timeout_ > MonoDelta(); }
-  // Gives the caller `attempt`'s outcome and runs the callback. REQUIRES: no attempt in flight
-  // and delivered_ set, so no new one starts.
+  // Gives the caller `attempt`'s outcome and runs the callback. REQUIRES: delivered_ set, so no
+  // new attempt starts.
   void Deliver(Attempt* attempt);
   // The loser of a hedge: its answer will be ignored. Only on the client for now (its callback
   // touches only the attempt's own controller and response); see docs/cluster.md.
@@ -84,8 +84,8 @@ class ChannelCall : public RefCounted<ChannelCall> {
   const std::shared_ptr<Channel> channel_;
   const std::string service_;
   const std::string method_;
-  // A copy: retries resend it. Freed before the callback runs (see Deliver), like the attempts'
-  // own responses: both are of the caller's message types, which the caller may free then.
+  // A copy: retries resend it. Freed before the callback runs (see Deliver): it is of the caller's
+  // message type, which the caller may free then. (Hedged attempts' own responses are not.)
   std::unique_ptr<google::protobuf::Message> request_;
   google::protobuf::Message* const response_;
   RpcController* const controller_;
@@ -103,8 +103,6 @@ class ChannelCall : public RefCounted<ChannelCall> {
   std::vector<scoped_refptr<Backend>> tried_refs_ RRPC_GUARDED_BY(mu_);
   std::vector<scoped_refptr<Attempt>> in_flight_ RRPC_GUARDED_BY(mu_);
   scoped_refptr<Attempt> last_failed_ RRPC_GUARDED_BY(mu_);
-  // The attempt whose outcome the caller gets, kept while cancelled hedges still end.
-  scoped_refptr<Attempt> winner_ RRPC_GUARDED_BY(mu_);
   int attempts_ RRPC_GUARDED_BY(mu_) = 0;
   bool delivered_ RRPC_GUARDED_BY(mu_) = false;
   bool retry_pending_ RRPC_GUARDED_BY(mu_) = false;
