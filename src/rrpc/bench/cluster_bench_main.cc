@@ -13,6 +13,7 @@
 //   registry: four in-process servers, three named by a file and, separately, by a private etcd;
 //             the fourth added (seconds until it answers a call) and removed (seconds until no
 //             channel can pick it any more), --registry_rounds times each.
+//   drop:     three servers in network namespaces; one's packets dropped (cluster_bench_drop.cc).
 // Prints one "CLUSTER scenario=..." line per figure. One process drives everything; the machine
 // it runs on shares its cores with the servers, so compare figures of one run.
 #include <fcntl.h>
@@ -35,6 +36,8 @@
 #include <vector>
 
 #include "rrpc/bench/bench.rrpc.h"
+#include "rrpc/bench/cluster_bench_drop.h"
+#include "rrpc/bench/cluster_bench_load.h"
 #include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/core/fault_injection.h"
 #include "rrpc/rpc/core/messenger_internals.h"
@@ -49,11 +52,12 @@
 
 extern char** environ;
 
-DEFINE_string(scenario, "all", "kill, hedge, registry or all");
+DEFINE_string(scenario, "all", "kill, hedge, registry, drop or all");
 DEFINE_int32(clients, 2, "Client messengers, each with its own channel");
 DEFINE_int32(concurrency, 64, "Echo calls in flight per client");
-DEFINE_double(steady_seconds, 5, "kill: seconds of load before the kill (the first is warm-up)");
-DEFINE_double(after_seconds, 10, "kill: seconds measured after the kill");
+DEFINE_double(steady_seconds, 5,
+              "kill, drop: seconds of load before the kill or cut (the first is warm-up)");
+DEFINE_double(after_seconds, 10, "kill, drop: seconds measured after the kill or cut");
 DEFINE_string(server_binary, "",
               "kill: the rpc-bench binary started as the --server_only servers; empty: the "
               "rpc-bench next to this binary");
@@ -63,157 +67,6 @@ DEFINE_int32(registry_rounds, 5, "registry: additions and removals per registry"
 
 namespace rrpc::bench {
 namespace {
-
-constexpr int kPayloadBytes = 64;
-
-// Every call's end: when (ms since the recorder started) and how long it took (us). Filled by
-// the client reactors through one atomic index; samples past the capacity are dropped (counted).
-class Recorder {
- public:
-  explicit Recorder(size_t capacity) : samples_(capacity), start_(MonoTime::Now()) {}
-  struct Sample {
-    uint32_t end_ms;
-    uint32_t latency_us;
-  };
-  void Record(MonoTime sent, MonoTime now) {
-    const size_t i = next_.fetch_add(1, std::memory_order_relaxed);
-    if (i >= samples_.size()) return;
-    samples_[i] = {
-        static_cast<uint32_t>((now - start_).ToMilliseconds()),
-        static_cast<uint32_t>(std::min<int64_t>((now - sent).ToMicroseconds(), 1 << 30))};
-  }
-  double Elapsed() const { return (MonoTime::Now() - start_).ToSeconds(); }
-  // The samples that ended within [from, to) seconds.
-  Histogram Window(double from, double to) const {
-    Histogram h(60'000'000);
-    const size_t n = std::min(next_.load(), samples_.size());
-    for (size_t i = 0; i < n; i++) {
-      const double t = samples_[i].end_ms / 1000.0;
-      if (t >= from && t < to) h.Record(samples_[i].latency_us);
-    }
-    return h;
-  }
-  // Calls ended per 100 ms slot, from 0 to `seconds`.
-  std::vector<int64_t> PerSlot(double seconds) const {
-    std::vector<int64_t> slots(static_cast<size_t>(seconds * 10) + 1, 0);
-    const size_t n = std::min(next_.load(), samples_.size());
-    for (size_t i = 0; i < n; i++) {
-      const size_t slot = samples_[i].end_ms / 100;
-      if (slot < slots.size()) slots[slot]++;
-    }
-    return slots;
-  }
-
- private:
-  std::vector<Sample> samples_;
-  std::atomic<size_t> next_{0};
-  const MonoTime start_;
-};
-
-// Closed-loop echo calls through one channel until Stop(): failures and extra attempts counted.
-class Load {
- public:
-  Load(std::shared_ptr<rpc::Channel> channel, int slots, Recorder* recorder)
-      : channel_(std::move(channel)), proxy_(channel_), recorder_(recorder), done_(slots) {
-    for (int i = 0; i < slots; i++) slots_.emplace_back(std::make_unique<Slot>());
-  }
-  void Start() {
-    for (auto& slot : slots_) Next(slot.get());
-  }
-  void Stop() {
-    stop_.store(true);
-    done_.Wait();
-  }
-  int64_t calls() const { return calls_.load(); }
-  int64_t failed() const { return failed_.load(); }
-  int64_t extra_attempts() const { return extra_attempts_.load(); }
-  const std::shared_ptr<rpc::Channel>& channel() const { return channel_; }
-
- private:
-  struct Slot {
-    BenchRequestPB req;
-    BenchResponsePB resp;
-    rpc::RpcController ctl;
-    MonoTime sent;
-  };
-  void Next(Slot* slot) {
-    if (stop_.load()) {
-      done_.CountDown();
-      return;
-    }
-    slot->ctl.Reset();
-    slot->ctl.set_timeout(MonoDelta::FromSeconds(10));
-    slot->req.set_payload(std::string(kPayloadBytes, 'p'));
-    slot->sent = MonoTime::Now();
-    proxy_.EchoAsync(slot->req, &slot->resp, &slot->ctl, [this, slot] {
-      const MonoTime now = MonoTime::Now();
-      calls_.fetch_add(1);
-      if (!slot->ctl.status().ok() || slot->resp.payload() != slot->req.payload()) {
-        if (failed_.fetch_add(1) == 0) {
-          fprintf(stderr, "cluster-bench: a call failed: %s\n",
-                  slot->ctl.status().ok() ? "wrong echo" : slot->ctl.status().ToString().c_str());
-        }
-      } else if (recorder_ != nullptr) {
-        recorder_->Record(slot->sent, now);
-      }
-      if (slot->ctl.attempts() > 1) extra_attempts_.fetch_add(slot->ctl.attempts() - 1);
-      Next(slot);
-    });
-  }
-
-  const std::shared_ptr<rpc::Channel> channel_;
-  BenchServiceProxy proxy_;
-  Recorder* const recorder_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int64_t> calls_{0};
-  std::atomic<int64_t> failed_{0};
-  std::atomic<int64_t> extra_attempts_{0};
-  CountDownLatch done_;
-  std::vector<std::unique_ptr<Slot>> slots_;
-};
-
-// --clients loads on `target` (or on resolvers the caller makes), started at once.
-class Clients {
- public:
-  Clients(const std::string& target, rpc::ChannelOptions options, int concurrency,
-          Recorder* recorder) {
-    for (int i = 0; i < FLAGS_clients; i++) {
-      rpc::MessengerOptions mo;
-      mo.name = "client" + std::to_string(i);
-      messengers_.push_back(rpc::MessengerBuilder(mo).Build().value());
-      rpc::ChannelOptions co = options;
-      co.name = "bench" + std::to_string(i);
-      auto channel = rpc::Channel::Create(messengers_.back(), target, co);
-      CHECK(channel.ok()) << channel.status().ToString();
-      loads_.push_back(std::make_unique<Load>(*channel, concurrency, recorder));
-    }
-  }
-  ~Clients() {
-    Stop();
-    for (auto& m : messengers_) m->Shutdown();
-  }
-  void Start() {
-    for (auto& l : loads_) l->Start();
-  }
-  void Stop() {
-    if (stopped_) return;
-    stopped_ = true;
-    for (auto& l : loads_) l->Stop();
-  }
-  int64_t Sum(int64_t (Load::*field)() const) const {
-    int64_t sum = 0;
-    for (const auto& l : loads_) sum += ((*l).*field)();
-    return sum;
-  }
-  const std::vector<std::unique_ptr<Load>>& loads() const { return loads_; }
-
- private:
-  std::vector<std::shared_ptr<rpc::Messenger>> messengers_;
-  std::vector<std::unique_ptr<Load>> loads_;
-  bool stopped_ = false;
-};
-
-double Ms(uint64_t us) { return us / 1000.0; }
 
 // ---------------------------------------------------------------------------------------------
 // kill
@@ -277,7 +130,7 @@ int RunKill(const std::string& self_dir) {
   const double total = FLAGS_steady_seconds + FLAGS_after_seconds;
   Recorder recorder(static_cast<size_t>(total * 400'000));
   rpc::ChannelOptions options;
-  Clients clients(target, options, FLAGS_concurrency, &recorder);
+  Clients clients(FLAGS_clients, target, options, FLAGS_concurrency, &recorder);
   clients.Start();
   SleepFor(MonoDelta::FromSeconds(FLAGS_steady_seconds));
   const double kill_at = recorder.Elapsed();
@@ -398,7 +251,7 @@ struct PhaseFigures {
 
 PhaseFigures RunPhase(const std::string& target, const rpc::ChannelOptions& options) {
   Recorder recorder(static_cast<size_t>(FLAGS_hedge_seconds * 400'000));
-  Clients clients(target, options, FLAGS_concurrency, &recorder);
+  Clients clients(FLAGS_clients, target, options, FLAGS_concurrency, &recorder);
   clients.Start();
   SleepFor(MonoDelta::FromSeconds(FLAGS_hedge_seconds));
   clients.Stop();
@@ -469,7 +322,7 @@ int RunHedge() {
   ten_x.handler_delay =
       MonoDelta::FromMicroseconds(std::max<int64_t>(1000, 10 * healthy_all.ValueAtPercentile(50)));
   servers[0].faults->set_spec(ten_x);
-  Clients clients(target, rpc::ChannelOptions(), FLAGS_concurrency, nullptr);
+  Clients clients(FLAGS_clients, target, rpc::ChannelOptions(), FLAGS_concurrency, nullptr);
   std::vector<int64_t> before;
   for (const auto& s : servers) before.push_back(s.service->calls());
   clients.Start();
@@ -508,7 +361,7 @@ bool ChannelsHave(const Clients& clients, const Sockaddr& addr, bool want) {
 // (name_fourth(false)), --registry_rounds times, under a load of --clients x 16 calls.
 int RunRegistry(const char* name, const std::string& target, std::vector<Server>& servers,
                 const std::function<void(bool)>& name_fourth) {
-  Clients clients(target, rpc::ChannelOptions(), 16, nullptr);
+  Clients clients(FLAGS_clients, target, rpc::ChannelOptions(), 16, nullptr);
   const MonoTime wait_until = MonoTime::Now() + MonoDelta::FromSeconds(30);
   while (!ChannelsHave(clients, servers[0].addr, true) && MonoTime::Now() < wait_until) {
     SleepFor(MonoDelta::FromMilliseconds(5));
@@ -583,14 +436,17 @@ int RunRegistries() {
 
 int Main(const std::string& self_dir) {
   const std::string& s = FLAGS_scenario;
-  if (s != "all" && s != "kill" && s != "hedge" && s != "registry") {
-    fprintf(stderr, "cluster-bench: --scenario must be kill, hedge, registry or all\n");
+  if (s != "all" && s != "kill" && s != "hedge" && s != "registry" && s != "drop") {
+    fprintf(stderr, "cluster-bench: --scenario must be kill, hedge, registry, drop or all\n");
     return 2;
   }
   int rc = 0;
   if (s == "all" || s == "kill") rc |= RunKill(self_dir);
   if (s == "all" || s == "hedge") rc |= RunHedge();
   if (s == "all" || s == "registry") rc |= RunRegistries();
+  if (s == "all" || s == "drop") {
+    rc |= RunDrop(FLAGS_clients, FLAGS_concurrency, FLAGS_steady_seconds, FLAGS_after_seconds);
+  }
   return rc;
 }
 
@@ -600,11 +456,11 @@ int Main(const std::string& self_dir) {
 int main(int argc, char** argv) {
   rrpc::ParseCommandLine(
       &argc, &argv,
-      {"cluster-bench [--scenario=kill|hedge|registry|all] [--clients=N] [--concurrency=N]",
+      {"cluster-bench [--scenario=kill|hedge|registry|drop|all] [--clients=N] [--concurrency=N]",
        "Timed figures of a cluster channel: a server SIGKILLed under load, a slowed replica with "
        "and without hedging, servers added to and removed from a file and an etcd registry "
-       "(docs/cluster.md).",
-       {"rrpc/bench/cluster_bench_main.cc"}});
+       "(docs/cluster.md); a server's packets dropped (network namespaces, root).",
+       {"rrpc/bench/cluster_bench_main.cc", "rrpc/bench/cluster_bench_drop.cc"}});
   google::InitGoogleLogging(argv[0]);
   const std::string self_dir = std::filesystem::read_symlink("/proc/self/exe").parent_path();
   return rrpc::bench::Main(self_dir);

@@ -3,10 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
+#include "rrpc/rpc/core/reactor.h"
 #include "rrpc/rpc/testing/rpc-test-util.h"
+#include "rrpc/util/countdown_latch.h"
 
 namespace rrpc::rpc {
 
@@ -55,6 +58,55 @@ TEST_F(MessengerTest, LastReferenceReleasedOnItsOwnReactorShutsItDown) {
                  [req, resp, ctl, owned = std::move(proxy)]() mutable { owned.reset(); });
   ASSERT_TRUE(deleted.WaitFor(MonoDelta::FromSeconds(60)));
   EXPECT_TRUE(weak_proxy.expired());
+}
+
+// A RunAfter task still waiting at Shutdown() is neither dropped nor run on the thread shutting
+// down: it runs once, early, on its reactor's thread, and finds the messenger closing.
+TEST_F(MessengerTest, DelayedTaskWaitingAtShutdownRunsEarlyOnItsReactorOnce) {
+  auto messenger = MessengerBuilder("delayed").set_num_reactors(2).Build().value();
+  struct Seen {
+    std::atomic<int> runs{0};
+    std::atomic<bool> on_reactor{false};
+    std::atomic<bool> closing{false};
+  };
+  auto seen = std::make_shared<Seen>();
+  CountDownLatch armed(1);
+  Messenger* raw = messenger.get();
+  // From a reactor thread (as a channel's retry is), through a task that the reactor runs first.
+  raw->RunAfter(MonoDelta(), [raw, seen, &armed] {
+    raw->RunAfter(MonoDelta::FromSeconds(3600), [raw, seen] {
+      seen->on_reactor.store(Reactor::Current() != nullptr &&
+                             Reactor::Current()->messenger() == raw);
+      seen->closing.store(raw->closing());
+      seen->runs.fetch_add(1);
+    });
+    armed.CountDown();
+  });
+  ASSERT_TRUE(armed.WaitFor(MonoDelta::FromSeconds(60)));
+  EXPECT_EQ(seen->runs.load(), 0);
+  const MonoTime start = MonoTime::Now();
+  messenger->Shutdown();
+  EXPECT_EQ(seen->runs.load(), 1);
+  EXPECT_TRUE(seen->on_reactor.load());
+  EXPECT_TRUE(seen->closing.load());
+  EXPECT_LT((MonoTime::Now() - start).ToSeconds(), 600);  // not at its hour
+  messenger.reset();
+  EXPECT_EQ(seen->runs.load(), 1);
+}
+
+// After Shutdown() a delayed task runs at once on the caller's thread, still exactly once.
+TEST_F(MessengerTest, DelayedTaskGivenAfterShutdownRunsAtOnceOnTheCaller) {
+  auto messenger = MessengerBuilder("stopped").Build().value();
+  messenger->Shutdown();
+  int runs = 0;
+  const std::thread::id caller = std::this_thread::get_id();
+  bool on_caller = false;
+  messenger->RunAfter(MonoDelta::FromSeconds(3600), [&] {
+    runs++;
+    on_caller = std::this_thread::get_id() == caller;
+  });
+  EXPECT_EQ(runs, 1);
+  EXPECT_TRUE(on_caller);
 }
 
 TEST_F(MessengerTest, ManyConcurrentAsyncCallsAllAnswered) {

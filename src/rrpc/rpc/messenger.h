@@ -50,7 +50,8 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   // Before Listen(); the worker pool starts with Listen().
   Status RegisterService(std::unique_ptr<ServiceIf> service);
   // Stops accepting and reading, answers nothing more, fails the calls still in flight (every
-  // callback runs once), stops the workers. Idempotent; the destructor calls it.
+  // callback runs once), runs the RunAfter tasks still waiting (see RunAfter), stops the
+  // workers. Idempotent; the destructor calls it. Not on one of this messenger's reactors.
   void Shutdown();
 
   // Graceful drain, in this order, before Shutdown():
@@ -70,7 +71,10 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   Status ReloadSecurity();
 
   // Any thread: runs `task` on a reactor after `delay` (the calling reactor when called on one),
-  // exactly once; see Reactor::RunAfter. Asynchronous retries wait their backoff here.
+  // exactly once. Tasks still waiting at Shutdown() run then, early, on their reactor's thread
+  // after its calls have failed; a task given after Shutdown() runs at once on the caller's
+  // thread. Either way closing() is true by then and any call the task makes fails at once with
+  // Aborted. Asynchronous retries and hedges wait their delay here. See Reactor::RunAfter.
   void RunAfter(MonoDelta delay, std::function<void()> task);
 
   const MessengerOptions& options() const { return options_; }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "rrpc/rpc/security/ephemeral_certs.h"
+#include "rrpc/rpc/testing/netns-test-util.h"
 #include "rrpc/rpc/testing/rpc-test-util.h"
 
 DEFINE_string(
@@ -64,36 +65,28 @@ TEST(MultiHostServerProcess, Serve) {
   while (true) pause();
 }
 
-// Runs a shell command; true on exit status 0. Output goes to the test log.
-bool Sh(const std::string& cmd) { return std::system((cmd + " >&2").c_str()) == 0; }
+bool Sh(const std::string& cmd) { return NetNamespaces::Sh(cmd); }
 
 class MultiHostTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string id = std::to_string(getpid() % 100000);
-    server_ns_ = "rrpc-mh" + id + "s";
-    client_ns_ = "rrpc-mh" + id + "c";
     // A /24 of 10.0.0.0/8 per test process, so parallel runs do not collide.
     const std::string net = "10.77." + std::to_string(getpid() % 250 + 1) + ".";
     server_ip_ = net + "1";
     client_ip_ = net + "2";
-    if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
-    if (!Sh("command -v ip >/dev/null")) GTEST_SKIP() << "needs iproute2's `ip`";
-    if (!Sh("ip netns add " + server_ns_)) {
+    const std::string unavailable = NetNamespaces::Unavailable();
+    if (!unavailable.empty()) GTEST_SKIP() << unavailable;
+    server_ns_ = namespaces_.Add("s");
+    if (server_ns_.empty()) {
       GTEST_SKIP() << "cannot create network namespaces here (ip netns add failed)";
     }
-    made_ns_ = true;
-    const std::string veth_s = "rmh" + id + "s", veth_c = "rmh" + id + "c";
-    ASSERT_TRUE(Sh("ip netns add " + client_ns_));
-    ASSERT_TRUE(Sh("ip link add " + veth_s + " netns " + server_ns_ + " type veth peer name " +
-                   veth_c + " netns " + client_ns_));
-    veth_c_ = veth_c;
-    veth_s_ = veth_s;
-    ASSERT_TRUE(Sh("ip -n " + server_ns_ + " addr add " + server_ip_ + "/24 dev " + veth_s));
-    ASSERT_TRUE(Sh("ip -n " + client_ns_ + " addr add " + client_ip_ + "/24 dev " + veth_c));
-    ASSERT_TRUE(Sh("ip -n " + server_ns_ + " link set " + veth_s + " up"));
-    ASSERT_TRUE(Sh("ip -n " + client_ns_ + " link set " + veth_c + " up"));
-    ASSERT_TRUE(Sh("ip -n " + server_ns_ + " link set lo up"));
+    client_ns_ = namespaces_.Add("c");
+    ASSERT_FALSE(client_ns_.empty());
+    const std::string veth = "rmh" + id;
+    ASSERT_TRUE(NetNamespaces::Link(veth, server_ns_, server_ip_, client_ns_, client_ip_));
+    veth_s_ = veth + "a";
+    veth_c_ = veth + "b";
     if (tls_) {
       cert_dir_ = security::MakeTempDir("rrpc-multihost");
       security::CertSpec spec;
@@ -112,10 +105,6 @@ class MultiHostTest : public ::testing::Test {
       kill(server_pid_, SIGCONT);
       kill(server_pid_, SIGKILL);
       waitpid(server_pid_, nullptr, 0);
-    }
-    if (made_ns_) {
-      Sh("ip netns del " + server_ns_);
-      Sh("ip netns del " + client_ns_ + " 2>/dev/null");
     }
     if (!cert_dir_.empty()) Sh("rm -rf '" + cert_dir_ + "'");
   }
@@ -154,11 +143,6 @@ class MultiHostTest : public ::testing::Test {
   // The client messenger's threads are made while this thread is in the client namespace, so
   // they (and every socket they open) stay there; this thread then goes back.
   void StartClientInNamespace() {
-    const int home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-    ASSERT_GE(home, 0);
-    const int ns = open(("/var/run/netns/" + client_ns_).c_str(), O_RDONLY | O_CLOEXEC);
-    ASSERT_GE(ns, 0);
-    ASSERT_EQ(0, setns(ns, CLONE_NEWNET));
     MessengerOptions options;
     options.name = "client";
     options.num_reactors = 1;  // one connection to watch
@@ -166,10 +150,9 @@ class MultiHostTest : public ::testing::Test {
       options.security.ca_certificate_file = ca_file_;
       options.security.encryption = SecurityPolicy::kRequired;
     }
-    auto client = MessengerBuilder(options).Build();
-    ASSERT_EQ(0, setns(home, CLONE_NEWNET));
-    close(ns);
-    close(home);
+    Result<std::shared_ptr<Messenger>> client = Status::IllegalState("not built");
+    ASSERT_TRUE(
+        NetNamespaces::RunIn(client_ns_, [&] { client = MessengerBuilder(options).Build(); }));
     ASSERT_TRUE(client.ok()) << client.status().ToString();
     client_ = std::move(client).value();
   }
@@ -212,8 +195,8 @@ class MultiHostTest : public ::testing::Test {
   // The dead-peer cases over TLS (set by MultiHostTlsTest before SetUp).
   void ExpectDeadPeerDeclared();
 
+  NetNamespaces namespaces_{"mh"};  // deletes the namespaces last, after TearDown
   std::string server_ns_, client_ns_, server_ip_, client_ip_, veth_c_, veth_s_;
-  bool made_ns_ = false;
   bool tls_ = false;
   security::EphemeralCa ca_{"multihost-test-ca"};
   std::string cert_dir_, ca_file_;

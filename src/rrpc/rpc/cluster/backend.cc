@@ -169,20 +169,31 @@ void Backend::Restore() {
 AttemptOutcome Backend::Record(const OutboundCall& call, const Status& status,
                                const ErrorStatusPB* error) {
   outstanding_.fetch_sub(1, std::memory_order_relaxed);
-  const AttemptOutcome outcome = ClassifyAttempt(status, error);
+  AttemptOutcome outcome = ClassifyAttempt(status, error);
+  // A connection that could not connect or negotiate in time (a server whose packets vanish)
+  // fails its calls TimedOut before their own deadline and before their request left: the server
+  // never saw them, and it is as unreachable as one that refuses connections.
+  if (outcome == AttemptOutcome::kTimedOut && error == nullptr && !call.request_started() &&
+      MonoTime::Now() < call.deadline()) {
+    outcome = AttemptOutcome::kConnectionFailed;
+  }
   const MonoTime received_at = call.received_at();
   if (received_at != MonoTime()) {
     // An answer came: fold its time into the average (racing updates may lose one sample). A
     // "too busy" refusal comes back fast without serving anything: folded as itself it would
     // make a full server look the fastest and draw more calls to refuse. It counts as twice the
     // average instead (at least 1 ms, at most 1 s), so a refusing server loses the comparisons
-    // and is tried again once its latency ages.
-    int64_t sample = (received_at - call.sent_at()).ToNanoseconds();
+    // and is tried again once its latency ages. A call that waited for its connection to open
+    // is no sample: its time is mostly the connection's set-up (a new channel's first calls to
+    // every server), which would rank servers by how fast they were reached, not served.
     const int64_t old = ewma_ns_.load(std::memory_order_relaxed);
-    if (outcome == AttemptOutcome::kTooBusy) {
-      sample = std::min<int64_t>(std::max<int64_t>({sample, 2 * old, 1'000'000}), 1'000'000'000);
+    if (!call.waited_for_connection()) {
+      int64_t sample = (received_at - call.sent_at()).ToNanoseconds();
+      if (outcome == AttemptOutcome::kTooBusy) {
+        sample = std::min<int64_t>(std::max<int64_t>({sample, 2 * old, 1'000'000}), 1'000'000'000);
+      }
+      ewma_ns_.store(old == 0 ? sample : old + (sample - old) / 8, std::memory_order_relaxed);
     }
-    ewma_ns_.store(old == 0 ? sample : old + (sample - old) / 8, std::memory_order_relaxed);
     last_answer_ns_.store(received_at.ToNanoseconds(), std::memory_order_relaxed);
   }
   if (outcome != AttemptOutcome::kSuccess && errors_ != nullptr) errors_->Increment();

@@ -48,18 +48,26 @@ bool Eligible(const Backend* b, const TriedBackends& tried, MonoTime* now) {
 }
 
 // Lower is better: outstanding calls weighted by latency (at least 1 us, so a backend with no
-// answers yet still counts its outstanding calls). The latency counts half for each second
-// without an answer: a server that was slow, and so stopped being picked, gets a call again
-// after a few seconds to show whether it still is.
+// answers yet still counts its outstanding calls). A backend with calls outstanding and no answer
+// for a while is at least that slow: the silence is a floor on its latency, so a server that
+// holds calls without answering (its packets dropped, a hung process) stops drawing calls within
+// milliseconds. Without outstanding calls, the latency counts half for each second without an
+// answer instead: a server that was slow, and so stopped being picked, gets a call again after a
+// few seconds to show whether it still is.
 double Cost(const Backend* b, MonoTime* now) {
   int64_t ewma = b->ewma_latency_ns();
   const int64_t last = b->last_answer_ns();
-  if (last != 0 && ewma > 1000) {
-    const int64_t silent_s = (Now(now).ToNanoseconds() - last) / 1000000000;
-    if (silent_s > 0) ewma = silent_s >= 62 ? 0 : ewma >> silent_s;
+  const int outstanding = b->outstanding();
+  if (last != 0) {
+    const int64_t silent_ns = Now(now).ToNanoseconds() - last;
+    if (outstanding > 0) {
+      ewma = std::max(ewma, silent_ns);
+    } else if (ewma > 1000) {
+      const int64_t silent_s = silent_ns / 1000000000;
+      if (silent_s > 0) ewma = silent_s >= 62 ? 0 : ewma >> silent_s;
+    }
   }
-  return static_cast<double>(b->outstanding() + 1) *
-         static_cast<double>(std::max<int64_t>(ewma, 1000));
+  return static_cast<double>(outstanding + 1) * static_cast<double>(std::max<int64_t>(ewma, 1000));
 }
 
 }  // namespace

@@ -178,6 +178,48 @@ TEST_F(ChannelTest, PowerOfTwoChoicesTriesASlowServerAgainOnceItsLatencyAges) {
       [&] { return EchoOnce(proxy, "x").ok() && servers_[0].service->calls() > before; }));
 }
 
+// A server that holds a call without answering (dropped packets, a hung process) is at least as
+// slow as its silence: it draws no further calls, although its latency, had it had no call
+// outstanding, would age towards zero within these seconds.
+TEST_F(ChannelTest, PowerOfTwoChoicesAvoidsAServerHoldingACallWithoutAnswering) {
+  StartServers(2);
+  std::atomic<bool> hold{false};
+  servers_[0].service->set_echo_hook([this, &hold](const rtest::EchoRequestPB&, RpcContext*) {
+    if (hold.load()) gate_.Pass();
+  });
+  auto channel = NewChannel(NewClient(), ChannelOptions());
+  rtest::EchoServiceProxy proxy(channel);
+  for (int i = 0; i < 1000 && servers_[0].service->calls() == 0; i++) {
+    ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  }
+  ASSERT_GT(servers_[0].service->calls(), 0);  // both have a latency
+  hold.store(true);
+  struct Call {
+    rtest::EchoRequestPB req;
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    CountDownLatch done{1};
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  // One call at a time; returns once it was answered or server 0 holds it.
+  auto call_once = [&] {
+    const int held = gate_.entered();
+    calls.push_back(std::make_unique<Call>());
+    Call* c = calls.back().get();
+    c->req.set_data("x");
+    c->ctl.set_timeout(MonoDelta::FromSeconds(120));
+    proxy.EchoAsync(c->req, &c->resp, &c->ctl, [c] { c->done.CountDown(); });
+    return WaitForCondition([&] { return c->done.count() == 0 || gate_.entered() > held; });
+  };
+  while (gate_.entered() == 0) ASSERT_TRUE(call_once());
+  // 5 s of calls: server 0's latency would have aged to 1/32.
+  const MonoTime until = MonoTime::Now() + MonoDelta::FromSeconds(5);
+  while (MonoTime::Now() < until) ASSERT_TRUE(call_once());
+  EXPECT_LE(gate_.entered(), 2) << "of " << calls.size() << " calls";
+  gate_.Open();
+  for (auto& c : calls) ASSERT_TRUE(c->done.WaitFor(MonoDelta::FromSeconds(60)));
+}
+
 TEST_F(ChannelTest, HashKeySticksToOneServer) {
   StartServers(3);
   ChannelOptions options;

@@ -205,6 +205,11 @@ void Channel::SendAttempt(Backend* backend, scoped_refptr<CallObserver>&& observ
     call->FailBeforeSend(s);
     return;
   }
+  // The controller's Cancel() (the caller's, or a hedge loser's own) reaches this attempt.
+  if (!ChannelCall::AttachAttempt(controller, call.get())) {
+    call->FailBeforeSend(Status::Aborted("call " + method + " cancelled before it was sent"));
+    return;
+  }
   MessengerInternals::QueueOutboundCall(messenger_.get(), std::move(call));
 }
 

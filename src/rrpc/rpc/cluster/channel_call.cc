@@ -1,6 +1,7 @@
 #include "rrpc/rpc/cluster/channel_call.h"
 
 #include <glog/logging.h>
+#include <google/protobuf/empty.pb.h>
 
 #include <algorithm>
 #include <atomic>
@@ -40,6 +41,7 @@ struct ChannelCall::Attempt final : public CallObserver {
   bool request_sent = false;
   MonoDelta latency;  // when answered
   bool answered = false;
+  bool waited_for_connection = false;  // its latency includes the connection's set-up
   std::atomic<bool> abandoned{false};  // lost a hedge: its answer is ignored
 
   void OnCallFinished(const OutboundCall& c, const Status& status,
@@ -49,6 +51,7 @@ struct ChannelCall::Attempt final : public CallObserver {
     if (c.received_at() != MonoTime()) {
       answered = true;
       latency = c.received_at() - c.sent_at();
+      waited_for_connection = c.waited_for_connection();
     }
   }
 };
@@ -136,7 +139,10 @@ scoped_refptr<ChannelCall::Attempt> ChannelCall::NewAttemptLocked(bool hedge) {
     a->own_controller = std::make_unique<RpcController>();
     a->own_controller->set_deadline(deadline_);
     a->own_controller->set_trace_context(controller_->trace_context());
-    a->own_response.reset(response_->New());
+    // Not of the caller's type: the loser may still be filling it after the caller's callback,
+    // when the caller may have freed its types. Its fields land in the unknown-field set, and the
+    // winner's bytes are parsed into the caller's response (Deliver).
+    a->own_response = std::make_unique<google::protobuf::Empty>();
     a->controller = a->own_controller.get();
     a->response = a->own_response.get();
   } else {
@@ -231,12 +237,13 @@ void ChannelCall::OnAttemptDone(Attempt* attempt) {
   }
   if (retry) {
     // On a reactor, after this callback has returned: the finished attempt is done with the
-    // caller's controller by then.
+    // caller's controller by then. At messenger shutdown the retry runs early and fails at once.
     scoped_refptr<ChannelCall> self(this);
     channel_->messenger()->RunAfter(wait, [self] { self->Retry(); });
     return;
   }
-  Deliver(attempt, std::move(losers));
+  for (auto& loser : losers) CancelAttempt(loser.get());
+  Deliver(attempt);
 }
 
 void ChannelCall::Retry() {
@@ -253,7 +260,7 @@ void ChannelCall::Retry() {
     }
   }
   if (next == nullptr) {
-    Deliver(failed.get(), {});
+    Deliver(failed.get());
     return;
   }
   if (!hedged_) controller_->PrepareRetry();
@@ -284,8 +291,7 @@ void ChannelCall::CancelAttempt(Attempt* attempt) {
   if (attempt->own_controller != nullptr) attempt->own_controller->Cancel();
 }
 
-void ChannelCall::Deliver(Attempt* attempt, std::vector<scoped_refptr<Attempt>> losers) {
-  for (auto& loser : losers) CancelAttempt(loser.get());
+void ChannelCall::Deliver(Attempt* attempt) {
   if (hedged_) {
     RpcController* from = attempt->own_controller.get();
     controller_->status_ = std::move(from->status_);
@@ -294,7 +300,13 @@ void ChannelCall::Deliver(Attempt* attempt, std::vector<scoped_refptr<Attempt>> 
     controller_->inbound_sidecars_ = std::move(from->inbound_sidecars_);
     controller_->finished_ = true;
     if (controller_->status_.ok()) {
-      response_->GetReflection()->Swap(response_, attempt->own_response.get());
+      // The answer's bytes, kept as unknown fields, into the caller's type.
+      const std::string bytes = attempt->own_response->SerializeAsString();
+      response_->Clear();
+      if (!response_->ParsePartialFromString(bytes) || !response_->IsInitialized()) {
+        controller_->status_ =
+            Status::Corruption("response does not parse", response_->InitializationErrorString());
+      }
     }
   }
   {
@@ -303,7 +315,14 @@ void ChannelCall::Deliver(Attempt* attempt, std::vector<scoped_refptr<Attempt>> 
   }
   // The caller's controller carried the last attempt's deadline; it reads the call's again.
   if (RetriesTimeouts() && !hedged_) controller_->set_deadline(deadline_);
-  if (attempt->answered) channel_->RecordLatency(attempt->latency);
+  if (attempt->answered && !attempt->waited_for_connection) {
+    channel_->RecordLatency(attempt->latency);
+  }
+  // No attempt can start and every one sent has serialized the request: the copy goes now, as
+  // the caller may free its message types (a DynamicMessageFactory, a descriptor pool) in the
+  // callback or right after, while this call lives on until its last attempt's reference goes
+  // (a cancelled loser's may come later; it holds nothing of the caller's types).
+  request_.reset();
   ResponseCallback done = std::move(callback_);
   done();
 }

@@ -3,10 +3,13 @@
 // refused (too busy, unavailable, draining) or its connection fails before the request left (or
 // after, for an idempotent method), within the call's deadline and the channel's retry budget,
 // waiting a jittered backoff between attempts; and, for an idempotent call with a hedge delay,
-// sends a second attempt when the first has not answered in time (first answer wins).
+// sends a second attempt when the first has not answered in time (first answer wins; the other
+// is cancelled).
 //
 // Internal to the channel. Reference counted: held by each attempt in flight and each timer
-// waiting; the caller's response, controller and callback are used until the callback runs.
+// waiting (a timer still waiting at messenger shutdown runs early and the call ends Aborted). The
+// caller's request, response, controller and callback, and anything of their message types, are
+// used until the callback runs, never after.
 // Attempts finish on reactor threads, concurrently when hedged: shared state is under mu_.
 #pragma once
 
@@ -41,6 +44,11 @@ class ChannelCall : public RefCounted<ChannelCall> {
   static void FailAtOnce(RpcController* controller, Status status, ResponseCallback&& callback);
   // The one-server path's call: one attempt.
   static void SetOneAttempt(RpcController* controller) { controller->attempts_ = 1; }
+  // Makes `call` the one `controller`'s Cancel() reaches; false when Cancel() came first (the
+  // caller then fails the call).
+  static bool AttachAttempt(RpcController* controller, OutboundCall* call) {
+    return controller->AttachCall(call);
+  }
 
  private:
   friend class RefCounted<ChannelCall>;
@@ -66,8 +74,9 @@ class ChannelCall : public RefCounted<ChannelCall> {
   bool MayRetry(const Attempt& attempt) RRPC_REQUIRES(mu_);
   // Whether an attempt that passed its own timeout (ChannelOptions::attempt_timeout) moves on.
   bool RetriesTimeouts() const { return idempotent_ && attempt_timeout_ > MonoDelta(); }
-  // Gives the caller `attempt`'s outcome and runs the callback.
-  void Deliver(Attempt* attempt, std::vector<scoped_refptr<Attempt>> losers);
+  // Gives the caller `attempt`'s outcome and runs the callback. REQUIRES: delivered_ set, so no
+  // new attempt starts.
+  void Deliver(Attempt* attempt);
   // The loser of a hedge: its answer will be ignored. Only on the client for now (its callback
   // touches only the attempt's own controller and response); see docs/cluster.md.
   static void CancelAttempt(Attempt* attempt);
@@ -75,7 +84,9 @@ class ChannelCall : public RefCounted<ChannelCall> {
   const std::shared_ptr<Channel> channel_;
   const std::string service_;
   const std::string method_;
-  const std::unique_ptr<google::protobuf::Message> request_;  // a copy: retries resend it
+  // A copy: retries resend it. Freed before the callback runs (see Deliver): it is of the caller's
+  // message type, which the caller may free then. (Hedged attempts' own responses are not.)
+  std::unique_ptr<google::protobuf::Message> request_;
   google::protobuf::Message* const response_;
   RpcController* const controller_;
   ResponseCallback callback_;

@@ -139,6 +139,7 @@ void Connection::QueueOutboundCall(scoped_refptr<OutboundCall>&& call) {
   if (call->finished()) return;  // deadline already passed and the callback ran
   if (call->report_connection()) call->set_connection(this);
   if (!sending_calls_) {
+    call->set_waited_for_connection();
     pending_calls_.push_back(std::move(call));
     return;
   }

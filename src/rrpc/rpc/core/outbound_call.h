@@ -78,6 +78,11 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   bool request_started() const { return started(); }
   // When the response was read; MonoTime() when none came.
   MonoTime received_at() const { return received_at_; }
+  // Whether the call waited for its connection to open (connect and negotiation) before it could
+  // be sent: then received_at() - sent_at() includes the connection's set-up. Set on the reactor
+  // thread as the call is queued; read by its observer as it finishes.
+  bool waited_for_connection() const { return waited_for_connection_; }
+  void set_waited_for_connection() { waited_for_connection_ = true; }
 
   int32_t call_id() const { return call_id_; }
   const Sockaddr& remote() const { return method_->remote(); }
@@ -144,6 +149,7 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   MonoTime received_at_;                // unset unless a response arrived
   ClientMethodMetrics* const metrics_;  // the method's: owned by the messenger, or nullptr
   bool report_connection_ = false;
+  bool waited_for_connection_ = false;
   scoped_refptr<Connection> connection_;  // see set_connection()
   scoped_refptr<CallObserver> observer_;  // see set_observer(); usually none
   std::atomic<bool> cancel_requested_{false};

@@ -91,6 +91,21 @@ Status Reactor::Start() {
 void Reactor::RunLoop() {
   FrameReader::RecycleReadBlocksOnThisThread();
   ev_run(loop_, 0);
+  // Shutdown() broke the loop after CloseAll(). From here nothing more is queued (RunAfter runs a
+  // task at once on its caller's thread, calls fail there): what is queued fails or runs now, and
+  // the delayed tasks still waiting run now, on this thread, each once.
+  {
+    MutexLock lock(mu_);
+    accepting_work_ = false;
+  }
+  DrainIncomingWork();
+  std::unordered_map<DelayedTask*, std::unique_ptr<DelayedTask>> delayed;
+  delayed.swap(armed_delayed_);
+  for (auto& [raw, task] : delayed) {
+    ev_timer_stop(loop_, &task->timer);
+    task->task();
+  }
+  delayed.clear();
   closed_connections_.clear();
   FrameReader::StopRecyclingReadBlocksOnThisThread();
   VLOG(1) << "reactor " << index_ << " stopped";
@@ -108,19 +123,6 @@ void Reactor::Shutdown() {
     ev_break(loop_, EVBREAK_ALL);
   });
   thread_.join();
-  {
-    MutexLock lock(mu_);
-    accepting_work_ = false;
-  }
-  // Work queued while the loop was stopping: fail it here. Nothing more can be queued.
-  DrainIncomingWork();
-  // Delayed tasks still waiting run now (the loop is gone: this thread owns them).
-  std::unordered_map<DelayedTask*, std::unique_ptr<DelayedTask>> delayed;
-  delayed.swap(armed_delayed_);
-  for (auto& [raw, task] : delayed) {
-    ev_timer_stop(loop_, &task->timer);
-    task->task();
-  }
 }
 
 void Reactor::RunAfter(MonoDelta delay, std::function<void()> task) {
@@ -295,6 +297,7 @@ void Reactor::OnAsync(struct ev_loop*, ev_async* w, int) {
 }
 
 void Reactor::DrainIncomingWork() {
+  DCHECK(IsCurrentThread());
   std::vector<scoped_refptr<OutboundCall>> calls;
   std::vector<InboundCall*> responses;
   std::vector<std::function<void()>> tasks;
@@ -307,28 +310,28 @@ void Reactor::DrainIncomingWork() {
     delayed.swap(incoming_delayed_);
     wakeup_pending_ = false;
   }
-  const bool running = IsCurrentThread();
+  // After CloseAll() (the reactor is shutting down) calls and responses fail, and delayed tasks
+  // run now instead of waiting for a loop that is about to stop.
+  const bool open = !stopped_.load(std::memory_order_relaxed);
   for (InboundCall* call : responses) {
-    if (running) {
+    if (open) {
       call->connection()->QueueResponse(call);
     } else {
       call->TransferAborted(Status::Aborted("messenger shut down"));
     }
   }
   for (auto& call : calls) {
-    if (running) {
+    if (open) {
       AssignOutboundCall(std::move(call));
     } else {
       call->FinishWithError(Status::Aborted("messenger shut down"));
     }
   }
-  for (auto& task : tasks) {
-    if (running) task();
-  }
-  if (running) {
+  for (auto& task : tasks) task();
+  if (open) {
     ArmDelayedTasks(std::move(delayed));
   } else {
-    for (auto& t : delayed) t->task();  // the loop is gone: now, exactly once
+    for (auto& t : delayed) t->task();
   }
 }
 

@@ -57,9 +57,11 @@ class Reactor {
   void QueueResponse(InboundCall* call) RRPC_EXCLUDES(mu_);
   void RunOnReactor(std::function<void()> task) RRPC_EXCLUDES(mu_);
   // Any thread: runs `task` on this reactor's thread once `delay` has passed (an ev_timer; e.g.
-  // a retry's backoff). Exactly once: tasks still waiting when the reactor shuts down run then,
-  // on the thread shutting it down, and a task given to a stopped reactor runs at once on the
-  // caller's thread (either way it finds the messenger closing).
+  // a retry's backoff). Exactly once, never dropped: tasks still waiting when the reactor shuts
+  // down run then, early, on this reactor's thread, after its connections have closed (their
+  // calls failed) and before the thread exits; a task given to a reactor that has stopped runs
+  // at once on the caller's thread. Either way it finds the messenger closing(), so a call it
+  // makes fails at once: a task that owns a caller's pending call ends it with that status.
   void RunAfter(MonoDelta delay, std::function<void()> task) RRPC_EXCLUDES(mu_);
   // Any thread. Snapshot of the connections (runs on the reactor; waits for it).
   std::vector<ConnectionInfo> DumpConnections();
@@ -120,7 +122,7 @@ class Reactor {
     std::function<void()> task;
   };
   static void OnDelayedTask(struct ev_loop* loop, ev_timer* w, int revents);
-  // Reactor thread (or after the loop stopped): starts the timers of `tasks`.
+  // Reactor thread, while the loop runs: starts the timers of `tasks`.
   void ArmDelayedTasks(std::vector<std::unique_ptr<DelayedTask>> tasks);
   // libev's invoke-pending callback: runs the iteration's callbacks, then FinishIteration().
   static void InvokePending(struct ev_loop* loop);
@@ -205,7 +207,7 @@ class Reactor {
   bool accepting_work_ RRPC_GUARDED_BY(mu_) = true;  // false once the loop has stopped for good
 
   // Reactor thread only.
-  // RunAfter tasks whose timers run, owned here until they fire (or the reactor shuts down).
+  // RunAfter tasks whose timers run, owned here until they fire (or run early at shutdown).
   std::unordered_map<DelayedTask*, std::unique_ptr<DelayedTask>> armed_delayed_;
   std::unordered_map<Connection*, scoped_refptr<Connection>> connections_;
   std::unordered_map<Sockaddr, Connection*> client_connections_;  // by remote address

@@ -23,6 +23,15 @@ namespace {
 // What one command needs: the server (an address, or a target's channel, on a client messenger)
 // and its descriptors.
 struct CliContext {
+  CliContext() = default;
+  CliContext(CliContext&&) = default;
+  CliContext& operator=(CliContext&&) = default;
+  // Shuts the messenger down on this (the CLI's) thread, so that no reactor is left running when
+  // the process exits: a channel's attempts may hold the messenger after the command's call ended.
+  ~CliContext() {
+    if (server.messenger != nullptr) server.messenger->Shutdown();
+  }
+
   CliServer server;
   std::unique_ptr<DescriptorSource> source;
   ReflectionDescriptorSource* reflection = nullptr;  // == source when descriptors come from it
