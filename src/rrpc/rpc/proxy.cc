@@ -226,6 +226,9 @@ void Proxy::OnAsyncAttemptDone(const std::shared_ptr<AsyncRetry>& retry) {
         ->Complete(controller->request_seq_no_);
     controller->set_deadline(retry->overall_deadline);
   }
+  // The request copy goes before the callback: the caller may free its message types (a
+  // DynamicMessageFactory) in it, and the last reference to `retry` may drop later, elsewhere.
+  retry->request.reset();
   ResponseCallback done = std::move(retry->callback);
   done();
 }
