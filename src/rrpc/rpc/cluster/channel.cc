@@ -11,6 +11,7 @@
 #include "rrpc/rpc/cluster/channel_call.h"
 #include "rrpc/rpc/core/messenger_internals.h"
 #include "rrpc/rpc/core/outbound_call.h"
+#include "rrpc/rpc/core/request_tracker.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
 #include "rrpc/util/metrics/metric_registry.h"
@@ -199,8 +200,13 @@ void Channel::SendAttempt(Backend* backend, scoped_refptr<CallObserver>&& observ
                        response, controller, std::move(callback)));
   call->set_observer(std::move(observer));
   backend->CallStarted();
+  const RequestTracker* tracker = nullptr;
+  if (controller->request_seq_no() != 0) {  // a tracked call (ChannelCall)
+    tracker = MessengerInternals::request_tracker(*messenger_);
+    call->set_report_connection();  // its server's EXACTLY_ONCE decides whether to retry
+  }
   Status s = call->Serialize(request, MessengerInternals::NextCallId(messenger_.get()),
-                             messenger_->options().max_message_size);
+                             messenger_->options().max_message_size, tracker);
   if (!s.ok()) {
     call->FailBeforeSend(s);
     return;
@@ -219,7 +225,7 @@ void Channel::AsyncRequest(const std::string& service, const std::string& method
                            ResponseCallback&& callback, MethodKind kind) {
   CHECK(!controller->finished()) << "RpcController reused without Reset()";
   const BackendSet* set = current_.load(std::memory_order_acquire);
-  if (set != nullptr && set->backends.size() == 1) {
+  if (set != nullptr && set->backends.size() == 1 && kind != MethodKind::kTracked) {
     // One server: nothing to fail over to or hedge with. The call goes out as a Proxy's does,
     // and tells the backend how it ended.
     Backend* backend = set->backends[0].get();

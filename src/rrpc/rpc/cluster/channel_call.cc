@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "rrpc/rpc/cluster/channel.h"
+#include "rrpc/rpc/core/messenger_internals.h"
+#include "rrpc/rpc/core/request_tracker.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
 
@@ -76,7 +78,8 @@ ChannelCall::ChannelCall(std::shared_ptr<Channel> channel, const std::string& se
       response_(response),
       controller_(controller),
       callback_(std::move(callback)),
-      idempotent_(kind == MethodKind::kIdempotent) {
+      idempotent_(kind == MethodKind::kIdempotent),
+      tracked_(kind == MethodKind::kTracked) {
   request_->CopyFrom(request);
 }
 
@@ -106,6 +109,11 @@ void ChannelCall::Start(std::shared_ptr<Channel> channel, const BackendSet& set,
   }
   call->deadline_ = controller->deadline();
   call->attempt_timeout_ = ch->options().attempt_timeout;
+  controller->attempts_ = 1;
+  if (call->tracked_) {
+    controller->request_seq_no_ =
+        MessengerInternals::request_tracker(*ch->messenger())->NewSequence();
+  }
   scoped_refptr<Attempt> first;
   {
     MutexLock l(call->mu_);
@@ -114,6 +122,9 @@ void ChannelCall::Start(std::shared_ptr<Channel> channel, const BackendSet& set,
     if (first == nullptr) call->delivered_ = true;
   }
   if (first == nullptr) {
+    if (call->tracked_) {
+      MessengerInternals::request_tracker(*ch->messenger())->Complete(controller->request_seq_no_);
+    }
     ResponseCallback done = std::move(call->callback_);
     FailAtOnce(controller, ch->NoServerStatus(), std::move(done));
     return;
@@ -125,12 +136,14 @@ void ChannelCall::Start(std::shared_ptr<Channel> channel, const BackendSet& set,
 }
 
 scoped_refptr<ChannelCall::Attempt> ChannelCall::NewAttemptLocked(bool hedge) {
-  const BackendSet* set = channel_->current_.load(std::memory_order_acquire);
-  Backend* backend =
-      set != nullptr ? channel_->balancer_->Pick(*set, *controller_, tried_) : nullptr;
-  if (backend == nullptr) return nullptr;
-  tried_.Add(backend);
-  tried_refs_.emplace_back(backend);
+  Backend* backend = pinned_;
+  if (backend == nullptr) {
+    const BackendSet* set = channel_->current_.load(std::memory_order_acquire);
+    backend = set != nullptr ? channel_->balancer_->Pick(*set, *controller_, tried_) : nullptr;
+    if (backend == nullptr) return nullptr;
+    tried_.Add(backend);
+    tried_refs_.emplace_back(backend);
+  }
   scoped_refptr<Attempt> a(new Attempt);
   a->call = this;
   a->backend = backend;
@@ -177,26 +190,39 @@ bool ChannelCall::MayRetry(const Attempt& attempt) {
     case AttemptOutcome::kUnavailable:
       break;  // refused: the server did not run it
     case AttemptOutcome::kConnectionFailed:
-      if (attempt.request_sent && !idempotent_) return false;  // it may have run
+      if (attempt.request_sent && !idempotent_) {  // it may have run
+        if (!tracked_ || !PinForLostOutcome(attempt)) return false;
+      }
       break;
     case AttemptOutcome::kTimedOut:
-      // Only an attempt's own timeout, and only an idempotent call: the server may have run it.
+      // Only an attempt's own timeout, of an idempotent call or a tracked one that can ask its
+      // server again: the server may have run it.
       if (!RetriesTimeouts()) return false;
+      if (tracked_ && !PinForLostOutcome(attempt)) return false;
       break;
     default:
       return false;
   }
   if (attempts_ >= channel_->options().max_attempts) return false;
-  // An untried server must be left (the pick after the backoff makes sure).
-  const BackendSet* set = channel_->current_.load(std::memory_order_acquire);
-  bool untried = false;
-  if (set != nullptr) {
-    for (const auto& b : set->backends) untried |= !tried_.Contains(b.get());
+  if (pinned_ == nullptr) {
+    // An untried server must be left (the pick after the backoff makes sure).
+    const BackendSet* set = channel_->current_.load(std::memory_order_acquire);
+    bool untried = false;
+    if (set != nullptr) {
+      for (const auto& b : set->backends) untried |= !tried_.Contains(b.get());
+    }
+    if (!untried) return false;
   }
-  if (!untried) return false;
   const MonoTime now = MonoTime::Now();
   if (now + backoff_ >= deadline_) return false;
   return channel_->retry_budget_.TryWithdraw(now);
+}
+
+bool ChannelCall::PinForLostOutcome(const Attempt& attempt) {
+  const RpcController& c = *attempt.controller;
+  if (!c.server_tracks_results() && c.request_left()) return false;  // it might run twice
+  pinned_ = attempt.backend.get();
+  return true;
 }
 
 void ChannelCall::OnAttemptDone(Attempt* attempt) {
@@ -317,6 +343,10 @@ void ChannelCall::Deliver(Attempt* attempt) {
   if (RetriesTimeouts() && !hedged_) controller_->set_deadline(deadline_);
   if (attempt->answered && !attempt->waited_for_connection) {
     channel_->RecordLatency(attempt->latency);
+  }
+  if (tracked_) {
+    MessengerInternals::request_tracker(*channel_->messenger())
+        ->Complete(controller_->request_seq_no_);
   }
   // No attempt can start and every one sent has serialized the request: the copy goes now, as
   // the caller may free its message types (a DynamicMessageFactory, a descriptor pool) in the

@@ -4,7 +4,9 @@
 // after, for an idempotent method), within the call's deadline and the channel's retry budget,
 // waiting a jittered backoff between attempts; and, for an idempotent call with a hedge delay,
 // sends a second attempt when the first has not answered in time (first answer wins; the other
-// is cancelled).
+// is cancelled). A tracked call (exactly-once) carries one request id over all its attempts; once
+// an attempt's outcome is lost after its request may have left, the call is pinned to that
+// server, whose result tracker answers the retry (never hedged, never moved).
 //
 // Internal to the channel. Reference counted: held by each attempt in flight and each timer
 // waiting (a timer still waiting at messenger shutdown runs early and the call ends Aborted). The
@@ -34,7 +36,7 @@ class Channel;
 
 class ChannelCall : public RefCounted<ChannelCall> {
  public:
-  // Starts a call on `set` (two or more backends).
+  // Starts a call on `set` (two or more backends; one or more for a tracked call).
   static void Start(std::shared_ptr<Channel> channel, const BackendSet& set,
                     const std::string& service, const std::string& method,
                     const google::protobuf::Message& request, google::protobuf::Message* response,
@@ -60,8 +62,8 @@ class ChannelCall : public RefCounted<ChannelCall> {
               ResponseCallback&& callback, MethodKind kind);
   ~ChannelCall();
 
-  // A new attempt on a server picked now (counted, marked tried, in flight); nullptr when no
-  // untried server is left.
+  // A new attempt on a server picked now (or the pinned one; counted, marked tried, in flight);
+  // nullptr when no untried server is left.
   scoped_refptr<Attempt> NewAttemptLocked(bool hedge) RRPC_REQUIRES(mu_);
   // Sends `attempt` (made by NewAttemptLocked, outside the lock: it may finish at once).
   void Send(Attempt* attempt);
@@ -70,10 +72,17 @@ class ChannelCall : public RefCounted<ChannelCall> {
   void Retry();
   // When the hedge delay has passed: a second attempt, if the first is still alone and waiting.
   void MaybeHedge();
-  // Whether a failed `attempt` may be retried on another server (rules, deadline and budget).
+  // Whether a failed `attempt` may be retried on another server, or on its own for a tracked
+  // call whose outcome was lost (rules, deadline and budget); pins a tracked call.
   bool MayRetry(const Attempt& attempt) RRPC_REQUIRES(mu_);
+  // A tracked call's lost outcome (its request may have run on `attempt`'s server): true when a
+  // retry there with the same request id is safe (the server keeps results, or the request never
+  // left), and then pins the call to that server.
+  bool PinForLostOutcome(const Attempt& attempt) RRPC_REQUIRES(mu_);
   // Whether an attempt that passed its own timeout (ChannelOptions::attempt_timeout) moves on.
-  bool RetriesTimeouts() const { return idempotent_ && attempt_timeout_ > MonoDelta(); }
+  bool RetriesTimeouts() const {
+    return (idempotent_ || tracked_) && attempt_timeout_ > MonoDelta();
+  }
   // Gives the caller `attempt`'s outcome and runs the callback. REQUIRES: delivered_ set, so no
   // new attempt starts.
   void Deliver(Attempt* attempt);
@@ -91,6 +100,7 @@ class ChannelCall : public RefCounted<ChannelCall> {
   RpcController* const controller_;
   ResponseCallback callback_;
   const bool idempotent_;  // the method's kind is MethodKind::kIdempotent
+  const bool tracked_;     // MethodKind::kTracked: a request id, retries only where it may have run
   // Hedged calls give each attempt a controller and response of its own (two may be in flight);
   // others use the caller's, one attempt after another.
   bool hedged_ = false;
@@ -102,6 +112,8 @@ class ChannelCall : public RefCounted<ChannelCall> {
   TriedBackends tried_ RRPC_GUARDED_BY(mu_);
   std::vector<scoped_refptr<Backend>> tried_refs_ RRPC_GUARDED_BY(mu_);
   std::vector<scoped_refptr<Attempt>> in_flight_ RRPC_GUARDED_BY(mu_);
+  // A tracked call's server once an outcome there was lost: every later attempt goes to it.
+  Backend* pinned_ RRPC_GUARDED_BY(mu_) = nullptr;
   scoped_refptr<Attempt> last_failed_ RRPC_GUARDED_BY(mu_);
   int attempts_ RRPC_GUARDED_BY(mu_) = 0;
   bool delivered_ RRPC_GUARDED_BY(mu_) = false;
