@@ -2,9 +2,9 @@
 // at run time, so every rrpc binary runs on a machine without it (OpenVerbsDevice then says
 // NotFound and the transport falls back to TCP). The device, port and GID come from
 // VerbsDeviceOptions; the defaults scan every device and port for the first ACTIVE one with a
-// usable GID, chosen as gid_choice.h says (verbs_ibv_ports.h reads the ports). The inline cap is what the device grants at
-// QP creation: asked for, read back, and asked smaller where a device refuses.
-// Thread-safe, as libibverbs is.
+// usable GID, chosen as gid_choice.h says (verbs_ibv_ports.h reads the ports). The inline cap is
+// what the device grants at QP creation: asked for, read back, and asked smaller where a device
+// refuses. Thread-safe, as libibverbs is.
 #pragma once
 
 #include <memory>
