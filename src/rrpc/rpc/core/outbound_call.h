@@ -130,6 +130,12 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   void DetachUnsentPayload() { CopyUnsentBorrowedSidecars(); }
 
  private:
+  // Serialize()'s encoding for a call whose header carries a request id (`tracker` set) or a
+  // trace context: the fields most calls lack, filled here so that those calls skip them.
+  Result<BlockSlice> SerializeWithOptionalParts(RequestHeaderParts* header,
+                                                const google::protobuf::Message& request,
+                                                uint32_t sidecar_bytes, size_t max_message_size,
+                                                const RequestTracker* tracker);
   enum class State { kCreated, kSerialized, kFinished };
   void Finish(Status status, std::unique_ptr<ErrorStatusPB> error);
   static void OnTimerFired(struct ev_loop* loop, ev_timer* timer, int revents);
