@@ -184,8 +184,9 @@ class InboundCall final : public OutboundTransfer {
   void RespondApplicationError(const Status& status);
 
   // The two halves of RespondSuccess(), for RpcContext, which ends itself in between (it lives
-  // in this call, which may be deleted once sent): serializes the response (or, when it is too
-  // large, an ERROR_APPLICATION error) and stamps it; then hands the call to its connection.
+  // in this call, which may be deleted once sent): stops the call's cancellation (no cancel
+  // callback runs after it returns), serializes the response (or, when it is too large, an
+  // ERROR_APPLICATION error) and stamps it; then hands the call to its connection.
   void SerializeResponse(const google::protobuf::MessageLite& response) {
     SerializeResponse(response, /*is_error=*/false);
   }
