@@ -22,7 +22,7 @@ RpcContext::~RpcContext() {
 // written and deleted (by this thread or the reactor) as soon as it is sent.
 void RpcContext::RespondSuccess() {
   InboundCall* const call = call_;
-  call->StopCancellation();  // before this context ends: a cancel callback may use it
+  // Stops the call's cancellation first, before this context ends: a cancel callback may use it.
   call->SerializeResponse(*response_);
   response_serialized_ = true;  // its cached size is now its serialized size
   this->~RpcContext();

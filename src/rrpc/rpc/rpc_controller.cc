@@ -74,20 +74,20 @@ void RpcController::Reset() {
   timeout_ = MonoDelta::Max();
   deadline_ = MonoTime::Max();
   outbound_sidecars_.clear();
-  finished_ = false;
   status_ = Status::OK();
   error_.reset();
   response_block_.reset();
   inbound_sidecars_.clear();
   retry_policy_ = RetryPolicy();
   attempts_ = 0;
+  finished_ = false;
   has_hash_key_ = false;
-  hash_key_code_ = 0;
-  hedge_after_ = MonoDelta();
-  if (trace_.span_id != 0) trace_ = TraceContext();  // the rare controller that had one
-  request_seq_no_ = 0;
   server_tracks_results_ = false;
   request_left_ = false;
+  hash_key_code_ = 0;
+  hedge_after_ = MonoDelta();
+  request_seq_no_ = 0;
+  if (trace_.span_id != 0) trace_ = TraceContext();  // the rare controller that had one
 }
 
 void RpcController::set_hash_key(const std::string& key) {

@@ -161,17 +161,21 @@ class RpcController {
   // MonoTime() while set_timeout()'s timeout waits for the call's send time.
   MonoTime deadline_ = MonoTime::Max();
   std::vector<BlockSlice> outbound_sidecars_;
-  // Set by OutboundCall when the call finishes (before the callback runs).
-  bool finished_ = false;
   Status status_;
   std::unique_ptr<ErrorStatusPB> error_;
   BlockRef response_block_;  // keeps the inbound sidecars' bytes alive
   std::vector<Slice> inbound_sidecars_;
   RetryPolicy retry_policy_;
+  // The fields Reset() zeroes, side by side.
   int attempts_ = 0;
+  // Set by OutboundCall when the call finishes (before the callback runs).
+  bool finished_ = false;
   bool has_hash_key_ = false;
+  bool server_tracks_results_ = false;  // set by OutboundCall when the call finishes
+  bool request_left_ = false;           // set by OutboundCall when the call finishes
   uint64_t hash_key_code_ = 0;
   MonoDelta hedge_after_;
+  uint64_t request_seq_no_ = 0;  // set by Proxy for tracked calls
   TraceContext trace_;
   // Cancel() may come from any thread while the owner's call runs.
   std::atomic<bool> cancel_requested_{false};
@@ -182,9 +186,6 @@ class RpcController {
   // then the other read, both seq_cst: of an attach and a concurrent Cancel() at least one
   // sees the other.
   std::atomic<OutboundCall*> call_{nullptr};
-  uint64_t request_seq_no_ = 0;         // set by Proxy for tracked calls
-  bool server_tracks_results_ = false;  // set by OutboundCall when the call finishes
-  bool request_left_ = false;           // set by OutboundCall when the call finishes
 };
 
 }  // namespace rrpc::rpc

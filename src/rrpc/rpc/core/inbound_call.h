@@ -184,8 +184,9 @@ class InboundCall final : public OutboundTransfer {
   void RespondApplicationError(const Status& status);
 
   // The two halves of RespondSuccess(), for RpcContext, which ends itself in between (it lives
-  // in this call, which may be deleted once sent): serializes the response (or, when it is too
-  // large, an ERROR_APPLICATION error) and stamps it; then hands the call to its connection.
+  // in this call, which may be deleted once sent): stops the call's cancellation (no cancel
+  // callback runs after it returns), serializes the response (or, when it is too large, an
+  // ERROR_APPLICATION error) and stamps it; then hands the call to its connection.
   void SerializeResponse(const google::protobuf::MessageLite& response) {
     SerializeResponse(response, /*is_error=*/false);
   }
@@ -213,32 +214,33 @@ class InboundCall final : public OutboundTransfer {
   static inline thread_local MonoTime last_respond_time_;  // LastRespondTimeOnThisThread()
 
   scoped_refptr<Connection> connection_;
-  int32_t call_id_ = 0;
-  std::string_view requested_service_;
-  std::string_view requested_method_;
   const std::string* service_name_;  // set_method() sets both; an empty string before
   const std::string* method_name_;
+  MonoTime deadline_ = MonoTime::Max();
+  // The members below start zero, side by side: a call is made with few stores.
+  int32_t call_id_ = 0;
+  static constexpr uint8_t kCancelled = 1;
+  static constexpr uint8_t kRunning = 2;
+  CancelTrack cancel_track_ = CancelTrack::kNone;
+  std::atomic<uint8_t> cancel_state_{0};
+  bool handler_started_ = false;  // MakeContext() ran: the handler was called
+  std::string_view requested_service_;
+  std::string_view requested_method_;
   BlockRef frame_block_;  // keeps body_ and inbound_sidecars_ alive
   Slice body_;
   std::vector<Slice> inbound_sidecars_;
   std::vector<uint32_t> unsupported_features_;
   std::vector<BlockSlice> outbound_sidecars_;
   MonoTime arrival_;
-  MonoTime deadline_ = MonoTime::Max();
   MonoTime handling_started_;
   const RpcMethodInfo* method_ = nullptr;
   MethodMetrics* metrics_ = nullptr;
   size_t frame_bytes_ = 0;
-  int64_t held_bytes_ = 0;  // counted in connection_->inbound_memory()
-  static constexpr uint8_t kCancelled = 1;
-  static constexpr uint8_t kRunning = 2;
-  CancelTrack cancel_track_ = CancelTrack::kNone;
+  int64_t held_bytes_ = 0;                            // counted in connection_->inbound_memory()
   std::atomic<InboundCall*>* cancel_slot_ = nullptr;  // set_cancel_track()
-  std::atomic<uint8_t> cancel_state_{0};
+  ResultTracker* result_tracker_ = nullptr;           // set_result_tracker(); cleared once told
   std::function<void()> on_cancel_;
   TrackedRequestId request_id_;
-  ResultTracker* result_tracker_ = nullptr;  // set_result_tracker(); cleared once told
-  bool handler_started_ = false;             // MakeContext() ran: the handler was called
   // A small response's frame head (length prefix, header, body) is written here rather than
   // into a block of its own (no block allocation and release per call). The bytes stay put until
   // the call is deleted, after its transfer ended; transports copy bytes without a block (RDMA) or

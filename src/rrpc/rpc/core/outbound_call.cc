@@ -98,26 +98,12 @@ Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t
     header.sidecar_offsets = sidecar_offsets.data();
     header.num_sidecar_offsets = sidecar_offsets.size();
   }
-  RequestIdFields request_id;
-  if (tracker != nullptr) {
-    request_id.client_id = tracker->client_id();
-    request_id.seq_no = controller_->request_seq_no_;
-    request_id.first_incomplete_seq_no = tracker->FirstIncomplete();
-    request_id.attempt_no = static_cast<uint32_t>(controller_->attempts_);
-    header.request_id = &request_id;
-  }
-  TraceFields trace;
   // The span id first: zero for the calls that carry no context, one test for them.
-  if (controller_->trace_.span_id != 0 && controller_->trace_.valid()) {
-    const TraceContext& tc = controller_->trace_;
-    trace.trace_id_high = tc.trace_id_high;
-    trace.trace_id_low = tc.trace_id_low;
-    trace.parent_span_id = tc.span_id;
-    trace.trace_flags = tc.flags;
-    header.trace = &trace;
-  }
   Result<BlockSlice> head =
-      SerializeFrameHead(header, request, offset, max_message_size, head_buffer_, kInlineHeadBytes);
+      tracker == nullptr && controller_->trace_.span_id == 0
+          ? SerializeFrameHead(header, request, offset, max_message_size, head_buffer_,
+                               kInlineHeadBytes)
+          : SerializeWithOptionalParts(&header, request, offset, max_message_size, tracker);
   RRPC_RETURN_NOT_OK(head.status());
   CountCopy(CopySide::kClient, CopyKind::kBody, static_cast<size_t>(request.GetCachedSize()));
   if (controller_->outbound_sidecars_.empty()) {
@@ -127,6 +113,30 @@ Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t
   }
   state_ = State::kSerialized;
   return Status::OK();
+}
+
+Result<BlockSlice> OutboundCall::SerializeWithOptionalParts(
+    RequestHeaderParts* header, const google::protobuf::Message& request, uint32_t sidecar_bytes,
+    size_t max_message_size, const RequestTracker* tracker) {
+  RequestIdFields request_id;
+  if (tracker != nullptr) {
+    request_id.client_id = tracker->client_id();
+    request_id.seq_no = controller_->request_seq_no_;
+    request_id.first_incomplete_seq_no = tracker->FirstIncomplete();
+    request_id.attempt_no = static_cast<uint32_t>(controller_->attempts_);
+    header->request_id = &request_id;
+  }
+  TraceFields trace;
+  if (controller_->trace_.span_id != 0 && controller_->trace_.valid()) {
+    const TraceContext& tc = controller_->trace_;
+    trace.trace_id_high = tc.trace_id_high;
+    trace.trace_id_low = tc.trace_id_low;
+    trace.parent_span_id = tc.span_id;
+    trace.trace_flags = tc.flags;
+    header->trace = &trace;
+  }
+  return SerializeFrameHead(*header, request, sidecar_bytes, max_message_size, head_buffer_,
+                            kInlineHeadBytes);
 }
 
 void OutboundCall::StartTimer(struct ev_loop* loop,

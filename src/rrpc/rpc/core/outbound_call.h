@@ -135,29 +135,44 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   void DetachUnsentPayload() { CopyUnsentBorrowedSidecars(); }
 
  private:
+  // Serialize()'s encoding for a call whose header carries a request id (`tracker` set) or a
+  // trace context: the fields most calls lack, filled here so that those calls skip them.
+  Result<BlockSlice> SerializeWithOptionalParts(RequestHeaderParts* header,
+                                                const google::protobuf::Message& request,
+                                                uint32_t sidecar_bytes, size_t max_message_size,
+                                                const RequestTracker* tracker);
   enum class State { kCreated, kSerialized, kFinished };
   void Finish(Status status, std::unique_ptr<ErrorStatusPB> error);
   static void OnTimerFired(struct ev_loop* loop, ev_timer* timer, int revents);
 
+  // Grouped by kind, the zero-initialized ones together, so that making a call sets them in a
+  // few wide stores.
   const scoped_refptr<RemoteMethod> method_;
   google::protobuf::Message* response_;
   RpcController* controller_;
   ResponseCallback callback_;
+  ClientMethodMetrics* const metrics_;  // the method's: owned by the messenger, or nullptr
   int32_t call_id_ = 0;
   State state_ = State::kCreated;
-  MonoTime sent_at_;
-  MonoTime received_at_;                // unset unless a response arrived
-  ClientMethodMetrics* const metrics_;  // the method's: owned by the messenger, or nullptr
   bool report_connection_ = false;
   bool waited_for_connection_ = false;
-  scoped_refptr<Connection> connection_;  // see set_connection()
-  scoped_refptr<CallObserver> observer_;  // see set_observer(); usually none
   std::atomic<bool> cancel_requested_{false};
-  std::atomic<Reactor*> reactor_{nullptr};
-  Connection* owner_ = nullptr;  // see set_owner()
   // Some of the frame was written (the transfer ended or aborted after starting): the server may
   // have the call. Sticky: the payload, and with it started(), is cleared when the transfer ends.
   std::atomic<bool> wrote_any_{false};
+  bool timer_active_ = false;  // reactor thread only, like the other timer state below
+  MonoTime sent_at_;
+  MonoTime received_at_;                  // unset unless a response arrived
+  scoped_refptr<Connection> connection_;  // see set_connection()
+  scoped_refptr<CallObserver> observer_;  // see set_observer(); usually none
+  std::atomic<Reactor*> reactor_{nullptr};
+  Connection* owner_ = nullptr;  // see set_owner()
+
+  // Timer state: reactor thread only.
+  struct ev_loop* loop_ = nullptr;
+  void (*on_timeout_)(OutboundCall*, void*) = nullptr;
+  void* on_timeout_arg_ = nullptr;
+  ev_timer timer_;
 
   // A small call's frame head (length prefix, header, body) is written here rather than into a
   // block of its own (no block allocation and release per call). The bytes stay put until the call
@@ -165,13 +180,6 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   // copy bytes without a block (RDMA) or write them before Write returns.
   static constexpr size_t kInlineHeadBytes = 192;
   uint8_t head_buffer_[kInlineHeadBytes];
-
-  // Timer state: reactor thread only.
-  struct ev_loop* loop_ = nullptr;
-  ev_timer timer_;
-  bool timer_active_ = false;
-  void (*on_timeout_)(OutboundCall*, void*) = nullptr;
-  void* on_timeout_arg_ = nullptr;
 };
 
 }  // namespace rrpc::rpc
