@@ -15,7 +15,9 @@
 //    longer than a block is assembled there, once, into a block of its exact size.
 // Either way one grant more is owed. Completions arrive through the CQ's channel fd, watched by
 // the reactor (or, in busy-poll mode, by polling every loop iteration). The TCP socket of the
-// bootstrap stays open and watched: its close is the peer's death, any byte on it an error.
+// bootstrap stays open and watched: its close is the peer's death, any byte on it an error. A
+// write waiting for credits with no grant received for options.credit_starved_timeout also
+// declares the peer dead (a live one grants within a reactor iteration; docs/reliability.md).
 //
 // SRQ mode (srq_context.h): the receive blocks, send blocks and CQs are the reactor's, the
 // SrqContext hands this connection its completions, and the grants it owes come from the
