@@ -6,6 +6,8 @@
 //    pair's retries run out (4.096 us x 2^timeout x (retry_cnt + 1)); the connection closes and
 //    every call fails with a retriable NetworkError;
 //  - the server: its responses fail the same way, and it closes its side;
+//  - a side whose messages wait for credits (so it can send nothing, the ping included): no grant
+//    for credit_starved_timeout, and it declares the peer dead;
 //  - either side: the other's close of the TCP socket each RDMA connection keeps (it carries
 //    keepalive and TCP_USER_TIMEOUT from the messenger's options, for a host that vanished).
 // The tests wait on events; their bounds leave a loaded machine room and still prove that no call
@@ -49,12 +51,15 @@ class RdmaDeadPeerTest : public RpcTestBase, public ::testing::WithParamInterfac
   // Default RDMA and messenger options (dead-peer settings included) but the SRQ reclaim; SRQ as
   // the parameter says; enough workers that all 64 handlers are inside the gate at once.
   // `client_pings`: off, the client relies on the server's side alone. `credit_starved_timeout`:
-  // both sides' (RdmaTransportOptions), the default unless given.
-  void Start(bool client_pings = true, MonoDelta credit_starved_timeout =
-                                           rdma::RdmaTransportOptions().credit_starved_timeout) {
+  // both sides' (RdmaTransportOptions), the default unless given. `receive_buffers`: the private
+  // receive queues' depth, and so the credits each side starts with (0: the default).
+  void Start(bool client_pings = true,
+             MonoDelta credit_starved_timeout = rdma::RdmaTransportOptions().credit_starved_timeout,
+             uint32_t receive_buffers = 0) {
     RdmaOptions o;
     o.use_srq = GetParam();
     o.transport.credit_starved_timeout = credit_starved_timeout;
+    if (receive_buffers > 0) o.endpoint.receive_buffers = receive_buffers;
     // The server's reclaim (a message to a peer silent for reclaim_after, 10 s) would also find
     // the dead path; out of the way, so that each test sees the side it is about.
     o.srq.reclaim_after = MonoDelta::FromSeconds(600);
@@ -214,17 +219,19 @@ TEST_P(RdmaDeadPeerTest, ACreditStarvedClientDeclaresItsPeerDeadAndFailsEveryCal
 // A live server grants credits for the buffers it consumed whether or not its handlers run (the
 // reactor copies each message out and reposts its buffer), so a client that ran out of credits
 // sending to a server whose every handler is blocked is not declared dead: with a starvation
-// bound of 1 s, 64 calls of three messages each (more than the credits) wait in blocked
-// handlers for three times the bound and then all succeed.
+// bound of 1 s, 64 calls of 13 messages each, every one more than the credits (8 receive
+// buffers; SRQ: the initial grant, 8), wait in blocked handlers for three times the bound and
+// then all succeed.
 TEST_P(RdmaDeadPeerTest, AClientOutOfCreditsToALiveServerWithBlockedHandlersIsNotDeclaredDead) {
   const MonoDelta kBound = MonoDelta::FromSeconds(1);
-  Start(/*client_pings=*/true, kBound);
+  Start(/*client_pings=*/true, kBound, /*receive_buffers=*/8);
   BlockEchoes();
   std::vector<Call> calls(kCalls);
   CountDownLatch done(kCalls);
   auto proxy = Proxy();
   for (Call& c : calls) {
-    c.req.set_data(Pattern(40000, 2));
+    // One Write spends every credit: no grant comes meanwhile (it takes the send lock held).
+    c.req.set_data(Pattern(200000, 2));
     c.ctl.set_timeout(kCallDeadline);
     proxy.EchoAsync(c.req, &c.resp, &c.ctl, [&c, &done] {
       c.ended = MonoTime::Now();
