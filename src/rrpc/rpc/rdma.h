@@ -124,6 +124,12 @@ struct RdmaTransportOptions {
   // Which side's copy counters (util/copy_counter.h) this connection's copies count on; set by
   // the upgrade.
   CopySide copy_side = CopySide::kServer;
+  // Dead-peer bound for a connection out of send credits (docs/reliability.md, "Dead peers over
+  // RDMA"): with messages waiting for a credit and no grant received for this long, the peer is
+  // declared dead and the connection fails (retriable NetworkError). A live peer grants within a
+  // few of its reactor's iterations (the credit rules leave it owing us half its buffers), so
+  // only a dead peer, a dead path or a reactor stuck this long trips it. Max: off.
+  MonoDelta credit_starved_timeout = MonoDelta::FromSeconds(4);
 };
 
 enum class RdmaBackend { kSoft, kVerbs };

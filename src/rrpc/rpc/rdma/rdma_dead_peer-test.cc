@@ -6,6 +6,8 @@
 //    pair's retries run out (4.096 us x 2^timeout x (retry_cnt + 1)); the connection closes and
 //    every call fails with a retriable NetworkError;
 //  - the server: its responses fail the same way, and it closes its side;
+//  - a side whose messages wait for credits (so it can send nothing, the ping included): no grant
+//    for credit_starved_timeout, and it declares the peer dead;
 //  - either side: the other's close of the TCP socket each RDMA connection keeps (it carries
 //    keepalive and TCP_USER_TIMEOUT from the messenger's options, for a host that vanished).
 // The tests wait on events; their bounds leave a loaded machine room and still prove that no call
@@ -48,10 +50,16 @@ class RdmaDeadPeerTest : public RpcTestBase, public ::testing::WithParamInterfac
 
   // Default RDMA and messenger options (dead-peer settings included) but the SRQ reclaim; SRQ as
   // the parameter says; enough workers that all 64 handlers are inside the gate at once.
-  // `client_pings`: off, the client relies on the server's side alone.
-  void Start(bool client_pings = true) {
+  // `client_pings`: off, the client relies on the server's side alone. `credit_starved_timeout`:
+  // both sides' (RdmaTransportOptions), the default unless given. `receive_buffers`: the private
+  // receive queues' depth, and so the credits each side starts with (0: the default).
+  void Start(bool client_pings = true,
+             MonoDelta credit_starved_timeout = rdma::RdmaTransportOptions().credit_starved_timeout,
+             uint32_t receive_buffers = 0) {
     RdmaOptions o;
     o.use_srq = GetParam();
+    o.transport.credit_starved_timeout = credit_starved_timeout;
+    if (receive_buffers > 0) o.endpoint.receive_buffers = receive_buffers;
     // The server's reclaim (a message to a peer silent for reclaim_after, 10 s) would also find
     // the dead path; out of the way, so that each test sees the side it is about.
     o.srq.reclaim_after = MonoDelta::FromSeconds(600);
@@ -173,21 +181,20 @@ TEST_P(RdmaDeadPeerTest, CallsSentOnADeadPathFailRetriableWhenTheirSendsRunOutOf
   EXPECT_TRUE(WaitForCondition([&] { return server_->DumpConnections().empty(); }));
 }
 
-// The gap (docs/reliability.md, "Dead peers over RDMA"): a client that has spent every credit
-// it may when the path dies (its server took the requests and granted nothing back: here its
-// completions are stalled) has nothing it may send, the ping included, so no send fails and
-// only the TCP socket could find a vanished host (keepalive, 10 s and more; in this process it
-// stays up). Its calls still end, at their deadlines, and nothing hangs.
-TEST_P(RdmaDeadPeerTest, ACreditStarvedClientCannotPingAndItsCallsEndAtTheirDeadlines) {
+// A client that has spent every credit it may when the path dies (its server took the requests
+// and granted nothing back: here its completions are stalled) has nothing it may send, the ping
+// included, so no send can fail. It declares the peer dead once it has waited
+// credit_starved_timeout (4 s) for a grant: all 64 calls fail retriable, long before their
+// deadlines, though the TCP socket stays up.
+TEST_P(RdmaDeadPeerTest, ACreditStarvedClientDeclaresItsPeerDeadAndFailsEveryCallRetriable) {
   Start();
   server_factory_->Device().value()->soft->StallCompletions(true);
-  const MonoDelta kShortDeadline = MonoDelta::FromSeconds(5);
   std::vector<Call> calls(kCalls);
   CountDownLatch done(kCalls);
   auto proxy = Proxy();
   for (Call& c : calls) {
     c.req.set_data(Pattern(40000, 1));  // three messages each: more than the credits
-    c.ctl.set_timeout(kShortDeadline);
+    c.ctl.set_timeout(kCallDeadline);
     proxy.EchoAsync(c.req, &c.resp, &c.ctl, [&c, &done] {
       c.ended = MonoTime::Now();
       done.CountDown();
@@ -197,12 +204,52 @@ TEST_P(RdmaDeadPeerTest, ACreditStarvedClientCannotPingAndItsCallsEndAtTheirDead
     return client_factory_->metrics().credit_waits->value() > 0 || done.count() < kCalls;
   }));
   DropAllPackets();
+  const MonoTime cut = MonoTime::Now();
   ASSERT_TRUE(done.WaitFor(kCallDeadline)) << "calls still hang on a dead RDMA connection";
-  for (const Call& c : calls) {
-    EXPECT_TRUE(c.ctl.status().IsTimedOut() || c.ctl.status().IsNetworkError())
-        << c.ctl.status().ToString();
-  }
+  const MonoDelta slowest = ExpectAllFailedRetriable(calls, cut);
+  EXPECT_NE(calls[0].ctl.status().ToString().find("no credits granted"), std::string::npos)
+      << calls[0].ctl.status().ToString();
+  LOG(INFO) << (GetParam() ? "SRQ" : "private RQ") << ": credit-starved client declared its peer "
+            << "dead " << slowest.ToString() << " after the cut";
+  EXPECT_TRUE(WaitForCondition([&] { return server_->DumpConnections().empty(); }))
+      << "the server still holds the connection";
   server_factory_->Device().value()->soft->StallCompletions(false);
+}
+
+// A live server grants credits for the buffers it consumed whether or not its handlers run (the
+// reactor copies each message out and reposts its buffer), so a client that ran out of credits
+// sending to a server whose every handler is blocked is not declared dead: with a starvation
+// bound of 1 s, 64 calls of 13 messages each, every one more than the credits (8 receive
+// buffers; SRQ: the initial grant, 8), wait in blocked handlers for three times the bound and
+// then all succeed.
+TEST_P(RdmaDeadPeerTest, AClientOutOfCreditsToALiveServerWithBlockedHandlersIsNotDeclaredDead) {
+  const MonoDelta kBound = MonoDelta::FromSeconds(1);
+  Start(/*client_pings=*/true, kBound, /*receive_buffers=*/8);
+  BlockEchoes();
+  std::vector<Call> calls(kCalls);
+  CountDownLatch done(kCalls);
+  auto proxy = Proxy();
+  for (Call& c : calls) {
+    // One Write spends every credit: no grant comes meanwhile (it takes the send lock held).
+    c.req.set_data(Pattern(200000, 2));
+    c.ctl.set_timeout(kCallDeadline);
+    proxy.EchoAsync(c.req, &c.resp, &c.ctl, [&c, &done] {
+      c.ended = MonoTime::Now();
+      done.CountDown();
+    });
+  }
+  ASSERT_TRUE(gate_.WaitForEntered(kCalls));
+  EXPECT_GT(client_factory_->metrics().credit_waits->value(), 0) << "never ran out of credits";
+  // Nothing to wait for: what is proved is that nothing happens.
+  SleepFor(MonoDelta::FromSeconds(3 * kBound.ToSeconds()));
+  EXPECT_EQ(done.count(), kCalls) << calls[0].ctl.status().ToString();
+  gate_.Open();
+  ASSERT_TRUE(done.WaitFor(kCallDeadline));
+  for (const Call& c : calls) {
+    EXPECT_TRUE(c.ctl.status().ok()) << c.ctl.status().ToString();
+    EXPECT_EQ(c.resp.data(), c.req.data());
+  }
+  EXPECT_EQ(Transport(client_), "rdma");
 }
 
 // The TCP connection an RDMA connection starts on stays open for its life (its close is the

@@ -79,6 +79,11 @@ DEFINE_int32(rdma_srq_reclaim_after_ms, 10000,
 DEFINE_int32(rdma_srq_floor_credits, 3,
              "SRQ mode: credits an idle peer keeps after a reclaim (>= 3: a call and its "
              "fragments never wait for a grant that is not due)");
+DEFINE_int32(rdma_credit_starved_timeout_ms, 4000,
+             "A connection whose messages wait for send credits and that receives no grant for "
+             "this long declares its peer dead (its calls fail retriable): finds a dead peer or "
+             "path when no send can go to fail; lower is quicker, but a peer whose reactor stalls "
+             "this long is cut too; 0: never");
 
 namespace rrpc::rdma {
 
@@ -123,6 +128,13 @@ Result<RdmaOptions> RdmaOptionsFromFlags() {
   o.transport.send_zero_copy_min_bytes = static_cast<uint32_t>(FLAGS_rdma_send_zero_copy_min_bytes);
   o.transport.register_min_bytes = static_cast<uint64_t>(FLAGS_rdma_register_min_bytes);
   o.transport.busy_poll = FLAGS_rdma_busy_poll;
+  if (FLAGS_rdma_credit_starved_timeout_ms < 0) {
+    return Status::InvalidArgument("--rdma_credit_starved_timeout_ms must be >= 0");
+  }
+  o.transport.credit_starved_timeout =
+      FLAGS_rdma_credit_starved_timeout_ms > 0
+          ? MonoDelta::FromMilliseconds(FLAGS_rdma_credit_starved_timeout_ms)
+          : MonoDelta::Max();
   if (FLAGS_rdma_use_srq && FLAGS_rdma_busy_poll) {
     return Status::InvalidArgument("--rdma_use_srq does not work with --rdma_busy_poll");
   }

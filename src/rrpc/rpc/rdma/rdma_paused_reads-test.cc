@@ -33,6 +33,9 @@ RdmaOptions Rdma(Mode mode) {
   o.endpoint.send_buffers = 16;
   o.endpoint.spare_receive_buffers = mode == Mode::kPrivateNoSpares ? 0 : 4;
   o.endpoint.rnr_retry = 0;
+  // The client waits for credits while the server, paused, holds its handlers at a gate: a stall
+  // on purpose, not a dead peer (docs/reliability.md, "Dead peers over RDMA").
+  o.transport.credit_starved_timeout = MonoDelta::Max();
   if (mode == Mode::kSrq) {
     o.use_srq = true;
     o.srq.initial_credits = 8;

@@ -51,6 +51,8 @@ void RdmaTransport::Start(struct ev_loop* loop, rpc::TransportHost* host) {
   ev_io_start(loop_, &socket_watcher_);
   ev_idle_init(&idle_watcher_, &RdmaTransport::OnIdle);
   idle_watcher_.data = this;
+  ev_init(&starved_timer_, &RdmaTransport::OnStarvedTimer);
+  starved_timer_.data = this;
   if (srq_) {
     // Completions come from the reactor's context; the idle watcher only delivers held messages.
     srq_->Attach(loop_, ep_->qp()->qp_num(), this);
@@ -201,18 +203,62 @@ void RdmaTransport::HandleCompletions() {
 void RdmaTransport::AfterCompletions() {
   SendGrantIfDue();
   if (closed_ || !wants_writable_) return;
+  bool starved;
   {
     MutexLock lock(send_mu_);
-    if (!window_.CanSendData()) return;  // grants come with a received message
-    if (send_pool()->free_blocks() <= 1) {
-      // SRQ mode: the reactor's send blocks went to other connections; ask again.
-      if (srq_) srq_->WaitForSendBlock(this);
-      return;
+    starved = !window_.CanSendData();  // grants come with a received message
+    if (!starved) {
+      if (send_pool()->free_blocks() <= 1) {
+        // SRQ mode: the reactor's send blocks went to other connections; ask again.
+        if (srq_) srq_->WaitForSendBlock(this);
+        return;
+      }
+      if (in_flight_sends_ + 1 >= ep_->send_queue_depth()) return;  // our completions come
     }
-    if (in_flight_sends_ + 1 >= ep_->send_queue_depth()) return;  // our completions come
   }
+  // A wait that began on our own limits (send blocks, queue slots) may have become one for
+  // credits: watched from here too.
+  if (starved) return WatchCreditStarvation();
   wants_writable_ = false;
   host_->OnWritable();
+}
+
+void RdmaTransport::NotifyWhenWritable(bool on) {
+  wants_writable_ = on;
+  if (on) WatchCreditStarvation();
+}
+
+void RdmaTransport::WatchCreditStarvation() {
+  if (closed_ || !started_ || ev_is_active(&starved_timer_) ||
+      options_.credit_starved_timeout == MonoDelta::Max()) {
+    return;
+  }
+  {
+    MutexLock lock(send_mu_);
+    if (window_.CanSendData()) return;  // held back by our own limits, not by the peer
+    starved_grant_receipts_ = grant_receipts_;
+  }
+  ev_timer_set(&starved_timer_, options_.credit_starved_timeout.ToSeconds(), 0);
+  ev_timer_start(loop_, &starved_timer_);
+}
+
+void RdmaTransport::OnStarvedTimer(struct ev_loop*, ev_timer* w, int) {
+  static_cast<RdmaTransport*>(w->data)->CheckCreditStarvation();
+}
+
+void RdmaTransport::CheckCreditStarvation() {
+  if (closed_ || !wants_writable_) return;
+  bool starved, granted_since;
+  {
+    MutexLock lock(send_mu_);
+    starved = !window_.CanSendData();
+    granted_since = grant_receipts_ != starved_grant_receipts_;
+  }
+  if (!starved) return;
+  if (granted_since) return WatchCreditStarvation();  // the peer lives; a new wait from now
+  Fail(Status::NetworkError("RDMA peer declared dead",
+                            "no credits granted for " + options_.credit_starved_timeout.ToString() +
+                                " while messages waited for one"));
 }
 
 void RdmaTransport::OnSrqSendDone(uint32_t block, WcStatus status) {
@@ -314,7 +360,10 @@ void RdmaTransport::HandleReceive(uint32_t index, uint32_t length) {
     // The message used one of the peer's credits (SRQ mode: counted in OnSrqReceive).
     if (!srq_ && peer_holds_ > 0) --peer_holds_;
     window_.Granted(granted);
-    if (granted > 0) request_pending_ = false;
+    if (granted > 0) {
+      request_pending_ = false;
+      ++grant_receipts_;
+    }
     // Grants raise the reference again (up to the initial credits) after a reclaim lowered it.
     request_reference_ =
         std::max(request_reference_, std::min(window_.credits(), peer_initial_credits_));
@@ -490,6 +539,7 @@ void RdmaTransport::Close() {
   if (started_) {
     ev_io_stop(loop_, &socket_watcher_);
     ev_idle_stop(loop_, &idle_watcher_);
+    ev_timer_stop(loop_, &starved_timer_);
     if (!srq_) {
       AsyncEventRouter::Unregister(ep_.get());  // no wake-up is sent after this
       ev_io_stop(loop_, &async_watcher_);

@@ -15,7 +15,9 @@
 //    longer than a block is assembled there, once, into a block of its exact size.
 // Either way one grant more is owed. Completions arrive through the CQ's channel fd, watched by
 // the reactor (or, in busy-poll mode, by polling every loop iteration). The TCP socket of the
-// bootstrap stays open and watched: its close is the peer's death, any byte on it an error.
+// bootstrap stays open and watched: its close is the peer's death, any byte on it an error. A
+// write waiting for credits with no grant received for options.credit_starved_timeout also
+// declares the peer dead (a live one grants within a reactor iteration; docs/reliability.md).
 //
 // SRQ mode (srq_context.h): the receive blocks, send blocks and CQs are the reactor's, the
 // SrqContext hands this connection its completions, and the grants it owes come from the
@@ -119,7 +121,7 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   void Start(struct ev_loop* loop, rpc::TransportHost* host) override;
   Status ExpectPreamble(size_t bytes) override;
   Result<size_t> Write(const rpc::TransferQueue& queue) override;
-  void NotifyWhenWritable(bool on) override { wants_writable_ = on; }
+  void NotifyWhenWritable(bool on) override;
   void PauseReading(bool paused) override;
   Result<rpc::DetachedStream> Detach() override;
   void Close() override;
@@ -132,6 +134,14 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   // Private receive queue: the device's async events (async_events.h).
   static void OnAsyncReadable(struct ev_loop* loop, ev_io* w, int revents);
   static void OnAsyncWake(struct ev_loop* loop, ev_async* w, int revents);
+  static void OnStarvedTimer(struct ev_loop* loop, ev_timer* w, int revents);
+  // Reactor thread, while the host waits to write: when what holds it back is the peer's
+  // credits, arms the timer that declares the peer dead after options_.credit_starved_timeout
+  // with no grant (docs/reliability.md, "Dead peers over RDMA"). Nothing when it is armed.
+  void WatchCreditStarvation();
+  // The timer fired: still starved with no grant since, the connection fails; starved again
+  // after a grant, the watch starts over; otherwise it ends.
+  void CheckCreditStarvation();
   void HandleCompletions();
   void HandleReceive(uint32_t index, uint32_t length);
   void HandleSocket();
@@ -209,6 +219,7 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   ev_io async_watcher_;
   ev_async async_wake_;
   AsyncEventRouter::Target async_target_;
+  ev_timer starved_timer_;  // active while a credit starvation is watched
   bool started_ = false;
   bool closed_ = false;
   bool wants_writable_ = false;
@@ -269,6 +280,9 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   uint32_t returning_ RRPC_GUARDED_BY(send_mu_) = 0;
   uint64_t credits_returned_ RRPC_GUARDED_BY(send_mu_) = 0;
   uint64_t credit_requests_ RRPC_GUARDED_BY(send_mu_) = 0;
+  // Received messages that granted credits; the starvation watch compares it with its start's.
+  uint64_t grant_receipts_ RRPC_GUARDED_BY(send_mu_) = 0;
+  uint64_t starved_grant_receipts_ = 0;  // reactor thread: grant_receipts_ when the watch began
   uint64_t inline_sends_ RRPC_GUARDED_BY(send_mu_) = 0;
   uint64_t posted_sends_ RRPC_GUARDED_BY(send_mu_) = 0;
   uint64_t grant_messages_ RRPC_GUARDED_BY(send_mu_) = 0;

@@ -256,7 +256,11 @@ TEST_F(SrqTest, LimitEventGrowsThePoolWhileCompletionsLag) {
   o.srq.reclaim_after = MonoDelta();  // never
   StartSrvr(o);
   std::shared_ptr<RdmaTransportFactory> cf;
-  auto client = NewClient(Srq(false), &cf);  // private RQ: 8 receive buffers
+  RdmaOptions co = Srq(false);  // private RQ: 8 receive buffers
+  // The clients wait for credits while the stall lasts, as long as the pool's growth takes on a
+  // loaded machine: not a dead peer.
+  co.transport.credit_starved_timeout = MonoDelta::Max();
+  auto client = NewClient(co, &cf);
   constexpr int kConns = 14;
   Burst(client, kConns, 1, 64);
   // 14 x 8 grants + the reserve fit in 8 chunks: 128 posted, 112 granted, limit armed at 32.
