@@ -157,7 +157,9 @@ void CallWithTypesFreedInTheCallback(Channel* channel, MonoDelta hedge_after) {
 }
 
 TEST_F(ChannelCallTest, CallerMayFreeItsMessageTypesInTheCallback) {
-  ASSERT_EQ(mallopt(M_PERTURB, 0xa5), 1);
+  // glibc overwrites what is freed from here on; under ASAN (whose allocator ignores mallopt)
+  // a use after free is reported by ASAN itself.
+  mallopt(M_PERTURB, 0xa5);
   StartServers(2);
   auto client = NewClient();
   ChannelOptions options;
