@@ -48,7 +48,7 @@ void RpcController::Cancel() {
       call = call_.load(std::memory_order_seq_cst);
       continue;
     }
-    if (call_.compare_exchange_weak(call, kCancelling, std::memory_order_acq_rel,
+    if (call_.compare_exchange_weak(call, kCancelling, std::memory_order_seq_cst,
                                     std::memory_order_seq_cst)) {
       break;
     }
