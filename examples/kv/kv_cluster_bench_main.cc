@@ -5,8 +5,8 @@
 // in flight (every value checked), for --steady_seconds; then SIGKILLs one server and measures
 // --after_seconds more. Prints cluster-bench's kill figures (p99 before and after, throughput per
 // 100 ms against the steady rate, retries against the budget) as one "CLUSTER scenario=kv_kill"
-// line. Exit 0 when no read failed. It kills and reaps only the servers it started; their data
-// goes with its temporary directory.
+// line. Exit 0 when no read failed. It signals and reaps only the servers it started (the other
+// two get SIGTERM, then SIGKILL after 10 s); their data goes with its temporary directory.
 //
 //   kv-cluster-bench --steady_seconds=5 --after_seconds=10
 #include <gflags/gflags.h>
@@ -188,7 +188,7 @@ int Run(const std::string& self_dir, const std::string& dir) {
   for (auto& l : loads) l->Stop();
   for (auto& m : messengers) m->Shutdown();
   for (size_t i = 0; i < servers.size(); i++) {
-    if (i != 1) servers[i]->Signal(SIGTERM);
+    if (i != 1) servers[i]->Stop(MonoDelta::FromSeconds(10));
   }
 
   int64_t calls = 0, failed = 0, retries = 0, budget = 0, refused = 0;

@@ -78,4 +78,21 @@ int KvServerProcess::Signal(int signo) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+int KvServerProcess::Stop(MonoDelta grace) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  const MonoTime deadline = MonoTime::Now() + grace;
+  int status = 0;
+  while (MonoTime::Now() < deadline) {
+    const pid_t done = waitpid(pid_, &status, WNOHANG);
+    if (done == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (done < 0 && errno != EINTR) break;
+    SleepFor(MonoDelta::FromMilliseconds(10));
+  }
+  return Signal(SIGKILL);
+}
+
 }  // namespace rrpc::kv

@@ -29,6 +29,9 @@ class KvServerProcess {
   // Sends `signo` and waits for the exit: the exit code, or 128 + the signal that ended it; -1
   // when it is not running.
   int Signal(int signo);
+  // SIGTERM (it withdraws and drains), then SIGKILL if it has not exited within `grace`: the
+  // exit code as Signal's.
+  int Stop(MonoDelta grace);
 
   const Sockaddr& addr() const { return addr_; }
   pid_t pid() const { return pid_; }
