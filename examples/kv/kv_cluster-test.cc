@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kv/kv.rrpc.h"
+#include "kv/kv_server_process.h"
 #include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/discovery/etcd-test-util.h"
 #include "rrpc/rpc/messenger.h"
@@ -43,76 +44,6 @@ std::string Key(int i) {
   snprintf(buf, sizeof(buf), "pre%06d", i);
   return buf;
 }
-
-// One kv-server child process on 127.0.0.1 (port 0: the port it picked comes back through its
-// port file). Its output goes to <dir>/log. Killed (SIGKILL) and reaped by the destructor if it
-// is still running.
-class KvServerProcess {
- public:
-  KvServerProcess(std::string dir, std::vector<std::string> extra_flags)
-      : dir_(std::move(dir)), extra_flags_(std::move(extra_flags)) {}
-  ~KvServerProcess() { Signal(SIGKILL); }
-
-  // Starts it and waits until it serves.
-  Status Start() {
-    const std::string port_file = dir_ + "/port";
-    std::filesystem::remove(port_file);
-    std::vector<std::string> args = {KV_SERVER_PATH, "--rpc_bind=127.0.0.1:0",
-                                     "--webserver_bind=", "--data_dir=" + dir_ + "/db",
-                                     "--port_file=" + port_file, "--shutdown_timeout_ms=30000",
-                                     // One server can queue every call of both clients (2 x 64)
-                                     // while another restarts: "too busy" is not what is tested.
-                                     "--rpc_service_queue_length=256"};
-    args.insert(args.end(), extra_flags_.begin(), extra_flags_.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    const std::string log = dir_ + "/log";
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    const int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) return Status::FromErrno("posix_spawn kv-server", rc);
-    uint16_t port = 0;
-    bool exited = false;
-    WaitForCondition([&] {
-      std::ifstream in(port_file);
-      unsigned p = 0;
-      if (in >> p) port = static_cast<uint16_t>(p);
-      int status = 0;
-      if (port == 0 && waitpid(pid_, &status, WNOHANG) == pid_) exited = true;
-      return port != 0 || exited;
-    });
-    if (exited) {
-      pid_ = -1;
-      return Status::RuntimeError("kv-server exited at start; its log: " + log);
-    }
-    if (port == 0) return Status::TimedOut("kv-server did not write its port; its log: " + log);
-    addr_ = Sockaddr::Loopback(port);
-    return Status::OK();
-  }
-
-  // Sends `signo` and waits for the exit; the exit code, or 128 + the signal that ended it.
-  int Signal(int signo) {
-    if (pid_ <= 0) return -1;
-    kill(pid_, signo);
-    int status = 0;
-    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
-  const Sockaddr& addr() const { return addr_; }
-
- private:
-  const std::string dir_;
-  const std::vector<std::string> extra_flags_;
-  pid_t pid_ = -1;
-  Sockaddr addr_;
-};
 
 // `slots` calls in flight through `proxy` until Stop() or `max_calls`: Gets of the prewritten
 // keys (the value must come back), and with `writes`, every other call a Put of a key of its
@@ -251,7 +182,11 @@ class KvClusterTest : public ::testing::Test {
     for (int i = 0; i < n; i++) {
       const std::string dir = dir_ + "/server" + std::to_string(i);
       std::filesystem::create_directories(dir);
-      servers_.push_back(std::make_unique<KvServerProcess>(dir, flags));
+      // One server can queue every call of both clients (2 x 64) while another restarts: "too
+      // busy" is not what is tested.
+      std::vector<std::string> all_flags = {"--rpc_service_queue_length=256"};
+      all_flags.insert(all_flags.end(), flags.begin(), flags.end());
+      servers_.push_back(std::make_unique<KvServerProcess>(KV_SERVER_PATH, dir, all_flags));
       Status s = servers_.back()->Start();
       ASSERT_TRUE(s.ok()) << s.ToString();
     }

@@ -105,17 +105,7 @@ int RunDrop(int clients_n, int concurrency, double steady_seconds, double after_
   const double end = recorder.Elapsed();
   clients->Stop();
 
-  const Histogram steady = recorder.Window(1, cut_at);
-  const Histogram after = recorder.Window(cut_at, cut_at + after_seconds);
-  const double steady_per_slot = steady.count() / ((cut_at - 1) * 10);
-  const std::vector<int64_t> slots = recorder.PerSlot(end);
-  // The first 100 ms slot after the cut at >= 60% of the steady rate, and the lowest one.
-  double first_back = -1, lowest = 1e9;
-  for (size_t s = static_cast<size_t>(cut_at * 10); s + 1 < slots.size(); s++) {
-    const double share = slots[s] / steady_per_slot;
-    lowest = std::min(lowest, share);
-    if (share >= 0.6 && first_back < 0) first_back = (s + 1) / 10.0 - cut_at;
-  }
+  const LossFigures f = FiguresOfLoss(recorder, cut_at, end, after_seconds);
   const int64_t failed = clients->Sum(&Load::failed);
   printf(
       "CLUSTER scenario=drop clients=%d concurrency=%d attempt_timeout_ms=%d calls=%ld "
@@ -123,20 +113,11 @@ int RunDrop(int clients_n, int concurrency, double steady_seconds, double after_
       "after_cut_p99_ms=%.2f after_cut_p999_ms=%.2f after_cut_max_ms=%.2f "
       "lowest_100ms_share=%.2f back_to_60pct_s=%.1f extra_attempts=%ld\n",
       clients_n, concurrency, FLAGS_drop_attempt_timeout_ms, clients->Sum(&Load::calls), failed,
-      steady.count() / (cut_at - 1), Ms(steady.ValueAtPercentile(50)),
-      Ms(steady.ValueAtPercentile(99)), Ms(after.ValueAtPercentile(99)),
-      Ms(after.ValueAtPercentile(99.9)), Ms(after.max()), lowest, first_back,
-      clients->Sum(&Load::extra_attempts));
+      f.steady_per_sec, Ms(f.steady.ValueAtPercentile(50)), Ms(f.steady.ValueAtPercentile(99)),
+      Ms(f.after.ValueAtPercentile(99)), Ms(f.after.ValueAtPercentile(99.9)), Ms(f.after.max()),
+      f.lowest_share, f.back_to_60pct_s, clients->Sum(&Load::extra_attempts));
   printf("CLUSTER scenario=drop per_second_after_cut=");
-  for (int s = 0; s < static_cast<int>(after_seconds); s++) {
-    int64_t n = 0;
-    for (int k = 0; k < 10; k++) {
-      const size_t slot = static_cast<size_t>(cut_at * 10) + s * 10 + k;
-      if (slot < slots.size()) n += slots[slot];
-    }
-    printf("%s%ld", s > 0 ? "," : "", n);
-  }
-  printf("\n");
+  PrintCounts(f.per_second_after);
   clients.reset();
   for (auto& s : servers) s.messenger->Shutdown();
   return failed == 0 ? 0 : 1;

@@ -1,5 +1,6 @@
 // cluster-bench's load (cluster_bench_main.cc and its scenarios): client messengers, each with a
-// channel and a closed loop of echo calls, and a recorder of every call's end and latency.
+// channel and a closed loop of echo calls, each call's end told to a Recorder
+// (cluster_bench_recorder.h).
 // Internal to cluster-bench; the calls' callbacks run on the clients' reactors.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "rrpc/bench/bench.rrpc.h"
+#include "rrpc/bench/cluster_bench_recorder.h"
 #include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
@@ -21,50 +23,6 @@
 namespace rrpc::bench {
 
 constexpr int kPayloadBytes = 64;
-
-// Every call's end: when (ms since the recorder started) and how long it took (us). Filled by
-// the client reactors through one atomic index; samples past the capacity are dropped (counted).
-class Recorder {
- public:
-  explicit Recorder(size_t capacity) : samples_(capacity), start_(MonoTime::Now()) {}
-  struct Sample {
-    uint32_t end_ms;
-    uint32_t latency_us;
-  };
-  void Record(MonoTime sent, MonoTime now) {
-    const size_t i = next_.fetch_add(1, std::memory_order_relaxed);
-    if (i >= samples_.size()) return;
-    samples_[i] = {
-        static_cast<uint32_t>((now - start_).ToMilliseconds()),
-        static_cast<uint32_t>(std::min<int64_t>((now - sent).ToMicroseconds(), 1 << 30))};
-  }
-  double Elapsed() const { return (MonoTime::Now() - start_).ToSeconds(); }
-  // The samples that ended within [from, to) seconds.
-  Histogram Window(double from, double to) const {
-    Histogram h(60'000'000);
-    const size_t n = std::min(next_.load(), samples_.size());
-    for (size_t i = 0; i < n; i++) {
-      const double t = samples_[i].end_ms / 1000.0;
-      if (t >= from && t < to) h.Record(samples_[i].latency_us);
-    }
-    return h;
-  }
-  // Calls ended per 100 ms slot, from 0 to `seconds`.
-  std::vector<int64_t> PerSlot(double seconds) const {
-    std::vector<int64_t> slots(static_cast<size_t>(seconds * 10) + 1, 0);
-    const size_t n = std::min(next_.load(), samples_.size());
-    for (size_t i = 0; i < n; i++) {
-      const size_t slot = samples_[i].end_ms / 100;
-      if (slot < slots.size()) slots[slot]++;
-    }
-    return slots;
-  }
-
- private:
-  std::vector<Sample> samples_;
-  std::atomic<size_t> next_{0};
-  const MonoTime start_;
-};
 
 // Closed-loop echo calls through one channel until Stop(): failures and extra attempts counted.
 class Load {
@@ -168,7 +126,5 @@ class Clients {
   std::vector<std::unique_ptr<Load>> loads_;
   bool stopped_ = false;
 };
-
-inline double Ms(uint64_t us) { return us / 1000.0; }
 
 }  // namespace rrpc::bench

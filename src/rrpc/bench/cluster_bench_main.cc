@@ -143,23 +143,7 @@ int RunKill(const std::string& self_dir) {
     waitpid(pids[i], nullptr, 0);
   }
 
-  const Histogram steady = recorder.Window(1, kill_at);
-  const Histogram after = recorder.Window(kill_at, kill_at + FLAGS_after_seconds);
-  const double steady_per_slot = steady.count() / ((kill_at - 1) * 10);
-  const std::vector<int64_t> slots = recorder.PerSlot(end);
-  // Recovery: the end of the first 100 ms slot after the kill at >= 60% of the steady rate (the
-  // kill's own dip); and the end of the last one below it in the window (any later dip, which on
-  // a shared machine may be someone else's load).
-  double first_back = -1, last_below = 0;
-  double lowest = 1e9;
-  const size_t kill_slot = static_cast<size_t>(kill_at * 10);
-  for (size_t s = kill_slot; s + 1 < slots.size(); s++) {
-    const double share = slots[s] / steady_per_slot;
-    const double slot_end = (s + 1) / 10.0 - kill_at;
-    lowest = std::min(lowest, share);
-    if (share >= 0.6 && first_back < 0) first_back = slot_end;
-    if (share < 0.6) last_below = slot_end;
-  }
+  const LossFigures f = FiguresOfLoss(recorder, kill_at, end, FLAGS_after_seconds);
   int64_t budget = 0, refused = 0;
   const double seconds = end;
   for (const auto& l : clients.loads()) {
@@ -175,21 +159,13 @@ int RunKill(const std::string& self_dir) {
       "back_to_60pct_s=%.1f last_below_60pct_s=%.1f retries=%ld retry_budget=%ld "
       "retries_refused=%ld\n",
       FLAGS_clients, FLAGS_concurrency, clients.Sum(&Load::calls), clients.Sum(&Load::failed),
-      steady.count() / (kill_at - 1), Ms(steady.ValueAtPercentile(50)),
-      Ms(steady.ValueAtPercentile(99)), Ms(after.ValueAtPercentile(99)),
-      Ms(after.ValueAtPercentile(99.9)), Ms(after.max()),
-      double(after.ValueAtPercentile(99)) / std::max<uint64_t>(1, steady.ValueAtPercentile(99)),
-      lowest, first_back, last_below, clients.Sum(&Load::extra_attempts), budget, refused);
+      f.steady_per_sec, Ms(f.steady.ValueAtPercentile(50)), Ms(f.steady.ValueAtPercentile(99)),
+      Ms(f.after.ValueAtPercentile(99)), Ms(f.after.ValueAtPercentile(99.9)), Ms(f.after.max()),
+      double(f.after.ValueAtPercentile(99)) / std::max<uint64_t>(1, f.steady.ValueAtPercentile(99)),
+      f.lowest_share, f.back_to_60pct_s, f.last_below_60pct_s, clients.Sum(&Load::extra_attempts),
+      budget, refused);
   printf("CLUSTER scenario=kill per_second_after_kill=");
-  for (int s = 0; s < static_cast<int>(FLAGS_after_seconds); s++) {
-    int64_t n = 0;
-    for (int k = 0; k < 10; k++) {
-      const size_t slot = static_cast<size_t>(kill_at * 10) + s * 10 + k;
-      if (slot < slots.size()) n += slots[slot];
-    }
-    printf("%s%ld", s > 0 ? "," : "", n);
-  }
-  printf("\n");
+  PrintCounts(f.per_second_after);
   return clients.Sum(&Load::failed) == 0 ? 0 : 1;
 }
 

@@ -34,6 +34,9 @@ inline constexpr MetricPrototype METRIC_channel_resolver_failing = MetricPrototy
 // microseconds and never block, so a set is freed only this long after it was replaced.
 constexpr MonoDelta kRetiredSetGrace = MonoDelta::FromSeconds(10);
 
+// The p95 hedge delay is used once this many answers are known (ChannelOptions).
+constexpr int64_t kP95MinAnswers = 100;
+
 // The process's channels, for All(): weak, so a listing never keeps one alive.
 struct ChannelList {
   Mutex mu;
@@ -100,7 +103,8 @@ Channel::Channel(std::shared_ptr<Messenger> messenger, std::unique_ptr<Resolver>
       }()),
       balancer_(std::make_unique<Balancer>(options_.balancer)),
       retry_budget_(options_.retry_budget),
-      hedge_budget_(options_.hedge_budget) {
+      hedge_budget_(options_.hedge_budget),
+      latency_(options_.hedge_p95_window, kP95MinAnswers, MonoTime::Now()) {
   MetricRegistry* registry = messenger_->metric_registry();
   if (registry == nullptr) return;
   entity_ = registry->FindOrCreateEntity("channel", options_.name, {{"target", target_}});
@@ -247,25 +251,14 @@ MonoDelta Channel::HedgeDelay(const RpcController& controller) const {
   if (asked == MonoDelta::Max()) return MonoDelta();
   if (asked > MonoDelta()) return asked;
   if (options_.hedge_after_p95) {
-    const int64_t samples = latency_samples_.load(std::memory_order_relaxed);
-    if (samples >= 100) {
-      int64_t seen = 0;
-      for (int i = 0; i < kLatencyBuckets; i++) {
-        seen += latency_buckets_[i].load(std::memory_order_relaxed);
-        if (seen * 100 >= samples * 95) return MonoDelta::FromMicroseconds(int64_t{1} << i);
-      }
-    }
+    const MonoDelta p95 = latency_.Percentile(95);
+    if (p95 > MonoDelta()) return p95;
   }
   return options_.hedge_after;
 }
 
-void Channel::RecordLatency(MonoDelta latency) {
-  if (!options_.hedge_after_p95) return;
-  int64_t us = latency.ToMicroseconds();
-  int bucket = 0;
-  while (bucket < kLatencyBuckets - 1 && (int64_t{1} << bucket) < us) bucket++;
-  latency_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
-  latency_samples_.fetch_add(1, std::memory_order_relaxed);
+void Channel::RecordLatency(MonoDelta latency, MonoTime at) {
+  if (options_.hedge_after_p95) latency_.Record(latency, at);
 }
 
 std::vector<BackendInfo> Channel::Backends() const {

@@ -29,6 +29,7 @@
 
 #include "rrpc/rpc/channel_if.h"
 #include "rrpc/rpc/cluster/channel_options.h"
+#include "rrpc/rpc/cluster/latency_window.h"
 #include "rrpc/rpc/cluster/retry_budget.h"
 #include "rrpc/rpc/discovery/resolver.h"
 #include "rrpc/util/monotime.h"
@@ -115,7 +116,8 @@ class Channel final : public ChannelIf, public std::enable_shared_from_this<Chan
   Status NoServerStatus() const;
   // The hedge delay for a call with `controller` (MonoDelta() for none).
   MonoDelta HedgeDelay(const RpcController& controller) const;
-  void RecordLatency(MonoDelta latency);
+  // An answer that took `latency`, received at `at` (for the p95 hedge delay).
+  void RecordLatency(MonoDelta latency, MonoTime at);
 
   const std::shared_ptr<Messenger> messenger_;
   const std::unique_ptr<Resolver> resolver_;
@@ -142,10 +144,8 @@ class Channel final : public ChannelIf, public std::enable_shared_from_this<Chan
   Gauge* backends_gauge_ = nullptr;
   Gauge* resolver_failing_ = nullptr;
 
-  // Answer times in power-of-two microsecond buckets, for the p95 hedge delay.
-  static constexpr int kLatencyBuckets = 32;
-  std::atomic<int64_t> latency_buckets_[kLatencyBuckets] = {};
-  std::atomic<int64_t> latency_samples_{0};
+  // Recent answer times, for the p95 hedge delay.
+  LatencyWindow latency_;
 };
 
 }  // namespace rrpc::rpc

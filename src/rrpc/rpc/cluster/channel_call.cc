@@ -42,6 +42,7 @@ struct ChannelCall::Attempt final : public CallObserver {
   AttemptOutcome outcome = AttemptOutcome::kLocal;
   bool request_sent = false;
   MonoDelta latency;  // when answered
+  MonoTime answered_at;
   bool answered = false;
   bool waited_for_connection = false;  // its latency includes the connection's set-up
   std::atomic<bool> abandoned{false};  // lost a hedge: its answer is ignored
@@ -53,6 +54,7 @@ struct ChannelCall::Attempt final : public CallObserver {
     if (c.received_at() != MonoTime()) {
       answered = true;
       latency = c.received_at() - c.sent_at();
+      answered_at = c.received_at();
       waited_for_connection = c.waited_for_connection();
     }
   }
@@ -342,7 +344,7 @@ void ChannelCall::Deliver(Attempt* attempt) {
   // The caller's controller carried the last attempt's deadline; it reads the call's again.
   if (RetriesTimeouts() && !hedged_) controller_->set_deadline(deadline_);
   if (attempt->answered && !attempt->waited_for_connection) {
-    channel_->RecordLatency(attempt->latency);
+    channel_->RecordLatency(attempt->latency, attempt->answered_at);
   }
   if (tracked_) {
     MessengerInternals::request_tracker(*channel_->messenger())

@@ -56,8 +56,11 @@ struct ChannelOptions {
   // another server. MonoDelta() (default): off, unless a call asks (set_hedge_after).
   MonoDelta hedge_after;
   // Hedge after the channel's observed p95 latency instead (once it has seen 100 answers);
-  // hedge_after is used until then.
+  // hedge_after is used until then. The p95 is of the answers of the last one or two windows of
+  // `hedge_p95_window` (a window closes once it holds 100 answers; latency_window.h), so it
+  // follows a shift in latency within two windows.
   bool hedge_after_p95 = false;
+  MonoDelta hedge_p95_window = MonoDelta::FromSeconds(5);
   RetryBudgetOptions hedge_budget{0.1, 2, 100};
 
   BackendHealthOptions health;
