@@ -227,8 +227,15 @@ bool RdmaTransportFactory::PathKnownDead(const Sockaddr& peer) {
 
 Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
     const std::shared_ptr<RdmaDevice>& device) {
+  std::shared_ptr<SrqContext> stale;  // released after the lock, on this (its reactor's) thread
   std::lock_guard<std::mutex> lock(mu_);
   std::shared_ptr<SrqContext>& slot = srqs_[std::this_thread::get_id()];
+  if (slot != nullptr && slot->device() != device->context.get()) {
+    // Bound to a device that failed and was dropped (Device()): this reactor's connections
+    // from now on use a context on the device reopened. Connections of the old one still hold
+    // it; the last to go destroys it (on this thread, where they run).
+    stale = std::move(slot);
+  }
   if (slot == nullptr) {
     SrqOptions o = options_.srq;
     o.buffer_size = options_.endpoint.buffer_size;
@@ -290,10 +297,11 @@ std::string MemlockWarningFor(const RdmaOptions& o, uint64_t limit) {
 
 Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
   std::lock_guard<std::mutex> lock(mu_);
-  const bool private_rq = !options_.use_srq || options_.transport.busy_poll;
-  if (device_ != nullptr && private_rq && device_failed_->load(std::memory_order_acquire)) {
+  if (device_ != nullptr && device_failed_->load(std::memory_order_acquire)) {
     // Its connections failed already (each holds the device until it goes); new ones wait for
-    // a reopen. (SRQ mode keeps it: its reactors' contexts are bound to it.)
+    // a reopen. In SRQ mode each reactor's context (bound to this device, which it holds) is
+    // dropped by its own reactor thread (SrqForThisThread), the last of its connections
+    // destroying it.
     AsyncEventRouter::UnwatchDevice(device_->context.get());
     device_.reset();
     device_error_ = Status::NetworkError("the RDMA device reported a fatal error");

@@ -107,6 +107,7 @@ class SoftPd final : public ProtectionDomain {
       FaultIn(static_cast<uint8_t*>(addr), length);
     }
     std::lock_guard<std::mutex> lock(dev_->mu);
+    RRPC_RETURN_NOT_OK(dev_->CheckAlive());
     if (dev_->ConsumeRegistrationFailure()) {
       return Status::IOError("memory registration failed (injected fault)");
     }
@@ -143,6 +144,7 @@ class SoftPd final : public ProtectionDomain {
     granted.max_send_wr = RoundUpToPowerOfTwo(attr.caps.max_send_wr);
     granted.max_recv_wr = attr.srq != nullptr ? 0 : RoundUpToPowerOfTwo(attr.caps.max_recv_wr);
     std::lock_guard<std::mutex> lock(dev_->mu);
+    RRPC_RETURN_NOT_OK(dev_->CheckAlive());
     auto qp = std::make_unique<SoftQp>(dev_, this, attr, dev_->NewQpNum(), granted);
     dev_->AddQp(qp.get());
     return std::unique_ptr<QueuePair>(std::move(qp));
@@ -151,6 +153,10 @@ class SoftPd final : public ProtectionDomain {
   Result<std::unique_ptr<SharedReceiveQueue>> CreateSrq(uint32_t max_wr, void* context) override {
     if (max_wr == 0 || max_wr > dev_->options().max_qp_wr) {
       return Status::InvalidArgument("SRQ depth out of the device's range");
+    }
+    {
+      std::lock_guard<std::mutex> lock(dev_->mu);
+      RRPC_RETURN_NOT_OK(dev_->CheckAlive());
     }
     return std::unique_ptr<SharedReceiveQueue>(new SoftSrq(dev_, max_wr, context));
   }
@@ -217,11 +223,24 @@ Status SoftDeviceImpl::StartNic() {
   return Status::OK();
 }
 
+Status SoftDeviceImpl::CheckAlive() const {
+  if (dead_) return Status::IOError(options_.name + ": the device reported a fatal error");
+  return Status::OK();
+}
+
 Result<std::unique_ptr<ProtectionDomain>> SoftDeviceImpl::AllocPd() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    RRPC_RETURN_NOT_OK(CheckAlive());
+  }
   return std::unique_ptr<ProtectionDomain>(new SoftPd(this));
 }
 
 Result<std::unique_ptr<CompletionChannel>> SoftDeviceImpl::CreateChannel() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    RRPC_RETURN_NOT_OK(CheckAlive());
+  }
   int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (fd < 0) return Status::FromErrno("eventfd", errno);
   return std::unique_ptr<CompletionChannel>(new SoftChannel(fd));
@@ -233,6 +252,7 @@ Result<std::unique_ptr<CompletionQueue>> SoftDeviceImpl::CreateCq(int entries,
     return Status::InvalidArgument("CQ size out of the device's range");
   }
   std::lock_guard<std::mutex> lock(mu);
+  RRPC_RETURN_NOT_OK(CheckAlive());
   const int vector = static_cast<int>(next_vector_++ % std::max(1, port_.num_comp_vectors));
   auto cq = std::make_unique<SoftCq>(this, entries, channel, vector);
   AddCq(cq.get());
@@ -299,6 +319,7 @@ void SoftDeviceImpl::FailRegistrations(int n) {
 void SoftDeviceImpl::InjectAsyncEvent(AsyncEventType type, QueuePair* qp) {
   std::lock_guard<std::mutex> lock(mu);
   if (qp == nullptr) {
+    if (type == AsyncEventType::kDeviceFatal) dead_ = true;
     PostAsyncEvent({type, 0, nullptr});
     return;
   }

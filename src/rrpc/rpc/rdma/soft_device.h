@@ -50,7 +50,8 @@ class SoftDevice : public Context {
   virtual void DiscardReceives(int n) = 0;
   // The device reports `qp` broken (kQpFatal: the QP goes to ERR, its requests flush, then the
   // event, carrying the QP's context, is queued) or, with `qp` nullptr, itself (kDeviceFatal,
-  // kPortError...: only the event).
+  // kPortError...: only the event; after kDeviceFatal the device is dead: creating anything on
+  // it fails, as on a NIC after a fatal error).
   virtual void InjectAsyncEvent(AsyncEventType type, QueuePair* qp = nullptr) = 0;
 };
 

@@ -236,6 +236,10 @@ class SoftDeviceImpl final : public SoftDevice {
   void DropAllPackets(bool on) override;
   Status UseGidIndex(int index) override;
   bool dropping_packets() const { return dropping_packets_; }  // REQUIRES mu held
+  // After an injected kDeviceFatal the device is dead, as a NIC after a fatal error: nothing
+  // can be created on it (PD, channel, CQ, QP, SRQ, memory region); what exists may still be
+  // destroyed. REQUIRES mu held.
+  Status CheckAlive() const;
   // Makes the NIC thread look at its timers again (a deadline set on another thread).
   void Wake() {
     uint64_t one = 1;
@@ -313,6 +317,7 @@ class SoftDeviceImpl final : public SoftDevice {
   int failing_registrations_ = 0;
   bool corrupt_send_lkeys_ = false;
   bool dropping_packets_ = false;
+  bool dead_ = false;  // InjectAsyncEvent(kDeviceFatal)
   int discarding_receives_ = 0;
   uint32_t next_qpn_ = 0x100;
   uint32_t next_key_ = 0x1000;
