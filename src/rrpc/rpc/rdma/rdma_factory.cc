@@ -194,8 +194,14 @@ std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool ser
 
 std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool server_side,
                                                                         const Sockaddr& remote) {
+  return NewUpgrade(server_side, remote, Sockaddr());
+}
+
+std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool server_side,
+                                                                        const Sockaddr& remote,
+                                                                        const Sockaddr& local) {
   if (!options_.enabled) return nullptr;
-  return std::make_unique<RdmaUpgrade>(this, server_side, remote);
+  return std::make_unique<RdmaUpgrade>(this, server_side, remote, local);
 }
 
 void RdmaTransportFactory::RememberDeadPath(const Sockaddr& peer) {
@@ -295,7 +301,7 @@ std::string MemlockWarningFor(const RdmaOptions& o, uint64_t limit) {
   return MemlockWarning(limit, per_connection, 64, "connection");
 }
 
-Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
+Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device(const Sockaddr& local) {
   std::lock_guard<std::mutex> lock(mu_);
   if (device_ != nullptr && device_failed_->load(std::memory_order_acquire)) {
     // Its connections failed already (each holds the device until it goes); new ones wait for
@@ -316,7 +322,7 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
       --failing_opens_;
       device_error_ = Status::NotFound("no RDMA device (fault injected)");
     } else if (options_.backend == RdmaBackend::kSoft) {
-      Result<std::unique_ptr<SoftDevice>> soft = OpenSoftDevice(options_.soft);
+      Result<std::unique_ptr<SoftDevice>> soft = OpenSoftDevice(options_.soft, local);
       if (soft.ok()) {
         dev->soft = soft->get();
         dev->context = std::move(soft).value();
@@ -324,7 +330,7 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
         device_error_ = soft.status();
       }
     } else {
-      Result<std::unique_ptr<Context>> ctx = OpenVerbsDevice(options_.verbs);
+      Result<std::unique_ptr<Context>> ctx = OpenVerbsDevice(options_.verbs, local);
       if (ctx.ok()) {
         dev->context = std::move(ctx).value();
       } else {

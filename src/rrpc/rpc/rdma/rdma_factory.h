@@ -61,6 +61,9 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   // The same, knowing the peer (the client's path probe remembers a dead path per peer).
   std::unique_ptr<rpc::TransportUpgrade> NewUpgrade(bool server_side,
                                                     const Sockaddr& remote) override;
+  // The same, knowing the bootstrap socket's local address too (the connection's GID).
+  std::unique_ptr<rpc::TransportUpgrade> NewUpgrade(bool server_side, const Sockaddr& remote,
+                                                    const Sockaddr& local) override;
 
   void UseMetricRegistry(MetricRegistry* registry) override;
   // Keepalive and TCP_USER_TIMEOUT for the TCP sockets this factory makes from now on (each
@@ -74,7 +77,9 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   // (a device that reported a fatal error counts as one that failed, in either receive mode):
   // kFirstRetry after the first failure, doubling up to kMaxRetry (a NIC whose driver loads
   // late, a port that comes up): connections meanwhile stay on TCP (no_device).
-  Result<std::shared_ptr<RdmaDevice>> Device();
+  // `local`: the bootstrap address of the connection asking; an open prefers the port holding
+  // it (ChoosePort, gid_choice.h).
+  Result<std::shared_ptr<RdmaDevice>> Device(const Sockaddr& local = Sockaddr());
   static constexpr MonoDelta kFirstRetry = MonoDelta::FromSeconds(1);
   static constexpr MonoDelta kMaxRetry = MonoDelta::FromSeconds(64);
   // Fault hook, for tests: the next `n` device opens fail (as if no device were there).

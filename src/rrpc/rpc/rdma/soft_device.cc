@@ -169,8 +169,9 @@ class SoftPd final : public ProtectionDomain {
 
 // ---- The device.
 
-SoftDeviceImpl::SoftDeviceImpl(const SoftDeviceOptions& options, int listen_fd, Gid gid)
-    : options_(options), listen_fd_(listen_fd) {
+SoftDeviceImpl::SoftDeviceImpl(const SoftDeviceOptions& options, int listen_fd, Gid gid,
+                               const SoftPortChoice& port)
+    : options_(options), own_gid_(gid), listen_fd_(listen_fd) {
   // As an mlx5 RoCE port lists them: the IPv6 link-local entries first (v1, v2), then a v1/v2
   // pair for the device's address (here its magic GID, routable to it from any process).
   const Gid link_local = LinkLocalOf(gid);
@@ -178,6 +179,8 @@ SoftDeviceImpl::SoftDeviceImpl(const SoftDeviceOptions& options, int listen_fd, 
                      {1, link_local, GidType::kRoceV2},
                      {2, gid, GidType::kRoceV1},
                      {3, gid, GidType::kRoceV2}};
+  (void)AppendAddressGids(port.addresses, &port_.gid_table);  // parsed by ChooseSoftPort
+  port_.port = port.port;
   port_.ethernet = true;
   const GidEntry chosen = ChooseGid(port_.gid_table, Sockaddr()).value();
   port_.gid = chosen.gid;
@@ -204,6 +207,7 @@ SoftDeviceImpl::~SoftDeviceImpl() {
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (wake_fd_ >= 0) close(wake_fd_);
   if (async_fd_ >= 0) close(async_fd_);
+  ReleaseAddressGids(own_gid_);
 }
 
 Status SoftDeviceImpl::StartNic() {
@@ -339,6 +343,7 @@ Status SoftDeviceImpl::UseGidIndex(int index) {
     port_.gid = e.gid;
     port_.gid_index = e.index;
     port_.gid_type = e.type;
+    port_.gid_pinned = true;
     return Status::OK();
   }
   return Status::NotFound("no GID at index " + std::to_string(index));
@@ -376,9 +381,11 @@ bool SoftDeviceImpl::ConsumeRegistrationFailure() {
 Result<Link*> SoftDeviceImpl::OutboundLink(const Gid& peer) {
   auto it = outbound_.find(peer);
   if (it != outbound_.end() && !it->second->dead) return it->second;
-  const Gid route = GidIsLinkLocal(peer) ? MagicOf(peer) : peer;
-  if (memcmp(route.data(), kGidMagic, 4) != 0) {
-    return Status::InvalidArgument("not a software-device GID");
+  Gid route = GidIsLinkLocal(peer) ? MagicOf(peer) : peer;
+  if (memcmp(route.data(), kGidMagic, 4) != 0 && !RouteOfAddressGid(peer, &route)) {
+    return Status::InvalidArgument(
+        "not a software-device GID (nor an address GID of a device "
+        "of this process)");
   }
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::FromErrno("soft device: socket", errno);
@@ -591,7 +598,11 @@ void SoftDeviceImpl::NicLoop() {
 
 }  // namespace soft
 
-Result<std::unique_ptr<SoftDevice>> OpenSoftDevice(const SoftDeviceOptions& options) {
+Result<std::unique_ptr<SoftDevice>> OpenSoftDevice(const SoftDeviceOptions& options,
+                                                   const Sockaddr& local) {
+  RRPC_ASSIGN_OR_RETURN(const soft::SoftPortChoice port, soft::ChooseSoftPort(options, local));
+  SoftDeviceOptions named = options;
+  named.name = port.device;
   static std::atomic<uint32_t> next_id{0};
   Gid gid{};
   memcpy(gid.data(), soft::kGidMagic, 4);
@@ -608,7 +619,8 @@ Result<std::unique_ptr<SoftDevice>> OpenSoftDevice(const SoftDeviceOptions& opti
     close(fd);
     return Status::FromErrno("soft device: bind/listen", err);
   }
-  auto dev = std::make_unique<soft::SoftDeviceImpl>(options, fd, gid);
+  auto dev = std::make_unique<soft::SoftDeviceImpl>(named, fd, gid, port);
+  RRPC_RETURN_NOT_OK(soft::ClaimAddressGids(dev->port().gid_table, gid));
   RRPC_RETURN_NOT_OK(dev->StartNic());
   return std::unique_ptr<SoftDevice>(std::move(dev));
 }

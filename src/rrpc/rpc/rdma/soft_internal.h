@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "rrpc/rpc/rdma/soft_device.h"
+#include "rrpc/rpc/rdma/soft_ports.h"
 #include "rrpc/util/monotime.h"
 
 namespace rrpc::rdma::soft {
@@ -217,7 +218,9 @@ class SoftQp final : public QueuePair {
 // The device: owns the NIC thread, the links and the registry of QPs and memory regions.
 class SoftDeviceImpl final : public SoftDevice {
  public:
-  SoftDeviceImpl(const SoftDeviceOptions& options, int listen_fd, Gid gid);
+  // Opens on `port` (soft_ports.h, ChooseSoftPort): its number and its addresses' GIDs.
+  SoftDeviceImpl(const SoftDeviceOptions& options, int listen_fd, Gid gid,
+                 const SoftPortChoice& port);
   ~SoftDeviceImpl() override;
   Status StartNic();
 
@@ -306,6 +309,7 @@ class SoftDeviceImpl final : public SoftDevice {
   void Watch(Link* link);
 
   const SoftDeviceOptions options_;
+  const Gid own_gid_;  // names its socket; its address GIDs route to it (soft_ports.h)
   PortInfo port_;
   const int listen_fd_;
   int epoll_fd_ = -1;

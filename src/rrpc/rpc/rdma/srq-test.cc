@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -493,6 +494,39 @@ TEST_F(SrqTest, ADeviceFatalEventFailsCallsAndLaterConnectionsReopenTheDevice) {
     ASSERT_EQ(resp.data(), req.data());
   }
   client->Shutdown();
+}
+
+// Findings 3 and 4 of issue 27, per connection: a server whose host has several RDMA ports (one
+// DOWN) and two addresses on the ACTIVE one. Each connection's queue pair is addressed by the
+// RoCE v2 GID of the address its TCP bootstrap arrived on, in private-RQ and in SRQ mode (before,
+// the GID was chosen once at open: every connection used the same one).
+TEST_F(SrqTest, EachConnectionUsesTheV2GidOfItsBootstrapAddress) {
+  for (bool srq : {false, true}) {
+    RdmaOptions so = Srq(srq);
+    so.soft.devices = {{"nic_a", {{false, {"127.0.0.2"}}}},
+                       {"nic_b", {{false, {}}, {true, {"127.0.0.2", "127.0.0.3"}}}}};
+    StartSrvr(so);
+    std::shared_ptr<RdmaTransportFactory> cf;
+    auto client = NewClient(Srq(srq), &cf);
+    Burst(client, 3, 2, 100);  // to 127.0.0.1, .2 and .3
+    std::shared_ptr<rdma::RdmaDevice> dev = server_factory_->Device().value();
+    EXPECT_EQ(dev->context->device_name(), "nic_b");
+    EXPECT_EQ(dev->context->port().port, 2);
+    std::multiset<std::string> gids;
+    for (const auto& c : server_->DumpConnections()) {
+      EXPECT_EQ(c.transport, "rdma");
+      for (const auto& [k, v] : c.transport_details) {
+        if (k == "gid") gids.insert(v);
+      }
+    }
+    // 127.0.0.1 is no address of the port: the port's default (its first IPv4-mapped v2 entry).
+    const std::multiset<std::string> want = {"::ffff:127.0.0.2 (index 5, RoCE v2)",
+                                             "::ffff:127.0.0.2 (index 5, RoCE v2)",
+                                             "::ffff:127.0.0.3 (index 7, RoCE v2)"};
+    EXPECT_EQ(gids, want) << (srq ? "srq" : "private");
+    client->Shutdown();
+    server_->Shutdown();
+  }
 }
 
 }  // namespace
