@@ -35,7 +35,10 @@ enum class PacketType : uint8_t { kData = 1, kAck = 2, kRnrNak = 3, kErrNak = 4,
 struct PacketHeader {
   uint8_t type;
   uint8_t has_imm;
-  uint8_t status;  // kErrNak: the WcStatus the sender's request completes with
+  // kErrNak: the WcStatus the sender's request completes with. kData: the GidType of the
+  // sender's GID (the entry its QP was connected on): a RoCE v2 QP ignores v1 frames and the
+  // reverse, so the receiver drops a packet of the other type (the sender's retries run out).
+  uint8_t status;
   // kData: the sender wants it acknowledged now (IB's AckReq bit; set on signaled sends). The
   // receiver acknowledges only those: an ACK covers every earlier packet, a NAK every packet
   // before the one it refuses. Unsignaled sends need no ACK of their own (nothing completes on
@@ -199,6 +202,7 @@ class SoftQp final : public QueuePair {
   // All below guarded by dev_->mu.
   QpState state_ = QpState::kReset;
   QpConnectParams params_;
+  GidType gid_type_ = GidType::kIb;  // of the local GID entry params_.gid_index names
   Link* link_ = nullptr;             // where our sends go
   std::deque<Outstanding> unacked_;  // posted sends not yet acknowledged, in PSN order
   uint32_t next_psn_ = 0;            // for the next posted send

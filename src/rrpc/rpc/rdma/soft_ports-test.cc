@@ -117,6 +117,7 @@ TEST(SoftPortsTest, AQueuePairAddressedByAnAddressGidIsReached) {
   const GidEntry b_gid = ConnectionGid(b->port(), Sockaddr::Parse("127.0.0.4:1").value());
   QpConnectParams to_b;
   to_b.remote = {qb->qp_num(), 0, b_gid.gid, 0};
+  to_b.gid_index = a->port().gid_index;  // v2, as b's
   QpConnectParams to_a;
   to_a.remote = {qa->qp_num(), 0, a->port().gid, 0};
   to_a.gid_index = b_gid.index;
@@ -137,6 +138,54 @@ TEST(SoftPortsTest, AQueuePairAddressedByAnAddressGidIsReached) {
   EXPECT_EQ(wc.status, WcStatus::kSuccess);
   qa.reset();
   qb.reset();
+}
+
+// Finding 3 (c): a RoCE v2 QP never sees a v1 frame, and the reverse. Both QPs connect (RTR/RTS
+// take any GID entry) and the path carries nothing: the sender's retries run out, its request
+// fails with kRetryExceeded and the receiver gets nothing, as on a fabric.
+TEST(SoftPortsTest, FramesBetweenQueuePairsOfDifferentGidTypesAreDropped) {
+  std::unique_ptr<SoftDevice> a = OpenSoftDevice().value();
+  std::unique_ptr<SoftDevice> b = OpenSoftDevice().value();
+  auto pa = a->AllocPd().value();
+  auto pb = b->AllocPd().value();
+  auto ca = a->CreateCq(16, nullptr).value();
+  auto cb = b->CreateCq(16, nullptr).value();
+  QpInitAttr attr;
+  attr.caps.max_send_wr = 4;
+  attr.caps.max_recv_wr = 4;
+  attr.caps.max_inline_data = 64;
+  attr.send_cq = attr.recv_cq = ca.get();
+  auto qa = pa->CreateQp(attr).value();
+  attr.send_cq = attr.recv_cq = cb.get();
+  auto qb = pb->CreateQp(attr).value();
+  ASSERT_TRUE(qa->ToInit(1).ok());
+  ASSERT_TRUE(qb->ToInit(1).ok());
+  std::string out(64, '\0');
+  auto mb = pb->RegisterMemory(out.data(), out.size()).value();
+  Sge rs{reinterpret_cast<uint64_t>(out.data()), 64, mb->lkey()};
+  ASSERT_TRUE(qb->PostRecv(RecvWr{1, &rs, 1}).ok());
+  QpConnectParams to_b;  // a sends from its v2 entry (index 3)
+  to_b.remote = {qb->qp_num(), 0, b->port().gid_table[2].gid, 0};
+  to_b.gid_index = 3;
+  to_b.timeout = 1;      // 8 us per retry: the test waits out 8 of them
+  QpConnectParams to_a;  // b listens on its v1 entry (index 2)
+  to_a.remote = {qa->qp_num(), 0, a->port().gid, 0};
+  to_a.gid_index = 2;
+  ASSERT_TRUE(qa->Connect(to_b).ok());
+  ASSERT_TRUE(qb->Connect(to_a).ok());
+  std::string buf(64, 'z');
+  Sge ss{reinterpret_cast<uint64_t>(buf.data()), 64, 0};
+  SendWr wr;
+  wr.wr_id = 2;
+  wr.sg_list = &ss;
+  wr.num_sge = 1;
+  wr.inline_data = true;
+  ASSERT_TRUE(qa->PostSend(wr).ok());
+  WorkCompletion wc;
+  ASSERT_TRUE(PollOne(ca.get(), &wc));
+  EXPECT_EQ(wc.status, WcStatus::kRetryExceeded);
+  EXPECT_EQ(cb->Poll(&wc, 1).value(), 0);
+  EXPECT_EQ(out, std::string(64, '\0'));
 }
 
 TEST(SoftPortsTest, ADeviceAfterAFatalErrorCreatesNothing) {
