@@ -253,8 +253,12 @@ Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
     }
     slot = std::move(made).value();
     // Gauges per reactor; they read the stats, which outlive the context if need be.
-    auto entity =
-        bound_->registry->FindOrCreateEntity("rdma_srq", "reactor-" + std::to_string(srq_count_++));
+    // A reactor keeps its entity id when its context is made again (after a device failure):
+    // the gauges then read the new context's stats.
+    auto id = srq_ids_.try_emplace(std::this_thread::get_id(), srq_count_);
+    if (id.second) ++srq_count_;
+    auto entity = bound_->registry->FindOrCreateEntity(
+        "rdma_srq", "reactor-" + std::to_string(id.first->second));
     bound_->entities.push_back(entity);
     std::shared_ptr<const SrqStats> st = slot->shared_stats();
     auto gauge = [&](const MetricPrototype* proto, const std::atomic<uint64_t> SrqStats::*field) {

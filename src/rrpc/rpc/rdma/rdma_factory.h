@@ -137,8 +137,9 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   std::shared_ptr<RdmaDevice> device_;  // guarded by mu_
   // By reactor thread; declared after device_ so that they go first. Guarded by mu_.
   std::unordered_map<std::thread::id, std::shared_ptr<SrqContext>> srqs_;
-  int srq_count_ = 0;    // guarded by mu_: numbers the reactors' metric entities
-  Status device_error_;  // guarded by mu_
+  int srq_count_ = 0;  // guarded by mu_: numbers the reactors' metric entities
+  std::unordered_map<std::thread::id, int> srq_ids_;  // guarded by mu_: each reactor's number
+  Status device_error_;                               // guarded by mu_
   // Peers whose path probe failed, until when their connections stay on TCP. Guarded by mu_.
   std::map<std::string, MonoTime> dead_paths_;
   // Set (by AsyncEventRouter) when the device reports itself dead: the next Device() call drops
