@@ -154,10 +154,7 @@ class SoftPd final : public ProtectionDomain {
     if (max_wr == 0 || max_wr > dev_->options().max_qp_wr) {
       return Status::InvalidArgument("SRQ depth out of the device's range");
     }
-    {
-      std::lock_guard<std::mutex> lock(dev_->mu);
-      RRPC_RETURN_NOT_OK(dev_->CheckAlive());
-    }
+    RRPC_RETURN_NOT_OK(dev_->Alive());
     return std::unique_ptr<SharedReceiveQueue>(new SoftSrq(dev_, max_wr, context));
   }
 
@@ -233,18 +230,12 @@ Status SoftDeviceImpl::CheckAlive() const {
 }
 
 Result<std::unique_ptr<ProtectionDomain>> SoftDeviceImpl::AllocPd() {
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    RRPC_RETURN_NOT_OK(CheckAlive());
-  }
+  RRPC_RETURN_NOT_OK(Alive());
   return std::unique_ptr<ProtectionDomain>(new SoftPd(this));
 }
 
 Result<std::unique_ptr<CompletionChannel>> SoftDeviceImpl::CreateChannel() {
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    RRPC_RETURN_NOT_OK(CheckAlive());
-  }
+  RRPC_RETURN_NOT_OK(Alive());
   int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (fd < 0) return Status::FromErrno("eventfd", errno);
   return std::unique_ptr<CompletionChannel>(new SoftChannel(fd));

@@ -247,6 +247,10 @@ class SoftDeviceImpl final : public SoftDevice {
   // can be created on it (PD, channel, CQ, QP, SRQ, memory region); what exists may still be
   // destroyed. REQUIRES mu held.
   Status CheckAlive() const;
+  Status Alive() {  // the same, taking mu
+    std::lock_guard<std::mutex> lock(mu);
+    return CheckAlive();
+  }
   // Makes the NIC thread look at its timers again (a deadline set on another thread).
   void Wake() {
     uint64_t one = 1;
