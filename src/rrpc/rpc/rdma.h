@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "rrpc/util/copy_counter.h"
 #include "rrpc/util/monotime.h"
@@ -37,9 +38,28 @@ struct VerbsDeviceOptions {
   int gid_index = -1;  // -1: a RoCEv2 GID if the port has one, else index 0
 };
 
+// A port of a software device (SoftDeviceOptions::devices): its state and the IP addresses of
+// its netdev ("127.0.0.2", "::1"; loopback addresses stand in for a NIC's), each of which adds a
+// RoCE v1 and a RoCE v2 entry to its GID table, as on an mlx5 RoCE port.
+struct SoftPortOptions {
+  bool active = true;  // false: DOWN (the scan skips it)
+  std::vector<std::string> addresses;
+};
+struct SoftNicOptions {
+  std::string name;
+  std::vector<SoftPortOptions> ports;
+};
+
 // The software backend (kSoft): RC queue pairs between processes of one host, as strict as a NIC.
 struct SoftDeviceOptions {
   std::string name = "rrpc_soft0";
+  // The devices the backend lists. Empty: one device (`name`) with one ACTIVE port holding only
+  // its own GIDs. Otherwise the scan opens, as VerbsDeviceOptions' defaults do on hardware, an
+  // ACTIVE port with a usable GID, preferring the one holding the opening connection's
+  // bootstrap address (gid_choice.h, ChoosePort). An address's GIDs reach their device within
+  // this process only (each address on one live device); the device's own GIDs reach it from
+  // any process of the host.
+  std::vector<SoftNicOptions> devices;
   // The largest inline send the device grants (what QP creation reads back).
   uint32_t max_inline_data = 236;
   uint32_t max_qp_wr = 16384;

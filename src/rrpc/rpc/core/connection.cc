@@ -401,7 +401,8 @@ std::unique_ptr<TransportUpgrade> Connection::NewTransportUpgrade() {
   // RDMA carries bytes in the clear: a connection that negotiated TLS stays on it, so an upgrade
   // can never strip the encryption the peers agreed on.
   if (transport_->security().encrypted) return nullptr;
-  return reactor_->transport_factory()->NewUpgrade(direction_ == Direction::kServer, remote_);
+  return reactor_->transport_factory()->NewUpgrade(direction_ == Direction::kServer, remote_,
+                                                   transport_->LocalAddress());
 }
 
 void Connection::FailNegotiation(const Status& reason) {

@@ -4,6 +4,7 @@
 #include "rrpc/rpc/rdma/gid_choice.h"
 
 #include <gtest/gtest.h>
+#include <net/if.h>
 
 #include <memory>
 #include <string>
@@ -101,6 +102,71 @@ TEST(GidChoiceTest, TheSoftPortListsLinkLocalEntriesFirstAndUsesItsRoutableV2One
   EXPECT_TRUE(dev->UseGidIndex(1).ok());
   EXPECT_TRUE(GidIsLinkLocal(dev->port().gid));
   EXPECT_TRUE(dev->UseGidIndex(9).IsNotFound());
+}
+
+// Finding 3 of issue 27, per connection: the entry of the bootstrap socket's own address, so two
+// connections over two addresses of one port use two GIDs; an entry the user pinned wins.
+TEST(GidChoiceTest, EachConnectionTakesTheEntryOfItsBootstrapAddressUnlessOneIsPinned) {
+  PortInfo port;
+  port.gid_table = Mlx5Table();
+  port.gid_index = 3;
+  port.gid = port.gid_table[3].gid;
+  port.gid_type = GidType::kRoceV2;
+  EXPECT_EQ(ConnectionGid(port, Sockaddr::Parse("10.0.0.5:7").value()).index, 3);
+  EXPECT_EQ(ConnectionGid(port, Sockaddr::Parse("192.168.7.9:7").value()).index, 5);
+  EXPECT_EQ(ConnectionGid(port, Sockaddr()).index, 3);
+  port.gid_pinned = true;
+  EXPECT_EQ(ConnectionGid(port, Sockaddr::Parse("192.168.7.9:7").value()).index, 3);
+  port.gid_table.clear();  // nothing usable: the port's default
+  port.gid_pinned = false;
+  EXPECT_EQ(ConnectionGid(port, Sockaddr::Parse("192.168.7.9:7").value()).index, 3);
+}
+
+// Finding 4: an address no entry holds (an IPv6 link-local one, or a table read without
+// addresses) chooses among the entries of its own netdev (ibv_gid_entry::ndev_ifindex) first.
+TEST(GidChoiceTest, WithoutTheAddressTheEntriesOfItsNetdevComeFirst) {
+  std::vector<GidEntry> t = Mlx5Table();
+  for (GidEntry& e : t) e.ndev_ifindex = e.index < 4 ? 5 : 7;  // 10.0.0.5 on 5, 192.168.7.9 on 7
+  const Sockaddr elsewhere = Sockaddr::Parse("172.16.0.1:1").value();
+  EXPECT_EQ(ChooseGid(t, elsewhere, 7)->index, 5);
+  EXPECT_EQ(ChooseGid(t, elsewhere, 5)->index, 3);
+  EXPECT_EQ(ChooseGid(t, elsewhere, 0)->index, 3);
+  EXPECT_EQ(ChooseGid(t, elsewhere, 9)->index, 3);  // a netdev of no entry: as without one
+  EXPECT_EQ(ChooseGid(t, Sockaddr::Parse("10.0.0.5:1").value(), 7)->index, 3);  // address first
+}
+
+std::vector<PortCandidate> Host() {
+  std::vector<GidEntry> b2 = {{0, LinkLocal(), GidType::kRoceV2},
+                              {1, Of("10.0.0.5"), GidType::kRoceV2}};
+  std::vector<GidEntry> c1 = {{0, Of("192.168.7.9"), GidType::kRoceV1},
+                              {1, Of("192.168.7.9"), GidType::kRoceV2, 7}};
+  return {{"mlx5_0", 1, false, {{0, Of("10.9.9.9"), GidType::kRoceV2}}},  // DOWN
+          {"mlx5_1", 1, true, {}},                                        // no GID
+          {"mlx5_1", 2, true, b2},
+          {"mlx5_2", 1, true, c1}};
+}
+
+TEST(GidChoiceTest, ThePortScanTakesAnActivePortThePortOfTheAddressFirst) {
+  EXPECT_EQ(ChoosePort(Host(), Sockaddr()).value(), 2u);
+  EXPECT_EQ(ChoosePort(Host(), Sockaddr::Parse("192.168.7.9:1").value()).value(), 3u);
+  EXPECT_EQ(ChoosePort(Host(), Sockaddr::Parse("10.0.0.5:1").value()).value(), 2u);
+  // A DOWN port holding the address is never taken.
+  EXPECT_EQ(ChoosePort(Host(), Sockaddr::Parse("10.9.9.9:1").value()).value(), 2u);
+  // An address of no entry, on mlx5_2's netdev.
+  EXPECT_EQ(ChoosePort(Host(), Sockaddr::Parse("172.16.0.1:1").value(), 7).value(), 3u);
+  std::vector<PortCandidate> down = Host();
+  down[2].active = down[3].active = false;
+  Status s = ChoosePort(down, Sockaddr()).status();
+  EXPECT_TRUE(s.IsNotFound());
+  EXPECT_NE(s.ToString().find("mlx5_0 port 1: not active"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.ToString().find("mlx5_1 port 1: no usable GID"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(ChoosePort({}, Sockaddr()).status().IsNotFound());
+}
+
+TEST(GidChoiceTest, TheLoopbackAddressIsOnTheLoopbackInterface) {
+  EXPECT_EQ(LocalInterfaceIndex(Sockaddr::Parse("127.0.0.1:1").value()), if_nametoindex("lo"));
+  EXPECT_EQ(LocalInterfaceIndex(Sockaddr()), 0u);
+  EXPECT_EQ(LocalInterfaceIndex(Sockaddr::Parse("192.0.2.77:1").value()), 0u);  // TEST-NET-1
 }
 
 }  // namespace

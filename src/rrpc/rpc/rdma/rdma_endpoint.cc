@@ -76,8 +76,14 @@ void RdmaEndpoint::SetAddress() {
   static thread_local std::mt19937 rng{std::random_device{}()};
   address_.qp_num = qp_->qp_num();
   address_.lid = ctx_->port().lid;
-  address_.gid = ctx_->port().gid;
+  gid_ = {ctx_->port().gid_index, ctx_->port().gid, ctx_->port().gid_type};
+  address_.gid = gid_.gid;
   address_.psn = rng() & 0xFFFFFF;
+}
+
+void RdmaEndpoint::UseGid(const GidEntry& gid) {
+  gid_ = gid;
+  address_.gid = gid.gid;
 }
 
 Status RdmaEndpoint::PostReceive(uint32_t index) {
@@ -103,7 +109,7 @@ QpConnectParams RdmaEndpoint::ConnectParams(const QpAddress& remote, uint32_t pa
   p.path_mtu = std::min(path_mtu, ctx_->port().active_mtu);
   p.rnr_retry = options_.rnr_retry;
   p.port = ctx_->port().port;
-  p.gid_index = ctx_->port().gid_index;
+  p.gid_index = gid_.index;
   p.global = NeedsGlobalRoute(ctx_->port(), remote.gid);
   p.traffic_class = options_.traffic_class;
   p.service_level = options_.service_level;

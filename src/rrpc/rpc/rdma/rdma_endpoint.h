@@ -35,6 +35,11 @@ class RdmaEndpoint {
 
   // This side's address for the bootstrap message.
   const QpAddress& address() const { return address_; }
+  // The port's GID entry the QP is addressed by: the port's default until UseGid, which the
+  // bootstrap calls with the connection's own choice (gid_choice.h, ConnectionGid) before the
+  // address goes out.
+  const GidEntry& gid() const { return gid_; }
+  void UseGid(const GidEntry& gid);
   // RTR/RTS, connected to `remote`.
   Status Connect(const QpAddress& remote, uint32_t path_mtu);
   // What Connect connects the QP with (the path: MTU, route, traffic class...), with `remote`'s
@@ -68,6 +73,7 @@ class RdmaEndpoint {
 
   const EndpointOptions options_;
   QpAddress address_;
+  GidEntry gid_;
   std::unique_ptr<CompletionChannel> channel_;
   std::unique_ptr<CompletionQueue> cq_;
   std::unique_ptr<RegisteredBlockPool> receive_pool_;

@@ -194,8 +194,14 @@ std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool ser
 
 std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool server_side,
                                                                         const Sockaddr& remote) {
+  return NewUpgrade(server_side, remote, Sockaddr());
+}
+
+std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool server_side,
+                                                                        const Sockaddr& remote,
+                                                                        const Sockaddr& local) {
   if (!options_.enabled) return nullptr;
-  return std::make_unique<RdmaUpgrade>(this, server_side, remote);
+  return std::make_unique<RdmaUpgrade>(this, server_side, remote, local);
 }
 
 void RdmaTransportFactory::RememberDeadPath(const Sockaddr& peer) {
@@ -227,8 +233,15 @@ bool RdmaTransportFactory::PathKnownDead(const Sockaddr& peer) {
 
 Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
     const std::shared_ptr<RdmaDevice>& device) {
+  std::shared_ptr<SrqContext> stale;  // released after the lock, on this (its reactor's) thread
   std::lock_guard<std::mutex> lock(mu_);
   std::shared_ptr<SrqContext>& slot = srqs_[std::this_thread::get_id()];
+  if (slot != nullptr && slot->device() != device->context.get()) {
+    // Bound to a device that failed and was dropped (Device()): this reactor's connections
+    // from now on use a context on the device reopened. Connections of the old one still hold
+    // it; the last to go destroys it (on this thread, where they run).
+    stale = std::move(slot);
+  }
   if (slot == nullptr) {
     SrqOptions o = options_.srq;
     o.buffer_size = options_.endpoint.buffer_size;
@@ -240,8 +253,12 @@ Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
     }
     slot = std::move(made).value();
     // Gauges per reactor; they read the stats, which outlive the context if need be.
-    auto entity =
-        bound_->registry->FindOrCreateEntity("rdma_srq", "reactor-" + std::to_string(srq_count_++));
+    // A reactor keeps its entity id when its context is made again (after a device failure):
+    // the gauges then read the new context's stats.
+    auto id = srq_ids_.try_emplace(std::this_thread::get_id(), srq_count_);
+    if (id.second) ++srq_count_;
+    auto entity = bound_->registry->FindOrCreateEntity(
+        "rdma_srq", "reactor-" + std::to_string(id.first->second));
     bound_->entities.push_back(entity);
     std::shared_ptr<const SrqStats> st = slot->shared_stats();
     auto gauge = [&](const MetricPrototype* proto, const std::atomic<uint64_t> SrqStats::*field) {
@@ -288,12 +305,13 @@ std::string MemlockWarningFor(const RdmaOptions& o, uint64_t limit) {
   return MemlockWarning(limit, per_connection, 64, "connection");
 }
 
-Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
+Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device(const Sockaddr& local) {
   std::lock_guard<std::mutex> lock(mu_);
-  const bool private_rq = !options_.use_srq || options_.transport.busy_poll;
-  if (device_ != nullptr && private_rq && device_failed_->load(std::memory_order_acquire)) {
+  if (device_ != nullptr && device_failed_->load(std::memory_order_acquire)) {
     // Its connections failed already (each holds the device until it goes); new ones wait for
-    // a reopen. (SRQ mode keeps it: its reactors' contexts are bound to it.)
+    // a reopen. In SRQ mode each reactor's context (bound to this device, which it holds) is
+    // dropped by its own reactor thread (SrqForThisThread), the last of its connections
+    // destroying it.
     AsyncEventRouter::UnwatchDevice(device_->context.get());
     device_.reset();
     device_error_ = Status::NetworkError("the RDMA device reported a fatal error");
@@ -308,7 +326,7 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
       --failing_opens_;
       device_error_ = Status::NotFound("no RDMA device (fault injected)");
     } else if (options_.backend == RdmaBackend::kSoft) {
-      Result<std::unique_ptr<SoftDevice>> soft = OpenSoftDevice(options_.soft);
+      Result<std::unique_ptr<SoftDevice>> soft = OpenSoftDevice(options_.soft, local);
       if (soft.ok()) {
         dev->soft = soft->get();
         dev->context = std::move(soft).value();
@@ -316,7 +334,7 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device() {
         device_error_ = soft.status();
       }
     } else {
-      Result<std::unique_ptr<Context>> ctx = OpenVerbsDevice(options_.verbs);
+      Result<std::unique_ptr<Context>> ctx = OpenVerbsDevice(options_.verbs, local);
       if (ctx.ok()) {
         dev->context = std::move(ctx).value();
       } else {

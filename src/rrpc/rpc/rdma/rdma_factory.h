@@ -61,6 +61,9 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   // The same, knowing the peer (the client's path probe remembers a dead path per peer).
   std::unique_ptr<rpc::TransportUpgrade> NewUpgrade(bool server_side,
                                                     const Sockaddr& remote) override;
+  // The same, knowing the bootstrap socket's local address too (the connection's GID).
+  std::unique_ptr<rpc::TransportUpgrade> NewUpgrade(bool server_side, const Sockaddr& remote,
+                                                    const Sockaddr& local) override;
 
   void UseMetricRegistry(MetricRegistry* registry) override;
   // Keepalive and TCP_USER_TIMEOUT for the TCP sockets this factory makes from now on (each
@@ -71,10 +74,12 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   const RdmaOptions& options() const { return options_; }
   MetricRegistry* metric_registry() const;
   // The device, opened on first call; an error when it can't be, remembered until the next try
-  // (a device that reported a fatal error, in private-RQ mode, counts as one that failed):
+  // (a device that reported a fatal error counts as one that failed, in either receive mode):
   // kFirstRetry after the first failure, doubling up to kMaxRetry (a NIC whose driver loads
   // late, a port that comes up): connections meanwhile stay on TCP (no_device).
-  Result<std::shared_ptr<RdmaDevice>> Device();
+  // `local`: the bootstrap address of the connection asking; an open prefers the port holding
+  // it (ChoosePort, gid_choice.h).
+  Result<std::shared_ptr<RdmaDevice>> Device(const Sockaddr& local = Sockaddr());
   static constexpr MonoDelta kFirstRetry = MonoDelta::FromSeconds(1);
   static constexpr MonoDelta kMaxRetry = MonoDelta::FromSeconds(64);
   // Fault hook, for tests: the next `n` device opens fail (as if no device were there).
@@ -90,7 +95,12 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   bool PathKnownDead(const Sockaddr& peer);
   static constexpr size_t kMaxDeadPaths = 4096;
   RdmaMetrics metrics() const;
-  // SRQ mode: the calling reactor thread's context, made on first use.
+  // SRQ mode: the calling reactor thread's context, made on first use, and made again when the
+  // one it had is bound to another device than `device` (one that failed: the old context is
+  // released here, on its reactor's thread; its connections hold it until they go). The factory
+  // owns one reference per reactor, each connection one. A reactor that takes no connection
+  // after a device failed keeps its old context (and so the dead device's objects) until the
+  // factory goes.
   Result<std::shared_ptr<SrqContext>> SrqForThisThread(const std::shared_ptr<RdmaDevice>& device);
   // One per reactor that has used SRQ mode (any thread).
   struct SrqSnapshot {
@@ -127,12 +137,13 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   std::shared_ptr<RdmaDevice> device_;  // guarded by mu_
   // By reactor thread; declared after device_ so that they go first. Guarded by mu_.
   std::unordered_map<std::thread::id, std::shared_ptr<SrqContext>> srqs_;
-  int srq_count_ = 0;    // guarded by mu_: numbers the reactors' metric entities
-  Status device_error_;  // guarded by mu_
+  int srq_count_ = 0;  // guarded by mu_: numbers the reactors' metric entities
+  std::unordered_map<std::thread::id, int> srq_ids_;  // guarded by mu_: each reactor's number
+  Status device_error_;                               // guarded by mu_
   // Peers whose path probe failed, until when their connections stay on TCP. Guarded by mu_.
   std::map<std::string, MonoTime> dead_paths_;
-  // Set (by AsyncEventRouter) when the device reports itself dead: private-RQ mode then drops it
-  // on the next Device() call and reopens after a backoff. Guarded by mu_ (the pointer).
+  // Set (by AsyncEventRouter) when the device reports itself dead: the next Device() call drops
+  // it and reopens after a backoff. Guarded by mu_ (the pointer).
   std::shared_ptr<std::atomic<bool>> device_failed_;
   // A failed open: when to try again, and the wait after the next failure. Guarded by mu_.
   MonoTime retry_at_;

@@ -1,5 +1,6 @@
 #include "rrpc/rpc/rdma/rdma_transport.h"
 
+#include <arpa/inet.h>
 #include <glog/logging.h>
 #include <sys/socket.h>
 
@@ -606,6 +607,10 @@ void RdmaTransport::Describe(std::vector<std::pair<std::string, std::string>>* o
   if (credits_returned_ > 0) {
     out->emplace_back("credits given back", std::to_string(credits_returned_));
   }
+  char gid[INET6_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET6, ep_->gid().gid.data(), gid, sizeof(gid));
+  out->emplace_back("gid", std::string(gid) + " (index " + std::to_string(ep_->gid().index) + ", " +
+                               GidTypeName(ep_->gid().type) + ")");
   out->emplace_back("inline cap", std::to_string(ep_->inline_cap()));
   out->emplace_back("inline sends", std::to_string(inline_sends_));
   out->emplace_back("posted sends", std::to_string(posted_sends_));

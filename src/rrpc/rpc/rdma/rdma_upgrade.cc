@@ -1,6 +1,9 @@
 #include "rrpc/rpc/rdma/rdma_upgrade.h"
 
+#include <algorithm>
 #include <random>
+
+#include "rrpc/rpc/rdma/gid_choice.h"
 
 namespace rrpc::rdma {
 namespace {
@@ -15,12 +18,22 @@ BootstrapBackend BackendOf(RdmaBackend b) {
 }  // namespace
 
 FallbackReason RdmaUpgrade::OpenDevice() {
-  Result<std::shared_ptr<RdmaDevice>> dev = factory_->Device();
+  Result<std::shared_ptr<RdmaDevice>> dev = factory_->Device(local_);
   if (!dev.ok()) {
     factory_->CountFallback(FallbackReason::kNoDevice, dev.status());
     return FallbackReason::kNoDevice;
   }
   device_ = std::move(dev).value();
+  // This connection's GID: the port's entry of the bootstrap socket's address (else of its
+  // netdev, looked up only where the table says which netdev each entry is on).
+  const PortInfo& port = device_->context->port();
+  uint32_t ifindex = 0;
+  if (local_.family() != 0 && !port.gid_pinned && !TableHoldsAddress(port.gid_table, local_) &&
+      std::any_of(port.gid_table.begin(), port.gid_table.end(),
+                  [](const GidEntry& e) { return e.ndev_ifindex != 0; })) {
+    ifindex = LocalInterfaceIndex(local_);
+  }
+  gid_ = ConnectionGid(port, local_, ifindex);
   return FallbackReason::kNone;
 }
 
@@ -47,6 +60,7 @@ FallbackReason RdmaUpgrade::MakeEndpoint() {
   } else {
     ep = RdmaEndpoint::Create(device_->context.get(), device_->pd.get(), o.endpoint);
   }
+  if (ep.ok()) (*ep)->UseGid(gid_);
   if (ep.ok() && srq_ != nullptr) srq_->Expect((*ep)->qp()->qp_num());
   if (!ep.ok()) {
     DropEndpoint();
@@ -80,7 +94,7 @@ BootstrapMessage RdmaUpgrade::LocalMessage() const {
   BootstrapMessage m;
   m.backend = BackendOf(factory_->options().backend);
   m.qp = endpoint_->address();
-  m.gid_type = endpoint_->port().gid_type;
+  m.gid_type = endpoint_->gid().type;
   m.path_mtu = endpoint_->port().active_mtu;
   m.buffer_size = endpoint_->options().buffer_size;
   m.srq = srq_ != nullptr;
@@ -143,7 +157,7 @@ std::string RdmaUpgrade::Answer(Slice offer) {
     return Fallback(FallbackReason::kIncompatible,
                     Status::NotSupported("the client uses the other RDMA backend"));
   }
-  const GidType ours = device_->context->port().gid_type;
+  const GidType ours = gid_.type;
   if (peer_.gid_type != ours) {
     return Fallback(
         FallbackReason::kGidType,
@@ -232,7 +246,7 @@ Status RdmaUpgrade::Accept(Slice answer) {
              peer_.buffer_size < kMinPeerBuffer || peer_.credits < 3) {
     fail = Status::NotSupported("RDMA bootstrap answer with parameters this side can't use");
     if (confirm) return StayOnTcp(FallbackReason::kIncompatible, fail);
-  } else if (peer_.gid_type != endpoint_->port().gid_type) {
+  } else if (peer_.gid_type != endpoint_->gid().type) {
     fail = Status::NotSupported("RDMA bootstrap answer with a GID of another type");
     if (confirm) return StayOnTcp(FallbackReason::kGidType, fail);
   } else {

@@ -20,9 +20,12 @@ namespace rrpc::rdma {
 
 class RdmaUpgrade final : public rpc::TransportUpgrade {
  public:
-  // `remote`: the peer (unset when unknown: no path is remembered for it).
-  RdmaUpgrade(RdmaTransportFactory* factory, bool server_side, const Sockaddr& remote)
-      : factory_(factory), server_side_(server_side), remote_(remote) {}
+  // `remote`: the peer (unset when unknown: no path is remembered for it). `local`: the address
+  // the bootstrap socket is bound to, which chooses the connection's GID (unset: the port's
+  // default).
+  RdmaUpgrade(RdmaTransportFactory* factory, bool server_side, const Sockaddr& remote,
+              const Sockaddr& local = Sockaddr())
+      : factory_(factory), server_side_(server_side), remote_(remote), local_(local) {}
   ~RdmaUpgrade() override { DropEndpoint(); }
 
   std::string Offer() override;
@@ -54,6 +57,8 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   RdmaTransportFactory* const factory_;
   const bool server_side_;
   const Sockaddr remote_;
+  const Sockaddr local_;
+  GidEntry gid_;  // this connection's (OpenDevice)
   std::shared_ptr<RdmaDevice> device_;
   std::unique_ptr<RdmaEndpoint> endpoint_;
   std::unique_ptr<PathProbe> probe_;  // declared after endpoint_: goes first

@@ -107,6 +107,7 @@ class SoftPd final : public ProtectionDomain {
       FaultIn(static_cast<uint8_t*>(addr), length);
     }
     std::lock_guard<std::mutex> lock(dev_->mu);
+    RRPC_RETURN_NOT_OK(dev_->CheckAlive());
     if (dev_->ConsumeRegistrationFailure()) {
       return Status::IOError("memory registration failed (injected fault)");
     }
@@ -143,6 +144,7 @@ class SoftPd final : public ProtectionDomain {
     granted.max_send_wr = RoundUpToPowerOfTwo(attr.caps.max_send_wr);
     granted.max_recv_wr = attr.srq != nullptr ? 0 : RoundUpToPowerOfTwo(attr.caps.max_recv_wr);
     std::lock_guard<std::mutex> lock(dev_->mu);
+    RRPC_RETURN_NOT_OK(dev_->CheckAlive());
     auto qp = std::make_unique<SoftQp>(dev_, this, attr, dev_->NewQpNum(), granted);
     dev_->AddQp(qp.get());
     return std::unique_ptr<QueuePair>(std::move(qp));
@@ -152,6 +154,7 @@ class SoftPd final : public ProtectionDomain {
     if (max_wr == 0 || max_wr > dev_->options().max_qp_wr) {
       return Status::InvalidArgument("SRQ depth out of the device's range");
     }
+    RRPC_RETURN_NOT_OK(dev_->Alive());
     return std::unique_ptr<SharedReceiveQueue>(new SoftSrq(dev_, max_wr, context));
   }
 
@@ -163,8 +166,9 @@ class SoftPd final : public ProtectionDomain {
 
 // ---- The device.
 
-SoftDeviceImpl::SoftDeviceImpl(const SoftDeviceOptions& options, int listen_fd, Gid gid)
-    : options_(options), listen_fd_(listen_fd) {
+SoftDeviceImpl::SoftDeviceImpl(const SoftDeviceOptions& options, int listen_fd, Gid gid,
+                               const SoftPortChoice& port)
+    : options_(options), own_gid_(gid), listen_fd_(listen_fd) {
   // As an mlx5 RoCE port lists them: the IPv6 link-local entries first (v1, v2), then a v1/v2
   // pair for the device's address (here its magic GID, routable to it from any process).
   const Gid link_local = LinkLocalOf(gid);
@@ -172,6 +176,8 @@ SoftDeviceImpl::SoftDeviceImpl(const SoftDeviceOptions& options, int listen_fd, 
                      {1, link_local, GidType::kRoceV2},
                      {2, gid, GidType::kRoceV1},
                      {3, gid, GidType::kRoceV2}};
+  (void)AppendAddressGids(port.addresses, &port_.gid_table);  // parsed by ChooseSoftPort
+  port_.port = port.port;
   port_.ethernet = true;
   const GidEntry chosen = ChooseGid(port_.gid_table, Sockaddr()).value();
   port_.gid = chosen.gid;
@@ -198,6 +204,7 @@ SoftDeviceImpl::~SoftDeviceImpl() {
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (wake_fd_ >= 0) close(wake_fd_);
   if (async_fd_ >= 0) close(async_fd_);
+  ReleaseAddressGids(own_gid_);
 }
 
 Status SoftDeviceImpl::StartNic() {
@@ -217,11 +224,18 @@ Status SoftDeviceImpl::StartNic() {
   return Status::OK();
 }
 
+Status SoftDeviceImpl::CheckAlive() const {
+  if (dead_) return Status::IOError(options_.name + ": the device reported a fatal error");
+  return Status::OK();
+}
+
 Result<std::unique_ptr<ProtectionDomain>> SoftDeviceImpl::AllocPd() {
+  RRPC_RETURN_NOT_OK(Alive());
   return std::unique_ptr<ProtectionDomain>(new SoftPd(this));
 }
 
 Result<std::unique_ptr<CompletionChannel>> SoftDeviceImpl::CreateChannel() {
+  RRPC_RETURN_NOT_OK(Alive());
   int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (fd < 0) return Status::FromErrno("eventfd", errno);
   return std::unique_ptr<CompletionChannel>(new SoftChannel(fd));
@@ -233,6 +247,7 @@ Result<std::unique_ptr<CompletionQueue>> SoftDeviceImpl::CreateCq(int entries,
     return Status::InvalidArgument("CQ size out of the device's range");
   }
   std::lock_guard<std::mutex> lock(mu);
+  RRPC_RETURN_NOT_OK(CheckAlive());
   const int vector = static_cast<int>(next_vector_++ % std::max(1, port_.num_comp_vectors));
   auto cq = std::make_unique<SoftCq>(this, entries, channel, vector);
   AddCq(cq.get());
@@ -299,6 +314,7 @@ void SoftDeviceImpl::FailRegistrations(int n) {
 void SoftDeviceImpl::InjectAsyncEvent(AsyncEventType type, QueuePair* qp) {
   std::lock_guard<std::mutex> lock(mu);
   if (qp == nullptr) {
+    if (type == AsyncEventType::kDeviceFatal) dead_ = true;
     PostAsyncEvent({type, 0, nullptr});
     return;
   }
@@ -318,6 +334,7 @@ Status SoftDeviceImpl::UseGidIndex(int index) {
     port_.gid = e.gid;
     port_.gid_index = e.index;
     port_.gid_type = e.type;
+    port_.gid_pinned = true;
     return Status::OK();
   }
   return Status::NotFound("no GID at index " + std::to_string(index));
@@ -355,9 +372,11 @@ bool SoftDeviceImpl::ConsumeRegistrationFailure() {
 Result<Link*> SoftDeviceImpl::OutboundLink(const Gid& peer) {
   auto it = outbound_.find(peer);
   if (it != outbound_.end() && !it->second->dead) return it->second;
-  const Gid route = GidIsLinkLocal(peer) ? MagicOf(peer) : peer;
-  if (memcmp(route.data(), kGidMagic, 4) != 0) {
-    return Status::InvalidArgument("not a software-device GID");
+  Gid route = GidIsLinkLocal(peer) ? MagicOf(peer) : peer;
+  if (memcmp(route.data(), kGidMagic, 4) != 0 && !RouteOfAddressGid(peer, &route)) {
+    return Status::InvalidArgument(
+        "not a software-device GID (nor an address GID of a device "
+        "of this process)");
   }
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::FromErrno("soft device: socket", errno);
@@ -570,7 +589,11 @@ void SoftDeviceImpl::NicLoop() {
 
 }  // namespace soft
 
-Result<std::unique_ptr<SoftDevice>> OpenSoftDevice(const SoftDeviceOptions& options) {
+Result<std::unique_ptr<SoftDevice>> OpenSoftDevice(const SoftDeviceOptions& options,
+                                                   const Sockaddr& local) {
+  RRPC_ASSIGN_OR_RETURN(const soft::SoftPortChoice port, soft::ChooseSoftPort(options, local));
+  SoftDeviceOptions named = options;
+  named.name = port.device;
   static std::atomic<uint32_t> next_id{0};
   Gid gid{};
   memcpy(gid.data(), soft::kGidMagic, 4);
@@ -587,7 +610,8 @@ Result<std::unique_ptr<SoftDevice>> OpenSoftDevice(const SoftDeviceOptions& opti
     close(fd);
     return Status::FromErrno("soft device: bind/listen", err);
   }
-  auto dev = std::make_unique<soft::SoftDeviceImpl>(options, fd, gid);
+  auto dev = std::make_unique<soft::SoftDeviceImpl>(named, fd, gid, port);
+  RRPC_RETURN_NOT_OK(soft::ClaimAddressGids(dev->port().gid_table, gid));
   RRPC_RETURN_NOT_OK(dev->StartNic());
   return std::unique_ptr<SoftDevice>(std::move(dev));
 }

@@ -15,6 +15,7 @@
 
 #include "rrpc/rpc/rdma.h"
 #include "rrpc/rpc/rdma/verbs.h"
+#include "rrpc/util/sockaddr.h"
 
 namespace rrpc::rdma {
 
@@ -37,9 +38,11 @@ class SoftDevice : public Context {
   // (4.096 us x 2^timeout, retry_cnt + 1 times) has passed, as on hardware.
   virtual void DropAllPackets(bool on) = 0;
   // The port's GID table is an mlx5 RoCE port's: link-local v1 (index 0) and v2 (1), then v1 (2)
-  // and v2 (3) of the device's own address; the device opens on gid_choice.h's choice (3). This
-  // makes the device use entry `index` instead (as VerbsDeviceOptions::gid_index does on
-  // hardware). Before the device's first queue pair (port() is read unlocked).
+  // and v2 (3) of the device's own address, then a v1/v2 pair per address of its port
+  // (SoftDeviceOptions::devices); the device opens on gid_choice.h's choice and each connection
+  // chooses its own entry (ConnectionGid). This pins entry `index` for every connection instead
+  // (as VerbsDeviceOptions::gid_index does on hardware). Before the device's first queue pair
+  // (port() is read unlocked).
   virtual Status UseGidIndex(int index) = 0;
   // While on, every send posted from registered memory names a wrong lkey in its last SGE (a
   // stale or mistyped key): it completes with kLocalProtectionError and its QP goes to ERR.
@@ -50,10 +53,14 @@ class SoftDevice : public Context {
   virtual void DiscardReceives(int n) = 0;
   // The device reports `qp` broken (kQpFatal: the QP goes to ERR, its requests flush, then the
   // event, carrying the QP's context, is queued) or, with `qp` nullptr, itself (kDeviceFatal,
-  // kPortError...: only the event).
+  // kPortError...: only the event; after kDeviceFatal the device is dead: creating anything on
+  // it fails, as on a NIC after a fatal error).
   virtual void InjectAsyncEvent(AsyncEventType type, QueuePair* qp = nullptr) = 0;
 };
 
-Result<std::unique_ptr<SoftDevice>> OpenSoftDevice(const SoftDeviceOptions& options = {});
+// `local`: the bootstrap address of the connection that opens it (unset: none); with
+// options.devices, the ACTIVE port holding it is preferred (soft_ports.h, ChooseSoftPort).
+Result<std::unique_ptr<SoftDevice>> OpenSoftDevice(const SoftDeviceOptions& options = {},
+                                                   const Sockaddr& local = Sockaddr());
 
 }  // namespace rrpc::rdma

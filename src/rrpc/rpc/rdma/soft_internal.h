@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "rrpc/rpc/rdma/soft_device.h"
+#include "rrpc/rpc/rdma/soft_ports.h"
 #include "rrpc/util/monotime.h"
 
 namespace rrpc::rdma::soft {
@@ -34,7 +35,10 @@ enum class PacketType : uint8_t { kData = 1, kAck = 2, kRnrNak = 3, kErrNak = 4,
 struct PacketHeader {
   uint8_t type;
   uint8_t has_imm;
-  uint8_t status;  // kErrNak: the WcStatus the sender's request completes with
+  // kErrNak: the WcStatus the sender's request completes with. kData: the GidType of the
+  // sender's GID (the entry its QP was connected on): a RoCE v2 QP ignores v1 frames and the
+  // reverse, so the receiver drops a packet of the other type (the sender's retries run out).
+  uint8_t status;
   // kData: the sender wants it acknowledged now (IB's AckReq bit; set on signaled sends). The
   // receiver acknowledges only those: an ACK covers every earlier packet, a NAK every packet
   // before the one it refuses. Unsignaled sends need no ACK of their own (nothing completes on
@@ -198,6 +202,7 @@ class SoftQp final : public QueuePair {
   // All below guarded by dev_->mu.
   QpState state_ = QpState::kReset;
   QpConnectParams params_;
+  GidType gid_type_ = GidType::kIb;  // of the local GID entry params_.gid_index names
   Link* link_ = nullptr;             // where our sends go
   std::deque<Outstanding> unacked_;  // posted sends not yet acknowledged, in PSN order
   uint32_t next_psn_ = 0;            // for the next posted send
@@ -217,7 +222,9 @@ class SoftQp final : public QueuePair {
 // The device: owns the NIC thread, the links and the registry of QPs and memory regions.
 class SoftDeviceImpl final : public SoftDevice {
  public:
-  SoftDeviceImpl(const SoftDeviceOptions& options, int listen_fd, Gid gid);
+  // Opens on `port` (soft_ports.h, ChooseSoftPort): its number and its addresses' GIDs.
+  SoftDeviceImpl(const SoftDeviceOptions& options, int listen_fd, Gid gid,
+                 const SoftPortChoice& port);
   ~SoftDeviceImpl() override;
   Status StartNic();
 
@@ -236,6 +243,14 @@ class SoftDeviceImpl final : public SoftDevice {
   void DropAllPackets(bool on) override;
   Status UseGidIndex(int index) override;
   bool dropping_packets() const { return dropping_packets_; }  // REQUIRES mu held
+  // After an injected kDeviceFatal the device is dead, as a NIC after a fatal error: nothing
+  // can be created on it (PD, channel, CQ, QP, SRQ, memory region); what exists may still be
+  // destroyed. REQUIRES mu held.
+  Status CheckAlive() const;
+  Status Alive() {  // the same, taking mu
+    std::lock_guard<std::mutex> lock(mu);
+    return CheckAlive();
+  }
   // Makes the NIC thread look at its timers again (a deadline set on another thread).
   void Wake() {
     uint64_t one = 1;
@@ -302,6 +317,7 @@ class SoftDeviceImpl final : public SoftDevice {
   void Watch(Link* link);
 
   const SoftDeviceOptions options_;
+  const Gid own_gid_;  // names its socket; its address GIDs route to it (soft_ports.h)
   PortInfo port_;
   const int listen_fd_;
   int epoll_fd_ = -1;
@@ -313,6 +329,7 @@ class SoftDeviceImpl final : public SoftDevice {
   int failing_registrations_ = 0;
   bool corrupt_send_lkeys_ = false;
   bool dropping_packets_ = false;
+  bool dead_ = false;  // InjectAsyncEvent(kDeviceFatal)
   int discarding_receives_ = 0;
   uint32_t next_qpn_ = 0x100;
   uint32_t next_key_ = 0x1000;

@@ -65,6 +65,9 @@ Status SoftQp::Connect(const QpConnectParams& params) {
   }
   RRPC_ASSIGN_OR_RETURN(link_, dev_->OutboundLink(params.remote.gid));
   params_ = params;
+  for (const GidEntry& e : dev_->port().gid_table) {
+    if (e.index == params.gid_index) gid_type_ = e.type;
+  }
   expected_psn_ = params.remote.psn;
   next_psn_ = params.local_psn;
   rnr_left_ = params.rnr_retry;
@@ -188,7 +191,7 @@ void SoftQp::Transmit(Outstanding* s) {
   }
   PacketHeader h{static_cast<uint8_t>(PacketType::kData),
                  static_cast<uint8_t>(s->has_imm),
-                 0,
+                 static_cast<uint8_t>(gid_type_),
                  static_cast<uint8_t>(s->signaled),
                  params_.remote.qp_num,
                  qpn_,
@@ -274,6 +277,12 @@ void SoftQp::OnData(Link* link, const PacketHeader& h, const uint8_t* payload) {
   }
   if ((state_ != QpState::kRtr && state_ != QpState::kRts) || h.src_qpn != params_.remote.qp_num) {
     reply(PacketType::kErrNak, WcStatus::kRetryExceeded);
+    return;
+  }
+  if (static_cast<GidType>(h.status) != gid_type_) {
+    // A frame of the other RoCE version (v1 is an Ethernet frame, v2 a UDP datagram): this
+    // QP never sees it. The NIC drops it; the sender retransmits until its retries run out.
+    reply(PacketType::kNotReady, WcStatus::kSuccess);
     return;
   }
   if (PsnBefore(h.psn, expected_psn_)) {  // a resend we already took

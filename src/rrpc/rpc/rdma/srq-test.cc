@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -417,6 +418,115 @@ TEST_F(SrqTest, TeardownInFlightReturnsEveryBuffer) {
   ExpectAllReturned();
   auto c = One(*cf);
   EXPECT_EQ(c.connections, 0u);
+}
+
+// Finding 5 of issue 27: in SRQ mode a device fatal event failed the connections, but the
+// factory kept the dead device and each reactor its SRQ context bound to it, so every later
+// connection tried the dead device (on hardware: nothing can be created on it) and stayed on
+// TCP for good. Now the calls outstanding fail at once with a retriable error, the factory drops
+// the device, the reactor drops its context, and a later connection upgrades on a device opened
+// afresh (after the open backoff; meanwhile connections stay on TCP, no_device).
+TEST_F(SrqTest, ADeviceFatalEventFailsCallsAndLaterConnectionsReopenTheDevice) {
+  StartSrvr(Srq(true));
+  std::shared_ptr<RdmaTransportFactory> cf;
+  auto client = NewClient(Srq(true), &cf);
+  Burst(client, 1, 4, 1500);
+  ASSERT_EQ(TransportOf(client), "rdma");
+  std::shared_ptr<rdma::RdmaDevice> dead = cf->Device().value();
+  rdma::SoftDevice* server_dev = server_factory_->Device().value()->soft;
+  // Calls outstanding: the server's NIC holds its completions back, so none is answered.
+  server_dev->StallCompletions(true);
+  constexpr int kCalls = 8;
+  std::vector<rtest::EchoRequestPB> reqs(kCalls);
+  std::vector<rtest::EchoResponsePB> resps(kCalls);
+  std::vector<RpcController> ctls(kCalls);
+  CountDownLatch done(kCalls);
+  rtest::EchoServiceProxy proxy(client, Remote(0));
+  for (int i = 0; i < kCalls; i++) {
+    reqs[i].set_data(Pattern(100, i));
+    ctls[i].set_timeout(MonoDelta::FromSeconds(120));
+    proxy.EchoAsync(reqs[i], &resps[i], &ctls[i], [&done] { done.CountDown(); });
+  }
+  dead->soft->InjectAsyncEvent(rdma::AsyncEventType::kDeviceFatal);
+  ASSERT_TRUE(done.WaitFor(MonoDelta::FromSeconds(60)));
+  for (int i = 0; i < kCalls; i++) {
+    EXPECT_TRUE(ctls[i].status().IsNetworkError()) << i << ": " << ctls[i].status().ToString();
+    EXPECT_TRUE(ctls[i].IsRetriable()) << i;
+  }
+  server_dev->StallCompletions(false);
+  // New connections (other server addresses, the same client reactor) until one upgrades.
+  int next = 1;
+  std::string last;
+  ASSERT_TRUE(WaitForCondition([&] {
+    const Sockaddr remote = Remote(next++);
+    rtest::EchoServiceProxy p(client, remote);
+    rtest::EchoRequestPB req;
+    req.set_data("reopened");
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    ctl.set_timeout(MonoDelta::FromSeconds(60));
+    Status s = p.Echo(req, &resp, &ctl);
+    if (!s.ok()) {
+      last = s.ToString();
+      return false;
+    }
+    for (const auto& c : client->DumpConnections()) {
+      if (c.remote == remote.ToString() && c.transport == "rdma") return true;
+    }
+    SleepFor(MonoDelta::FromMilliseconds(100));  // pacing only
+    return false;
+  })) << last;
+  EXPECT_GE(cf->fallbacks(rdma::FallbackReason::kNoDevice), 1u);
+  EXPECT_EQ(cf->fallbacks(rdma::FallbackReason::kResources), 0u);
+  std::shared_ptr<rdma::RdmaDevice> fresh = cf->Device().value();
+  EXPECT_NE(fresh.get(), dead.get());
+  auto srqs = cf->SrqStatsSnapshot();  // the reactor's context now: on the fresh device
+  ASSERT_EQ(srqs.size(), 1u);
+  EXPECT_EQ(srqs[0].connections, 1u);
+  rtest::EchoServiceProxy again(client, Remote(next - 1));  // the upgraded connection
+  for (int i = 0; i < 20; i++) {
+    rtest::EchoRequestPB req;
+    req.set_data(Pattern(3000, i));
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    ctl.set_timeout(MonoDelta::FromSeconds(60));
+    ASSERT_TRUE(again.Echo(req, &resp, &ctl).ok());
+    ASSERT_EQ(resp.data(), req.data());
+  }
+  client->Shutdown();
+}
+
+// Findings 3 and 4 of issue 27, per connection: a server whose host has several RDMA ports (one
+// DOWN) and two addresses on the ACTIVE one. Each connection's queue pair is addressed by the
+// RoCE v2 GID of the address its TCP bootstrap arrived on, in private-RQ and in SRQ mode (before,
+// the GID was chosen once at open: every connection used the same one).
+TEST_F(SrqTest, EachConnectionUsesTheV2GidOfItsBootstrapAddress) {
+  for (bool srq : {false, true}) {
+    RdmaOptions so = Srq(srq);
+    so.soft.devices = {{"nic_a", {{false, {"127.0.0.2"}}}},
+                       {"nic_b", {{false, {}}, {true, {"127.0.0.2", "127.0.0.3"}}}}};
+    StartSrvr(so);
+    std::shared_ptr<RdmaTransportFactory> cf;
+    auto client = NewClient(Srq(srq), &cf);
+    Burst(client, 3, 2, 100);  // to 127.0.0.1, .2 and .3
+    std::shared_ptr<rdma::RdmaDevice> dev = server_factory_->Device().value();
+    EXPECT_EQ(dev->context->device_name(), "nic_b");
+    EXPECT_EQ(dev->context->port().port, 2);
+    std::multiset<std::string> gids;
+    for (const auto& c : server_->DumpConnections()) {
+      EXPECT_EQ(c.transport, "rdma");
+      for (const auto& [k, v] : c.transport_details) {
+        if (k == "gid") gids.insert(v);
+      }
+    }
+    // 127.0.0.1 is no address of the port: the port's default (its first IPv4-mapped v2 entry).
+    const std::multiset<std::string> want = {"::ffff:127.0.0.2 (index 5, RoCE v2)",
+                                             "::ffff:127.0.0.2 (index 5, RoCE v2)",
+                                             "::ffff:127.0.0.3 (index 7, RoCE v2)"};
+    EXPECT_EQ(gids, want) << (srq ? "srq" : "private");
+    client->Shutdown();
+    server_->Shutdown();
+  }
 }
 
 }  // namespace

@@ -46,6 +46,7 @@ Result<std::unique_ptr<SrqContext>> SrqContext::Create(Context* ctx, ProtectionD
   c->ctx_ = ctx;
   c->pd_ = pd;
   c->keep_alive_ = std::move(keep_alive);
+  c->handoff_->device = ctx;
   c->max_blocks_ = static_cast<uint32_t>(std::min<uint64_t>(chunks * o.chunk_blocks, 1u << 24));
   RRPC_ASSIGN_OR_RETURN(c->channel_, ctx->CreateChannel());
   RRPC_ASSIGN_OR_RETURN(c->send_pool_,
@@ -504,9 +505,10 @@ void SrqContext::OnAsyncReadable(struct ev_loop*, ev_io* w, int) {
     if (event.type == AsyncEventType::kDeviceFatal) AsyncEventRouter::DeviceFailed(self->ctx_);
     std::lock_guard<std::mutex> lock(registry_mu);
     if (event.type == AsyncEventType::kDeviceFatal) {
-      // Every QP of the device is gone: every context fails its connections. (Contexts of
-      // another device hear it too; their connections fail on their own soon after anyway.)
+      // Every QP of the device is gone: every context of that device fails its connections
+      // (contexts of another device, e.g. the one reopened after it, are not concerned).
       for (auto& [context, handoff] : Registry()) {
+        if (handoff->device != self->ctx_) continue;
         std::lock_guard<std::mutex> hlock(handoff->mu);
         handoff->device_failed = true;
         handoff->has_events.store(true, std::memory_order_release);

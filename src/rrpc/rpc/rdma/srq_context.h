@@ -77,6 +77,8 @@ class SrqContext {
   ~SrqContext();
 
   const SrqOptions& options() const { return options_; }
+  // The device it is bound to (its SRQ, CQs and memory are that device's).
+  const Context* device() const { return ctx_; }
   const SrqStats& stats() const { return *stats_; }
   // For metric callbacks that may outlive the context.
   std::shared_ptr<const SrqStats> shared_stats() const { return stats_; }
@@ -127,6 +129,9 @@ class SrqContext {
   // device) past our destruction; `open` false means we are gone and the chunk is dropped.
   struct Handoff {
     std::mutex mu;
+    // The context's device (set before it registers, read-only after): a device fatal event
+    // concerns the contexts of that device only.
+    const Context* device = nullptr;
     bool open = true;                            // guarded by mu
     struct ev_loop* loop = nullptr;              // guarded by mu; null while not watching
     ev_async* ready_watcher = nullptr;           // guarded by mu

@@ -111,6 +111,9 @@ struct PortInfo {
   int port = 1;
   int gid_index = 0;
   GidType gid_type = GidType::kIb;  // of the entry at gid_index (the bootstrap carries it)
+  // gid_index was set by the user (--rdma_gid_index, SoftDevice::UseGidIndex): every connection
+  // uses it. Otherwise each connection chooses by its bootstrap socket (ConnectionGid).
+  bool gid_pinned = false;
   // The port's non-empty GID entries, as the device lists them (gid_choice.h chose gid_index).
   std::vector<GidEntry> gid_table;
   uint32_t active_mtu = 1024;       // bytes
@@ -119,7 +122,8 @@ struct PortInfo {
   int num_comp_vectors = 1;         // completion vectors (interrupts) CQs are spread over
 };
 
-// An opened device (one port, one GID).
+// An opened device (one port; its GID is the default, each connection chooses its own from the
+// port's table: gid_choice.h, ConnectionGid).
 class Context {
  public:
   virtual ~Context() = default;

@@ -9,7 +9,10 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <utility>
+#include <vector>
 
+#include "rrpc/rpc/rdma/gid_choice.h"
 #include "rrpc/rpc/rdma/memlock.h"
 #include "rrpc/rpc/rdma/verbs_ibv_library.h"
 #include "rrpc/rpc/rdma/verbs_ibv_ports.h"
@@ -417,7 +420,8 @@ class IbvContext final : public Context {
 
 bool VerbsLibraryAvailable() { return ibv::Load() != nullptr; }
 
-Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& options) {
+Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& options,
+                                                 const Sockaddr& local) {
   const Library* lib = ibv::Load();
   if (lib == nullptr) return Status::NotFound("libibverbs.so.1 not found");
   // Before the device list, as libibverbs asks: registered memory then survives a fork() in the
@@ -430,9 +434,17 @@ Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& optio
     if (list) lib->free_device_list(list);
     return Status::NotFound("no RDMA device");
   }
-  // Every device (or the one named) and on it every port (or the one given): the first ACTIVE
-  // port with a usable GID wins. What the others said goes into the error.
+  // Every device (or the one named) and on it every port (or the one given), as candidates for
+  // ChoosePort (gid_choice.h): an ACTIVE port with a usable GID, the one holding `local`'s
+  // address (or on its netdev) first. What the others said goes into the error.
   std::string tried;
+  struct Opened {
+    std::string name;
+    ibv_context* ctx;
+  };
+  std::vector<Opened> opened;
+  std::vector<PortCandidate> candidates;
+  std::vector<std::pair<size_t, ibv_port_attr>> where;  // per candidate: its device, attributes
   for (int i = 0; i < n; ++i) {
     const std::string name = lib->get_device_name(list[i]);
     if (!options.device.empty() && options.device != name) continue;
@@ -441,29 +453,56 @@ Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& optio
       tried += name + ": cannot open (" + strerror(errno) + "); ";
       continue;
     }
+    opened.push_back({name, ctx});
     ibv_device_attr dattr{};
     const int ports = lib->query_device(ctx, &dattr) == 0 ? dattr.phys_port_cnt : 0;
     for (int port = 1; port <= ports; ++port) {
       if (options.port != 0 && port != options.port) continue;
       ibv_port_attr pattr{};
-      if (lib->query_port(ctx, static_cast<uint8_t>(port), &pattr) != 0 ||
-          pattr.state != IBV_PORT_ACTIVE) {
-        tried += name + " port " + std::to_string(port) + ": not active; ";
-        continue;
+      PortCandidate c;
+      c.device = name;
+      c.port = port;
+      if (lib->query_port(ctx, static_cast<uint8_t>(port), &pattr) == 0) {
+        c.active = pattr.state == IBV_PORT_ACTIVE;
+        if (c.active) c.table = ibv::GidTableOf(lib, ctx, name, port, pattr);
       }
-      Result<PortInfo> info = ibv::PortInfoOf(lib, ctx, name, port, pattr, options);
-      if (!info.ok()) {
-        tried += name + " port " + std::to_string(port) + ": " + info.status().ToString() + "; ";
-        continue;
+      if (options.gid_index >= 0) {  // only ports that have the entry asked for
+        std::vector<GidEntry> pinned;
+        for (const GidEntry& e : c.table) {
+          if (e.index == options.gid_index) pinned.push_back(e);
+        }
+        c.table = std::move(pinned);
       }
-      lib->free_device_list(list);
-      return std::unique_ptr<Context>(new IbvContext(lib, ctx, name, *info));
+      candidates.push_back(std::move(c));
+      where.emplace_back(opened.size() - 1, pattr);
     }
-    lib->close_device(ctx);
   }
   lib->free_device_list(list);
-  if (tried.empty()) return Status::NotFound("no RDMA device named", options.device);
-  return Status::NotFound("no active RDMA port with a usable GID", tried);
+  // The interface is looked up only when no port holds the address itself.
+  bool holds = false;
+  for (const PortCandidate& c : candidates) holds |= TableHoldsAddress(c.table, local);
+  const Result<size_t> chosen =
+      ChoosePort(candidates, local, holds ? 0 : LocalInterfaceIndex(local));
+  Result<PortInfo> info = Status::NotFound("no port");
+  size_t keep = opened.size();
+  if (chosen.ok()) {
+    const auto& [device, pattr] = where[*chosen];
+    info = ibv::PortInfoOf(lib, opened[device].ctx, opened[device].name, candidates[*chosen].port,
+                           pattr, options);
+    if (info.ok()) keep = device;
+  }
+  for (size_t d = 0; d < opened.size(); ++d) {
+    if (d != keep) lib->close_device(opened[d].ctx);
+  }
+  if (keep < opened.size()) {
+    return std::unique_ptr<Context>(
+        new IbvContext(lib, opened[keep].ctx, opened[keep].name, *info));
+  }
+  if (opened.empty() && tried.empty()) {
+    return Status::NotFound("no RDMA device named", options.device);
+  }
+  if (!chosen.ok()) return tried.empty() ? chosen.status() : chosen.status().CloneAndPrepend(tried);
+  return info.status();
 }
 
 }  // namespace rrpc::rdma

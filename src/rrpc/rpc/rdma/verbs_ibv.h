@@ -12,14 +12,18 @@
 
 #include "rrpc/rpc/rdma.h"
 #include "rrpc/rpc/rdma/verbs.h"
+#include "rrpc/util/sockaddr.h"
 
 namespace rrpc::rdma {
 
 // Whether libibverbs.so.1 could be loaded (cached after the first call). Thread-safe.
 bool VerbsLibraryAvailable();
 
-// NotFound when the library or a device (or an active port) is missing.
-Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& options = {});
+// NotFound when the library or a device (or an active port) is missing. `local`: the bootstrap
+// address of the connection that opens the device (unset: none); among the ACTIVE ports, one
+// holding that address, else one on its netdev, is preferred (gid_choice.h, ChoosePort).
+Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& options = {},
+                                                 const Sockaddr& local = Sockaddr());
 
 // For people, not programs (rdma_check.h): every device and port libibverbs sees, with state,
 // link layer, active MTU and the GID table (non-zero entries, with their types where the library

@@ -48,6 +48,7 @@ std::vector<GidEntry> GidTableOf(const Library* lib, ibv_context* ctx, const std
         e.type = entry.gid_type == IBV_GID_TYPE_ROCE_V2   ? GidType::kRoceV2
                  : entry.gid_type == IBV_GID_TYPE_ROCE_V1 ? GidType::kRoceV1
                                                           : GidType::kIb;
+        e.ndev_ifindex = entry.ndev_ifindex;  // 0: no netdev
         typed = true;
       }
     }
@@ -80,6 +81,7 @@ Result<PortInfo> PortInfoOf(const Library* lib, ibv_context* ctx, const std::str
       return Status::NotFound("no GID at index " + std::to_string(options.gid_index));
     }
     chosen = *it;
+    info.gid_pinned = true;
   } else {
     RRPC_ASSIGN_OR_RETURN(chosen, ChooseGid(info.gid_table, Sockaddr()));
   }

@@ -66,6 +66,9 @@ struct GidEntry {
   int index = 0;
   Gid gid{};
   GidType type = GidType::kIb;
+  // The interface index of the netdev the entry belongs to (ibv_gid_entry::ndev_ifindex); 0
+  // when unknown (no netdev, or a library without ibv_query_gid_ex).
+  uint32_t ndev_ifindex = 0;
 };
 
 // What a peer learns about a queue pair (the RDMA bootstrap carries it) to connect to it.

@@ -254,4 +254,9 @@ Result<std::unique_ptr<Transport>> TcpTransportFactory::NewClientTransport(const
       std::make_unique<TcpTransport>(std::move(sock), /*connecting=*/true, options_));
 }
 
+Sockaddr TcpTransport::LocalAddress() const {
+  Result<Sockaddr> a = socket_.GetSocketAddress();
+  return a.ok() ? *a : Sockaddr();
+}
+
 }  // namespace rrpc::rpc

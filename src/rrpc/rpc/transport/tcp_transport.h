@@ -46,6 +46,7 @@ class TcpTransport final : public Transport {
   ~TcpTransport() override;
 
   const char* name() const override { return "tcp"; }
+  Sockaddr LocalAddress() const override;
   TransportCapabilities capabilities() const override;
   void Start(struct ev_loop* loop, TransportHost* host) override;
   Status ExpectPreamble(size_t bytes) override;

@@ -163,6 +163,8 @@ class Transport {
   // Reactor thread: what /connections shows about it beyond bytes and calls (TLS version and
   // cipher, RDMA credits...), as (name, value) pairs.
   virtual void Describe(std::vector<std::pair<std::string, std::string>>* out) const {}
+  // The address the connection's socket is bound to; unset (family 0) when unknown.
+  virtual Sockaddr LocalAddress() const { return Sockaddr(); }
 };
 
 // An upgrade of a connection to another transport agreed in-band right after the rrpc
@@ -217,6 +219,12 @@ class TransportFactory {
   // something per peer (RDMA's dead paths) overrides it. Default: NewUpgrade(server_side).
   virtual std::unique_ptr<TransportUpgrade> NewUpgrade(bool server_side, const Sockaddr& remote) {
     return NewUpgrade(server_side);
+  }
+  // The same, with the address the connection's socket is bound to (Transport::LocalAddress;
+  // RDMA chooses the connection's GID by it). Default: NewUpgrade(server_side, remote).
+  virtual std::unique_ptr<TransportUpgrade> NewUpgrade(bool server_side, const Sockaddr& remote,
+                                                       const Sockaddr& local) {
+    return NewUpgrade(server_side, remote);
   }
   // The registry of the messenger using this factory (its /metrics), given once by the
   // messenger before its first connection, for a factory with metrics of its own (RDMA's) to
