@@ -189,8 +189,11 @@ TEST_F(SrqTest, AThousandConnectionsOnOneReactor) {
   for (const auto& c : client->DumpConnections()) ASSERT_EQ(c.transport, "rdma");
   auto s = One(*server_factory_);
   EXPECT_EQ(s.connections, static_cast<uint64_t>(kConns));
-  // Initial grants (4 each) plus the reserve, rounded up to chunks: 4,032 + 64 blocks at most.
-  EXPECT_LE(s.pool_bytes, static_cast<uint64_t>((kConns * 4 + 4) / 64 + 1) * 64 * 1024);
+  // Initial grants (4 each) plus the reserve, rounded up to chunks (4,032 + 64 blocks), and a
+  // few chunks of growth: on a loaded machine a peer whose calls waited asks for credits, and
+  // the pool grows a chunk at a time to grant them.
+  constexpr uint64_t kGrowthChunks = 4;
+  EXPECT_LE(s.pool_bytes, ((kConns * 4 + 4) / 64 + 1 + kGrowthChunks) * 64 * 1024);
   EXPECT_LE(s.grants_outstanding + 4, s.posted_receives);  // the reserve (4) never granted
   client->Shutdown();
   ExpectAllReturned();
