@@ -475,16 +475,50 @@ void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
 
 // ---- Calls and responses.
 
+namespace {
+// Reactor thread: puts `call` in the first free slot of `slots` among `probes` places from its
+// id. Only this thread fills a slot: one seen empty stays empty until it does.
+template <typename Slots>
+bool PlaceInCancelSlot(Slots* slots, int probes, InboundCall* call) {
+  const int32_t id = call->call_id();
+  for (int p = 0; p < probes; p++) {
+    const int i = Slots::Index(id, p);
+    std::atomic<InboundCall*>& slot = slots->call[i];
+    if (slot.load(std::memory_order_relaxed) != nullptr) continue;
+    slots->call_id[i] = id;
+    slot.store(call, std::memory_order_release);
+    call->set_cancel_track(InboundCall::CancelTrack::kSlot, &slot);
+    return true;
+  }
+  return false;
+}
+
+template <typename Slots>
+std::atomic<InboundCall*>* FindInCancelSlots(Slots* slots, int probes, int32_t id) {
+  if (slots == nullptr) return nullptr;
+  for (int p = 0; p < probes; p++) {
+    const int i = Slots::Index(id, p);
+    if (slots->call_id[i] == id && slots->call[i].load(std::memory_order_acquire) != nullptr) {
+      return &slots->call[i];
+    }
+  }
+  return nullptr;
+}
+}  // namespace
+
 bool Connection::TrackForCancelInSlot(InboundCall* call) {
   if (cancel_slots_ == nullptr) return false;  // made with the first call (TrackForCancelInMap)
-  const int i = call->call_id() & (kCancelSlots - 1);
-  std::atomic<InboundCall*>& slot = cancel_slots_->call[i];
-  // Only this thread fills a slot: one seen empty stays empty until it does.
-  if (slot.load(std::memory_order_relaxed) != nullptr) return false;
-  cancel_slots_->call_id[i] = call->call_id();
-  slot.store(call, std::memory_order_release);
-  call->set_cancel_track(InboundCall::CancelTrack::kSlot, &slot);
-  return true;
+  if (PlaceInCancelSlot(cancel_slots_.get(), 1, call)) return true;
+  if (wide_cancel_slots_ == nullptr) {
+    wide_cancel_slots_ = std::make_unique<CancelSlots<kWideCancelSlots>>();
+  }
+  return PlaceInCancelSlot(wide_cancel_slots_.get(), kCancelProbes, call);
+}
+
+std::atomic<InboundCall*>* Connection::FindCancelSlot(int32_t call_id) {
+  std::atomic<InboundCall*>* slot = FindInCancelSlots(cancel_slots_.get(), 1, call_id);
+  if (slot != nullptr) return slot;
+  return FindInCancelSlots(wide_cancel_slots_.get(), kCancelProbes, call_id);
 }
 
 Status Connection::HandleCallFrame(BlockSlice&& frame, size_t* charged) {

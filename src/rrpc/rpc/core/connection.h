@@ -236,8 +236,10 @@ class Connection final : public RefCounted<Connection>,
   void TrackForCancel(InboundCall* call) RRPC_EXCLUDES(cancel_mu_) {
     if (!TrackForCancelInSlot(call)) TrackForCancelInMap(call);
   }
-  // Reactor thread: puts `call` in its cancel slot when that is free; false if not.
+  // Reactor thread: puts `call` in a free cancel slot; false when it finds none.
   bool TrackForCancelInSlot(InboundCall* call);
+  // Reactor thread: the slot holding the call of `call_id`, or nullptr.
+  std::atomic<InboundCall*>* FindCancelSlot(int32_t call_id);
   void TrackForCancelInMap(InboundCall* call) RRPC_EXCLUDES(cancel_mu_);
   // Client side: tells the server `call` was given up on, when it may know the call (its frame
   // started out) and understands the frame.
@@ -394,18 +396,29 @@ class Connection final : public RefCounted<Connection>,
   std::vector<int32_t> held_cancels_;
   MonoTime last_ping_;  // client side: when MaybePing last sent one
   // Server side: the calls in flight that a cancel frame may reach; a call leaves as it answers.
-  // Most sit in cancel_slots_, by call id modulo kCancelSlots, without a lock: only the reactor
-  // fills a slot (TrackForCancel) or marks it busy while it flags the call for a cancel (its
-  // pointer then stays valid: the answering thread empties the slot with a compare-and-swap
-  // from the call to nullptr, waiting out a busy slot). A call whose slot is taken, and one whose
-  // handler asked for a cancel callback, is in cancellable_ under cancel_mu_ instead. Bounded by
-  // the calls in flight (and so by the inbound memory limits).
-  static constexpr int kCancelSlots = 4;
+  // Most sit in cancel slots without a lock: only the reactor fills a slot (TrackForCancel) or
+  // marks it busy while it flags the call for a cancel (its pointer then stays valid: the
+  // answering thread empties the slot with a compare-and-swap from the call to nullptr, waiting
+  // out a busy slot). A call goes to the narrow slots by call id modulo their count; when that
+  // one is taken, to the wide slots (made the first time, for a connection with many calls in
+  // flight), at the first free one of kCancelProbes places from its id. A call that finds none,
+  // and one whose handler asked for a cancel callback, is in cancellable_ under cancel_mu_
+  // instead. Bounded by the calls in flight (and so by the inbound memory limits).
+  static constexpr int kNarrowCancelSlots = 4;
+  static constexpr int kWideCancelSlots = 64;
+  static constexpr int kCancelProbes = 4;
+  template <int N>
   struct CancelSlots {
-    std::atomic<InboundCall*> call[kCancelSlots] = {};
-    int32_t call_id[kCancelSlots] = {};  // reactor only: the id of the call it last put there
+    static_assert((N & (N - 1)) == 0, "a power of two");
+    std::atomic<InboundCall*> call[N] = {};
+    int32_t call_id[N] = {};  // reactor only: the id of the call it last put there
+    // Reactor thread: the i-th place from `id` (modulo N).
+    static int Index(int32_t id, int i) { return (id + i) & (N - 1); }
   };
-  std::unique_ptr<CancelSlots> cancel_slots_;  // made by the reactor with the first tracked call
+  // Made by the reactor: the narrow slots with the first tracked call, the wide ones with the
+  // first call whose narrow slot is taken.
+  std::unique_ptr<CancelSlots<kNarrowCancelSlots>> cancel_slots_;
+  std::unique_ptr<CancelSlots<kWideCancelSlots>> wide_cancel_slots_;
   Mutex cancel_mu_;
   IntMap<InboundCall*> cancellable_ RRPC_GUARDED_BY(cancel_mu_);
 

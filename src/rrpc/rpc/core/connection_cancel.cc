@@ -132,7 +132,7 @@ void EmptySlot(std::atomic<InboundCall*>* slot, InboundCall* call) {
 void Connection::TrackForCancelInMap(InboundCall* call) {
   DCHECK(reactor_->IsCurrentThread());
   if (cancel_slots_ == nullptr) {  // the first call: it gets a slot
-    cancel_slots_ = std::make_unique<CancelSlots>();
+    cancel_slots_ = std::make_unique<CancelSlots<kNarrowCancelSlots>>();
     if (TrackForCancelInSlot(call)) return;
   }
   MutexLock lock(cancel_mu_);
@@ -202,11 +202,10 @@ Status Connection::HandleControlFrame(Slice body) {
 void Connection::CancelInboundCall(int32_t call_id) {
   MessengerMetrics* m = reactor_->metrics();
   if (m != nullptr) m->cancel_requests->Increment();
-  if (cancel_slots_ != nullptr) {
-    const int i = call_id & (kCancelSlots - 1);
-    std::atomic<InboundCall*>& slot = cancel_slots_->call[i];
+  if (std::atomic<InboundCall*>* found = FindCancelSlot(call_id); found != nullptr) {
+    std::atomic<InboundCall*>& slot = *found;
     InboundCall* call = slot.load(std::memory_order_acquire);
-    if (call != nullptr && cancel_slots_->call_id[i] == call_id &&
+    if (call != nullptr &&
         slot.compare_exchange_strong(call, kSlotBusy, std::memory_order_acquire)) {
       // The call cannot answer (and go) until the slot holds it again.
       if (!call->client_cancelled()) {
