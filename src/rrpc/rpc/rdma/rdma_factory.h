@@ -23,6 +23,7 @@
 #include "rrpc/rpc/rdma/bootstrap.h"
 #include "rrpc/rpc/rdma/rdma_endpoint.h"
 #include "rrpc/rpc/rdma/rdma_transport.h"
+#include "rrpc/rpc/rdma/setup_thread.h"
 #include "rrpc/rpc/rdma/soft_device.h"
 #include "rrpc/rpc/rdma/srq_context.h"
 #include "rrpc/rpc/rdma/verbs_ibv.h"
@@ -102,6 +103,9 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   // owns it, the registry its metrics live in.
   // Also gives the metrics the connection counts into (held by what it returns).
   std::shared_ptr<void> KeepAlive(std::shared_ptr<RdmaDevice> device, RdmaMetrics* metrics) const;
+  // Where connections' setup verbs run (setup_thread.h); nullptr when options().setup_off_reactor
+  // is false. Any thread.
+  SetupThread* setup_thread() const { return setup_.get(); }
 
  private:
   const RdmaOptions options_;
@@ -138,6 +142,8 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   MonoTime retry_at_;
   MonoDelta retry_backoff_ = kFirstRetry;
   int failing_opens_ = 0;  // guarded by mu_
+  // Last: stopped (its running job finished) before anything above goes.
+  std::unique_ptr<SetupThread> setup_;
 };
 
 }  // namespace rrpc::rdma

@@ -52,6 +52,12 @@ class SoftDevice : public Context {
   // event, carrying the QP's context, is queued) or, with `qp` nullptr, itself (kDeviceFatal,
   // kPortError...: only the event).
   virtual void InjectAsyncEvent(AsyncEventType type, QueuePair* qp = nullptr) = 0;
+  // While held, every control-path verb (SoftDeviceOptions::control_verb_delay lists them)
+  // blocks its calling thread on entry until released (a NIC whose firmware command queue is
+  // stuck): tests pin a thread inside a verb without timing. control_verbs_held() counts the
+  // calls blocked now.
+  virtual void HoldControlVerbs(bool held) = 0;
+  virtual int control_verbs_held() = 0;
 };
 
 Result<std::unique_ptr<SoftDevice>> OpenSoftDevice(const SoftDeviceOptions& options = {});
