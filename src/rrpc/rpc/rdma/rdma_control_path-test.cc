@@ -7,9 +7,12 @@
 // is bounded (generous for a loaded machine), and the verbs are released before any assertion.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "rrpc/rpc/rdma/rdma_factory.h"
 #include "rrpc/rpc/testing/rpc-test-util.h"
@@ -68,6 +71,7 @@ class RdmaControlPathTest : public RpcTestBase, public ::testing::WithParamInter
     so.num_reactors = 1;
     so.transport_factory = server_factory_;
     co.num_reactors = 1;
+    co.bulk_connection_bytes = 0;  // one connection to the server, large calls too
     co.transport_factory = client_factory_;
     StartServer(so);
     StartClient(co);
@@ -166,6 +170,89 @@ TEST_P(RdmaControlPathTest, ConnectionClosedWhileItsSetupIsInAVerbLeavesNothingB
   EXPECT_TRUE(EchoOnce(rtest::EchoServiceProxy(next, server_addr_), "next").ok());
   EXPECT_EQ(TransportOf(next, server_addr_), "rdma");
   next->Shutdown();
+}
+
+// The figures in docs/rdma.md ("Control-path verbs"): every control verb costs
+// RRPC_CONTROL_VERB_DELAY_US (default 100) on both sides; kStorm client messengers (one factory,
+// so one client device) connect at once to the server's one reactor while the first connection
+// echoes in a loop. Prints, with the setup on and off the reactor: the mean time to a new
+// connection's first echo (connect, negotiation, upgrade) and the first connection's echo
+// latencies meanwhile. Not a test (timing): run with --gtest_also_run_disabled_tests.
+TEST_P(RdmaControlPathTest, DISABLED_SetupStormFigures) {
+  constexpr int kStorm = 32;
+  const char* env = getenv("RRPC_CONTROL_VERB_DELAY_US");
+  const MonoDelta delay = MonoDelta::FromMicroseconds(env != nullptr ? atoi(env) : 100);
+  for (bool off_reactor : {false, true}) {
+    RdmaOptions o = Options();
+    o.soft.control_verb_delay = delay;
+    o.setup_off_reactor = off_reactor;
+    auto sf = std::make_shared<RdmaTransportFactory>(o);
+    auto cf = std::make_shared<RdmaTransportFactory>(o);
+    MessengerOptions so;
+    so.name = "storm-server";
+    so.num_reactors = 1;
+    so.transport_factory = sf;
+    std::shared_ptr<Messenger> server = MessengerBuilder(so).Build().value();
+    ASSERT_TRUE(server->RegisterService(std::make_unique<TestEchoService>()).ok());
+    Sockaddr addr;
+    ASSERT_TRUE(server->Listen(Sockaddr::Loopback(0), &addr).ok());
+    std::vector<std::shared_ptr<Messenger>> clients;
+    for (int i = 0; i <= kStorm; ++i) {
+      MessengerOptions co;
+      co.name = "storm-client-" + std::to_string(i);
+      co.num_reactors = 1;
+      co.transport_factory = cf;
+      clients.push_back(MessengerBuilder(co).Build().value());
+    }
+    rtest::EchoServiceProxy first(clients[0], addr);
+    ASSERT_TRUE(EchoOnce(first, "warm").ok());  // both devices open (and SRQ contexts made)
+    MessengerOptions lo;
+    lo.name = "storm-lone";
+    lo.transport_factory = cf;
+    std::shared_ptr<Messenger> lone = MessengerBuilder(lo).Build().value();
+    const MonoTime t0 = MonoTime::Now();
+    ASSERT_TRUE(EchoOnce(rtest::EchoServiceProxy(lone, addr), "lone").ok());
+    const MonoDelta lone_setup = MonoTime::Now() - t0;
+    lone->Shutdown();
+    for (int i = 0; i < 100; ++i) ASSERT_TRUE(EchoOnce(first, "x").ok());
+    std::vector<std::unique_ptr<PendingEcho>> storm;
+    std::vector<MonoTime> ends(kStorm + 1);
+    const MonoTime start = MonoTime::Now();
+    for (int i = 1; i <= kStorm; ++i) {
+      storm.push_back(std::make_unique<PendingEcho>());
+      storm.back()->Start(rtest::EchoServiceProxy(clients[i], addr));
+    }
+    std::vector<double> lat_us;
+    auto all_done = [&] {
+      for (auto& p : storm) {
+        if (p->done.count() > 0) return false;
+      }
+      return true;
+    };
+    while (!all_done() && MonoTime::Now() - start < MonoDelta::FromSeconds(60)) {
+      const MonoTime a = MonoTime::Now();
+      ASSERT_TRUE(EchoOnce(first, "x").ok());
+      lat_us.push_back((MonoTime::Now() - a).ToMicroseconds());
+    }
+    const MonoDelta storm_time = MonoTime::Now() - start;
+    for (auto& p : storm) {
+      ASSERT_TRUE(p->done.WaitFor(kBound));
+      EXPECT_TRUE(p->ctl.status().ok());
+    }
+    std::sort(lat_us.begin(), lat_us.end());
+    auto pct = [&](double q) {
+      return lat_us.empty() ? 0.0 : lat_us[std::min(lat_us.size() - 1, size_t(q * lat_us.size()))];
+    };
+    printf(
+        "setup %s reactor, %lld us per verb: a new connection's first echo %.0f us; %d at once "
+        "done in %.1f ms; other connection's echoes meanwhile: %zu, p50 %.0f us, p99 %.0f us, "
+        "max %.0f us\n",
+        off_reactor ? "off the" : "on the", (long long)delay.ToMicroseconds(),
+        lone_setup.ToMicroseconds() * 1.0, kStorm, storm_time.ToMilliseconds() * 1.0, lat_us.size(),
+        pct(0.5), pct(0.99), lat_us.empty() ? 0.0 : lat_us.back());
+    for (auto& c : clients) c->Shutdown();
+    server->Shutdown();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Rq, RdmaControlPathTest, ::testing::Values(false, true),
