@@ -12,6 +12,7 @@ SetupThread::~SetupThread() {
     dropped.swap(jobs_);
   }
   cv_.NotifyAll();
+  dropped.clear();  // before the join: the running job may wait for what these hold
   if (thread_.joinable()) thread_.join();
 }
 
