@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rrpc/rpc/rdma/rdma_factory.h"
@@ -170,6 +172,66 @@ TEST_P(RdmaControlPathTest, ConnectionClosedWhileItsSetupIsInAVerbLeavesNothingB
   EXPECT_TRUE(EchoOnce(rtest::EchoServiceProxy(next, server_addr_), "next").ok());
   EXPECT_EQ(TransportOf(next, server_addr_), "rdma");
   next->Shutdown();
+}
+
+// A synchronous caller writes its call itself (Connection::TrySendCallFromCaller) under the
+// connection's write lock; a sidecar in a heap Block is registered on its first send (zero copy on
+// send, private receive queues). While that registration is stuck in the verb, the reactor still
+// handles the same connection (a response arriving on it, and its flush) and its others: the
+// registration runs on the setup thread, and the call's write waits for it without a lock.
+TEST_P(RdmaControlPathTest, CallerRegisteringASidecarStallsNoReactorPath) {
+  if (GetParam()) GTEST_SKIP() << "zero copy on send is for private receive queues";
+  rdma::SoftDevice* dev = SoftOf(client_factory_.get());
+  std::shared_ptr<RdmaTransportFactory> server2_factory;
+  std::shared_ptr<Messenger> server2 = NewMessenger("server2", &server2_factory);
+  ASSERT_TRUE(server2->RegisterService(std::make_unique<TestEchoService>()).ok());
+  Sockaddr server2_addr;
+  ASSERT_TRUE(server2->Listen(Sockaddr::Loopback(0), &server2_addr).ok());
+  ASSERT_TRUE(EchoOnce(rtest::EchoServiceProxy(client_, server2_addr), "warm").ok());
+  constexpr size_t kSidecar = 1 << 20;
+  BlockRef block = Block::Allocate(kSidecar);
+  memset(block->data(), 0x5a, kSidecar);
+  Status caller_status;
+  CountDownLatch warmed(1), go(1);
+  std::thread caller([&] {
+    // A thread's first synchronous call to a remote goes through the reactor; its next ones it
+    // writes itself.
+    caller_status = EchoOnce(Proxy(), "warm");
+    warmed.CountDown();
+    go.Wait();
+    if (!caller_status.ok()) return;
+    rtest::EchoRequestPB req;
+    req.set_data("sidecar");
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    ctl.set_timeout(MonoDelta::FromSeconds(120));
+    ctl.AddOutboundSidecar(BlockSlice{block, Slice(block->data(), kSidecar)});
+    caller_status = Proxy().Echo(req, &resp, &ctl);
+    if (caller_status.ok() && (ctl.num_inbound_sidecars() != 1 ||
+                               !(ctl.inbound_sidecar(0) == Slice(block->data(), kSidecar)))) {
+      caller_status = Status::Corruption("sidecar echo differs");
+    }
+  });
+  PendingEcho slow;  // a response due on the same connection while the caller is stuck
+  slow.req.set_sleep_ms(1000);
+  warmed.Wait();
+  slow.Start(Proxy());
+  dev->HoldControlVerbs(true);
+  go.CountDown();
+  const bool held = WaitHeld(dev, 1);
+  PendingEcho other;
+  other.Start(rtest::EchoServiceProxy(client_, server2_addr));
+  const bool other_served = other.done.WaitFor(kBound);
+  const bool slow_served = slow.done.WaitFor(kBound);
+  dev->HoldControlVerbs(false);
+  caller.join();
+  EXPECT_TRUE(held) << "the caller's send never registered its sidecar";
+  EXPECT_TRUE(other_served) << "another connection waited for the caller's registration";
+  EXPECT_TRUE(slow_served) << "the connection's receive path waited for the caller's registration";
+  EXPECT_TRUE(caller_status.ok()) << caller_status.ToString();
+  EXPECT_TRUE(slow.ctl.status().ok()) << slow.ctl.status().ToString();
+  client_->Shutdown();
+  server2->Shutdown();
 }
 
 // The figures in docs/rdma.md ("Control-path verbs"): every control verb costs

@@ -111,7 +111,7 @@ RdmaTransportFactory::RdmaTransportFactory(RdmaOptions options)
   }
   bound_ = BindMetrics(registry);
   if (options_.setup_off_reactor) {
-    setup_ = std::make_unique<SetupThread>(std::max<size_t>(1, options_.setup_queue));
+    setup_ = std::make_shared<SetupThread>(std::max<size_t>(1, options_.setup_queue));
   }
 }
 
@@ -180,7 +180,7 @@ RdmaMetrics RdmaTransportFactory::metrics() const { return bound()->metrics; }
 void RdmaTransportFactory::CountUpgrade() { bound()->upgrades->Increment(); }
 
 RdmaTransportFactory::~RdmaTransportFactory() {
-  setup_.reset();  // no job runs past here
+  setup_.reset();  // stopped here unless a transport still holds it
   std::lock_guard<std::mutex> lock(mu_);
   if (device_ != nullptr) AsyncEventRouter::UnwatchDevice(device_->context.get());
 }

@@ -122,23 +122,24 @@ bool RdmaUpgrade::Prepare(Slice offer, std::function<void()> ready) {
   auto setup = std::make_shared<Setup>();
   setup->device = device_;
   setup->srq = srq_;
-  // The factory (and so `o`) outlives every job that runs: its SetupThread goes first.
-  const bool queued = setup_thread->Submit([setup, &o, peer, make_probe, ready]() mutable {
-    RunSetup(setup.get(), o, peer.get(), make_probe);
-    setup.reset();  // the last reference when the connection has gone: its endpoint goes here
-    ready();
-  });
+  // The job may outlive the factory (transports hold the setup thread): it holds what it uses.
+  const bool queued =
+      setup_thread->Submit([setup, eo = o.endpoint, peer, make_probe, ready]() mutable {
+        RunSetup(setup.get(), eo, peer.get(), make_probe);
+        setup.reset();  // the last reference when the connection has gone: its endpoint goes here
+        ready();
+      });
   if (!queued) return false;  // the queue is full: this connection sets up on its reactor
   prepared_ = std::move(setup);
   return true;
 }
 
-void RdmaUpgrade::RunSetup(Setup* s, const RdmaOptions& o, const BootstrapMessage* peer,
+void RdmaUpgrade::RunSetup(Setup* s, const EndpointOptions& o, const BootstrapMessage* peer,
                            bool make_probe) {
   Context* ctx = s->device->context.get();
   ProtectionDomain* pd = s->device->pd.get();
-  s->endpoint = s->srq != nullptr ? RdmaEndpoint::CreateShared(ctx, pd, o.endpoint, s->srq.get())
-                                  : RdmaEndpoint::Create(ctx, pd, o.endpoint);
+  s->endpoint = s->srq != nullptr ? RdmaEndpoint::CreateShared(ctx, pd, o, s->srq.get())
+                                  : RdmaEndpoint::Create(ctx, pd, o);
   if (!s->endpoint.ok()) return;
   RdmaEndpoint* ep = s->endpoint->get();
   if (peer != nullptr) s->connect = ep->Connect(peer->qp, peer->path_mtu);
@@ -390,9 +391,10 @@ Result<std::unique_ptr<rpc::Transport>> RdmaUpgrade::Upgrade(rpc::DetachedStream
   srq_grant_ = 0;  // the transport owns the grant now
   RdmaMetrics metrics;
   std::shared_ptr<void> keep_alive = factory_->KeepAlive(device_, &metrics);
-  return std::unique_ptr<rpc::Transport>(new RdmaTransport(
-      std::move(endpoint_), std::move(stream.socket), peer_.credits, peer_.buffer_size, topts,
-      metrics, std::move(keep_alive), std::move(binding), peer_.srq));
+  return std::unique_ptr<rpc::Transport>(
+      new RdmaTransport(std::move(endpoint_), std::move(stream.socket), peer_.credits,
+                        peer_.buffer_size, topts, metrics, std::move(keep_alive),
+                        std::move(binding), peer_.srq, factory_->shared_setup_thread()));
 }
 
 }  // namespace rrpc::rdma

@@ -52,7 +52,7 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
     Status probe_connect;
   };
   // The setup thread's job: fills `setup` (the client's offer `peer` for a server, else null).
-  static void RunSetup(Setup* setup, const RdmaOptions& options, const BootstrapMessage* peer,
+  static void RunSetup(Setup* setup, const EndpointOptions& options, const BootstrapMessage* peer,
                        bool make_probe);
   // Opens the device (once: a failure is counted and remembered), then makes the endpoint; on
   // failure counts the fallback and returns its reason. MakeEndpoint takes the prepared one when
