@@ -212,19 +212,24 @@ TEST_P(RdmaControlPathTest, CallerRegisteringASidecarStallsNoReactorPath) {
       caller_status = Status::Corruption("sidecar echo differs");
     }
   });
-  PendingEcho slow;  // a response due on the same connection while the caller is stuck
-  slow.req.set_sleep_ms(1000);
+  // A call on the same connection, on the wire before the caller writes (so not queued behind
+  // its call), whose response comes while the caller is stuck.
   warmed.Wait();
+  BlockEchoes();
+  PendingEcho slow;
   slow.Start(Proxy());
+  const bool entered = gate_.WaitForEntered(1);
   dev->HoldControlVerbs(true);
   go.CountDown();
   const bool held = WaitHeld(dev, 1);
+  gate_.Open();
   PendingEcho other;
   other.Start(rtest::EchoServiceProxy(client_, server2_addr));
   const bool other_served = other.done.WaitFor(kBound);
   const bool slow_served = slow.done.WaitFor(kBound);
   dev->HoldControlVerbs(false);
   caller.join();
+  EXPECT_TRUE(entered);
   EXPECT_TRUE(held) << "the caller's send never registered its sidecar";
   EXPECT_TRUE(other_served) << "another connection waited for the caller's registration";
   EXPECT_TRUE(slow_served) << "the connection's receive path waited for the caller's registration";
