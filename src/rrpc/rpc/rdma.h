@@ -165,9 +165,10 @@ struct RdmaOptions {
   MonoDelta dead_path_memory = MonoDelta::FromSeconds(600);
   // Connection setup's control-path verbs (docs/rdma.md, "Control-path verbs": making the
   // endpoint's queue pair, CQ and registrations and the path probe's, and on the server
-  // connecting them) run on one thread of the factory's own instead of the connection's reactor,
-  // which meanwhile serves its other connections. At most `setup_queue` connections wait for
-  // that thread; one beyond it sets up on its reactor, as all do with false.
+  // connecting them; a heap Block's first registration for a send by reference) run on one
+  // thread of the factory's own instead of the connection's reactor or writer, and the reactor
+  // meanwhile serves its other connections. At most `setup_queue` jobs wait for that thread; one
+  // beyond it runs where it would with false (on the reactor; in the write).
   bool setup_off_reactor = true;
   size_t setup_queue = 1024;
   // Where the RDMA metrics go; nullptr: the registry of the messenger using the factory (its

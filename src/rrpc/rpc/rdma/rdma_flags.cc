@@ -75,7 +75,8 @@ DEFINE_bool(rdma_soft_pin_memory, false,
             "and registering is cheaper than on hardware");
 DEFINE_bool(rdma_setup_off_reactor, true,
             "Connection setup's control-path verbs (QP, CQ and memory registration; the "
-            "server's connect) run on a thread of the RDMA factory's own, not on the reactor "
+            "server's connect; a Block's first registration to send it by reference) run on a "
+            "thread of the RDMA factory's own, not on the reactor or the writing thread "
             "(docs/rdma.md, \"Control-path verbs\")");
 DEFINE_int32(rdma_soft_control_verb_delay_us, 0,
              "soft backend: a modelled cost of each control-path verb (QP/CQ/SRQ create, "
