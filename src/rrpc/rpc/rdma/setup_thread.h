@@ -1,11 +1,13 @@
 // SetupThread: runs the control-path verbs of RDMA connection setup (CQ and QP create, memory
 // registration, modify-QP to INIT: tens to hundreds of microseconds each on a NIC) away from the
 // reactor threads, so a reactor upgrading connections keeps serving its others
-// (docs/rdma.md, "Control-path verbs"). One thread per RdmaTransportFactory, started on the first
-// job; jobs run in order. The queue is bounded: a job refused (queue full, or stopping) is the
-// caller's to run or give up. Any thread may submit; the destructor (the factory's owner) stops
-// the thread after the job running, dropping those queued (their closures are destroyed on the
-// destroying thread, so a job owns nothing that must die on a reactor).
+// (docs/rdma.md, "Control-path verbs"), and a Block's first registration for a send by
+// reference. One thread per RdmaTransportFactory (shared with its connections' transports),
+// started on the first job; jobs run in order. The queue is bounded: a job refused (queue full,
+// or stopping) is the caller's to run or give up. Any thread may submit; the destructor (whoever
+// lets go last, possibly a reactor) stops the thread after the job running, dropping those
+// queued (their closures are destroyed on the destroying thread, so a job owns nothing that must
+// die on a reactor).
 #pragma once
 
 #include <deque>
