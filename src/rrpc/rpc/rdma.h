@@ -80,6 +80,11 @@ struct SoftDeviceOptions {
   // a registration beyond it fails as ibv_reg_mr does (ENOMEM).
   uint64_t locked_memory_limit = 0;
   int num_comp_vectors = 4;  // CQs go round-robin over them (nothing else differs)
+  // A modelled cost of each control-path verb (CQ, QP and SRQ create, memory registration,
+  // each modify-QP: INIT, RTR, RTS), slept by the calling thread outside the device's lock. On
+  // mlx5 these take tens to hundreds of microseconds each (docs/rdma.md, "Control-path verbs");
+  // zero: free, as the software device otherwise is.
+  MonoDelta control_verb_delay;
 };
 
 // One connection's queue pair and memory (private receive queue).
@@ -178,6 +183,14 @@ struct RdmaOptions {
   bool probe_path = true;
   MonoDelta probe_timeout = MonoDelta::FromSeconds(1);
   MonoDelta dead_path_memory = MonoDelta::FromSeconds(600);
+  // Connection setup's control-path verbs (docs/rdma.md, "Control-path verbs": making the
+  // endpoint's queue pair, CQ and registrations and the path probe's, and on the server
+  // connecting them; a heap Block's first registration for a send by reference) run on one
+  // thread of the factory's own instead of the connection's reactor or writer, and the reactor
+  // meanwhile serves its other connections. At most `setup_queue` jobs wait for that thread; one
+  // beyond it runs where it would with false (on the reactor; in the write).
+  bool setup_off_reactor = true;
+  size_t setup_queue = 1024;
   // Where the RDMA metrics go; nullptr: the registry of the messenger using the factory (its
   // /metrics; the latest messenger made, when several share the factory), or, for a factory not
   // used by a messenger with metrics, a registry of the factory's own (metric_registry()).

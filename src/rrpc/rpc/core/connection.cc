@@ -386,7 +386,11 @@ void Connection::HandleNegotiationFrame(Slice frame) {
   DCHECK(reactor_->IsCurrentThread());
   DCHECK(negotiating_ != nullptr);
   Negotiating& n = *negotiating_;
-  Result<bool> done = n.server ? n.server->OnFrame(frame) : n.client->OnFrame(frame);
+  AfterNegotiationStep(n.server ? n.server->OnFrame(frame) : n.client->OnFrame(frame));
+}
+
+void Connection::AfterNegotiationStep(Result<bool> done) {
+  Negotiating& n = *negotiating_;
   if (!done.ok()) {
     FailNegotiation(done.status());
     return;
@@ -436,6 +440,7 @@ void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
   DCHECK(reactor_->IsCurrentThread());
   scoped_refptr<Connection> self(this);
   state_ = State::kOpen;
+  DisarmResumer();
   ev_timer_stop(reactor_->loop(), &negotiating_->timer);
   const NegotiatedPeer& peer =
       negotiating_->server ? negotiating_->server->peer() : negotiating_->client->peer();
@@ -580,6 +585,7 @@ void Connection::Shutdown(const Status& reason) {
   VLOG(1) << (direction_ == Direction::kClient ? "client" : "server") << " connection to "
           << remote_.ToString() << " closing: " << reason.ToString();
   state_ = State::kClosed;
+  DisarmResumer();
   // Kept (not reset) while negotiating: Shutdown may run inside the negotiation's timer or calls.
   if (negotiating_ != nullptr) ev_timer_stop(reactor_->loop(), &negotiating_->timer);
   ev_timer_stop(reactor_->loop(), &call_deadline_timer_);

@@ -190,6 +190,7 @@ class Connection final : public RefCounted<Connection>,
   TransportCapabilities transport_capabilities() const override { return caps_; }
   TransportSecurity transport_security() const override { return transport_->security(); }
   std::unique_ptr<TransportUpgrade> NewTransportUpgrade() override;
+  std::function<void()> NegotiationResumer() override;
 
   static void OnNegotiationTimeout(struct ev_loop* loop, ev_timer* w, int revents);
   static void OnCallTimeout(OutboundCall* call, void* arg);
@@ -212,6 +213,13 @@ class Connection final : public RefCounted<Connection>,
   OutboundCall* FindWaitingCall(int32_t call_id);
 
   void HandleNegotiationFrame(Slice frame);
+  // After a negotiation step (a frame, or Resume): fails the negotiation, waits, or opens.
+  void AfterNegotiationStep(Result<bool> done);
+  // connection_resume.cc: the upgrade's Prepare is done: the negotiation goes on, if the
+  // connection still negotiates.
+  void ResumeNegotiation();
+  // Reactor thread: a `ready` called later reaches nothing (negotiation over, or closing).
+  void DisarmResumer();
   // Server side: the first bytes were a TLS ClientHello (`hello_start`): go on over TLS.
   void StartServerTls(Slice hello_start);
   // Logs why, sends what the negotiation queued (a server's refusal) and closes.
@@ -323,6 +331,11 @@ class Connection final : public RefCounted<Connection>,
     ev_timer timer;
   };
   std::unique_ptr<Negotiating> negotiating_;
+  // NegotiationResumer's way back to this connection from another thread, made on first use;
+  // disarmed (on the reactor thread) when negotiation ends or the connection closes, before the
+  // connection or its reactor can go (connection_resume.cc).
+  struct ResumeSlot;
+  std::shared_ptr<ResumeSlot> resume_slot_;  // reactor thread
 
   // The write side. Held while writing to the transport, so one thread writes at a time; never
   // held while a transfer's TransferDone/TransferAborted runs (those may queue more work).

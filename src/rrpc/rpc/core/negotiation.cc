@@ -238,6 +238,10 @@ Status ServerNegotiation::Authenticate(const NegotiatePB& request) {
 }
 
 Result<bool> ServerNegotiation::OnFrame(Slice frame) {
+  if (preparing_ != nullptr) {
+    // The client sends nothing between its offer and the server's answer.
+    return Status::Corruption("a frame from the client while its upgrade offer is prepared");
+  }
   if (awaiting_confirmation_ != nullptr) {  // the client's confirmation of the upgrade
     Slice confirmation;
     Status s = ParseBootstrapFrame(frame, /*from_server=*/false, &confirmation);
@@ -285,6 +289,28 @@ bool ServerNegotiation::Reply(const NegotiatePB& request, const Slice* offer) {
   // A server without an upgrade still reads the client's offer, and declines it by leaving the
   // feature out of its reply: the client then stays on TCP too.
   std::unique_ptr<TransportUpgrade> upgrade = offer ? host_->NewTransportUpgrade() : nullptr;
+  if (upgrade != nullptr) {
+    std::function<void()> resume = host_->NegotiationResumer();
+    if (resume != nullptr && upgrade->Prepare(*offer, std::move(resume))) {
+      preparing_ = std::make_unique<Preparing>();
+      preparing_->request = std::make_unique<NegotiatePB>(request);
+      preparing_->offer = offer->ToString();
+      preparing_->upgrade = std::move(upgrade);
+      return false;
+    }
+  }
+  return Finish(request, offer, std::move(upgrade));
+}
+
+Result<bool> ServerNegotiation::Resume() {
+  if (preparing_ == nullptr) return Status::IllegalState("no upgrade being prepared");
+  std::unique_ptr<Preparing> p = std::move(preparing_);
+  const Slice offer(p->offer);
+  return Finish(*p->request, &offer, std::move(p->upgrade));
+}
+
+bool ServerNegotiation::Finish(const NegotiatePB& request, const Slice* offer,
+                               std::unique_ptr<TransportUpgrade> upgrade) {
   host_->SendConnectionBytes(
       BuildServerReply(request, Status::OK(), {}, &peer_, upgrade != nullptr));
   if (upgrade == nullptr) return true;
@@ -311,10 +337,22 @@ bool ClientNegotiation::Start() {
   host_->SendConnectionBytes(
       BuildClientHello(client_name_, encrypted ? auth_token_ : "", upgrade_ != nullptr));
   if (upgrade_ != nullptr) {
-    host_->SendConnectionBytes(BuildBootstrapFrame(upgrade_->Offer(), /*from_server=*/false));
+    std::function<void()> resume = host_->NegotiationResumer();
+    if (resume != nullptr && upgrade_->Prepare(Slice(), std::move(resume))) {
+      preparing_ = true;  // the server waits for the offer; Resume sends it
+    } else {
+      host_->SendConnectionBytes(BuildBootstrapFrame(upgrade_->Offer(), /*from_server=*/false));
+    }
     return false;  // calls wait: the answer decides which transport carries them
   }
   return host_->transport_capabilities().calls_may_follow_hello;
+}
+
+Result<bool> ClientNegotiation::Resume() {
+  if (!preparing_ || upgrade_ == nullptr) return Status::IllegalState("no offer being prepared");
+  preparing_ = false;
+  host_->SendConnectionBytes(BuildBootstrapFrame(upgrade_->Offer(), /*from_server=*/false));
+  return false;
 }
 
 Result<bool> ClientNegotiation::OnFrame(Slice frame) {
@@ -335,6 +373,10 @@ Result<bool> ClientNegotiation::OnFrame(Slice frame) {
   }
   NegotiatePB reply;
   RRPC_RETURN_NOT_OK(ParseServerReply(frame, &reply));
+  if (preparing_) {
+    // A server answers after the offer (it reads the offer first), unless it refused (above).
+    return Status::Corruption("the server replied before the client's upgrade offer");
+  }
   bool server_upgrades = false;
   for (int f : reply.supported_features()) {
     if (f == SIDECARS) peer_.features.push_back(SIDECARS);

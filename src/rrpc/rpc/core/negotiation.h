@@ -9,6 +9,7 @@
 // (NegotiationHost::UpgradeTransport hands the stream to a new transport).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ class NegotiationHost {
   virtual TransportSecurity transport_security() const = 0;
   // The transport upgrade this side offers or accepts after negotiating, nullptr for none.
   virtual std::unique_ptr<TransportUpgrade> NewTransportUpgrade() = 0;
+  // What an upgrade's Prepare calls when its work is done (any thread, once): has the reactor
+  // call the negotiation's Resume() while the connection still negotiates, and does nothing
+  // after. nullptr (the default): upgrades run their steps on the reactor unprepared.
+  virtual std::function<void()> NegotiationResumer() { return nullptr; }
 
  protected:
   ~NegotiationHost() = default;
@@ -75,12 +80,19 @@ class ServerNegotiation {
   // opens; the reply has been sent), false when more frames are needed. On error the refusal
   // has been sent; the connection must close.
   Result<bool> OnFrame(Slice frame);
+  // The upgrade's Prepare is done (NegotiationHost::NegotiationResumer): sends the reply and the
+  // answer held for it. As OnFrame.
+  Result<bool> Resume();
   NegotiatedPeer& peer() { return peer_; }
 
  private:
-  // Sends the reply (and the upgrade's answer to `offer`, when the client made one). true when
-  // negotiation is done; false when the upgrade awaits the client's confirmation.
+  // Sends the reply (and the upgrade's answer to `offer`, when the client made one), unless the
+  // upgrade prepares first (then Resume sends them). true when negotiation is done; false when
+  // the upgrade prepares or awaits the client's confirmation.
   bool Reply(const NegotiatePB& request, const Slice* offer);
+  // The reply and the answer, `upgrade` prepared (or needing no preparation).
+  bool Finish(const NegotiatePB& request, const Slice* offer,
+              std::unique_ptr<TransportUpgrade> upgrade);
   // Answers with an ErrorStatusPB carrying `code` and `error`'s message.
   void Refuse(const Status& error, ErrorStatusPB::RpcErrorCodePB code);
   // Who the client is, from its certificate or token; an error (refused already) when it does
@@ -95,6 +107,13 @@ class ServerNegotiation {
   std::unique_ptr<NegotiatePB> awaiting_offer_;
   // The upgrade, kept while the client's confirmation (a third bootstrap frame) is to come.
   std::unique_ptr<TransportUpgrade> awaiting_confirmation_;
+  // The request, the client's offer and the upgrade, kept while the upgrade prepares.
+  struct Preparing {
+    std::unique_ptr<NegotiatePB> request;
+    std::string offer;
+    std::unique_ptr<TransportUpgrade> upgrade;
+  };
+  std::unique_ptr<Preparing> preparing_;
 };
 
 // Client side: sends the preamble and the request, then reads the server's reply.
@@ -111,6 +130,8 @@ class ClientNegotiation {
   // A frame before the connection is open: true when negotiation is done, false when more
   // frames are needed, an error (the server's refusal, or a bad reply) to close.
   Result<bool> OnFrame(Slice frame);
+  // The upgrade's Prepare is done: sends its offer. As OnFrame.
+  Result<bool> Resume();
   NegotiatedPeer& peer() { return peer_; }
 
  private:
@@ -120,6 +141,7 @@ class ClientNegotiation {
   NegotiatedPeer peer_;
   std::unique_ptr<TransportUpgrade> upgrade_;  // offered, until answered
   bool awaiting_answer_ = false;               // the reply came; the bootstrap answer is next
+  bool preparing_ = false;                     // the offer waits for the upgrade's Prepare
 };
 
 // The wire messages, for the state machines above and for tests that speak the protocol by hand.

@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
+
 #include "rrpc/rpc/rdma/async_events.h"
 #include "rrpc/rpc/rdma/memlock.h"
 #include "rrpc/rpc/rdma/rdma_upgrade.h"
@@ -108,6 +110,9 @@ RdmaTransportFactory::RdmaTransportFactory(RdmaOptions options)
     registry = owned_registry_.get();
   }
   bound_ = BindMetrics(registry);
+  if (options_.setup_off_reactor) {
+    setup_ = std::make_shared<SetupThread>(std::max<size_t>(1, options_.setup_queue));
+  }
 }
 
 void RdmaTransportFactory::UseMetricRegistry(MetricRegistry* registry) {
@@ -175,6 +180,7 @@ RdmaMetrics RdmaTransportFactory::metrics() const { return bound()->metrics; }
 void RdmaTransportFactory::CountUpgrade() { bound()->upgrades->Increment(); }
 
 RdmaTransportFactory::~RdmaTransportFactory() {
+  setup_.reset();  // stopped here unless a transport still holds it
   std::lock_guard<std::mutex> lock(mu_);
   if (device_ != nullptr) AsyncEventRouter::UnwatchDevice(device_->context.get());
 }

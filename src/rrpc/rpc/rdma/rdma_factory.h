@@ -23,6 +23,7 @@
 #include "rrpc/rpc/rdma/bootstrap.h"
 #include "rrpc/rpc/rdma/rdma_endpoint.h"
 #include "rrpc/rpc/rdma/rdma_transport.h"
+#include "rrpc/rpc/rdma/setup_thread.h"
 #include "rrpc/rpc/rdma/soft_device.h"
 #include "rrpc/rpc/rdma/srq_context.h"
 #include "rrpc/rpc/rdma/verbs_ibv.h"
@@ -112,6 +113,11 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   // owns it, the registry its metrics live in.
   // Also gives the metrics the connection counts into (held by what it returns).
   std::shared_ptr<void> KeepAlive(std::shared_ptr<RdmaDevice> device, RdmaMetrics* metrics) const;
+  // Where connections' setup verbs run (setup_thread.h), and their transports' first
+  // registration of a Block sent by reference; nullptr when options().setup_off_reactor is
+  // false. Any thread. Transports hold it: it may outlive the factory.
+  SetupThread* setup_thread() const { return setup_.get(); }
+  std::shared_ptr<SetupThread> shared_setup_thread() const { return setup_; }
 
  private:
   const RdmaOptions options_;
@@ -149,6 +155,8 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   MonoTime retry_at_;
   MonoDelta retry_backoff_ = kFirstRetry;
   int failing_opens_ = 0;  // guarded by mu_
+  // Last: let go before anything above (its jobs hold what they use).
+  std::shared_ptr<SetupThread> setup_;
 };
 
 }  // namespace rrpc::rdma

@@ -73,6 +73,14 @@ DEFINE_bool(rdma_soft_pin_memory, false,
             "so RSS counts registered memory as on hardware (memory figures: "
             "build-support/sparse-memory.sh sets it); off, untouched registered pages cost no RSS "
             "and registering is cheaper than on hardware");
+DEFINE_bool(rdma_setup_off_reactor, true,
+            "Connection setup's control-path verbs (QP, CQ and memory registration; the "
+            "server's connect; a Block's first registration to send it by reference) run on a "
+            "thread of the RDMA factory's own, not on the reactor or the writing thread "
+            "(docs/rdma.md, \"Control-path verbs\")");
+DEFINE_int32(rdma_soft_control_verb_delay_us, 0,
+             "soft backend: a modelled cost of each control-path verb (QP/CQ/SRQ create, "
+             "registration, each modify-QP), in microseconds; 0: free");
 DEFINE_int32(rdma_srq_reclaim_after_ms, 10000,
              "SRQ mode: a peer that sent nothing for this long gets its credit target lowered to "
              "--rdma_srq_floor_credits and is asked to give back the credits above it; 0: never");
@@ -105,6 +113,8 @@ Result<RdmaOptions> RdmaOptionsFromFlags() {
         "receive buffers >= 0, rnr_retry 0..7");
   }
   o.soft.pin_registered_memory = FLAGS_rdma_soft_pin_memory;
+  o.soft.control_verb_delay = MonoDelta::FromMicroseconds(FLAGS_rdma_soft_control_verb_delay_us);
+  o.setup_off_reactor = FLAGS_rdma_setup_off_reactor;
   o.verbs.device = FLAGS_rdma_device;
   o.verbs.port = FLAGS_rdma_port;
   o.verbs.gid_index = FLAGS_rdma_gid_index;

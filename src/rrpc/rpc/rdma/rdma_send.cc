@@ -166,6 +166,48 @@ bool RdmaTransport::SendLkey(Block* block, size_t bytes, uint32_t* lkey) {
   return true;
 }
 
+int RdmaTransport::RegisteredPrefix(const iovec* iov, Block* const* blocks, int niov) {
+  for (int k = 0; k < niov; ++k) {
+    Block* b = blocks[k];
+    // The pieces Write would try to send by reference (iov[0] may be the tail of a piece an
+    // earlier Write began so), not registered yet, large enough to register.
+    if (b == nullptr || (iov[k].iov_len < options_.send_zero_copy_min_bytes && k != 0)) continue;
+    if (ep_->receive_pool()->Owns(b) || b->recycler() != nullptr || b->attachment() != nullptr ||
+        options_.register_min_bytes == 0 || iov[k].iov_len < options_.register_min_bytes) {
+      continue;
+    }
+    Registrations& r = *registrations_;
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (r.wake == nullptr) return niov;  // not started, or closed
+    if (r.failed == b) continue;         // SendLkey tries again, inline
+    if (r.pending == nullptr) {
+      // The job holds the block, the device (through keep_alive_) and what it reports to; not
+      // the transport, which may go first.
+      const bool queued =
+          setup_->Submit([regs = registrations_, block = BlockRef(b), pd = ep_->pd(),
+                          keep_alive = keep_alive_, counter = metrics_.send_registrations] {
+            Result<std::unique_ptr<MemoryRegion>> mr =
+                pd->RegisterMemory(block->data(), block->capacity());
+            const bool ok = mr.ok();
+            if (ok) {
+              block->Attach(new BlockRegistration(pd, std::move(mr).value(), keep_alive));
+              if (counter != nullptr) counter->Increment();
+            }
+            std::lock_guard<std::mutex> lock(regs->mu);
+            regs->pending = nullptr;
+            if (!ok) regs->failed = block.get();
+            if (ok) ++regs->made;
+            regs->done = true;
+            if (regs->wake != nullptr) ev_async_send(regs->loop, regs->wake);
+          });
+      if (!queued) return niov;  // the queue is full: registered inline
+      r.pending = b;
+    }
+    return k;  // this piece waits for the registration running (its own, or another's)
+  }
+  return niov;
+}
+
 void RdmaTransport::SendGrantIfDue() {
   if (closed_) return;
   Status s;
@@ -195,16 +237,20 @@ void RdmaTransport::SendGrantIfDue() {
 
 Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
   if (closed_) return Status::NetworkError("RDMA connection closed");
-  MutexLock lock(send_mu_);
+  // The queue is the caller's (under the connection's write lock), not send_mu_'s.
   iovec iov[64];
   Block* blocks[64];
-  const int niov = queue.GatherIovecs(iov, 64, blocks);
+  const int gathered = queue.GatherIovecs(iov, 64, blocks);
+  const bool zero_copy = !srq_ && options_.send_zero_copy_min_bytes > 0 && max_send_sge_ > 1;
+  // Pieces behind one whose Block is being registered wait for it (the stream is in order).
+  const int niov =
+      zero_copy && registrations_ != nullptr ? RegisteredPrefix(iov, blocks, gathered) : gathered;
+  MutexLock lock(send_mu_);
   // Per iovec: its lkey when it may go by reference (looked up on first use).
   enum : uint8_t { kUnknown, kByReference, kCopy };
   uint8_t how[64];
   uint32_t lkeys[64];
   memset(how, kUnknown, sizeof(how));
-  const bool zero_copy = !srq_ && options_.send_zero_copy_min_bytes > 0 && max_send_sge_ > 1;
   int i = 0;
   size_t off = 0;  // into iov[i]
   size_t taken = 0;
@@ -310,7 +356,7 @@ Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
                                 held, nheld, ends_piece));
     taken += n;
   }
-  if (i == niov && niov < 64) {
+  if (i == niov && niov == gathered && niov < 64) {
     // Everything queued went: the next byte starts a frame.
     frame_sync_ = true;
     frame_left_ = 0;

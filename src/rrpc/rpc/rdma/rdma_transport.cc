@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "rrpc/rpc/transport/frame_format.h"
 #include "rrpc/util/metrics/counter.h"
@@ -16,8 +17,10 @@ namespace rrpc::rdma {
 RdmaTransport::RdmaTransport(std::unique_ptr<RdmaEndpoint> endpoint, Socket bootstrap_socket,
                              uint32_t peer_credits, uint32_t peer_buffer_size,
                              const RdmaTransportOptions& options, RdmaMetrics metrics,
-                             std::shared_ptr<void> keep_alive, SrqBinding srq, bool peer_srq)
-    : ep_(std::move(endpoint)),
+                             std::shared_ptr<void> keep_alive, SrqBinding srq, bool peer_srq,
+                             std::shared_ptr<SetupThread> setup)
+    : setup_(std::move(setup)),
+      ep_(std::move(endpoint)),
       socket_(std::move(bootstrap_socket)),
       options_(options),
       metrics_(metrics),
@@ -39,6 +42,7 @@ RdmaTransport::RdmaTransport(std::unique_ptr<RdmaEndpoint> endpoint, Socket boot
       request_reference_(peer_credits),
       last_receive_(MonoTime::Now()) {
   reader_.set_copy_side(options_.copy_side);
+  if (setup_ != nullptr && !srq_) registrations_ = std::make_shared<Registrations>();
 }
 
 RdmaTransport::~RdmaTransport() { Close(); }
@@ -69,6 +73,11 @@ void RdmaTransport::Start(struct ev_loop* loop, rpc::TransportHost* host) {
   ev_async_init(&async_wake_, &RdmaTransport::OnAsyncWake);
   async_wake_.data = this;
   ev_async_start(loop_, &async_wake_);
+  if (registrations_ != nullptr) {
+    std::lock_guard<std::mutex> lock(registrations_->mu);
+    registrations_->loop = loop_;
+    registrations_->wake = &async_wake_;
+  }
   ev_io_init(&async_watcher_, &RdmaTransport::OnAsyncReadable, ep_->context()->async_fd(), EV_READ);
   async_watcher_.data = this;
   ev_io_start(loop_, &async_watcher_);
@@ -118,7 +127,15 @@ void RdmaTransport::OnAsyncWake(struct ev_loop*, ev_async* w, int) {
     device_failed = t->async_target_.device_failed;
   }
   if (device_failed) return t->Fail(Status::NetworkError("RDMA device failed (async event)"));
-  if (qp_failed) t->Fail(Status::NetworkError("RDMA queue pair failed (async event)"));
+  if (qp_failed) return t->Fail(Status::NetworkError("RDMA queue pair failed (async event)"));
+  bool registered = false;
+  if (t->registrations_ != nullptr) {
+    std::lock_guard<std::mutex> lock(t->registrations_->mu);
+    registered = std::exchange(t->registrations_->done, false);
+  }
+  // A Write that stopped for a registration left the host waiting to write. (One that ran after
+  // the registration ended found it made.)
+  if (registered && t->wants_writable_ && !t->closed_) t->host_->OnWritable();
 }
 
 void RdmaTransport::DeliverHeld() {
@@ -541,6 +558,10 @@ void RdmaTransport::Close() {
     ev_io_stop(loop_, &socket_watcher_);
     ev_idle_stop(loop_, &idle_watcher_);
     ev_timer_stop(loop_, &starved_timer_);
+    if (registrations_ != nullptr) {
+      std::lock_guard<std::mutex> lock(registrations_->mu);
+      registrations_->wake = nullptr;  // a registration ending later wakes nothing
+    }
     if (!srq_) {
       AsyncEventRouter::Unregister(ep_.get());  // no wake-up is sent after this
       ev_io_stop(loop_, &async_watcher_);
@@ -617,7 +638,13 @@ void RdmaTransport::Describe(std::vector<std::pair<std::string, std::string>>* o
   out->emplace_back("grant messages", std::to_string(grant_messages_));
   out->emplace_back("bytes sent by reference", std::to_string(zero_copy_sent_bytes_));
   out->emplace_back("bytes sent copied", std::to_string(copied_sent_bytes_));
-  out->emplace_back("blocks registered to send", std::to_string(send_registrations_));
+  uint64_t registrations_made = 0;
+  if (registrations_ != nullptr) {
+    std::lock_guard<std::mutex> lock(registrations_->mu);
+    registrations_made = registrations_->made;
+  }
+  out->emplace_back("blocks registered to send",
+                    std::to_string(send_registrations_ + registrations_made));
 }
 
 }  // namespace rrpc::rdma

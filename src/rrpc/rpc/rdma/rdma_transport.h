@@ -56,6 +56,7 @@
 #include "rrpc/rpc/rdma/async_events.h"
 #include "rrpc/rpc/rdma/credit_window.h"
 #include "rrpc/rpc/rdma/rdma_endpoint.h"
+#include "rrpc/rpc/rdma/setup_thread.h"
 #include "rrpc/rpc/transport/frame_reader.h"
 #include "rrpc/rpc/transport/transport.h"
 #include "rrpc/util/copy_counter.h"
@@ -102,11 +103,14 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
  public:
   // `endpoint` is connected to the peer, which posted `peer_credits` receive buffers of
   // `peer_buffer_size` bytes; `keep_alive` is held until the transport is gone (the device, and
-  // the registry `metrics` live in when the factory owns it).
+  // the registry `metrics` live in when the factory owns it). `setup`: where a Block's first
+  // registration for a send by reference runs (nullptr: on the writing thread, under the send
+  // lock).
   RdmaTransport(std::unique_ptr<RdmaEndpoint> endpoint, Socket bootstrap_socket,
                 uint32_t peer_credits, uint32_t peer_buffer_size,
                 const RdmaTransportOptions& options, RdmaMetrics metrics,
-                std::shared_ptr<void> keep_alive, SrqBinding srq = {}, bool peer_srq = false);
+                std::shared_ptr<void> keep_alive, SrqBinding srq = {}, bool peer_srq = false,
+                std::shared_ptr<SetupThread> setup = nullptr);
   ~RdmaTransport() override;
 
   const char* name() const override { return "rdma"; }
@@ -171,6 +175,12 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   // it when it is a heap block and `bytes` (what would be sent of it) reach register_min_bytes.
   // False: copy it.
   bool SendLkey(Block* block, size_t bytes, uint32_t* lkey) RRPC_REQUIRES(send_mu_);
+  // Write, before send_mu_ (under the connection's write lock): how many of the `niov` gathered
+  // pieces may go now. A piece that would go by reference but whose heap Block is not
+  // registered yet ends the prefix: its registration (a control-path verb) goes to the setup
+  // thread, whose end wakes the reactor (OnAsyncWake), which then calls OnWritable. niov when
+  // none waits (or the setup thread's queue is full: SendLkey then registers inline).
+  int RegisteredPrefix(const iovec* iov, Block* const* blocks, int niov);
   // Private mode: a signaled send completed; frees it and the unsignaled sends before it.
   void ReapSends() RRPC_REQUIRES(send_mu_);
   void SendGrantIfDue();
@@ -200,7 +210,20 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   // Header bytes 2 and 3 of a received message.
   void HandleReturnsAndReclaim(uint8_t returned, uint8_t keep) RRPC_REQUIRES(send_mu_);
 
-  std::unique_ptr<RdmaEndpoint> ep_;  // nullptr once closed
+  // Zero copy on send: a Block's first registration on the setup thread. Shared with its job;
+  // Close disarms the wake-up (docs/rdma.md, "Control-path verbs").
+  struct Registrations {
+    std::mutex mu;
+    struct ev_loop* loop = nullptr;  // with `wake`: nullptr until Start and once closed
+    ev_async* wake = nullptr;
+    const Block* pending = nullptr;  // being registered (the job holds it)
+    const Block* failed = nullptr;   // the last whose registration failed (SendLkey retries)
+    bool done = false;               // a registration ended since the reactor last looked
+    uint64_t made = 0;
+  };
+  std::shared_ptr<SetupThread> setup_;
+  std::shared_ptr<Registrations> registrations_;  // with setup_, private receive queue only
+  std::unique_ptr<RdmaEndpoint> ep_;              // nullptr once closed
   Socket socket_;
   const RdmaTransportOptions options_;
   const RdmaMetrics metrics_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <random>
+#include <utility>
 
 #include "rrpc/rpc/rdma/gid_choice.h"
 
@@ -18,8 +19,11 @@ BootstrapBackend BackendOf(RdmaBackend b) {
 }  // namespace
 
 FallbackReason RdmaUpgrade::OpenDevice() {
+  if (device_ != nullptr) return FallbackReason::kNone;
+  if (device_failed_) return FallbackReason::kNoDevice;  // counted when it failed
   Result<std::shared_ptr<RdmaDevice>> dev = factory_->Device(local_);
   if (!dev.ok()) {
+    device_failed_ = true;
     factory_->CountFallback(FallbackReason::kNoDevice, dev.status());
     return FallbackReason::kNoDevice;
   }
@@ -37,30 +41,43 @@ FallbackReason RdmaUpgrade::OpenDevice() {
   return FallbackReason::kNone;
 }
 
+FallbackReason RdmaUpgrade::ReserveSrq() {
+  if (srq_ != nullptr) return FallbackReason::kNone;   // reserved by Prepare
+  if (srq_failed_) return FallbackReason::kResources;  // counted when it failed
+  const RdmaOptions& o = factory_->options();
+  Result<std::shared_ptr<SrqContext>> srq = factory_->SrqForThisThread(device_);
+  if (!srq.ok()) {
+    srq_failed_ = true;
+    factory_->CountFallback(FallbackReason::kResources, srq.status());
+    return FallbackReason::kResources;
+  }
+  if (!(*srq)->ReserveInitial(o.srq.initial_credits)) {
+    srq_failed_ = true;
+    factory_->CountFallback(FallbackReason::kResources,
+                            Status::ServiceUnavailable("the reactor's SRQ pool is at its cap "
+                                                       "(rdma_srq_max_memory)"));
+    return FallbackReason::kResources;
+  }
+  srq_ = std::move(srq).value();
+  srq_grant_ = o.srq.initial_credits;
+  return FallbackReason::kNone;
+}
+
 FallbackReason RdmaUpgrade::MakeEndpoint() {
   const RdmaOptions& o = factory_->options();
   Result<std::unique_ptr<RdmaEndpoint>> ep = Status::IllegalState("no endpoint");
-  if (o.use_srq && !o.transport.busy_poll) {
+  if (prepared_ != nullptr) {
+    ep = std::move(prepared_->endpoint);  // made on the setup thread (SRQ reserved by Prepare)
+  } else if (o.use_srq && !o.transport.busy_poll) {
     // SRQ mode: the reactor's SRQ, with the peer's initial grant reserved in its pool.
-    Result<std::shared_ptr<SrqContext>> srq = factory_->SrqForThisThread(device_);
-    if (!srq.ok()) {
-      factory_->CountFallback(FallbackReason::kResources, srq.status());
-      return FallbackReason::kResources;
-    }
-    if (!(*srq)->ReserveInitial(o.srq.initial_credits)) {
-      factory_->CountFallback(FallbackReason::kResources,
-                              Status::ServiceUnavailable("the reactor's SRQ pool is at its cap "
-                                                         "(rdma_srq_max_memory)"));
-      return FallbackReason::kResources;
-    }
-    srq_ = std::move(srq).value();
-    srq_grant_ = o.srq.initial_credits;
+    const FallbackReason why = ReserveSrq();
+    if (why != FallbackReason::kNone) return why;
     ep = RdmaEndpoint::CreateShared(device_->context.get(), device_->pd.get(), o.endpoint,
                                     srq_.get());
   } else {
     ep = RdmaEndpoint::Create(device_->context.get(), device_->pd.get(), o.endpoint);
   }
-  if (ep.ok()) (*ep)->UseGid(gid_);
+  if (ep.ok()) (*ep)->UseGid(gid_);  // a prepared one has it already
   if (ep.ok() && srq_ != nullptr) srq_->Expect((*ep)->qp()->qp_num());
   if (!ep.ok()) {
     DropEndpoint();
@@ -71,7 +88,86 @@ FallbackReason RdmaUpgrade::MakeEndpoint() {
   return FallbackReason::kNone;
 }
 
+FallbackReason RdmaUpgrade::CheckOffer(Status* detail) {
+  if (peer_.backend != BackendOf(factory_->options().backend)) {
+    *detail = Status::NotSupported("the client uses the other RDMA backend");
+    return FallbackReason::kIncompatible;
+  }
+  const GidType ours = gid_.type;
+  if (peer_.gid_type != ours) {
+    *detail = Status::NotSupported(std::string("the client's GID is ") +
+                                   GidTypeName(peer_.gid_type) + ", ours " + GidTypeName(ours) +
+                                   ": choose GIDs of one type on both sides "
+                                   "(--rdma_gid_index, docs/rdma.md)");
+    return FallbackReason::kGidType;
+  }
+  if (peer_.buffer_size < kMinPeerBuffer || peer_.credits < 3) {
+    *detail = Status::InvalidArgument("client's receive buffers too small or too few");
+    return FallbackReason::kIncompatible;
+  }
+  return FallbackReason::kNone;
+}
+
+bool RdmaUpgrade::Prepare(Slice offer, std::function<void()> ready) {
+  SetupThread* setup_thread = factory_->setup_thread();
+  if (setup_thread == nullptr) return false;
+  const RdmaOptions& o = factory_->options();
+  // Where the step would fall back before making anything, nothing is prepared: the step then
+  // falls back (and counts why) as without Prepare.
+  std::shared_ptr<const BootstrapMessage> peer;
+  bool make_probe;
+  if (server_side_) {
+    if (!DecodeBootstrap(offer, &peer_).ok() || peer_.fallback) return false;
+    if (OpenDevice() != FallbackReason::kNone) return false;
+    Status detail;
+    if (CheckOffer(&detail) != FallbackReason::kNone) return false;
+    peer = std::make_shared<const BootstrapMessage>(peer_);
+    make_probe = peer_.probe_qp != 0;
+  } else {
+    if (o.probe_path && remote_.family() != 0 && factory_->PathKnownDead(remote_)) return false;
+    if (OpenDevice() != FallbackReason::kNone) return false;
+    make_probe = o.probe_path;
+  }
+  // The reactor's SRQ context (made on this reactor's first connection, here) and the grant are
+  // reserved on this thread; the job makes and connects the queue pair.
+  if (o.use_srq && !o.transport.busy_poll && ReserveSrq() != FallbackReason::kNone) {
+    return false;  // counted; the step falls back
+  }
+  auto setup = std::make_shared<Setup>();
+  setup->device = device_;
+  setup->srq = srq_;
+  // The job may outlive the factory (transports hold the setup thread): it holds what it uses.
+  const bool queued =
+      setup_thread->Submit([setup, eo = o.endpoint, gid = gid_, peer, make_probe, ready]() mutable {
+        RunSetup(setup.get(), eo, gid, peer.get(), make_probe);
+        setup.reset();  // the last reference when the connection has gone: its endpoint goes here
+        ready();
+      });
+  if (!queued) return false;  // the queue is full: this connection sets up on its reactor
+  prepared_ = std::move(setup);
+  return true;
+}
+
+void RdmaUpgrade::RunSetup(Setup* s, const EndpointOptions& o, const GidEntry& gid,
+                           const BootstrapMessage* peer, bool make_probe) {
+  Context* ctx = s->device->context.get();
+  ProtectionDomain* pd = s->device->pd.get();
+  s->endpoint = s->srq != nullptr ? RdmaEndpoint::CreateShared(ctx, pd, o, s->srq.get())
+                                  : RdmaEndpoint::Create(ctx, pd, o);
+  if (!s->endpoint.ok()) return;
+  RdmaEndpoint* ep = s->endpoint->get();
+  ep->UseGid(gid);
+  if (peer != nullptr) s->connect = ep->Connect(peer->qp, peer->path_mtu);
+  if (!make_probe || !s->connect.ok()) return;
+  s->probe = PathProbe::Create(ctx, pd, /*receiver=*/peer != nullptr);
+  if (s->probe.ok() && peer != nullptr) {
+    s->probe_connect =
+        (*s->probe)->Connect(ep->ConnectParams(peer->qp, peer->path_mtu), peer->probe_qp);
+  }
+}
+
 void RdmaUpgrade::DropEndpoint() {
+  prepared_.reset();  // a job still running finishes without this upgrade
   probe_.reset();
   if (srq_ != nullptr && endpoint_ != nullptr) {
     QueuePair* qp = endpoint_->qp();
@@ -130,7 +226,9 @@ std::string RdmaUpgrade::Offer() {
   if (why == FallbackReason::kNone) why = MakeEndpoint();
   if (why == FallbackReason::kNone && o.probe_path) {
     Result<std::unique_ptr<PathProbe>> probe =
-        PathProbe::Create(device_->context.get(), device_->pd.get(), /*receiver=*/false);
+        prepared_ != nullptr
+            ? std::move(prepared_->probe)
+            : PathProbe::Create(device_->context.get(), device_->pd.get(), /*receiver=*/false);
     if (!probe.ok()) {
       factory_->CountFallback(FallbackReason::kResources, probe.status());
       why = FallbackReason::kResources;
@@ -138,6 +236,7 @@ std::string RdmaUpgrade::Offer() {
       probe_ = std::move(probe).value();
     }
   }
+  prepared_.reset();
   if (why != FallbackReason::kNone) return Fallback(why, Status::OK());  // counted already
   return EncodeBootstrap(LocalMessage());
 }
@@ -153,35 +252,27 @@ std::string RdmaUpgrade::Answer(Slice offer) {
   }
   FallbackReason why = OpenDevice();
   if (why != FallbackReason::kNone) return Fallback(why, Status::OK());  // counted
-  if (peer_.backend != BackendOf(factory_->options().backend)) {
-    return Fallback(FallbackReason::kIncompatible,
-                    Status::NotSupported("the client uses the other RDMA backend"));
-  }
-  const GidType ours = gid_.type;
-  if (peer_.gid_type != ours) {
-    return Fallback(
-        FallbackReason::kGidType,
-        Status::NotSupported(std::string("the client's GID is ") + GidTypeName(peer_.gid_type) +
-                             ", ours " + GidTypeName(ours) +
-                             ": choose GIDs of one type on both sides "
-                             "(--rdma_gid_index, docs/rdma.md)"));
-  }
-  if (peer_.buffer_size < kMinPeerBuffer || peer_.credits < 3) {
-    return Fallback(FallbackReason::kIncompatible,
-                    Status::InvalidArgument("client's receive buffers too small or too few"));
-  }
+  why = CheckOffer(&s);
+  if (why != FallbackReason::kNone) return Fallback(why, s);
+  // Prepared (the same offer): made and connected on the setup thread; taken here.
+  const std::shared_ptr<Setup> prepared = prepared_;
   why = MakeEndpoint();
+  prepared_.reset();
   if (why != FallbackReason::kNone) return Fallback(why, Status::OK());
-  s = endpoint_->Connect(peer_.qp, peer_.path_mtu);
+  s = prepared != nullptr ? prepared->connect : endpoint_->Connect(peer_.qp, peer_.path_mtu);
   if (!s.ok()) return Fallback(FallbackReason::kConnect, s);
   if (peer_.probe_qp != 0) {
     // The client's probe (its option, whatever ours) sends to ours, then the client confirms:
     // this side moves only then, and keeps its probe (its receive posted) until it does.
     Result<std::unique_ptr<PathProbe>> probe =
-        PathProbe::Create(device_->context.get(), device_->pd.get(), /*receiver=*/true);
+        prepared != nullptr
+            ? std::move(prepared->probe)
+            : PathProbe::Create(device_->context.get(), device_->pd.get(), /*receiver=*/true);
     if (!probe.ok()) return Fallback(FallbackReason::kResources, probe.status());
     probe_ = std::move(probe).value();
-    s = probe_->Connect(endpoint_->ConnectParams(peer_.qp, peer_.path_mtu), peer_.probe_qp);
+    s = prepared != nullptr
+            ? prepared->probe_connect
+            : probe_->Connect(endpoint_->ConnectParams(peer_.qp, peer_.path_mtu), peer_.probe_qp);
     if (!s.ok()) return Fallback(FallbackReason::kConnect, s);
     awaits_confirmation_ = true;
     return EncodeBootstrap(LocalMessage());
@@ -315,9 +406,10 @@ Result<std::unique_ptr<rpc::Transport>> RdmaUpgrade::Upgrade(rpc::DetachedStream
   srq_grant_ = 0;  // the transport owns the grant now
   RdmaMetrics metrics;
   std::shared_ptr<void> keep_alive = factory_->KeepAlive(device_, &metrics);
-  return std::unique_ptr<rpc::Transport>(new RdmaTransport(
-      std::move(endpoint_), std::move(stream.socket), peer_.credits, peer_.buffer_size, topts,
-      metrics, std::move(keep_alive), std::move(binding), peer_.srq));
+  return std::unique_ptr<rpc::Transport>(
+      new RdmaTransport(std::move(endpoint_), std::move(stream.socket), peer_.credits,
+                        peer_.buffer_size, topts, metrics, std::move(keep_alive),
+                        std::move(binding), peer_.srq, factory_->shared_setup_thread()));
 }
 
 }  // namespace rrpc::rdma

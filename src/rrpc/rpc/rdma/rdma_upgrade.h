@@ -6,9 +6,11 @@
 // moves. Where either side can't or won't, both stay on TCP and the reason is counted. The one
 // case that can't fall back (the server moved on and the client can't follow, e.g. a wrong
 // nonce) closes the connection: never half-upgraded.
-// The connection's reactor thread.
+// The connection's reactor thread; Prepare hands the control-path verbs of Offer (client) or
+// Answer (server) to the factory's setup thread (setup_thread.h) first, when it has one.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,6 +30,7 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
       : factory_(factory), server_side_(server_side), remote_(remote), local_(local) {}
   ~RdmaUpgrade() override { DropEndpoint(); }
 
+  bool Prepare(Slice offer, std::function<void()> ready) override;
   std::string Offer() override;
   std::string Answer(Slice offer) override;
   Status Accept(Slice answer) override;
@@ -39,10 +42,31 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   Result<std::unique_ptr<rpc::Transport>> Upgrade(rpc::DetachedStream stream) override;
 
  private:
-  // Opens the device, then makes the endpoint; on failure counts the fallback and returns its
-  // reason.
+  // What the setup thread makes for Prepare; the job and this upgrade share it, and whichever
+  // lets go last destroys it: on the setup thread when the connection closed first (its endpoint
+  // never connected, or, server side, connected to a client that has not learned its address:
+  // nothing of it is in any CQ). Declared first, the device and the SRQ context go last.
+  struct Setup {
+    std::shared_ptr<RdmaDevice> device;
+    std::shared_ptr<SrqContext> srq;
+    Result<std::unique_ptr<RdmaEndpoint>> endpoint = Status::IllegalState("not made");
+    Status connect;  // server: the endpoint connected to the client's QP
+    Result<std::unique_ptr<PathProbe>> probe = std::unique_ptr<PathProbe>();
+    Status probe_connect;
+  };
+  // The setup thread's job: fills `setup` with an endpoint on `gid` (the client's offer `peer`
+  // for a server, else null).
+  static void RunSetup(Setup* setup, const EndpointOptions& options, const GidEntry& gid,
+                       const BootstrapMessage* peer, bool make_probe);
+  // Opens the device (once: a failure is counted and remembered), then makes the endpoint; on
+  // failure counts the fallback and returns its reason. MakeEndpoint takes the prepared one when
+  // there is one.
   FallbackReason OpenDevice();
   FallbackReason MakeEndpoint();
+  // SRQ mode: the reactor's SRQ context, with the peer's initial grant reserved in it.
+  FallbackReason ReserveSrq();
+  // Server: why the client's offer (decoded into peer_) can't be followed; kNone when it can.
+  FallbackReason CheckOffer(Status* detail);
   BootstrapMessage LocalMessage() const;
   std::string Fallback(FallbackReason reason, const Status& detail);
   // Gives up the endpoint (and the path probe) and, in SRQ mode, the initial grant reserved
@@ -60,6 +84,9 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   const Sockaddr local_;
   GidEntry gid_;  // this connection's (OpenDevice)
   std::shared_ptr<RdmaDevice> device_;
+  bool device_failed_ = false;       // OpenDevice failed (counted)
+  bool srq_failed_ = false;          // ReserveSrq failed (counted)
+  std::shared_ptr<Setup> prepared_;  // Prepare's, until the step takes it
   std::unique_ptr<RdmaEndpoint> endpoint_;
   std::unique_ptr<PathProbe> probe_;  // declared after endpoint_: goes first
   std::shared_ptr<SrqContext> srq_;   // SRQ mode: this reactor's

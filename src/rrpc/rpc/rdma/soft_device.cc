@@ -102,6 +102,7 @@ class SoftPd final : public ProtectionDomain {
   explicit SoftPd(SoftDeviceImpl* dev) : dev_(dev) {}
 
   Result<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length) override {
+    dev_->ControlVerb();
     // Outside the device lock: touching many pages takes a while.
     if (dev_->options().pin_registered_memory && addr != nullptr) {
       FaultIn(static_cast<uint8_t*>(addr), length);
@@ -124,6 +125,7 @@ class SoftPd final : public ProtectionDomain {
   }
 
   Result<std::unique_ptr<QueuePair>> CreateQp(const QpInitAttr& attr) override {
+    dev_->ControlVerb();
     const SoftDeviceOptions& o = dev_->options();
     if (attr.send_cq == nullptr || attr.recv_cq == nullptr) {
       return Status::InvalidArgument("a queue pair needs a send and a receive CQ");
@@ -151,6 +153,7 @@ class SoftPd final : public ProtectionDomain {
   }
 
   Result<std::unique_ptr<SharedReceiveQueue>> CreateSrq(uint32_t max_wr, void* context) override {
+    dev_->ControlVerb();
     if (max_wr == 0 || max_wr > dev_->options().max_qp_wr) {
       return Status::InvalidArgument("SRQ depth out of the device's range");
     }
@@ -243,6 +246,7 @@ Result<std::unique_ptr<CompletionChannel>> SoftDeviceImpl::CreateChannel() {
 
 Result<std::unique_ptr<CompletionQueue>> SoftDeviceImpl::CreateCq(int entries,
                                                                   CompletionChannel* channel) {
+  ControlVerb();
   if (entries <= 0 || entries > options_.max_cqe) {
     return Status::InvalidArgument("CQ size out of the device's range");
   }
@@ -309,6 +313,28 @@ void SoftDeviceImpl::StallCompletions(bool stalled) {
 void SoftDeviceImpl::FailRegistrations(int n) {
   std::lock_guard<std::mutex> lock(mu);
   failing_registrations_ = n;
+}
+
+void SoftDeviceImpl::HoldControlVerbs(bool held) {
+  {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    control_held_ = held;
+  }
+  control_cv_.notify_all();
+}
+
+int SoftDeviceImpl::control_verbs_held() {
+  std::lock_guard<std::mutex> lock(control_mu_);
+  return control_waiting_;
+}
+
+void SoftDeviceImpl::ControlVerb() {
+  if (options_.control_verb_delay > MonoDelta()) SleepFor(options_.control_verb_delay);
+  std::unique_lock<std::mutex> lock(control_mu_);
+  if (!control_held_) return;
+  ++control_waiting_;
+  control_cv_.wait(lock, [this] { return !control_held_; });
+  --control_waiting_;
 }
 
 void SoftDeviceImpl::InjectAsyncEvent(AsyncEventType type, QueuePair* qp) {

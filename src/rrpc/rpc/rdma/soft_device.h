@@ -56,6 +56,12 @@ class SoftDevice : public Context {
   // kPortError...: only the event; after kDeviceFatal the device is dead: creating anything on
   // it fails, as on a NIC after a fatal error).
   virtual void InjectAsyncEvent(AsyncEventType type, QueuePair* qp = nullptr) = 0;
+  // While held, every control-path verb (SoftDeviceOptions::control_verb_delay lists them)
+  // blocks its calling thread on entry until released (a NIC whose firmware command queue is
+  // stuck): tests pin a thread inside a verb without timing. control_verbs_held() counts the
+  // calls blocked now.
+  virtual void HoldControlVerbs(bool held) = 0;
+  virtual int control_verbs_held() = 0;
 };
 
 // `local`: the bootstrap address of the connection that opens it (unset: none); with

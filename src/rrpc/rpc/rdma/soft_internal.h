@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
@@ -258,6 +259,11 @@ class SoftDeviceImpl final : public SoftDevice {
   }
   void DiscardReceives(int n) override;
   void InjectAsyncEvent(AsyncEventType type, QueuePair* qp) override;
+  void HoldControlVerbs(bool held) override;
+  int control_verbs_held() override;
+  // Called on entry by every control-path verb, without mu: the modelled delay, then the wait
+  // while HoldControlVerbs holds them.
+  void ControlVerb();
 
   const SoftDeviceOptions& options() const { return options_; }
 
@@ -340,6 +346,11 @@ class SoftDeviceImpl final : public SoftDevice {
   std::map<Gid, Link*> outbound_;
   std::deque<AsyncEvent> async_events_;
   std::deque<AsyncEvent> stalled_events_;  // PostAsyncEventAfterCompletions while stalled
+  // HoldControlVerbs: its own lock, never held with mu.
+  std::mutex control_mu_;
+  std::condition_variable control_cv_;
+  bool control_held_ = false;
+  int control_waiting_ = 0;
 };
 
 }  // namespace rrpc::rdma::soft

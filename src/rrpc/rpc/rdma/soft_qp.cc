@@ -46,6 +46,7 @@ QpState SoftQp::state() const {
 }
 
 Status SoftQp::ToInit(int port) {
+  dev_->ControlVerb();
   std::lock_guard<std::mutex> lock(dev_->mu);
   if (state_ != QpState::kReset) {
     return Status::IllegalState(std::string("INIT from ") + QpStateName(state_));
@@ -55,6 +56,8 @@ Status SoftQp::ToInit(int port) {
 }
 
 Status SoftQp::Connect(const QpConnectParams& params) {
+  dev_->ControlVerb();  // RTR
+  dev_->ControlVerb();  // RTS
   std::lock_guard<std::mutex> lock(dev_->mu);
   if (state_ != QpState::kInit) {
     return Status::IllegalState(std::string("RTR from ") + QpStateName(state_));

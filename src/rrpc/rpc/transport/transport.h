@@ -12,6 +12,7 @@
 
 #include <ev.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -176,6 +177,15 @@ class Transport {
 class TransportUpgrade {
  public:
   virtual ~TransportUpgrade() = default;
+  // Right before Offer (client; `offer` empty) or Answer (server; the client's offer): starts the
+  // work that step needs which may block its thread for long (RDMA's control-path verbs: queue
+  // pair, CQ and memory registration) on a thread of the upgrade's own. false: nothing started,
+  // the step may run now. true: `ready` is called once, on that other thread, when the work is
+  // done (also when it failed: the step then falls back); the caller then runs the step on its
+  // reactor thread. The caller may destroy the upgrade meanwhile (the connection closed, on its
+  // reactor thread): the work then ends without it and `ready` still comes (or never, when the
+  // upgrade's owner, e.g. its transport factory, is gone). Default: nothing to prepare.
+  virtual bool Prepare(Slice offer, std::function<void()> ready) { return false; }
   // Client: the bootstrap message it offers.
   virtual std::string Offer() = 0;
   // Server: its answer to the client's offer (a fallback answer where it can't or won't).
