@@ -24,6 +24,7 @@
 
 #include "kv/kv.rrpc.h"
 #include "kv/kv_server_process.h"
+#include "rrpc/bench/closed_loop.h"
 #include "rrpc/bench/cluster_bench_recorder.h"
 #include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/messenger.h"
@@ -51,78 +52,31 @@ std::string KeyOf(int i) {
   return buf;
 }
 
-// Closed-loop Gets of the prewritten keys through one channel until Stop(): a read that fails or
-// returns another value is counted as failed.
-class ReadLoad {
- public:
-  ReadLoad(std::shared_ptr<rpc::Channel> channel, int slots, const std::string* value,
-           Recorder* recorder)
-      : channel_(std::move(channel)),
-        proxy_(channel_),
-        value_(value),
-        recorder_(recorder),
-        done_(slots) {
-    for (int i = 0; i < slots; i++) slots_.emplace_back(std::make_unique<Slot>(i));
+// One slot's Get of the prewritten keys (bench/closed_loop.h): slot i reads keys i*131, i*131+1,
+// ... (modulo --keys); a read that fails, finds nothing or returns another value is a failure.
+struct GetCall {
+  using Proxy = KvServiceProxy;
+  GetCall(Proxy* p, int index) : proxy(p), first_key(index * 131) {}
+  template <typename F>
+  void Send(F done) {
+    req.set_key(KeyOf((first_key + n++) % FLAGS_keys));
+    proxy->GetAsync(req, &resp, &ctl, std::move(done));
   }
-  void Start() {
-    for (auto& slot : slots_) Next(slot.get());
+  std::string Failure() const {
+    if (!ctl.status().ok()) return ctl.status().ToString();
+    return resp.found() && resp.value() == *expected_value ? std::string() : "wrong value";
   }
-  void Stop() {
-    stop_.store(true);
-    done_.Wait();
-  }
-  int64_t calls() const { return calls_.load(); }
-  int64_t failed() const { return failed_.load(); }
-  int64_t extra_attempts() const { return extra_attempts_.load(); }
-  const std::shared_ptr<rpc::Channel>& channel() const { return channel_; }
-
- private:
-  struct Slot {
-    explicit Slot(int i) : index(i) {}
-    const int index;
-    int n = 0;
-    GetRequestPB req;
-    GetResponsePB resp;
-    rpc::RpcController ctl;
-    MonoTime sent;
-  };
-  void Next(Slot* slot) {
-    if (stop_.load()) {
-      done_.CountDown();
-      return;
-    }
-    slot->ctl.Reset();
-    slot->ctl.set_timeout(MonoDelta::FromSeconds(10));
-    slot->req.set_key(KeyOf((slot->index * 131 + slot->n++) % FLAGS_keys));
-    slot->sent = MonoTime::Now();
-    proxy_.GetAsync(slot->req, &slot->resp, &slot->ctl, [this, slot] {
-      const MonoTime now = MonoTime::Now();
-      calls_.fetch_add(1);
-      const Status& s = slot->ctl.status();
-      if (!s.ok() || !slot->resp.found() || slot->resp.value() != *value_) {
-        if (failed_.fetch_add(1) == 0) {
-          fprintf(stderr, "kv-cluster-bench: a read failed: %s\n",
-                  s.ok() ? "wrong value" : s.ToString().c_str());
-        }
-      } else {
-        recorder_->Record(slot->sent, now);
-      }
-      if (slot->ctl.attempts() > 1) extra_attempts_.fetch_add(slot->ctl.attempts() - 1);
-      Next(slot);
-    });
-  }
-
-  const std::shared_ptr<rpc::Channel> channel_;
-  KvServiceProxy proxy_;
-  const std::string* const value_;
-  Recorder* const recorder_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int64_t> calls_{0};
-  std::atomic<int64_t> failed_{0};
-  std::atomic<int64_t> extra_attempts_{0};
-  CountDownLatch done_;
-  std::vector<std::unique_ptr<Slot>> slots_;
+  static const std::string* expected_value;  // every key's value, set before the loads start
+  Proxy* const proxy;
+  const int first_key;
+  int n = 0;
+  GetRequestPB req;
+  GetResponsePB resp;
+  rpc::RpcController ctl;
 };
+const std::string* GetCall::expected_value = nullptr;
+
+using ReadLoad = bench::ClosedLoop<GetCall>;
 
 Status Prewrite(const std::shared_ptr<rpc::Messenger>& messenger, const Sockaddr& addr,
                 const std::string& value) {
@@ -143,6 +97,7 @@ int Run(const std::string& self_dir, const std::string& dir) {
   const std::string binary =
       FLAGS_server_binary.empty() ? self_dir + "/kv-server" : FLAGS_server_binary;
   const std::string value(static_cast<size_t>(FLAGS_value_bytes), 'v');
+  GetCall::expected_value = &value;
   auto setup = rpc::MessengerBuilder("prewrite").Build().value();
   std::vector<std::unique_ptr<KvServerProcess>> servers;
   std::string target = "list://";
@@ -177,7 +132,8 @@ int Run(const std::string& self_dir, const std::string& dir) {
     co.name = "kvbench" + std::to_string(i);
     auto channel = rpc::Channel::Create(messengers.back(), target, co);
     CHECK(channel.ok()) << channel.status().ToString();
-    loads.push_back(std::make_unique<ReadLoad>(*channel, FLAGS_concurrency, &value, &recorder));
+    loads.push_back(
+        std::make_unique<ReadLoad>(*channel, FLAGS_concurrency, &recorder, "kv-cluster-bench"));
   }
   for (auto& l : loads) l->Start();
   SleepFor(MonoDelta::FromSeconds(FLAGS_steady_seconds));

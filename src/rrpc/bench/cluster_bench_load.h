@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rrpc/bench/bench.rrpc.h"
+#include "rrpc/bench/closed_loop.h"
 #include "rrpc/bench/cluster_bench_recorder.h"
 #include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/messenger.h"
@@ -24,67 +25,26 @@ namespace rrpc::bench {
 
 constexpr int kPayloadBytes = 64;
 
-// Closed-loop echo calls through one channel until Stop(): failures and extra attempts counted.
-class Load {
- public:
-  Load(std::shared_ptr<rpc::Channel> channel, int slots, Recorder* recorder)
-      : channel_(std::move(channel)), proxy_(channel_), recorder_(recorder), done_(slots) {
-    for (int i = 0; i < slots; i++) slots_.emplace_back(std::make_unique<Slot>());
+// One slot's echo call (closed_loop.h).
+struct EchoCall {
+  using Proxy = BenchServiceProxy;
+  EchoCall(Proxy* p, int /*index*/) : proxy(p) { req.set_payload(std::string(kPayloadBytes, 'p')); }
+  template <typename F>
+  void Send(F done) {
+    proxy->EchoAsync(req, &resp, &ctl, std::move(done));
   }
-  void Start() {
-    for (auto& slot : slots_) Next(slot.get());
+  std::string Failure() const {
+    if (!ctl.status().ok()) return ctl.status().ToString();
+    return resp.payload() == req.payload() ? std::string() : "wrong echo";
   }
-  void Stop() {
-    stop_.store(true);
-    done_.Wait();
-  }
-  int64_t calls() const { return calls_.load(); }
-  int64_t failed() const { return failed_.load(); }
-  int64_t extra_attempts() const { return extra_attempts_.load(); }
-  const std::shared_ptr<rpc::Channel>& channel() const { return channel_; }
-
- private:
-  struct Slot {
-    BenchRequestPB req;
-    BenchResponsePB resp;
-    rpc::RpcController ctl;
-    MonoTime sent;
-  };
-  void Next(Slot* slot) {
-    if (stop_.load()) {
-      done_.CountDown();
-      return;
-    }
-    slot->ctl.Reset();
-    slot->ctl.set_timeout(MonoDelta::FromSeconds(10));
-    slot->req.set_payload(std::string(kPayloadBytes, 'p'));
-    slot->sent = MonoTime::Now();
-    proxy_.EchoAsync(slot->req, &slot->resp, &slot->ctl, [this, slot] {
-      const MonoTime now = MonoTime::Now();
-      calls_.fetch_add(1);
-      if (!slot->ctl.status().ok() || slot->resp.payload() != slot->req.payload()) {
-        if (failed_.fetch_add(1) == 0) {
-          fprintf(stderr, "cluster-bench: a call failed: %s\n",
-                  slot->ctl.status().ok() ? "wrong echo" : slot->ctl.status().ToString().c_str());
-        }
-      } else if (recorder_ != nullptr) {
-        recorder_->Record(slot->sent, now);
-      }
-      if (slot->ctl.attempts() > 1) extra_attempts_.fetch_add(slot->ctl.attempts() - 1);
-      Next(slot);
-    });
-  }
-
-  const std::shared_ptr<rpc::Channel> channel_;
-  BenchServiceProxy proxy_;
-  Recorder* const recorder_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int64_t> calls_{0};
-  std::atomic<int64_t> failed_{0};
-  std::atomic<int64_t> extra_attempts_{0};
-  CountDownLatch done_;
-  std::vector<std::unique_ptr<Slot>> slots_;
+  Proxy* const proxy;
+  BenchRequestPB req;
+  BenchResponsePB resp;
+  rpc::RpcController ctl;
 };
+
+// Closed-loop echo calls through one channel.
+using Load = ClosedLoop<EchoCall>;
 
 // `clients` loads on `target` (or on resolvers the caller makes), started at once.
 class Clients {
@@ -99,7 +59,7 @@ class Clients {
       co.name = "bench" + std::to_string(i);
       auto channel = rpc::Channel::Create(messengers_.back(), target, co);
       CHECK(channel.ok()) << channel.status().ToString();
-      loads_.push_back(std::make_unique<Load>(*channel, concurrency, recorder));
+      loads_.push_back(std::make_unique<Load>(*channel, concurrency, recorder, "cluster-bench"));
     }
   }
   ~Clients() {
