@@ -76,12 +76,19 @@ void FuzzServer(Slice offer, bool srq) {
   }
   if (a.fallback) {
     RRPC_FUZZ_CHECK(!upgrade->agreed());
+    RRPC_FUZZ_CHECK(!upgrade->AwaitsConfirmation());
     RRPC_FUZZ_CHECK(a.reason != FallbackReason::kNone);
-  } else {
-    RRPC_FUZZ_CHECK(upgrade->agreed());
-    RRPC_FUZZ_CHECK(offer_ok && !o.fallback);
-    RRPC_FUZZ_CHECK(a.srq == srq);
+    return;
   }
+  RRPC_FUZZ_CHECK(offer_ok && !o.fallback);
+  RRPC_FUZZ_CHECK(a.srq == srq);
+  if (upgrade->AwaitsConfirmation()) {
+    // The client probes the path first: this side agrees only once the client confirms.
+    RRPC_FUZZ_CHECK(o.probe_qp != 0);
+    RRPC_FUZZ_CHECK(!upgrade->agreed());
+    RRPC_FUZZ_CHECK(upgrade->Confirm(Slice(EncodeBootstrap(o))).ok());  // same nonce, no fallback
+  }
+  RRPC_FUZZ_CHECK(upgrade->agreed());
 }
 
 void FuzzClient(Slice answer) {
