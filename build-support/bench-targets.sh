@@ -11,9 +11,9 @@ tag=$1
 build=$2
 rounds=${3:-10}
 here=$(cd "$(dirname "$0")" && pwd)
-B=$build/src/rrpc/bench/rpc-bench
-RAW=$build/src/rrpc/bench/peers/raw-tcp-limit
-GRPC=$build/src/rrpc/bench/peers/grpc-peer
+B=$build/bench/rpc-bench
+RAW=$build/bench/peers/raw-tcp-limit
+GRPC=$build/bench/peers/grpc-peer
 mkdir -p runs
 S="--payload_bytes=64 --run_seconds=2 --warmup_seconds=0.5"
 TP="--mode=throughput --client_threads=1 --async_call_concurrency=64 $S"

@@ -9,7 +9,7 @@ set -euo pipefail
 build=${1:-build/rel}
 rounds=${2:-6}
 seconds=${3:-3}
-bench="$build/src/rrpc/bench/rpc-bench"
+bench="$build/bench/rpc-bench"
 work=$(mktemp -d /tmp/bench-tls-handshakes.XXXXXX)
 rrpc_port=17500
 sserver_port=17501

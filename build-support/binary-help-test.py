@@ -2,7 +2,7 @@
 """Checks that rrpc's binaries speak for themselves: `BINARY --help` exits 0 and prints a usage
 line first, then the binary's own flags before any rrpc flag it honours, and none of the flags of
 the libraries (gflags' --flagfile, glog's --logtostderr), while `BINARY --helpfull` still lists
-those (rrpc/util/command_line.h).
+those (util/command_line.h).
 
   binary-help-test.py --check BINARY OWN_FLAG[,RRPC_FLAG...] LIBRARY_FLAG[,...] [--check ...]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the fuzz targets (src/**/*-fuzz.cc) with clang, libFuzzer and ASAN+UBSAN, and runs each
-# for a bounded time, starting from its seed corpus in the repo (src/rrpc/rpc/core/fuzz-corpus/NAME).
+# for a bounded time, starting from its seed corpus in the repo (src/rpc/core/fuzz-corpus/NAME).
 # New inputs go to build/fuzz/corpus/NAME (the repo's corpus is only read), crashes to
 # build/fuzz/crashes/. Prints one line per target:
 #   FUZZ target=NAME seconds=N execs=N execs_per_sec=N coverage_edges=N corpus=FILES/BYTES

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus of the fuzz targets (src/rrpc/rpc/{core,rdma}/fuzz-corpus/<target>/seed-*).
+"""Writes the seed corpus of the fuzz targets (src/rpc/{core,rdma}/fuzz-corpus/<target>/seed-*).
 
 The seeds are a few well-formed and a few typical broken inputs, so a fuzz run starts from the
 shapes docs/wire-format.md describes instead of discovering "RRPC" and protobuf by chance. The
-protobuf messages are encoded by hand (field numbers from src/rrpc/rpc/rpc_header.proto and
-src/rrpc/rpc/testing/rtest.proto). Inputs that once crashed a target go next to the seeds as
+protobuf messages are encoded by hand (field numbers from include/rrpc/rpc/rpc_header.proto and
+src/rpc/testing/rtest.proto). Inputs that once crashed a target go next to the seeds as
 regress-*, written by hand or copied from a crash file; this script leaves those alone.
 Usage: build-support/make-fuzz-seeds.py
 """

@@ -7,4 +7,4 @@ cd "$root"
 bash thirdparty/install-deps.sh
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DRRPC_BUILD_TESTS=OFF >/dev/null
 ninja -C build/release -j "$(nproc)" rpc-bench
-exec build/release/src/rrpc/bench/rpc-bench "$@"
+exec build/release/bench/rpc-bench "$@"

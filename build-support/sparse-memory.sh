@@ -7,7 +7,7 @@
 # (--sparse_hold_seconds), and prints one line with both sides' figures and the client's latency.
 #
 #   build-support/sparse-memory.sh RPC_BENCH N TRANSPORT USE_SRQ [extra rpc-bench flags...]
-#   build-support/sparse-memory.sh build/rel/src/rrpc/bench/rpc-bench 10000 rdma true \
+#   build-support/sparse-memory.sh build/rel/bench/rpc-bench 10000 rdma true \
 #       --rdma_buffer_bytes=4096 --rdma_srq_initial_credits=3
 #
 # Environment: SENDERS (4), SLEEP_US (1000), WARMUP (2), RUN (10), HOLD (3) seconds.

@@ -1,16 +1,14 @@
 # Install rules: `cmake --install build --prefix /opt/rrpc` puts into the prefix
-#   include/rrpc/       the public headers (src/rrpc/rpc/*.h, src/rrpc/server/*.h) and the rrpc
-#                       headers they include (some of util/), rrpc's own .proto files and their
-#                       generated headers (rrpc/rpc/rrpc_options.proto...): nothing else at the
-#                       top of include/
+#   include/rrpc/       the repository's include/rrpc/ (the public headers and rrpc's own .proto
+#                       files) and the headers generated from those .proto files: nothing else
+#                       at the top of include/
 #   lib/                the static libraries, lib/cmake/rrpc/ (the CMake package: imported
 #                       targets rrpc::rpc, rrpc::server, rrpc::rdma..., rrpc::protoc-gen-rrpc,
 #                       rrpc_proto())
 #                       and lib/pkgconfig/rrpc.pc
 #   bin/                protoc-gen-rrpc and the tools (rrpc-cli, rpc-bench, kv-server, kv-cli,
 #                       kv-bench)
-# Included by the top CMakeLists.txt once every target exists. The subfolders of src/rrpc/rpc (core/,
-# transport/, observe/) are internal: their headers are not installed.
+# Included by the top CMakeLists.txt once every target exists. Nothing below src/ is installed.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -40,48 +38,19 @@ foreach(tool rrpc-cli rpc-bench kv-server kv-cli kv-bench)
 endforeach()
 install(TARGETS ${tools} RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
 
-# The public headers are those directly in src/rrpc/rpc and src/rrpc/server, and the cluster
-# channel's (the rest of rpc/cluster/ reaches into rpc/core/); the package installs
-# them and every rrpc header they include, transitively (the util/ headers they use), each at its
-# path below include/: nothing a public header does not need. Headers generated from .proto
-# files are installed with their proto library (below). A changed #include re-runs the
-# configuration, so the set follows the sources. public-headers-test checks the result.
-function(rrpc_public_header_closure out)
-  file(GLOB queue CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/src/rrpc/rpc/*.h"
-    "${PROJECT_SOURCE_DIR}/src/rrpc/server/*.h")
-  list(APPEND queue "${PROJECT_SOURCE_DIR}/src/rrpc/rpc/cluster/channel.h")
-  set(closure)
-  while(queue)
-    list(POP_FRONT queue header)
-    if(header IN_LIST closure OR NOT EXISTS "${header}")
-      continue()
-    endif()
-    list(APPEND closure "${header}")
-    set_property(DIRECTORY "${PROJECT_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
-      "${header}")
-    file(STRINGS "${header}" includes REGEX "^#include \"rrpc/")
-    foreach(line ${includes})
-      string(REGEX REPLACE "^#include \"([^\"]+)\".*" "\\1" included "${line}")
-      list(APPEND queue "${PROJECT_SOURCE_DIR}/src/${included}")
-    endforeach()
-  endwhile()
-  set(${out} ${closure} PARENT_SCOPE)
-endfunction()
-rrpc_public_header_closure(public_headers)
-foreach(header ${public_headers})
-  file(RELATIVE_PATH relative "${PROJECT_SOURCE_DIR}/src" "${header}")
-  get_filename_component(dir "${relative}" DIRECTORY)
-  install(FILES "${header}" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/${dir}")
-endforeach()
-# A library made by rrpc_proto(): its .proto files (users import them) and generated headers,
-# each at its import path below include/.
+# The public API is the folder include/rrpc/, installed as it is: headers and rrpc's own .proto
+# files. A public header includes only public headers (public-headers-test checks the installed
+# set). The headers generated from those .proto files are installed with their proto library
+# (below).
+install(DIRECTORY "${RRPC_PUBLIC_INCLUDE_DIR}/rrpc" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+# A library made by rrpc_proto() from public .proto files: their generated headers, each at its
+# import path below include/ (the .proto files themselves come with include/rrpc/).
 function(rrpc_install_proto_library target)
-  get_target_property(root ${target} RRPC_PROTO_ROOT)
   get_target_property(out_dir ${target} RRPC_PROTO_OUT_DIR)
   get_target_property(stems ${target} RRPC_PROTO_STEMS)
   get_target_property(no_rrpc ${target} RRPC_PROTO_NO_RRPC)
   foreach(stem ${stems})
-    set(files "${root}/${stem}.proto" "${out_dir}/${stem}.pb.h")
+    set(files "${out_dir}/${stem}.pb.h")
     if(NOT no_rrpc)
       list(APPEND files "${out_dir}/${stem}.rrpc.h")
     endif()

@@ -21,8 +21,8 @@ function(rrpc_library name)
   endforeach()
   list(FILTER srcs EXCLUDE REGEX "(-test|-bench|-fuzz|_main)\\.cc$")
   add_library(${name} STATIC ${srcs})
-  target_include_directories(${name} PUBLIC
-    "$<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>" "$<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/src>")
+  target_include_directories(${name} PUBLIC "$<BUILD_INTERFACE:${RRPC_PUBLIC_INCLUDE_DIR}>"
+    "$<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>" "$<BUILD_INTERFACE:${RRPC_GENERATED_DIR}>")
   target_link_libraries(${name} PUBLIC ${ARG_LIBS})
   rrpc_target_warnings(${name})
 endfunction()
@@ -37,9 +37,10 @@ function(rrpc_tests dir)
     add_executable(${test_name} ${test_src})
     target_link_libraries(${test_name} PRIVATE ${ARGN} GTest::gmock GTest::gtest rrpc_test_main)
     rrpc_target_warnings(${test_name})
-    # Tests that read source files (.proto) find them here, not through __FILE__ (which ccache's
-    # base_dir makes relative).
-    target_compile_definitions(${test_name} PRIVATE RRPC_SOURCE_DIR="${PROJECT_SOURCE_DIR}/src")
+    # Tests that read source files (.proto) find them here (src/ and the public include/), not
+    # through __FILE__ (which ccache's base_dir makes relative).
+    target_compile_definitions(${test_name} PRIVATE RRPC_SOURCE_DIR="${PROJECT_SOURCE_DIR}/src"
+      RRPC_PUBLIC_INCLUDE_DIR="${RRPC_PUBLIC_INCLUDE_DIR}")
     add_test(NAME ${test_name} COMMAND ${test_name})
     set_tests_properties(${test_name} PROPERTIES TIMEOUT 300)
   endforeach()

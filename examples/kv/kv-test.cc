@@ -21,14 +21,14 @@
 
 #include "kv/kv_client.h"
 #include "kv/kv_server.h"
-#include "rrpc/rpc/core/messenger_internals.h"
-#include "rrpc/rpc/core/service_pool.h"
+#include "rpc/core/messenger_internals.h"
+#include "rpc/core/service_pool.h"
+#include "rpc/observe/rpc_metrics.h"
+#include "rpc/testing/rpc-test-util.h"
 #include "rrpc/rpc/messenger.h"
-#include "rrpc/rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/rpc_controller.h"
-#include "rrpc/rpc/testing/rpc-test-util.h"
-#include "rrpc/util/countdown_latch.h"
 #include "rrpc/util/mutex.h"
+#include "util/countdown_latch.h"
 
 extern char** environ;
 

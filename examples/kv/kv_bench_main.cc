@@ -22,7 +22,7 @@
 #include "kv/kv_server.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/messenger_flags.h"
-#include "rrpc/util/command_line.h"
+#include "util/command_line.h"
 
 DEFINE_string(mode, "put", "put or get (gets read keys written before the timed run).");
 DEFINE_int32(payload, 100, "Value size in bytes.");
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
        "[--server=H:P|TARGET]",
        "Throughput and latency of kv-server for small puts or gets; starts its own server unless "
        "--server names one. Prints rpc-bench's RESULT line with impl=kv.",
-       {"kv/kv_bench_main.cc", "rrpc/rpc/security_flags.cc"}});
+       {"kv/kv_bench_main.cc", "rpc/security_flags.cc"}});
   google::InitGoogleLogging(argv[0]);
   if (FLAGS_mode != "put" && FLAGS_mode != "get") {
     fprintf(stderr, "--mode must be put or get\n");

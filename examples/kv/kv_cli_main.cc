@@ -16,7 +16,7 @@
 #include "kv/kv_client.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/messenger_flags.h"
-#include "rrpc/util/command_line.h"
+#include "util/command_line.h"
 
 DEFINE_string(server, "127.0.0.1:7050",
               "host:port of the kv-server, or a cluster target: list://H:P,H:P, file:///PATH, "
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
                          {kSynopsis,
                           "A command-line client of kv-server: one command per run; prints what "
                           "get and scan find.",
-                          {"kv/kv_cli_main.cc", "rrpc/rpc/security_flags.cc"}});
+                          {"kv/kv_cli_main.cc", "rpc/security_flags.cc"}});
   google::InitGoogleLogging(argv[0]);
   if (argc < 2) return Usage();
   const std::string cmd = argv[1];

@@ -6,7 +6,7 @@
 
 #include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/rpc_controller.h"
-#include "rrpc/util/countdown_latch.h"
+#include "util/countdown_latch.h"
 
 namespace rrpc::kv {
 

@@ -22,13 +22,13 @@
 
 #include "kv/kv.rrpc.h"
 #include "kv/kv_server_process.h"
+#include "rpc/discovery/etcd-test-util.h"
+#include "rpc/testing/rpc-test-util.h"
 #include "rrpc/rpc/cluster/channel.h"
-#include "rrpc/rpc/discovery/etcd-test-util.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
-#include "rrpc/rpc/testing/rpc-test-util.h"
-#include "rrpc/util/countdown_latch.h"
 #include "rrpc/util/mutex.h"
+#include "util/countdown_latch.h"
 
 extern char** environ;
 

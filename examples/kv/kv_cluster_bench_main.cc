@@ -22,15 +22,15 @@
 #include <string>
 #include <vector>
 
+#include "bench/closed_loop.h"
+#include "bench/cluster_bench_recorder.h"
 #include "kv/kv.rrpc.h"
 #include "kv/kv_server_process.h"
-#include "rrpc/bench/closed_loop.h"
-#include "rrpc/bench/cluster_bench_recorder.h"
 #include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
-#include "rrpc/util/command_line.h"
-#include "rrpc/util/countdown_latch.h"
+#include "util/command_line.h"
+#include "util/countdown_latch.h"
 
 DEFINE_int32(clients, 2, "Client messengers, each with its own channel over the three servers");
 DEFINE_int32(concurrency, 64, "Gets in flight per client");

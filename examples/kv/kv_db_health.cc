@@ -6,7 +6,7 @@
 #include <chrono>
 
 #include "kv/kv_db.h"
-#include "rrpc/util/thread.h"
+#include "util/thread.h"
 
 namespace rrpc::kv {
 

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "kv/kv_server.h"
-#include "rrpc/util/command_line.h"
+#include "util/command_line.h"
 
 DEFINE_bool(kv_sync_writes, false,
             "fsync the write-ahead log before acknowledging each write: survives machine "
@@ -43,8 +43,8 @@ int main(int argc, char** argv) {
       {"kv-server [--rpc_bind=HOST:PORT] [--webserver_bind=HOST:PORT] [--data_dir=DIR]",
        "The example storage server: a key-value store on RocksDB, served by rrpc (KvService), "
        "with the web UI. SIGTERM or SIGINT drains the calls in flight, then exits.",
-       {"kv/kv_server_main.cc", "rrpc/server/server_base_flags.cc", "rrpc/rpc/messenger_flags.cc",
-        "rrpc/rpc/security_flags.cc"}});
+       {"kv/kv_server_main.cc", "server/server_base_flags.cc", "rpc/messenger_flags.cc",
+        "rpc/security_flags.cc"}});
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
 

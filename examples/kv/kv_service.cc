@@ -11,9 +11,9 @@
 #include "kv/kv_db_health.h"
 #include "rrpc/rpc/rpc_context.h"
 #include "rrpc/util/block.h"
-#include "rrpc/util/metrics/counter.h"
-#include "rrpc/util/metrics/metric_entity.h"
-#include "rrpc/util/metrics/metric_registry.h"
+#include "util/metrics/counter.h"
+#include "util/metrics/metric_entity.h"
+#include "util/metrics/metric_registry.h"
 
 namespace rrpc::kv {
 

@@ -12,11 +12,11 @@
 #include <string>
 
 #include "kv/kv.rrpc.h"
-#include "rrpc/util/metrics/counter.h"
-#include "rrpc/util/metrics/metric_prototype.h"
-#include "rrpc/util/metrics/metric_registry.h"
 #include "rrpc/util/mutex.h"
 #include "rrpc/util/status.h"
+#include "util/metrics/counter.h"
+#include "util/metrics/metric_prototype.h"
+#include "util/metrics/metric_registry.h"
 
 namespace rrpc::kv {
 

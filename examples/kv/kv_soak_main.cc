@@ -38,14 +38,14 @@
 #include "kv/kv.rrpc.h"
 #include "kv/kv_db.h"
 #include "kv/kv_service.h"
-#include "rrpc/rpc/core/fault_injection.h"
-#include "rrpc/rpc/core/messenger_internals.h"
-#include "rrpc/rpc/core/result_tracker.h"
+#include "rpc/core/fault_injection.h"
+#include "rpc/core/messenger_internals.h"
+#include "rpc/core/result_tracker.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
-#include "rrpc/util/command_line.h"
-#include "rrpc/util/countdown_latch.h"
 #include "rrpc/util/monotime.h"
+#include "util/command_line.h"
+#include "util/countdown_latch.h"
 
 DEFINE_double(minutes, 1, "How long the load runs");
 DEFINE_int32(loops, 32, "Closed loops of calls in flight (each owns its keys)");

@@ -1,0 +1,124 @@
+// ChannelCall: one call through a channel of several servers, from its first attempt to the
+// callback: picks a server per attempt (never one already tried), fails over when an attempt is
+// refused (too busy, unavailable, draining) or its connection fails before the request left (or
+// after, for an idempotent method), within the call's deadline and the channel's retry budget,
+// waiting a jittered backoff between attempts; and, for an idempotent call with a hedge delay,
+// sends a second attempt when the first has not answered in time (first answer wins; the other
+// is cancelled). A tracked call (exactly-once) carries one request id over all its attempts; once
+// an attempt's outcome is lost after its request may have left, the call is pinned to that
+// server, whose result tracker answers the retry (never hedged, never moved).
+//
+// Internal to the channel. Reference counted: held by each attempt in flight and each timer
+// waiting (a timer still waiting at messenger shutdown runs early and the call ends Aborted). The
+// caller's request, response, controller and callback, and anything of their message types, are
+// used until the callback runs, never after.
+// Attempts finish on reactor threads, concurrently when hedged: shared state is under mu_.
+#pragma once
+
+#include <google/protobuf/message.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rpc/cluster/backend.h"
+#include "rpc/cluster/balancer.h"
+#include "rrpc/rpc/method_kind.h"
+#include "rrpc/rpc/response_callback.h"
+#include "rrpc/rpc/rpc_controller.h"
+#include "rrpc/util/monotime.h"
+#include "rrpc/util/mutex.h"
+#include "rrpc/util/ref_counted.h"
+
+namespace rrpc::rpc {
+
+class Channel;
+
+class ChannelCall : public RefCounted<ChannelCall> {
+ public:
+  // Starts a call on `set` (two or more backends; one or more for a tracked call).
+  static void Start(std::shared_ptr<Channel> channel, const BackendSet& set,
+                    const std::string& service, const std::string& method,
+                    const google::protobuf::Message& request, google::protobuf::Message* response,
+                    RpcController* controller, ResponseCallback&& callback, MethodKind kind);
+  // Finishes a call that could not be sent (no server): `status` in the controller, then
+  // `callback`, on this thread.
+  static void FailAtOnce(RpcController* controller, Status status, ResponseCallback&& callback);
+  // The one-server path's call: one attempt.
+  static void SetOneAttempt(RpcController* controller) { controller->attempts_ = 1; }
+  // Makes `call` the one `controller`'s Cancel() reaches; false when Cancel() came first (the
+  // caller then fails the call).
+  static bool AttachAttempt(RpcController* controller, OutboundCall* call) {
+    return controller->AttachCall(call);
+  }
+
+ private:
+  friend class RefCounted<ChannelCall>;
+  struct Attempt;
+
+  ChannelCall(std::shared_ptr<Channel> channel, const std::string& service,
+              const std::string& method, const google::protobuf::Message& request,
+              google::protobuf::Message* response, RpcController* controller,
+              ResponseCallback&& callback, MethodKind kind);
+  ~ChannelCall();
+
+  // A new attempt on a server picked now (or the pinned one; counted, marked tried, in flight);
+  // nullptr when no untried server is left.
+  scoped_refptr<Attempt> NewAttemptLocked(bool hedge) RRPC_REQUIRES(mu_);
+  // Sends `attempt` (made by NewAttemptLocked, outside the lock: it may finish at once).
+  void Send(Attempt* attempt);
+  void OnAttemptDone(Attempt* attempt);
+  // After a retry's backoff: the next attempt, or the last failure when no server is left.
+  void Retry();
+  // When the hedge delay has passed: a second attempt, if the first is still alone and waiting.
+  void MaybeHedge();
+  // Whether a failed `attempt` may be retried on another server, or on its own for a tracked
+  // call whose outcome was lost (rules, deadline and budget); pins a tracked call.
+  bool MayRetry(const Attempt& attempt) RRPC_REQUIRES(mu_);
+  // A tracked call's lost outcome (its request may have run on `attempt`'s server): true when a
+  // retry there with the same request id is safe (the server keeps results, or the request never
+  // left), and then pins the call to that server.
+  bool PinForLostOutcome(const Attempt& attempt) RRPC_REQUIRES(mu_);
+  // Whether an attempt that passed its own timeout (ChannelOptions::attempt_timeout) moves on.
+  bool RetriesTimeouts() const {
+    return (idempotent_ || tracked_) && attempt_timeout_ > MonoDelta();
+  }
+  // Gives the caller `attempt`'s outcome and runs the callback. REQUIRES: delivered_ set, so no
+  // new attempt starts.
+  void Deliver(Attempt* attempt);
+  // The loser of a hedge: its answer will be ignored. Only on the client for now (its callback
+  // touches only the attempt's own controller and response); see docs/cluster.md.
+  static void CancelAttempt(Attempt* attempt);
+
+  const std::shared_ptr<Channel> channel_;
+  const std::string service_;
+  const std::string method_;
+  // A copy: retries resend it. Freed before the callback runs (see Deliver): it is of the caller's
+  // message type, which the caller may free then. (Hedged attempts' own responses are not.)
+  std::unique_ptr<google::protobuf::Message> request_;
+  google::protobuf::Message* const response_;
+  RpcController* const controller_;
+  ResponseCallback callback_;
+  const bool idempotent_;  // the method's kind is MethodKind::kIdempotent
+  const bool tracked_;     // MethodKind::kTracked: a request id, retries only where it may have run
+  // Hedged calls give each attempt a controller and response of its own (two may be in flight);
+  // others use the caller's, one attempt after another.
+  bool hedged_ = false;
+  MonoDelta hedge_delay_;
+  MonoTime deadline_;          // the call's (each attempt's may be earlier)
+  MonoDelta attempt_timeout_;  // ChannelOptions::attempt_timeout
+
+  Mutex mu_;
+  TriedBackends tried_ RRPC_GUARDED_BY(mu_);
+  std::vector<scoped_refptr<Backend>> tried_refs_ RRPC_GUARDED_BY(mu_);
+  std::vector<scoped_refptr<Attempt>> in_flight_ RRPC_GUARDED_BY(mu_);
+  // A tracked call's server once an outcome there was lost: every later attempt goes to it.
+  Backend* pinned_ RRPC_GUARDED_BY(mu_) = nullptr;
+  scoped_refptr<Attempt> last_failed_ RRPC_GUARDED_BY(mu_);
+  int attempts_ RRPC_GUARDED_BY(mu_) = 0;
+  bool delivered_ RRPC_GUARDED_BY(mu_) = false;
+  bool retry_pending_ RRPC_GUARDED_BY(mu_) = false;
+  MonoDelta backoff_ RRPC_GUARDED_BY(mu_);
+};
+
+}  // namespace rrpc::rpc

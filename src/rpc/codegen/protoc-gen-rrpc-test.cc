@@ -1,0 +1,583 @@
+// Tests of protoc-gen-rrpc: (a) runs the freshly built plugin through protoc on rtest.proto and on
+// small protos written here, and checks the generated code's shape and protoc's errors; (b) uses
+// the code the build generated from rtest.proto (rpc/testing/rtest.rrpc.h) without any network.
+//
+// Paths come from compile definitions when the build sets them (RRPC_PROTOC_PATH,
+// RRPC_PLUGIN_PATH, RRPC_SOURCE_DIR); otherwise protoc is taken from PATH, the plugin from this
+// binary's directory (both are built in src/rpc) and the source tree from this file's path.
+#include <google/protobuf/descriptor.h>
+#include <gtest/gtest.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "rpc/testing/rtest.rrpc.h"
+#include "rrpc/rpc/service_if.h"
+
+namespace rrpc::rpc {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ProtocPath() {
+#ifdef RRPC_PROTOC_PATH
+  return RRPC_PROTOC_PATH;
+#else
+  return "protoc";
+#endif
+}
+
+std::string PluginPath() {
+#ifdef RRPC_PLUGIN_PATH
+  return RRPC_PLUGIN_PATH;
+#else
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return "protoc-gen-rrpc";
+  return (fs::path(std::string(exe, n)).parent_path() / "protoc-gen-rrpc").string();
+#endif
+}
+
+// The roots of rpc/testing/rtest.proto (src/) and of what it imports (the public include/),
+// set for every test by rrpc_tests().
+std::string SourceDir() { return RRPC_SOURCE_DIR; }
+std::string PublicIncludeDir() { return RRPC_PUBLIC_INCLUDE_DIR; }
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// Whitespace runs become one space and none follows '(', so checks of a signature hold however
+// the generator wrapped its lines.
+std::string Flatten(const std::string& code) {
+  std::string out;
+  for (char c : code) {
+    bool space = c == ' ' || c == '\n' || c == '\t';
+    if (space) {
+      if (!out.empty() && out.back() != ' ' && out.back() != '(') out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+struct ProtocRun {
+  int exit_code = -1;
+  std::string output;  // protoc's stdout and stderr
+};
+
+// Each test gets a scratch directory with in/ (protos it writes) and out/ (protoc's output).
+class ProtocGenRrpcTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::path(testing::TempDir()) / "protoc-gen-rrpc-test.XXXXXX").string();
+    ASSERT_NE(nullptr, mkdtemp(pattern.data())) << pattern;
+    dir_ = pattern;
+    fs::create_directories(dir_ / "in");
+    fs::create_directories(dir_ / "out");
+  }
+
+  void TearDown() override {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+
+  void WriteProto(const std::string& name, const std::string& text) {
+    fs::path path = dir_ / "in" / name;
+    fs::create_directories(path.parent_path());
+    std::ofstream(path) << text;
+  }
+
+  // Runs protoc with only the rrpc plugin on `protos` (paths relative to `proto_path`).
+  ProtocRun RunProtoc(const std::string& proto_path, const std::vector<std::string>& protos) {
+    std::string command = Quote(ProtocPath()) + " --proto_path=" + Quote(proto_path) +
+                          " --proto_path=" + Quote(PublicIncludeDir()) +
+                          " --plugin=protoc-gen-rrpc=" + Quote(PluginPath()) +
+                          " --rrpc_out=" + Quote((dir_ / "out").string());
+    for (const std::string& proto : protos) command += " " + Quote(proto_path + "/" + proto);
+    command += " 2>&1";
+    ProtocRun run;
+    FILE* pipe = popen(command.c_str(), "r");
+    if (pipe == nullptr) return run;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) run.output.append(buf, n);
+    int status = pclose(pipe);
+    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return run;
+  }
+
+  ProtocRun RunProtocOnScratch(const std::vector<std::string>& protos) {
+    return RunProtoc((dir_ / "in").string(), protos);
+  }
+
+  std::string Output(const std::string& name) { return ReadFile(dir_ / "out" / name); }
+  bool OutputExists(const std::string& name) { return fs::exists(dir_ / "out" / name); }
+
+ private:
+  static std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+  fs::path dir_;
+};
+
+TEST_F(ProtocGenRrpcTest, GeneratesBaseAndProxyForEveryServiceOfRtestProto) {
+  ProtocRun run = RunProtoc(SourceDir(), {"rpc/testing/rtest.proto"});
+  ASSERT_EQ(0, run.exit_code) << run.output;
+  const std::string header = Output("rpc/testing/rtest.rrpc.h");
+  const std::string source = Output("rpc/testing/rtest.rrpc.cc");
+  const std::string h = Flatten(header);
+  const std::string cc = Flatten(source);
+
+  EXPECT_EQ(0u, header.find(
+                    "// Generated by protoc-gen-rrpc from rpc/testing/rtest.proto. DO NOT EDIT."));
+  EXPECT_EQ(0u, source.find(
+                    "// Generated by protoc-gen-rrpc from rpc/testing/rtest.proto. DO NOT EDIT."));
+  for (const char* include :
+       {"#include \"rpc/testing/rtest.pb.h\"", "#include \"rrpc/rpc/proxy.h\"",
+        "#include \"rrpc/rpc/service_if.h\"", "#include \"rrpc/util/status.h\"",
+        // What a user's .cc needs besides: messengers, controllers, the handler's context.
+        "#include \"rrpc/rpc/messenger.h\"", "#include \"rrpc/rpc/rpc_context.h\"",
+        "#include \"rrpc/rpc/rpc_controller.h\""}) {
+    EXPECT_NE(std::string::npos, header.find(include)) << include;
+  }
+  EXPECT_NE(std::string::npos, source.find("#include \"rpc/testing/rtest.rrpc.h\""));
+  EXPECT_NE(std::string::npos, h.find("namespace rrpc::rtest {"));
+  EXPECT_NE(std::string::npos, cc.find("namespace rrpc::rtest {"));
+
+  const std::vector<std::string> expected_header = {
+      "class EchoServiceIf : public ::rrpc::rpc::ServiceIf {",
+      "EchoServiceIf(); ~EchoServiceIf() override;",
+      "const ::std::string& service_name() const override;",
+      "static const ::std::string& static_service_name();",
+      "const ::google::protobuf::ServiceDescriptor* service_descriptor() const override;",
+      "virtual void Echo(const ::rrpc::rtest::EchoRequestPB* req, "
+      "::rrpc::rtest::EchoResponsePB* resp, ::rrpc::rpc::RpcContext* context) = 0;",
+      "virtual void Add(const ::rrpc::rtest::AddRequestPB* req, "
+      "::rrpc::rtest::AddResponsePB* resp, ::rrpc::rpc::RpcContext* context) = 0;",
+      "class EchoServiceProxy : public ::rrpc::rpc::Proxy {",
+      "EchoServiceProxy(::std::shared_ptr<::rrpc::rpc::Messenger> messenger, "
+      "const ::rrpc::Sockaddr& remote);",
+      "::rrpc::Status Echo(const ::rrpc::rtest::EchoRequestPB& req, "
+      "::rrpc::rtest::EchoResponsePB* resp, ::rrpc::rpc::RpcController* controller) const;",
+      "void EchoAsync(const ::rrpc::rtest::EchoRequestPB& req, "
+      "::rrpc::rtest::EchoResponsePB* resp, ::rrpc::rpc::RpcController* controller, "
+      "::rrpc::rpc::ResponseCallback callback) const;",
+      "class CalculatorServiceIf : public ::rrpc::rpc::ServiceIf {",
+      "class CalculatorServiceProxy : public ::rrpc::rpc::Proxy {",
+      "explicit CalculatorServiceProxy(::std::shared_ptr<::rrpc::rpc::ChannelIf> channel);",
+      "void AddAsync(const ::rrpc::rtest::AddRequestPB& req, ::rrpc::rtest::AddResponsePB* resp, "
+      "::rrpc::rpc::RpcController* controller, ::rrpc::rpc::ResponseCallback callback) const;",
+      // The proto's own comment travels with its service.
+      "// A second service, for routing tests.",
+  };
+  for (const std::string& piece : expected_header) {
+    EXPECT_NE(std::string::npos, h.find(piece)) << piece << "\nin:\n" << header;
+  }
+  const std::vector<std::string> expected_source = {
+      "new ::std::string(\"rrpc.rtest.EchoService\")",
+      "new ::std::string(\"rrpc.rtest.CalculatorService\")",
+      "::rrpc::rtest::EchoRequestPB::descriptor()->file()->FindServiceByName(\"EchoService\")",
+      "::rrpc::rtest::AddRequestPB::descriptor()->file()->FindServiceByName("
+      "\"CalculatorService\")",
+      "info.request_prototype = &::rrpc::rtest::EchoRequestPB::default_instance();",
+      "info.response_prototype = &::rrpc::rtest::EchoResponsePB::default_instance();",
+      // Echo is idempotent (option (rrpc.idempotent)): its calls say so, and so does its info.
+      "return ::rrpc::rpc::Proxy::SyncRequest(EchoService_MethodNames::Echo(), req, resp, "
+      "controller, ::rrpc::rpc::MethodKind::kIdempotent);",
+      "::rrpc::rpc::Proxy::AsyncRequest(EchoService_MethodNames::Echo(), req, resp, controller, "
+      "::std::move(callback), ::rrpc::rpc::MethodKind::kIdempotent);",
+      "info.idempotent = true; // option (rrpc.idempotent)",
+      "return ::rrpc::rpc::Proxy::SyncRequest(EchoService_MethodNames::Add(), req, resp, "
+      "controller);",
+      // The proxy on a cluster channel.
+      "EchoServiceProxy::EchoServiceProxy(::std::shared_ptr<::rrpc::rpc::ChannelIf> channel) : "
+      "::rrpc::rpc::Proxy(::std::move(channel), EchoServiceIf::static_service_name()) {}",
+  };
+  for (const std::string& piece : expected_source) {
+    EXPECT_NE(std::string::npos, cc.find(piece)) << piece << "\nin:\n" << source;
+  }
+}
+
+TEST_F(ProtocGenRrpcTest, OutputKeepsToTheHouseStyle) {
+  ProtocRun run = RunProtoc(SourceDir(), {"rpc/testing/rtest.proto"});
+  ASSERT_EQ(0, run.exit_code) << run.output;
+  for (const char* name : {"rpc/testing/rtest.rrpc.h", "rpc/testing/rtest.rrpc.cc"}) {
+    SCOPED_TRACE(name);
+    const std::string text = Output(name);
+    ASSERT_FALSE(text.empty());
+    EXPECT_EQ('\n', text.back());
+    EXPECT_NE("\n\n", text.substr(text.size() - 2));
+    EXPECT_EQ(std::string::npos, text.find('\t'));
+    EXPECT_EQ(std::string::npos, text.find("\n\n\n")) << "no double blank lines";
+    std::istringstream lines(text);
+    std::string line;
+    int number = 0;
+    while (std::getline(lines, line)) {
+      ++number;
+      EXPECT_LE(line.size(), 100u) << "line " << number << ": " << line;
+      EXPECT_TRUE(line.empty() || line.back() != ' ') << "trailing space, line " << number;
+    }
+  }
+}
+
+TEST_F(ProtocGenRrpcTest, MapsPackagesAndForeignMessagesToQualifiedCppNames) {
+  WriteProto("a/common.proto", R"(
+    syntax = "proto3";
+    package x.common;
+    message Ping { int32 n = 1; }
+    message Outer { message Inner { int32 v = 1; } }
+  )");
+  WriteProto("b/svc.proto", R"(
+    syntax = "proto3";
+    package p.q.r;
+    import "a/common.proto";
+    message Local { message Nested {} }
+    service Relay {
+      rpc Ping(x.common.Ping) returns (x.common.Ping);
+      rpc Deep(x.common.Outer.Inner) returns (Local.Nested);
+    }
+    service Small { rpc Ping(Local) returns (Local); }
+  )");
+  ProtocRun run = RunProtocOnScratch({"b/svc.proto"});
+  ASSERT_EQ(0, run.exit_code) << run.output;
+  const std::string header = Output("b/svc.rrpc.h");
+  const std::string h = Flatten(header);
+  const std::string cc = Flatten(Output("b/svc.rrpc.cc"));
+  for (const std::string& piece : std::vector<std::string>{
+           "#include \"a/common.pb.h\"",
+           "#include \"b/svc.pb.h\"",
+           "namespace p::q::r {",
+           "class RelayIf : public ::rrpc::rpc::ServiceIf {",
+           "class SmallProxy : public ::rrpc::rpc::Proxy {",
+           "virtual void Ping(const ::x::common::Ping* req, ::x::common::Ping* resp,",
+           "virtual void Deep(const ::x::common::Outer_Inner* req, ::p::q::r::Local_Nested* resp,",
+           "::rrpc::Status Ping(const ::p::q::r::Local& req, ::p::q::r::Local* resp,",
+           "} // namespace p::q::r",
+       }) {
+    EXPECT_NE(std::string::npos, h.find(piece)) << piece << "\nin:\n" << header;
+  }
+  EXPECT_NE(std::string::npos, cc.find("new ::std::string(\"p.q.r.Relay\")"));
+  EXPECT_NE(std::string::npos, cc.find("new ::std::string(\"p.q.r.Small\")"));
+  EXPECT_NE(std::string::npos, cc.find("&::x::common::Outer_Inner::default_instance()"));
+  // Relay's descriptor is found through its one local message, Small's through its first.
+  EXPECT_NE(std::string::npos,
+            cc.find("::p::q::r::Local_Nested::descriptor()->file()->FindServiceByName(\"Relay\")"))
+      << cc;
+  EXPECT_NE(std::string::npos,
+            cc.find("::p::q::r::Local::descriptor()->file()->FindServiceByName(\"Small\")"));
+}
+
+TEST_F(ProtocGenRrpcTest, ServiceOfForeignMessagesFindsItsDescriptorByName) {
+  WriteProto("a/common.proto", R"(
+    syntax = "proto3";
+    package x.common;
+    message Ping { int32 n = 1; }
+  )");
+  WriteProto("b/foreign.proto", R"(
+    syntax = "proto3";
+    package p;
+    import "a/common.proto";
+    service Foreign { rpc Ping(x.common.Ping) returns (x.common.Ping); }
+  )");
+  ProtocRun run = RunProtocOnScratch({"b/foreign.proto"});
+  ASSERT_EQ(0, run.exit_code) << run.output;
+  const std::string cc = Flatten(Output("b/foreign.rrpc.cc"));
+  EXPECT_NE(std::string::npos,
+            cc.find("::google::protobuf::DescriptorPool::generated_pool()->FindServiceByName("
+                    "\"p.Foreign\")"))
+      << cc;
+}
+
+TEST_F(ProtocGenRrpcTest, FileWithoutPackageStaysInGlobalNamespace) {
+  WriteProto("bare.proto", R"(
+    syntax = "proto2";
+    message Req {}
+    message Resp {}
+    service Bare { rpc Call(Req) returns (Resp); }
+  )");
+  ProtocRun run = RunProtocOnScratch({"bare.proto"});
+  ASSERT_EQ(0, run.exit_code) << run.output;
+  const std::string h = Flatten(Output("bare.rrpc.h"));
+  const std::string cc = Flatten(Output("bare.rrpc.cc"));
+  EXPECT_EQ(std::string::npos, h.find("namespace")) << h;
+  EXPECT_NE(std::string::npos, h.find("class BareIf : public ::rrpc::rpc::ServiceIf {"));
+  EXPECT_NE(std::string::npos, h.find("virtual void Call(const ::Req* req, ::Resp* resp, "
+                                      "::rrpc::rpc::RpcContext* context) = 0;"));
+  EXPECT_NE(std::string::npos, cc.find("new ::std::string(\"Bare\")"));
+  // Only the anonymous namespace of the method names.
+  EXPECT_EQ(cc.find("namespace"), cc.find("namespace {"));
+}
+
+TEST_F(ProtocGenRrpcTest, FileWithoutServicesStillGetsBothOutputs) {
+  // The build lists <stem>.rrpc.h and .rrpc.cc as outputs of every proto it runs the plugin on.
+  WriteProto("plain.proto", R"(
+    syntax = "proto2";
+    package only.messages;
+    message M {}
+  )");
+  ProtocRun run = RunProtocOnScratch({"plain.proto"});
+  ASSERT_EQ(0, run.exit_code) << run.output;
+  ASSERT_TRUE(OutputExists("plain.rrpc.h"));
+  ASSERT_TRUE(OutputExists("plain.rrpc.cc"));
+  EXPECT_NE(std::string::npos, Output("plain.rrpc.h").find("#include \"plain.pb.h\""));
+  EXPECT_EQ(std::string::npos, Output("plain.rrpc.h").find("class "));
+}
+
+TEST_F(ProtocGenRrpcTest, AcceptsProto3OptionalFields) {
+  WriteProto("opt.proto", R"(
+    syntax = "proto3";
+    package opt;
+    message M { optional int32 x = 1; }
+    service S { rpc Call(M) returns (M); }
+  )");
+  ProtocRun run = RunProtocOnScratch({"opt.proto"});
+  EXPECT_EQ(0, run.exit_code) << run.output;
+}
+
+TEST_F(ProtocGenRrpcTest, RejectsStreamingMethods) {
+  WriteProto("up.proto", R"(
+    syntax = "proto3";
+    package s;
+    message M {}
+    service Up { rpc Send(stream M) returns (M); }
+  )");
+  WriteProto("down.proto", R"(
+    syntax = "proto3";
+    package s;
+    message M {}
+    service Down { rpc Watch(M) returns (stream M); }
+  )");
+  const std::vector<std::pair<std::string, std::string>> cases = {{"up.proto", "s.Up.Send"},
+                                                                  {"down.proto", "s.Down.Watch"}};
+  for (const auto& [proto, method] : cases) {
+    SCOPED_TRACE(proto);
+    ProtocRun run = RunProtocOnScratch({proto});
+    EXPECT_NE(0, run.exit_code);
+    EXPECT_NE(std::string::npos,
+              run.output.find(method + ": rrpc does not support streaming methods"))
+        << run.output;
+  }
+}
+
+TEST_F(ProtocGenRrpcTest, RejectsLiteMessagesAndNamesThatWouldClash) {
+  struct Case {
+    std::string body;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {"option optimize_for = LITE_RUNTIME; message M {} service S { rpc Call(M) returns (M); }",
+       "c.S.Call: c.M is a lite message"},
+      {"message M {} service S { rpc Get(M) returns (M); rpc GetAsync(M) returns (M); }",
+       "c.S.Get: its asynchronous proxy method would clash with method 'GetAsync'"},
+      {"message M {} service S { rpc SyncRequest(M) returns (M); }",
+       "c.S.SyncRequest: method name 'SyncRequest' clashes"},
+      {"message M {} service S { rpc service_descriptor(M) returns (M); }",
+       "c.S.service_descriptor: method name 'service_descriptor' clashes"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.body);
+    WriteProto("c.proto", "syntax = \"proto3\"; package c; " + c.body);
+    ProtocRun run = RunProtocOnScratch({"c.proto"});
+    EXPECT_NE(0, run.exit_code);
+    EXPECT_NE(std::string::npos, run.output.find(c.error)) << run.output;
+  }
+}
+
+TEST_F(ProtocGenRrpcTest, RejectsAMethodBothIdempotentAndTracked) {
+  // The two options as rrpc_options.proto declares them (same package and field numbers).
+  WriteProto("o.proto", R"(
+    syntax = "proto2";
+    package rrpc;
+    import "google/protobuf/descriptor.proto";
+    extend google.protobuf.MethodOptions {
+      optional bool idempotent = 51002;
+      optional bool tracked = 51003;
+    }
+  )");
+  WriteProto("both.proto", R"(
+    syntax = "proto3";
+    package b;
+    import "o.proto";
+    message M {}
+    service S {
+      rpc Put(M) returns (M) {
+        option (rrpc.idempotent) = true;
+        option (rrpc.tracked) = true;
+      }
+    }
+  )");
+  ProtocRun run = RunProtocOnScratch({"both.proto"});
+  EXPECT_NE(0, run.exit_code);
+  EXPECT_NE(std::string::npos,
+            run.output.find("b.S.Put: options (rrpc.idempotent) and (rrpc.tracked) exclude"))
+      << run.output;
+}
+
+// ---- (b) The code generated from rtest.proto by the build, used without a network. ----
+
+// Proxy methods: exactly the documented signatures (checked at compile time).
+static_assert(
+    std::is_same_v<decltype(&rtest::EchoServiceProxy::Echo),
+                   Status (rtest::EchoServiceProxy::*)(
+                       const rtest::EchoRequestPB&, rtest::EchoResponsePB*, RpcController*) const>);
+static_assert(std::is_same_v<
+              decltype(&rtest::EchoServiceProxy::EchoAsync),
+              void (rtest::EchoServiceProxy::*)(const rtest::EchoRequestPB&, rtest::EchoResponsePB*,
+                                                RpcController*, ResponseCallback) const>);
+static_assert(std::is_base_of_v<Proxy, rtest::CalculatorServiceProxy>);
+static_assert(
+    std::is_constructible_v<rtest::EchoServiceProxy, std::shared_ptr<Messenger>, const Sockaddr&>);
+static_assert(!std::is_copy_constructible_v<rtest::EchoServiceIf>,
+              "handlers capture `this`, so a service must not be copied");
+
+// Echoes and adds, and remembers what each call received.
+class TestEchoService : public rtest::EchoServiceIf {
+ public:
+  void Echo(const rtest::EchoRequestPB* req, rtest::EchoResponsePB* resp,
+            RpcContext* context) override {
+    ++echo_calls;
+    last_request = req;
+    last_response = resp;
+    last_context = context;
+    resp->set_data(req->data());
+  }
+  void Add(const rtest::AddRequestPB* req, rtest::AddResponsePB* resp,
+           RpcContext* context) override {
+    ++add_calls;
+    last_request = req;
+    last_response = resp;
+    last_context = context;
+    resp->set_sum(req->a() + req->b());
+  }
+
+  int echo_calls = 0;
+  int add_calls = 0;
+  const google::protobuf::Message* last_request = nullptr;
+  google::protobuf::Message* last_response = nullptr;
+  RpcContext* last_context = nullptr;
+};
+
+class TestCalculatorService : public rtest::CalculatorServiceIf {
+ public:
+  void Add(const rtest::AddRequestPB* req, rtest::AddResponsePB* resp,
+           RpcContext* context) override {
+    resp->set_sum(req->a() + req->b());
+  }
+};
+
+TEST(GeneratedServiceTest, RegistersEveryMethodWithItsPrototypes) {
+  TestEchoService service;
+  const RpcMethodInfo* echo = service.FindMethod("Echo");
+  ASSERT_NE(nullptr, echo);
+  EXPECT_EQ("Echo", echo->method_name);
+  EXPECT_EQ(&rtest::EchoRequestPB::default_instance(), echo->request_prototype);
+  EXPECT_EQ(&rtest::EchoResponsePB::default_instance(), echo->response_prototype);
+  EXPECT_TRUE(echo->handler);
+
+  const RpcMethodInfo* add = service.FindMethod("Add");
+  ASSERT_NE(nullptr, add);
+  EXPECT_EQ("Add", add->method_name);
+  EXPECT_EQ(&rtest::AddRequestPB::default_instance(), add->request_prototype);
+  EXPECT_EQ(&rtest::AddResponsePB::default_instance(), add->response_prototype);
+
+  EXPECT_EQ(nullptr, service.FindMethod("Nope"));
+  EXPECT_EQ(nullptr, service.FindMethod("echo"));
+}
+
+TEST(GeneratedServiceTest, ServiceNameIsTheFullProtoNameBuiltOnce) {
+  TestEchoService echo;
+  TestCalculatorService calculator;
+  EXPECT_EQ("rrpc.rtest.EchoService", echo.service_name());
+  EXPECT_EQ("rrpc.rtest.CalculatorService", calculator.service_name());
+  // The same string object every time: nothing is built per call.
+  EXPECT_EQ(&echo.service_name(), &rtest::EchoServiceIf::static_service_name());
+  EXPECT_EQ(&rtest::EchoServiceIf::static_service_name(),
+            &rtest::EchoServiceIf::static_service_name());
+}
+
+TEST(GeneratedServiceTest, ExposesItsDescriptorFromTheGeneratedPool) {
+  TestEchoService echo;
+  TestCalculatorService calculator;
+  const google::protobuf::ServiceDescriptor* descriptor = echo.service_descriptor();
+  ASSERT_NE(nullptr, descriptor);
+  EXPECT_EQ("rrpc.rtest.EchoService", descriptor->full_name());
+  EXPECT_EQ(google::protobuf::DescriptorPool::generated_pool(), descriptor->file()->pool());
+  ASSERT_EQ(2, descriptor->method_count());
+  ASSERT_NE(nullptr, descriptor->FindMethodByName("Echo"));
+  EXPECT_EQ(rtest::EchoRequestPB::descriptor(), descriptor->FindMethodByName("Echo")->input_type());
+  EXPECT_EQ(rtest::AddResponsePB::descriptor(), descriptor->FindMethodByName("Add")->output_type());
+  ASSERT_NE(nullptr, calculator.service_descriptor());
+  EXPECT_EQ("rrpc.rtest.CalculatorService", calculator.service_descriptor()->full_name());
+  // The same object on every call (looked up once).
+  EXPECT_EQ(descriptor, echo.service_descriptor());
+}
+
+TEST(GeneratedServiceTest, EachServiceHasOnlyItsOwnMethods) {
+  TestCalculatorService calculator;
+  ASSERT_NE(nullptr, calculator.FindMethod("Add"));
+  EXPECT_EQ(&rtest::AddRequestPB::default_instance(),
+            calculator.FindMethod("Add")->request_prototype);
+  EXPECT_EQ(nullptr, calculator.FindMethod("Echo"));
+}
+
+TEST(GeneratedServiceTest, HandlerRunsTheTypedMethodOnTheServersMessages) {
+  TestEchoService service;
+  const RpcMethodInfo* echo = service.FindMethod("Echo");
+  ASSERT_NE(nullptr, echo);
+  // As the server does: a call's messages come from the method's prototypes.
+  std::unique_ptr<google::protobuf::Message> request(echo->request_prototype->New());
+  std::unique_ptr<google::protobuf::Message> response(echo->response_prototype->New());
+  auto* echo_request = dynamic_cast<rtest::EchoRequestPB*>(request.get());
+  ASSERT_NE(nullptr, echo_request);
+  ASSERT_NE(nullptr, dynamic_cast<rtest::EchoResponsePB*>(response.get()));
+  echo_request->set_data("hello");
+
+  echo->handler(request.get(), response.get(), /*context=*/nullptr);
+
+  EXPECT_EQ(1, service.echo_calls);
+  EXPECT_EQ(0, service.add_calls);
+  EXPECT_EQ(request.get(), service.last_request);
+  EXPECT_EQ(response.get(), service.last_response);
+  EXPECT_EQ(nullptr, service.last_context);
+  EXPECT_EQ("hello", static_cast<rtest::EchoResponsePB&>(*response).data());
+
+  const RpcMethodInfo* add = service.FindMethod("Add");
+  ASSERT_NE(nullptr, add);
+  rtest::AddRequestPB add_request;
+  add_request.set_a(40);
+  add_request.set_b(2);
+  rtest::AddResponsePB add_response;
+  add->handler(&add_request, &add_response, /*context=*/nullptr);
+  EXPECT_EQ(1, service.add_calls);
+  EXPECT_EQ(1, service.echo_calls);
+  EXPECT_EQ(42, add_response.sum());
+}
+
+TEST(GeneratedServiceTest, HandlersReachTheMostDerivedImplementation) {
+  // A method table built in the base's constructor still dispatches to the subclass afterwards.
+  auto service = std::make_unique<TestCalculatorService>();
+  rtest::CalculatorServiceIf* base = service.get();
+  rtest::AddRequestPB request;
+  request.set_a(-5);
+  request.set_b(3);
+  rtest::AddResponsePB response;
+  base->FindMethod("Add")->handler(&request, &response, nullptr);
+  EXPECT_EQ(-2, response.sum());
+}
+
+}  // namespace
+}  // namespace rrpc::rpc

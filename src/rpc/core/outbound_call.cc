@@ -1,0 +1,265 @@
+#include "rpc/core/outbound_call.h"
+
+#include <algorithm>
+
+#include "rpc/core/connection.h"
+#include "rpc/core/reactor.h"
+#include "rpc/core/request_tracker.h"
+#include "rpc/core/wire_codec.h"
+#include "rpc/observe/rpc_metrics.h"
+#include "rrpc/rpc/rpc_controller.h"
+#include "rrpc/util/copy_counter.h"
+#include "util/home_pool.h"
+
+namespace rrpc::rpc {
+
+namespace {
+
+// The client-side Status for a server's error response: a distinct code per error kind.
+Status StatusFromError(const ErrorStatusPB& error) {
+  const std::string& msg = error.message();
+  switch (error.code()) {
+    case ErrorStatusPB::ERROR_APPLICATION:
+      return Status::RemoteError(msg);
+    // The server's message already names what is missing ("no such method: S.M").
+    case ErrorStatusPB::ERROR_NO_SUCH_SERVICE:
+      return Status::NotFound(msg);
+    case ErrorStatusPB::ERROR_NO_SUCH_METHOD:
+      return Status::NotSupported(msg);
+    case ErrorStatusPB::ERROR_SERVER_TOO_BUSY:
+      return Status::ServiceUnavailable(msg);
+    case ErrorStatusPB::ERROR_INVALID_REQUEST:
+      return Status::InvalidArgument(msg);
+    case ErrorStatusPB::ERROR_TIMED_OUT:
+      return Status::TimedOut(msg);
+    case ErrorStatusPB::ERROR_UNAVAILABLE:
+      return Status::Aborted(msg);
+    case ErrorStatusPB::ERROR_UNSUPPORTED_FEATURE:
+      return Status::NotSupported(msg);
+    case ErrorStatusPB::ERROR_CANCELLED:
+      return Status::Aborted(msg);
+    default:
+      return Status::RemoteError(msg);
+  }
+}
+
+}  // namespace
+
+OutboundCall::OutboundCall(scoped_refptr<RemoteMethod>&& method,
+                           google::protobuf::Message* response, RpcController* controller,
+                           ResponseCallback&& callback)
+    : method_(std::move(method)),
+      response_(response),
+      controller_(controller),
+      callback_(std::move(callback)),
+      metrics_(method_->metrics()) {}
+
+OutboundCall::~OutboundCall() { DCHECK(!timer_active_); }
+
+namespace {
+// Calls are made on the caller's thread and freed where their last reference goes (the reactor
+// after the callback, or the caller): the memory returns to the maker's thread (util/home_pool.h).
+struct OutboundCallPoolTag {};
+using OutboundCallPool = HomePool<OutboundCallPoolTag, 32>;
+}  // namespace
+
+void* OutboundCall::operator new(size_t size) { return OutboundCallPool::Allocate(size); }
+
+void OutboundCall::operator delete(void* p, size_t) { OutboundCallPool::Free(p); }
+
+void OutboundCall::set_connection(Connection* conn) { connection_ = conn; }
+
+MonoTime OutboundCall::deadline() const { return controller_->deadline(); }
+
+Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t call_id,
+                               size_t max_message_size, const RequestTracker* tracker) {
+  call_id_ = call_id;
+  // The names go into the frame as the proxy encoded them once (core/remote_method.h).
+  RequestHeaderParts header;
+  header.call_id = call_id;
+  header.remote_method = method_->encoded();
+  sent_at_ = MonoTime::Now();
+  const MonoTime deadline = controller_->FixDeadline(sent_at_);
+  if (!deadline.IsMax()) {
+    // At least 1 ms: 0 would mean "no deadline" to the server.
+    const int64_t ms = std::max<int64_t>(1, (deadline - sent_at_).ToMilliseconds());
+    header.has_timeout_millis = true;
+    header.timeout_millis = static_cast<uint32_t>(std::min<int64_t>(ms, UINT32_MAX));
+  }
+  uint32_t offset = 0;
+  if (!controller_->outbound_sidecars_.empty()) {
+    // Per thread, cleared and refilled: keeps its capacity.
+    thread_local std::vector<uint32_t> sidecar_offsets;
+    sidecar_offsets.clear();
+    for (const auto& sidecar : controller_->outbound_sidecars_) {
+      sidecar_offsets.push_back(offset);
+      offset += static_cast<uint32_t>(sidecar.slice.size());
+    }
+    header.sidecar_offsets = sidecar_offsets.data();
+    header.num_sidecar_offsets = sidecar_offsets.size();
+  }
+  // The span id first: zero for the calls that carry no context, one test for them.
+  Result<BlockSlice> head =
+      tracker == nullptr && controller_->trace_.span_id == 0
+          ? SerializeFrameHead(header, request, offset, max_message_size, head_buffer_,
+                               kInlineHeadBytes)
+          : SerializeWithOptionalParts(&header, request, offset, max_message_size, tracker);
+  RRPC_RETURN_NOT_OK(head.status());
+  CountCopy(CopySide::kClient, CopyKind::kBody, static_cast<size_t>(request.GetCachedSize()));
+  if (controller_->outbound_sidecars_.empty()) {
+    SetPayload(std::move(head).value());
+  } else {
+    SetPayload(std::move(head).value(), controller_->outbound_sidecars_);
+  }
+  state_ = State::kSerialized;
+  return Status::OK();
+}
+
+Result<BlockSlice> OutboundCall::SerializeWithOptionalParts(
+    RequestHeaderParts* header, const google::protobuf::Message& request, uint32_t sidecar_bytes,
+    size_t max_message_size, const RequestTracker* tracker) {
+  RequestIdFields request_id;
+  if (tracker != nullptr) {
+    request_id.client_id = tracker->client_id();
+    request_id.seq_no = controller_->request_seq_no_;
+    request_id.first_incomplete_seq_no = tracker->FirstIncomplete();
+    request_id.attempt_no = static_cast<uint32_t>(controller_->attempts_);
+    header->request_id = &request_id;
+  }
+  TraceFields trace;
+  if (controller_->trace_.span_id != 0 && controller_->trace_.valid()) {
+    const TraceContext& tc = controller_->trace_;
+    trace.trace_id_high = tc.trace_id_high;
+    trace.trace_id_low = tc.trace_id_low;
+    trace.parent_span_id = tc.span_id;
+    trace.trace_flags = tc.flags;
+    header->trace = &trace;
+  }
+  return SerializeFrameHead(*header, request, sidecar_bytes, max_message_size, head_buffer_,
+                            kInlineHeadBytes);
+}
+
+void OutboundCall::StartTimer(struct ev_loop* loop,
+                              void (*on_timeout)(OutboundCall* call, void* arg), void* arg) {
+  const MonoTime deadline = controller_->deadline();
+  if (deadline.IsMax() || finished()) return;
+  loop_ = loop;
+  on_timeout_ = on_timeout;
+  on_timeout_arg_ = arg;
+  // Counted from the serialization time, a few microseconds ago: saves a clock read per call and
+  // errs on the late side by those microseconds.
+  const double after = std::max(0.0, (deadline - sent_at_).ToSeconds());
+  ev_timer_init(&timer_, &OutboundCall::OnTimerFired, after, 0.0);
+  timer_.data = this;
+  ev_timer_start(loop, &timer_);
+  timer_active_ = true;
+}
+
+void OutboundCall::OnTimerFired(struct ev_loop* /*loop*/, ev_timer* timer, int /*revents*/) {
+  auto* call = static_cast<OutboundCall*>(timer->data);
+  call->timer_active_ = false;
+  // The tracker drops its reference inside on_timeout_; keep the call alive until we return.
+  scoped_refptr<OutboundCall> self(call);
+  call->on_timeout_(call, call->on_timeout_arg_);
+}
+
+void OutboundCall::FinishWithResponse(BlockSlice&& frame, const ResponseHeaderFields& header,
+                                      Slice body, Slice tail, MonoTime received_at) {
+  if (finished()) return;
+  received_at_ = received_at;
+  if (header.is_error) {
+    auto error = std::make_unique<ErrorStatusPB>();
+    if (!ParseMessageQuietly(body, error.get())) {
+      Finish(Status::Corruption("error response does not parse"), nullptr);
+      return;
+    }
+    Status status = StatusFromError(*error);
+    Finish(std::move(status), std::move(error));
+    return;
+  }
+  CountCopy(CopySide::kClient, CopyKind::kBody, body.size());
+  if (!ParseMessageQuietly(body, response_)) {
+    Finish(Status::Corruption("response does not parse", response_->InitializationErrorString()),
+           nullptr);
+    return;
+  }
+  controller_->inbound_sidecars_.clear();
+  // Most responses carry no sidecars: nothing to split, and no block to keep for them.
+  if (!header.sidecar_offsets.empty() || !tail.empty()) {
+    Status s = SplitSidecars(tail, header.sidecar_offsets, &controller_->inbound_sidecars_);
+    if (!s.ok()) {
+      Finish(std::move(s), nullptr);
+      return;
+    }
+    controller_->response_block_ = std::move(frame.block);
+  }
+  Finish(Status::OK(), nullptr);
+}
+
+void OutboundCall::FinishWithError(const Status& status) { Finish(status, nullptr); }
+
+void OutboundCall::FinishTimedOut() {
+  Finish(Status::TimedOut("call " + method_name() + " to " + remote().ToString() +
+                          " timed out after " + (MonoTime::Now() - sent_at_).ToString()),
+         nullptr);
+}
+
+void OutboundCall::FailBeforeSend(const Status& status) { Finish(status, nullptr); }
+
+void OutboundCall::FinishCancelled() {
+  Finish(Status::Aborted("call " + method_name() + " to " + remote().ToString() + " cancelled"),
+         nullptr);
+}
+
+void OutboundCall::Cancel() {
+  cancel_requested_.store(true, std::memory_order_seq_cst);
+  // Read after the flag is set: a reactor set after this read finds the flag when it queues the
+  // call; one set before gets the task. Both may act: the call finishes once.
+  Reactor* reactor = reactor_.load(std::memory_order_seq_cst);
+  if (reactor == nullptr) return;
+  scoped_refptr<OutboundCall> self(this);
+  reactor->RunOnReactor([self] {
+    if (self->finished() || self->owner_ == nullptr) return;  // done, or not on a connection yet
+    self->owner_->CancelCall(self.get());
+  });
+}
+
+void OutboundCall::Finish(Status status, std::unique_ptr<ErrorStatusPB> error) {
+  if (finished()) return;
+  state_ = State::kFinished;
+  controller_->DetachCall(this);
+  if (timer_active_) {
+    ev_timer_stop(loop_, &timer_);
+    timer_active_ = false;
+  }
+  if (metrics_ != nullptr) {
+    metrics_->CallFinished(status, sent_at_,
+                           received_at_ == MonoTime() ? MonoTime::Now() : received_at_);
+  }
+  controller_->status_ = std::move(status);
+  controller_->error_ = std::move(error);
+  controller_->server_tracks_results_ =
+      connection_ != nullptr && connection_->peer_tracks_results();
+  controller_->request_left_ = started() || wrote_any_.load(std::memory_order_relaxed);
+  controller_->finished_ = true;
+  if (observer_) observer_->OnCallFinished(*this, controller_->status_, controller_->error_.get());
+  // Taken out first: the callback runs once, and what it captured goes when it returns.
+  ResponseCallback callback;
+  callback.swap(callback_);
+  callback();
+}
+
+void OutboundCall::TransferDone() {
+  wrote_any_.store(true, std::memory_order_relaxed);
+  ClearPayload();
+  Release();
+}
+
+void OutboundCall::TransferAborted(const Status& status) {
+  if (started()) wrote_any_.store(true, std::memory_order_relaxed);
+  ClearPayload();
+  Finish(status, nullptr);
+  Release();
+}
+
+}  // namespace rrpc::rpc

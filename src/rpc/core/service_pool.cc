@@ -1,0 +1,311 @@
+#include "rpc/core/service_pool.h"
+
+#include <cstring>
+#include <utility>
+
+#include "rpc/core/connection.h"
+#include "rpc/core/fault_injection.h"
+#include "rpc/core/message_cache.h"
+#include "rpc/core/reactor.h"
+#include "rpc/core/result_tracker.h"
+#include "rpc/core/wire_codec.h"
+#include "rpc/observe/rpc_metrics.h"
+#include "rrpc/rpc/authorization.h"
+#include "rrpc/rpc/rpc_context.h"
+#include "rrpc/rpc/service_if.h"
+#include "rrpc/util/copy_counter.h"
+#include "util/spin_wait.h"
+#include "util/thread.h"
+
+namespace rrpc::rpc {
+
+namespace {
+
+// The calling reactor thread's last routed method. Calls of one method come in runs, and two
+// short name comparisons cost less than the two hash lookups they save. Keyed by the pool's serial
+// number, so that a pool made where a freed one was never matches; only found methods are kept, and
+// services are registered before the pool starts and never removed, so a kept one stays valid.
+struct LastRoute {
+  uint64_t pool_serial = 0;  // 0: nothing kept
+  std::string service_name;
+  std::string method_name;
+  const ServiceIf* service = nullptr;
+  const std::string* service_own_name = nullptr;  // service->service_name(): no virtual call
+  const RpcMethodInfo* method = nullptr;
+};
+thread_local LastRoute tls_last_route;
+
+// Whether `a` and `b` hold the same bytes. Names are short: compared here in 8-byte words (the
+// last one overlapping) instead of a call to memcmp, which costs more for names this short.
+inline bool SameName(std::string_view a, const std::string& b) {
+  const size_t n = a.size();
+  if (n != b.size()) return false;
+  const char* x = a.data();
+  const char* y = b.data();
+  if (n < 8) {
+    if (n < 4) {
+      for (size_t i = 0; i < n; i++) {
+        if (x[i] != y[i]) return false;
+      }
+      return true;
+    }
+    uint32_t u0, v0, u1, v1;  // two 4-byte words, overlapping when n < 8
+    memcpy(&u0, x, 4);
+    memcpy(&v0, y, 4);
+    memcpy(&u1, x + n - 4, 4);
+    memcpy(&v1, y + n - 4, 4);
+    return u0 == v0 && u1 == v1;
+  }
+  for (size_t i = 0; i + 8 < n; i += 8) {
+    uint64_t u, v;
+    memcpy(&u, x + i, 8);
+    memcpy(&v, y + i, 8);
+    if (u != v) return false;
+  }
+  uint64_t u, v;
+  memcpy(&u, x + n - 8, 8);
+  memcpy(&v, y + n - 8, 8);
+  return u == v;
+}
+
+std::atomic<uint64_t> next_pool_serial{1};
+
+}  // namespace
+
+ServicePool::ServicePool(ServicePoolOptions options)
+    : serial_(next_pool_serial.fetch_add(1, std::memory_order_relaxed)),
+      options_(std::move(options)),
+      // Workers inherit the creating thread's CPU affinity, so this thread's answer is theirs.
+      queue_(options_.queue_length,
+             PollingCanPayOnThisThread() ? options_.worker_idle_spin : MonoDelta()) {}
+
+ServicePool::~ServicePool() { Shutdown(); }
+
+Status ServicePool::RegisterService(std::unique_ptr<ServiceIf> service) {
+  if (started_.load()) return Status::IllegalState("services must be registered before start");
+  const std::string& name = service->service_name();
+  auto [it, inserted] = services_.emplace(std::string_view(name), std::move(service));
+  if (!inserted) return Status::AlreadyPresent("service already registered", name);
+  if (options_.metrics != nullptr) {
+    for (auto& [method_name, info] : it->second->methods_) {
+      info->metrics = options_.metrics->ServerMethod(name, info->method_name);
+    }
+  }
+  if (options_.faults != nullptr) {
+    // Worker-run handlers may be slowed (FaultInjector::BeforeHandler); without an injector the
+    // handlers run as registered. Inline handlers run on a reactor, which must not sleep.
+    for (auto& [method_name, info] : it->second->methods_) {
+      if (info->run_inline) continue;
+      info->handler = [faults = options_.faults, handler = std::move(info->handler)](
+                          const google::protobuf::Message* request,
+                          google::protobuf::Message* response, RpcContext* context) {
+        faults->BeforeHandler();
+        handler(request, response, context);
+      };
+    }
+  }
+  return Status::OK();
+}
+
+Status ServicePool::Start() {
+  if (started_.exchange(true)) return Status::OK();
+  for (int i = 0; i < options_.num_workers; i++) {
+    RRPC_ASSIGN_OR_RETURN(std::thread t,
+                          StartThread("worker", options_.name + "-worker-" + std::to_string(i),
+                                      [this] { RunWorker(); }));
+    workers_.push_back(std::move(t));
+  }
+  return Status::OK();
+}
+
+void ServicePool::Shutdown() {
+  if (shut_down_.exchange(true)) return;
+  for (InboundCall* call : queue_.Shutdown()) {
+    call->RespondFailure(ErrorStatusPB::ERROR_UNAVAILABLE,
+                         Status::ServiceUnavailable("server shutting down"));
+  }
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+}
+
+const ServiceIf* ServicePool::FindService(std::string_view name) const {
+  auto it = services_.find(name);
+  return it == services_.end() ? nullptr : it->second.get();
+}
+
+std::vector<const ServiceIf*> ServicePool::services() const {
+  std::vector<const ServiceIf*> out;
+  for (const auto& [name, service] : services_) out.push_back(service.get());
+  return out;
+}
+
+void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
+  // Responding hands the call to its reactor: from here on it is managed by hand.
+  InboundCall* raw = call.release();
+  LastRoute& last = tls_last_route;
+  const ServiceIf* service;
+  const std::string* service_own_name = nullptr;
+  const RpcMethodInfo* method;
+  if (last.pool_serial == serial_ && SameName(raw->requested_service_name(), last.service_name) &&
+      SameName(raw->requested_method_name(), last.method_name)) {
+    service = last.service;
+    service_own_name = last.service_own_name;
+    method = last.method;
+  } else {
+    service = FindService(raw->requested_service_name());
+    method = service != nullptr ? service->FindMethod(raw->requested_method_name()) : nullptr;
+    if (method != nullptr) {
+      service_own_name = &service->service_name();
+      last.pool_serial = serial_;
+      last.service_name.assign(raw->requested_service_name());
+      last.method_name.assign(raw->requested_method_name());
+      last.service = service;
+      last.service_own_name = service_own_name;
+      last.method = method;
+    }
+  }
+  if (service == nullptr) {
+    if (options_.metrics != nullptr) options_.metrics->no_such_method->Increment();
+    raw->RespondFailure(
+        ErrorStatusPB::ERROR_NO_SUCH_SERVICE,
+        Status::NotFound("no such service: " + std::string(raw->requested_service_name())));
+    return;
+  }
+  if (method == nullptr) {
+    if (options_.metrics != nullptr) options_.metrics->no_such_method->Increment();
+    raw->RespondFailure(
+        ErrorStatusPB::ERROR_NO_SUCH_METHOD,
+        Status::NotFound("no such method: " + std::string(raw->requested_service_name()) + "." +
+                         std::string(raw->requested_method_name())));
+    return;
+  }
+  raw->set_method(*service_own_name, method);
+  if (method->metrics != nullptr) {
+    raw->set_metrics(method->metrics);
+    method->metrics->CallRouted(raw->frame_bytes());
+  }
+  if (!raw->unsupported_features().empty()) {
+    raw->RespondUnsupportedFeatures();
+    return;
+  }
+  TrackInRpcz(raw);
+  if (refusing_calls_.load(std::memory_order_acquire)) {
+    // Tracked first, so a drain waiting for the calls in flight also waits for this answer.
+    raw->RespondFailure(ErrorStatusPB::ERROR_UNAVAILABLE,
+                        Status::ServiceUnavailable("server shutting down"));
+    return;
+  }
+  const Authorizer* authorizer =
+      service->authorizer() != nullptr ? service->authorizer() : options_.authorizer.get();
+  if (authorizer != nullptr) {
+    Status allowed = authorizer->Authorize(raw->connection()->identity(), raw->service_name(),
+                                           raw->method_name());
+    if (!allowed.ok()) {
+      raw->RespondFailure(ErrorStatusPB::ERROR_NOT_AUTHORIZED, allowed);
+      return;
+    }
+  }
+  if (method->tracked && options_.result_tracker != nullptr && raw->request_id().present &&
+      options_.result_tracker->Admit(raw) != ResultTracker::Verdict::kRun) {
+    return;  // answered from the tracker, or waiting for the first call with its id
+  }
+  if (method->run_inline) {
+    // On this reactor thread, now: a response it gives at once is flushed with this read's batch.
+    RunCall(raw);
+    return;
+  }
+  InboundCall* evicted = nullptr;
+  switch (queue_.Put(raw, &evicted)) {
+    case decltype(queue_)::PutResult::kHandedOff:
+    case decltype(queue_)::PutResult::kQueued:
+      return;
+    case decltype(queue_)::PutResult::kQueuedEvictedOther:
+      raw = evicted;  // refuse the one with the latest deadline instead
+      [[fallthrough]];
+    case decltype(queue_)::PutResult::kRejected:
+      if (options_.metrics != nullptr) options_.metrics->service_queue_overflows->Increment();
+      raw->RespondFailure(
+          ErrorStatusPB::ERROR_SERVER_TOO_BUSY,
+          Status::ServiceUnavailable("server too busy: service queue of " +
+                                     std::to_string(options_.queue_length) + " calls is full"));
+      return;
+    case decltype(queue_)::PutResult::kShutdown:
+      raw->RespondFailure(ErrorStatusPB::ERROR_UNAVAILABLE,
+                          Status::ServiceUnavailable("server shutting down"));
+      return;
+  }
+}
+
+void ServicePool::TrackInRpcz(InboundCall* call) {
+  RpczCallEntry* entry = call->rpcz_entry();
+  RpczCallInfo& info = *entry->mutable_info();
+  info.method_key = call->method();
+  info.service = call->service_name();
+  info.method = call->method_name();
+  info.peer = &call->remote_address();
+  info.call_id = call->call_id();
+  info.arrival = call->arrival_time();
+  // The reactor's own stripe: reactors never share a stripe's mutex.
+  rpcz_store_.Track(entry, static_cast<size_t>(call->connection()->reactor()->index()));
+}
+
+void ServicePool::RunWorker() {
+  MessengerMetrics* const metrics = options_.metrics;
+  while (true) {
+    decltype(queue_)::WaitReport wait;
+    InboundCall* call = queue_.BlockingGet(&wait);
+    if (metrics != nullptr && wait.polled) {
+      metrics->worker_idle_polls->Increment();
+      if (wait.poll_hit) metrics->worker_idle_poll_hits->Increment();
+    }
+    if (call == nullptr) return;
+    RunCall(call);
+  }
+}
+
+void ServicePool::RunCall(InboundCall* call) {
+  call->RecordHandlingStarted();
+  MethodMetrics* const metrics = call->metrics();  // read now: the handler may delete the call
+  const MonoTime started = call->handling_started();
+  if (metrics != nullptr) {
+    metrics->queue_time_us->Record(MethodMetrics::ElapsedMicros(call->arrival_time(), started));
+  }
+  if (call->handling_started() > call->deadline()) {
+    if (metrics != nullptr) metrics->messenger->calls_expired_in_queue->Increment();
+    call->RespondFailure(
+        ErrorStatusPB::ERROR_TIMED_OUT,
+        Status::TimedOut("call expired in the service queue after " +
+                         (call->handling_started() - call->arrival_time()).ToString()));
+    return;
+  }
+  if (call->cancel_tracked() && !call->MarkRunning()) {
+    if (metrics != nullptr) metrics->messenger->calls_cancelled_in_queue->Increment();
+    call->RespondFailure(ErrorStatusPB::ERROR_CANCELLED,
+                         Status::Aborted("cancelled by the client before it ran"));
+    return;
+  }
+  const RpcMethodInfo* method = call->method();
+  MessageCache::CallMessages messages =
+      MessageCache::Take(*method->request_prototype, *method->response_prototype);
+  const Slice body = call->serialized_request();
+  CountCopy(CopySide::kServer, CopyKind::kBody, body.size());
+  if (!ParseMessageQuietly(body, messages.request.get())) {
+    call->RespondFailure(
+        ErrorStatusPB::ERROR_INVALID_REQUEST,
+        Status::InvalidArgument("request does not parse as " + messages.request->GetTypeName(),
+                                messages.request->InitializationErrorString()));
+    return;
+  }
+  RpcContext* context =
+      call->MakeContext(std::move(messages.request), std::move(messages.response));
+  MonoTime& responded_at = InboundCall::LastRespondTimeOnThisThread();
+  responded_at = MonoTime();
+  method->handler(context->request(), context->response(), context);
+  if (metrics != nullptr) {
+    // A handler that answered inline ends at its response (already timed); others at return.
+    const MonoTime end = responded_at != MonoTime() ? responded_at : MonoTime::Now();
+    metrics->handler_time_us->Record(MethodMetrics::ElapsedMicros(started, end));
+  }
+}
+
+}  // namespace rrpc::rpc

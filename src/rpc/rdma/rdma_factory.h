@@ -1,0 +1,162 @@
+// RdmaTransportFactory: connections start on TCP and, right after the rrpc negotiation, upgrade
+// to RDMA when both sides can (the bootstrap, bootstrap.h; the path probe, path_probe.h);
+// otherwise they stay on TCP with the reason logged and counted in
+// rrpc_rdma_fallbacks_total{entity="rdma_fallback",id=<reason>}. Embedders make it with
+// NewRdmaTransportFactory (rrpc/rpc/rdma.h, the installed header, which also has RdmaOptions);
+// this header is the class itself, for rrpc's tests and tools (its device, metrics and the soft
+// backend's fault hooks). The device is opened on first use and shared by the messenger's
+// connections.
+// Thread-safe (reactor threads call it).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "rpc/rdma/bootstrap/bootstrap.h"
+#include "rpc/rdma/ibv/verbs_ibv.h"
+#include "rpc/rdma/rdma_endpoint.h"
+#include "rpc/rdma/rdma_transport.h"
+#include "rpc/rdma/setup_thread.h"
+#include "rpc/rdma/soft/soft_device.h"
+#include "rpc/rdma/srq/srq_context.h"
+#include "rpc/transport/tcp_transport.h"
+#include "rrpc/rpc/rdma.h"
+#include "rrpc/util/ref_counted.h"
+
+namespace rrpc {
+class Counter;
+class MetricEntity;
+class MetricRegistry;
+}  // namespace rrpc
+
+namespace rrpc::rdma {
+
+// The opened device and its protection domain, shared by the connections (each holds it).
+// The locked-memory warning for a process using `options` under `limit` (memlock.h): what one
+// connection pins (private receive queue: its receive, spare and send blocks) or one reactor
+// (SRQ mode: its receive pool at the cap and its send blocks). Empty when the limit is ample.
+std::string MemlockWarningFor(const RdmaOptions& options, uint64_t limit);
+
+struct RdmaDevice {
+  std::unique_ptr<Context> context;
+  SoftDevice* soft = nullptr;  // the same object when the backend is soft: its fault hooks
+  std::unique_ptr<ProtectionDomain> pd;
+  ~RdmaDevice() { pd.reset(); }
+};
+
+class RdmaTransportFactory final : public rpc::TransportFactory {
+ public:
+  explicit RdmaTransportFactory(RdmaOptions options);
+  ~RdmaTransportFactory() override;
+
+  std::unique_ptr<rpc::Transport> NewServerTransport(Socket accepted) override;
+  Result<std::unique_ptr<rpc::Transport>> NewClientTransport(const Sockaddr& remote) override;
+  std::unique_ptr<rpc::TransportUpgrade> NewUpgrade(bool server_side) override;
+  // The same, knowing the peer (the client's path probe remembers a dead path per peer).
+  std::unique_ptr<rpc::TransportUpgrade> NewUpgrade(bool server_side,
+                                                    const Sockaddr& remote) override;
+  // The same, knowing the bootstrap socket's local address too (the connection's GID).
+  std::unique_ptr<rpc::TransportUpgrade> NewUpgrade(bool server_side, const Sockaddr& remote,
+                                                    const Sockaddr& local) override;
+
+  void UseMetricRegistry(MetricRegistry* registry) override;
+  // Keepalive and TCP_USER_TIMEOUT for the TCP sockets this factory makes from now on (each
+  // RDMA connection's bootstrap socket, which stays open and watched, and connections that stay
+  // on TCP). The last messenger to give them wins.
+  void UseDeadPeerSettings(const rpc::StreamTransportOptions& stream) override;
+
+  const RdmaOptions& options() const { return options_; }
+  MetricRegistry* metric_registry() const;
+  // The device, opened on first call; an error when it can't be, remembered until the next try
+  // (a device that reported a fatal error counts as one that failed, in either receive mode):
+  // kFirstRetry after the first failure, doubling up to kMaxRetry (a NIC whose driver loads
+  // late, a port that comes up): connections meanwhile stay on TCP (no_device).
+  // `local`: the bootstrap address of the connection asking; an open prefers the port holding
+  // it (ChoosePort, gid_choice.h).
+  Result<std::shared_ptr<RdmaDevice>> Device(const Sockaddr& local = Sockaddr());
+  static constexpr MonoDelta kFirstRetry = MonoDelta::FromSeconds(1);
+  static constexpr MonoDelta kMaxRetry = MonoDelta::FromSeconds(64);
+  // Fault hook, for tests: the next `n` device opens fail (as if no device were there).
+  void FailDeviceOpens(int n);
+  // Counts and logs (the first of each reason, then every 1000th) a connection staying on TCP.
+  void CountFallback(FallbackReason reason, const Status& detail);
+  uint64_t fallbacks(FallbackReason reason) const;
+  // A connection upgraded to RDMA (counted in rrpc_rdma_upgrades_total).
+  void CountUpgrade();
+  // The path probe (path_probe.h). A probe to `peer` failed: connections to it stay on TCP for
+  // options().dead_path_memory. Any thread.
+  void RememberDeadPath(const Sockaddr& peer);
+  bool PathKnownDead(const Sockaddr& peer);
+  static constexpr size_t kMaxDeadPaths = 4096;
+  RdmaMetrics metrics() const;
+  // SRQ mode: the calling reactor thread's context, made on first use, and made again when the
+  // one it had is bound to another device than `device` (one that failed: the old context is
+  // released here, on its reactor's thread; its connections hold it until they go). The factory
+  // owns one reference per reactor, each connection one. A reactor that takes no connection
+  // after a device failed keeps its old context (and so the dead device's objects) until the
+  // factory goes.
+  Result<std::shared_ptr<SrqContext>> SrqForThisThread(const std::shared_ptr<RdmaDevice>& device);
+  // One per reactor that has used SRQ mode (any thread).
+  struct SrqSnapshot {
+    uint64_t posted_receives, pool_bytes, grants_outstanding, credit_waits, pool_growths,
+        connections, limit_events, reclaims, credits_reclaimed, background_growths;
+  };
+  std::vector<SrqSnapshot> SrqStatsSnapshot() const;
+  // What a connection holds so that it may outlive the factory: the device and, when the factory
+  // owns it, the registry its metrics live in.
+  // Also gives the metrics the connection counts into (held by what it returns).
+  std::shared_ptr<void> KeepAlive(std::shared_ptr<RdmaDevice> device, RdmaMetrics* metrics) const;
+  // Where connections' setup verbs run (setup_thread.h), and their transports' first
+  // registration of a Block sent by reference; nullptr when options().setup_off_reactor is
+  // false. Any thread. Transports hold it: it may outlive the factory.
+  SetupThread* setup_thread() const { return setup_.get(); }
+  std::shared_ptr<SetupThread> shared_setup_thread() const { return setup_; }
+
+ private:
+  const RdmaOptions options_;
+  std::shared_ptr<rpc::TcpTransportFactory> tcp() const;
+  std::shared_ptr<rpc::TcpTransportFactory> tcp_;  // guarded by mu_
+  // The metrics in one registry, and references to their entities: a registry (a messenger's)
+  // may go before the factory or its connections, the metrics they count into may not. Each
+  // connection's KeepAlive holds the one it was made with.
+  struct BoundMetrics {
+    MetricRegistry* registry = nullptr;
+    std::vector<scoped_refptr<MetricEntity>> entities;
+    std::array<Counter*, 10> fallbacks{};  // by FallbackReason
+    Counter* upgrades = nullptr;
+    RdmaMetrics metrics;
+  };
+  // Makes the metrics in `registry` (the constructor; UseMetricRegistry).
+  static std::shared_ptr<BoundMetrics> BindMetrics(MetricRegistry* registry);
+  std::shared_ptr<BoundMetrics> bound() const;
+
+  std::shared_ptr<MetricRegistry> owned_registry_;
+  std::shared_ptr<BoundMetrics> bound_;  // guarded by mu_
+  mutable std::mutex mu_;
+  std::shared_ptr<RdmaDevice> device_;  // guarded by mu_
+  // By reactor thread; declared after device_ so that they go first. Guarded by mu_.
+  std::unordered_map<std::thread::id, std::shared_ptr<SrqContext>> srqs_;
+  int srq_count_ = 0;  // guarded by mu_: numbers the reactors' metric entities
+  std::unordered_map<std::thread::id, int> srq_ids_;  // guarded by mu_: each reactor's number
+  Status device_error_;                               // guarded by mu_
+  // Peers whose path probe failed, until when their connections stay on TCP. Guarded by mu_.
+  std::map<std::string, MonoTime> dead_paths_;
+  // Set (by AsyncEventRouter) when the device reports itself dead: the next Device() call drops
+  // it and reopens after a backoff. Guarded by mu_ (the pointer).
+  std::shared_ptr<std::atomic<bool>> device_failed_;
+  // A failed open: when to try again, and the wait after the next failure. Guarded by mu_.
+  MonoTime retry_at_;
+  MonoDelta retry_backoff_ = kFirstRetry;
+  int failing_opens_ = 0;  // guarded by mu_
+  // Last: let go before anything above (its jobs hold what they use).
+  std::shared_ptr<SetupThread> setup_;
+};
+
+}  // namespace rrpc::rdma

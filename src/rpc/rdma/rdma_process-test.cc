@@ -1,0 +1,87 @@
+// Client and server in two processes over the software backend (its devices reach each other
+// through abstract UNIX sockets, as two NICs on one host would): calls go over RDMA, and when
+// the server process dies mid-call the client's call fails with a network error, promptly.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "rpc/rdma/rdma_factory.h"
+#include "rpc/testing/rpc-test-util.h"
+
+namespace rrpc::rpc {
+namespace {
+
+// The child: an RDMA echo server; reports its port on `out`, then serves until killed.
+[[noreturn]] void RunServerChild(int out) {
+  MessengerOptions o;
+  o.name = "child-server";
+  o.transport_factory = std::make_shared<rdma::RdmaTransportFactory>(rdma::RdmaOptions());
+  auto server = MessengerBuilder(o).Build();
+  if (!server.ok()) _exit(2);
+  if (!(*server)->RegisterService(std::make_unique<TestEchoService>()).ok()) _exit(3);
+  Sockaddr addr;
+  if (!(*server)->Listen(Sockaddr::Loopback(0), &addr).ok()) _exit(4);
+  uint16_t port = addr.port();
+  if (write(out, &port, sizeof(port)) != sizeof(port)) _exit(5);
+  for (;;) pause();
+}
+
+TEST(RdmaProcessTest, CallsCrossProcessesAndFailWhenTheServerDies) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(fds[0]);
+    RunServerChild(fds[1]);
+  }
+  close(fds[1]);
+  uint16_t port = 0;
+  ASSERT_EQ(read(fds[0], &port, sizeof(port)), static_cast<ssize_t>(sizeof(port)));
+  close(fds[0]);
+
+  MessengerOptions o;
+  o.name = "client";
+  auto factory = std::make_shared<rdma::RdmaTransportFactory>(rdma::RdmaOptions());
+  o.transport_factory = factory;
+  auto client = MessengerBuilder(o).Build().value();
+  rtest::EchoServiceProxy proxy(client, Sockaddr::Loopback(port));
+  for (size_t size : {10, 5000, 100000}) {
+    rtest::EchoRequestPB req;
+    req.set_data(std::string(size, 'p'));
+    rtest::EchoResponsePB resp;
+    RpcController ctl;
+    ctl.set_timeout(MonoDelta::FromSeconds(30));
+    Status s = proxy.Echo(req, &resp, &ctl);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(resp.data(), req.data());
+  }
+  auto conns = client->DumpConnections();
+  ASSERT_EQ(conns.size(), 1u);
+  EXPECT_EQ(conns[0].transport, "rdma");
+
+  // A call the server sits on; the server process dies under it.
+  rtest::EchoRequestPB req;
+  req.set_data("doomed");
+  req.set_sleep_ms(20000);
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(60));
+  CountDownLatch done(1);
+  proxy.EchoAsync(req, &resp, &ctl, [&done] { done.CountDown(); });
+  SleepFor(MonoDelta::FromMilliseconds(100));  // (the call is usually in the handler by now)
+  const MonoTime killed = MonoTime::Now();
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(done.WaitFor(MonoDelta::FromSeconds(30)));
+  EXPECT_TRUE(ctl.status().IsNetworkError()) << ctl.status().ToString();
+  EXPECT_LT((MonoTime::Now() - killed).ToSeconds(), 10.0);
+  client->Shutdown();
+}
+
+}  // namespace
+}  // namespace rrpc::rpc

@@ -1,0 +1,72 @@
+// The strict software verbs backend: RC queue pairs between devices in one process or in several
+// (each device is a thread that listens on an abstract UNIX socket named by its GID; peers reach
+// it through that socket, so two processes on one host talk as two NICs would). Its first job is
+// to punish every mistake real hardware punishes: a send with no receive posted gets RNR, retried
+// rnr_retry times, then the QP goes to ERR and everything outstanding completes flushed; a
+// receive buffer too small is a local length error (the receiver's QP goes to ERR); inline sends
+// above the cap, a full send queue or a full CQ are errors; an SGE outside its memory region is a
+// protection error. docs/rdma.md lists what it models and what it cannot (timing, wire speed).
+//
+// SoftDevice adds fault hooks for tests. Thread-safe, like the interface.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "rpc/rdma/verbs.h"
+#include "rrpc/rpc/rdma.h"
+#include "rrpc/util/sockaddr.h"
+
+namespace rrpc::rdma {
+
+class SoftDevice : public Context {
+ public:
+  // Fault hooks, for tests. Any thread.
+  // Cuts the links to every peer device (as if the peer's host vanished): queue pairs with sends
+  // outstanding, or that send later, complete with kRetryExceeded and go to ERR.
+  virtual void DropPeers() = 0;
+  // While stalled, completions are held back (neither polled nor signalled); released in order.
+  virtual void StallCompletions(bool stalled) = 0;
+  // The next `n` memory registrations fail.
+  virtual void FailRegistrations(int n) = 0;
+  // What queue pair `qp_num` of this device was connected with (its RTR/RTS attributes: the
+  // path, traffic class, service level...); false when no such QP is connected.
+  virtual bool ConnectParamsOf(uint32_t qp_num, QpConnectParams* params) = 0;
+  // While on, the paths to peer devices let queue pairs connect (RTR/RTS) and drop every packet
+  // they carry, as a path with UDP 4791 filtered or a RoCE v1/v2 mismatch does: a send is never
+  // acknowledged and fails with kRetryExceeded (the QP goes to ERR) once the QP's retry timeout
+  // (4.096 us x 2^timeout, retry_cnt + 1 times) has passed, as on hardware.
+  virtual void DropAllPackets(bool on) = 0;
+  // The port's GID table is an mlx5 RoCE port's: link-local v1 (index 0) and v2 (1), then v1 (2)
+  // and v2 (3) of the device's own address, then a v1/v2 pair per address of its port
+  // (SoftDeviceOptions::devices); the device opens on gid_choice.h's choice and each connection
+  // chooses its own entry (ConnectionGid). This pins entry `index` for every connection instead
+  // (as VerbsDeviceOptions::gid_index does on hardware). Before the device's first queue pair
+  // (port() is read unlocked).
+  virtual Status UseGidIndex(int index) = 0;
+  // While on, every send posted from registered memory names a wrong lkey in its last SGE (a
+  // stale or mistyped key): it completes with kLocalProtectionError and its QP goes to ERR.
+  virtual void CorruptSendLkeys(bool on) = 0;
+  // The next `n` receives posted to a private receive queue are accepted and lost (never filled,
+  // never flushed): a peer whose accounting counts receives it never posted, whose sender then
+  // meets RNR.
+  virtual void DiscardReceives(int n) = 0;
+  // The device reports `qp` broken (kQpFatal: the QP goes to ERR, its requests flush, then the
+  // event, carrying the QP's context, is queued) or, with `qp` nullptr, itself (kDeviceFatal,
+  // kPortError...: only the event; after kDeviceFatal the device is dead: creating anything on
+  // it fails, as on a NIC after a fatal error).
+  virtual void InjectAsyncEvent(AsyncEventType type, QueuePair* qp = nullptr) = 0;
+  // While held, every control-path verb (SoftDeviceOptions::control_verb_delay lists them)
+  // blocks its calling thread on entry until released (a NIC whose firmware command queue is
+  // stuck): tests pin a thread inside a verb without timing. control_verbs_held() counts the
+  // calls blocked now.
+  virtual void HoldControlVerbs(bool held) = 0;
+  virtual int control_verbs_held() = 0;
+};
+
+// `local`: the bootstrap address of the connection that opens it (unset: none); with
+// options.devices, the ACTIVE port holding it is preferred (soft_ports.h, ChooseSoftPort).
+Result<std::unique_ptr<SoftDevice>> OpenSoftDevice(const SoftDeviceOptions& options = {},
+                                                   const Sockaddr& local = Sockaddr());
+
+}  // namespace rrpc::rdma

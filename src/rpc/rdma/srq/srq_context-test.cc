@@ -1,0 +1,209 @@
+// SrqContext against the software backend's hardware rules, one connection at a time, without a
+// messenger: a retired QP is drained (last WQE reached, both CQs polled) before it is destroyed,
+// so a message it received just before it closed returns its block to the SRQ.
+#include "rpc/rdma/srq/srq_context.h"
+
+#include <ev.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rpc/rdma/rdma_endpoint.h"
+#include "rpc/rdma/soft/soft_device.h"
+#include "rrpc/util/monotime.h"
+
+namespace rrpc::rdma {
+namespace {
+
+// Counts what the context hands a connection.
+class CountingClient final : public SrqClient {
+ public:
+  void OnSrqSendDone(uint32_t, WcStatus) override { ++sends; }
+  void OnSrqReceive(uint32_t, uint32_t, WcStatus) override { ++receives; }
+  void OnSrqBatchDone() override {}
+  void OnSrqCreditsAvailable() override {}
+  void OnSrqIdleCheck(MonoTime) override {}
+  void OnSrqQpFailed(const Status& why) override { failures.push_back(why.ToString()); }
+  int sends = 0, receives = 0;
+  std::vector<std::string> failures;
+};
+
+EndpointOptions PeerOptions() {
+  EndpointOptions o;
+  o.buffer_size = 256;
+  o.receive_buffers = 4;
+  o.send_buffers = 32;
+  o.spare_receive_buffers = 0;
+  o.rnr_retry = 0;  // a send that finds no posted receive fails at once
+  return o;
+}
+
+class SrqContextTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    loop_ = ev_loop_new(EVFLAG_AUTO);
+    dev_ = OpenSoftDevice().value();
+    pd_ = dev_->AllocPd().value();
+    peer_dev_ = OpenSoftDevice().value();
+    peer_pd_ = peer_dev_->AllocPd().value();
+    SrqOptions o;
+    o.buffer_size = 256;
+    o.chunk_blocks = kBlocks;
+    o.max_memory = kBlocks * 256;  // one chunk: the pool never grows
+    o.reserve = 2;
+    o.send_buffers = 4;
+    o.reclaim_after = MonoDelta();
+    o.grow_off_reactor = false;
+    srq_ = SrqContext::Create(dev_.get(), pd_.get(), o).value();
+  }
+  void TearDown() override {
+    endpoints_.clear();
+    srq_.reset();
+    ev_loop_destroy(loop_);
+  }
+  // An SRQ endpoint attached to `client`, connected to a private-RQ endpoint on the peer device.
+  std::pair<RdmaEndpoint*, RdmaEndpoint*> Connected(SrqClient* client) {
+    EndpointOptions o = PeerOptions();
+    auto ours = RdmaEndpoint::CreateShared(dev_.get(), pd_.get(), o, srq_.get()).value();
+    auto peer = RdmaEndpoint::Create(peer_dev_.get(), peer_pd_.get(), o).value();
+    EXPECT_TRUE(ours->Connect(peer->address(), 4096).ok());
+    EXPECT_TRUE(peer->Connect(ours->address(), 4096).ok());
+    srq_->Expect(ours->qp()->qp_num());
+    srq_->Attach(loop_, ours->qp()->qp_num(), client);
+    RunLoop();
+    std::pair<RdmaEndpoint*, RdmaEndpoint*> both{ours.get(), peer.get()};
+    endpoints_.push_back(std::move(peer));
+    endpoints_.push_back(std::move(ours));
+    return both;
+  }
+  // `n` signaled sends from `peer`; their completions (an RC send completes once the receiver
+  // placed it) polled and returned.
+  std::vector<WorkCompletion> SendFrom(RdmaEndpoint* peer, int n) {
+    for (int i = 0; i < n; ++i) {
+      uint32_t index;
+      EXPECT_TRUE(peer->send_pool()->Take(&index));
+      Sge sge = peer->send_pool()->sge(index, 8);
+      SendWr wr;
+      wr.wr_id = index;
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      EXPECT_TRUE(peer->qp()->PostSend(wr).ok());
+    }
+    std::vector<WorkCompletion> out;
+    const MonoTime deadline = MonoTime::Now() + MonoDelta::FromSeconds(30);
+    while (out.size() < static_cast<size_t>(n) && MonoTime::Now() < deadline) {
+      WorkCompletion wc[16];
+      Result<int> got = peer->cq()->Poll(wc, 16);
+      if (!got.ok()) break;
+      for (int i = 0; i < *got; ++i) {
+        if (wc[i].opcode == WcOpcode::kSend) out.push_back(wc[i]);
+      }
+      if (*got == 0) SleepFor(MonoDelta::FromMicroseconds(100));
+    }
+    return out;
+  }
+  void RunLoop() {
+    for (int i = 0; i < 8; ++i) ev_run(loop_, EVRUN_NOWAIT);
+  }
+
+  static constexpr uint32_t kBlocks = 16;
+  struct ev_loop* loop_ = nullptr;
+  std::unique_ptr<SoftDevice> dev_, peer_dev_;
+  std::unique_ptr<ProtectionDomain> pd_, peer_pd_;
+  std::unique_ptr<SrqContext> srq_;
+  std::vector<std::unique_ptr<RdmaEndpoint>> endpoints_;  // destroyed before the context
+};
+
+TEST_F(SrqContextTest, AReceiveLeftInTheCqWhenItsQpRetiresReturnsToTheSrq) {
+  CountingClient keeper, victim, checker;
+  Connected(&keeper);  // keeps the reactor watching
+  auto [ours, peer] = Connected(&victim);
+  // The peer's message lands in the receive CQ; the reactor has not polled it when the
+  // connection closes (as the transport closes it: QP to ERR, then retired).
+  ASSERT_EQ(SendFrom(peer, 1).size(), 1u);
+  const uint32_t qp_num = ours->qp()->qp_num();
+  std::unique_ptr<RdmaEndpoint> closing;
+  for (auto& e : endpoints_) {
+    if (e.get() == ours) closing = std::move(e);
+  }
+  ASSERT_TRUE(closing->qp()->ToError().ok());
+  srq_->Retire(qp_num, std::move(closing), /*in_flight=*/0, /*share=*/0);
+  // Drained: the last-WQE event, a poll of both CQs, then the QP is destroyed.
+  const MonoTime deadline = MonoTime::Now() + MonoDelta::FromSeconds(30);
+  while (srq_->retiring() > 0 && MonoTime::Now() < deadline) {
+    RunLoop();
+    SleepFor(MonoDelta::FromMicroseconds(200));
+  }
+  EXPECT_EQ(srq_->retiring(), 0u);
+  EXPECT_EQ(victim.receives, 0);  // retired: the block went back, not to the connection
+  ASSERT_EQ(srq_->stats().posted_receives.load(), kBlocks);
+  // Every receive the ledger counts is really posted: a new peer can use them all without the
+  // reactor reposting any (it is not run meanwhile); one lost block would fail the last send.
+  auto [ours2, peer2] = Connected(&checker);
+  (void)ours2;
+  std::vector<WorkCompletion> done = SendFrom(peer2, kBlocks);
+  ASSERT_EQ(done.size(), kBlocks);
+  for (const WorkCompletion& wc : done) EXPECT_EQ(wc.status, WcStatus::kSuccess);
+}
+
+TEST_F(SrqContextTest, AQpIsKeptUntilItsLastWqeIsReached) {
+  CountingClient keeper, victim;
+  Connected(&keeper);
+  auto [ours, peer] = Connected(&victim);
+  (void)peer;
+  dev_->StallCompletions(true);  // the last-WQE event waits behind the held completions
+  std::unique_ptr<RdmaEndpoint> closing;
+  for (auto& e : endpoints_) {
+    if (e.get() == ours) closing = std::move(e);
+  }
+  const uint32_t qp_num = closing->qp()->qp_num();
+  ASSERT_TRUE(closing->qp()->ToError().ok());
+  srq_->Retire(qp_num, std::move(closing), 0, 0);
+  RunLoop();
+  EXPECT_EQ(srq_->retiring(), 1u);
+  dev_->StallCompletions(false);
+  const MonoTime deadline = MonoTime::Now() + MonoDelta::FromSeconds(30);
+  while (srq_->retiring() > 0 && MonoTime::Now() < deadline) {
+    RunLoop();
+    SleepFor(MonoDelta::FromMicroseconds(200));
+  }
+  EXPECT_EQ(srq_->retiring(), 0u);
+}
+
+// Finding 5 of issue 27: a QP the device reports broken fails its connection at once (its calls
+// may be retried), instead of waiting until TCP notices; a lost device fails them all.
+TEST_F(SrqContextTest, AQpFatalEventFailsOnlyItsConnectionAtOnce) {
+  CountingClient keeper, victim;
+  Connected(&keeper);
+  auto [ours, peer] = Connected(&victim);
+  (void)peer;
+  dev_->InjectAsyncEvent(AsyncEventType::kQpFatal, ours->qp());
+  const MonoTime deadline = MonoTime::Now() + MonoDelta::FromSeconds(30);
+  while (victim.failures.empty() && MonoTime::Now() < deadline) {
+    RunLoop();
+    SleepFor(MonoDelta::FromMicroseconds(200));
+  }
+  ASSERT_EQ(victim.failures.size(), 1u);
+  EXPECT_NE(victim.failures[0].find("queue pair failed"), std::string::npos);
+  EXPECT_TRUE(keeper.failures.empty());
+}
+
+TEST_F(SrqContextTest, ADeviceFatalEventFailsEveryConnection) {
+  CountingClient a, b;
+  Connected(&a);
+  Connected(&b);
+  dev_->InjectAsyncEvent(AsyncEventType::kDeviceFatal);
+  const MonoTime deadline = MonoTime::Now() + MonoDelta::FromSeconds(30);
+  while ((a.failures.empty() || b.failures.empty()) && MonoTime::Now() < deadline) {
+    RunLoop();
+    SleepFor(MonoDelta::FromMicroseconds(200));
+  }
+  ASSERT_EQ(a.failures.size(), 1u);
+  ASSERT_EQ(b.failures.size(), 1u);
+  EXPECT_NE(a.failures[0].find("device failed"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rrpc::rdma

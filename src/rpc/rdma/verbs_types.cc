@@ -1,0 +1,56 @@
+// Names of verbs values, for logs and errors.
+#include "rpc/rdma/verbs_types.h"
+
+namespace rrpc::rdma {
+
+const char* WcStatusName(WcStatus status) {
+  switch (status) {
+    case WcStatus::kSuccess:
+      return "success";
+    case WcStatus::kLocalLengthError:
+      return "local length error";
+    case WcStatus::kLocalProtectionError:
+      return "local protection error";
+    case WcStatus::kFlushed:
+      return "flushed";
+    case WcStatus::kRnrRetryExceeded:
+      return "RNR retry exceeded";
+    case WcStatus::kRetryExceeded:
+      return "transport retry exceeded";
+    case WcStatus::kRemoteInvalidRequest:
+      return "remote invalid request";
+    case WcStatus::kGeneralError:
+      return "general error";
+  }
+  return "unknown";
+}
+
+const char* GidTypeName(GidType type) {
+  switch (type) {
+    case GidType::kIb:
+      return "IB";
+    case GidType::kRoceV1:
+      return "RoCE v1";
+    case GidType::kRoceV2:
+      return "RoCE v2";
+  }
+  return "?";
+}
+
+const char* QpStateName(QpState state) {
+  switch (state) {
+    case QpState::kReset:
+      return "RESET";
+    case QpState::kInit:
+      return "INIT";
+    case QpState::kRtr:
+      return "RTR";
+    case QpState::kRts:
+      return "RTS";
+    case QpState::kError:
+      return "ERR";
+  }
+  return "?";
+}
+
+}  // namespace rrpc::rdma
