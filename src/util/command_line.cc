@@ -23,11 +23,16 @@ bool SameFile(std::string_view defined_in, std::string_view wanted) {
   return defined_in[start - 1] == '/' && defined_in.substr(start) == wanted;
 }
 
-// "src/rpc/messenger_flags.cc" from "/work/x/src/rpc/messenger_flags.cc" or
-// "../../src/rpc/messenger_flags.cc".
+// The path from the repository's top folder: "src/rpc/messenger_flags.cc" from
+// "/work/x/src/rpc/messenger_flags.cc" or "../../src/rpc/messenger_flags.cc", and
+// "bench/rpc_bench_main.cc" from "/work/x/bench/rpc_bench_main.cc".
 std::string_view DisplayPath(std::string_view path) {
-  const size_t src = path.rfind("src/");
-  return src == std::string_view::npos ? path : path.substr(src);
+  size_t from = std::string_view::npos;
+  for (std::string_view top : {"/src/", "/bench/", "/examples/"}) {
+    const size_t at = path.rfind(top);
+    if (at != std::string_view::npos && (from == std::string_view::npos || at > from)) from = at;
+  }
+  return from == std::string_view::npos ? path : path.substr(from + 1);
 }
 
 // Appends `text` word-wrapped to kLineWidth, every line starting with `indent`.

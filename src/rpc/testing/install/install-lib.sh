@@ -49,7 +49,7 @@ generate_hello() {
 # readme_snippet NAME OUT: the code block README.md marks with `<!-- readme-snippet: NAME -->`
 # (the fenced block that starts on the next line), written to OUT as it stands.
 readme_snippet() {
-  local readme="$install_test_dir/../../../../../README.md"
+  local readme="$install_test_dir/../../../../README.md"
   awk -v name="$1" '
     $0 == "<!-- readme-snippet: " name " -->" { marked = 1; next }
     marked == 1 { if ($0 ~ /^```/) { marked = 2; next } else { exit 3 } }
