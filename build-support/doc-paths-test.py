@@ -3,9 +3,9 @@
 
 A path is a word that starts with one of the repository's top-level folders (src/, include/,
 bench/, examples/, docs/, build-support/, thirdparty/, cmake/, .ci/) or is a relative Markdown
-link; `name.{h,cc}` stands for both files and `prefix*` for some file that starts so; a path
-with `...` and a path inside another (a user's project, build/...) is not checked. Exit 0 when all exist; otherwise each missing path with the file and line that
-names it, and exit 1.
+link; `name.{h,cc}` stands for both files and `prefix*` for some file that starts so. A path with
+`...` or inside another (a user's project, build/...) is not checked. Exit 0 when all exist;
+otherwise print each missing path with the file and line that names it, and exit 1.
 
 Usage: build-support/doc-paths-test.py [REPO_ROOT]
 """
