@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "rpc/core/header_codec.h"
+#include "rpc/core/request_header_table.h"
 #include "rpc/core/wire_codec.h"
 #include "rpc/transport/frame_format.h"
 #include "rpc/transport/frame_reader.h"
@@ -84,48 +85,25 @@ void CheckCodec(const BlockSlice& frame) {
 // The call path's header codec (header_codec.h) against the generated parser: the same frames
 // parse, to the same fields, with the same body and tail; what it decodes it encodes back to
 // bytes that decode to the same fields (through the fast path, unless it holds what only the
-// generated parser reads).
+// generated parser reads). Request headers are compared through their field list
+// (request_header_table.h): two are the same when they encode to the same bytes, and the fields
+// protobuf parsed are copied row by row.
+std::string EncodedBytes(const RequestHeaderFields& h) {
+  std::string bytes(EncodedSize(h), '\0');
+  EncodeTo(h, reinterpret_cast<uint8_t*>(bytes.data()));
+  return bytes;
+}
 bool SameFields(const RequestHeaderFields& a, const RequestHeaderFields& b) {
-  return a.call_id == b.call_id && a.has_remote_method == b.has_remote_method &&
-         a.service_name == b.service_name && a.method_name == b.method_name &&
-         a.has_timeout_millis == b.has_timeout_millis && a.timeout_millis == b.timeout_millis &&
-         a.sidecar_offsets == b.sidecar_offsets &&
-         a.required_feature_flags == b.required_feature_flags &&
-         a.has_request_id == b.has_request_id &&
-         (!a.has_request_id ||
-          (a.request_id.client_id == b.request_id.client_id &&
-           a.request_id.seq_no == b.request_id.seq_no &&
-           a.request_id.first_incomplete_seq_no == b.request_id.first_incomplete_seq_no &&
-           a.request_id.attempt_no == b.request_id.attempt_no)) &&
-         a.has_trace == b.has_trace && a.trace.trace_id_high == b.trace.trace_id_high &&
-         a.trace.trace_id_low == b.trace.trace_id_low &&
-         a.trace.parent_span_id == b.trace.parent_span_id &&
-         a.trace.trace_flags == b.trace.trace_flags;
+  return EncodedBytes(a) == EncodedBytes(b);
+}
+bool SameAsProto(const RequestHeaderFields& f, const RequestHeader& pb) {
+  RequestHeaderFields expected;
+  FieldsFromProto(pb, &expected);
+  return SameFields(f, expected);
 }
 bool SameFields(const ResponseHeaderFields& a, const ResponseHeaderFields& b) {
   return a.call_id == b.call_id && a.is_error == b.is_error &&
          a.sidecar_offsets == b.sidecar_offsets;
-}
-bool SameAsProto(const RequestHeaderFields& f, const RequestHeader& pb) {
-  return f.call_id == pb.call_id() && f.has_remote_method == pb.has_remote_method() &&
-         f.service_name == Slice(pb.remote_method().service_name()) &&
-         f.method_name == Slice(pb.remote_method().method_name()) &&
-         f.has_timeout_millis == pb.has_timeout_millis() &&
-         f.timeout_millis == pb.timeout_millis() &&
-         f.sidecar_offsets ==
-             std::vector<uint32_t>(pb.sidecar_offsets().begin(), pb.sidecar_offsets().end()) &&
-         f.required_feature_flags == std::vector<uint32_t>(pb.required_feature_flags().begin(),
-                                                           pb.required_feature_flags().end()) &&
-         f.has_request_id == pb.has_request_id() &&
-         (!pb.has_request_id() ||
-          (f.request_id.client_id == Slice(pb.request_id().client_id()) &&
-           f.request_id.seq_no == pb.request_id().seq_no() &&
-           f.request_id.first_incomplete_seq_no == pb.request_id().first_incomplete_seq_no() &&
-           f.request_id.attempt_no == pb.request_id().attempt_no())) &&
-         f.has_trace == (pb.has_trace_id_high() || pb.has_trace_id_low() ||
-                         pb.has_parent_span_id() || pb.has_trace_flags()) &&
-         f.trace.trace_id_high == pb.trace_id_high() && f.trace.trace_id_low == pb.trace_id_low() &&
-         f.trace.parent_span_id == pb.parent_span_id() && f.trace.trace_flags == pb.trace_flags();
 }
 bool SameAsProto(const ResponseHeaderFields& f, const ResponseHeader& pb) {
   return f.call_id == pb.call_id() && f.is_error == pb.is_error() &&

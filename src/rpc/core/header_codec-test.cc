@@ -81,13 +81,16 @@ void ExpectSameAsProtobuf(const std::string& bytes) {
                 fields.request_id.first_incomplete_seq_no);
       EXPECT_EQ(pb.request_id().attempt_no(), fields.request_id.attempt_no);
     }
-    EXPECT_EQ(pb.has_trace_id_high() || pb.has_trace_id_low() || pb.has_parent_span_id() ||
+    // A partial trace context is none.
+    EXPECT_EQ(pb.has_trace_id_high() && pb.has_trace_id_low() && pb.has_parent_span_id() &&
                   pb.has_trace_flags(),
               fields.has_trace);
-    EXPECT_EQ(pb.trace_id_high(), fields.trace.trace_id_high);
-    EXPECT_EQ(pb.trace_id_low(), fields.trace.trace_id_low);
-    EXPECT_EQ(pb.parent_span_id(), fields.trace.parent_span_id);
-    EXPECT_EQ(pb.trace_flags(), fields.trace.trace_flags);
+    if (fields.has_trace) {
+      EXPECT_EQ(pb.trace_id_high(), fields.trace.trace_id_high);
+      EXPECT_EQ(pb.trace_id_low(), fields.trace.trace_id_low);
+      EXPECT_EQ(pb.parent_span_id(), fields.trace.parent_span_id);
+      EXPECT_EQ(pb.trace_flags(), fields.trace.trace_flags);
+    }
   }
 
   ResponseHeader rpb;
@@ -365,15 +368,24 @@ TEST(HeaderCodecTest, TraceBytesAreTheDocumentedOnes) {
       "\x68\x01",
       2 + 27 + 2);
   EXPECT_EQ(expected, Encode(h));
-  // A header carrying only some of them still has a trace context (its other fields 0): the
-  // receiver finds it invalid.
-  RequestHeader pb;
-  pb.set_call_id(1);
-  pb.set_trace_flags(1);
-  RequestHeaderFields decoded;
-  ASSERT_TRUE(DecodeHeader(Slice(pb.SerializeAsString()), &decoded));
-  EXPECT_TRUE(decoded.has_trace);
-  EXPECT_EQ(0u, decoded.trace.trace_id_high);
+}
+
+// docs/wire-format.md, section 5: a trace context lacking any of its four fields is ignored, so
+// the decoded header has none, whichever fields it has.
+TEST(HeaderCodecTest, TraceContextMissingAFieldDecodesAsNone) {
+  for (int present = 0; present < 15; present++) {  // every subset but all four
+    RequestHeader pb;
+    pb.set_call_id(1);
+    pb.mutable_remote_method()->set_service_name("s");
+    pb.mutable_remote_method()->set_method_name("m");
+    if (present & 1) pb.set_trace_id_high(1);
+    if (present & 2) pb.set_trace_id_low(2);
+    if (present & 4) pb.set_parent_span_id(3);
+    if (present & 8) pb.set_trace_flags(1);
+    RequestHeaderFields decoded;
+    ASSERT_TRUE(DecodeHeader(Slice(pb.SerializeAsString()), &decoded)) << present;
+    EXPECT_FALSE(decoded.has_trace) << present;
+  }
 }
 
 TEST(HeaderCodecTest, RequestIdBytesAreTheDocumentedOnes) {

@@ -2,7 +2,9 @@
 
 #include <atomic>
 #include <cstring>
+#include <iterator>
 
+#include "rpc/core/request_header_table.h"
 #include "rpc/core/wire_codec.h"
 #include "rrpc/rpc/rpc_header.pb.h"
 
@@ -10,19 +12,27 @@ namespace rrpc::rpc {
 
 namespace {
 
-// Protobuf wire tags (field number << 3 | wire type) of the header fields, one byte each.
+// Protobuf wire tags (field number << 3 | wire type) of the header fields, one byte each; the
+// request header's from its field list (request_header_table.h).
 constexpr uint8_t kTagVarint1 = 1 << 3 | 0;  // call_id (both headers)
-constexpr uint8_t kTagRequestRemoteMethod = 2 << 3 | 2;
-constexpr uint8_t kTagRequestTimeout = 3 << 3 | 0;
-constexpr uint8_t kTagRequestSidecarOffset = 4 << 3 | 0;
-constexpr uint8_t kTagRequestFeature = 5 << 3 | 0;
-// The trace fields: fixed64 (wire type 1) and, for the flags, a varint.
-constexpr uint8_t kTagTraceIdHigh = 10 << 3 | 1;
-constexpr uint8_t kTagTraceIdLow = 11 << 3 | 1;
-constexpr uint8_t kTagParentSpanId = 12 << 3 | 1;
-constexpr uint8_t kTagTraceFlags = 13 << 3 | 0;
+static_assert(kTagVarint1 == OneByteTag("call_id"));
+constexpr uint8_t kTagRequestRemoteMethod = OneByteTag("remote_method");
+constexpr uint8_t kTagRequestTimeout = OneByteTag("timeout_millis");
+constexpr uint8_t kTagRequestSidecarOffset = OneByteTag("sidecar_offsets");
+constexpr uint8_t kTagRequestFeature = OneByteTag("required_feature_flags");
+constexpr uint8_t kTagTraceIdHigh = OneByteTag("trace_id_high");
+constexpr uint8_t kTagTraceIdLow = OneByteTag("trace_id_low");
+constexpr uint8_t kTagParentSpanId = OneByteTag("parent_span_id");
+constexpr uint8_t kTagTraceFlags = OneByteTag("trace_flags");
 // request_id (field 20, length-delimited): a two-byte tag.
-constexpr uint8_t kTagRequestId[2] = {(20 << 3 | 2) | 0x80, (20 << 3 | 2) >> 7};
+constexpr uint32_t kRequestIdTag = WireTag(RequestHeaderFieldNamed("request_id"));
+static_assert(kRequestIdTag >= 0x80 && kRequestIdTag < 0x4000);
+constexpr uint8_t kTagRequestId[2] = {static_cast<uint8_t>((kRequestIdTag & 0x7f) | 0x80),
+                                      static_cast<uint8_t>(kRequestIdTag >> 7)};
+// A new RequestHeader field: write it in EncodeTo and EncodedSize (field-number order), read it in
+// DecodeFast or leave it to the fallback, then count it here. request_header_table-test checks
+// each field's bytes against protobuf's.
+static_assert(std::size(kRequestHeaderFields) == 10, "a RequestHeader field the codec lacks");
 constexpr uint8_t kTagClientId = 1 << 3 | 2;  // in RequestIdPB
 constexpr uint8_t kTagSeqNo = 2 << 3 | 0;
 constexpr uint8_t kTagFirstIncomplete = 3 << 3 | 0;
@@ -183,32 +193,7 @@ inline uint8_t* WriteLengthDelimited(uint8_t tag, Slice bytes, uint8_t* p) {
 bool ParseWithProtobuf(Slice bytes, RequestHeaderFields* header) {
   thread_local RequestHeader pb;  // its strings keep their capacity; the names point into it
   if (!ParseMessageQuietly(bytes, &pb)) return false;
-  header->Clear();
-  header->call_id = pb.call_id();
-  header->has_remote_method = pb.has_remote_method();
-  if (pb.has_remote_method()) {
-    header->service_name = Slice(pb.remote_method().service_name());
-    header->method_name = Slice(pb.remote_method().method_name());
-  }
-  header->has_timeout_millis = pb.has_timeout_millis();
-  header->timeout_millis = pb.timeout_millis();
-  header->sidecar_offsets.assign(pb.sidecar_offsets().begin(), pb.sidecar_offsets().end());
-  header->required_feature_flags.assign(pb.required_feature_flags().begin(),
-                                        pb.required_feature_flags().end());
-  header->has_request_id = pb.has_request_id();
-  if (pb.has_request_id()) {
-    const RequestIdPB& id = pb.request_id();
-    header->request_id.client_id = Slice(id.client_id());
-    header->request_id.seq_no = id.seq_no();
-    header->request_id.first_incomplete_seq_no = id.first_incomplete_seq_no();
-    header->request_id.attempt_no = id.attempt_no();
-  }
-  header->has_trace = pb.has_trace_id_high() || pb.has_trace_id_low() || pb.has_parent_span_id() ||
-                      pb.has_trace_flags();
-  header->trace.trace_id_high = pb.trace_id_high();
-  header->trace.trace_id_low = pb.trace_id_low();
-  header->trace.parent_span_id = pb.parent_span_id();
-  header->trace.trace_flags = pb.trace_flags();
+  FieldsFromProto(pb, header);
   return true;
 }
 

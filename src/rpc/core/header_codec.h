@@ -15,6 +15,8 @@
 //    unknown fields, long varints) goes to the generated parser, so every header protobuf accepts
 //    is accepted with the same meaning and every one it refuses is refused (frame_codec-fuzz
 //    compares the two on every input).
+// RequestHeader's fields are listed once, in request_header_table.h: the codec takes its tags and
+// its fallback from that list, and the list's tests hold the codec and the list to the .proto.
 #pragma once
 
 #include <cstdint>
@@ -58,7 +60,9 @@ struct RequestHeaderFields {
   std::vector<uint32_t> required_feature_flags;  // RpcFeatureFlag values, known or not
   bool has_request_id = false;
   RequestIdFields request_id;
-  // Any of the trace fields present (the absent ones read as 0); encoded, all four are written.
+  // All four trace fields present. A header with only some of them has none (has_trace false,
+  // and `trace` is not read): docs/wire-format.md ignores a partial trace context. Encoded, all
+  // four are written.
   bool has_trace = false;
   TraceFields trace;
 

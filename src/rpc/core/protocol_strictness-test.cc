@@ -157,5 +157,28 @@ TEST_F(ProtocolStrictnessTest, ControlFrameNamingAMethodGetsAFatalErrorFrame) {
   ExpectFatalInvalidFrame(FrameBytes(EchoHeader(-3), req), "call id -3");
 }
 
+// A control frame of a kind this server does not know (a later version's) is ignored, so that a
+// new kind can be added (docs/wire-format.md, section 3): the connection serves on.
+TEST_F(ProtocolStrictnessTest, ControlFrameOfAnUnknownKindIsIgnored) {
+  auto conn = Connect();
+  RequestHeader control_header;
+  control_header.set_call_id(kControlCallId);
+  const std::string header_bytes = control_header.SerializeAsString();
+  // ControlPB{kind: 9, call_ids: [1]}: no version defines kind 9.
+  const std::string control_body("\x08\x09\x12\x01\x01", 5);
+  const std::string frame = RawFrame(static_cast<char>(header_bytes.size()) + header_bytes +
+                                     static_cast<char>(control_body.size()) + control_body);
+  ASSERT_TRUE(conn->Write(frame).ok());
+  rtest::EchoRequestPB req;
+  req.set_data("after");
+  ASSERT_TRUE(conn->Write(FrameBytes(EchoHeader(1), req)).ok());
+  ResponseHeader header;
+  std::string body;
+  Status s = conn->ReadParsedFrame(&header, &body);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(1, header.call_id());
+  EXPECT_FALSE(header.is_error()) << body;
+}
+
 }  // namespace
 }  // namespace rrpc::rpc

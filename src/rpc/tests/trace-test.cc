@@ -257,6 +257,37 @@ TEST_F(TraceTest, InvalidTraceFieldsAreIgnoredAndTheCallServed) {
   }
 }
 
+// docs/wire-format.md, section 5: a trace context lacking some of its four fields is ignored,
+// even when the fields it has are valid ids: the call runs untraced.
+TEST_F(TraceTest, TraceContextMissingAFieldIsIgnoredAndTheCallServed) {
+  SeenTrace seen;
+  service_->set_echo_hook(
+      [&](const rtest::EchoRequestPB&, RpcContext* context) { seen.Record(context); });
+  RawConnection conn(server_addr_);
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  ASSERT_TRUE(conn.Negotiate().ok());
+  rtest::EchoRequestPB req;
+  req.set_data("partial trace");
+  for (int32_t missing = 0; missing < 4; missing++) {
+    RequestHeader header;
+    header.set_call_id(missing + 1);
+    header.mutable_remote_method()->set_service_name("rrpc.rtest.EchoService");
+    header.mutable_remote_method()->set_method_name("Echo");
+    if (missing != 0) header.set_trace_id_high(0x0102030405060708ULL);
+    if (missing != 1) header.set_trace_id_low(0x090a0b0c0d0e0f10ULL);
+    if (missing != 2) header.set_parent_span_id(0x1112131415161718ULL);
+    if (missing != 3) header.set_trace_flags(1);
+    ASSERT_TRUE(conn.Write(FrameBytes(header, req)).ok());
+    ResponseHeader resp_header;
+    std::string body;
+    ASSERT_TRUE(conn.ReadParsedFrame(&resp_header, &body).ok());
+    EXPECT_EQ(missing + 1, resp_header.call_id());
+    EXPECT_FALSE(resp_header.is_error());
+    EXPECT_FALSE(seen.Trace().valid()) << "field " << missing << " missing";
+    EXPECT_EQ(0u, seen.Parent()) << "field " << missing << " missing";
+  }
+}
+
 // ---- Peers without TRACE_CONTEXT, each way.
 
 bool HasFeature(const NegotiatePB& pb, RpcFeatureFlag f) {
