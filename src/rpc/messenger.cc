@@ -102,7 +102,6 @@ Status Messenger::Init() {
   pool_options.worker_idle_spin = options_.worker_idle_spin;
   pool_options.metrics = metrics_.get();
   pool_options.authorizer = options_.authorizer;
-  pool_options.faults = fault_injector_.get();
   pool_options.result_tracker = result_tracker_.get();
   service_pool_ = std::make_unique<ServicePool>(pool_options);
   if (metrics_) {
@@ -164,6 +163,7 @@ Sockaddr Messenger::listen_address() const {
 Status Messenger::RegisterService(std::unique_ptr<ServiceIf> service) {
   MutexLock lock(mu_);
   if (listening_) return Status::IllegalState("register services before Listen()");
+  if (fault_injector_ != nullptr) fault_injector_->SlowWorkerHandlers(service.get());
   return service_pool_->RegisterService(std::move(service));
 }
 
