@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs clang-tidy (the checks in .clang-tidy) on every .cc of ours (src/, examples/; not the
+# Runs clang-tidy (the checks in .clang-tidy) on every .cc of ours (src/, bench/, examples/; not the
 # generated .pb.cc/.rrpc.cc), with a build's compile_commands.json. The build must have run
 # (protoc's headers exist). Exit 1 on any finding.
 # Usage: build-support/clang-tidy.sh BUILD_DIR [JOBS]
@@ -13,11 +13,11 @@ run=$(command -v run-clang-tidy || command -v run-clang-tidy-14 || true)
 cd "$root"
 # run-clang-tidy takes a regex of the file names in compile_commands.json: ours, not the
 # generated ones (under the build directory).
-count=$(grep -cE "\"file\": \"$root/(src|examples)/" "$build/compile_commands.json" || true)
+count=$(grep -cE "\"file\": \"$root/(src|bench|examples)/" "$build/compile_commands.json" || true)
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-"$run" -p "$build" -j "$jobs" -quiet "^$root/(src|examples)/" >"$log" 2>&1 || status=$?
+"$run" -p "$build" -j "$jobs" -quiet "^$root/(src|bench|examples)/" >"$log" 2>&1 || status=$?
 # Keep the findings (colour codes stripped), not the per-file "N warnings generated" chatter.
 sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E "(error|warning): |^ +[0-9]+ \| |^ +\| +\^" |
   grep -v "warnings generated" || true
