@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs clang-tidy (the checks in .clang-tidy) on every .cc of ours (src/, examples/; not the
+# Runs clang-tidy (the checks in .clang-tidy) on every .cc of ours (src/, bench/, examples/; not the
 # generated .pb.cc/.rrpc.cc), with a build's compile_commands.json. The build must have run
 # (protoc's headers exist). Exit 1 on any finding.
 # Usage: build-support/clang-tidy.sh BUILD_DIR [JOBS]

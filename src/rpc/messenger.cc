@@ -4,6 +4,7 @@
 
 #include "rpc/core/fault_injection.h"
 #include "rpc/core/inbound_call.h"
+#include "rpc/core/messenger_internals.h"
 #include "rpc/core/messenger_security.h"
 #include "rpc/core/outbound_call.h"
 #include "rpc/core/reactor.h"
@@ -102,7 +103,6 @@ Status Messenger::Init() {
   pool_options.worker_idle_spin = options_.worker_idle_spin;
   pool_options.metrics = metrics_.get();
   pool_options.authorizer = options_.authorizer;
-  pool_options.faults = fault_injector_.get();
   pool_options.result_tracker = result_tracker_.get();
   service_pool_ = std::make_unique<ServicePool>(pool_options);
   if (metrics_) {
@@ -164,7 +164,20 @@ Sockaddr Messenger::listen_address() const {
 Status Messenger::RegisterService(std::unique_ptr<ServiceIf> service) {
   MutexLock lock(mu_);
   if (listening_) return Status::IllegalState("register services before Listen()");
+  if (fault_injector_ != nullptr) fault_injector_->SlowWorkerHandlers(service.get());
   return service_pool_->RegisterService(std::move(service));
+}
+
+std::vector<const ServiceIf*> Messenger::services() const { return service_pool_->services(); }
+
+const ServiceIf* Messenger::FindService(std::string_view name) const {
+  return service_pool_->FindService(name);
+}
+
+const RpczStore* Messenger::rpcz_store() const { return service_pool_->rpcz_store(); }
+
+RpczStore* MessengerInternals::rpcz_store(const Messenger& m) {
+  return m.service_pool_->rpcz_store();
 }
 
 void Messenger::QueueOutboundCall(scoped_refptr<OutboundCall>&& call) {

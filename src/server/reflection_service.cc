@@ -6,8 +6,6 @@
 #include <functional>
 #include <set>
 
-#include "rpc/core/messenger_internals.h"
-#include "rpc/core/service_pool.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_context.h"
 
@@ -74,8 +72,7 @@ void ReflectionService::GetFileDescriptors(const GetFileDescriptorsRequestPB* re
 }
 
 void ReflectionService::CollectServices(ListServicesResponsePB* resp) const {
-  std::vector<const rpc::ServiceIf*> services =
-      rpc::MessengerInternals::service_pool(*messenger_)->services();
+  std::vector<const rpc::ServiceIf*> services = messenger_->services();
   std::sort(services.begin(), services.end(), [](const rpc::ServiceIf* a, const rpc::ServiceIf* b) {
     return a->service_name() < b->service_name();
   });
@@ -98,8 +95,7 @@ Status ReflectionService::CollectFileDescriptors(const GetFileDescriptorsRequest
   }
   const pb::FileDescriptor* file = nullptr;
   if (req.has_service()) {
-    const rpc::ServiceIf* service =
-        rpc::MessengerInternals::service_pool(*messenger_)->FindService(req.service());
+    const rpc::ServiceIf* service = messenger_->FindService(req.service());
     if (service == nullptr) return Status::NotFound("no such service", req.service());
     if (service->service_descriptor() == nullptr) {
       return Status::NotFound("service publishes no descriptor", req.service());
@@ -118,8 +114,7 @@ Status ReflectionService::CollectFileDescriptors(const GetFileDescriptorsRequest
 
 std::vector<const pb::FileDescriptor*> ReflectionService::ServiceFiles() const {
   std::vector<const pb::FileDescriptor*> files;
-  for (const rpc::ServiceIf* service :
-       rpc::MessengerInternals::service_pool(*messenger_)->services()) {
+  for (const rpc::ServiceIf* service : messenger_->services()) {
     if (service->service_descriptor() != nullptr) {
       files.push_back(service->service_descriptor()->file());
     }

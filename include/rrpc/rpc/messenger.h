@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rrpc/rpc/connection_info.h"
@@ -36,6 +37,7 @@ class OutboundCall;
 class Reactor;
 class RequestTracker;
 class ResultTracker;
+class RpczStore;
 class ServiceIf;
 class ServicePool;
 class TransportFactory;
@@ -86,6 +88,16 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   // Where this messenger's metrics are (options().metric_registry, or its own); nullptr when
   // metrics are disabled.
   MetricRegistry* metric_registry() const { return metric_registry_; }
+
+  // The registered services (reflection, tools), in no particular order. They are registered
+  // before Listen() and live as long as the messenger. Any thread once registration is done.
+  std::vector<const ServiceIf*> services() const;
+  // The registered service of that fully qualified name, or nullptr. Same rule as services().
+  const ServiceIf* FindService(std::string_view name) const;
+  // The calls in flight and the recent slow and failed ones, as /rpcz shows them; lives as long
+  // as the messenger. Its type is rrpc's own (rpc/observe/rpcz_store.h, not installed): the
+  // server's web UI and rrpc's tools read it, an embedder reads /rpcz. Any thread.
+  const RpczStore* rpcz_store() const;
 
  private:
   friend class MessengerBuilder;

@@ -17,6 +17,7 @@
 namespace rrpc::rpc {
 
 class Authorizer;
+class FaultInjector;
 class RpcContext;
 struct MethodMetrics;
 
@@ -76,7 +77,8 @@ class ServiceIf {
   void AddMethod(RpcMethodInfo info);
 
  private:
-  friend class ServicePool;  // sets each method's `metrics` at registration
+  friend class ServicePool;    // sets each method's `metrics` at registration
+  friend class FaultInjector;  // may wrap the handlers before registration, in tests
 
   std::unordered_map<std::string_view, std::unique_ptr<RpcMethodInfo>> methods_;
   std::shared_ptr<const Authorizer> authorizer_;

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "rrpc/rpc/service_if.h"
 #include "rrpc/util/mutex.h"
 
 namespace rrpc::rpc {
@@ -53,6 +54,18 @@ void FaultInjector::BeforeHandler() {
   if (!Roll(s.slow_handler)) return;
   Count(Kind::kSlowedHandler);
   SleepFor(s.handler_delay);
+}
+
+void FaultInjector::SlowWorkerHandlers(ServiceIf* service) {
+  for (auto& [method_name, info] : service->methods_) {
+    if (info->run_inline) continue;
+    info->handler = [this, handler = std::move(info->handler)](
+                        const google::protobuf::Message* request,
+                        google::protobuf::Message* response, RpcContext* context) {
+      BeforeHandler();
+      handler(request, response, context);
+    };
+  }
 }
 
 namespace {

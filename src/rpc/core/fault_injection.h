@@ -4,7 +4,8 @@
 // slows handlers, each with a probability the test sets (and may change while the messenger
 // runs). Off by default: without an injector nothing here is on any path; with one, the
 // connections go through FaultyTransport, a decorator on the transport seam (transport.h), and
-// the handlers of worker-run methods through a wrapper that calls BeforeHandler() first.
+// the handlers of worker-run methods through a wrapper that calls BeforeHandler() first
+// (SlowWorkerHandlers, at registration).
 //
 //   auto faults = std::make_shared<FaultInjector>();
 //   MessengerBuilder builder(options);
@@ -25,6 +26,8 @@
 #include "rrpc/util/mutex.h"
 
 namespace rrpc::rpc {
+
+class ServiceIf;
 
 // What to inject: each field is the probability (0..1) that one event meets the fault.
 struct FaultSpec {
@@ -83,6 +86,11 @@ class FaultInjector {
 
   // Worker thread, before a handler: sleeps handler_delay when slow_handler rolls.
   void BeforeHandler();
+  // Before `service` is registered (Messenger::RegisterService, when the messenger has an
+  // injector): wraps each worker-run handler in one that calls BeforeHandler() first. Inline
+  // handlers run on a reactor, which must not sleep: they stay as they are. The messenger keeps
+  // this injector as long as its services.
+  void SlowWorkerHandlers(ServiceIf* service);
 
   // Connections (their transports) made through this injector and not yet destroyed: a
   // connection's transport, buffers and calls go when the connection does, so a test sees here

@@ -20,6 +20,7 @@ class OutboundCall;
 class Reactor;
 class RequestTracker;
 class ResultTracker;
+class RpczStore;
 class ServicePool;
 class TransportFactory;
 
@@ -27,6 +28,9 @@ class MessengerInternals {
  public:
   // The services, their queue and workers. Any thread.
   static ServicePool* service_pool(const Messenger& m) { return m.service_pool_.get(); }
+  // The /rpcz store, writable (its slow threshold; Messenger::rpcz_store() is the read-only
+  // view). Any thread.
+  static RpczStore* rpcz_store(const Messenger& m);
   // Reactor `i` (0 <= i < options().num_reactors). Any thread.
   static Reactor* reactor(const Messenger& m, int i) { return m.reactors_[i].get(); }
 

@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "rpc/core/connection.h"
-#include "rpc/core/fault_injection.h"
 #include "rpc/core/message_cache.h"
 #include "rpc/core/reactor.h"
 #include "rpc/core/result_tracker.h"
@@ -89,19 +88,6 @@ Status ServicePool::RegisterService(std::unique_ptr<ServiceIf> service) {
   if (options_.metrics != nullptr) {
     for (auto& [method_name, info] : it->second->methods_) {
       info->metrics = options_.metrics->ServerMethod(name, info->method_name);
-    }
-  }
-  if (options_.faults != nullptr) {
-    // Worker-run handlers may be slowed (FaultInjector::BeforeHandler); without an injector the
-    // handlers run as registered. Inline handlers run on a reactor, which must not sleep.
-    for (auto& [method_name, info] : it->second->methods_) {
-      if (info->run_inline) continue;
-      info->handler = [faults = options_.faults, handler = std::move(info->handler)](
-                          const google::protobuf::Message* request,
-                          google::protobuf::Message* response, RpcContext* context) {
-        faults->BeforeHandler();
-        handler(request, response, context);
-      };
     }
   }
   return Status::OK();

@@ -24,8 +24,6 @@
 namespace rrpc::rpc {
 
 class Authorizer;
-class FaultInjector;
-
 class MessengerMetrics;
 class ResultTracker;
 class ServiceIf;
@@ -40,9 +38,6 @@ struct ServicePoolOptions {
   MessengerMetrics* metrics = nullptr;
   // Checks the calls of services without an authorizer of their own; nullptr: allow all.
   std::shared_ptr<const Authorizer> authorizer;
-  // Slows the handlers of services registered from now on, for tests (fault_injection.h; the
-  // messenger owns it); nullptr: off, and the handlers run as registered.
-  FaultInjector* faults = nullptr;
   // Runs calls of tracked methods at most once (result_tracker.h; the messenger owns it);
   // nullptr: tracked methods run every call, as untracked ones do.
   ResultTracker* result_tracker = nullptr;

@@ -20,7 +20,7 @@
 // is used by whichever thread owns the call at the time (see InboundCall). The store must
 // outlive every entry it tracks (the ServicePool owns it and joins its workers first).
 //
-//   RpczStore* rpcz = MessengerInternals::service_pool(*messenger)->rpcz_store();
+//   const RpczStore* rpcz = messenger->rpcz_store();
 //   for (const RpczInFlightCall& c : rpcz->ListInFlight(1000).calls) ...
 #pragma once
 

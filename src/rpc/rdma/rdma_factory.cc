@@ -101,8 +101,9 @@ std::shared_ptr<rpc::TransportFactory> NewRdmaTransportFactory(RdmaOptions optio
   return std::make_shared<RdmaTransportFactory>(std::move(options));
 }
 
-RdmaTransportFactory::RdmaTransportFactory(RdmaOptions options)
+RdmaTransportFactory::RdmaTransportFactory(RdmaOptions options, DeviceOpener open_device)
     : options_(std::move(options)),
+      open_device_(std::move(open_device)),
       tcp_(std::make_shared<rpc::TcpTransportFactory>(StreamOptionsFor(options_))) {
   MetricRegistry* registry = options_.metric_registry;
   if (registry == nullptr) {
@@ -327,27 +328,14 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device(const Sockaddr&
     retry_backoff_ = std::min(retry_backoff_ + retry_backoff_, kMaxRetry);
   }
   if (device_ == nullptr && MonoTime::Now() >= retry_at_) {
-    auto dev = std::make_shared<RdmaDevice>();
-    if (failing_opens_ > 0) {
-      --failing_opens_;
-      device_error_ = Status::NotFound("no RDMA device (fault injected)");
-    } else if (options_.backend == RdmaBackend::kSoft) {
-      Result<std::unique_ptr<SoftDevice>> soft = OpenSoftDevice(options_.soft, local);
-      if (soft.ok()) {
-        dev->soft = soft->get();
-        dev->context = std::move(soft).value();
-      } else {
-        device_error_ = soft.status();
-      }
+    std::shared_ptr<RdmaDevice> dev;
+    Result<std::unique_ptr<RdmaDevice>> opened = open_device_(options_, local);
+    if (opened.ok()) {
+      dev = std::move(opened).value();
     } else {
-      Result<std::unique_ptr<Context>> ctx = OpenVerbsDevice(options_.verbs, local);
-      if (ctx.ok()) {
-        dev->context = std::move(ctx).value();
-      } else {
-        device_error_ = ctx.status();
-      }
+      device_error_ = opened.status();
     }
-    if (dev->context != nullptr) {
+    if (dev != nullptr) {
       Result<std::unique_ptr<ProtectionDomain>> pd = dev->context->AllocPd();
       if (pd.ok()) {
         dev->pd = std::move(pd).value();
@@ -377,9 +365,17 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device(const Sockaddr&
   return device_;
 }
 
-void RdmaTransportFactory::FailDeviceOpens(int n) {
-  std::lock_guard<std::mutex> lock(mu_);
-  failing_opens_ = n;
+Result<std::unique_ptr<RdmaDevice>> RdmaTransportFactory::OpenDevice(const RdmaOptions& options,
+                                                                     const Sockaddr& local) {
+  auto dev = std::make_unique<RdmaDevice>();
+  if (options.backend == RdmaBackend::kSoft) {
+    RRPC_ASSIGN_OR_RETURN(std::unique_ptr<SoftDevice> soft, OpenSoftDevice(options.soft, local));
+    dev->soft = soft.get();
+    dev->context = std::move(soft);
+  } else {
+    RRPC_ASSIGN_OR_RETURN(dev->context, OpenVerbsDevice(options.verbs, local));
+  }
+  return dev;
 }
 
 void RdmaTransportFactory::CountFallback(FallbackReason reason, const Status& detail) {

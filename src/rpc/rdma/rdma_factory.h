@@ -11,6 +11,7 @@
 
 #include <array>
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,7 +54,19 @@ struct RdmaDevice {
 
 class RdmaTransportFactory final : public rpc::TransportFactory {
  public:
-  explicit RdmaTransportFactory(RdmaOptions options);
+  // Opens a device for Device(): an RdmaDevice with its context (and `soft` when the backend is
+  // the software one) set; the factory allocates its protection domain. Called under the
+  // factory's lock, on the thread that asks for the device, once per try.
+  using DeviceOpener = std::function<Result<std::unique_ptr<RdmaDevice>>(const RdmaOptions& options,
+                                                                         const Sockaddr& local)>;
+  // The opener every factory uses unless given another: the backend options.backend names
+  // (soft, or libibverbs), preferring the port that holds `local` (ChoosePort, gid_choice.h).
+  static Result<std::unique_ptr<RdmaDevice>> OpenDevice(const RdmaOptions& options,
+                                                        const Sockaddr& local);
+
+  // `open_device`: a seam for tests, which wrap OpenDevice (a device that fails to open, then
+  // comes up).
+  explicit RdmaTransportFactory(RdmaOptions options, DeviceOpener open_device = OpenDevice);
   ~RdmaTransportFactory() override;
 
   std::unique_ptr<rpc::Transport> NewServerTransport(Socket accepted) override;
@@ -83,8 +96,6 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   Result<std::shared_ptr<RdmaDevice>> Device(const Sockaddr& local = Sockaddr());
   static constexpr MonoDelta kFirstRetry = MonoDelta::FromSeconds(1);
   static constexpr MonoDelta kMaxRetry = MonoDelta::FromSeconds(64);
-  // Fault hook, for tests: the next `n` device opens fail (as if no device were there).
-  void FailDeviceOpens(int n);
   // Counts and logs (the first of each reason, then every 1000th) a connection staying on TCP.
   void CountFallback(FallbackReason reason, const Status& detail);
   uint64_t fallbacks(FallbackReason reason) const;
@@ -121,6 +132,7 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
 
  private:
   const RdmaOptions options_;
+  const DeviceOpener open_device_;
   std::shared_ptr<rpc::TcpTransportFactory> tcp() const;
   std::shared_ptr<rpc::TcpTransportFactory> tcp_;  // guarded by mu_
   // The metrics in one registry, and references to their entities: a registry (a messenger's)
@@ -154,7 +166,6 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   // A failed open: when to try again, and the wait after the next failure. Guarded by mu_.
   MonoTime retry_at_;
   MonoDelta retry_backoff_ = kFirstRetry;
-  int failing_opens_ = 0;  // guarded by mu_
   // Last: let go before anything above (its jobs hold what they use).
   std::shared_ptr<SetupThread> setup_;
 };

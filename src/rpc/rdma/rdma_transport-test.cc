@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -39,7 +40,7 @@ class RdmaTransportTest : public RpcTestBase {
     // One connection per test (the checks below count them): large calls share it.
     co.bulk_connection_bytes = 0;
     if (server_rdma) {
-      server_factory_ = std::make_shared<RdmaTransportFactory>(server);
+      server_factory_ = std::make_shared<RdmaTransportFactory>(server, server_device_opener_);
       so.transport_factory = server_factory_;
     }
     if (client_rdma) {
@@ -65,6 +66,8 @@ class RdmaTransportTest : public RpcTestBase {
     return conns.size() == 1 ? conns[0].transport : "none";
   }
   std::shared_ptr<RdmaTransportFactory> server_factory_, client_factory_;
+  // How the server's factory opens its device (tests that make it fail wrap the default).
+  RdmaTransportFactory::DeviceOpener server_device_opener_ = RdmaTransportFactory::OpenDevice;
 };
 
 TEST_F(RdmaTransportTest, EchoesEverySizeClass) {
@@ -414,8 +417,15 @@ TEST_F(RdmaTransportTest, AGidTypeMismatchKeepsTheConnectionOnTcp) {
 // was never tried again: every later connection stayed on TCP for the life of the process. Now
 // the factory tries again after a backoff (1 s, doubling), and a later connection upgrades.
 TEST_F(RdmaTransportTest, AFailedDeviceOpenIsTriedAgainAfterABackoff) {
+  // The server's first device open fails (as if no device were there); later ones succeed.
+  auto failing_opens = std::make_shared<std::atomic<int>>(1);
+  server_device_opener_ = [failing_opens](
+                              const RdmaOptions& options,
+                              const Sockaddr& local) -> Result<std::unique_ptr<rdma::RdmaDevice>> {
+    if (failing_opens->fetch_sub(1) > 0) return Status::NotFound("no RDMA device (test)");
+    return RdmaTransportFactory::OpenDevice(options, local);
+  };
   Start(SmallRdma(), SmallRdma());
-  server_factory_->FailDeviceOpens(1);
   ASSERT_TRUE(Echo("over tcp").ok());
   EXPECT_EQ(ClientTransport(), "tcp");
   EXPECT_EQ(server_factory_->fallbacks(FallbackReason::kNoDevice), 1u);

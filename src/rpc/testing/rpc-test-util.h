@@ -81,6 +81,10 @@ inline bool WaitForCondition(const std::function<bool()>& cond,
   return true;
 }
 
+// `m`'s /rpcz store, writable: for tests that lower its slow threshold (Messenger::rpcz_store()
+// is the read-only view).
+inline RpczStore* MutableRpczStore(const Messenger& m) { return MessengerInternals::rpcz_store(m); }
+
 // One synchronous Echo of `data` through `proxy` (the handler sleeps `sleep_ms` first): the
 // call's status, or Corruption when the answer is not `data`.
 inline Status EchoOnce(rtest::EchoServiceProxy proxy, const std::string& data,

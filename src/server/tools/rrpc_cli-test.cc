@@ -17,8 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "rpc/core/messenger_internals.h"
-#include "rpc/core/service_pool.h"
 #include "rpc/observe/rpcz_store.h"
 #include "rpc/security/ephemeral_certs.h"
 #include "rpc/testing/rpc-test-util.h"
@@ -235,7 +233,7 @@ TEST_F(RrpcCliTest, CallCarriesTheTraceparentGivenAndPrintsItsTraceId) {
   EXPECT_EQ(0, run.exit_code) << run.err;
   EXPECT_EQ("trace_id: 4bf92f3577b34da6a3ce929d0e0e4736\n", run.err);
   // The server kept the call's span under that trace (the CLI's call is sampled).
-  rpc::RpczStore* rpcz = rpc::MessengerInternals::service_pool(*servers_.back())->rpcz_store();
+  const rpc::RpczStore* rpcz = servers_.back()->rpcz_store();
   EXPECT_TRUE(rpc::WaitForCondition(
       [&] { return !rpcz->ListSpans(0x4bf92f3577b34da6ULL, 0xa3ce929d0e0e4736ULL).empty(); }));
 

@@ -76,7 +76,7 @@ void AppendSamplesJson(const std::vector<rpc::RpczSample>& samples, std::string*
       out);
 }
 
-std::string RpczJson(rpc::RpczStore* store, size_t max_calls) {
+std::string RpczJson(const rpc::RpczStore* store, size_t max_calls) {
   const rpc::RpczInFlightList in_flight = store->ListInFlight(max_calls);
   const std::vector<rpc::RpczMethodSamples> methods = store->ListSamples();
   std::string out;
@@ -196,7 +196,7 @@ void AppendSampleTable(std::string_view heading, std::string_view note, bool fai
   EndTable(out);
 }
 
-std::string RpczHtml(const PageEnv& env, rpc::RpczStore* store, size_t max_calls) {
+std::string RpczHtml(const PageEnv& env, const rpc::RpczStore* store, size_t max_calls) {
   const rpc::RpczInFlightList in_flight = store->ListInFlight(max_calls);
   const std::vector<rpc::RpczMethodSamples> methods = store->ListSamples();
   std::string content;
@@ -217,7 +217,7 @@ struct TraceView {
   std::vector<rpc::RpczSpan> finished;
 };
 
-TraceView ListTrace(rpc::RpczStore* store, size_t max_calls, uint64_t high, uint64_t low) {
+TraceView ListTrace(const rpc::RpczStore* store, size_t max_calls, uint64_t high, uint64_t low) {
   TraceView view;
   for (rpc::RpczInFlightCall& c : store->ListInFlight(max_calls).calls) {
     if (c.trace.SameTrace(high, low)) view.in_flight.push_back(std::move(c));
@@ -299,8 +299,8 @@ std::string TraceHtmlPage(const PageEnv& env, const TraceView& view, const std::
 
 }  // namespace
 
-void RegisterRpczPage(Webserver* web, std::shared_ptr<const PageEnv> env, rpc::RpczStore* store,
-                      size_t max_calls) {
+void RegisterRpczPage(Webserver* web, std::shared_ptr<const PageEnv> env,
+                      const rpc::RpczStore* store, size_t max_calls) {
   web->RegisterPage("/rpcz", [env, store, max_calls](const WebRequest& req, WebResponse* resp) {
     const bool as_json = req.GetParam("format") == "json";
     NoStore(resp);

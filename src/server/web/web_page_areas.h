@@ -21,8 +21,8 @@ namespace web_page {
 
 // /rpcz (rpcz_page.cc): the calls in flight, at most `max_calls` of them, longest first; then
 // the recent slow and failed calls with their timelines. `store` must outlive the serving.
-void RegisterRpczPage(Webserver* web, std::shared_ptr<const PageEnv> env, rpc::RpczStore* store,
-                      size_t max_calls);
+void RegisterRpczPage(Webserver* web, std::shared_ptr<const PageEnv> env,
+                      const rpc::RpczStore* store, size_t max_calls);
 
 // /connections (connections_page.cc): the messenger's connections. `messenger` must outlive the
 // serving.

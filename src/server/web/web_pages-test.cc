@@ -20,13 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "rpc/core/messenger_internals.h"
-#include "rpc/core/negotiation.h"
-#include "rpc/core/service_pool.h"
 #include "rpc/observe/rpcz_store.h"
-#include "rpc/rdma/rdma_factory.h"
+#include "rpc/testing/raw-socket-test-util.h"
 #include "rpc/testing/rpc-test-util.h"
 #include "rrpc/rpc/cluster/channel.h"
+#include "rrpc/rpc/rdma.h"
 #include "server/web/http-test-util.h"
 #include "server/web/web_dashboard.h"
 #include "server/web/webserver.h"
@@ -259,12 +257,10 @@ TEST_F(WebPagesTest, ConnectionsShowInboundMemoryOfAPartialFrame) {
 // An RDMA connection (software backend) shows its transport and what it says of itself.
 TEST_F(WebPagesTest, ConnectionsShowAnRdmaConnectionsCreditsAndSends) {
   MessengerOptions server_options;
-  server_options.transport_factory =
-      std::make_shared<rdma::RdmaTransportFactory>(rdma::RdmaOptions());
+  server_options.transport_factory = rdma::NewRdmaTransportFactory(rdma::RdmaOptions());
   ASSERT_NO_FATAL_FAILURE(StartServer(server_options));
   MessengerOptions client_options;
-  client_options.transport_factory =
-      std::make_shared<rdma::RdmaTransportFactory>(rdma::RdmaOptions());
+  client_options.transport_factory = rdma::NewRdmaTransportFactory(rdma::RdmaOptions());
   ASSERT_NO_FATAL_FAILURE(StartClient(client_options));
   StartWeb(server_.get(), nullptr);
   ASSERT_TRUE(Echo("over rdma").ok());
@@ -298,7 +294,7 @@ TEST_F(WebPagesTest, RpczShowsACallBlockedInItsHandlerAsRunning) {
   // A second call waits behind the first for the only worker.
   ctl[1].set_timeout(MonoDelta::FromSeconds(60));
   proxy.EchoAsync(req, &resp[1], &ctl[1], [&done] { done.CountDown(); });
-  rpc::RpczStore* store = rpc::MessengerInternals::service_pool(*server_)->rpcz_store();
+  const rpc::RpczStore* store = server_->rpcz_store();
   ASSERT_TRUE(WaitForCondition([&] { return store->ListInFlight(10).total == 2; }));
 
   HttpReply r = Fetch("/rpcz?format=json");
@@ -329,7 +325,7 @@ TEST_F(WebPagesTest, RpczShowsACallBlockedInItsHandlerAsRunning) {
 
 TEST_F(WebPagesTest, RpczListsOneTracesSpansWithTheirParents) {
   StartAll();
-  rpc::RpczStore* store = rpc::MessengerInternals::service_pool(*server_)->rpcz_store();
+  rpc::RpczStore* store = rpc::MutableRpczStore(*server_);
   store->set_slow_threshold(MonoDelta::FromMilliseconds(10));
   Result<rpc::TraceContext> trace =
       rpc::TraceContext::FromTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
@@ -375,7 +371,7 @@ TEST_F(WebPagesTest, RpczListsOneTracesSpansWithTheirParents) {
 
 TEST_F(WebPagesTest, RpczShowsRecentSlowAndFailedCallsWithTimelines) {
   StartAll();
-  rpc::RpczStore* store = rpc::MessengerInternals::service_pool(*server_)->rpcz_store();
+  rpc::RpczStore* store = rpc::MutableRpczStore(*server_);
   store->set_slow_threshold(MonoDelta::FromMilliseconds(10));
   ASSERT_TRUE(Echo("slow", /*sleep_ms=*/30).ok());
   EXPECT_FALSE(Echo("bad", 0, "boom <b>").ok());

@@ -5,8 +5,6 @@
 #include <memory>
 #include <utility>
 
-#include "rpc/core/messenger_internals.h"
-#include "rpc/core/service_pool.h"
 #include "rrpc/rpc/messenger.h"
 #include "server/web/web_dashboard.h"
 #include "server/web/web_page_areas.h"
@@ -76,9 +74,7 @@ void RegisterRpcPages(Webserver* web, rpc::Messenger* messenger, MetricRegistry*
 
   if (registry != nullptr) RegisterMetricsPages(web, registry);
   if (messenger != nullptr) {
-    web_page::RegisterRpczPage(web, env,
-                               rpc::MessengerInternals::service_pool(*messenger)->rpcz_store(),
-                               options.max_rpcz_calls);
+    web_page::RegisterRpczPage(web, env, messenger->rpcz_store(), options.max_rpcz_calls);
     web_page::RegisterConnectionsPage(web, env, messenger);
   }
   web_page::RegisterChannelsPage(web, env);
