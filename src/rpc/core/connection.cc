@@ -1,6 +1,7 @@
 #include "rpc/core/connection.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "rpc/core/constants.h"
 #include "rpc/core/inbound_call.h"
@@ -62,8 +63,7 @@ Connection::~Connection() { DCHECK(state_ == State::kClosed) << "connection dest
 
 void Connection::Start() {
   DCHECK(reactor_->IsCurrentThread());
-  ev_timer_init(&call_deadline_timer_, &Connection::OnCallDeadlineTimer, 0.0, 0.0);
-  call_deadline_timer_.data = this;
+  deadlines_.Start();
   ev_timer_init(&negotiating_->timer, &Connection::OnNegotiationTimeout,
                 options_.negotiation_timeout.ToSeconds(), 0.0);
   negotiating_->timer.data = this;
@@ -73,30 +73,6 @@ void Connection::Start() {
     RRPC_CHECK_OK(transport_->ExpectPreamble(kPreambleSize));
   }
   transport_->Start(reactor_->loop(), this);
-}
-
-Status Connection::UpgradeTransport(const TransportMaker& make) {
-  DCHECK(reactor_->IsCurrentThread());
-  Result<DetachedStream> stream = transport_->Detach();
-  Result<std::unique_ptr<Transport>> next =
-      stream.ok() ? make(std::move(stream).value()) : stream.status();
-  if (!next.ok()) {
-    Status s = next.status().CloneAndPrepend("transport upgrade");
-    Shutdown(s);
-    return s;
-  }
-  {
-    MutexLock lock(write_mu_);
-    // The detached transport may be on the stack (this runs from its callback): keep it.
-    retired_transports_.push_back(std::move(transport_));
-    transport_ = std::move(next).value();
-    caps_ = transport_->capabilities();
-  }
-  write_armed_ = false;
-  transport_->Start(reactor_->loop(), this);
-  if (reads_paused_) transport_->PauseReading(true);
-  Flush();  // what waited in the queue goes out over the new transport
-  return Status::OK();
 }
 
 void Connection::InboundCallDone() {
@@ -110,15 +86,8 @@ size_t Connection::calls_in_flight() const {
 }
 
 bool Connection::IsIdle() {
-  if (calls_in_flight() != 0) return false;
-  if (!staged_.empty()) return false;
-  MutexLock lock(write_mu_);
-  return write_queue_.empty() && caller_call_ == nullptr;
-}
-
-bool Connection::IsWriteStalledSince(MonoTime since) {
-  MutexLock lock(write_mu_);
-  return !write_queue_.empty() && last_write_progress_ < since;
+  if (calls_in_flight() != 0 || !writer_.nothing_staged()) return false;
+  return writer_.QueueEmpty() && !caller_reads_.HasCall();
 }
 
 // ---- Client side: calls out.
@@ -135,7 +104,7 @@ void Connection::QueueOutboundCall(scoped_refptr<OutboundCall>&& call) {
     return;
   }
   call->set_owner(this);
-  WatchDeadline(call.get());
+  deadlines_.Watch(call.get());
   if (call->finished()) return;  // deadline already passed and the callback ran
   if (call->report_connection()) call->set_connection(this);
   if (!sending_calls_) {
@@ -146,8 +115,17 @@ void Connection::QueueOutboundCall(scoped_refptr<OutboundCall>&& call) {
   OutboundCall* raw = call.get();
   awaiting_response_.Insert(raw->call_id(), std::move(call));
   raw->AddRef();  // the write queue's reference, dropped in TransferDone/TransferAborted
-  QueueTransfer(raw);
-  EnsureReactorReads();  // its response is the reactor's to read
+  writer_.Stage(raw);
+  caller_reads_.EnsureReactorReads();  // its response is the reactor's to read
+}
+
+void Connection::QueueResponse(InboundCall* call) {
+  DCHECK(reactor_->IsCurrentThread());
+  if (state_ == State::kClosed) {
+    call->TransferAborted(Status::NetworkError("connection closed", remote_.ToString()));
+    return;
+  }
+  writer_.Stage(call);
 }
 
 void Connection::OnCallTimeout(OutboundCall* call, void* arg) {
@@ -167,12 +145,20 @@ void Connection::OnCallTimeout(OutboundCall* call, void* arg) {
   call->FinishTimedOut();
 }
 
+OutboundCall* Connection::FindWaitingCall(int32_t call_id) {
+  if (scoped_refptr<OutboundCall>* call = awaiting_response_.Find(call_id)) return call->get();
+  for (const auto& call : pending_calls_) {  // only while connecting: a handful
+    if (call->call_id() == call_id) return call.get();
+  }
+  return nullptr;
+}
+
 void Connection::ApplyBackpressure() {
   DCHECK(reactor_->IsCurrentThread());
   if (direction_ != Direction::kServer || state_ == State::kClosed || fatal_error_sent_) return;
   // Called on every response queued and every flush: the common case is two comparisons. Memory
   // going over its limit is noticed where it grows, as bytes arrive (OnBytesReceived).
-  const size_t unsent = unsent_bytes_.load(std::memory_order_relaxed);
+  const size_t unsent = writer_.unsent_bytes();
   if (!reads_paused_) {
     if (unsent > kPauseReadsAboveBytes) SetReadsPaused(true);
     return;
@@ -194,8 +180,7 @@ void Connection::ReconsiderReading() {
 
 void Connection::OnInboundMemoryOverLimit() {
   if (memory_.limit() > 0 && memory_.consumption() > memory_.limit() &&
-      inbound_in_flight_.load(std::memory_order_relaxed) == 0 &&
-      unsent_bytes_.load(std::memory_order_relaxed) == 0) {
+      inbound_in_flight_.load(std::memory_order_relaxed) == 0 && writer_.unsent_bytes() == 0) {
     // All it holds is one partial frame, already above the connection's limit: reading on would
     // break the limit, pausing would wait forever. Refuse it.
     if (MessengerMetrics* m = reactor_->metrics()) m->frames_refused->Increment();
@@ -218,8 +203,8 @@ void Connection::SetReadsPaused(bool paused) {
   // paused connections again shortly (ReconsiderReading).
   reactor_->WatchPausedConnection(this, paused);
   VLOG(1) << (paused ? "pausing" : "resuming") << " reads from " << remote_.ToString() << ": "
-          << unsent_bytes_.load(std::memory_order_relaxed) << " response bytes unsent, "
-          << memory_.consumption() << " inbound bytes held";
+          << writer_.unsent_bytes() << " response bytes unsent, " << memory_.consumption()
+          << " inbound bytes held";
 }
 
 void Connection::SyncPartialCharge() {
@@ -238,19 +223,12 @@ void Connection::CloseWithFatalError(ErrorStatusPB::RpcErrorCodePB code, const S
   if (direction_ == Direction::kServer) {
     // Behind any responses still queued: a peer that reads them reads this last.
     SendConnectionBytes(BuildServerReply(NegotiatePB(), reason, code));
-    Flush();
+    writer_.Flush();
   }
   Shutdown(reason);
 }
 
 // ---- Transport events (reactor thread).
-
-void Connection::OnNegotiationTimeout(struct ev_loop*, ev_timer* w, int) {
-  auto* conn = static_cast<Connection*>(w->data);
-  conn->Shutdown(Status::TimedOut(
-      conn->state_ == State::kConnecting ? "connect timed out" : "negotiation timed out",
-      conn->remote_.ToString()));
-}
 
 void Connection::OnTransportConnected() {
   DCHECK(reactor_->IsCurrentThread());
@@ -303,43 +281,13 @@ void Connection::OnProtocolError(const Status& reason) {
   CloseWithFatalError(ErrorStatusPB::FATAL_INVALID_FRAME, bad);
 }
 
-void Connection::OnPreamble(Slice preamble) {
-  DCHECK(reactor_->IsCurrentThread());
-  DCHECK(negotiating_ != nullptr && negotiating_->server != nullptr);
-  SyncPartialCharge();  // the preamble is consumed: it holds no memory
-  Result<ServerNegotiation::Next> next = negotiating_->server->OnPreamble(preamble);
-  if (!next.ok()) {
-    FailNegotiation(next.status());
-  } else if (*next == ServerNegotiation::Next::kStartTls) {
-    StartServerTls(preamble);
-  }
-}
-
-void Connection::StartServerTls(Slice hello_start) {
-  scoped_refptr<Connection> self(this);
-  // Copied now: the slice lives in the buffer the detach takes away.
-  std::string replay(reinterpret_cast<const char*>(hello_start.data()), hello_start.size());
-  const security::TlsContext& context =
-      *MessengerInternals::security(*reactor_->messenger())->tls();
-  StreamTransportOptions stream;
-  stream.max_frame_size = options_.max_message_size;
-  stream.read_block_size = options_.read_block_size;
-  UpgradeTransport([&](DetachedStream detached) -> Result<std::unique_ptr<Transport>> {
-    detached.unread.insert(0, replay);
-    RRPC_ASSIGN_OR_RETURN(std::unique_ptr<Transport> tls,
-                          TlsTransport::NewServer(std::move(detached), context, stream));
-    RRPC_RETURN_NOT_OK(tls->ExpectPreamble(kPreambleSize));  // the preamble again, inside TLS
-    return tls;
-  });
-}
-
 void Connection::OnFrame(BlockSlice&& frame) {
   DCHECK(reactor_->IsCurrentThread());
   if (direction_ == Direction::kClient && state_ != State::kNegotiating) {
     // A response, the client's common case: no memory accounting below applies to it.
     Status s = HandleResponseFrame(std::move(frame));
     if (!s.ok()) OnProtocolError(s);
-    FlushEarlyIfLarge();  // the next call its callback made
+    writer_.FlushEarlyIfLarge();  // the next call its callback made
     return;
   }
   // Server side: the frame's bytes, counted in memory_ as the transport's partial frame until
@@ -361,170 +309,10 @@ void Connection::OnFrame(BlockSlice&& frame) {
   }
   if (charged != 0) memory_.Release(static_cast<int64_t>(charged));
   if (!s.ok()) OnProtocolError(s);
-  FlushEarlyIfLarge();  // an inline handler's response
-}
-
-void Connection::FlushEarly() {
-  // Writes wait for the end of the loop iteration, to go out together, but a large one gains
-  // nothing from company and loses the time its peer could spend on it while this loop reads
-  // on: a read loop of large frames answered inline sent each answer only after its last read
-  // (64 KiB sidecar echo: the peers took turns instead of working at once). On transports whose
-  // writes may overlap their reads (TCP); a frame whose callbacks closed the connection flushes
-  // nothing.
-  if (write_armed_ || !caps_.concurrent_write) return;
-  Flush();
-}
-
-// ---- Negotiation (negotiation.h does the talking).
-
-void Connection::SendConnectionBytes(BlockSlice bytes) {
-  DCHECK(reactor_->IsCurrentThread());
-  QueueTransferNow(new BytesTransfer(std::move(bytes)));
-}
-
-void Connection::HandleNegotiationFrame(Slice frame) {
-  DCHECK(reactor_->IsCurrentThread());
-  DCHECK(negotiating_ != nullptr);
-  Negotiating& n = *negotiating_;
-  AfterNegotiationStep(n.server ? n.server->OnFrame(frame) : n.client->OnFrame(frame));
-}
-
-void Connection::AfterNegotiationStep(Result<bool> done) {
-  Negotiating& n = *negotiating_;
-  if (!done.ok()) {
-    FailNegotiation(done.status());
-    return;
-  }
-  if (!*done) return;
-  std::unique_ptr<TransportUpgrade> upgrade =
-      n.server ? std::move(n.server->peer().upgrade) : std::move(n.client->peer().upgrade);
-  MarkOpen(std::move(upgrade));
-}
-
-std::unique_ptr<TransportUpgrade> Connection::NewTransportUpgrade() {
-  // RDMA carries bytes in the clear: a connection that negotiated TLS stays on it, so an upgrade
-  // can never strip the encryption the peers agreed on.
-  if (transport_->security().encrypted) return nullptr;
-  return reactor_->transport_factory()->NewUpgrade(direction_ == Direction::kServer, remote_,
-                                                   transport_->LocalAddress());
-}
-
-void Connection::FailNegotiation(const Status& reason) {
-  scoped_refptr<Connection> self(this);
-  Status s = reason.CloneAndPrepend("negotiation with " + remote_.ToString());
-  // A client refused by its server (e.g. at its connection limit) is no protocol error.
-  reactor_->LogPeerError(s, /*count=*/direction_ == Direction::kServer);
-  Flush();  // a server's refusal goes out before the close
-  Shutdown(s);
-}
-
-void Connection::SendPendingCalls() {
-  DCHECK(reactor_->IsCurrentThread());
-  sending_calls_ = true;
-  {
-    MutexLock lock(write_mu_);
-    callers_may_write_ = true;
-  }
-  std::vector<scoped_refptr<OutboundCall>> pending;
-  pending.swap(pending_calls_);
-  for (auto& call : pending) {
-    if (call->finished()) continue;
-    OutboundCall* raw = call.get();
-    awaiting_response_.Insert(raw->call_id(), std::move(call));
-    raw->AddRef();  // the write queue's reference
-    QueueTransfer(raw);
-  }
-}
-
-void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
-  DCHECK(reactor_->IsCurrentThread());
-  scoped_refptr<Connection> self(this);
-  state_ = State::kOpen;
-  DisarmResumer();
-  ev_timer_stop(reactor_->loop(), &negotiating_->timer);
-  const NegotiatedPeer& peer =
-      negotiating_->server ? negotiating_->server->peer() : negotiating_->client->peer();
-  identity_ = peer.identity;
-  peer_cancels_ =
-      std::find(peer.features.begin(), peer.features.end(), CANCELLATION) != peer.features.end();
-  peer_tracks_results_.store(
-      std::find(peer.features.begin(), peer.features.end(), EXACTLY_ONCE) != peer.features.end(),
-      std::memory_order_release);
-  negotiating_.reset();
-  if (upgrade != nullptr) {
-    // The negotiation bytes (a server's reply and bootstrap answer) leave over the old transport
-    // first; they are a few hundred bytes on a fresh socket, so they always go at once. Were they
-    // ever to stay queued, the connection closes rather than send them over the new transport.
-    Flush();
-    bool drained;
-    {
-      MutexLock lock(write_mu_);
-      drained = write_queue_.empty();
-    }
-    if (state_ == State::kClosed) return;
-    if (!drained) {
-      Shutdown(Status::NetworkError("transport upgrade: negotiation bytes not yet written",
-                                    remote_.ToString()));
-      return;
-    }
-    TransportUpgrade* u = upgrade.get();
-    if (!UpgradeTransport([u](DetachedStream stream) {
-           return u->Upgrade(std::move(stream));
-         }).ok()) {
-      return;  // shut down with the reason
-    }
-  }
-  if (direction_ == Direction::kClient && !sending_calls_) SendPendingCalls();
-  if (!held_cancels_.empty()) SendHeldCancels();
+  writer_.FlushEarlyIfLarge();  // an inline handler's response
 }
 
 // ---- Calls and responses.
-
-namespace {
-// Reactor thread: puts `call` in the first free slot of `slots` among `probes` places from its
-// id. Only this thread fills a slot: one seen empty stays empty until it does.
-template <typename Slots>
-bool PlaceInCancelSlot(Slots* slots, int probes, InboundCall* call) {
-  const int32_t id = call->call_id();
-  for (int p = 0; p < probes; p++) {
-    const int i = Slots::Index(id, p);
-    std::atomic<InboundCall*>& slot = slots->call[i];
-    if (slot.load(std::memory_order_relaxed) != nullptr) continue;
-    slots->call_id[i] = id;
-    slot.store(call, std::memory_order_release);
-    call->set_cancel_track(InboundCall::CancelTrack::kSlot, &slot);
-    return true;
-  }
-  return false;
-}
-
-template <typename Slots>
-std::atomic<InboundCall*>* FindInCancelSlots(Slots* slots, int probes, int32_t id) {
-  if (slots == nullptr) return nullptr;
-  for (int p = 0; p < probes; p++) {
-    const int i = Slots::Index(id, p);
-    if (slots->call_id[i] == id && slots->call[i].load(std::memory_order_acquire) != nullptr) {
-      return &slots->call[i];
-    }
-  }
-  return nullptr;
-}
-}  // namespace
-
-bool Connection::TrackForCancelInSlot(InboundCall* call) {
-  if (cancel_slots_ == nullptr) return false;  // made with the first call (TrackForCancelInMap)
-  if (PlaceInCancelSlot(cancel_slots_.get(), 1, call)) return true;
-  if (wide_cancel_slots_ == nullptr) {
-    wide_cancel_slots_ = std::make_unique<CancelSlots<kWideCancelSlots>>();
-  }
-  return PlaceInCancelSlot(wide_cancel_slots_.get(), kCancelProbes, call);
-}
-
-std::atomic<InboundCall*>* Connection::FindCancelSlot(int32_t call_id) {
-  std::atomic<InboundCall*>* slot = FindInCancelSlots(cancel_slots_.get(), 1, call_id);
-  if (slot != nullptr) return slot;
-  return FindInCancelSlots(wide_cancel_slots_.get(), kCancelProbes, call_id);
-}
 
 Status Connection::HandleCallFrame(BlockSlice&& frame, size_t* charged) {
   DCHECK(reactor_->IsCurrentThread());
@@ -538,7 +326,7 @@ Status Connection::HandleCallFrame(BlockSlice&& frame, size_t* charged) {
     return Status::InvalidArgument("unexpected connection-level frame, call id " +
                                    std::to_string(call->call_id()));
   }
-  if (peer_cancels_) TrackForCancel(call.get());
+  if (peer_cancels_) cancels_.Track(call.get());
   call->HoldMemory(call->frame_bytes(), *charged);
   *charged = 0;
   inbound_in_flight_.fetch_add(1, std::memory_order_relaxed);
@@ -553,15 +341,8 @@ Status Connection::HandleResponseFrame(BlockSlice&& frame) {
   RRPC_RETURN_NOT_OK(ParseFrame(frame.slice, &header, &body, &tail));
   scoped_refptr<OutboundCall> call;
   if (!awaiting_response_.Erase(header.call_id, &call)) {
-    scoped_refptr<OutboundCall> caller_call;
-    {
-      MutexLock lock(write_mu_);
-      if (caller_call_ != nullptr && caller_call_->call_id() == header.call_id) {
-        caller_call = std::move(caller_call_);
-        caller_call_ = nullptr;
-        MaybeParkReads();  // its next call's response: read by its caller
-      }
-    }
+    // A synchronous caller's call written by the caller itself (CallerReads).
+    scoped_refptr<OutboundCall> caller_call = caller_reads_.TakeAnswered(header.call_id);
     if (caller_call != nullptr) {
       caller_call->FinishWithResponse(std::move(frame), header, body, tail, last_activity_);
       return Status::OK();
@@ -571,8 +352,93 @@ Status Connection::HandleResponseFrame(BlockSlice&& frame) {
             << remote_.ToString();
     return Status::OK();
   }
-  ForgetAnsweredDeadlines(header.call_id);
+  deadlines_.ForgetAnswered(header.call_id);
   call->FinishWithResponse(std::move(frame), header, body, tail, last_activity_);
+  return Status::OK();
+}
+
+// ---- Control frames (docs/wire-format.md, "Control frames").
+
+void Connection::CancelCall(OutboundCall* call) {
+  DCHECK(reactor_->IsCurrentThread());
+  DCHECK(direction_ == Direction::kClient);
+  if (call->finished()) return;
+  scoped_refptr<Connection> self(this);
+  scoped_refptr<OutboundCall> keep(call);
+  bool found = awaiting_response_.Erase(call->call_id());
+  if (!found) {
+    auto it = std::find_if(pending_calls_.begin(), pending_calls_.end(),
+                           [call](const auto& c) { return c.get() == call; });
+    if (it != pending_calls_.end()) {
+      pending_calls_.erase(it);
+      found = true;
+    }
+  }
+  // A synchronous caller's own write: whoever takes it finishes it.
+  if (!found) found = caller_reads_.Take(call);
+  if (!found) return;  // finished meanwhile by whoever held it
+  // As a timeout: a half-written frame still goes out whole (from copies), then the cancel.
+  if (call->started() && !call->OutboundTransfer::finished()) call->DetachUnsentPayload();
+  SendCancelFrame(*call);
+  call->FinishCancelled();
+}
+
+void Connection::SendCancelFrame(const OutboundCall& call) {
+  DCHECK(reactor_->IsCurrentThread());
+  // A call whose first byte never left is dropped from the write queue: the server never saw it.
+  if (!call.started() || state_ == State::kClosed) return;
+  if (state_ != State::kOpen) {
+    // Sent behind the hello, cancelled before the server's reply came: whether the server takes
+    // cancels is known once it does (SendHeldCancels).
+    held_cancels_.push_back(call.call_id());
+    return;
+  }
+  if (peer_cancels_) QueueControlFrame(ControlPB::CANCEL, call.call_id());
+}
+
+void Connection::SendHeldCancels() {
+  std::vector<int32_t> held;
+  held.swap(held_cancels_);
+  if (!peer_cancels_) return;
+  for (int32_t id : held) QueueControlFrame(ControlPB::CANCEL, id);
+}
+
+void Connection::MaybePing(MonoTime now) {
+  DCHECK(reactor_->IsCurrentThread());
+  if (direction_ != Direction::kClient || state_ != State::kOpen || !peer_cancels_ ||
+      calls_in_flight() == 0 || options_.ping_after == MonoDelta::Max()) {
+    return;
+  }
+  const MonoTime heard = last_activity();
+  if (now - heard < options_.ping_after || last_ping_ > heard) return;  // one per silence
+  last_ping_ = now;
+  QueueControlFrame(ControlPB::PING, -1);
+}
+
+void Connection::QueueControlFrame(int kind, int32_t call_id) {
+  RequestHeader header;
+  header.set_call_id(kControlCallId);
+  ControlPB control;
+  control.set_kind(static_cast<ControlPB::Kind>(kind));
+  if (call_id >= 0) control.add_call_ids(call_id);
+  Result<BlockSlice> frame =
+      SerializeFrameHead(header, control, 0, std::numeric_limits<uint32_t>::max());
+  if (!frame.ok()) return;  // a few bytes: cannot exceed any limit
+  writer_.Stage(new BytesTransfer(std::move(frame).value()));
+}
+
+Status Connection::HandleControlFrame(Slice body) {
+  DCHECK(reactor_->IsCurrentThread());
+  ControlPB control;
+  if (!ParseMessageQuietly(body, &control)) {
+    return Status::InvalidArgument("control frame does not parse");
+  }
+  if (control.kind() == ControlPB::PING) return Status::OK();  // its TCP acknowledgement is all
+  if (control.kind() != ControlPB::CANCEL) {
+    VLOG(1) << "control frame of unknown kind " << control.kind() << " from " << remote_.ToString();
+    return Status::OK();
+  }
+  for (int32_t id : control.call_ids()) cancels_.Cancel(id, reactor_->metrics());
   return Status::OK();
 }
 
@@ -588,24 +454,12 @@ void Connection::Shutdown(const Status& reason) {
   DisarmResumer();
   // Kept (not reset) while negotiating: Shutdown may run inside the negotiation's timer or calls.
   if (negotiating_ != nullptr) ev_timer_stop(reactor_->loop(), &negotiating_->timer);
-  ev_timer_stop(reactor_->loop(), &call_deadline_timer_);
-  call_deadlines_.clear();  // every call waiting is failed below
-  write_armed_ = false;
-  TransferQueue unsent;
-  scoped_refptr<OutboundCall> caller_call;
+  deadlines_.Stop();  // every call waiting is failed below
+  // After this no worker or caller writes (they find the writer closed under its lock), so the
+  // transport can close.
+  TransferQueue unsent = writer_.Close();
   bool caller_reading;
-  {
-    // After this no worker writes (TryWriteLoneResponse checks write_closed_ under the lock), so
-    // the transport can close.
-    MutexLock lock(write_mu_);
-    write_closed_ = true;
-    unsent = write_queue_.TakeAll();
-    unsent.Append(staged_.TakeAll());
-    caller_call = std::move(caller_call_);
-    caller_call_ = nullptr;
-    unsent_bytes_.store(0, std::memory_order_relaxed);
-    caller_reading = read_owner_.load(std::memory_order_relaxed) == ReadOwner::kCaller;
-  }
+  scoped_refptr<OutboundCall> caller_call = caller_reads_.TakeOnClose(&caller_reading);
   // A caller reading the socket (ReadResponseAsCaller) is woken by the stream's end; the
   // descriptor stays until the connection goes, so it never reads a reused one.
   if (caller_reading) {

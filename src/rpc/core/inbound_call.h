@@ -102,7 +102,7 @@ class InboundCall final : public OutboundTransfer {
   // The call's part of the /rpcz store (rpc/observe/rpcz_store.h).
   RpczCallEntry* rpcz_entry() { return &rpcz_entry_; }
 
-  // Cancellation (connection_cancel.cc). The reactor tracks the call before it leaves it, in
+  // Cancellation (inbound_cancels.h). The reactor tracks the call before it leaves it, in
   // one of the connection's cancel slots or in its locked map; the call untracks itself as it
   // answers. Written by the reactor before the call leaves it, then by the thread that has it.
   enum class CancelTrack : uint8_t { kNone, kSlot, kMap };

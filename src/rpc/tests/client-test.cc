@@ -119,7 +119,7 @@ TEST_F(ClientTest, TimeoutCountsFromTheSendAndFixesTheDeadlineThen) {
 }
 
 // Deadlines on one connection share one timer while they come in nondecreasing order
-// (connection.h: call_deadlines_): the calls stuck in the server time out, each once and not
+// (core/call_deadlines.h): the calls stuck in the server time out, each once and not
 // before its deadline, and the calls answered meanwhile never do.
 TEST_F(ClientTest, CallsOfOneConnectionTimeOutAtTheirDeadlinesWhileOthersAreAnswered) {
   MessengerOptions server_options;

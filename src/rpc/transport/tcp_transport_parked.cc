@@ -1,5 +1,5 @@
 // TcpTransport's parked reads: the reactor stops reading a client connection's socket and a
-// synchronous caller, chosen by the connection (core/connection_caller_read.cc), reads its own
+// synchronous caller, chosen by the connection (core/caller_reads.h), reads its own
 // response from it with a blocking recv(), into the same FrameReader, as raw TCP's client does.
 // Who may read when is the connection's business; here only the how.
 //
