@@ -84,11 +84,18 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   bool waited_for_connection() const { return waited_for_connection_; }
   void set_waited_for_connection() { waited_for_connection_ = true; }
 
+  // Caller thread, before Serialize(): this attempt ends by `deadline` even when the call's
+  // deadline (the controller's) is later: a retrying caller's per-attempt timeout. The
+  // controller's deadline is left alone.
+  void set_attempt_deadline(MonoTime deadline) { deadline_ = deadline; }
+
   int32_t call_id() const { return call_id_; }
   const Sockaddr& remote() const { return method_->remote(); }
   const RemoteMethod* remote_method() const { return method_.get(); }
   const std::string& method_name() const { return method_->method_name(); }
-  MonoTime deadline() const;
+  // When the call times out: the controller's deadline, or the attempt's if earlier. Fixed by
+  // Serialize().
+  MonoTime deadline() const { return deadline_; }
   // When the call was serialized (Serialize()): about when it was queued for sending.
   MonoTime sent_at() const { return sent_at_; }
   bool finished() const { return state_ == State::kFinished; }
@@ -162,6 +169,7 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   std::atomic<bool> wrote_any_{false};
   bool timer_active_ = false;  // reactor thread only, like the other timer state below
   MonoTime sent_at_;
+  MonoTime deadline_ = MonoTime::Max();   // see set_attempt_deadline(); fixed by Serialize()
   MonoTime received_at_;                  // unset unless a response arrived
   scoped_refptr<Connection> connection_;  // see set_connection()
   scoped_refptr<CallObserver> observer_;  // see set_observer(); usually none

@@ -138,6 +138,29 @@ TEST_F(RetryTest, WithoutAPolicyATooBusyCallFailsAtOnce) {
   EXPECT_EQ(1, ctl.attempts());
 }
 
+TEST_F(RetryTest, EachRetryCountsInTheClientsRetryMetric) {
+  FillServer();
+  MessengerMetrics* metrics = MessengerInternals::metrics(*client_);
+  ASSERT_NE(metrics, nullptr);
+  rtest::EchoServiceProxy proxy = Proxy();
+  const Counter* retries = metrics->ClientMethod(proxy.service_name(), "Echo")->retries;
+  const int64_t before = retries->value();
+  rtest::EchoRequestPB req;
+  req.set_data("x");
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(60));
+  RetryPolicy policy;
+  policy.max_attempts = 3;
+  policy.initial_backoff = MonoDelta::FromMilliseconds(1);
+  policy.max_backoff = MonoDelta::FromMilliseconds(1);
+  ctl.set_retry_policy(policy);
+  Status s = proxy.Echo(req, &resp, &ctl);
+  EXPECT_TRUE(ctl.IsRetriable()) << s.ToString();  // refused every time: the server stays full
+  EXPECT_EQ(3, ctl.attempts());
+  EXPECT_EQ(2, retries->value() - before);
+}
+
 TEST_F(RetryTest, RetriesWithBackoffUntilAdmitted) {
   FillServer();
   const uint64_t refusals_before = Refusals();
