@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "rpc/core/attempt_call.h"
 #include "rpc/core/attempt_engine.h"
 #include "rpc/core/connection.h"
 #include "rpc/core/messenger_internals.h"
@@ -66,15 +67,8 @@ Proxy& Proxy::operator=(const Proxy& other) {
 
 Proxy::~Proxy() = default;
 
-scoped_refptr<OutboundCall> Proxy::NewCall(const std::string& method,
-                                           const google::protobuf::Message& request,
-                                           google::protobuf::Message* response,
-                                           RpcController* controller, ResponseCallback&& callback,
-                                           MonoTime attempt_deadline) const {
-  return NewAttemptCall(
-      messenger_.get(),
-      methods_->Get(MessengerInternals::metrics(*messenger_), remote_, service_name_, method),
-      request, response, controller, std::move(callback), attempt_deadline);
+inline scoped_refptr<RemoteMethod> Proxy::Method(const std::string& method) const {
+  return methods_->Get(MessengerInternals::metrics(*messenger_), remote_, service_name_, method);
 }
 
 namespace {
@@ -117,8 +111,8 @@ void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Mess
   }
   if (!MayRetry(*controller, kind)) {
     RpcControllerInternal::set_attempts(controller, 1);
-    scoped_refptr<OutboundCall> call =
-        NewCall(method, request, response, controller, std::move(callback), MonoTime::Max());
+    scoped_refptr<OutboundCall> call = NewAttemptCall(messenger_.get(), Method(method), request,
+                                                      response, controller, std::move(callback));
     if (call) MessengerInternals::QueueOutboundCall(messenger_.get(), std::move(call));
     return;
   }
@@ -137,9 +131,9 @@ void Proxy::AsyncAttempt(std::shared_ptr<AsyncRetry> retry) {
   // call finishes on the spot.
   AsyncRetry* r = retry.get();
   const MonoTime attempt_deadline = r->series.BeginAttempt(r->controller);
-  scoped_refptr<OutboundCall> call = r->proxy.NewCall(
-      r->method, *r->request, r->response, r->controller, [retry] { OnAsyncAttemptDone(retry); },
-      attempt_deadline);
+  scoped_refptr<OutboundCall> call = NewAttemptCall(
+      r->proxy.messenger_.get(), r->proxy.Method(r->method), *r->request, r->response,
+      r->controller, [retry] { OnAsyncAttemptDone(retry); }, attempt_deadline);
   if (call) MessengerInternals::QueueOutboundCall(r->proxy.messenger_.get(), std::move(call));
 }
 
@@ -203,8 +197,9 @@ Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Mes
   // The callback sets `done`; this thread may poll it for a quick response before it sleeps on
   // it (util/one_shot_event.h: one futex wake, no lock for the woken caller to wait for).
   OneShotEvent done;
-  scoped_refptr<OutboundCall> call = NewCall(
-      method, request, response, controller, [&done] { done.Notify(); }, attempt_deadline);
+  scoped_refptr<OutboundCall> call = NewAttemptCall(
+      messenger_.get(), Method(method), request, response, controller, [&done] { done.Notify(); },
+      attempt_deadline);
   if (!call) return controller->status();
   // This thread writes the call itself on the connection its last synchronous call to this
   // remote went out on, when that connection has nothing else to write: no hand-off to the

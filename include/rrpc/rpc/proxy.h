@@ -25,6 +25,7 @@
 namespace rrpc::rpc {
 
 class ChannelIf;
+class RemoteMethod;
 class RemoteMethodCache;
 class Messenger;
 class OutboundCall;
@@ -80,13 +81,8 @@ class Proxy {
   Status SyncAttempt(const std::string& method, const google::protobuf::Message& request,
                      google::protobuf::Message* response, RpcController* controller,
                      MonoTime attempt_deadline) const;
-  // A serialized attempt to remote_ (NewAttemptCall), or nullptr when it failed already (its
-  // callback has run).
-  scoped_refptr<OutboundCall> NewCall(const std::string& method,
-                                      const google::protobuf::Message& request,
-                                      google::protobuf::Message* response,
-                                      RpcController* controller, ResponseCallback&& callback,
-                                      MonoTime attempt_deadline) const;
+  // The record of `method` at remote_ that each attempt (NewAttemptCall) is made for.
+  scoped_refptr<RemoteMethod> Method(const std::string& method) const;
 
   // Blocks on a call through channel_.
   Status SyncRequestThroughChannel(const std::string& method,

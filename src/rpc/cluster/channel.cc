@@ -9,6 +9,7 @@
 #include "rpc/cluster/backend.h"
 #include "rpc/cluster/balancer.h"
 #include "rpc/cluster/channel_call.h"
+#include "rpc/core/attempt_call.h"
 #include "rpc/core/attempt_engine.h"
 #include "rpc/core/messenger_internals.h"
 #include "rpc/core/outbound_call.h"

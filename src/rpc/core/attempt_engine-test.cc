@@ -53,16 +53,14 @@ TEST(ClassifyAttemptTest, NamesServerRefusalsTimeoutsAndConnectionFailures) {
   EXPECT_EQ(ClassifyAttempt(Status::TimedOut("timer"), nullptr), AttemptOutcome::kTimedOut);
   EXPECT_EQ(ClassifyAttempt(Status::NetworkError("reset"), nullptr),
             AttemptOutcome::kConnectionFailed);
-  EXPECT_EQ(ClassifyAttempt(Status::InvalidArgument("too large"), nullptr),
-            AttemptOutcome::kLocal);
+  EXPECT_EQ(ClassifyAttempt(Status::InvalidArgument("too large"), nullptr), AttemptOutcome::kLocal);
 }
 
 TEST(DecideRetryTest, ProxyRetriesOnlyTooBusyForAPlainCall) {
   const RetryRules rules = RetryRules::ForProxy(Policy(3), MethodKind::kPlain);
   EXPECT_EQ(DecideRetry(rules, End(AttemptOutcome::kTooBusy, true, false)),
             RetryVerdict::kAnyServer);
-  EXPECT_EQ(DecideRetry(rules, End(AttemptOutcome::kUnavailable, true, false)),
-            RetryVerdict::kNo);
+  EXPECT_EQ(DecideRetry(rules, End(AttemptOutcome::kUnavailable, true, false)), RetryVerdict::kNo);
   EXPECT_EQ(DecideRetry(rules, End(AttemptOutcome::kConnectionFailed, false, false)),
             RetryVerdict::kNo);
   EXPECT_EQ(DecideRetry(rules, End(AttemptOutcome::kTimedOut, true, true)), RetryVerdict::kNo);
@@ -82,8 +80,7 @@ TEST(DecideRetryTest, ProxyAsksATrackingServerAgainOnlyUnderAnAttemptTimeout) {
   EXPECT_EQ(DecideRetry(bounded, End(AttemptOutcome::kConnectionFailed, false, false)),
             RetryVerdict::kSameServer);
   const RetryRules unbounded = RetryRules::ForProxy(Policy(3), MethodKind::kTracked);
-  EXPECT_EQ(DecideRetry(unbounded, End(AttemptOutcome::kTimedOut, true, true)),
-            RetryVerdict::kNo);
+  EXPECT_EQ(DecideRetry(unbounded, End(AttemptOutcome::kTimedOut, true, true)), RetryVerdict::kNo);
   EXPECT_EQ(DecideRetry(unbounded, End(AttemptOutcome::kConnectionFailed, true, true)),
             RetryVerdict::kNo);
 }

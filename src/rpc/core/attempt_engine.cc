@@ -1,18 +1,10 @@
 #include "rpc/core/attempt_engine.h"
 
-#include <glog/logging.h>
-
 #include <algorithm>
 #include <random>
-#include <string>
 
-#include "rpc/core/messenger_internals.h"
-#include "rpc/core/outbound_call.h"
-#include "rpc/core/remote_method.h"
 #include "rpc/core/request_tracker.h"
 #include "rpc/core/rpc_controller_internal.h"
-#include "rpc/observe/rpc_metrics.h"
-#include "rrpc/rpc/messenger.h"
 
 namespace rrpc::rpc {
 
@@ -157,38 +149,6 @@ void AttemptSeries::End() {
   if (tracker_ == nullptr) return;
   tracker_->Complete(request_seq_no_);
   tracker_ = nullptr;
-}
-
-scoped_refptr<OutboundCall> NewAttemptCall(Messenger* messenger,
-                                           scoped_refptr<RemoteMethod>&& method,
-                                           const google::protobuf::Message& request,
-                                           google::protobuf::Message* response,
-                                           RpcController* controller, ResponseCallback&& callback,
-                                           MonoTime attempt_deadline, CallObserver* observer) {
-  CHECK(!controller->finished()) << "RpcController reused without Reset()";
-  ClientMethodMetrics* const metrics = method->metrics();
-  scoped_refptr<OutboundCall> call(
-      new OutboundCall(std::move(method), response, controller, std::move(callback)));
-  if (observer != nullptr) call->set_observer(scoped_refptr<CallObserver>(observer));
-  call->set_attempt_deadline(attempt_deadline);
-  const RequestTracker* tracker = nullptr;
-  if (controller->request_seq_no() != 0) {  // a tracked call
-    tracker = MessengerInternals::request_tracker(*messenger);
-    call->set_report_connection();  // its server's EXACTLY_ONCE decides whether to retry
-  }
-  Status s = call->Serialize(request, MessengerInternals::NextCallId(messenger),
-                             messenger->options().max_message_size, tracker);
-  if (!s.ok()) {
-    call->FailBeforeSend(s);
-    return nullptr;
-  }
-  if (!RpcControllerInternal::AttachCall(controller, call.get())) {  // cancelled before it left
-    call->FailBeforeSend(
-        Status::Aborted("call " + call->method_name() + " cancelled before it was sent"));
-    return nullptr;
-  }
-  if (controller->attempts() > 1 && metrics != nullptr) metrics->retries->Increment();
-  return call;
 }
 
 }  // namespace rrpc::rpc

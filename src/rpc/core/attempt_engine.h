@@ -1,32 +1,24 @@
 // The attempt engine: the steps of a client call that may take several attempts, shared by a
 // Proxy to one address (rrpc/rpc/proxy.h) and a cluster channel's calls (cluster/channel_call.h):
-// sending one attempt (NewAttemptCall), classifying how it ended (ClassifyAttempt, AttemptEnd),
-// deciding whether another may follow (DecideRetry), drawing the backoff before it (Backoff), and
-// keeping a tracked call's request id and attempt count over all of them (AttemptSeries). What
-// differs stays with the caller: where an attempt goes (a channel picks a server, fails over,
-// hedges and pins a tracked call) and how it waits (a synchronous proxy call sleeps; the others
-// wait on a reactor timer).
+// sending one attempt (NewAttemptCall, core/attempt_call.h), classifying how it ended
+// (ClassifyAttempt, AttemptEnd), deciding whether another may follow (DecideRetry), drawing the
+// backoff before it (Backoff), and keeping a tracked call's request id and attempt count over all
+// of them (AttemptSeries). What differs stays with the caller: where an attempt goes (a channel
+// picks a server, fails over, hedges and pins a tracked call) and how it waits (a synchronous proxy
+// call sleeps; the others wait on a reactor timer).
 //
 // An attempt's deadline is its own: the call's deadline (the controller's, never rewritten), or
 // sooner by the rules' attempt timeout; it travels on the OutboundCall.
 #pragma once
 
-#include <google/protobuf/message.h>
-
 #include <cstdint>
 
 #include "rrpc/rpc/method_kind.h"
-#include "rrpc/rpc/response_callback.h"
 #include "rrpc/rpc/rpc_controller.h"
 #include "rrpc/util/monotime.h"
-#include "rrpc/util/ref_counted.h"
 
 namespace rrpc::rpc {
 
-class CallObserver;
-class Messenger;
-class OutboundCall;
-class RemoteMethod;
 class RequestTracker;
 
 // What an attempt's end means for retries, failover and a server's health.
@@ -148,19 +140,5 @@ class AttemptSeries {
   uint64_t request_seq_no_ = 0;
   int attempts_ = 0;
 };
-
-// Makes and serializes one attempt of a call to `method` and attaches it to the controller's
-// Cancel(): the OutboundCall to queue (or write), or nullptr when it has failed already and its
-// callback has run (the request does not serialize, or the call was cancelled before it left).
-// `attempt_deadline`: the attempt's own (AttemptSeries::AttemptDeadline); `observer`, if any,
-// hears of its end. A tracked call's attempt (its controller holds a request id) carries the id
-// and reports its connection. Caller's thread.
-scoped_refptr<OutboundCall> NewAttemptCall(Messenger* messenger,
-                                           scoped_refptr<RemoteMethod>&& method,
-                                           const google::protobuf::Message& request,
-                                           google::protobuf::Message* response,
-                                           RpcController* controller, ResponseCallback&& callback,
-                                           MonoTime attempt_deadline = MonoTime::Max(),
-                                           CallObserver* observer = nullptr);
 
 }  // namespace rrpc::rpc

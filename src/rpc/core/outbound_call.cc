@@ -72,14 +72,15 @@ void OutboundCall::operator delete(void* p, size_t) { OutboundCallPool::Free(p);
 void OutboundCall::set_connection(Connection* conn) { connection_ = conn; }
 
 Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t call_id,
-                               size_t max_message_size, const RequestTracker* tracker) {
+                               size_t max_message_size, MonoTime attempt_deadline,
+                               const RequestTracker* tracker) {
   call_id_ = call_id;
   // The names go into the frame as the proxy encoded them once (core/remote_method.h).
   RequestHeaderParts header;
   header.call_id = call_id;
   header.remote_method = method_->encoded();
   sent_at_ = MonoTime::Now();
-  deadline_ = std::min(deadline_, RpcControllerInternal::FixDeadline(controller_, sent_at_));
+  deadline_ = std::min(attempt_deadline, RpcControllerInternal::FixDeadline(controller_, sent_at_));
   const MonoTime deadline = deadline_;
   if (!deadline.IsMax()) {
     // At least 1 ms: 0 would mean "no deadline" to the server.

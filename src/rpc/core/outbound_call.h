@@ -58,10 +58,13 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   static void operator delete(void* p, size_t size);
 
   // Caller thread: builds the frame. `call_id` is unique per messenger. Fails when the request
-  // exceeds `max_message_size`. `tracker`: the messenger's, for a tracked call (the controller
-  // holds its sequence number): the header carries the call's request id.
+  // exceeds `max_message_size`. `attempt_deadline`: this attempt ends by then even when the
+  // call's deadline (the controller's, fixed here if only a timeout was set, and never changed)
+  // is later: a retrying caller's per-attempt timeout. `tracker`: the messenger's, for a tracked
+  // call (the controller holds its sequence number): the header carries the call's request id.
   Status Serialize(const google::protobuf::Message& request, int32_t call_id,
-                   size_t max_message_size, const RequestTracker* tracker = nullptr);
+                   size_t max_message_size, MonoTime attempt_deadline = MonoTime::Max(),
+                   const RequestTracker* tracker = nullptr);
 
   // A synchronous caller wants to know which connection the call went out on, to write its next
   // call itself (Connection::TrySendCallFromCaller). Caller thread, before the call is queued.
@@ -83,11 +86,6 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   // thread as the call is queued; read by its observer as it finishes.
   bool waited_for_connection() const { return waited_for_connection_; }
   void set_waited_for_connection() { waited_for_connection_ = true; }
-
-  // Caller thread, before Serialize(): this attempt ends by `deadline` even when the call's
-  // deadline (the controller's) is later: a retrying caller's per-attempt timeout. The
-  // controller's deadline is left alone.
-  void set_attempt_deadline(MonoTime deadline) { deadline_ = deadline; }
 
   int32_t call_id() const { return call_id_; }
   const Sockaddr& remote() const { return method_->remote(); }
@@ -169,8 +167,8 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   std::atomic<bool> wrote_any_{false};
   bool timer_active_ = false;  // reactor thread only, like the other timer state below
   MonoTime sent_at_;
-  MonoTime deadline_ = MonoTime::Max();   // see set_attempt_deadline(); fixed by Serialize()
-  MonoTime received_at_;                  // unset unless a response arrived
+  MonoTime deadline_;     // fixed by Serialize(): the controller's or the attempt's, if earlier
+  MonoTime received_at_;  // unset unless a response arrived
   scoped_refptr<Connection> connection_;  // see set_connection()
   scoped_refptr<CallObserver> observer_;  // see set_observer(); usually none
   std::atomic<Reactor*> reactor_{nullptr};
