@@ -33,14 +33,11 @@ void CountRetry(const OutboundCall& call);
 // `attempt_deadline`: the attempt's own (AttemptSeries::AttemptDeadline); `observer`, if any,
 // hears of its end. A tracked call's attempt (its controller holds a request id) carries the id
 // and reports its connection.
-inline scoped_refptr<OutboundCall> NewAttemptCall(Messenger* messenger,
-                                                  scoped_refptr<RemoteMethod>&& method,
-                                                  const google::protobuf::Message& request,
-                                                  google::protobuf::Message* response,
-                                                  RpcController* controller,
-                                                  ResponseCallback&& callback,
-                                                  MonoTime attempt_deadline = MonoTime::Max(),
-                                                  CallObserver* observer = nullptr) {
+inline scoped_refptr<OutboundCall> NewAttemptCall(
+    Messenger* messenger, scoped_refptr<RemoteMethod>&& method,
+    const google::protobuf::Message& request, google::protobuf::Message* response,
+    RpcController* controller, ResponseCallback&& callback,
+    MonoTime attempt_deadline = MonoTime::Max(), CallObserver* observer = nullptr) {
   CHECK(!controller->finished()) << "RpcController reused without Reset()";
   scoped_refptr<OutboundCall> call(
       new OutboundCall(std::move(method), response, controller, std::move(callback)));

@@ -145,17 +145,12 @@ TEST_F(RetryTest, EachRetryCountsInTheClientsRetryMetric) {
   rtest::EchoServiceProxy proxy = Proxy();
   const Counter* retries = metrics->ClientMethod(proxy.service_name(), "Echo")->retries;
   const int64_t before = retries->value();
-  rtest::EchoRequestPB req;
-  req.set_data("x");
-  rtest::EchoResponsePB resp;
   RpcController ctl;
   ctl.set_timeout(MonoDelta::FromSeconds(60));
-  RetryPolicy policy;
-  policy.max_attempts = 3;
-  policy.initial_backoff = MonoDelta::FromMilliseconds(1);
-  policy.max_backoff = MonoDelta::FromMilliseconds(1);
-  ctl.set_retry_policy(policy);
-  Status s = proxy.Echo(req, &resp, &ctl);
+  ctl.set_retry_policy(RetryPolicy{/*max_attempts=*/3, MonoDelta::FromMilliseconds(1),
+                                   MonoDelta::FromMilliseconds(1)});
+  rtest::EchoResponsePB resp;
+  Status s = proxy.Echo(rtest::EchoRequestPB(), &resp, &ctl);
   EXPECT_TRUE(ctl.IsRetriable()) << s.ToString();  // refused every time: the server stays full
   EXPECT_EQ(3, ctl.attempts());
   EXPECT_EQ(2, retries->value() - before);
