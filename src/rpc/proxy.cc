@@ -1,15 +1,17 @@
 #include "rrpc/rpc/proxy.h"
 
-#include <algorithm>
-#include <atomic>
-#include <random>
+#include <memory>
+#include <string>
+#include <utility>
 
+#include "rpc/core/attempt_call.h"
+#include "rpc/core/attempt_engine.h"
 #include "rpc/core/connection.h"
 #include "rpc/core/messenger_internals.h"
 #include "rpc/core/outbound_call.h"
 #include "rpc/core/reactor.h"
 #include "rpc/core/remote_method.h"
-#include "rpc/core/request_tracker.h"
+#include "rpc/core/rpc_controller_internal.h"
 #include "rrpc/rpc/channel_if.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
@@ -19,55 +21,6 @@
 namespace rrpc::rpc {
 
 namespace {
-// Uniform in [0, 1), per calling thread (retry jitter needs no shared state).
-double RetryJitter() {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  return std::uniform_real_distribution<double>(0, 1)(rng);
-}
-
-// A wait between half and all of `backoff`, so refused clients spread out.
-MonoDelta JitteredWait(MonoDelta backoff) {
-  return MonoDelta::FromNanoseconds(
-      backoff.ToNanoseconds() / 2 +
-      static_cast<int64_t>(RetryJitter() * static_cast<double>(backoff.ToNanoseconds()) / 2));
-}
-
-MonoDelta NextBackoff(const RetryPolicy& policy, MonoDelta backoff) {
-  return std::min(policy.max_backoff,
-                  MonoDelta::FromNanoseconds(static_cast<int64_t>(
-                      static_cast<double>(backoff.ToNanoseconds()) * policy.multiplier)));
-}
-
-bool RefusedAsTooBusy(const RpcController& controller) {
-  return !controller.status().ok() && controller.error_response() != nullptr &&
-         controller.error_response()->code() == ErrorStatusPB::ERROR_SERVER_TOO_BUSY;
-}
-
-// A tracked call's attempt whose outcome the client lost (it timed out, its connection failed,
-// or the server went away), made over a connection whose server keeps results, or that never
-// left this process: a retry with the same request id gets the first answer or runs the call
-// once. Only when the policy bounds attempts.
-bool LostOutcomeSafeToRetry(const RpcController& c) {
-  const bool safe = c.server_tracks_results() || !c.request_left();
-  if (c.status().ok() || !safe || c.retry_policy().attempt_timeout == MonoDelta::Max()) {
-    return false;
-  }
-  if (c.error_response() != nullptr) {
-    return c.error_response()->code() == ErrorStatusPB::ERROR_UNAVAILABLE;
-  }
-  return c.status().IsTimedOut() || c.status().IsNetworkError();
-}
-
-bool ShouldRetry(const RpcController& c, bool tracked) {
-  return RefusedAsTooBusy(c) || (tracked && LostOutcomeSafeToRetry(c));
-}
-
-// The deadline of one attempt of a tracked call: the call's, or sooner by the policy.
-MonoTime AttemptDeadline(const RetryPolicy& policy, MonoTime overall) {
-  if (policy.attempt_timeout == MonoDelta::Max()) return overall;
-  return std::min(overall, MonoTime::Now() + policy.attempt_timeout);
-}
-
 // Per calling thread: the connection its last synchronous call went out on through a reactor.
 // The reference keeps the object (not the connection) alive; a closed one refuses direct writes.
 struct SyncCallConnection {
@@ -114,46 +67,38 @@ Proxy& Proxy::operator=(const Proxy& other) {
 
 Proxy::~Proxy() = default;
 
-scoped_refptr<OutboundCall> Proxy::NewCall(const std::string& method,
-                                           const google::protobuf::Message& request,
-                                           google::protobuf::Message* response,
-                                           RpcController* controller,
-                                           ResponseCallback&& callback) const {
-  CHECK(!controller->finished()) << "RpcController reused without Reset()";
-  scoped_refptr<OutboundCall> call(new OutboundCall(
-      methods_->Get(MessengerInternals::metrics(*messenger_), remote_, service_name_, method),
-      response, controller, std::move(callback)));
-  const RequestTracker* tracker = nullptr;
-  if (controller->request_seq_no_ != 0) {
-    tracker = MessengerInternals::request_tracker(*messenger_);
-    call->set_report_connection();  // its server's EXACTLY_ONCE decides whether to retry
-  }
-  Status s = call->Serialize(request, MessengerInternals::NextCallId(messenger_.get()),
-                             messenger_->options().max_message_size, tracker);
-  if (!s.ok()) {
-    call->FailBeforeSend(s);
-    return nullptr;
-  }
-  if (!controller->AttachCall(call.get())) {  // cancelled before it started
-    call->FailBeforeSend(Status::Aborted("call " + method + " cancelled before it was sent"));
-    return nullptr;
-  }
-  return call;
+inline scoped_refptr<RemoteMethod> Proxy::Method(const std::string& method) const {
+  return methods_->Get(MessengerInternals::metrics(*messenger_), remote_, service_name_, method);
 }
+
+namespace {
+// The attempts of a call to one address that may be retried: the engine's rules for a proxy, by
+// the controller's RetryPolicy and the method's kind.
+AttemptSeries ProxySeries(const Messenger& messenger, RpcController* controller, MethodKind kind) {
+  const RetryPolicy& policy = controller->retry_policy();
+  return AttemptSeries(RetryRules::ForProxy(policy, kind),
+                       Backoff(policy.initial_backoff, policy.max_backoff, policy.multiplier),
+                       controller, MessengerInternals::request_tracker(messenger));
+}
+
+// Whether a call may take more than one attempt; the others take the single-attempt path.
+bool MayRetry(const RpcController& controller, MethodKind kind) {
+  return kind == MethodKind::kTracked || controller.retry_policy().max_attempts > 1;
+}
+}  // namespace
 
 // An asynchronous call that may be retried: what every attempt needs once the caller's request
 // (and perhaps its proxy) is gone. Shared by each attempt's callback and the timer between two.
 struct Proxy::AsyncRetry {
-  explicit AsyncRetry(const Proxy& p) : proxy(p) {}
+  AsyncRetry(const Proxy& p, RpcController* c, MethodKind kind)
+      : proxy(p), controller(c), series(ProxySeries(*p.messenger_, c, kind)) {}
   Proxy proxy;  // a copy: the caller's may be destroyed while a retry waits
   std::string method;
   std::unique_ptr<google::protobuf::Message> request;  // a copy of the caller's
   google::protobuf::Message* response = nullptr;
-  RpcController* controller = nullptr;
+  RpcController* const controller;
   ResponseCallback callback;
-  MonoDelta backoff;
-  bool tracked = false;
-  MonoTime overall_deadline;  // tracked calls: the caller's deadline (attempts may end sooner)
+  AttemptSeries series;  // one attempt at a time: its callback, or the timer before the next
 };
 
 void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Message& request,
@@ -164,28 +109,19 @@ void Proxy::AsyncRequest(const std::string& method, const google::protobuf::Mess
                            std::move(callback), kind);
     return;
   }
-  controller->attempts_ = 1;
-  const bool tracked = kind == MethodKind::kTracked;
-  if (!tracked && controller->retry_policy().max_attempts <= 1) {
-    scoped_refptr<OutboundCall> call =
-        NewCall(method, request, response, controller, std::move(callback));
+  if (!MayRetry(*controller, kind)) {
+    RpcControllerInternal::set_attempts(controller, 1);
+    scoped_refptr<OutboundCall> call = NewAttemptCall(messenger_.get(), Method(method), request,
+                                                      response, controller, std::move(callback));
     if (call) MessengerInternals::QueueOutboundCall(messenger_.get(), std::move(call));
     return;
   }
-  auto retry = std::make_shared<AsyncRetry>(*this);
+  auto retry = std::make_shared<AsyncRetry>(*this, controller, kind);
   retry->method = method;
   retry->request.reset(request.New());
   retry->request->CopyFrom(request);
   retry->response = response;
-  retry->controller = controller;
   retry->callback = std::move(callback);
-  retry->backoff = controller->retry_policy().initial_backoff;
-  retry->tracked = tracked;
-  if (tracked) {
-    retry->overall_deadline = controller->deadline();
-    controller->request_seq_no_ = MessengerInternals::request_tracker(*messenger_)->NewSequence();
-    controller->set_deadline(AttemptDeadline(controller->retry_policy(), retry->overall_deadline));
-  }
   AsyncAttempt(std::move(retry));
 }
 
@@ -194,38 +130,23 @@ void Proxy::AsyncAttempt(std::shared_ptr<AsyncRetry> retry) {
   // itself keeps it, and so the proxy whose method runs, alive until this returns even when the
   // call finishes on the spot.
   AsyncRetry* r = retry.get();
-  scoped_refptr<OutboundCall> call = r->proxy.NewCall(
-      r->method, *r->request, r->response, r->controller, [retry] { OnAsyncAttemptDone(retry); });
+  const MonoTime attempt_deadline = r->series.BeginAttempt(r->controller);
+  scoped_refptr<OutboundCall> call = NewAttemptCall(
+      r->proxy.messenger_.get(), r->proxy.Method(r->method), *r->request, r->response,
+      r->controller, [retry] { OnAsyncAttemptDone(retry); }, attempt_deadline);
   if (call) MessengerInternals::QueueOutboundCall(r->proxy.messenger_.get(), std::move(call));
 }
 
 void Proxy::OnAsyncAttemptDone(const std::shared_ptr<AsyncRetry>& retry) {
-  RpcController* controller = retry->controller;
-  const RetryPolicy& policy = controller->retry_policy();
-  const MonoTime deadline = retry->tracked ? retry->overall_deadline : controller->deadline();
-  if (ShouldRetry(*controller, retry->tracked) && controller->attempts_ < policy.max_attempts) {
-    const MonoDelta wait = JitteredWait(retry->backoff);
-    if (MonoTime::Now() + wait < deadline) {  // else no time for another try
-      retry->backoff = NextBackoff(policy, retry->backoff);
-      // On a reactor, after this callback has returned: the finished attempt is done with the
-      // controller by then.
-      retry->proxy.messenger_->RunAfter(wait, [retry] {
-        RpcController* c = retry->controller;
-        c->PrepareRetry();
-        c->attempts_++;
-        if (retry->tracked) {
-          c->set_deadline(AttemptDeadline(c->retry_policy(), retry->overall_deadline));
-        }
-        AsyncAttempt(retry);
-      });
-      return;
-    }
+  const RetryDecision next =
+      retry->series.DecideRetry(AttemptEnd::Of(*retry->controller), MonoTime::Now());
+  if (next.retry()) {
+    // On a reactor, after this callback has returned: the finished attempt is done with the
+    // controller by then.
+    retry->proxy.messenger_->RunAfter(next.wait, [retry] { AsyncAttempt(retry); });
+    return;
   }
-  if (retry->tracked) {
-    MessengerInternals::request_tracker(*retry->proxy.messenger_)
-        ->Complete(controller->request_seq_no_);
-    controller->set_deadline(retry->overall_deadline);
-  }
+  retry->series.End();
   // The request copy goes before the callback: the caller may free its message types (a
   // DynamicMessageFactory) in it, and the last reference to `retry` may drop later, elsewhere.
   retry->request.reset();
@@ -246,30 +167,17 @@ Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Mes
   if (channel_ != nullptr) {
     return SyncRequestThroughChannel(method, request, response, controller, kind);
   }
-  const bool tracked = kind == MethodKind::kTracked;
-  const RetryPolicy& policy = controller->retry_policy();
-  const MonoTime overall = tracked ? controller->deadline() : MonoTime();
-  if (tracked)
-    controller->request_seq_no_ = MessengerInternals::request_tracker(*messenger_)->NewSequence();
-  MonoDelta backoff = policy.initial_backoff;
-  Status s;
-  for (int attempt = 1;; attempt++) {
-    controller->attempts_ = attempt;
-    if (tracked) controller->set_deadline(AttemptDeadline(policy, overall));
-    s = SyncAttempt(method, request, response, controller);
-    if (attempt >= policy.max_attempts || !ShouldRetry(*controller, tracked)) break;
-    const MonoDelta wait = JitteredWait(backoff);
-    const MonoTime deadline = tracked ? overall : controller->deadline();
-    if (MonoTime::Now() + wait >= deadline) break;  // no time for another try
-    SleepFor(wait);
-    backoff = NextBackoff(policy, backoff);
-    controller->PrepareRetry();
+  if (!MayRetry(*controller, kind)) {
+    RpcControllerInternal::set_attempts(controller, 1);
+    return SyncAttempt(method, request, response, controller, MonoTime::Max());
   }
-  if (tracked) {
-    MessengerInternals::request_tracker(*messenger_)->Complete(controller->request_seq_no_);
-    controller->set_deadline(overall);
+  AttemptSeries series = ProxySeries(*messenger_, controller, kind);
+  while (true) {
+    Status s = SyncAttempt(method, request, response, controller, series.BeginAttempt(controller));
+    const RetryDecision next = series.DecideRetry(AttemptEnd::Of(*controller), MonoTime::Now());
+    if (!next.retry()) return s;  // `series` ends on the way out
+    SleepFor(next.wait);
   }
-  return s;
 }
 
 Status Proxy::SyncRequestThroughChannel(const std::string& method,
@@ -284,12 +192,14 @@ Status Proxy::SyncRequestThroughChannel(const std::string& method,
 }
 
 Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Message& request,
-                          google::protobuf::Message* response, RpcController* controller) const {
+                          google::protobuf::Message* response, RpcController* controller,
+                          MonoTime attempt_deadline) const {
   // The callback sets `done`; this thread may poll it for a quick response before it sleeps on
   // it (util/one_shot_event.h: one futex wake, no lock for the woken caller to wait for).
   OneShotEvent done;
-  scoped_refptr<OutboundCall> call =
-      NewCall(method, request, response, controller, [&done] { done.Notify(); });
+  scoped_refptr<OutboundCall> call = NewAttemptCall(
+      messenger_.get(), Method(method), request, response, controller, [&done] { done.Notify(); },
+      attempt_deadline);
   if (!call) return controller->status();
   // This thread writes the call itself on the connection its last synchronous call to this
   // remote went out on, when that connection has nothing else to write: no hand-off to the
@@ -304,7 +214,7 @@ Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Mes
   // this thread, not the reactor.
   const bool may_write = last.messenger == messenger_.get() && last.remote == remote_;
   // A tracked call learns its connection before it leaves (the reactor sets it otherwise).
-  if (may_write && controller->request_seq_no_ != 0) call->set_connection(last.connection.get());
+  if (may_write && controller->request_seq_no() != 0) call->set_connection(last.connection.get());
   const Connection::CallerSend sent =
       may_write ? last.connection->TrySendCallFromCaller(call) : Connection::CallerSend::kNotSent;
   const bool direct = sent != Connection::CallerSend::kNotSent;
@@ -324,7 +234,7 @@ Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Mes
       poll_policy.EndPoll(done.Poll(poll));
     }
   }
-  if (direct && !done.WaitUntil(controller->deadline())) {
+  if (direct && !done.WaitUntil(call->deadline())) {
     // No reactor timer watches a call this thread wrote: time it out there now.
     last.connection->TimeOutCallerCall(call);
   }

@@ -16,8 +16,9 @@ enum class MethodKind {
   // option (rrpc.tracked): its calls carry a request id that every retry reuses, and a server
   // with a result tracker runs each id at most once (docs/exactly-once.md). A proxy to one
   // address also retries an attempt whose outcome was lost, as RetryPolicy allows. Through a
-  // cluster channel it is sent without a request id and treated as kPlain: result trackers are
-  // per server, so a retry on another server could run it twice. A method marked both
+  // cluster channel it carries a request id too; result trackers are per server, so once an
+  // attempt's outcome is lost after its request may have left, the call is retried only on that
+  // server (pinned; ChannelOptions::attempt_timeout bounds each attempt). A method marked both
   // idempotent and tracked is refused by protoc-gen-rrpc.
   kTracked,
 };

@@ -17,6 +17,7 @@
 
 #include "rrpc/rpc/method_kind.h"
 #include "rrpc/rpc/response_callback.h"
+#include "rrpc/util/monotime.h"
 #include "rrpc/util/ref_counted.h"
 #include "rrpc/util/sockaddr.h"
 #include "rrpc/util/status.h"
@@ -24,6 +25,7 @@
 namespace rrpc::rpc {
 
 class ChannelIf;
+class RemoteMethod;
 class RemoteMethodCache;
 class Messenger;
 class OutboundCall;
@@ -47,7 +49,8 @@ class Proxy {
   // be destroyed when this returns (it is serialized here, or copied when retries are allowed);
   // `response` and `controller` must live until the callback. Retries a call refused as too
   // busy as controller->retry_policy() allows (none by default), within the controller's
-  // deadline: each waits its jittered backoff on a reactor timer (Messenger::RunAfter), and
+  // deadline (the attempt engine, rpc/core/attempt_engine.h, decides): each waits its jittered
+  // backoff on a reactor timer (Messenger::RunAfter), and
   // `callback` runs once, after the last attempt. Taken by rvalue reference: the generated
   // proxies pass theirs on. `kind` (rpc/method_kind.h, passed by the generated proxies): through
   // a channel, a kIdempotent call may also be retried after its request was sent, and hedged; to
@@ -74,14 +77,12 @@ class Proxy {
   // One attempt of an AsyncRequest that may be retried, and what follows it.
   static void AsyncAttempt(std::shared_ptr<AsyncRetry> retry);
   static void OnAsyncAttemptDone(const std::shared_ptr<AsyncRetry>& retry);
-  // One attempt of SyncRequest.
+  // One attempt of SyncRequest, ending by `attempt_deadline` at the latest.
   Status SyncAttempt(const std::string& method, const google::protobuf::Message& request,
-                     google::protobuf::Message* response, RpcController* controller) const;
-  // A serialized call, or nullptr when it failed already (its callback has run).
-  scoped_refptr<OutboundCall> NewCall(const std::string& method,
-                                      const google::protobuf::Message& request,
-                                      google::protobuf::Message* response,
-                                      RpcController* controller, ResponseCallback&& callback) const;
+                     google::protobuf::Message* response, RpcController* controller,
+                     MonoTime attempt_deadline) const;
+  // The record of `method` at remote_ that each attempt (NewAttemptCall) is made for.
+  scoped_refptr<RemoteMethod> Method(const std::string& method) const;
 
   // Blocks on a call through channel_.
   Status SyncRequestThroughChannel(const std::string& method,

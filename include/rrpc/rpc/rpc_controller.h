@@ -20,9 +20,11 @@
 namespace rrpc::rpc {
 
 class OutboundCall;
+class RpcControllerInternal;
 
-// How a synchronous call retries when the server refuses it as too busy
-// (ERROR_SERVER_TOO_BUSY): up to `max_attempts` attempts in all, waiting between them a backoff
+// How a call through a Proxy to one address (synchronous or asynchronous) retries when the server
+// refuses it as too busy (ERROR_SERVER_TOO_BUSY): up to `max_attempts` attempts in all, waiting
+// between them a backoff
 // that starts at `initial_backoff`, grows by `multiplier` up to `max_backoff`, and is jittered
 // (a uniformly random wait between half and all of it, so refused clients do not come back in
 // step). Never past the caller's deadline: a wait that would end after it is not taken, and the
@@ -84,7 +86,8 @@ class RpcController {
   void Cancel();
   bool cancel_requested() const { return cancel_requested_.load(std::memory_order_acquire); }
 
-  // Opt-in retries of calls refused as too busy (RetryPolicy); used by Proxy::SyncRequest.
+  // Opt-in retries of calls refused as too busy (RetryPolicy); used by a Proxy to one address,
+  // synchronous and asynchronous calls alike (a cluster channel retries by its ChannelOptions).
   void set_retry_policy(const RetryPolicy& policy) { retry_policy_ = policy; }
   const RetryPolicy& retry_policy() const { return retry_policy_; }
   // Attempts the last call made (1 without retries).
@@ -128,9 +131,8 @@ class RpcController {
   void Reset();
 
  private:
-  friend class OutboundCall;
-  friend class Proxy;
-  friend class ChannelCall;  // rpc/cluster: attempts, failover and hedging
+  // The library's writer of the fields below (rpc/core/rpc_controller_internal.h).
+  friend class RpcControllerInternal;
   // The caller's thread, once per attempt: `call` is now the one Cancel() reaches. False when
   // Cancel() came first (the caller then fails the call, which detaches it).
   bool AttachCall(OutboundCall* call) {
@@ -175,7 +177,7 @@ class RpcController {
   bool request_left_ = false;           // set by OutboundCall when the call finishes
   uint64_t hash_key_code_ = 0;
   MonoDelta hedge_after_;
-  uint64_t request_seq_no_ = 0;  // set by Proxy for tracked calls
+  uint64_t request_seq_no_ = 0;  // set by the attempt engine for tracked calls
   TraceContext trace_;
   // Cancel() may come from any thread while the owner's call runs.
   std::atomic<bool> cancel_requested_{false};

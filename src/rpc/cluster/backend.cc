@@ -35,48 +35,6 @@ inline constexpr MetricPrototype METRIC_backend_ejected = MetricPrototype::Gauge
 
 }  // namespace
 
-AttemptOutcome ClassifyAttempt(const Status& status, const ErrorStatusPB* error) {
-  if (status.ok()) return AttemptOutcome::kSuccess;
-  if (error != nullptr) {
-    switch (error->code()) {
-      case ErrorStatusPB::ERROR_SERVER_TOO_BUSY:
-        return AttemptOutcome::kTooBusy;
-      case ErrorStatusPB::ERROR_UNAVAILABLE:
-        return AttemptOutcome::kUnavailable;
-      case ErrorStatusPB::ERROR_TIMED_OUT:
-        return AttemptOutcome::kTimedOut;
-      default:
-        return AttemptOutcome::kFinal;
-    }
-  }
-  if (status.IsTimedOut()) return AttemptOutcome::kTimedOut;
-  if (status.IsNetworkError() || status.IsIOError() || status.IsEndOfFile() ||
-      status.IsServiceUnavailable()) {
-    return AttemptOutcome::kConnectionFailed;
-  }
-  return AttemptOutcome::kLocal;
-}
-
-const char* AttemptOutcomeName(AttemptOutcome outcome) {
-  switch (outcome) {
-    case AttemptOutcome::kSuccess:
-      return "success";
-    case AttemptOutcome::kFinal:
-      return "final";
-    case AttemptOutcome::kTooBusy:
-      return "too busy";
-    case AttemptOutcome::kUnavailable:
-      return "unavailable";
-    case AttemptOutcome::kConnectionFailed:
-      return "connection failed";
-    case AttemptOutcome::kTimedOut:
-      return "timed out";
-    case AttemptOutcome::kLocal:
-      return "local failure";
-  }
-  return "?";
-}
-
 Backend::Backend(const Sockaddr& addr, const std::string& channel_name, MetricRegistry* registry,
                  const BackendHealthOptions& options)
     : addr_(addr), options_(options), registry_(registry) {

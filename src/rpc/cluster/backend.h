@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "rpc/core/attempt_engine.h"
 #include "rpc/core/outbound_call.h"
 #include "rpc/core/remote_method.h"
 #include "rrpc/rpc/cluster/channel_options.h"
@@ -23,19 +24,6 @@
 #include "util/metrics/metric_registry.h"
 
 namespace rrpc::rpc {
-
-// What an attempt's end means for failover and health.
-enum class AttemptOutcome {
-  kSuccess,           // answered OK
-  kFinal,             // answered with an error a retry would not change (application, no method)
-  kTooBusy,           // refused: the server's queue was full (ERROR_SERVER_TOO_BUSY)
-  kUnavailable,       // refused: the server is draining or shutting down (ERROR_UNAVAILABLE)
-  kConnectionFailed,  // no answer: the connection failed (maybe after the request was sent)
-  kTimedOut,          // the deadline passed
-  kLocal,             // failed here (our messenger shut down, request too large): not retried
-};
-AttemptOutcome ClassifyAttempt(const Status& status, const ErrorStatusPB* error);
-const char* AttemptOutcomeName(AttemptOutcome outcome);
 
 class Backend final : public CallObserver {
  public:

@@ -9,9 +9,11 @@
 #include "rpc/cluster/backend.h"
 #include "rpc/cluster/balancer.h"
 #include "rpc/cluster/channel_call.h"
+#include "rpc/core/attempt_call.h"
+#include "rpc/core/attempt_engine.h"
 #include "rpc/core/messenger_internals.h"
 #include "rpc/core/outbound_call.h"
-#include "rpc/core/request_tracker.h"
+#include "rpc/core/rpc_controller_internal.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
 #include "util/metrics/metric_registry.h"
@@ -193,34 +195,18 @@ Status Channel::NoServerStatus() const {
       has_set_ ? "the target names an empty set" : "the resolver has not answered yet");
 }
 
-void Channel::SendAttempt(Backend* backend, scoped_refptr<CallObserver>&& observer,
-                          const std::string& service, const std::string& method,
-                          const google::protobuf::Message& request,
+void Channel::SendAttempt(Backend* backend, CallObserver* observer, const std::string& service,
+                          const std::string& method, const google::protobuf::Message& request,
                           google::protobuf::Message* response, RpcController* controller,
-                          ResponseCallback&& callback) {
-  scoped_refptr<OutboundCall> call(
-      new OutboundCall(backend->Methods(service)->Get(MessengerInternals::metrics(*messenger_),
-                                                      backend->addr(), service, method),
-                       response, controller, std::move(callback)));
-  call->set_observer(std::move(observer));
+                          MonoTime attempt_deadline, ResponseCallback&& callback) {
   backend->CallStarted();
-  const RequestTracker* tracker = nullptr;
-  if (controller->request_seq_no() != 0) {  // a tracked call (ChannelCall)
-    tracker = MessengerInternals::request_tracker(*messenger_);
-    call->set_report_connection();  // its server's EXACTLY_ONCE decides whether to retry
-  }
-  Status s = call->Serialize(request, MessengerInternals::NextCallId(messenger_.get()),
-                             messenger_->options().max_message_size, tracker);
-  if (!s.ok()) {
-    call->FailBeforeSend(s);
-    return;
-  }
   // The controller's Cancel() (the caller's, or a hedge loser's own) reaches this attempt.
-  if (!ChannelCall::AttachAttempt(controller, call.get())) {
-    call->FailBeforeSend(Status::Aborted("call " + method + " cancelled before it was sent"));
-    return;
-  }
-  MessengerInternals::QueueOutboundCall(messenger_.get(), std::move(call));
+  scoped_refptr<OutboundCall> call = NewAttemptCall(
+      messenger_.get(),
+      backend->Methods(service)->Get(MessengerInternals::metrics(*messenger_), backend->addr(),
+                                     service, method),
+      request, response, controller, std::move(callback), attempt_deadline, observer);
+  if (call) MessengerInternals::QueueOutboundCall(messenger_.get(), std::move(call));
 }
 
 void Channel::AsyncRequest(const std::string& service, const std::string& method,
@@ -233,9 +219,9 @@ void Channel::AsyncRequest(const std::string& service, const std::string& method
     // One server: nothing to fail over to or hedge with. The call goes out as a Proxy's does,
     // and tells the backend how it ended.
     Backend* backend = set->backends[0].get();
-    ChannelCall::SetOneAttempt(controller);
-    SendAttempt(backend, scoped_refptr<CallObserver>(backend), service, method, request, response,
-                controller, std::move(callback));
+    RpcControllerInternal::set_attempts(controller, 1);
+    SendAttempt(backend, backend, service, method, request, response, controller, MonoTime::Max(),
+                std::move(callback));
     return;
   }
   if (set == nullptr || set->backends.empty()) {

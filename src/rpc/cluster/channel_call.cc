@@ -3,13 +3,11 @@
 #include <glog/logging.h>
 #include <google/protobuf/empty.pb.h>
 
-#include <algorithm>
 #include <atomic>
-#include <random>
 #include <utility>
 
 #include "rpc/core/messenger_internals.h"
-#include "rpc/core/request_tracker.h"
+#include "rpc/core/rpc_controller_internal.h"
 #include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
@@ -17,14 +15,22 @@
 namespace rrpc::rpc {
 
 namespace {
-// A wait between half and all of `backoff`, so callers refused together come back apart.
-MonoDelta Jittered(MonoDelta backoff) {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  const int64_t ns = backoff.ToNanoseconds();
-  return MonoDelta::FromNanoseconds(
-      ns / 2 + static_cast<int64_t>(std::uniform_real_distribution<double>(0, 1)(rng) *
-                                    static_cast<double>(ns) / 2));
+// The attempt engine's rules for a call through a channel of many servers.
+RetryRules ChannelRules(const ChannelOptions& options, MethodKind kind) {
+  RetryRules rules;
+  rules.kind = kind;
+  rules.max_attempts = options.max_attempts;
+  rules.many_servers = true;
+  rules.retries_lost_connections = true;  // pinned to the server that may have run it
+  if ((kind == MethodKind::kIdempotent || kind == MethodKind::kTracked) &&
+      options.attempt_timeout > MonoDelta()) {
+    rules.attempt_timeout = options.attempt_timeout;
+  }
+  return rules;
 }
+
+// Retries wait a backoff that doubles up to the channel's maximum.
+constexpr double kBackoffMultiplier = 2;
 }  // namespace
 
 // One attempt: the server it went to and how it ended (set by OnCallFinished, on the thread
@@ -39,8 +45,8 @@ struct ChannelCall::Attempt final : public CallObserver {
   RpcController* controller = nullptr;
   google::protobuf::Message* response = nullptr;
 
+  MonoTime deadline;  // the attempt's own (AttemptSeries::AttemptDeadline)
   AttemptOutcome outcome = AttemptOutcome::kLocal;
-  bool request_sent = false;
   MonoDelta latency;  // when answered
   MonoTime answered_at;
   bool answered = false;
@@ -50,7 +56,6 @@ struct ChannelCall::Attempt final : public CallObserver {
   void OnCallFinished(const OutboundCall& c, const Status& status,
                       const ErrorStatusPB* error) override {
     outcome = backend->Record(c, status, error);
-    request_sent = c.request_started();
     if (c.received_at() != MonoTime()) {
       answered = true;
       latency = c.received_at() - c.sent_at();
@@ -62,9 +67,7 @@ struct ChannelCall::Attempt final : public CallObserver {
 
 void ChannelCall::FailAtOnce(RpcController* controller, Status status,
                              ResponseCallback&& callback) {
-  controller->status_ = std::move(status);
-  controller->error_.reset();
-  controller->finished_ = true;
+  RpcControllerInternal::FailCall(controller, std::move(status));
   ResponseCallback done = std::move(callback);
   done();
 }
@@ -72,7 +75,7 @@ void ChannelCall::FailAtOnce(RpcController* controller, Status status,
 ChannelCall::ChannelCall(std::shared_ptr<Channel> channel, const std::string& service,
                          const std::string& method, const google::protobuf::Message& request,
                          google::protobuf::Message* response, RpcController* controller,
-                         ResponseCallback&& callback, MethodKind kind)
+                         ResponseCallback&& callback, const RetryRules& rules)
     : channel_(std::move(channel)),
       service_(service),
       method_(method),
@@ -80,8 +83,11 @@ ChannelCall::ChannelCall(std::shared_ptr<Channel> channel, const std::string& se
       response_(response),
       controller_(controller),
       callback_(std::move(callback)),
-      idempotent_(kind == MethodKind::kIdempotent),
-      tracked_(kind == MethodKind::kTracked) {
+      retries_timeouts_(rules.attempt_timeout != MonoDelta::Max()),
+      series_(rules,
+              Backoff(channel_->options().initial_backoff, channel_->options().max_backoff,
+                      kBackoffMultiplier),
+              controller, MessengerInternals::request_tracker(*channel_->messenger())) {
   request_->CopyFrom(request);
 }
 
@@ -95,12 +101,13 @@ void ChannelCall::Start(std::shared_ptr<Channel> channel, const BackendSet& set,
   channel->retry_budget_.Deposit();
   MonoDelta hedge_delay;
   if (kind == MethodKind::kIdempotent && set.backends.size() >= 2 &&
-      controller->outbound_sidecars_.empty()) {
+      RpcControllerInternal::outbound_sidecars(*controller).empty()) {
     hedge_delay = channel->HedgeDelay(*controller);
   }
   Channel* ch = channel.get();
   scoped_refptr<ChannelCall> call(new ChannelCall(std::move(channel), service, method, request,
-                                                  response, controller, std::move(callback), kind));
+                                                  response, controller, std::move(callback),
+                                                  ChannelRules(ch->options(), kind)));
   if (hedge_delay > MonoDelta()) {
     // Two attempts may be in flight: each gets its own controller and response, and the
     // winner's outcome moves to the caller's. Borrowed sidecars would be read by both, and by
@@ -109,24 +116,17 @@ void ChannelCall::Start(std::shared_ptr<Channel> channel, const BackendSet& set,
     call->hedged_ = true;
     call->hedge_delay_ = hedge_delay;
   }
-  call->deadline_ = controller->deadline();
-  call->attempt_timeout_ = ch->options().attempt_timeout;
-  controller->attempts_ = 1;
-  if (call->tracked_) {
-    controller->request_seq_no_ =
-        MessengerInternals::request_tracker(*ch->messenger())->NewSequence();
-  }
+  RpcControllerInternal::set_attempts(controller, 1);
   scoped_refptr<Attempt> first;
   {
     MutexLock l(call->mu_);
-    call->backoff_ = ch->options().initial_backoff;
     first = call->NewAttemptLocked(false);
-    if (first == nullptr) call->delivered_ = true;
+    if (first == nullptr) {
+      call->delivered_ = true;
+      call->series_.End();
+    }
   }
   if (first == nullptr) {
-    if (call->tracked_) {
-      MessengerInternals::request_tracker(*ch->messenger())->Complete(controller->request_seq_no_);
-    }
     ResponseCallback done = std::move(call->callback_);
     FailAtOnce(controller, ch->NoServerStatus(), std::move(done));
     return;
@@ -152,7 +152,7 @@ scoped_refptr<ChannelCall::Attempt> ChannelCall::NewAttemptLocked(bool hedge) {
   a->hedge = hedge;
   if (hedged_) {
     a->own_controller = std::make_unique<RpcController>();
-    a->own_controller->set_deadline(deadline_);
+    a->own_controller->set_deadline(series_.deadline());
     a->own_controller->set_trace_context(controller_->trace_context());
     // Not of the caller's type: the loser may still be filling it after the caller's callback,
     // when the caller may have freed its types. Its fields land in the unknown-field set, and the
@@ -164,14 +164,17 @@ scoped_refptr<ChannelCall::Attempt> ChannelCall::NewAttemptLocked(bool hedge) {
     a->controller = controller_;
     a->response = response_;
   }
-  if (RetriesTimeouts()) {
-    a->controller->set_deadline(std::min(deadline_, MonoTime::Now() + attempt_timeout_));
-  }
-  attempts_++;
+  a->deadline = series_.AttemptDeadline();
+  const int number = series_.CountAttempt();
   if (hedge) {
     backend->CountHedge();
-  } else if (attempts_ > 1) {
+  } else if (number > 1) {
     backend->CountRetry();
+  }
+  // A hedged call's attempt has a controller of its own: it says whether the attempt is a retry
+  // (the client's retry count; a hedge is none).
+  if (a->own_controller != nullptr) {
+    RpcControllerInternal::set_attempts(a->own_controller.get(), hedge ? 1 : number);
   }
   in_flight_.push_back(a);
   return a;
@@ -179,52 +182,32 @@ scoped_refptr<ChannelCall::Attempt> ChannelCall::NewAttemptLocked(bool hedge) {
 
 void ChannelCall::Send(Attempt* attempt) {
   attempt->AddRef();  // the callback's: the attempt outlives its call's end
-  channel_->SendAttempt(attempt->backend.get(), scoped_refptr<CallObserver>(attempt), service_,
-                        method_, *request_, attempt->response, attempt->controller, [attempt] {
+  channel_->SendAttempt(attempt->backend.get(), attempt, service_, method_, *request_,
+                        attempt->response, attempt->controller, attempt->deadline, [attempt] {
                           attempt->call->OnAttemptDone(attempt);
                           attempt->Release();
                         });
 }
 
-bool ChannelCall::MayRetry(const Attempt& attempt) {
-  switch (attempt.outcome) {
-    case AttemptOutcome::kTooBusy:
-    case AttemptOutcome::kUnavailable:
-      break;  // refused: the server did not run it
-    case AttemptOutcome::kConnectionFailed:
-      if (attempt.request_sent && !idempotent_) {  // it may have run
-        if (!tracked_ || !PinForLostOutcome(attempt)) return false;
-      }
-      break;
-    case AttemptOutcome::kTimedOut:
-      // Only an attempt's own timeout, of an idempotent call or a tracked one that can ask its
-      // server again: the server may have run it.
-      if (!RetriesTimeouts()) return false;
-      if (tracked_ && !PinForLostOutcome(attempt)) return false;
-      break;
-    default:
-      return false;
-  }
-  if (attempts_ >= channel_->options().max_attempts) return false;
-  if (pinned_ == nullptr) {
-    // An untried server must be left (the pick after the backoff makes sure).
-    const BackendSet* set = channel_->current_.load(std::memory_order_acquire);
-    bool untried = false;
-    if (set != nullptr) {
-      for (const auto& b : set->backends) untried |= !tried_.Contains(b.get());
-    }
-    if (!untried) return false;
-  }
+RetryDecision ChannelCall::DecideRetryLocked(const Attempt& attempt) {
   const MonoTime now = MonoTime::Now();
-  if (now + backoff_ >= deadline_) return false;
-  return channel_->retry_budget_.TryWithdraw(now);
+  const RetryDecision next =
+      series_.DecideRetry(AttemptEnd::Of(*attempt.controller, attempt.outcome), now);
+  if (!next.retry()) return next;
+  if (next.verdict == RetryVerdict::kSameServer) pinned_ = attempt.backend.get();
+  // An untried server must be left (the pick after the backoff makes sure).
+  if (pinned_ == nullptr && !UntriedServerLeftLocked()) return RetryDecision();
+  if (!channel_->retry_budget_.TryWithdraw(now)) return RetryDecision();
+  return next;
 }
 
-bool ChannelCall::PinForLostOutcome(const Attempt& attempt) {
-  const RpcController& c = *attempt.controller;
-  if (!c.server_tracks_results() && c.request_left()) return false;  // it might run twice
-  pinned_ = attempt.backend.get();
-  return true;
+bool ChannelCall::UntriedServerLeftLocked() const {
+  const BackendSet* set = channel_->current_.load(std::memory_order_acquire);
+  if (set == nullptr) return false;
+  for (const auto& b : set->backends) {
+    if (!tried_.Contains(b.get())) return true;
+  }
+  return false;
 }
 
 void ChannelCall::OnAttemptDone(Attempt* attempt) {
@@ -244,18 +227,17 @@ void ChannelCall::OnAttemptDone(Attempt* attempt) {
         attempt->outcome == AttemptOutcome::kTooBusy ||
         attempt->outcome == AttemptOutcome::kUnavailable ||
         attempt->outcome == AttemptOutcome::kConnectionFailed ||
-        (attempt->outcome == AttemptOutcome::kTimedOut && RetriesTimeouts());
+        (attempt->outcome == AttemptOutcome::kTimedOut && retries_timeouts_);
     if (failed_retriably && !in_flight_.empty()) {
       last_failed_ = attempt;  // the other attempt may still answer
       return;
     }
-    if (failed_retriably && MayRetry(*attempt)) {
+    const RetryDecision next = failed_retriably ? DecideRetryLocked(*attempt) : RetryDecision();
+    if (next.retry()) {
       last_failed_ = attempt;
       retry_pending_ = true;
       retry = true;
-      wait = Jittered(backoff_);
-      backoff_ = std::min(channel_->options().max_backoff,
-                          MonoDelta::FromNanoseconds(backoff_.ToNanoseconds() * 2));
+      wait = next.wait;
     } else {
       delivered_ = true;
       last_failed_ = nullptr;
@@ -291,10 +273,10 @@ void ChannelCall::Retry() {
     Deliver(failed.get());
     return;
   }
-  if (!hedged_) controller_->PrepareRetry();
+  if (!hedged_) RpcControllerInternal::PrepareRetry(controller_);
   {
     MutexLock l(mu_);
-    controller_->attempts_ = attempts_;
+    RpcControllerInternal::set_attempts(controller_, series_.attempts());
   }
   Send(next.get());
 }
@@ -321,34 +303,25 @@ void ChannelCall::CancelAttempt(Attempt* attempt) {
 
 void ChannelCall::Deliver(Attempt* attempt) {
   if (hedged_) {
-    RpcController* from = attempt->own_controller.get();
-    controller_->status_ = std::move(from->status_);
-    controller_->error_ = std::move(from->error_);
-    controller_->response_block_ = std::move(from->response_block_);
-    controller_->inbound_sidecars_ = std::move(from->inbound_sidecars_);
-    controller_->finished_ = true;
-    if (controller_->status_.ok()) {
+    RpcControllerInternal::MoveOutcome(attempt->own_controller.get(), controller_);
+    if (controller_->status().ok()) {
       // The answer's bytes, kept as unknown fields, into the caller's type.
       const std::string bytes = attempt->own_response->SerializeAsString();
       response_->Clear();
       if (!response_->ParsePartialFromString(bytes) || !response_->IsInitialized()) {
-        controller_->status_ =
-            Status::Corruption("response does not parse", response_->InitializationErrorString());
+        RpcControllerInternal::set_status(
+            controller_,
+            Status::Corruption("response does not parse", response_->InitializationErrorString()));
       }
     }
   }
   {
     MutexLock l(mu_);
-    controller_->attempts_ = attempts_;
+    RpcControllerInternal::set_attempts(controller_, series_.attempts());
+    series_.End();  // a tracked call's request id: no retry of it will be sent
   }
-  // The caller's controller carried the last attempt's deadline; it reads the call's again.
-  if (RetriesTimeouts() && !hedged_) controller_->set_deadline(deadline_);
   if (attempt->answered && !attempt->waited_for_connection) {
     channel_->RecordLatency(attempt->latency, attempt->answered_at);
-  }
-  if (tracked_) {
-    MessengerInternals::request_tracker(*channel_->messenger())
-        ->Complete(controller_->request_seq_no_);
   }
   // No attempt can start and every one sent has serialized the request: the copy goes now, as
   // the caller may free its message types (a DynamicMessageFactory, a descriptor pool) in the

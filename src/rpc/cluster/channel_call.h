@@ -8,6 +8,10 @@
 // an attempt's outcome is lost after its request may have left, the call is pinned to that
 // server, whose result tracker answers the retry (never hedged, never moved).
 //
+// The steps every retrying call shares (sending an attempt, classifying its end, the retry rules,
+// the backoff, the request id) are the attempt engine's (rpc/core/attempt_engine.h); this class
+// adds what takes many servers: picking, failover, hedging and pinning.
+//
 // Internal to the channel. Reference counted: held by each attempt in flight and each timer
 // waiting (a timer still waiting at messenger shutdown runs early and the call ends Aborted). The
 // caller's request, response, controller and callback, and anything of their message types, are
@@ -23,6 +27,7 @@
 
 #include "rpc/cluster/backend.h"
 #include "rpc/cluster/balancer.h"
+#include "rpc/core/attempt_engine.h"
 #include "rrpc/rpc/method_kind.h"
 #include "rrpc/rpc/response_callback.h"
 #include "rrpc/rpc/rpc_controller.h"
@@ -44,13 +49,6 @@ class ChannelCall : public RefCounted<ChannelCall> {
   // Finishes a call that could not be sent (no server): `status` in the controller, then
   // `callback`, on this thread.
   static void FailAtOnce(RpcController* controller, Status status, ResponseCallback&& callback);
-  // The one-server path's call: one attempt.
-  static void SetOneAttempt(RpcController* controller) { controller->attempts_ = 1; }
-  // Makes `call` the one `controller`'s Cancel() reaches; false when Cancel() came first (the
-  // caller then fails the call).
-  static bool AttachAttempt(RpcController* controller, OutboundCall* call) {
-    return controller->AttachCall(call);
-  }
 
  private:
   friend class RefCounted<ChannelCall>;
@@ -59,7 +57,7 @@ class ChannelCall : public RefCounted<ChannelCall> {
   ChannelCall(std::shared_ptr<Channel> channel, const std::string& service,
               const std::string& method, const google::protobuf::Message& request,
               google::protobuf::Message* response, RpcController* controller,
-              ResponseCallback&& callback, MethodKind kind);
+              ResponseCallback&& callback, const RetryRules& rules);
   ~ChannelCall();
 
   // A new attempt on a server picked now (or the pinned one; counted, marked tried, in flight);
@@ -72,17 +70,12 @@ class ChannelCall : public RefCounted<ChannelCall> {
   void Retry();
   // When the hedge delay has passed: a second attempt, if the first is still alone and waiting.
   void MaybeHedge();
-  // Whether a failed `attempt` may be retried on another server, or on its own for a tracked
-  // call whose outcome was lost (rules, deadline and budget); pins a tracked call.
-  bool MayRetry(const Attempt& attempt) RRPC_REQUIRES(mu_);
-  // A tracked call's lost outcome (its request may have run on `attempt`'s server): true when a
-  // retry there with the same request id is safe (the server keeps results, or the request never
-  // left), and then pins the call to that server.
-  bool PinForLostOutcome(const Attempt& attempt) RRPC_REQUIRES(mu_);
-  // Whether an attempt that passed its own timeout (ChannelOptions::attempt_timeout) moves on.
-  bool RetriesTimeouts() const {
-    return (idempotent_ || tracked_) && attempt_timeout_ > MonoDelta();
-  }
+  // Whether a failed `attempt` may be retried: the attempt engine's decision (rules, attempts,
+  // deadline), then an untried server (unless pinned) and the retry budget. A tracked call's
+  // lost outcome pins the call to `attempt`'s server, the one that may have run it.
+  RetryDecision DecideRetryLocked(const Attempt& attempt) RRPC_REQUIRES(mu_);
+  // Whether the current set has a server no attempt of this call went to.
+  bool UntriedServerLeftLocked() const RRPC_REQUIRES(mu_);
   // Gives the caller `attempt`'s outcome and runs the callback. REQUIRES: delivered_ set, so no
   // new attempt starts.
   void Deliver(Attempt* attempt);
@@ -99,26 +92,26 @@ class ChannelCall : public RefCounted<ChannelCall> {
   google::protobuf::Message* const response_;
   RpcController* const controller_;
   ResponseCallback callback_;
-  const bool idempotent_;  // the method's kind is MethodKind::kIdempotent
-  const bool tracked_;     // MethodKind::kTracked: a request id, retries only where it may have run
+  // An attempt that passed its own timeout (ChannelOptions::attempt_timeout; idempotent and
+  // tracked calls) may be followed by another.
+  const bool retries_timeouts_;
   // Hedged calls give each attempt a controller and response of its own (two may be in flight);
   // others use the caller's, one attempt after another.
   bool hedged_ = false;
   MonoDelta hedge_delay_;
-  MonoTime deadline_;          // the call's (each attempt's may be earlier)
-  MonoDelta attempt_timeout_;  // ChannelOptions::attempt_timeout
 
   Mutex mu_;
+  // The attempt engine's record: attempts (hedges count), backoff, the call's deadline, a tracked
+  // call's request id.
+  AttemptSeries series_ RRPC_GUARDED_BY(mu_);
   TriedBackends tried_ RRPC_GUARDED_BY(mu_);
   std::vector<scoped_refptr<Backend>> tried_refs_ RRPC_GUARDED_BY(mu_);
   std::vector<scoped_refptr<Attempt>> in_flight_ RRPC_GUARDED_BY(mu_);
   // A tracked call's server once an outcome there was lost: every later attempt goes to it.
   Backend* pinned_ RRPC_GUARDED_BY(mu_) = nullptr;
   scoped_refptr<Attempt> last_failed_ RRPC_GUARDED_BY(mu_);
-  int attempts_ RRPC_GUARDED_BY(mu_) = 0;
   bool delivered_ RRPC_GUARDED_BY(mu_) = false;
   bool retry_pending_ RRPC_GUARDED_BY(mu_) = false;
-  MonoDelta backoff_ RRPC_GUARDED_BY(mu_);
 };
 
 }  // namespace rrpc::rpc

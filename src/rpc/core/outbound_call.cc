@@ -1,10 +1,12 @@
 #include "rpc/core/outbound_call.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "rpc/core/connection.h"
 #include "rpc/core/reactor.h"
 #include "rpc/core/request_tracker.h"
+#include "rpc/core/rpc_controller_internal.h"
 #include "rpc/core/wire_codec.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/rpc_controller.h"
@@ -69,29 +71,30 @@ void OutboundCall::operator delete(void* p, size_t) { OutboundCallPool::Free(p);
 
 void OutboundCall::set_connection(Connection* conn) { connection_ = conn; }
 
-MonoTime OutboundCall::deadline() const { return controller_->deadline(); }
-
 Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t call_id,
-                               size_t max_message_size, const RequestTracker* tracker) {
+                               size_t max_message_size, MonoTime attempt_deadline,
+                               const RequestTracker* tracker) {
   call_id_ = call_id;
   // The names go into the frame as the proxy encoded them once (core/remote_method.h).
   RequestHeaderParts header;
   header.call_id = call_id;
   header.remote_method = method_->encoded();
   sent_at_ = MonoTime::Now();
-  const MonoTime deadline = controller_->FixDeadline(sent_at_);
+  deadline_ = std::min(attempt_deadline, RpcControllerInternal::FixDeadline(controller_, sent_at_));
+  const MonoTime deadline = deadline_;
   if (!deadline.IsMax()) {
     // At least 1 ms: 0 would mean "no deadline" to the server.
     const int64_t ms = std::max<int64_t>(1, (deadline - sent_at_).ToMilliseconds());
     header.has_timeout_millis = true;
     header.timeout_millis = static_cast<uint32_t>(std::min<int64_t>(ms, UINT32_MAX));
   }
+  const std::vector<BlockSlice>& sidecars = RpcControllerInternal::outbound_sidecars(*controller_);
   uint32_t offset = 0;
-  if (!controller_->outbound_sidecars_.empty()) {
+  if (!sidecars.empty()) {
     // Per thread, cleared and refilled: keeps its capacity.
     thread_local std::vector<uint32_t> sidecar_offsets;
     sidecar_offsets.clear();
-    for (const auto& sidecar : controller_->outbound_sidecars_) {
+    for (const auto& sidecar : sidecars) {
       sidecar_offsets.push_back(offset);
       offset += static_cast<uint32_t>(sidecar.slice.size());
     }
@@ -100,16 +103,16 @@ Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t
   }
   // The span id first: zero for the calls that carry no context, one test for them.
   Result<BlockSlice> head =
-      tracker == nullptr && controller_->trace_.span_id == 0
+      tracker == nullptr && controller_->trace_context().span_id == 0
           ? SerializeFrameHead(header, request, offset, max_message_size, head_buffer_,
                                kInlineHeadBytes)
           : SerializeWithOptionalParts(&header, request, offset, max_message_size, tracker);
   RRPC_RETURN_NOT_OK(head.status());
   CountCopy(CopySide::kClient, CopyKind::kBody, static_cast<size_t>(request.GetCachedSize()));
-  if (controller_->outbound_sidecars_.empty()) {
+  if (sidecars.empty()) {
     SetPayload(std::move(head).value());
   } else {
-    SetPayload(std::move(head).value(), controller_->outbound_sidecars_);
+    SetPayload(std::move(head).value(), sidecars);
   }
   state_ = State::kSerialized;
   return Status::OK();
@@ -121,14 +124,14 @@ Result<BlockSlice> OutboundCall::SerializeWithOptionalParts(
   RequestIdFields request_id;
   if (tracker != nullptr) {
     request_id.client_id = tracker->client_id();
-    request_id.seq_no = controller_->request_seq_no_;
+    request_id.seq_no = controller_->request_seq_no();
     request_id.first_incomplete_seq_no = tracker->FirstIncomplete();
-    request_id.attempt_no = static_cast<uint32_t>(controller_->attempts_);
+    request_id.attempt_no = static_cast<uint32_t>(controller_->attempts());
     header->request_id = &request_id;
   }
   TraceFields trace;
-  if (controller_->trace_.span_id != 0 && controller_->trace_.valid()) {
-    const TraceContext& tc = controller_->trace_;
+  const TraceContext& tc = controller_->trace_context();
+  if (tc.span_id != 0 && tc.valid()) {
     trace.trace_id_high = tc.trace_id_high;
     trace.trace_id_low = tc.trace_id_low;
     trace.parent_span_id = tc.span_id;
@@ -141,7 +144,7 @@ Result<BlockSlice> OutboundCall::SerializeWithOptionalParts(
 
 void OutboundCall::StartTimer(struct ev_loop* loop,
                               void (*on_timeout)(OutboundCall* call, void* arg), void* arg) {
-  const MonoTime deadline = controller_->deadline();
+  const MonoTime deadline = deadline_;
   if (deadline.IsMax() || finished()) return;
   loop_ = loop;
   on_timeout_ = on_timeout;
@@ -183,15 +186,16 @@ void OutboundCall::FinishWithResponse(BlockSlice&& frame, const ResponseHeaderFi
            nullptr);
     return;
   }
-  controller_->inbound_sidecars_.clear();
+  std::vector<Slice>* sidecars = RpcControllerInternal::inbound_sidecars(controller_);
+  sidecars->clear();
   // Most responses carry no sidecars: nothing to split, and no block to keep for them.
   if (!header.sidecar_offsets.empty() || !tail.empty()) {
-    Status s = SplitSidecars(tail, header.sidecar_offsets, &controller_->inbound_sidecars_);
+    Status s = SplitSidecars(tail, header.sidecar_offsets, sidecars);
     if (!s.ok()) {
       Finish(std::move(s), nullptr);
       return;
     }
-    controller_->response_block_ = std::move(frame.block);
+    RpcControllerInternal::KeepResponseBlock(controller_, std::move(frame.block));
   }
   Finish(Status::OK(), nullptr);
 }
@@ -227,7 +231,7 @@ void OutboundCall::Cancel() {
 void OutboundCall::Finish(Status status, std::unique_ptr<ErrorStatusPB> error) {
   if (finished()) return;
   state_ = State::kFinished;
-  controller_->DetachCall(this);
+  RpcControllerInternal::DetachCall(controller_, this);
   if (timer_active_) {
     ev_timer_stop(loop_, &timer_);
     timer_active_ = false;
@@ -236,13 +240,12 @@ void OutboundCall::Finish(Status status, std::unique_ptr<ErrorStatusPB> error) {
     metrics_->CallFinished(status, sent_at_,
                            received_at_ == MonoTime() ? MonoTime::Now() : received_at_);
   }
-  controller_->status_ = std::move(status);
-  controller_->error_ = std::move(error);
-  controller_->server_tracks_results_ =
-      connection_ != nullptr && connection_->peer_tracks_results();
-  controller_->request_left_ = started() || wrote_any_.load(std::memory_order_relaxed);
-  controller_->finished_ = true;
-  if (observer_) observer_->OnCallFinished(*this, controller_->status_, controller_->error_.get());
+  RpcControllerInternal::Finish(controller_, std::move(status), std::move(error),
+                                connection_ != nullptr && connection_->peer_tracks_results(),
+                                started() || wrote_any_.load(std::memory_order_relaxed));
+  if (observer_) {
+    observer_->OnCallFinished(*this, controller_->status(), controller_->error_response());
+  }
   // Taken out first: the callback runs once, and what it captured goes when it returns.
   ResponseCallback callback;
   callback.swap(callback_);

@@ -58,10 +58,13 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   static void operator delete(void* p, size_t size);
 
   // Caller thread: builds the frame. `call_id` is unique per messenger. Fails when the request
-  // exceeds `max_message_size`. `tracker`: the messenger's, for a tracked call (the controller
-  // holds its sequence number): the header carries the call's request id.
+  // exceeds `max_message_size`. `attempt_deadline`: this attempt ends by then even when the
+  // call's deadline (the controller's, fixed here if only a timeout was set, and never changed)
+  // is later: a retrying caller's per-attempt timeout. `tracker`: the messenger's, for a tracked
+  // call (the controller holds its sequence number): the header carries the call's request id.
   Status Serialize(const google::protobuf::Message& request, int32_t call_id,
-                   size_t max_message_size, const RequestTracker* tracker = nullptr);
+                   size_t max_message_size, MonoTime attempt_deadline = MonoTime::Max(),
+                   const RequestTracker* tracker = nullptr);
 
   // A synchronous caller wants to know which connection the call went out on, to write its next
   // call itself (Connection::TrySendCallFromCaller). Caller thread, before the call is queued.
@@ -88,7 +91,9 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   const Sockaddr& remote() const { return method_->remote(); }
   const RemoteMethod* remote_method() const { return method_.get(); }
   const std::string& method_name() const { return method_->method_name(); }
-  MonoTime deadline() const;
+  // When the call times out: the controller's deadline, or the attempt's if earlier. Fixed by
+  // Serialize().
+  MonoTime deadline() const { return deadline_; }
   // When the call was serialized (Serialize()): about when it was queued for sending.
   MonoTime sent_at() const { return sent_at_; }
   bool finished() const { return state_ == State::kFinished; }
@@ -162,7 +167,8 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   std::atomic<bool> wrote_any_{false};
   bool timer_active_ = false;  // reactor thread only, like the other timer state below
   MonoTime sent_at_;
-  MonoTime received_at_;                  // unset unless a response arrived
+  MonoTime deadline_;     // fixed by Serialize(): the controller's or the attempt's, if earlier
+  MonoTime received_at_;  // unset unless a response arrived
   scoped_refptr<Connection> connection_;  // see set_connection()
   scoped_refptr<CallObserver> observer_;  // see set_observer(); usually none
   std::atomic<Reactor*> reactor_{nullptr};

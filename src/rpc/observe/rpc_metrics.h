@@ -178,7 +178,8 @@ inline constexpr MetricPrototype METRIC_client_errors_total =
                              "Client calls that failed, for any reason (timeouts included).");
 inline constexpr MetricPrototype METRIC_client_retries_total = MetricPrototype::Counter(
     "client_retries_total", "Client retries", MetricUnit::kCalls,
-    "Client calls sent again after a retriable failure. Always 0 until rrpc has a retry layer.");
+    "Client attempts sent again after a retriable failure (a proxy's RetryPolicy, a channel's "
+    "failover); hedges are not counted.");
 
 class MessengerMetrics;
 
@@ -224,7 +225,7 @@ struct ClientMethodMetrics {
   HistogramMetric* latency_us;
   Counter* timeouts;
   Counter* errors;
-  Counter* retries;  // no retry layer yet: stays 0
+  Counter* retries;  // counted by the attempt engine as it sends a retry (core/attempt_engine.h)
 
   // A call sent at `sent_at` finished with `status`.
   void CallFinished(const Status& status, MonoTime sent_at, MonoTime now);

@@ -138,6 +138,24 @@ TEST_F(RetryTest, WithoutAPolicyATooBusyCallFailsAtOnce) {
   EXPECT_EQ(1, ctl.attempts());
 }
 
+TEST_F(RetryTest, EachRetryCountsInTheClientsRetryMetric) {
+  FillServer();
+  MessengerMetrics* metrics = MessengerInternals::metrics(*client_);
+  ASSERT_NE(metrics, nullptr);
+  rtest::EchoServiceProxy proxy = Proxy();
+  const Counter* retries = metrics->ClientMethod(proxy.service_name(), "Echo")->retries;
+  const int64_t before = retries->value();
+  RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(60));
+  ctl.set_retry_policy(RetryPolicy{/*max_attempts=*/3, MonoDelta::FromMilliseconds(1),
+                                   MonoDelta::FromMilliseconds(1)});
+  rtest::EchoResponsePB resp;
+  Status s = proxy.Echo(rtest::EchoRequestPB(), &resp, &ctl);
+  EXPECT_TRUE(ctl.IsRetriable()) << s.ToString();  // refused every time: the server stays full
+  EXPECT_EQ(3, ctl.attempts());
+  EXPECT_EQ(2, retries->value() - before);
+}
+
 TEST_F(RetryTest, RetriesWithBackoffUntilAdmitted) {
   FillServer();
   const uint64_t refusals_before = Refusals();

@@ -106,12 +106,13 @@ class Channel final : public ChannelIf, public std::enable_shared_from_this<Chan
   Channel(std::shared_ptr<Messenger> messenger, std::unique_ptr<Resolver> resolver,
           ChannelOptions options);
   void OnResolverUpdate(const Result<std::vector<Sockaddr>>& update);
-  // Sends one attempt of a call to `backend`; `observer` hears of its end (the backend itself,
-  // or an attempt that tells it).
-  void SendAttempt(Backend* backend, scoped_refptr<CallObserver>&& observer,
-                   const std::string& service, const std::string& method,
-                   const google::protobuf::Message& request, google::protobuf::Message* response,
-                   RpcController* controller, ResponseCallback&& callback);
+  // Sends one attempt of a call to `backend` through the attempt engine (NewAttemptCall), ending
+  // by `attempt_deadline` at the latest; `observer` hears of its end (the backend itself, or an
+  // attempt that tells it).
+  void SendAttempt(Backend* backend, CallObserver* observer, const std::string& service,
+                   const std::string& method, const google::protobuf::Message& request,
+                   google::protobuf::Message* response, RpcController* controller,
+                   MonoTime attempt_deadline, ResponseCallback&& callback);
   // Why a call finds no server: no set yet, an empty set, or the resolver's error.
   Status NoServerStatus() const;
   // The hedge delay for a call with `controller` (MonoDelta() for none).
