@@ -30,8 +30,9 @@ namespace rrpc::rpc {
 class Connection;
 
 // TrySend's answer. kNotSent: nothing done. kSent: the response comes back through the reactor;
-// the call has no timer there, so past its deadline the caller must call TimeOut(). kSentCallerReads:
-// the reactor's reads are parked and the caller owns them: it must call ReadResponse() next.
+// the call has no timer there, so past its deadline the caller must call TimeOut().
+// kSentCallerReads: the reactor's reads are parked and the caller owns them: it must call
+// ReadResponse() next.
 enum class CallerSend { kNotSent, kSent, kSentCallerReads };
 
 class CallerReads {

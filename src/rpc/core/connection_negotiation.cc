@@ -39,14 +39,12 @@ Status Connection::UpgradeTransport(const TransportMaker& make) {
   return Status::OK();
 }
 
-
 void Connection::OnNegotiationTimeout(struct ev_loop*, ev_timer* w, int) {
   auto* conn = static_cast<Connection*>(w->data);
   conn->Shutdown(Status::TimedOut(
       conn->state_ == State::kConnecting ? "connect timed out" : "negotiation timed out",
       conn->remote_.ToString()));
 }
-
 
 void Connection::OnPreamble(Slice preamble) {
   DCHECK(reactor_->IsCurrentThread());
@@ -77,7 +75,6 @@ void Connection::StartServerTls(Slice hello_start) {
     return tls;
   });
 }
-
 
 void Connection::SendConnectionBytes(BlockSlice bytes) {
   DCHECK(reactor_->IsCurrentThread());

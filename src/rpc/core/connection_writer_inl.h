@@ -16,7 +16,7 @@ inline bool ConnectionWriter::MayWriteAloneLocked() const {
 }
 
 [[gnu::always_inline]] inline bool ConnectionWriter::WriteAloneLocked(OutboundTransfer* transfer,
-                                                                     bool* transport_holds) {
+                                                                      bool* transport_holds) {
   queue_.push_back(transfer);
   Transport* const transport = conn_->transport_.get();
   Result<size_t> written = transport->Write(queue_);

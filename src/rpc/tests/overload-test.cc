@@ -91,10 +91,13 @@ TEST_F(OverloadTest, ThreeTimesCapacityAdmitsWhatFitsRefusesTheRestAndRecovers) 
 
 // Fills both workers and the queue, so the next call is refused until the gate opens. The queue
 // refuses the call with the latest deadline, so a call is refused only if its deadline is later
-// than those of the calls filling the queue: `fill_timeout` sets theirs.
+// than those of the calls filling the queue: `fill_timeout` sets theirs. The default is half the
+// 60 s the tests' own calls take, so those are the latest whatever the order of arrival (with
+// equal budgets, a call that arrived within a millisecond of the last fill call, its budget
+// rounded down to whole milliseconds, could be the earlier one and be let in).
 class RetryTest : public OverloadTest {
  protected:
-  void FillServer(MonoDelta fill_timeout = MonoDelta::FromSeconds(60)) {
+  void FillServer(MonoDelta fill_timeout = MonoDelta::FromSeconds(30)) {
     BlockEchoes();
     rtest::EchoServiceProxy proxy = Proxy();
     for (int i = 0; i < kAdmissible; i++) {
