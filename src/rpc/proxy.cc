@@ -12,6 +12,7 @@
 #include "rpc/core/reactor.h"
 #include "rpc/core/remote_method.h"
 #include "rpc/core/rpc_controller_internal.h"
+#include "rpc/core/stream_open.h"
 #include "rrpc/rpc/channel_if.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
@@ -245,6 +246,22 @@ Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Mes
     last.connection = call->connection();
   }
   return controller->status();
+}
+
+Stream Proxy::OpenStream(const std::string& method, const google::protobuf::Message* request,
+                         const google::protobuf::Message* response_prototype,
+                         const StreamOptions& options) const {
+  if (channel_ != nullptr) {
+    return channel_->OpenStream(service_name_, method, request, response_prototype, options);
+  }
+  return OpenClientStream(messenger_.get(), Method(method), request, response_prototype, options);
+}
+
+Stream ChannelIf::OpenStream(const std::string& service, const std::string& method,
+                             const google::protobuf::Message*, const google::protobuf::Message*,
+                             const StreamOptions&) {
+  return FailedStream(Status::NotSupported("this channel does not carry streams",
+                                           target() + " " + service + "." + method));
 }
 
 }  // namespace rrpc::rpc

@@ -5,6 +5,7 @@
 #include "rpc/core/connection.h"
 #include "rpc/core/inbound_call.h"
 #include "rpc/core/message_cache.h"
+#include "rpc/core/stream_state.h"
 #include "rrpc/rpc/rpc_controller.h"
 #include "rrpc/rpc/service_if.h"
 
@@ -73,4 +74,9 @@ const std::string& RpcContext::method_name() const { return call_->method_name()
 
 namespace rrpc::rpc {
 const CallerIdentity& RpcContext::caller() const { return call_->connection()->identity(); }
+Stream RpcContext::stream() const {
+  if (call_->stream() == nullptr) return Stream();
+  return Stream(call_->stream());
+}
+
 }  // namespace rrpc::rpc

@@ -11,6 +11,7 @@
 
 #include "rrpc/rpc/method_kind.h"
 #include "rrpc/rpc/response_callback.h"
+#include "rrpc/rpc/stream.h"
 
 namespace rrpc::rpc {
 
@@ -29,6 +30,13 @@ class ChannelIf {
                             const google::protobuf::Message& request,
                             google::protobuf::Message* response, RpcController* controller,
                             ResponseCallback&& callback, MethodKind kind) = 0;
+
+  // As Proxy::OpenStream: opens a stream on one of the channel's servers. The default (a
+  // channel that does not carry streams) returns a stream ended with NotSupported.
+  virtual Stream OpenStream(const std::string& service, const std::string& method,
+                            const google::protobuf::Message* request,
+                            const google::protobuf::Message* response_prototype,
+                            const StreamOptions& options);
 
   // The target the channel serves (e.g. "list://10.0.0.1:7000,10.0.0.2:7000").
   virtual const std::string& target() const = 0;

@@ -92,6 +92,17 @@ struct MessengerOptions {
   // max_message_size, or legal frames that large are refused.
   size_t inbound_memory_per_connection = 128 << 20;
   size_t inbound_memory_limit = size_t{1} << 30;
+  // Streams (docs/streams.md). Bytes of messages a peer may send one stream ahead of its reading
+  // (its receive window; at least 64 KiB, the window every stream starts with). Server side, the
+  // windows beyond 64 KiB of one connection's open streams share stream_window_budget_per_
+  // connection (a stream that finds it spent keeps 64 KiB), and a connection opens at most
+  // max_streams_per_connection streams (more are refused, retriably, as too busy): so what a
+  // connection's stalled streams hold is bounded by max_streams_per_connection * 64 KiB +
+  // the budget, plus one message each. Unread stream messages are not counted in the inbound
+  // memory above: a stalled stream must not stop its connection's other calls.
+  size_t stream_window = 1 << 20;
+  size_t stream_window_budget_per_connection = 32 << 20;
+  size_t max_streams_per_connection = 256;
   // A frame must arrive whole within this long of its first byte (or of the previous frame, on a
   // busy connection); otherwise the connection closes. Bounds how long a slow sender holds a
   // partial frame. Max(): no bound.

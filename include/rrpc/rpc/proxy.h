@@ -17,6 +17,7 @@
 
 #include "rrpc/rpc/method_kind.h"
 #include "rrpc/rpc/response_callback.h"
+#include "rrpc/rpc/stream.h"
 #include "rrpc/util/monotime.h"
 #include "rrpc/util/ref_counted.h"
 #include "rrpc/util/sockaddr.h"
@@ -65,6 +66,15 @@ class Proxy {
   Status SyncRequest(const std::string& method, const google::protobuf::Message& request,
                      google::protobuf::Message* response, RpcController* controller,
                      MethodKind kind = MethodKind::kPlain) const;
+
+  // Opens a stream of `method` (docs/streams.md, rrpc/rpc/stream.h); generated proxies wrap it
+  // in a typed ClientStream. `request`: a server stream's request (nullptr for client and
+  // bidirectional streams); `response_prototype`: the type of a client stream's one response
+  // (nullptr otherwise). Never blocks: a failure (connect, refusal, deadline) ends the stream,
+  // and its reads and Finish() say why. Through a channel the stream goes to one server.
+  Stream OpenStream(const std::string& method, const google::protobuf::Message* request,
+                    const google::protobuf::Message* response_prototype,
+                    const StreamOptions& options) const;
 
   // The address called; an unset Sockaddr for a proxy on a channel.
   const Sockaddr& remote() const { return remote_; }

@@ -14,6 +14,7 @@
 
 #include "rrpc/rpc/authorization.h"
 #include "rrpc/rpc/rpc_header.pb.h"
+#include "rrpc/rpc/stream.h"
 #include "rrpc/rpc/trace_context.h"
 #include "rrpc/util/block.h"
 #include "rrpc/util/monotime.h"
@@ -70,6 +71,9 @@ class RpcContext {
   // Never after this context answered; the context stays valid while it runs, and it may answer
   // the call (e.g. RespondFailure). One callback per call; a second replaces the first.
   void OnCancel(std::function<void()> callback);
+  // A stream method's call (RpcMethodInfo::stream): its stream, which the handler answers
+  // through (generated service bases pass it to the handler typed). Invalid for other calls.
+  Stream stream() const;
   const Sockaddr& remote_address() const;
   const std::string& service_name() const;
   const std::string& method_name() const;

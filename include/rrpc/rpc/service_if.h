@@ -12,6 +12,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "rrpc/rpc/stream.h"
 #include "rrpc/util/status.h"
 
 namespace rrpc::rpc {
@@ -44,6 +45,11 @@ struct RpcMethodInfo {
   // The method is not idempotent: its calls carry a request id, and a server with a result
   // tracker runs each id at most once (option (rrpc.tracked); docs/exactly-once.md).
   bool tracked = false;
+  // A stream method (docs/streams.md): its calls open streams. The handler then answers
+  // through the stream (Stream::Finish), never through context->Respond*(); it gets the stream
+  // from context->stream(). Client and bidirectional streams take no request at the open: their
+  // handler's `request` is an empty message.
+  StreamKind stream = StreamKind::kNone;
   // The method's server metrics (rpc/observe/rpc_metrics.h), owned by the messenger. Set by the
   // service pool at registration, before any call, so reading it on the call path needs no lock;
   // nullptr when metrics are disabled.

@@ -38,7 +38,8 @@ const std::set<std::string>& ReservedMethodNames() {
                                 "service_descriptor", "FindMethod",
                                 "AddMethod",          "SyncRequest",
                                 "AsyncRequest",       "remote",
-                                "ServiceIf",          "Proxy"};
+                                "ServiceIf",          "Proxy",
+                                "OpenStream"};
   return *names;
 }
 
@@ -178,10 +179,44 @@ std::vector<MethodInfo> Methods(const pb::ServiceDescriptor* service) {
   return methods;
 }
 
+// Streams (docs/streams.md): a method with `stream` on its request, its response or both.
+bool IsStream(const MethodInfo& m) {
+  return m.descriptor->client_streaming() || m.descriptor->server_streaming();
+}
+// Whether the stream's opening call carries the request (a server stream's one request).
+bool OpensWithRequest(const MethodInfo& m) { return !m.descriptor->client_streaming(); }
+std::string StreamKindName(const MethodInfo& m) {
+  if (!IsStream(m)) return "::rrpc::rpc::StreamKind::kNone";
+  if (m.descriptor->client_streaming() && m.descriptor->server_streaming()) {
+    return "::rrpc::rpc::StreamKind::kBidi";
+  }
+  return m.descriptor->client_streaming() ? "::rrpc::rpc::StreamKind::kClient"
+                                          : "::rrpc::rpc::StreamKind::kServer";
+}
+std::string ServerStreamType(const MethodInfo& m) {
+  return "::rrpc::rpc::ServerStream<" + m.request + ", " + m.response + ">";
+}
+std::string ClientStreamType(const MethodInfo& m) {
+  return "::rrpc::rpc::ClientStream<" + m.request + ", " + m.response + ">";
+}
+
 // Signature pieces shared by declarations and definitions.
 std::vector<std::string> HandlerParams(const MethodInfo& m) {
+  if (IsStream(m)) {
+    if (OpensWithRequest(m))
+      return {"const " + m.request + "* req", ServerStreamType(m) + " stream"};
+    return {ServerStreamType(m) + " stream"};
+  }
   return {"const " + m.request + "* req", m.response + "* resp",
           "::rrpc::rpc::RpcContext* context"};
+}
+// A stream method's proxy parameters; `with_default`: the declaration's (options = {}).
+std::vector<std::string> StreamOpenParams(const MethodInfo& m, bool with_default) {
+  std::vector<std::string> params;
+  if (OpensWithRequest(m)) params.push_back("const " + m.request + "& req");
+  params.push_back(std::string("const ::rrpc::rpc::StreamOptions& options") +
+                   (with_default ? " = {}" : ""));
+  return params;
 }
 std::vector<std::string> SyncParams(const MethodInfo& m) {
   return {"const " + m.request + "& req", m.response + "* resp",
@@ -211,8 +246,12 @@ bool Validate(const pb::FileDescriptor* file, std::string* error) {
     for (int i = 0; i < service->method_count(); ++i) names.insert(service->method(i)->name());
     for (int i = 0; i < service->method_count(); ++i) {
       const pb::MethodDescriptor* m = service->method(i);
-      if (m->client_streaming() || m->server_streaming()) {
-        *error = m->full_name() + ": rrpc does not support streaming methods";
+      if ((m->client_streaming() || m->server_streaming()) &&
+          (m->options().GetExtension(::rrpc::tracked) ||
+           m->options().GetExtension(::rrpc::inline_handler))) {
+        *error = m->full_name() +
+                 ": a stream method cannot be (rrpc.tracked) or (rrpc.inline_handler); drop the "
+                 "option";
         return false;
       }
       if (ReservedMethodNames().count(m->name()) != 0) {
@@ -323,6 +362,13 @@ void PrintServiceBaseDecl(const pb::ServiceDescriptor* service, pb::io::Printer*
   for (const MethodInfo& m : Methods(service)) {
     p->Print("\n");
     PrintLines(LeadingComment(m.descriptor), p);
+    if (IsStream(m)) {
+      PrintLines(Comment(2,
+                         "A stream (docs/streams.md): answer through `stream` (Finish), not "
+                         "a context; keep the stream (copies share it) to write after "
+                         "returning."),
+                 p);
+    }
     PrintLines(Wrap(2, "virtual void " + m.name, HandlerParams(m), " = 0;"), p);
   }
   p->Outdent();
@@ -347,6 +393,12 @@ void PrintProxyDecl(const pb::ServiceDescriptor* service, pb::io::Printer* p) {
   for (const MethodInfo& m : Methods(service)) {
     p->Print("\n");
     PrintLines(LeadingComment(m.descriptor), p);
+    if (IsStream(m)) {
+      PrintLines(Comment(2, "Opens a stream (docs/streams.md); never blocks."), p);
+      PrintLines(Wrap(2, ClientStreamType(m) + " " + m.name, StreamOpenParams(m, true), " const;"),
+                 p);
+      continue;
+    }
     PrintLines(Wrap(2, "::rrpc::Status " + m.name, SyncParams(m), " const;"), p);
     PrintLines(Wrap(2, "void " + m.name + "Async", AsyncParams(m), " const;"), p);
   }
@@ -368,7 +420,8 @@ void GenerateHeader(const pb::FileDescriptor* file, pb::io::Printer* p) {
   // and run messengers (MessengerBuilder, Listen) and call (RpcController): all public headers.
   includes.insert({"rrpc/rpc/channel_if.h", "rrpc/rpc/messenger.h", "rrpc/rpc/proxy.h",
                    "rrpc/rpc/rpc_context.h", "rrpc/rpc/rpc_controller.h", "rrpc/rpc/service_if.h",
-                   "rrpc/util/monotime.h", "rrpc/util/sockaddr.h", "rrpc/util/status.h"});
+                   "rrpc/rpc/stream.h", "rrpc/util/monotime.h", "rrpc/util/sockaddr.h",
+                   "rrpc/util/status.h"});
   for (const std::string& include : includes) p->Print("#include \"$h$\"\n", "h", include);
   p->Print("\n");
   const std::string ns = CppNamespace(file);
@@ -446,6 +499,26 @@ void PrintServiceBaseDefs(const pb::ServiceDescriptor* service, pb::io::Printer*
     }
     if (Idempotent(m)) p->Print("info.idempotent = true;  // option (rrpc.idempotent)\n");
     if (Tracked(m)) p->Print("info.tracked = true;  // option (rrpc.tracked)\n");
+    if (IsStream(m)) {
+      PrintLines(Assign(4, "info.stream", StreamKindName(m)), p);
+      p->Print(
+          "info.handler = [this](const ::google::protobuf::Message* req, "
+          "::google::protobuf::Message*,\n"
+          "                      ::rrpc::rpc::RpcContext* context) {\n");
+      p->Indent();
+      std::vector<std::string> args;
+      if (OpensWithRequest(m)) args.push_back("static_cast<const " + m.request + "*>(req)");
+      args.push_back(ServerStreamType(m) + "(context->stream())");
+      if (!OpensWithRequest(m)) p->Print("(void)req;\n");
+      PrintLines(Wrap(6, m.name, args, ";"), p);
+      p->Outdent();
+      p->Print(
+          "};\n"
+          "::rrpc::rpc::ServiceIf::AddMethod(::std::move(info));\n");
+      p->Outdent();
+      p->Print("}\n");
+      continue;
+    }
     // The server makes a call's messages from the prototypes above, so the downcasts are exact.
     p->Print(
         "info.handler = [this](const ::google::protobuf::Message* req, "
@@ -521,6 +594,22 @@ void PrintProxyDefs(const pb::ServiceDescriptor* service, pb::io::Printer* p) {
       async_args.push_back(kind);
     }
     p->Print("\n");
+    if (IsStream(m)) {
+      PrintLines(Wrap(0, ClientStreamType(m) + " " + cls + "::" + m.name,
+                      StreamOpenParams(m, false), " const {"),
+                 p);
+      p->Indent();
+      const std::string open = Wrap(
+          2, "return " + ClientStreamType(m) + "(::rrpc::rpc::Proxy::OpenStream",
+          {name, OpensWithRequest(m) ? "&req" : "nullptr",
+           m.descriptor->server_streaming() ? "nullptr" : "&" + m.response + "::default_instance()",
+           "options"},
+          ");");
+      PrintLines(open, p);
+      p->Outdent();
+      p->Print("}\n");
+      continue;
+    }
     PrintLines(Wrap(0, "::rrpc::Status " + cls + "::" + m.name, SyncParams(m), " const {"), p);
     p->Indent();
     PrintLines(Wrap(2, "return ::rrpc::rpc::Proxy::SyncRequest", sync_args, ";"), p);

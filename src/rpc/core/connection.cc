@@ -9,6 +9,7 @@
 #include "rpc/core/messenger_security.h"
 #include "rpc/core/negotiation.h"
 #include "rpc/core/reactor.h"
+#include "rpc/core/stream_state.h"
 #include "rpc/core/wire_codec.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/transport/tls_transport.h"
@@ -107,6 +108,9 @@ void Connection::QueueOutboundCall(scoped_refptr<OutboundCall>&& call) {
   deadlines_.Watch(call.get());
   if (call->finished()) return;  // deadline already passed and the callback ran
   if (call->report_connection()) call->set_connection(this);
+  if (call->stream() != nullptr) {
+    streams_.AddClient(call->stream(), state_ == State::kOpen && peer_streams_);
+  }
   if (!sending_calls_) {
     call->set_waited_for_connection();
     pending_calls_.push_back(std::move(call));
@@ -119,8 +123,18 @@ void Connection::QueueOutboundCall(scoped_refptr<OutboundCall>&& call) {
   caller_reads_.EnsureReactorReads();  // its response is the reactor's to read
 }
 
+void Connection::QueueStreamFrame(OutboundTransfer* frame) {
+  DCHECK(reactor_->IsCurrentThread());
+  if (state_ == State::kClosed) {
+    frame->TransferAborted(Status::NetworkError("connection closed", remote_.ToString()));
+    return;
+  }
+  writer_.Stage(frame);
+}
+
 void Connection::QueueResponse(InboundCall* call) {
   DCHECK(reactor_->IsCurrentThread());
+  if (call->stream() != nullptr) streams_.OnServerAnswer(call);  // the answer ends the stream
   if (state_ == State::kClosed) {
     call->TransferAborted(Status::NetworkError("connection closed", remote_.ToString()));
     return;
@@ -132,6 +146,7 @@ void Connection::OnCallTimeout(OutboundCall* call, void* arg) {
   auto* conn = static_cast<Connection*>(arg);
   DCHECK(conn->reactor_->IsCurrentThread());
   scoped_refptr<Connection> self(conn);
+  if (call->stream() != nullptr) conn->streams_.Remove(call->call_id());
   if (!conn->awaiting_response_.Erase(call->call_id())) {
     auto it = std::find_if(conn->pending_calls_.begin(), conn->pending_calls_.end(),
                            [call](const auto& c) { return c.get() == call; });
@@ -326,12 +341,32 @@ Status Connection::HandleCallFrame(BlockSlice&& frame, size_t* charged) {
     return Status::InvalidArgument("unexpected connection-level frame, call id " +
                                    std::to_string(call->call_id()));
   }
+  if (call->is_stream_frame()) return HandleStreamFrame(*call);
+  bool refuse_stream = false;
+  if (call->opens_stream()) {
+    Result<bool> added = streams_.AddServer(call.get(), call->stream_credit());
+    RRPC_RETURN_NOT_OK(added.status());
+    refuse_stream = !*added;
+  }
   if (peer_cancels_) cancels_.Track(call.get());
   call->HoldMemory(call->frame_bytes(), *charged);
   *charged = 0;
   inbound_in_flight_.fetch_add(1, std::memory_order_relaxed);
+  if (refuse_stream) {
+    call.release()->RespondFailure(
+        ErrorStatusPB::ERROR_SERVER_TOO_BUSY,
+        Status::ServiceUnavailable("too many open streams on this connection",
+                                   "max_streams_per_connection"));
+    return Status::OK();
+  }
   reactor_->RouteInboundCall(std::move(call));
   return Status::OK();
+}
+
+Status Connection::HandleStreamFrame(const InboundCall& frame) {
+  return streams_.OnFrame(frame.call_id(), frame.stream_flags(), frame.stream_credit(),
+                          frame.frame_block(), frame.serialized_request(),
+                          frame.inbound_sidecars());
 }
 
 Status Connection::HandleResponseFrame(BlockSlice&& frame) {
@@ -339,6 +374,16 @@ Status Connection::HandleResponseFrame(BlockSlice&& frame) {
   thread_local ResponseHeaderFields header;  // decoding clears it; its vector keeps capacity
   Slice body, tail;
   RRPC_RETURN_NOT_OK(ParseFrame(frame.slice, &header, &body, &tail));
+  if (header.stream_flags != 0) {  // a stream's frame; its final answer has none
+    thread_local std::vector<Slice> sidecars;
+    sidecars.clear();
+    if (!header.sidecar_offsets.empty() || !tail.empty()) {
+      RRPC_RETURN_NOT_OK(SplitSidecars(tail, header.sidecar_offsets, &sidecars));
+    }
+    return streams_.OnFrame(header.call_id, header.stream_flags, header.stream_credit, frame.block,
+                            body, sidecars);
+  }
+  if (!streams_.empty()) streams_.Remove(header.call_id);
   scoped_refptr<OutboundCall> call;
   if (!awaiting_response_.Erase(header.call_id, &call)) {
     // A synchronous caller's call written by the caller itself (CallerReads).
@@ -377,6 +422,7 @@ void Connection::CancelCall(OutboundCall* call) {
   // A synchronous caller's own write: whoever takes it finishes it.
   if (!found) found = caller_reads_.Take(call);
   if (!found) return;  // finished meanwhile by whoever held it
+  if (call->stream() != nullptr) streams_.Remove(call->call_id());
   // As a timeout: a half-written frame still goes out whole (from copies), then the cancel.
   if (call->started() && !call->OutboundTransfer::finished()) call->DetachUnsentPayload();
   SendCancelFrame(*call);
@@ -481,6 +527,7 @@ void Connection::Shutdown(const Status& reason) {
   awaiting.ForEach(
       [&reason](int32_t, scoped_refptr<OutboundCall>& call) { call->FinishWithError(reason); });
   if (caller_call != nullptr) caller_call->FinishWithError(reason);
+  streams_.CloseAll(reason);
   while (!unsent.empty()) unsent.pop_front()->TransferAborted(reason);
   if (MessengerMetrics* m = reactor_->metrics()) m->ConnectionClosed();
   reactor_->ConnectionClosed(this);

@@ -31,6 +31,7 @@
 #include "rpc/core/inbound_cancels.h"
 #include "rpc/core/negotiation.h"
 #include "rpc/core/outbound_call.h"
+#include "rpc/core/stream_table.h"
 #include "rpc/transport/transport.h"
 #include "rrpc/rpc/rpc_header.pb.h"
 #include "rrpc/util/monotime.h"
@@ -107,6 +108,11 @@ class Connection final : public RefCounted<Connection>,
     cancels_.SetCallback(call, std::move(callback));
   }
 
+  // Streams (docs/streams.md; stream_table.h). Reactor thread: a stream's frame to write.
+  void QueueStreamFrame(OutboundTransfer* frame);
+  // Reactor thread: the connection's open streams.
+  StreamTable& streams() { return streams_; }
+
   // Reactor thread: hands the byte stream under the current transport (Transport::Detach) to
   // `make`, and continues the connection over the transport it returns: negotiation upgrading the
   // connection (TLS after the first bytes, RDMA after the TCP bootstrap). Safe from inside the
@@ -180,6 +186,8 @@ class Connection final : public RefCounted<Connection>,
   friend class ConnectionWriter;
   friend class CallerReads;
   friend class CallDeadlines;
+  // Server side: a stream's frame (InboundCall::is_stream_frame) goes to its stream.
+  Status HandleStreamFrame(const InboundCall& frame);
 
   // TransportHost: reactor thread.
   void OnTransportConnected() override;
@@ -255,6 +263,8 @@ class Connection final : public RefCounted<Connection>,
   // Both sides: the peer negotiated CANCELLATION (set as the connection opens). Client: cancel
   // frames may go to it. Server: its calls are tracked in cancels_.
   bool peer_cancels_ = false;
+  // Client side: the server negotiated STREAMS (set as the connection opens).
+  bool peer_streams_ = false;
   const Sockaddr remote_;
   const MessengerOptions& options_;
   // Replaced only on the reactor thread, under the writer's lock; so the reactor reads it
@@ -293,7 +303,8 @@ class Connection final : public RefCounted<Connection>,
   MonoTime last_ping_;  // client side: when MaybePing last sent one
   // Server side: calls handed to the service pool and not yet answered.
   std::atomic<int64_t> inbound_in_flight_{0};
-  InboundCancels cancels_;  // server side, of a client that negotiated CANCELLATION
+  InboundCancels cancels_;     // server side, of a client that negotiated CANCELLATION
+  StreamTable streams_{this};  // both sides
 
   // Bytes held for inbound calls (server side; the calls consume and release their share). Held
   // in place, no allocation of its own; a client connection's stays unused (inbound_memory()).

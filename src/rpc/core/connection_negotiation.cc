@@ -143,6 +143,8 @@ void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
   identity_ = peer.identity;
   peer_cancels_ =
       std::find(peer.features.begin(), peer.features.end(), CANCELLATION) != peer.features.end();
+  peer_streams_ =
+      std::find(peer.features.begin(), peer.features.end(), STREAMS) != peer.features.end();
   peer_tracks_results_.store(
       std::find(peer.features.begin(), peer.features.end(), EXACTLY_ONCE) != peer.features.end(),
       std::memory_order_release);
@@ -168,6 +170,7 @@ void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
   }
   if (direction_ == Direction::kClient && !sending_calls_) SendPendingCalls();
   if (!held_cancels_.empty()) SendHeldCancels();
+  if (direction_ == Direction::kClient && !streams_.empty()) streams_.OnPeerReady(peer_streams_);
 }
 
 // ---- A transport upgrade prepared off the reactor thread (TransportUpgrade::Prepare).

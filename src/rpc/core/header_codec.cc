@@ -29,10 +29,18 @@ constexpr uint32_t kRequestIdTag = WireTag(RequestHeaderFieldNamed("request_id")
 static_assert(kRequestIdTag >= 0x80 && kRequestIdTag < 0x4000);
 constexpr uint8_t kTagRequestId[2] = {static_cast<uint8_t>((kRequestIdTag & 0x7f) | 0x80),
                                       static_cast<uint8_t>(kRequestIdTag >> 7)};
+// The stream fields (30, 31): two-byte tags.
+constexpr uint32_t kStreamFlagsTag = WireTag(RequestHeaderFieldNamed("stream_flags"));
+constexpr uint32_t kStreamCreditTag = WireTag(RequestHeaderFieldNamed("stream_credit"));
+static_assert(kStreamFlagsTag >= 0x80 && kStreamCreditTag < 0x4000);
+constexpr uint8_t kTagStreamFlags[2] = {static_cast<uint8_t>((kStreamFlagsTag & 0x7f) | 0x80),
+                                        static_cast<uint8_t>(kStreamFlagsTag >> 7)};
+constexpr uint8_t kTagStreamCredit[2] = {static_cast<uint8_t>((kStreamCreditTag & 0x7f) | 0x80),
+                                         static_cast<uint8_t>(kStreamCreditTag >> 7)};
 // A new RequestHeader field: write it in EncodeTo and EncodedSize (field-number order), read it in
 // DecodeFast or leave it to the fallback, then count it here. request_header_table-test checks
 // each field's bytes against protobuf's.
-static_assert(std::size(kRequestHeaderFields) == 10, "a RequestHeader field the codec lacks");
+static_assert(std::size(kRequestHeaderFields) == 12, "a RequestHeader field the codec lacks");
 constexpr uint8_t kTagClientId = 1 << 3 | 2;  // in RequestIdPB
 constexpr uint8_t kTagSeqNo = 2 << 3 | 0;
 constexpr uint8_t kTagFirstIncomplete = 3 << 3 | 0;
@@ -41,6 +49,8 @@ constexpr uint8_t kTagServiceName = 1 << 3 | 2;  // in RemoteMethodPB
 constexpr uint8_t kTagMethodName = 2 << 3 | 2;
 constexpr uint8_t kTagResponseIsError = 2 << 3 | 0;
 constexpr uint8_t kTagResponseSidecarOffset = 3 << 3 | 0;
+constexpr uint8_t kTagResponseStreamFlags = 4 << 3 | 0;
+constexpr uint8_t kTagResponseStreamCredit = 5 << 3 | 0;
 
 using header_codec_internal::Int32Wire;
 using header_codec_internal::VarintSize;
@@ -204,6 +214,8 @@ bool ParseWithProtobuf(Slice bytes, ResponseHeaderFields* header) {
   header->call_id = pb.call_id();
   header->is_error = pb.is_error();
   header->sidecar_offsets.assign(pb.sidecar_offsets().begin(), pb.sidecar_offsets().end());
+  header->stream_flags = pb.stream_flags();
+  header->stream_credit = pb.stream_credit();
   return true;
 }
 
@@ -222,12 +234,16 @@ void RequestHeaderFields::Clear() {
   request_id = RequestIdFields();
   has_trace = false;
   trace = TraceFields();
+  stream_flags = 0;
+  stream_credit = 0;
 }
 
 void ResponseHeaderFields::Clear() {
   call_id = 0;
   is_error = false;
   sidecar_offsets.clear();
+  stream_flags = 0;
+  stream_credit = 0;
 }
 
 std::string EncodeRemoteMethod(Slice service_name, Slice method_name) {
@@ -298,6 +314,16 @@ uint8_t* EncodeTo(const RequestHeaderParts& h, uint8_t* p) {
     *p++ = kTagAttemptNo;
     p = WriteVarint(id.attempt_no, p);
   }
+  if (h.stream_flags != 0) {
+    *p++ = kTagStreamFlags[0];
+    *p++ = kTagStreamFlags[1];
+    p = WriteVarint(h.stream_flags, p);
+  }
+  if (h.stream_credit != 0) {
+    *p++ = kTagStreamCredit[0];
+    *p++ = kTagStreamCredit[1];
+    p = WriteVarint(h.stream_credit, p);
+  }
   return p;
 }
 
@@ -314,6 +340,8 @@ RequestHeaderParts PartsOf(const RequestHeaderFields& h, std::string* remote_met
   parts.num_required_feature_flags = h.required_feature_flags.size();
   parts.request_id = h.has_request_id ? &h.request_id : nullptr;
   parts.trace = h.has_trace ? &h.trace : nullptr;
+  parts.stream_flags = h.stream_flags;
+  parts.stream_credit = h.stream_credit;
   return parts;
 }
 
@@ -331,6 +359,8 @@ size_t EncodedSize(const ResponseHeaderFields& h) {
   size_t n = 1 + VarintSize(Int32Wire(h.call_id));
   if (h.is_error) n += 2;
   for (uint32_t offset : h.sidecar_offsets) n += 1 + VarintSize(offset);
+  if (h.stream_flags != 0) n += 1 + VarintSize(h.stream_flags);
+  if (h.stream_credit != 0) n += 1 + VarintSize(h.stream_credit);
   return n;
 }
 
@@ -344,6 +374,14 @@ uint8_t* EncodeTo(const ResponseHeaderFields& h, uint8_t* p) {
   for (uint32_t offset : h.sidecar_offsets) {
     *p++ = kTagResponseSidecarOffset;
     p = WriteVarint(offset, p);
+  }
+  if (h.stream_flags != 0) {
+    *p++ = kTagResponseStreamFlags;
+    p = WriteVarint(h.stream_flags, p);
+  }
+  if (h.stream_credit != 0) {
+    *p++ = kTagResponseStreamCredit;
+    p = WriteVarint(h.stream_credit, p);
   }
   return p;
 }
@@ -380,6 +418,8 @@ namespace {
   h->required_feature_flags.clear();
   h->has_request_id = false;  // a header with one takes the generated parser
   h->has_trace = false;
+  h->stream_flags = 0;
+  h->stream_credit = 0;
   if (p != end && *p == kTagRequestRemoteMethod) {
     p++;
     uint32_t len;
@@ -411,6 +451,16 @@ namespace {
     h->sidecar_offsets.push_back(v);
   }
   if (p != end && *p == kTagTraceIdHigh) return DecodeTraceFast(p, end, h);
+  // The stream fields (a stream's frames carry no trace fields; an opening call that does takes
+  // the generated parser).
+  if (end - p >= 2 && p[0] == kTagStreamFlags[0] && p[1] == kTagStreamFlags[1]) {
+    p += 2;
+    if (!ReadSmallVarint(&p, end, &h->stream_flags)) return false;
+  }
+  if (end - p >= 2 && p[0] == kTagStreamCredit[0] && p[1] == kTagStreamCredit[1]) {
+    p += 2;
+    if (!ReadSmallVarint(&p, end, &h->stream_credit)) return false;
+  }
   return p == end;
 }
 
@@ -431,6 +481,16 @@ namespace {
     p++;
     if (!ReadSmallVarint(&p, end, &v)) return false;
     h->sidecar_offsets.push_back(v);
+  }
+  h->stream_flags = 0;
+  h->stream_credit = 0;
+  if (p != end && *p == kTagResponseStreamFlags) {
+    p++;
+    if (!ReadSmallVarint(&p, end, &h->stream_flags)) return false;
+  }
+  if (p != end && *p == kTagResponseStreamCredit) {
+    p++;
+    if (!ReadSmallVarint(&p, end, &h->stream_credit)) return false;
   }
   return p == end;
 }

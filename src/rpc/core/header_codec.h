@@ -65,6 +65,10 @@ struct RequestHeaderFields {
   // four are written.
   bool has_trace = false;
   TraceFields trace;
+  // Streams (docs/streams.md): StreamFrameFlag bits and granted bytes; 0 when absent (the
+  // encoder writes neither when 0).
+  uint32_t stream_flags = 0;
+  uint32_t stream_credit = 0;
 
   // Keeps the vectors' capacity (a per-thread instance allocates nothing after its first use).
   void Clear();
@@ -75,6 +79,8 @@ struct ResponseHeaderFields {
   int32_t call_id = 0;
   bool is_error = false;
   std::vector<uint32_t> sidecar_offsets;
+  uint32_t stream_flags = 0;  // as in RequestHeaderFields
+  uint32_t stream_credit = 0;
 
   void Clear();
 };
@@ -94,6 +100,8 @@ struct RequestHeaderParts {
   size_t num_required_feature_flags = 0;
   const RequestIdFields* request_id = nullptr;  // nullptr: untracked call
   const TraceFields* trace = nullptr;           // nullptr: no trace context
+  uint32_t stream_flags = 0;                    // 0: not a stream frame
+  uint32_t stream_credit = 0;
 };
 
 // The header's remote_method field (its tag, length and RemoteMethodPB), as it sits in every call
@@ -134,6 +142,8 @@ inline size_t EncodedSize(const RequestHeaderParts& h) {
   }
   if (h.trace != nullptr) n += EncodedTraceSize(*h.trace);
   if (h.request_id != nullptr) n += EncodedRequestIdSize(*h.request_id);
+  if (h.stream_flags != 0) n += 2 + VarintSize(h.stream_flags);  // two-byte tags
+  if (h.stream_credit != 0) n += 2 + VarintSize(h.stream_credit);
   return n;
 }
 uint8_t* EncodeTo(const RequestHeaderParts& header, uint8_t* out);

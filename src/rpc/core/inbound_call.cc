@@ -63,6 +63,16 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
       frame_block_ = std::move(frame.block);
       return Status::OK();
     }
+    if (header.call_id >= 0 && header.stream_flags != 0) {  // a stream's frame
+      call_id_ = header.call_id;
+      stream_flags_ = header.stream_flags;
+      stream_credit_ = header.stream_credit;
+      if (!header.sidecar_offsets.empty() || !tail.empty()) {
+        RRPC_RETURN_NOT_OK(SplitSidecars(tail, header.sidecar_offsets, &inbound_sidecars_));
+      }
+      frame_block_ = std::move(frame.block);
+      return Status::OK();
+    }
     return Status::InvalidArgument("call frame without a remote method");
   }
   // Most calls carry no sidecars: nothing to split (and no call to make) then.
@@ -72,7 +82,7 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
   for (uint32_t f : header.required_feature_flags) {
     // A server knows sidecars; TLS is a property of the connection, not of a call. Anything else,
     // including numbers RpcFeatureFlag does not list, is refused.
-    if (f != SIDECARS) unsupported_features_.push_back(f);
+    if (f != SIDECARS && f != STREAMS) unsupported_features_.push_back(f);
   }
   if (header.has_request_id) {
     const RequestIdFields& id = header.request_id;
@@ -88,6 +98,8 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
     request_id_.attempt_no = id.attempt_no;
   }
   if (header.has_trace) SetTrace(header.trace);
+  stream_flags_ = header.stream_flags;
+  stream_credit_ = header.stream_credit;
   frame_block_ = std::move(frame.block);
   call_id_ = header.call_id;
   requested_service_ =
@@ -294,7 +306,10 @@ void InboundCall::SendResponse() {
   // From here the connection (or its reactor) owns this call.
   Connection* conn = connection_.get();
   Reactor* reactor = conn->reactor();
-  if (!reactor->IsCurrentThread() && conn->TryWriteLoneResponse(this)) return;
+  // A stream's answer always passes the reactor (Connection::QueueResponse ends the stream).
+  if (stream_ == nullptr && !reactor->IsCurrentThread() && conn->TryWriteLoneResponse(this)) {
+    return;
+  }
   // Held until written: a client that does not read holds it. (A response the worker wrote
   // whole above was never held: counting it costs two updates of the connection's and the
   // messenger's trackers per call, for memory held a few microseconds.)

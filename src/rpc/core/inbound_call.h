@@ -31,6 +31,7 @@
 namespace rrpc::rpc {
 
 class Connection;
+class StreamState;
 struct MethodMetrics;
 struct RpcMethodInfo;
 
@@ -78,6 +79,20 @@ class InboundCall final : public OutboundTransfer {
   MonoTime arrival_time() const { return arrival_; }
   // Computed once at arrival and cached: MonoTime::Max() when the client set no timeout.
   MonoTime deadline() const { return deadline_; }
+
+  // Streams (docs/streams.md). stream_flags(): the header's StreamFrameFlag bits. A frame with
+  // some but no remote method is a stream's frame, not a call: the connection hands its body and
+  // sidecars to the stream and drops this object. One with STREAM_OPEN opens a stream: the
+  // connection attaches the stream (set_stream) before the call goes to the service pool, and
+  // the call's answer is the stream's end.
+  uint32_t stream_flags() const { return stream_flags_; }
+  uint32_t stream_credit() const { return stream_credit_; }
+  bool is_stream_frame() const { return stream_flags_ != 0 && requested_method_.empty(); }
+  bool opens_stream() const { return (stream_flags_ & STREAM_OPEN) != 0; }
+  void set_stream(std::shared_ptr<StreamState> stream) { stream_ = std::move(stream); }
+  const std::shared_ptr<StreamState>& stream() const { return stream_; }
+  BlockRef frame_block() const { return frame_block_; }
+  const std::vector<Slice>& inbound_sidecars() const { return inbound_sidecars_; }
 
   // The method this call runs, set by the service pool when it resolves the names.
   void set_method(const std::string& service_name, const RpcMethodInfo* method);
@@ -224,6 +239,9 @@ class InboundCall final : public OutboundTransfer {
   CancelTrack cancel_track_ = CancelTrack::kNone;
   std::atomic<uint8_t> cancel_state_{0};
   bool handler_started_ = false;  // MakeContext() ran: the handler was called
+  uint32_t stream_flags_ = 0;
+  uint32_t stream_credit_ = 0;
+  std::shared_ptr<StreamState> stream_;  // a stream's opening call: the stream it answers
   std::string_view requested_service_;
   std::string_view requested_method_;
   BlockRef frame_block_;  // keeps body_ and inbound_sidecars_ alive

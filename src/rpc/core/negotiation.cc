@@ -26,6 +26,7 @@ BlockSlice BuildClientHello(const std::string& client_name, const std::string& a
   negotiate.add_supported_features(SIDECARS);
   negotiate.add_supported_features(EXACTLY_ONCE);  // answered by servers that track results
   negotiate.add_supported_features(TRACE_CONTEXT);
+  negotiate.add_supported_features(STREAMS);
   if (offer_upgrade) negotiate.add_supported_features(TRANSPORT_UPGRADE);
   if (offer_cancellation) negotiate.add_supported_features(CANCELLATION);
   negotiate.set_client_name(client_name);
@@ -120,6 +121,7 @@ BlockSlice BuildServerReply(const NegotiatePB& request, const Status& error,
     if (f == SIDECARS) reply.add_supported_features(SIDECARS);
     if (f == CANCELLATION) reply.add_supported_features(CANCELLATION);
     if (f == TRACE_CONTEXT) reply.add_supported_features(TRACE_CONTEXT);
+    if (f == STREAMS) reply.add_supported_features(STREAMS);
   }
   if (peer != nullptr && std::find(peer->features.begin(), peer->features.end(), EXACTLY_ONCE) !=
                              peer->features.end()) {
@@ -273,6 +275,7 @@ Result<bool> ServerNegotiation::OnFrame(Slice frame) {
     if (f == SIDECARS) peer_.features.push_back(SIDECARS);
     if (f == CANCELLATION) peer_.features.push_back(CANCELLATION);
     if (f == TRACE_CONTEXT) peer_.features.push_back(TRACE_CONTEXT);
+    if (f == STREAMS) peer_.features.push_back(STREAMS);
     if (f == EXACTLY_ONCE && tracks_results_) peer_.features.push_back(EXACTLY_ONCE);
     if (f == TRANSPORT_UPGRADE) offers_upgrade = true;
   }
@@ -382,6 +385,7 @@ Result<bool> ClientNegotiation::OnFrame(Slice frame) {
     if (f == SIDECARS) peer_.features.push_back(SIDECARS);
     if (f == CANCELLATION) peer_.features.push_back(CANCELLATION);
     if (f == TRACE_CONTEXT) peer_.features.push_back(TRACE_CONTEXT);
+    if (f == STREAMS) peer_.features.push_back(STREAMS);
     if (f == EXACTLY_ONCE) peer_.features.push_back(EXACTLY_ONCE);
     if (f == TRANSPORT_UPGRADE) server_upgrades = true;
   }

@@ -7,6 +7,7 @@
 #include "rpc/core/reactor.h"
 #include "rpc/core/request_tracker.h"
 #include "rpc/core/rpc_controller_internal.h"
+#include "rpc/core/stream_state.h"
 #include "rpc/core/wire_codec.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/rpc_controller.h"
@@ -103,7 +104,7 @@ Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t
   }
   // The span id first: zero for the calls that carry no context, one test for them.
   Result<BlockSlice> head =
-      tracker == nullptr && controller_->trace_context().span_id == 0
+      tracker == nullptr && controller_->trace_context().span_id == 0 && stream_ == nullptr
           ? SerializeFrameHead(header, request, offset, max_message_size, head_buffer_,
                                kInlineHeadBytes)
           : SerializeWithOptionalParts(&header, request, offset, max_message_size, tracker);
@@ -137,6 +138,15 @@ Result<BlockSlice> OutboundCall::SerializeWithOptionalParts(
     trace.parent_span_id = tc.span_id;
     trace.trace_flags = tc.flags;
     header->trace = &trace;
+  }
+  static constexpr uint32_t kStreamFeature = STREAMS;
+  if (stream_ != nullptr) {
+    // A server without streams refuses the call (ERROR_UNSUPPORTED_FEATURE) rather than run it.
+    header->required_feature_flags = &kStreamFeature;
+    header->num_required_feature_flags = 1;
+    header->stream_flags = STREAM_OPEN;
+    header->stream_credit =
+        static_cast<uint32_t>(stream_->receive_window() - StreamState::kInitialWindow);
   }
   return SerializeFrameHead(*header, request, sidecar_bytes, max_message_size, head_buffer_,
                             kInlineHeadBytes);

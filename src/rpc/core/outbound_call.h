@@ -31,6 +31,7 @@ class OutboundCall;
 class RpcController;
 class Reactor;
 class RequestTracker;
+class StreamState;
 struct ClientMethodMetrics;
 
 // Told when a call finishes, before its callback runs, on the thread that finishes it (a reactor,
@@ -74,6 +75,11 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   // caller before it writes the call itself; read by the caller once the call has finished.
   void set_connection(Connection* conn);
   const scoped_refptr<Connection>& connection() const { return connection_; }
+
+  // Caller thread, before Serialize(): the call opens `stream` (docs/streams.md): its header
+  // says so and requires STREAMS, and the connection that carries it carries the stream's frames.
+  void set_stream(std::shared_ptr<StreamState> stream) { stream_ = std::move(stream); }
+  const std::shared_ptr<StreamState>& stream() const { return stream_; }
 
   // Caller thread, before the call is queued: who hears of its end (see CallObserver).
   void set_observer(scoped_refptr<CallObserver>&& observer) { observer_ = std::move(observer); }
@@ -171,6 +177,7 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   MonoTime received_at_;  // unset unless a response arrived
   scoped_refptr<Connection> connection_;  // see set_connection()
   scoped_refptr<CallObserver> observer_;  // see set_observer(); usually none
+  std::shared_ptr<StreamState> stream_;   // see set_stream(); usually none
   std::atomic<Reactor*> reactor_{nullptr};
   Connection* owner_ = nullptr;  // see set_owner()
 

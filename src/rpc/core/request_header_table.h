@@ -116,6 +116,18 @@ inline constexpr RequestHeaderField kRequestHeaderFields[] = {
        }
        return pb.has_request_id();
      }},
+    {"stream_flags", 30, HeaderFieldType::kUint32, HeaderFieldLabel::kOptional,
+     HeaderFieldGroup::kNone,
+     [](const RequestHeader& pb, RequestHeaderFields* out) {
+       out->stream_flags = pb.stream_flags();
+       return pb.has_stream_flags();
+     }},
+    {"stream_credit", 31, HeaderFieldType::kUint32, HeaderFieldLabel::kOptional,
+     HeaderFieldGroup::kNone,
+     [](const RequestHeader& pb, RequestHeaderFields* out) {
+       out->stream_credit = pb.stream_credit();
+       return pb.has_stream_credit();
+     }},
 };
 
 // The row named `name`; a name not listed fails to compile where a constant is needed.

@@ -7,6 +7,7 @@
 #include "rpc/core/message_cache.h"
 #include "rpc/core/reactor.h"
 #include "rpc/core/result_tracker.h"
+#include "rpc/core/stream_state.h"
 #include "rpc/core/wire_codec.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/authorization.h"
@@ -271,11 +272,21 @@ void ServicePool::RunCall(InboundCall* call) {
     return;
   }
   const RpcMethodInfo* method = call->method();
+  if (call->opens_stream() != (method->stream != StreamKind::kNone)) {
+    call->RespondFailure(ErrorStatusPB::ERROR_INVALID_REQUEST,
+                         Status::InvalidArgument(method->stream != StreamKind::kNone
+                                                     ? "a stream method called as a unary call"
+                                                     : "a unary method called as a stream"));
+    return;
+  }
   MessageCache::CallMessages messages =
       MessageCache::Take(*method->request_prototype, *method->response_prototype);
   const Slice body = call->serialized_request();
   CountCopy(CopySide::kServer, CopyKind::kBody, body.size());
-  if (!ParseMessageQuietly(body, messages.request.get())) {
+  // Client and bidirectional streams' opening calls carry no request.
+  const bool has_request =
+      method->stream == StreamKind::kNone || method->stream == StreamKind::kServer;
+  if (has_request && !ParseMessageQuietly(body, messages.request.get())) {
     call->RespondFailure(
         ErrorStatusPB::ERROR_INVALID_REQUEST,
         Status::InvalidArgument("request does not parse as " + messages.request->GetTypeName(),
@@ -284,6 +295,7 @@ void ServicePool::RunCall(InboundCall* call) {
   }
   RpcContext* context =
       call->MakeContext(std::move(messages.request), std::move(messages.response));
+  if (call->stream() != nullptr) StartServerStream(call->stream(), context);
   MonoTime& responded_at = InboundCall::LastRespondTimeOnThisThread();
   responded_at = MonoTime();
   method->handler(context->request(), context->response(), context);

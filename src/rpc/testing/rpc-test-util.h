@@ -130,6 +130,9 @@ class RpcTestBase : public ::testing::Test {
       ASSERT_TRUE(service->SetRunInline(method).ok()) << method;
     }
     ASSERT_TRUE(server_->RegisterService(std::move(service)).ok());
+    for (auto& extra : extra_services_)
+      ASSERT_TRUE(server_->RegisterService(std::move(extra)).ok());
+    extra_services_.clear();
     Status s = server_->Listen(Sockaddr::Loopback(port), &server_addr_);
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
@@ -162,6 +165,8 @@ class RpcTestBase : public ::testing::Test {
   std::shared_ptr<Messenger> server_;
   std::shared_ptr<Messenger> client_;
   TestEchoService* service_ = nullptr;
+  // Registered beside TestEchoService by the next StartServer().
+  std::vector<std::unique_ptr<ServiceIf>> extra_services_;
   Sockaddr server_addr_;
 };
 

@@ -1,0 +1,608 @@
+#include "rpc/core/stream_state.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "rpc/core/connection.h"
+#include "rpc/core/header_codec.h"
+#include "rpc/core/inbound_call.h"
+#include "rpc/core/reactor.h"
+#include "rpc/core/wire_codec.h"
+#include "rpc/transport/outbound_transfer.h"
+#include "rrpc/rpc/rpc_context.h"
+#include "rrpc/rpc/rpc_header.pb.h"
+
+namespace rrpc::rpc {
+
+// One frame of the stream in its outbox, then in the connection's write queue. Holds the stream
+// only once staged (an outbox entry must not keep its own owner alive).
+class StreamState::Frame final : public OutboundTransfer {
+ public:
+  Frame(BlockSlice head, std::vector<BlockSlice>&& sidecars) {
+    if (sidecars.empty()) {
+      SetPayload(std::move(head));
+    } else {
+      SetPayload(std::move(head), std::move(sidecars));
+    }
+  }
+  void set_stream(std::shared_ptr<StreamState> stream) { stream_ = std::move(stream); }
+
+  void TransferDone() override { Done(); }
+  void TransferAborted(const Status&) override { Done(); }
+
+ private:
+  void Done() {
+    std::shared_ptr<StreamState> stream = std::move(stream_);
+    const size_t bytes = total_bytes();
+    delete this;
+    if (stream != nullptr) stream->OnFrameWritten(bytes);
+  }
+
+  std::shared_ptr<StreamState> stream_;
+};
+
+StreamState::StreamState(Side side, size_t receive_window, size_t max_message_size)
+    : side_(side),
+      receive_window_(std::max<size_t>(receive_window, kInitialWindow)),
+      max_message_size_(max_message_size) {
+  // The whole window is this side's to grant from the start: a client's opening call grants it
+  // (stream_credit), a server's first frame does (AttachServer).
+  window_ = static_cast<int64_t>(receive_window_);
+}
+
+StreamState::~StreamState() {
+  // Every path that ends a server stream answers its call; a stream is destroyed only once its
+  // connection's table and every handle let it go, after that.
+  DCHECK(server_call_ == nullptr) << "server stream destroyed with its call unanswered";
+}
+
+Result<std::unique_ptr<StreamState::Frame>> StreamState::MakeFrame(
+    uint32_t flags, uint32_t credit, const google::protobuf::MessageLite& body,
+    std::vector<BlockSlice>&& sidecars, size_t bytes) {
+  const size_t body_bytes = body.ByteSizeLong();
+  const uint32_t sidecar_bytes = static_cast<uint32_t>(bytes - std::min(bytes, body_bytes));
+  Result<BlockSlice> head = Status::OK();
+  if (side_ == Side::kClient) {
+    RequestHeaderFields h;
+    h.call_id = call_id_;
+    h.stream_flags = flags;
+    h.stream_credit = credit;
+    uint32_t offset = 0;
+    for (const BlockSlice& s : sidecars) {
+      h.sidecar_offsets.push_back(offset);
+      offset += static_cast<uint32_t>(s.slice.size());
+    }
+    head = SerializeFrameHead(h, body, sidecar_bytes, max_message_size_);
+  } else {
+    ResponseHeaderFields h;
+    h.call_id = call_id_;
+    h.stream_flags = flags;
+    h.stream_credit = credit;
+    uint32_t offset = 0;
+    for (const BlockSlice& s : sidecars) {
+      h.sidecar_offsets.push_back(offset);
+      offset += static_cast<uint32_t>(s.slice.size());
+    }
+    head = SerializeFrameHead(h, body, sidecar_bytes, max_message_size_);
+  }
+  RRPC_RETURN_NOT_OK(head.status());
+  return std::make_unique<Frame>(std::move(head).value(), std::move(sidecars));
+}
+
+// ---- Writing.
+
+bool StreamState::WritableLocked() const {
+  // Room for a message of any size: the credit left, or nothing outstanding (a message larger
+  // than the window then goes alone).
+  return ended_ || writes_closed_ || credit_ > 0 || outstanding_ == 0;
+}
+
+StreamWrite StreamState::TryWrite(const google::protobuf::MessageLite& message,
+                                  std::vector<BlockSlice>&& sidecars) {
+  size_t bytes = message.ByteSizeLong();
+  for (const BlockSlice& s : sidecars) bytes += s.slice.size();
+  std::vector<std::function<void()>> callbacks;
+  StreamWrite result;
+  {
+    MutexLock lock(mu_);
+    if (ended_ || writes_closed_) return StreamWrite::kClosed;
+    if (static_cast<int64_t>(bytes) > credit_ && outstanding_ != 0) return StreamWrite::kFull;
+    Result<std::unique_ptr<Frame>> frame =
+        MakeFrame(STREAM_MESSAGE, 0, message, std::move(sidecars), bytes);
+    if (!frame.ok()) {
+      EndLocked(frame.status().CloneAndPrepend("stream message not sent"), &callbacks);
+      result = StreamWrite::kClosed;
+    } else {
+      credit_ -= static_cast<int64_t>(bytes);
+      outstanding_ += static_cast<int64_t>(bytes);
+      messages_sent_++;
+      bytes_sent_ += bytes;
+      outbox_.push_back(std::move(frame).value());
+      SchedulePumpLocked();
+      result = StreamWrite::kQueued;
+    }
+  }
+  Run(&callbacks);
+  return result;
+}
+
+Status StreamState::Write(const google::protobuf::MessageLite& message,
+                          std::vector<BlockSlice>&& sidecars) {
+  if (Reactor::Current() != nullptr) {
+    return Status::IllegalState("Stream::Write on a reactor thread would wait for itself");
+  }
+  size_t bytes = message.ByteSizeLong();
+  for (const BlockSlice& s : sidecars) bytes += s.slice.size();
+  {
+    MutexLock lock(mu_);
+    while (!ended_ && !writes_closed_ && static_cast<int64_t>(bytes) > credit_ &&
+           outstanding_ != 0) {
+      changed_.Wait(mu_);
+    }
+  }
+  // Another writer may take the room first: then wait again.
+  while (true) {
+    switch (TryWrite(message, std::move(sidecars))) {
+      case StreamWrite::kQueued:
+        return Status::OK();
+      case StreamWrite::kClosed: {
+        Status s = status();
+        return s.ok() ? Status::IllegalState("stream closed for writing") : s;
+      }
+      case StreamWrite::kFull: {
+        MutexLock lock(mu_);
+        if (!ended_ && !writes_closed_ && static_cast<int64_t>(bytes) > credit_ &&
+            outstanding_ != 0) {
+          changed_.Wait(mu_);
+        }
+        break;
+      }
+    }
+  }
+}
+
+void StreamState::OnWritable(std::function<void()> callback) {
+  {
+    MutexLock lock(mu_);
+    if (!WritableLocked()) {
+      on_writable_ = std::move(callback);
+      return;
+    }
+  }
+  callback();
+}
+
+void StreamState::CloseWrites() {
+  MutexLock lock(mu_);
+  if (side_ != Side::kClient || ended_ || writes_closed_) return;
+  writes_closed_ = true;
+  Result<std::unique_ptr<Frame>> frame =
+      MakeFrame(STREAM_HALF_CLOSE, 0, StreamEmptyPB::default_instance(), {}, 0);
+  if (frame.ok()) outbox_.push_back(std::move(frame).value());
+  SchedulePumpLocked();
+  changed_.NotifyAll();
+}
+
+void StreamState::SchedulePumpLocked() {
+  if (pump_scheduled_ || reactor_ == nullptr || !peer_ready_) return;
+  pump_scheduled_ = true;
+  reactor_->RunOnReactor([self = shared_from_this()] { self->Pump(); });
+}
+
+void StreamState::Pump() {
+  std::vector<Frame*> staged;
+  InboundCall* answer = nullptr;
+  Status answer_status;
+  std::unique_ptr<google::protobuf::MessageLite> answer_response;
+  scoped_refptr<Connection> conn;
+  {
+    MutexLock lock(mu_);
+    pump_scheduled_ = false;
+    if (conn_ == nullptr || !peer_ready_) return;
+    conn = conn_;
+    if (grant_pending_ > 0 && !ended_) {
+      // Credit goes ahead of the stream's own messages: it lets the peer's flow on.
+      Result<std::unique_ptr<Frame>> frame =
+          MakeFrame(STREAM_CREDIT, grant_pending_, StreamEmptyPB::default_instance(), {}, 0);
+      if (frame.ok()) outbox_.push_front(std::move(frame).value());
+      grant_pending_ = 0;
+    }
+    while (!outbox_.empty() && staged_bytes_ < kStageBytes) {
+      Frame* f = outbox_.front().release();
+      outbox_.pop_front();
+      f->set_stream(shared_from_this());
+      staged_bytes_ += f->total_bytes();
+      staged.push_back(f);
+    }
+    if (outbox_.empty() && finish_requested_ && server_call_ != nullptr) {
+      answer = server_call_;
+      server_call_ = nullptr;
+      answer_status = finish_status_;
+      answer_response = std::move(finish_response_);
+    }
+  }
+  for (Frame* f : staged) conn->QueueStreamFrame(f);
+  if (answer != nullptr) AnswerServerCall(answer, answer_status, answer_response.get());
+}
+
+void StreamState::OnFrameWritten(size_t bytes) {
+  MutexLock lock(mu_);
+  staged_bytes_ -= std::min(staged_bytes_, bytes);
+  if (!outbox_.empty() || (finish_requested_ && server_call_ != nullptr)) SchedulePumpLocked();
+}
+
+void StreamState::OnCredit(uint32_t bytes) {
+  std::vector<std::function<void()>> callbacks;
+  {
+    MutexLock lock(mu_);
+    credit_ += bytes;
+    outstanding_ = std::max<int64_t>(0, outstanding_ - bytes);
+    if (WritableLocked()) {
+      if (on_writable_) callbacks.push_back(std::move(on_writable_));
+      on_writable_ = nullptr;
+      changed_.NotifyAll();
+    }
+  }
+  Run(&callbacks);
+}
+
+// ---- Reading.
+
+bool StreamState::ReadableLocked() const { return !inbox_.empty() || peer_done_ || ended_; }
+
+StreamRead StreamState::TryRead(StreamMessage* message) {
+  MutexLock lock(mu_);
+  if (inbox_.empty()) return (peer_done_ || ended_) ? StreamRead::kEnd : StreamRead::kEmpty;
+  *message = std::move(inbox_.front().first);
+  const size_t bytes = inbox_.front().second;
+  inbox_.pop_front();
+  inbox_bytes_ -= bytes;
+  if (ended_) return StreamRead::kMessage;
+  // Grant what was consumed back: at once when half the window is consumed or nothing is left
+  // to read (the writer may wait for exactly this); Pump sends one credit frame for all the
+  // reads before it runs.
+  grant_pending_ += static_cast<uint32_t>(bytes);
+  ungranted_ -= static_cast<int64_t>(bytes);
+  if (grant_pending_ >= window_ / 2 || inbox_.empty()) SchedulePumpLocked();
+  return StreamRead::kMessage;
+}
+
+Result<bool> StreamState::Read(StreamMessage* message) {
+  if (Reactor::Current() != nullptr) {
+    return Status::IllegalState("Stream::Read on a reactor thread would wait for itself");
+  }
+  {
+    MutexLock lock(mu_);
+    while (!ReadableLocked()) changed_.Wait(mu_);
+  }
+  switch (TryRead(message)) {
+    case StreamRead::kMessage:
+      return true;
+    case StreamRead::kEmpty:  // another reader took it: read again
+      return Read(message);
+    case StreamRead::kEnd:
+      break;
+  }
+  Status s = status();
+  if (!s.ok()) return s;
+  return false;
+}
+
+void StreamState::OnReadable(std::function<void()> callback) {
+  {
+    MutexLock lock(mu_);
+    if (!ReadableLocked()) {
+      on_readable_ = std::move(callback);
+      return;
+    }
+  }
+  callback();
+}
+
+Status StreamState::OnMessage(BlockRef block, Slice body, const std::vector<Slice>& sidecars) {
+  size_t bytes = body.size();
+  for (const Slice& s : sidecars) bytes += s.size();
+  std::vector<std::function<void()>> callbacks;
+  {
+    MutexLock lock(mu_);
+    if (ended_) return Status::OK();  // late: the stream ended here first
+    if (peer_done_) {
+      return Status::Corruption("stream " + std::to_string(call_id_) +
+                                ": message after the peer's half-close");
+    }
+    if (ungranted_ + static_cast<int64_t>(bytes) > window_ && ungranted_ != 0) {
+      return Status::Corruption("stream " + std::to_string(call_id_) + ": the peer sent " +
+                                std::to_string(bytes) + " bytes past its credit");
+    }
+    ungranted_ += static_cast<int64_t>(bytes);
+    StreamMessage m;
+    m.body = BlockSlice{block, body};
+    m.sidecars.reserve(sidecars.size());
+    for (const Slice& s : sidecars) m.sidecars.push_back(BlockSlice{block, s});
+    inbox_.emplace_back(std::move(m), bytes);
+    inbox_bytes_ += bytes;
+    messages_received_++;
+    bytes_received_ += bytes;
+    if (on_readable_) callbacks.push_back(std::move(on_readable_));
+    on_readable_ = nullptr;
+    changed_.NotifyAll();
+  }
+  Run(&callbacks);
+  return Status::OK();
+}
+
+void StreamState::OnPeerHalfClose() {
+  std::vector<std::function<void()>> callbacks;
+  {
+    MutexLock lock(mu_);
+    peer_done_ = true;
+    if (on_readable_) callbacks.push_back(std::move(on_readable_));
+    on_readable_ = nullptr;
+    changed_.NotifyAll();
+  }
+  Run(&callbacks);
+}
+
+// ---- The end.
+
+void StreamState::TakeCallbacksLocked(std::vector<std::function<void()>>* callbacks) {
+  if (on_writable_) callbacks->push_back(std::move(on_writable_));
+  if (on_readable_) callbacks->push_back(std::move(on_readable_));
+  on_writable_ = nullptr;
+  on_readable_ = nullptr;
+}
+
+void StreamState::EndLocked(const Status& status, std::vector<std::function<void()>>* callbacks) {
+  if (ended_) return;
+  ended_ = true;
+  status_ = status;
+  peer_done_ = true;
+  writes_closed_ = true;
+  outbox_.clear();  // frames not staged need not go: the stream is over
+  conn_ = nullptr;
+  TakeCallbacksLocked(callbacks);
+  changed_.NotifyAll();
+}
+
+void StreamState::Run(std::vector<std::function<void()>>* callbacks) {
+  for (auto& cb : *callbacks) cb();
+  callbacks->clear();
+}
+
+Status StreamState::status() const {
+  MutexLock lock(mu_);
+  return status_;
+}
+
+void StreamState::Cancel() {
+  if (side_ == Side::kClient) {
+    controller_.Cancel();  // the call finishes Aborted (OnCallFinished) and tells the server
+    return;
+  }
+  Finish(Status::Aborted("the server cancelled the stream"), nullptr);
+}
+
+Status StreamState::AwaitEnd() {
+  if (Reactor::Current() != nullptr) {
+    return Status::IllegalState("Stream::AwaitEnd on a reactor thread would wait for itself");
+  }
+  MutexLock lock(mu_);
+  while (!call_finished_) changed_.Wait(mu_);
+  return status_;
+}
+
+void StreamState::Finish(const Status& status, const google::protobuf::MessageLite* response) {
+  MutexLock lock(mu_);
+  if (side_ != Side::kServer || ended_ || finish_requested_) return;
+  finish_requested_ = true;
+  writes_closed_ = true;
+  finish_status_ = status;
+  if (response != nullptr) {
+    finish_response_.reset(response->New());
+    finish_response_->CheckTypeAndMergeFrom(*response);
+  }
+  if (reactor_ != nullptr) {
+    // Unlike SchedulePumpLocked, also when the stream is idle: the answer itself must go.
+    if (!pump_scheduled_) {
+      pump_scheduled_ = true;
+      reactor_->RunOnReactor([self = shared_from_this()] { self->Pump(); });
+    }
+  }
+  changed_.NotifyAll();
+}
+
+void StreamState::OnApplicationReleased() {
+  if (side_ == Side::kClient) {
+    bool finished;
+    {
+      MutexLock lock(mu_);
+      finished = call_finished_;
+    }
+    if (!finished) controller_.Cancel();
+    return;
+  }
+  Finish(Status::Aborted("the handler released its stream without finishing it"), nullptr);
+}
+
+void StreamState::AnswerServerCall(InboundCall* call, const Status& status,
+                                   const google::protobuf::MessageLite* response) {
+  // The answer goes through the connection's QueueResponse (SendResponse: a stream's call is
+  // never written by another thread), which ends the stream (OnServerCallAnswered).
+  if (!status.ok()) {
+    if (status.IsAborted()) {
+      call->RespondFailure(ErrorStatusPB::ERROR_CANCELLED, status);
+    } else {
+      call->RespondApplicationError(status);
+    }
+  } else {
+    call->RespondSuccess(response != nullptr ? *response : StreamEmptyPB::default_instance());
+  }
+}
+
+// ---- Client side.
+
+void StreamState::SetClientCall(int32_t call_id,
+                                std::unique_ptr<google::protobuf::Message> response) {
+  call_id_ = call_id;
+  final_response_ = std::move(response);
+}
+
+void StreamState::FailBeforeOpen(const Status& status) {
+  std::vector<std::function<void()>> callbacks;
+  MutexLock lock(mu_);
+  call_finished_ = true;
+  EndLocked(status, &callbacks);
+}
+
+void StreamState::AttachClient(Connection* conn, bool peer_ready) {
+  MutexLock lock(mu_);
+  if (ended_) return;
+  conn_ = scoped_refptr<Connection>(conn);
+  reactor_ = conn->reactor();
+  peer_ready_ = peer_ready;
+  if (!outbox_.empty() || grant_pending_ > 0) SchedulePumpLocked();
+}
+
+void StreamState::OnPeerReady(bool streams) {
+  MutexLock lock(mu_);
+  // Without STREAMS the server refuses the opening call (ERROR_UNSUPPORTED_FEATURE), which ends
+  // the stream; its frames never go.
+  if (!streams || ended_) return;
+  peer_ready_ = true;
+  if (!outbox_.empty() || grant_pending_ > 0) SchedulePumpLocked();
+}
+
+void StreamState::OnCallFinished() {
+  std::vector<std::function<void()>> callbacks;
+  {
+    MutexLock lock(mu_);
+    call_finished_ = true;
+    EndLocked(controller_.status(), &callbacks);
+    changed_.NotifyAll();
+  }
+  Run(&callbacks);
+}
+
+// ---- Server side.
+
+void StreamState::AttachServer(Connection* conn, InboundCall* call, uint32_t extra_credit) {
+  MutexLock lock(mu_);
+  call_id_ = call->call_id();
+  deadline_ = call->deadline();
+  conn_ = scoped_refptr<Connection>(conn);
+  reactor_ = conn->reactor();
+  peer_ready_ = true;
+  server_call_ = call;
+  credit_ += extra_credit;
+  if (receive_window_ > kInitialWindow) {
+    grant_pending_ += static_cast<uint32_t>(receive_window_ - kInitialWindow);
+    SchedulePumpLocked();
+  }
+}
+
+void StreamState::OnServerCallAnswered(const Status& status) {
+  std::vector<std::function<void()>> callbacks;
+  {
+    MutexLock lock(mu_);
+    server_call_ = nullptr;  // answered by the server before the handler took the stream
+    EndLocked(finish_requested_ ? finish_status_ : status, &callbacks);
+  }
+  Run(&callbacks);
+}
+
+void StreamState::OnPeerCancelled() {
+  std::vector<std::function<void()>> callbacks;
+  InboundCall* call;
+  {
+    MutexLock lock(mu_);
+    EndLocked(Status::Aborted("the client cancelled the stream"), &callbacks);
+    call = server_call_;
+    server_call_ = nullptr;
+  }
+  Run(&callbacks);
+  if (call != nullptr) {
+    call->RespondFailure(ErrorStatusPB::ERROR_CANCELLED,
+                         Status::Aborted("the client cancelled the stream"));
+  }
+}
+
+void StreamState::OnConnectionClosed(const Status& reason) {
+  std::vector<std::function<void()>> callbacks;
+  InboundCall* call;
+  {
+    MutexLock lock(mu_);
+    EndLocked(reason, &callbacks);
+    call = server_call_;
+    server_call_ = nullptr;
+  }
+  Run(&callbacks);
+  if (call != nullptr) call->RespondFailure(ErrorStatusPB::ERROR_UNAVAILABLE, reason);
+}
+
+StreamState::Snapshot StreamState::TakeSnapshot() const {
+  MutexLock lock(mu_);
+  Snapshot s;
+  s.messages_sent = messages_sent_;
+  s.messages_received = messages_received_;
+  s.bytes_sent = bytes_sent_;
+  s.bytes_received = bytes_received_;
+  s.send_credit = credit_;
+  s.unread_bytes = inbox_bytes_;
+  s.ended = ended_;
+  return s;
+}
+
+void StartServerStream(const std::shared_ptr<StreamState>& stream, RpcContext* context) {
+  std::weak_ptr<StreamState> weak = stream;
+  context->OnCancel([weak] {
+    if (std::shared_ptr<StreamState> s = weak.lock()) s->OnPeerCancelled();
+  });
+}
+
+// ---- Stream: the application's handle.
+
+// Counts the application's handles: the last one's release ends an unfinished stream.
+class StreamHandleOwner {
+ public:
+  explicit StreamHandleOwner(std::shared_ptr<StreamState> state) : state_(std::move(state)) {}
+  ~StreamHandleOwner() { state_->OnApplicationReleased(); }
+  StreamState* get() const { return state_.get(); }
+
+ private:
+  std::shared_ptr<StreamState> state_;
+};
+
+Stream::Stream(std::shared_ptr<StreamState> state)
+    : owner_(std::make_shared<StreamHandleOwner>(state)), state_(state.get()) {}
+
+StreamWrite Stream::TryWrite(const google::protobuf::MessageLite& message,
+                             std::vector<BlockSlice> sidecars) {
+  return state_->TryWrite(message, std::move(sidecars));
+}
+Status Stream::Write(const google::protobuf::MessageLite& message,
+                     std::vector<BlockSlice> sidecars) {
+  return state_->Write(message, std::move(sidecars));
+}
+void Stream::OnWritable(std::function<void()> callback) {
+  state_->OnWritable(std::move(callback));
+}
+void Stream::CloseWrites() { state_->CloseWrites(); }
+StreamRead Stream::TryRead(StreamMessage* message) { return state_->TryRead(message); }
+Result<bool> Stream::Read(StreamMessage* message) { return state_->Read(message); }
+void Stream::OnReadable(std::function<void()> callback) {
+  state_->OnReadable(std::move(callback));
+}
+void Stream::Cancel() { state_->Cancel(); }
+Status Stream::AwaitEnd() { return state_->AwaitEnd(); }
+void Stream::Finish(const Status& status, const google::protobuf::MessageLite* response) {
+  state_->Finish(status, response);
+}
+Status Stream::status() const { return state_->status(); }
+MonoTime Stream::deadline() const { return state_->deadline(); }
+const google::protobuf::Message* Stream::final_response() const {
+  return state_->final_response();
+}
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,211 @@
+// StreamState: one open stream (docs/streams.md), client or server side: its send credit and
+// queue of frames, its received messages, how it ended. The application reaches it through
+// Stream (rrpc/rpc/stream.h); the connection through its StreamTable (core/stream_table.h).
+//
+// Threads: the application's methods run on any thread; the connection's on its reactor thread.
+// mu_ guards the state; callbacks and the connection's methods run without it. Frames are
+// serialized on the writer's thread and handed to the reactor in batches (one task per batch,
+// Pump), at most kStageBytes of them in the connection's write queue at a time, so a call's
+// response on the same connection waits behind at most that much of a stream.
+//
+// Ownership: shared by the application's handles (Stream), the connection's table while the
+// stream is open there, and its frames in the write queue. Server side it owns the opening
+// InboundCall until it answers it (the answer is the stream's end).
+#pragma once
+
+#include <google/protobuf/message.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "rrpc/rpc/rpc_controller.h"
+#include "rrpc/rpc/stream.h"
+#include "rrpc/util/block.h"
+#include "rrpc/util/monotime.h"
+#include "rrpc/util/mutex.h"
+#include "rrpc/util/ref_counted.h"
+#include "rrpc/util/status.h"
+
+namespace rrpc::rpc {
+
+class Connection;
+class InboundCall;
+class OutboundTransfer;
+class Reactor;
+class RpcContext;
+
+class StreamState : public std::enable_shared_from_this<StreamState> {
+ public:
+  enum class Side : uint8_t { kClient, kServer };
+  // Bytes each side may send before the peer granted any: the window every stream starts with.
+  // A larger receive window is granted at the open (client: in the opening call's
+  // stream_credit; server: in a credit frame as the stream starts).
+  static constexpr uint32_t kInitialWindow = 64 * 1024;
+  // Bytes of one stream's frames in its connection's write queue at a time.
+  static constexpr size_t kStageBytes = 64 * 1024;
+
+  // `receive_window`: at least kInitialWindow. `max_message_size`: the frame limit.
+  StreamState(Side side, size_t receive_window, size_t max_message_size);
+  ~StreamState();
+  StreamState(const StreamState&) = delete;
+  StreamState& operator=(const StreamState&) = delete;
+
+  Side side() const { return side_; }
+  int32_t call_id() const { return call_id_; }
+  size_t receive_window() const { return receive_window_; }
+
+  // ---- The application (Stream), any thread.
+  StreamWrite TryWrite(const google::protobuf::MessageLite& message,
+                       std::vector<BlockSlice>&& sidecars) RRPC_EXCLUDES(mu_);
+  Status Write(const google::protobuf::MessageLite& message, std::vector<BlockSlice>&& sidecars)
+      RRPC_EXCLUDES(mu_);
+  void OnWritable(std::function<void()> callback) RRPC_EXCLUDES(mu_);
+  void CloseWrites() RRPC_EXCLUDES(mu_);
+  StreamRead TryRead(StreamMessage* message) RRPC_EXCLUDES(mu_);
+  Result<bool> Read(StreamMessage* message) RRPC_EXCLUDES(mu_);
+  void OnReadable(std::function<void()> callback) RRPC_EXCLUDES(mu_);
+  void Cancel() RRPC_EXCLUDES(mu_);
+  Status AwaitEnd() RRPC_EXCLUDES(mu_);
+  void Finish(const Status& status, const google::protobuf::MessageLite* response)
+      RRPC_EXCLUDES(mu_);
+  Status status() const RRPC_EXCLUDES(mu_);
+  MonoTime deadline() const { return deadline_; }
+  // The last application handle went: an unfinished stream ends (client: cancel; server:
+  // finished with an error).
+  void OnApplicationReleased() RRPC_EXCLUDES(mu_);
+
+  // ---- Client side set-up, on the opening thread before the call is queued.
+  // The controller and response of the opening call (the stream owns them).
+  RpcController* controller() { return &controller_; }
+  google::protobuf::Message* final_response() { return final_response_.get(); }
+  const google::protobuf::Message* final_response() const { return final_response_.get(); }
+  // `response`: a new message of the method's response type (client streams), else nullptr
+  // (the final answer then carries an empty body).
+  void SetClientCall(int32_t call_id, std::unique_ptr<google::protobuf::Message> response);
+  // The opening call's deadline, once it is serialized.
+  void SetDeadline(MonoTime deadline) { deadline_ = deadline; }
+  // Ends a stream that never opened (no call made) with `status`.
+  void FailBeforeOpen(const Status& status) RRPC_EXCLUDES(mu_);
+  // The opening call finished (its callback, on a reactor or the opening thread): the stream
+  // ends with the call's status.
+  void OnCallFinished() RRPC_EXCLUDES(mu_);
+
+  // ---- The connection, reactor thread.
+  // Client: the opening call was queued on `conn`; `peer_ready`: the server negotiated STREAMS
+  // (else the frames wait for OnPeerReady).
+  void AttachClient(Connection* conn, bool peer_ready) RRPC_EXCLUDES(mu_);
+  // Client: the connection's negotiation ended; `streams`: the server takes stream frames.
+  void OnPeerReady(bool streams) RRPC_EXCLUDES(mu_);
+  // Server: the opening call arrived on `conn`; the stream answers `call` when it ends.
+  // `extra_credit`: the opening call's stream_credit.
+  void AttachServer(Connection* conn, InboundCall* call, uint32_t extra_credit)
+      RRPC_EXCLUDES(mu_);
+  // A message frame of the peer. Corruption when the peer sent past its credit (a protocol
+  // error: the connection closes).
+  Status OnMessage(BlockRef block, Slice body, const std::vector<Slice>& sidecars)
+      RRPC_EXCLUDES(mu_);
+  void OnCredit(uint32_t bytes) RRPC_EXCLUDES(mu_);
+  // Server: the client half-closed.
+  void OnPeerHalfClose() RRPC_EXCLUDES(mu_);
+  // Server: the opening call is being answered (by this stream's Finish, or by the server before
+  // the handler ran, e.g. too busy): the stream is over. `status`: what the client is told.
+  void OnServerCallAnswered(const Status& status) RRPC_EXCLUDES(mu_);
+  // Server: the client cancelled (its cancel frame reached the running handler's call).
+  void OnPeerCancelled() RRPC_EXCLUDES(mu_);
+  // Server: the connection closed: ends the stream with `reason` and answers its call (the
+  // answer goes nowhere).
+  void OnConnectionClosed(const Status& reason) RRPC_EXCLUDES(mu_);
+  // A frame of this stream left the write queue (`bytes` of it staged).
+  void OnFrameWritten(size_t bytes) RRPC_EXCLUDES(mu_);
+
+  // For /rpcz and metrics (any thread, a consistent snapshot).
+  struct Snapshot {
+    uint64_t messages_sent = 0, messages_received = 0, bytes_sent = 0, bytes_received = 0;
+    int64_t send_credit = 0;
+    size_t unread_bytes = 0;
+    bool ended = false;
+  };
+  Snapshot TakeSnapshot() const RRPC_EXCLUDES(mu_);
+
+ private:
+  class Frame;
+  // Serializes one frame of this stream: `flags`, `credit`, then `body` and `sidecars`.
+  Result<std::unique_ptr<Frame>> MakeFrame(uint32_t flags, uint32_t credit,
+                                           const google::protobuf::MessageLite& body,
+                                           std::vector<BlockSlice>&& sidecars, size_t bytes);
+  // Asks the reactor to run Pump, unless a request is on its way.
+  void SchedulePumpLocked() RRPC_REQUIRES(mu_);
+  // Reactor thread: stages what may go to the connection's write queue; a server stream whose
+  // Finish came and whose frames all went answers its call here.
+  void Pump() RRPC_EXCLUDES(mu_);
+  // Ends the stream (first reason wins): fails writers and readers, runs the callbacks.
+  void EndLocked(const Status& status, std::vector<std::function<void()>>* callbacks)
+      RRPC_REQUIRES(mu_);
+  bool WritableLocked() const RRPC_REQUIRES(mu_);
+  bool ReadableLocked() const RRPC_REQUIRES(mu_);
+  void TakeCallbacksLocked(std::vector<std::function<void()>>* callbacks) RRPC_REQUIRES(mu_);
+  static void Run(std::vector<std::function<void()>>* callbacks);
+  // Reactor thread: answers the server's call (taken from server_call_).
+  void AnswerServerCall(InboundCall* call, const Status& status,
+                        const google::protobuf::MessageLite* response);
+
+  const Side side_;
+  const size_t receive_window_;
+  const size_t max_message_size_;
+  int32_t call_id_ = 0;  // set before the stream is shared with a connection
+  MonoTime deadline_ = MonoTime::Max();
+
+  mutable Mutex mu_;
+  CondVar changed_;  // writers wait for credit, readers for messages, AwaitEnd for the end
+  scoped_refptr<Connection> conn_ RRPC_GUARDED_BY(mu_);  // while attached and open
+  Reactor* reactor_ RRPC_GUARDED_BY(mu_) = nullptr;
+  bool peer_ready_ RRPC_GUARDED_BY(mu_) = false;
+  bool pump_scheduled_ RRPC_GUARDED_BY(mu_) = false;
+
+  // Sending.
+  int64_t credit_ RRPC_GUARDED_BY(mu_) = kInitialWindow;  // one message may take it below 0
+  int64_t outstanding_ RRPC_GUARDED_BY(mu_) = 0;          // sent, not granted back yet
+  bool writes_closed_ RRPC_GUARDED_BY(mu_) = false;
+  std::deque<std::unique_ptr<Frame>> outbox_ RRPC_GUARDED_BY(mu_);
+  size_t staged_bytes_ RRPC_GUARDED_BY(mu_) = 0;
+  std::function<void()> on_writable_ RRPC_GUARDED_BY(mu_);
+
+  // Receiving.
+  std::deque<std::pair<StreamMessage, size_t>> inbox_ RRPC_GUARDED_BY(mu_);  // with its bytes
+  size_t inbox_bytes_ RRPC_GUARDED_BY(mu_) = 0;
+  int64_t window_ RRPC_GUARDED_BY(mu_) = 0;  // receive_window_: what the peer may have unread
+  int64_t ungranted_ RRPC_GUARDED_BY(mu_) = 0;  // received and not granted back
+  uint32_t grant_pending_ RRPC_GUARDED_BY(mu_) = 0;  // consumed, for Pump to grant
+  bool peer_done_ RRPC_GUARDED_BY(mu_) = false;      // the peer sends no more messages
+  std::function<void()> on_readable_ RRPC_GUARDED_BY(mu_);
+
+  // The end.
+  bool ended_ RRPC_GUARDED_BY(mu_) = false;
+  Status status_ RRPC_GUARDED_BY(mu_);
+
+  // Server side.
+  InboundCall* server_call_ RRPC_GUARDED_BY(mu_) = nullptr;
+  bool finish_requested_ RRPC_GUARDED_BY(mu_) = false;
+  Status finish_status_ RRPC_GUARDED_BY(mu_);
+  std::unique_ptr<google::protobuf::MessageLite> finish_response_ RRPC_GUARDED_BY(mu_);
+
+  // Client side.
+  RpcController controller_;
+  std::unique_ptr<google::protobuf::Message> final_response_;
+  bool call_finished_ RRPC_GUARDED_BY(mu_) = false;
+
+  // Counts (Snapshot).
+  uint64_t messages_sent_ RRPC_GUARDED_BY(mu_) = 0;
+  uint64_t messages_received_ RRPC_GUARDED_BY(mu_) = 0;
+  uint64_t bytes_sent_ RRPC_GUARDED_BY(mu_) = 0;
+  uint64_t bytes_received_ RRPC_GUARDED_BY(mu_) = 0;
+};
+
+// Server side, the worker about to run a stream method's handler: hooks the client's cancel to
+// the stream.
+void StartServerStream(const std::shared_ptr<StreamState>& stream, RpcContext* context);
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,60 @@
+// StreamTable: a connection's open streams by call id (docs/streams.md, "Wire"), and the routing
+// of stream frames to them. A part of Connection (connection.h), reactor thread only.
+//
+// Client side: a stream enters when its opening call is queued on the connection and leaves
+// when that call finishes (its final answer, timeout, cancel) or the connection closes. Server
+// side: it enters when the opening call arrives and leaves when that call is answered or the
+// connection closes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "rrpc/util/block.h"
+#include "rrpc/util/slice.h"
+#include "rrpc/util/status.h"
+
+namespace rrpc::rpc {
+
+class Connection;
+class InboundCall;
+class OutboundCall;
+class StreamState;
+
+class StreamTable {
+ public:
+  explicit StreamTable(Connection* conn) : conn_(conn) {}
+  StreamTable(const StreamTable&) = delete;
+  StreamTable& operator=(const StreamTable&) = delete;
+
+  size_t size() const { return streams_.size(); }
+  bool empty() const { return streams_.empty(); }
+
+  // Client: `call`, which opens `stream`, is queued here. `peer_ready`: the server negotiated
+  // STREAMS already.
+  void AddClient(const std::shared_ptr<StreamState>& stream, bool peer_ready);
+  // Client: the negotiation ended (`streams`: the server takes stream frames).
+  void OnPeerReady(bool streams);
+  // Server: `call` opens a stream. False when the connection has max_streams_per_connection
+  // open (the caller refuses the call as too busy); Corruption when its id is a stream already.
+  Result<bool> AddServer(InboundCall* call, uint32_t extra_credit);
+  // A stream frame (flags and credit from its header; the message's body and sidecars in
+  // `block`). A frame for a stream no longer here is dropped. Corruption: a protocol error.
+  Status OnFrame(int32_t call_id, uint32_t flags, uint32_t credit, const BlockRef& block,
+                 Slice body, const std::vector<Slice>& sidecars);
+  // The stream of `call_id` ended on this side.
+  void Remove(int32_t call_id) { streams_.erase(call_id); }
+  // Server: `call`, a stream's opening call, is being answered: its stream ends.
+  void OnServerAnswer(InboundCall* call);
+  // The connection closed: every stream ends with `reason`.
+  void CloseAll(const Status& reason);
+
+ private:
+  Connection* const conn_;
+  std::unordered_map<int32_t, std::shared_ptr<StreamState>> streams_;
+  size_t server_windows_ = 0;  // server: receive windows granted beyond the initial ones
+};
+
+}  // namespace rrpc::rpc
