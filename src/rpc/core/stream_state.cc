@@ -68,30 +68,27 @@ Result<std::unique_ptr<StreamState::Frame>> StreamState::MakeFrame(
     std::vector<BlockSlice>&& sidecars, size_t bytes) {
   const size_t body_bytes = body.ByteSizeLong();
   const uint32_t sidecar_bytes = static_cast<uint32_t>(bytes - std::min(bytes, body_bytes));
-  Result<BlockSlice> head = Status::OK();
+  // The client's frames carry a RequestHeader, the server's a ResponseHeader; the same fields.
+  auto fill = [&](auto* h) {
+    h->call_id = call_id_;
+    h->stream_flags = flags;
+    h->stream_credit = credit;
+    uint32_t offset = 0;
+    for (const BlockSlice& s : sidecars) {
+      h->sidecar_offsets.push_back(offset);
+      offset += static_cast<uint32_t>(s.slice.size());
+    }
+  };
+  RequestHeaderFields request;
+  ResponseHeaderFields response;
   if (side_ == Side::kClient) {
-    RequestHeaderFields h;
-    h.call_id = call_id_;
-    h.stream_flags = flags;
-    h.stream_credit = credit;
-    uint32_t offset = 0;
-    for (const BlockSlice& s : sidecars) {
-      h.sidecar_offsets.push_back(offset);
-      offset += static_cast<uint32_t>(s.slice.size());
-    }
-    head = SerializeFrameHead(h, body, sidecar_bytes, max_message_size_);
+    fill(&request);
   } else {
-    ResponseHeaderFields h;
-    h.call_id = call_id_;
-    h.stream_flags = flags;
-    h.stream_credit = credit;
-    uint32_t offset = 0;
-    for (const BlockSlice& s : sidecars) {
-      h.sidecar_offsets.push_back(offset);
-      offset += static_cast<uint32_t>(s.slice.size());
-    }
-    head = SerializeFrameHead(h, body, sidecar_bytes, max_message_size_);
+    fill(&response);
   }
+  Result<BlockSlice> head =
+      side_ == Side::kClient ? SerializeFrameHead(request, body, sidecar_bytes, max_message_size_)
+                             : SerializeFrameHead(response, body, sidecar_bytes, max_message_size_);
   RRPC_RETURN_NOT_OK(head.status());
   return std::make_unique<Frame>(std::move(head).value(), std::move(sidecars),
                                  (flags & STREAM_MESSAGE) != 0 ? bytes : 0);
@@ -176,9 +173,11 @@ Status StreamState::Write(const google::protobuf::MessageLite& message,
 }
 
 void StreamState::OnWritable(std::function<void()> callback) {
+  std::function<void()> replaced;  // destroyed after the lock: it may hold the last handle
   {
     MutexLock lock(mu_);
     if (!WritableLocked()) {
+      replaced = std::move(on_writable_);
       on_writable_ = std::move(callback);
       return;
     }
@@ -248,7 +247,8 @@ void StreamState::Pump() {
 
 InboundCall* StreamState::TakeCallToAnswerLocked(
     Status* status, std::unique_ptr<google::protobuf::MessageLite>* response) {
-  if (server_call_ == nullptr || handler_running_) return nullptr;
+  // A call still queued for its handler is the service pool's to answer (or to run).
+  if (server_call_ == nullptr || !handler_started_ || handler_running_) return nullptr;
   if (finish_requested_ && !ended_) {
     if (!outbox_.empty()) return nullptr;  // the answer follows every message
     *status = finish_status_;
@@ -343,9 +343,11 @@ Result<bool> StreamState::Read(StreamMessage* message) {
 }
 
 void StreamState::OnReadable(std::function<void()> callback) {
+  std::function<void()> replaced;  // destroyed after the lock: it may hold the last handle
   {
     MutexLock lock(mu_);
     if (!ReadableLocked()) {
+      replaced = std::move(on_readable_);
       on_readable_ = std::move(callback);
       return;
     }
@@ -600,6 +602,7 @@ void StartServerStream(InboundCall* call, RpcContext* context) {
   const std::shared_ptr<StreamState>& stream = call->stream();
   {
     MutexLock lock(stream->mu_);
+    stream->handler_started_ = true;
     stream->handler_running_ = true;
   }
   std::weak_ptr<StreamState> weak = stream;
