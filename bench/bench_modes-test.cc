@@ -318,8 +318,8 @@ TEST_F(BenchModesTest, StreamModeRunsEveryDirectionBesideUnaryCallsWithOneWorker
   }
 }
 
-// A window smaller than one message: each message goes alone (nothing else outstanding), on TLS.
-TEST_F(BenchModesTest, StreamModeMovesMessagesLargerThanTheWindowOverTls) {
+// Messages larger than the window a stream starts with (64 KiB): the first goes alone, on TLS.
+TEST_F(BenchModesTest, StreamModeMovesMessagesLargerThanTheFirstWindowOverTls) {
   StartServer(/*corrupt=*/false, /*inline_handlers=*/false, /*tls=*/true);
   config_.run_seconds = 0.1;
   config_.payload_bytes = config_.response_bytes = 100 * 1024;
