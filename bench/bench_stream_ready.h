@@ -23,14 +23,14 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "rrpc/util/monotime.h"
+#include "rrpc/util/mutex.h"
 
 namespace rrpc::bench {
 
@@ -51,7 +51,7 @@ bool ResumeWhenReady(Register&& register_callback, std::function<void()> resume)
 
 class RetryParker {
  public:
-  static constexpr std::chrono::microseconds kPause{20};
+  static constexpr MonoDelta kPause = MonoDelta::FromMicroseconds(20);
 
   RetryParker() : thread_([this] { Loop(); }) {}
   ~RetryParker() { Stop(); }
@@ -59,47 +59,45 @@ class RetryParker {
   RetryParker& operator=(const RetryParker&) = delete;
 
   // Any thread: runs `fn` on the parker's thread after about kPause.
-  void Park(std::function<void()> fn) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Park(std::function<void()> fn) RRPC_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     if (!stopping_) parked_.push_back(std::move(fn));
-    cv_.notify_one();
+    cv_.NotifyOne();
   }
   // Owner's thread: joins the thread; what is parked then never runs. Idempotent.
-  void Stop() {
+  void Stop() RRPC_EXCLUDES(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stopping_ = true;
       parked_.clear();
-      cv_.notify_one();
+      cv_.NotifyOne();
     }
     if (thread_.joinable()) thread_.join();
   }
 
  private:
-  void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stopping_) {
-      if (parked_.empty()) {
-        cv_.wait(lock);
-        continue;
+  void Loop() RRPC_EXCLUDES(mu_) {
+    while (true) {
+      {
+        MutexLock lock(mu_);
+        while (!stopping_ && parked_.empty()) cv_.Wait(mu_);
+        if (stopping_) return;
       }
-      lock.unlock();
-      std::this_thread::sleep_for(kPause);
-      lock.lock();
+      SleepFor(kPause);
       std::vector<std::function<void()>> due;
-      due.swap(parked_);
-      lock.unlock();
+      {
+        MutexLock lock(mu_);
+        due.swap(parked_);
+      }
       for (auto& fn : due) fn();
-      due.clear();  // their captures go on this thread, outside the lock
-      lock.lock();
     }
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::function<void()>> parked_;  // guarded by mu_
-  bool stopping_ = false;                      // guarded by mu_
-  std::thread thread_;
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::function<void()>> parked_ RRPC_GUARDED_BY(mu_);
+  bool stopping_ RRPC_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // started by the constructor, joined by Stop()
 };
 
 }  // namespace rrpc::bench

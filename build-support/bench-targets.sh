@@ -50,7 +50,7 @@ run cps-reactors --label-a reactors1 --label-b reactors2 \
 # stream and gRPC server streaming; 64-byte stream messages against pipelined 64-byte unary calls;
 # a unary probe's p99 beside a full-speed stream (compare probe_p99_us with the latency run's
 # p99_us); the 1 MiB sidecar echo through workers.
-ST="--mode=stream --streams=1 --run_seconds=2 --warmup_seconds=0.5"
+ST="--mode=stream --run_seconds=2 --warmup_seconds=0.5"
 run stream-64k-raw --label-a raw --label-b rrpc --a "$RAW $ST --payload_bytes=65536" \
   --b "$B $ST --payload_bytes=65536 $SERVER"
 run stream-64k-sidecar-raw --label-a raw --label-b rrpc --a "$RAW $ST --payload_bytes=65536" \
@@ -64,6 +64,17 @@ run stream-64b-unary --label-a unary --label-b stream --a "$B $TP $SERVER" \
 run stream-probe --label-a alone --label-b beside-stream \
   --a "$B $LT $SERVER --client_reactors=2" \
   --b "$B $ST --payload_bytes=64 --sidecar_bytes=65536 --with_unary_probe $SERVER"
+# bench-compare lists only the fields both sides print: the probe's own, from the kept runs.
+if [[ -f runs/$tag-stream-probe.json && stream-probe =~ $only ]]; then
+  python3 -c '
+import json, statistics, sys
+doc = json.load(open(sys.argv[1]))
+med = lambda side, key: statistics.median(float(r[key]) for r in doc[side]["runs"])
+print("alone p50_us/p99_us median: %.1f / %.1f; beside-stream probe_p50_us/probe_p99_us median: "
+      "%.1f / %.1f (probe_calls_per_sec %.0f)" % (med("a", "p50_us"), med("a", "p99_us"),
+      med("b", "probe_p50_us"), med("b", "probe_p99_us"), med("b", "probe_calls_per_sec")))
+' "runs/$tag-stream-probe.json"
+fi
 W1M="--client_threads=1 --async_call_concurrency=2 --payload_bytes=64 --sidecar_bytes=1048576"
 run stream-1m-echo --label-a raw --label-b rrpc --a "$RAW $W1M $S --server_threads=1" \
   --b "$B $W1M $S --client_reactors=1 --server_reactors=1 --worker_threads=2"
