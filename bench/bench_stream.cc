@@ -21,6 +21,7 @@
 #include "bench/bench_stream_ready.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/stream.h"
+#include "util/countdown_latch.h"
 
 namespace rrpc::bench {
 
@@ -88,6 +89,9 @@ class StreamClient {
                                   std::to_string(totals.bytes()) + " bytes; sent " +
                                   std::to_string(sent_) + ", " + std::to_string(bytes));
       }
+    } else if (!reader_done_.WaitFor(config_.call_timeout)) {
+      // The server's answer came after its last echo; the reader may still be draining them.
+      return Status::TimedOut(Name() + ": the reader never saw the stream's end");
     } else if (received_ != sent_) {
       return Status::Corruption(Name() + ": " + std::to_string(sent_) + " sent, " +
                                 std::to_string(received_) + " echoed");
@@ -158,6 +162,7 @@ class StreamClient {
           if (!s.ok()) {
             self->control_->Fail(s.CloneAndPrepend(self->Name()));
             self->stream_.Cancel();
+            self->reader_done_.CountDown();
             return;
           }
           if (self->control_->measuring()) {
@@ -179,6 +184,7 @@ class StreamClient {
             self->control_->Fail((s.ok() ? Status::IllegalState("the server ended it") : s)
                                      .CloneAndPrepend(self->Name() + " ended before the run did"));
           }
+          self->reader_done_.CountDown();
           return;
       }
     }
@@ -230,6 +236,9 @@ class StreamClient {
   Histogram latency_ns_{LatencyRecorders::kMaxLatencyNs};
   // The reader's (down, bidi) or the writer's (up).
   uint64_t window_messages_ = 0;
+  // Counted down when the reader is done (the stream's end, or a wrong message); bidi's Finish
+  // waits for it before it compares received_ with sent_.
+  CountDownLatch reader_done_{1};
 };
 
 }  // namespace
