@@ -17,9 +17,15 @@ class TlsContext;
 
 namespace rrpc::bench {
 
-enum class BenchMode { kThroughput, kLatency, kCps, kSparse, kMixed };
+enum class BenchMode { kThroughput, kLatency, kCps, kSparse, kMixed, kStream };
 
 const char* ModeName(BenchMode mode);
+
+// Stream mode: who sends the stream's messages. kDown: the server (Download); kUp: the client
+// (Upload); kBidi: the client, and the server echoes each one back (Exchange).
+enum class StreamDirection { kDown, kUp, kBidi };
+
+const char* DirectionName(StreamDirection direction);
 
 struct BenchConfig {
   BenchMode mode = BenchMode::kThroughput;
@@ -78,6 +84,15 @@ struct BenchConfig {
   // sparse over the messenger: seconds to keep the established connections idle before the
   // calls start (a script reads the server's RSS then).
   double sparse_hold_seconds = 0;
+
+  // stream mode: `streams` streams open at once on the client messenger's one connection, each
+  // message of payload_bytes plus (when sidecar_bytes > 0) one sidecar of sidecar_bytes.
+  // with_unary_probe: beside them, one chain of payload_bytes-sized Echo calls (one at a time,
+  // each issued by the last one's callback) on the same connection, whose latency is reported
+  // apart (probe_* fields).
+  StreamDirection stream_direction = StreamDirection::kDown;
+  int streams = 1;
+  bool with_unary_probe = false;
 
   // Calls (or connections) in flight at once over the whole run: the RESULT line's conc.
   int Concurrency() const;

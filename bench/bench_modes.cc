@@ -16,6 +16,20 @@ const char* ModeName(BenchMode mode) {
       return "sparse";
     case BenchMode::kMixed:
       return "mixed";
+    case BenchMode::kStream:
+      return "stream";
+  }
+  return "unknown";
+}
+
+const char* DirectionName(StreamDirection direction) {
+  switch (direction) {
+    case StreamDirection::kDown:
+      return "down";
+    case StreamDirection::kUp:
+      return "up";
+    case StreamDirection::kBidi:
+      return "bidi";
   }
   return "unknown";
 }
@@ -32,6 +46,8 @@ int BenchConfig::Concurrency() const {
       return senders;
     case BenchMode::kMixed:
       return 1 + mixed_bulk_streams;
+    case BenchMode::kStream:
+      return streams;
   }
   return 0;
 }

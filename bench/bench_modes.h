@@ -13,13 +13,21 @@
 //    while config.mixed_bulk_streams bulk calls with config.mixed_bulk_bytes sidecars are kept in
 //    flight, through the same client messenger or one of their own; reports the small calls'
 //    latency and, besides, the bulk bytes moved.
+//  - stream: config.streams streams on one client connection (bench_stream.cc), in
+//    config.stream_direction; both sides write as credit allows (TryWrite, OnWritable) and read
+//    from OnReadable callbacks, so no thread waits per stream; every message is checked (order,
+//    size, bytes). Reports messages and one-way payload bytes per second and, with
+//    config.with_unary_probe, a chain of small calls on the same connection.
 //  - sparse: opens config.connections connections (RawRpcConnection, or with
 //    sparse_messenger_client one client Messenger over any transport), then config.senders
 //    threads go round them making one call each and sleeping sleep_us in between; measures RSS
 //    per connection.
 #pragma once
 
+#include <memory>
+
 #include "bench/bench.pb.h"
+#include "bench/bench.rrpc.h"
 #include "bench/bench_config.h"
 #include "bench/bench_runner.h"
 #include "rrpc/util/block.h"
@@ -33,6 +41,7 @@ Status RunLatencyMode(const BenchConfig& config, RunControl* control, ModeOutput
 Status RunCpsMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
 Status RunSparseMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
 Status RunMixedMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
+Status RunStreamMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
 // cps mode through a client Messenger (config.cps_messenger_client).
 Status RunCpsMessengerMode(const BenchConfig& config, RunControl* control, ModeOutput* out);
 // sparse mode through a client Messenger (config.sparse_messenger_client).
@@ -42,6 +51,20 @@ Status RunSparseMessengerMode(const BenchConfig& config, RunControl* control, Mo
 Result<Sockaddr> SparseRemote(const Sockaddr& server, int i);
 
 // Shared by the modes (bench_modes.cc).
+
+// Mixed mode's chain of small calls, for another mode to run beside its load: one call of
+// config.payload_bytes at a time through `proxy`, each issued by the last one's callback
+// (bench_throughput.cc). Start() on the main thread before the window; WaitIdle() after it; then,
+// once the client messenger is shut down (no callback runs any more), Merge().
+class UnaryProbe {
+ public:
+  static Result<std::unique_ptr<UnaryProbe>> Start(const BenchConfig& config,
+                                                   BenchServiceProxy proxy, RunControl* control);
+  virtual ~UnaryProbe() = default;
+  // False when the call in flight did not end long after the run stopped.
+  virtual bool WaitIdle() = 0;
+  virtual void Merge(uint64_t* completed, Histogram* latency_ns) const = 0;
+};
 
 // A request of config.payload_bytes of stream `stream`'s pattern, asking for
 // config.response_bytes back (the field is left out when they are equal).

@@ -46,16 +46,23 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
       sparse && o.connections > 0
           ? static_cast<double>(o.rss_all_open_kb - o.rss_before_open_kb) / o.connections
           : 0.0;
-  const char* unit = config.mode == BenchMode::kCps ? "connections" : "calls";
   // Payload bytes moved per second, both directions: what raw-tcp-limit --sidecar_bytes reports.
   const double bytes_per_call =
       static_cast<double>(config.payload_bytes + config.response_bytes + 2 * config.sidecar_bytes);
   const double bulk_calls_per_sec =
       seconds > 0 ? static_cast<double>(o.bulk_completed) / seconds : 0.0;
+  const bool stream = config.mode == BenchMode::kStream;
+  const char* unit = config.mode == BenchMode::kCps ? "connections" : stream ? "messages" : "calls";
+  // Stream mode: one way (the stream's messages, payload and sidecars).
   const double bytes_per_sec =
       config.mode == BenchMode::kMixed
           ? bulk_calls_per_sec * static_cast<double>(2 * (config.mixed_bulk_bytes + 64))
-          : rate * bytes_per_call;
+      : stream ? (seconds > 0 ? static_cast<double>(o.stream_bytes) / seconds : 0.0)
+               : rate * bytes_per_call;
+  const double probe_rate = seconds > 0 ? static_cast<double>(o.probe_completed) / seconds : 0.0;
+  auto probe_us = [&](double percentile) {
+    return static_cast<double>(o.probe_latency_ns.ValueAtPercentile(percentile)) / 1e3;
+  };
   // Payload bytes copied per call over the window, by side and kind (util/copy_counter.h).
   auto copied = [&](CopySide side, CopyKind kind) {
     return PerRequest(static_cast<double>(o.window_end.copies.get(side, kind) -
@@ -95,6 +102,11 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
               config.mixed_separate_messenger ? "bulk through a messenger of its own"
                                               : "one client messenger for both");
       break;
+    case BenchMode::kStream:
+      fprintf(out, "%d stream(s) %s on one connection%s\n", config.streams,
+              DirectionName(config.stream_direction),
+              config.with_unary_probe ? ", beside a chain of unary calls (the probe)" : "");
+      break;
   }
   if (!config.target.empty()) {
     fprintf(out, "  servers: through a channel over %s\n", config.target.c_str());
@@ -107,6 +119,8 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
   if (config.mode == BenchMode::kMixed) {
     fprintf(out, " small; bulk %.1f calls/s = %.3f GB/s of payload", bulk_calls_per_sec,
             bytes_per_sec / 1e9);
+  } else if (stream) {
+    fprintf(out, " = %.3f GB/s one way (payload and sidecars)", bytes_per_sec / 1e9);
   } else if (config.mode != BenchMode::kCps) {
     fprintf(out, " = %.3f GB/s of payload (requests + responses)", bytes_per_sec / 1e9);
   }
@@ -125,8 +139,15 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
             " calls sent again (%.4f retries per completed call)\n",
             o.rejected, rejected_per_sec, o.retries, retries_per_call);
   }
-  fprintf(out, "  latency us: p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  mean %.1f\n", p50, p99,
-          p999, max_us, mean_us);
+  fprintf(out, "  %slatency us: p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  mean %.1f\n",
+          stream ? "message delivery " : "", p50, p99, p999, max_us, mean_us);
+  if (stream && config.with_unary_probe) {
+    fprintf(out,
+            "  probe: %" PRIu64
+            " unary calls = %.1f/s; latency us: p50 %.1f  p99 %.1f  p99.9 "
+            "%.1f\n",
+            o.probe_completed, probe_rate, probe_us(50), probe_us(99), probe_us(99.9));
+  }
   const CostTotals& p = usage.process;
   fprintf(out, "  process CPU: user %.3f s + sys %.3f s = %.2f cores; %.2f us per %s\n", p.user_s,
           p.sys_s, usage.elapsed_s > 0 ? p.cpu_s() / usage.elapsed_s : 0.0,
@@ -215,6 +236,18 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
   }
   if (config.mode == BenchMode::kMixed) {
     fields.push_back({"bulk_calls_per_sec", Fmt("%.1f", bulk_calls_per_sec)});
+  }
+  if (stream) {
+    fields.push_back({"msgs_per_sec", Fmt("%.1f", rate)});
+    fields.push_back({"direction", DirectionName(config.stream_direction), false});
+    fields.push_back({"streams", std::to_string(config.streams)});
+    fields.push_back({"sidecar_bytes", std::to_string(config.sidecar_bytes)});
+    if (config.with_unary_probe) {
+      fields.push_back({"probe_calls_per_sec", Fmt("%.1f", probe_rate)});
+      fields.push_back({"probe_p50_us", Fmt("%.2f", probe_us(50))});
+      fields.push_back({"probe_p99_us", Fmt("%.2f", probe_us(99))});
+      fields.push_back({"probe_p999_us", Fmt("%.2f", probe_us(99.9))});
+    }
   }
   if (config.mode == BenchMode::kThroughput) {
     fields.push_back({"rejected_per_sec", Fmt("%.1f", rejected_per_sec)});

@@ -2,7 +2,10 @@
 // object, and the RESULT line that build-support/bench-compare and the peers share:
 //   RESULT impl=rrpc mode=<mode> transport=tcp payload=<bytes> conc=<n> reqs_per_sec=<f>
 //     p50_us=<f> p99_us=<f> p999_us=<f> user_cpu_s=<f> sys_cpu_s=<f> rss_kb=<i>
-//     [conns=<n> rss_per_conn_kb=<f>] <client/server split fields>
+//     [conns=<n> rss_per_conn_kb=<f>] [bytes_per_sec=<f>] <mode's fields>
+//     <client/server split fields>
+// Stream mode: reqs_per_sec and msgs_per_sec are messages per second, bytes_per_sec one way, the
+// latency fields the messages' delivery; probe_* the unary probe's calls.
 // Main thread only.
 #pragma once
 

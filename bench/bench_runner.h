@@ -100,6 +100,12 @@ struct ModeOutput {
   uint64_t retries = 0;
   // mixed mode: bulk calls completed inside the window.
   uint64_t bulk_completed = 0;
+  // stream mode: `completed` counts messages and `latency_ns` their delivery (down: from the
+  // server's write to the client's read; bidi: the round trip; up: none). stream_bytes: payload
+  // and sidecar bytes one way. With a unary probe, its calls and their latency.
+  uint64_t stream_bytes = 0;
+  uint64_t probe_completed = 0;
+  Histogram probe_latency_ns{LatencyRecorders::kMaxLatencyNs};
   // sparse mode: connections held, and VmRSS before opening them, once all were open and at the
   // end of the window.
   int64_t connections = 0;

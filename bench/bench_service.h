@@ -1,7 +1,9 @@
 // The server side of rpc-bench: the echo service and a helper that starts a messenger serving it.
 // The service follows bench_payload.h's rule, so the client can check every byte it gets back.
 // Handlers run on the messenger's worker threads, or on its reactors with inline_handlers; the
-// service keeps no state and never blocks, so either is safe.
+// service keeps no state and never blocks, so either is safe. The stream handlers
+// (bench_stream_service.cc) return at once: their streams go on from OnWritable and OnReadable
+// callbacks on the server's reactors, so an open stream holds no worker.
 //
 //   RRPC_ASSIGN_OR_RETURN(auto server, StartBenchServer(options, &bound));
 //   ... clients call bound ...
@@ -12,6 +14,7 @@
 #include <memory>
 
 #include "bench/bench.rrpc.h"
+#include "bench/bench_stream_ready.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/messenger_options.h"
 #include "rrpc/util/sockaddr.h"
@@ -26,9 +29,19 @@ class BenchEchoService : public BenchServiceIf {
   explicit BenchEchoService(bool corrupt_responses) : corrupt_responses_(corrupt_responses) {}
 
   void Echo(const BenchRequestPB* req, BenchResponsePB* resp, rpc::RpcContext* context) override;
+  // Writes messages as the client's window allows, until the client cancels.
+  void Download(const StreamOpenPB* req,
+                rpc::ServerStream<StreamOpenPB, StreamChunkPB> stream) override;
+  // Counts the client's messages; answers the totals at its half-close. A message out of order
+  // ends the stream with InvalidArgument.
+  void Upload(rpc::ServerStream<StreamChunkPB, StreamTotalsPB> stream) override;
+  // Echoes each message as it comes, waiting for room before reading the next.
+  void Exchange(rpc::ServerStream<StreamChunkPB, StreamChunkPB> stream) override;
 
  private:
   const bool corrupt_responses_;
+  // Stream writers that found the window short of a whole message wait here (bench_stream_ready.h).
+  RetryParker parker_;
 };
 
 struct BenchServerOptions {

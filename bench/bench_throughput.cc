@@ -170,7 +170,42 @@ class ThroughputRun {
   RetryTimer retry_timer_;
 };
 
+// UnaryProbe over a ThroughputRun of one slot. Owns the config the run refers to.
+class UnaryProbeRun : public UnaryProbe {
+ public:
+  UnaryProbeRun(const BenchConfig& config, BenchServiceProxy proxy, RunControl* control)
+      : config_(config), run_(config_, std::move(proxy), control) {}
+  ~UnaryProbeRun() override { run_.StopRetryTimer(); }
+
+  Status Start() {
+    RRPC_RETURN_NOT_OK(run_.StartRetryTimer());
+    run_.StartSlots(0);
+    return Status::OK();
+  }
+  bool WaitIdle() override { return run_.WaitIdle(); }
+  void Merge(uint64_t* completed, Histogram* latency_ns) const override {
+    run_.recorders()->Merge(completed, latency_ns);
+  }
+
+ private:
+  const BenchConfig config_;
+  mutable ThroughputRun run_;
+};
+
 }  // namespace
+
+Result<std::unique_ptr<UnaryProbe>> UnaryProbe::Start(const BenchConfig& config,
+                                                      BenchServiceProxy proxy,
+                                                      RunControl* control) {
+  BenchConfig probe = config;
+  probe.client_threads = 1;
+  probe.async_call_concurrency = 1;
+  probe.sidecar_bytes = 0;
+  probe.response_bytes = probe.payload_bytes;
+  auto run = std::make_unique<UnaryProbeRun>(probe, std::move(proxy), control);
+  RRPC_RETURN_NOT_OK(run->Start());
+  return std::unique_ptr<UnaryProbe>(std::move(run));
+}
 
 Status RunMixedMode(const BenchConfig& config, RunControl* control, ModeOutput* out) {
   // The small calls: one slot, each call issued by the last one's callback (latency mode).

@@ -1,8 +1,9 @@
 // rpc-bench: rrpc's benchmark. Runs an echo server (in this process, or elsewhere with
-// --server_addr, or only the server with --server_only) and clients in one of four modes, checks
+// --server_addr, or only the server with --server_only) and clients in one of its modes, checks
 // every response, and prints a summary and one RESULT line (bench_report.h). See --help.
 //
 //   rpc-bench --mode=throughput --run_seconds=5 --payload_bytes=64
+//   rpc-bench --mode=stream --stream_direction=down --payload_bytes=65536 --streams=1
 //   rpc-bench --server_only --port=7000 &   rpc-bench --server_addr=127.0.0.1:7000
 //   rpc-bench --webserver_port=8080 --run_seconds=60   (then open http://127.0.0.1:8080/)
 #include <gflags/gflags.h>
@@ -36,6 +37,8 @@ DEFINE_string(mode, "throughput",
               "throughput: async calls kept in flight; latency: one call at a time; "
               "cps: a new connection per call; sparse: many connections, each called rarely; "
               "mixed: small calls one at a time (their latency is reported) beside bulk calls; "
+              "stream: --streams streams on one connection (--stream_direction), messages of "
+              "--payload_bytes (+ --sidecar_bytes); "
               "rdma-check: list the RDMA devices, ports and GIDs, the locked-memory limit, and "
               "try one loopback RDMA message (with --rdma_backend), then exit");
 DEFINE_string(
@@ -43,8 +46,8 @@ DEFINE_string(
     "tcp, tls or rdma. tls: the server requires TLS 1.3/1.2 on its port, with the --rpc_* "
     "certificate flags or else a throwaway CA and certificate made at start "
     "(docs/security.md). rdma: connections upgrade to RDMA after negotiating "
-    "(--rdma_backend=soft runs the software backend, same host only; throughput and "
-    "latency modes).");
+    "(--rdma_backend=soft runs the software backend, same host only; throughput, "
+    "latency and stream modes).");
 DEFINE_bool(tls_resume_sessions, false,
             "cps over TLS: each connection resumes its thread's previous session (a TLS 1.3 "
             "ticket) instead of a full handshake.");
@@ -91,6 +94,14 @@ DEFINE_bool(mixed_separate_messenger, false,
             "mixed: bulk calls through a client messenger of their own (their own connection and "
             "reactor) instead of the small calls' one (which splits them onto a connection of "
             "their own when they reach --rpc_bulk_connection_bytes)");
+DEFINE_int32(streams, 1, "stream: streams open at once on the client's one connection");
+DEFINE_string(stream_direction, "down",
+              "stream: down: the server streams to the client (server streaming); up: the client "
+              "to the server (client streaming); bidi: the client streams and the server echoes "
+              "each message back (reported: the echoes)");
+DEFINE_bool(with_unary_probe, false,
+            "stream: beside the streams, one chain of --payload_bytes unary Echo calls (one at a "
+            "time) on the same connection; their rate and latency are reported as probe_*");
 DEFINE_int32(connections, 10000, "sparse: connections held open");
 DEFINE_int32(senders, 2, "sparse: threads that go round the connections making calls");
 DEFINE_int64(sleep_us, 1000, "sparse: each sender's pause between calls, in microseconds");
@@ -144,10 +155,25 @@ bool ConfigFromFlags(BenchConfig* c, std::string* error) {
     c->mode = BenchMode::kSparse;
   } else if (FLAGS_mode == "mixed") {
     c->mode = BenchMode::kMixed;
+  } else if (FLAGS_mode == "stream") {
+    c->mode = BenchMode::kStream;
   } else {
-    *error = "--mode must be throughput, latency, cps, sparse or mixed, not '" + FLAGS_mode + "'";
+    *error = "--mode must be throughput, latency, cps, sparse, mixed or stream, not '" +
+             FLAGS_mode + "'";
     return false;
   }
+  if (FLAGS_stream_direction == "down") {
+    c->stream_direction = StreamDirection::kDown;
+  } else if (FLAGS_stream_direction == "up") {
+    c->stream_direction = StreamDirection::kUp;
+  } else if (FLAGS_stream_direction == "bidi") {
+    c->stream_direction = StreamDirection::kBidi;
+  } else {
+    *error = "--stream_direction must be down, up or bidi, not '" + FLAGS_stream_direction + "'";
+    return false;
+  }
+  c->streams = FLAGS_streams;
+  c->with_unary_probe = FLAGS_with_unary_probe;
   if (FLAGS_transport != "tcp" && FLAGS_transport != "tls" && FLAGS_transport != "rdma") {
     *error = "--transport must be tcp, tls or rdma, not '" + FLAGS_transport + "'";
     return false;
@@ -173,7 +199,8 @@ bool ConfigFromFlags(BenchConfig* c, std::string* error) {
   }
   c->sparse_hold_seconds = FLAGS_sparse_hold_seconds;
   if (FLAGS_transport == "rdma" && c->mode != BenchMode::kThroughput &&
-      c->mode != BenchMode::kLatency && !c->sparse_messenger_client && !c->cps_messenger_client) {
+      c->mode != BenchMode::kLatency && c->mode != BenchMode::kStream &&
+      !c->sparse_messenger_client && !c->cps_messenger_client) {
     // Raw cps and sparse clients (no messenger) can't do the RDMA bootstrap.
     *error = "--transport=rdma needs the messenger client in cps and sparse modes";
     return false;
@@ -191,7 +218,8 @@ bool ConfigFromFlags(BenchConfig* c, std::string* error) {
         PositiveFlag{"async_call_concurrency", FLAGS_async_call_concurrency},
         PositiveFlag{"service_queue_length", FLAGS_service_queue_length},
         PositiveFlag{"call_timeout_ms", FLAGS_call_timeout_ms},
-        PositiveFlag{"connections", FLAGS_connections}, PositiveFlag{"senders", FLAGS_senders}}) {
+        PositiveFlag{"connections", FLAGS_connections}, PositiveFlag{"senders", FLAGS_senders},
+        PositiveFlag{"streams", FLAGS_streams}}) {
     if (f.value < 1) {
       *error = std::string("--") + f.name + " must be at least 1";
       return false;
@@ -473,6 +501,9 @@ int Run() {
     case BenchMode::kMixed:
       s = RunMixedMode(config, &control, &output);
       break;
+    case BenchMode::kStream:
+      s = RunStreamMode(config, &control, &output);
+      break;
   }
   if (s.ok() && output.completed == 0) {
     s = Status::IllegalState("no call completed inside the measuring window");
@@ -506,8 +537,8 @@ int main(int argc, char** argv) {
   gflags::SetCommandLineOptionWithMode("logtostderr", "true", gflags::SET_FLAGS_DEFAULT);
   rrpc::ParseCommandLine(
       &argc, &argv,
-      {"rpc-bench [--mode=throughput|latency|cps|sparse|mixed] [--payload_bytes=N] [flags]",
-       "rrpc's benchmark: an echo server and clients in one of four modes; prints a summary and\n"
+      {"rpc-bench [--mode=throughput|latency|cps|sparse|mixed|stream] [--payload_bytes=N] [flags]",
+       "rrpc's benchmark: an echo server and clients in one of its modes; prints a summary and\n"
        "one RESULT line. The --rpc_* messenger flags apply to both messengers, except that\n"
        "--server_reactors, --worker_threads, --service_queue_length and --client_reactors\n"
        "replace --rpc_num_reactors, --rpc_num_workers and --rpc_service_queue_length.",

@@ -53,7 +53,9 @@ expect_result() {
   line=$(grep '^RESULT ' "$tmp/out" | tail -n 1)
   local re="^RESULT impl=$impl mode=$mode transport=tcp payload=$payload conc=$conc "
   re+="reqs_per_sec=$num p50_us=$num p99_us=$num p999_us=$num user_cpu_s=$num sys_cpu_s=$num "
-  re+="rss_kb=[0-9]+ cpu_us_per_req=$num cs_per_req=$num bytes_per_sec=$num$"
+  re+="rss_kb=[0-9]+ cpu_us_per_req=$num cs_per_req=$num bytes_per_sec=$num"
+  [[ $mode == stream ]] && re+=" msgs_per_sec=$num"
+  re+="$"
   if [[ $line =~ $re ]]; then pass "$name"; else fail "$name (RESULT line: '$line')"; fi
 }
 
@@ -74,12 +76,13 @@ expect_result throughput throughput 64 16 --mode=throughput --client_threads=2 \
   --async_call_concurrency=8
 expect_result latency latency 64 1 --mode=latency --client_threads=3
 expect_result cps cps 64 2 --mode=cps --client_threads=2
+expect_result stream stream 65536 2 --mode=stream --client_threads=2 --payload_bytes=65536
 expect_result larger-response throughput 100 4 --async_call_concurrency=4 --payload_bytes=100 \
   --response_bytes=1000
 expect_result empty-request latency 0 1 --mode=latency --payload_bytes=0 --response_bytes=16
 expect_result one-mib throughput 1048576 8 --async_call_concurrency=8 --payload_bytes=1048576
 expect_failure corrupt-response "content mismatch" --corrupt_responses_for_test
-expect_failure bad-mode "must be throughput, latency or cps" --mode=bogus
+expect_failure bad-mode "must be throughput, latency, cps or stream" --mode=bogus
 if [[ $impl == raw-tcp ]]; then
   # Worker threads answer (out of order inside the server, in order on the wire).
   expect_result workers throughput 64 32 --server_workers=3 --client_threads=2 \

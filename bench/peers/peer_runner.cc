@@ -17,7 +17,9 @@
 DEFINE_string(mode, "throughput",
               "throughput: async_call_concurrency calls outstanding per client thread, reports "
               "reqs/s; latency: one call at a time per client thread; cps: connect, one echo, "
-              "close, repeatedly (reqs_per_sec then counts connections)");
+              "close, repeatedly (reqs_per_sec then counts connections); stream: each client "
+              "thread reads one stream of --payload_bytes messages the server writes as fast as "
+              "it can (one way; reqs_per_sec counts messages, bytes_per_sec is one way)");
 DEFINE_double(run_seconds, 5, "Length of the measured window, in seconds");
 DEFINE_double(warmup_seconds, 1, "Seconds of load before the measured window starts");
 DEFINE_int32(payload_bytes, 64, "Request payload size in bytes");
@@ -122,6 +124,8 @@ const char* ModeName(BenchMode mode) {
       return "throughput";
     case BenchMode::kCps:
       return "cps";
+    case BenchMode::kStream:
+      return "stream";
   }
   return "?";
 }
@@ -133,8 +137,10 @@ bool PeerConfigFromFlags(PeerConfig* config, std::string* error) {
     config->mode = BenchMode::kLatency;
   } else if (FLAGS_mode == "cps") {
     config->mode = BenchMode::kCps;
+  } else if (FLAGS_mode == "stream") {
+    config->mode = BenchMode::kStream;
   } else {
-    *error = "--mode must be throughput, latency or cps, not '" + FLAGS_mode + "'";
+    *error = "--mode must be throughput, latency, cps or stream, not '" + FLAGS_mode + "'";
     return false;
   }
   constexpr int kMaxPayload = 64 << 20;
@@ -285,18 +291,24 @@ int RunPeerMain(const char* impl, const ServerFactory& start_server,
       static_cast<double>(cpu_end.context_switches - cpu_start.context_switches);
   const double n = static_cast<double>(completed);
   const int conc = config.ClientThreads() * config.Depth();
-  // Payload bytes moved per second, both directions (rpc-bench reports the same sum).
+  // Payload bytes moved per second, both directions (rpc-bench reports the same sum); a stream's
+  // one way.
+  const bool stream = config.mode == BenchMode::kStream;
   const double bytes_per_sec =
-      reqs_per_sec * static_cast<double>(config.payload_bytes + config.response_bytes);
+      reqs_per_sec * static_cast<double>(stream ? config.payload_bytes
+                                                : config.payload_bytes + config.response_bytes);
 
   printf("%s %s: %zu B requests, %zu B responses; %d client thread(s) x %d outstanding; %s\n", impl,
          ModeName(config.mode), config.payload_bytes, config.response_bytes, config.ClientThreads(),
          config.Depth(),
          server != nullptr ? "in-process server" : ("server at " + server_addr).c_str());
   printf("  %llu %s in %.2f s = %.1f/s\n", static_cast<unsigned long long>(completed),
-         config.mode == BenchMode::kCps ? "connections" : "calls", config.run_seconds,
-         reqs_per_sec);
-  printf("  payload bytes: %.3f GB/s (requests + responses)\n", bytes_per_sec / 1e9);
+         config.mode == BenchMode::kCps ? "connections"
+         : stream                       ? "messages"
+                                        : "calls",
+         config.run_seconds, reqs_per_sec);
+  printf("  payload bytes: %.3f GB/s (%s)\n", bytes_per_sec / 1e9,
+         stream ? "one way" : "requests + responses");
   printf("  latency (us): p50 %.2f  p99 %.2f  p99.9 %.2f\n", p50, p99, p999);
   printf(
       "  process CPU in the window: user %.3f s, sys %.3f s (%.2f cores), %.2f us and %.3f "
@@ -306,10 +318,12 @@ int RunPeerMain(const char* impl, const ServerFactory& start_server,
   printf(
       "RESULT impl=%s mode=%s transport=tcp payload=%zu conc=%d reqs_per_sec=%.1f p50_us=%.2f "
       "p99_us=%.2f p999_us=%.2f user_cpu_s=%.3f sys_cpu_s=%.3f rss_kb=%ld cpu_us_per_req=%.3f "
-      "cs_per_req=%.4f bytes_per_sec=%.0f\n",
+      "cs_per_req=%.4f bytes_per_sec=%.0f",
       impl, ModeName(config.mode), config.payload_bytes - config.sidecar_bytes, conc, reqs_per_sec,
       p50, p99, p999, user_s, sys_s, rss_kb, (user_s + sys_s) * 1e6 / n, context_switches / n,
       bytes_per_sec);
+  if (stream) printf(" msgs_per_sec=%.1f", reqs_per_sec);
+  printf("\n");
   fflush(stdout);
   return 0;
 }

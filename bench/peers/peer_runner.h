@@ -25,7 +25,9 @@ namespace bench {
 
 using Clock = std::chrono::steady_clock;
 
-enum class BenchMode { kLatency, kThroughput, kCps };
+// kStream: each client thread reads one stream of payload_bytes messages from the server
+// (one way); reqs_per_sec counts messages, bytes_per_sec their payload one way.
+enum class BenchMode { kLatency, kThroughput, kCps, kStream };
 
 // The peers' configuration, read from the shared flags (see peer_runner.cc for their help).
 struct PeerConfig {
@@ -48,7 +50,7 @@ struct PeerConfig {
   int port = 0;  // 0 = ephemeral
   bool corrupt_responses_for_test = false;
 
-  // Outstanding calls per client thread: 1 in latency and cps mode.
+  // Outstanding calls per client thread: 1 in latency, cps and stream mode.
   int Depth() const { return mode == BenchMode::kThroughput ? async_call_concurrency : 1; }
   // Latency mode always runs one client thread: one connection, one call at a time.
   int ClientThreads() const { return mode == BenchMode::kLatency ? 1 : client_threads; }
