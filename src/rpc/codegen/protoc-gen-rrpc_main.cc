@@ -446,6 +446,10 @@ void PrintServiceBaseDefs(const pb::ServiceDescriptor* service, pb::io::Printer*
     }
     if (Idempotent(m)) p->Print("info.idempotent = true;  // option (rrpc.idempotent)\n");
     if (Tracked(m)) p->Print("info.tracked = true;  // option (rrpc.tracked)\n");
+    if (m.descriptor->options().GetExtension(::rrpc::background)) {
+      p->Print(
+          "info.priority = ::rrpc::rpc::CallPriority::kBackground;  // option (rrpc.background)\n");
+    }
     // The server makes a call's messages from the prototypes above, so the downcasts are exact.
     p->Print(
         "info.handler = [this](const ::google::protobuf::Message* req, "
