@@ -41,7 +41,12 @@ WorkerPool::WorkerPool(const std::string& messenger_name, ServicePoolConfig conf
       // Workers inherit the creating thread's CPU affinity, so this thread's answer is theirs.
       queue_(config_.queue_length, PollingCanPayOnThisThread() ? idle_spin : MonoDelta(), {},
              BackgroundCap(config_)) {
-  if (messenger_metrics_ == nullptr) return;
+  // The default pool shows up in metrics once something uses it beyond the plain queue.
+  if (!config_.name.empty() || limit_ != nullptr) AttachPoolMetrics();
+}
+
+void WorkerPool::AttachPoolMetrics() {
+  if (messenger_metrics_ == nullptr || entity_ != nullptr) return;
   const std::string pool_name = config_.name.empty() ? "default" : config_.name;
   entity_ = messenger_metrics_->registry()->FindOrCreateEntity(
       "service_pool", messenger_name_ + "." + pool_name,
@@ -73,6 +78,7 @@ WorkerPool::~WorkerPool() {
 
 void WorkerPool::AddMethod(MethodAdmission* method) {
   methods_.push_back(method);
+  AttachPoolMetrics();
   if (messenger_metrics_ == nullptr) return;
   const size_t dot = method->name.rfind('.');
   scoped_refptr<MetricEntity> entity = messenger_metrics_->registry()->FindOrCreateEntity(

@@ -99,6 +99,8 @@ class WorkerPool {
   };
   using Queue_ = DeadlineQueue<InboundCall, CallDeadline>;
 
+  // Registers the pool's entity and metrics, once (constructor or registration).
+  void AttachPoolMetrics();
   void RunWorker();
   void RefuseTooBusy(InboundCall* call, const std::string& why);
   // Ends `call`'s admission: its slots and, for background, its running lane share.
