@@ -7,7 +7,8 @@
 //   overload: an open loop offering --overload (3) times that round's peak rate, each call with a
 //             --deadline_ms budget: goodput (answered within the deadline) per second, refused
 //             as too busy, timed out; the round's ratio is goodput / peak;
-//   recovery: an open loop at half the peak: what share is answered, from its first 100 ms on.
+//   recovery: an open loop at half the peak: what share is answered, from its first 100 ms on;
+//             its p99 is the half-load p99 the overload p99 is compared with.
 // Peak and overload alternate round by round, so a busy spell of the machine hits both alike.
 // Prints one line per phase:
 //   OVERLOAD phase=<p> offered_per_sec=<f> goodput_per_sec=<f> too_busy=<n> timed_out=<n>
@@ -41,6 +42,10 @@ DEFINE_int32(deadline_ms, 100, "Each call's budget in the overload and recovery 
 DEFINE_double(overload, 3.0, "Offered load in the overload phase, as a multiple of the peak");
 DEFINE_double(seconds, 2.0, "Length of each phase");
 DEFINE_int32(rounds, 5, "Peak + overload rounds, alternated so machine noise hits both alike");
+DEFINE_bool(adaptive_limit, false,
+            "Give the server's pool an adaptive concurrency limit (docs/isolation.md): calls "
+            "beyond it are refused at once instead of queueing");
+DEFINE_int32(target_queue_us, 2000, "The adaptive limit's target mean queueing time");
 
 namespace rrpc::bench {
 namespace {
@@ -181,6 +186,9 @@ int Main() {
   server_options.name = "overload-server";
   server_options.num_workers = FLAGS_workers;
   server_options.service_queue_length = FLAGS_queue_length;
+  server_options.adaptive_limit.enabled = FLAGS_adaptive_limit;
+  server_options.adaptive_limit.target_queue_time =
+      MonoDelta::FromMicroseconds(FLAGS_target_queue_us);
   std::shared_ptr<rpc::Messenger> server = rpc::MessengerBuilder(server_options).Build().value();
   RRPC_CHECK_OK(server->RegisterService(std::make_unique<SleepyService>()));
   Sockaddr addr;
@@ -190,6 +198,7 @@ int Main() {
 
   const double seconds = FLAGS_seconds;
   std::vector<double> ratios;
+  std::vector<double> overload_p99s;
   double peak = 0;
   int64_t refused = 0, offered_calls = 0;
   for (int round = 0; round < std::max(1, FLAGS_rounds); round++) {
@@ -202,10 +211,12 @@ int Main() {
     const PhaseResult over = RunOpen(proxy, offered, seconds);
     Print("overload", offered, seconds, over);
     ratios.push_back(over.ok / seconds / peak);
+    overload_p99s.push_back(P99(over.ok_latency_ms));
     refused += over.too_busy;
     offered_calls += over.sent;
   }
   std::sort(ratios.begin(), ratios.end());
+  std::sort(overload_p99s.begin(), overload_p99s.end());
   // Recovery: the first 100 ms on their own, then the rest of the phase.
   const PhaseResult first = RunOpen(proxy, peak / 2, 0.1);
   Print("recovery_first_100ms", peak / 2, 0.1, first);
@@ -213,11 +224,18 @@ int Main() {
   Print("recovery", peak / 2, seconds, rest);
   printf(
       "OVERLOAD summary rounds=%zu goodput_vs_peak_median=%.3f min=%.3f max=%.3f "
-      "refused_share=%.3f recovery_first_100ms_ok_share=%.3f recovery_ok_share=%.3f\n",
+      "refused_share=%.3f recovery_first_100ms_ok_share=%.3f recovery_ok_share=%.3f "
+      "overload_p99_ms_median=%.2f half_load_p99_ms=%.2f p99_vs_half_load=%.2f "
+      "adaptive_limit=%d\n",
       ratios.size(), ratios[ratios.size() / 2], ratios.front(), ratios.back(),
       offered_calls ? double(refused) / offered_calls : 0.0,
       first.sent ? double(first.ok) / first.sent : 0.0,
-      (first.sent + rest.sent) ? double(first.ok + rest.ok) / (first.sent + rest.sent) : 0.0);
+      (first.sent + rest.sent) ? double(first.ok + rest.ok) / (first.sent + rest.sent) : 0.0,
+      overload_p99s[overload_p99s.size() / 2], P99(rest.ok_latency_ms),
+      P99(rest.ok_latency_ms) > 0
+          ? overload_p99s[overload_p99s.size() / 2] / P99(rest.ok_latency_ms)
+          : 0.0,
+      FLAGS_adaptive_limit ? 1 : 0);
   client->Shutdown();
   server->Shutdown();
   return 0;
@@ -229,7 +247,8 @@ int Main() {
 int main(int argc, char** argv) {
   rrpc::ParseCommandLine(
       &argc, &argv,
-      {"overload-bench [--workers=N] [--handler_us=N] [--overload=X] [--seconds=S]",
+      {"overload-bench [--workers=N] [--handler_us=N] [--overload=X] [--seconds=S] "
+       "[--adaptive_limit]",
        "Goodput and refusals when a server is offered several times its capacity, and how fast "
        "it recovers (docs/reliability.md).",
        {"bench/overload_bench_main.cc"}});

@@ -6,10 +6,28 @@
 
 namespace rrpc::kv {
 
+namespace {
+
+constexpr char kBackgroundPool[] = "kv-background";
+
+ServerBaseOptions WithPools(const KvServerOptions& options) {
+  ServerBaseOptions base = options.base;
+  if (options.background_pool_workers > 0) {
+    rpc::ServicePoolConfig pool;
+    pool.name = kBackgroundPool;
+    pool.num_workers = options.background_pool_workers;
+    pool.queue_length = base.messenger.service_queue_length;
+    base.messenger.service_pools.push_back(pool);
+  }
+  return base;
+}
+
+}  // namespace
+
 KvServer::KvServer(KvServerOptions options)
     : options_(std::move(options)),
       data_dir_(options_.base.data_dir.empty() ? "kv-data" : options_.base.data_dir),
-      base_(options_.base) {}
+      base_(WithPools(options_)) {}
 
 KvServer::~KvServer() { Shutdown(); }
 
@@ -33,6 +51,11 @@ Status KvServer::Start() {
   auto service = std::make_unique<KvService>(db_.get(), options_.service, base_.metric_registry(),
                                              db_health_.get());
   service_ = service.get();
+  if (options_.background_pool_workers > 0) {
+    for (const char* method : {"Scan", "Batch"}) {
+      RRPC_RETURN_NOT_OK(service->SetMethodPool(method, kBackgroundPool));
+    }
+  }
   RRPC_RETURN_NOT_OK(base_.RegisterService(std::move(service)));
   RRPC_RETURN_NOT_OK(base_.Start());
   LOG(INFO) << "kv server: data in " << data_dir_;

@@ -32,6 +32,10 @@ struct KvServerOptions {
   MonoDelta db_recovery_interval = MonoDelta::FromSeconds(1);
   // The RocksDB environment (tests inject failing file systems); nullptr: the default.
   rocksdb::Env* db_env = nullptr;
+  // > 0: Scan and Batch (the background methods) run in a pool of their own, "kv-background",
+  // with this many workers, so they never take a foreground worker (docs/isolation.md). 0: they
+  // share the default pool with Get, Put and Increment, as its background class.
+  int background_pool_workers = 0;
 };
 
 class KvServer {

@@ -19,6 +19,10 @@ DEFINE_bool(kv_sync_writes, false,
 DEFINE_int32(kv_sidecar_threshold, 4096,
              "Values of at least this many bytes are sent back as RPC sidecars (no protobuf "
              "copy).");
+DEFINE_int32(kv_background_pool_workers, 0,
+             "Workers of a pool of their own for Scan and Batch (background work); 0: they share "
+             "the default pool, where they get --rpc_background_share of the workers while "
+             "foreground calls wait.");
 DEFINE_string(port_file, "",
               "When set, the bound RPC port is written to this file once the server serves "
               "(for scripts and tests that start it on port 0).");
@@ -52,6 +56,7 @@ int main(int argc, char** argv) {
   options.base = rrpc::ServerBaseOptions::FromFlags("kv-server");
   options.service.sync_writes = FLAGS_kv_sync_writes;
   options.service.sidecar_threshold = static_cast<size_t>(FLAGS_kv_sidecar_threshold);
+  options.background_pool_workers = FLAGS_kv_background_pool_workers;
   rrpc::kv::KvServer server(options);
   rrpc::Status s = server.Start();
   if (!s.ok()) {

@@ -98,8 +98,11 @@ Status Messenger::Init() {
   }
   ServicePoolOptions pool_options;
   pool_options.name = options_.name;
-  pool_options.num_workers = options_.num_workers;
-  pool_options.queue_length = options_.service_queue_length;
+  pool_options.default_pool.num_workers = options_.num_workers;
+  pool_options.default_pool.queue_length = options_.service_queue_length;
+  pool_options.default_pool.background_share = options_.background_share;
+  pool_options.default_pool.adaptive_limit = options_.adaptive_limit;
+  pool_options.named_pools = options_.service_pools;
   pool_options.worker_idle_spin = options_.worker_idle_spin;
   pool_options.metrics = metrics_.get();
   pool_options.authorizer = options_.authorizer;
@@ -169,6 +172,10 @@ Status Messenger::RegisterService(std::unique_ptr<ServiceIf> service) {
 }
 
 std::vector<const ServiceIf*> Messenger::services() const { return service_pool_->services(); }
+
+std::vector<ServicePoolInfo> Messenger::service_pools() const {
+  return service_pool_->PoolSnapshots();
+}
 
 const ServiceIf* Messenger::FindService(std::string_view name) const {
   return service_pool_->FindService(name);

@@ -51,6 +51,23 @@ DEFINE_string(rpc_advertise_address, "",
               "host:port clients should connect to, as registered in --registry; empty: the "
               "address --rpc_bind resolves to (which must not then be a wildcard).");
 
+// Service pools and admission (docs/isolation.md).
+DEFINE_double(rpc_background_share, 0.25,
+              "Share of the workers background calls (option rrpc.background) may hold while "
+              "foreground calls wait, rounded up to at least one worker; with no foreground "
+              "waiting they get every worker. Higher: background progresses faster under "
+              "foreground load, at foreground latency's expense.");
+DEFINE_bool(rpc_adaptive_limit, false,
+            "Limit the calls the default pool holds (queued and running) to an adaptive limit "
+            "moved by queueing time, refusing calls beyond it at once with a retriable 'server "
+            "too busy' instead of queueing them: shorter latency under overload.");
+DEFINE_int32(rpc_adaptive_limit_target_queue_us, 2000,
+             "Mean queueing time (microseconds) above which --rpc_adaptive_limit cuts the limit. "
+             "Lower: shorter queues and latency under overload, but bursts refused sooner.");
+DEFINE_int32(rpc_adaptive_limit_window_ms, 50,
+             "Milliseconds over which --rpc_adaptive_limit averages queueing time before it moves "
+             "the limit. Shorter: faster reaction, more noise.");
+
 namespace rrpc {
 
 ServerBaseOptions ServerBaseOptions::FromFlags(std::string name) {
@@ -70,6 +87,12 @@ ServerBaseOptions ServerBaseOptions::FromFlags(std::string name) {
   options.registry_ttl = MonoDelta::FromSeconds(FLAGS_registry_ttl_s);
   options.registry_withdraw_grace = MonoDelta::FromMilliseconds(FLAGS_registry_withdraw_grace_ms);
   options.advertised_address = FLAGS_rpc_advertise_address;
+  options.messenger.background_share = FLAGS_rpc_background_share;
+  options.messenger.adaptive_limit.enabled = FLAGS_rpc_adaptive_limit;
+  options.messenger.adaptive_limit.target_queue_time =
+      MonoDelta::FromMicroseconds(FLAGS_rpc_adaptive_limit_target_queue_us);
+  options.messenger.adaptive_limit.window =
+      MonoDelta::FromMilliseconds(FLAGS_rpc_adaptive_limit_window_ms);
   return options;
 }
 

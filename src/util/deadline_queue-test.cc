@@ -200,6 +200,71 @@ TEST(DeadlineQueueTest, ZeroSizeOnlyHandsOff) {
   q.Shutdown();
 }
 
+// Background items while foreground ones wait: up to the cap of them run, then foreground only,
+// whatever the deadlines; with no foreground waiting, background takes every worker.
+TEST(DeadlineQueueTest, BackgroundGetsItsCapWhileForegroundWaits) {
+  Calls calls;
+  Queue q(10, MonoDelta(), {}, /*background_cap=*/1);
+  FakeCall* evicted = nullptr;
+  FakeCall* b1 = calls.Make(1);  // background due first: EDF alone would run them first
+  FakeCall* b2 = calls.Make(2);
+  ASSERT_EQ(PutResult::kQueued, q.Put(b1, &evicted, Queue::kBackground));
+  ASSERT_EQ(PutResult::kQueued, q.Put(b2, &evicted, Queue::kBackground));
+  FakeCall* f1 = calls.Make(10);
+  FakeCall* f2 = calls.Make(20);
+  ASSERT_EQ(PutResult::kQueued, PutNoEvict(&q, f1));
+  ASSERT_EQ(PutResult::kQueued, PutNoEvict(&q, f2));
+  EXPECT_EQ(b1, q.BlockingGet());  // background's one worker
+  EXPECT_EQ(f1, q.BlockingGet());  // cap reached: foreground, though b2 is due earlier
+  EXPECT_EQ(f2, q.BlockingGet());
+  EXPECT_EQ(1u, q.background_running());
+  EXPECT_EQ(b2, q.BlockingGet());  // no foreground waits: background may exceed its cap
+  EXPECT_EQ(2u, q.background_running());
+  q.BackgroundDone();
+  q.BackgroundDone();
+  EXPECT_EQ(0u, q.background_running());
+  q.Shutdown();
+}
+
+// A foreground flood never shuts background out: each time background runs below its cap, the
+// next free worker takes a background item, however many foreground ones wait.
+TEST(DeadlineQueueTest, ForegroundFloodLeavesBackgroundItsShare) {
+  Calls calls;
+  Queue q(100, MonoDelta(), {}, /*background_cap=*/1);
+  FakeCall* evicted = nullptr;
+  for (int i = 0; i < 3; i++)
+    ASSERT_EQ(PutResult::kQueued, q.Put(calls.Make(1000 + i), &evicted, Queue::kBackground));
+  for (int i = 0; i < 50; i++) ASSERT_EQ(PutResult::kQueued, PutNoEvict(&q, calls.Make(i)));
+  int background_got = 0;
+  for (int round = 0; round < 3; round++) {
+    FakeCall* c = q.BlockingGet();
+    ASSERT_GE(c->deadline, At(1000)) << "round " << round << ": background's turn";
+    background_got++;
+    // The background item runs on one worker while another takes foreground.
+    EXPECT_LT(q.BlockingGet()->deadline, At(1000));
+    q.BackgroundDone();
+  }
+  EXPECT_EQ(3, background_got);
+  EXPECT_EQ(0u, q.size(Queue::kBackground));
+  q.Shutdown();
+}
+
+// Each lane is bounded on its own: a full foreground lane neither evicts nor refuses background.
+TEST(DeadlineQueueTest, LanesAreBoundedSeparately) {
+  Calls calls;
+  Queue q(2);
+  FakeCall* evicted = nullptr;
+  ASSERT_EQ(PutResult::kQueued, PutNoEvict(&q, calls.Make(5)));
+  ASSERT_EQ(PutResult::kQueued, PutNoEvict(&q, calls.Make(6)));
+  EXPECT_EQ(PutResult::kRejected, PutNoEvict(&q, calls.Make(7)));
+  EXPECT_EQ(PutResult::kQueued, q.Put(calls.Make(100), &evicted, Queue::kBackground));
+  EXPECT_EQ(PutResult::kQueued, q.Put(calls.Make(200), &evicted, Queue::kBackground));
+  EXPECT_EQ(PutResult::kQueuedEvictedOther, q.Put(calls.Make(1), &evicted, Queue::kBackground));
+  EXPECT_EQ(At(200), evicted->deadline) << "evicted from its own lane";
+  EXPECT_EQ(2u, q.size(Queue::kForeground));
+  EXPECT_EQ(4u, q.Shutdown().size());
+}
+
 // Matches every Put and Get against a model: a set ordered by (deadline, arrival), as the queue
 // promises. Small deadline ranges make ties common.
 TEST(DeadlineQueueTest, MatchesReferenceModelUnderRandomOperations) {

@@ -15,6 +15,11 @@
 //  - An idle worker may first poll its word for a while (`idle_spin`) before it sleeps: a hand-off
 //    it sees while polling costs neither side a syscall or a context switch. One worker polls at
 //    a time, and polling backs off while it keeps finding nothing (docs/architecture.md).
+//  - Items come in two lanes, foreground and background, each a heap bounded by `max_size` (a
+//    flood in one lane never evicts the other's items). While foreground items wait, background
+//    items are handed out only while fewer than `background_cap` of them run (the owner reports
+//    each one's end with BackgroundDone()); with no foreground item waiting, background gets
+//    every worker. So neither lane starves the other.
 //
 //   struct CallDeadline {
 //     MonoTime operator()(const InboundCall* c) const { return c->deadline(); }
@@ -229,21 +234,28 @@ template <typename T, typename DeadlineFn>  // DeadlineFn: MonoTime operator()(c
 class DeadlineQueue {
  public:
   enum class PutResult { kHandedOff, kQueued, kQueuedEvictedOther, kRejected, kShutdown };
+  enum Lane { kForeground = 0, kBackground = 1 };
 
   // `max_size` bounds the queued items (hand-offs to waiting workers don't count); 0 means items
   // are only ever handed straight to idle workers.
   // `idle_spin`: how long a worker that finds nothing polls for a hand-off before it sleeps
   // (zero: never polls). At most one worker polls at a time, and polling backs off while it
   // keeps coming up empty (PollPolicy, util/spin_wait.h).
-  explicit DeadlineQueue(size_t max_size, MonoDelta idle_spin = MonoDelta(), DeadlineFn fn = {})
-      : max_size_(max_size), idle_spin_(idle_spin), deadline_fn_(std::move(fn)) {
+  // `background_cap`: background items running at most while foreground items wait (>= 1).
+  explicit DeadlineQueue(size_t max_size, MonoDelta idle_spin = MonoDelta(), DeadlineFn fn = {},
+                         size_t background_cap = 1)
+      : max_size_(max_size),
+        idle_spin_(idle_spin),
+        deadline_fn_(std::move(fn)),
+        background_cap_(background_cap < 1 ? 1 : background_cap) {
     heap_.reserve(max_size);
+    background_heap_.reserve(max_size);
   }
   // REQUIRES: no worker waits (Shutdown() called and the workers gone) and no item is queued
   // (the queue does not own them: answer Shutdown()'s leftovers).
   ~DeadlineQueue() {
     DCHECK(waiters_ == nullptr) << "DeadlineQueue destroyed under waiting workers";
-    DCHECK(heap_.empty()) << "DeadlineQueue destroyed holding " << heap_.size() << " items";
+    DCHECK(heap_.empty() && background_heap_.empty()) << "DeadlineQueue destroyed holding items";
   }
   DeadlineQueue(const DeadlineQueue&) = delete;
   DeadlineQueue& operator=(const DeadlineQueue&) = delete;
@@ -256,8 +268,9 @@ class DeadlineQueue {
   //    out, returned in *evicted, and `item` is queued. The caller answers *evicted.
   //  kRejected: full, and `item`'s deadline is at or after every queued one; not taken.
   //  kShutdown: Shutdown() was called; not taken.
-  // *evicted is set to nullptr unless the result is kQueuedEvictedOther.
-  PutResult Put(T* item, T** evicted) RRPC_EXCLUDES(mu_) {
+  // *evicted is set to nullptr unless the result is kQueuedEvictedOther. Eviction stays within
+  // `lane`; a background item handed off counts as running until BackgroundDone().
+  PutResult Put(T* item, T** evicted, Lane lane = kForeground) RRPC_EXCLUDES(mu_) {
     DCHECK(item != nullptr);
     DCHECK(evicted != nullptr);
     *evicted = nullptr;
@@ -267,7 +280,11 @@ class DeadlineQueue {
       MutexLock l(mu_);
       if (shutdown_) return PutResult::kShutdown;
       waiter = waiters_;
-      if (waiter == nullptr) return QueueLocked(Entry{deadline, next_seq_++, item}, evicted);
+      if (waiter == nullptr) {
+        return QueueLocked(lane == kForeground ? heap_ : background_heap_,
+                           Entry{deadline, next_seq_++, item}, evicted);
+      }
+      if (lane == kBackground) background_running_++;
       waiters_ = waiter->next;
       num_waiters_--;
       waiter->item = item;
@@ -283,13 +300,17 @@ class DeadlineQueue {
   };
 
   // Worker threads. Returns the queued item with the earliest deadline (the first queued among
-  // equal deadlines), waiting while there is none; nullptr once shut down. `report`, if given,
-  // says how it waited (left as is when it did not).
+  // equal deadlines) of the lane whose turn it is (see above), waiting while there is none;
+  // nullptr once shut down. `report`, if given, says how it waited (left as is when it did not).
   T* BlockingGet(WaitReport* report = nullptr) RRPC_EXCLUDES(mu_) {
     Waiter self;
     bool poll;
     {
       MutexLock l(mu_);
+      if (!background_heap_.empty() && (heap_.empty() || background_running_ < background_cap_)) {
+        background_running_++;
+        return background_heap_.pop_min().item;
+      }
       if (!heap_.empty()) return heap_.pop_min().item;
       if (shutdown_) return nullptr;
       self.next = waiters_;
@@ -309,6 +330,13 @@ class DeadlineQueue {
     return static_cast<T*>(self.item);
   }
 
+  // Any thread: a background item got from this queue (BlockingGet or a hand-off) has finished.
+  void BackgroundDone() RRPC_EXCLUDES(mu_) {
+    MutexLock l(mu_);
+    DCHECK_GT(background_running_, 0u);
+    background_running_--;
+  }
+
   // Any thread; later calls find nothing to return. Refuses further Puts, wakes every waiting
   // worker (their BlockingGet returns nullptr) and returns the items still queued, earliest
   // deadline first, for the caller to answer.
@@ -321,8 +349,9 @@ class DeadlineQueue {
       waiters = waiters_;
       waiters_ = nullptr;
       num_waiters_ = 0;
-      left.reserve(heap_.size());
+      left.reserve(heap_.size() + background_heap_.size());
       while (!heap_.empty()) left.push_back(heap_.pop_min());
+      while (!background_heap_.empty()) left.push_back(background_heap_.pop_min());
     }
     while (waiters != nullptr) {
       // Read `next` first: once woken, the waiter's stack frame may vanish.
@@ -337,11 +366,21 @@ class DeadlineQueue {
     return out;
   }
 
-  // Queued items (not counting ones handed straight to workers).
+  // Queued items, both lanes (not counting ones handed straight to workers).
   size_t size() const RRPC_EXCLUDES(mu_) {
     MutexLock l(mu_);
-    return heap_.size();
+    return heap_.size() + background_heap_.size();
   }
+  size_t size(Lane lane) const RRPC_EXCLUDES(mu_) {
+    MutexLock l(mu_);
+    return lane == kForeground ? heap_.size() : background_heap_.size();
+  }
+  // Background items handed out and not yet reported done.
+  size_t background_running() const RRPC_EXCLUDES(mu_) {
+    MutexLock l(mu_);
+    return background_running_;
+  }
+  size_t background_cap() const { return background_cap_; }
   size_t max_size() const { return max_size_; }
   // Workers blocked in BlockingGet right now (for tests and metrics).
   size_t waiting_workers() const RRPC_EXCLUDES(mu_) {
@@ -363,24 +402,29 @@ class DeadlineQueue {
     }
   };
 
-  // REQUIRES: no waiting worker.
-  PutResult QueueLocked(Entry e, T** evicted) RRPC_REQUIRES(mu_) {
-    if (heap_.size() < max_size_) {
-      heap_.push(e);
+  using Heap = deadline_queue_internal::MinMaxHeap<Entry, EntryLess>;
+
+  // REQUIRES: no waiting worker; `heap` is one of this queue's lanes.
+  PutResult QueueLocked(Heap& heap, Entry e, T** evicted) RRPC_REQUIRES(mu_) {
+    if (heap.size() < max_size_) {
+      heap.push(e);
       return PutResult::kQueued;
     }
-    if (heap_.empty() || e.deadline >= heap_.max().deadline) return PutResult::kRejected;
-    *evicted = heap_.pop_max().item;
-    heap_.push(e);
+    if (heap.empty() || e.deadline >= heap.max().deadline) return PutResult::kRejected;
+    *evicted = heap.pop_max().item;
+    heap.push(e);
     return PutResult::kQueuedEvictedOther;
   }
 
   const size_t max_size_;
   const MonoDelta idle_spin_;
   const DeadlineFn deadline_fn_;
+  const size_t background_cap_;
 
   mutable Mutex mu_;
-  deadline_queue_internal::MinMaxHeap<Entry, EntryLess> heap_ RRPC_GUARDED_BY(mu_);
+  Heap heap_ RRPC_GUARDED_BY(mu_);  // the foreground lane
+  Heap background_heap_ RRPC_GUARDED_BY(mu_);
+  size_t background_running_ RRPC_GUARDED_BY(mu_) = 0;
   Waiter* waiters_ RRPC_GUARDED_BY(mu_) = nullptr;  // Top of the idle-worker stack.
   size_t num_waiters_ RRPC_GUARDED_BY(mu_) = 0;
   uint64_t next_seq_ RRPC_GUARDED_BY(mu_) = 0;

@@ -17,6 +17,7 @@
 
 #include "rrpc/rpc/connection_info.h"
 #include "rrpc/rpc/messenger_options.h"
+#include "rrpc/rpc/service_pool_options.h"
 #include "rrpc/util/monotime.h"
 #include "rrpc/util/mutex.h"
 #include "rrpc/util/ref_counted.h"
@@ -92,6 +93,8 @@ class Messenger : public std::enable_shared_from_this<Messenger> {
   // The registered services (reflection, tools), in no particular order. They are registered
   // before Listen() and live as long as the messenger. Any thread once registration is done.
   std::vector<const ServiceIf*> services() const;
+  // Every service pool now, the default first (docs/isolation.md). Thread-safe.
+  std::vector<ServicePoolInfo> service_pools() const;
   // The registered service of that fully qualified name, or nullptr. Same rule as services().
   const ServiceIf* FindService(std::string_view name) const;
   // The calls in flight and the recent slow and failed ones, as /rpcz shows them; lives as long

@@ -5,9 +5,11 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "rrpc/rpc/result_tracker_options.h"
 #include "rrpc/rpc/security_options.h"
+#include "rrpc/rpc/service_pool_options.h"
 #include "rrpc/util/monotime.h"
 
 namespace rrpc {
@@ -28,6 +30,13 @@ struct MessengerOptions {
   int num_workers = 2;
   // Calls waiting for a worker; more are refused with ERROR_SERVER_TOO_BUSY.
   size_t service_queue_length = 64;
+  // The default pool's share of workers for background calls and its adaptive concurrency limit
+  // (service_pool_options.h; off by default).
+  double background_share = 0.25;
+  AdaptiveLimitOptions adaptive_limit;
+  // Named pools, each with a queue and workers of its own, for services and methods put there
+  // with ServiceIf::SetPool / SetMethodPool (docs/isolation.md). Empty: one shared pool.
+  std::vector<ServicePoolConfig> service_pools;
   // How long a worker that runs out of calls polls for the next one before it sleeps. Polling
   // saves the reactor a futex wake and the worker a context switch per hand-off under load; one
   // worker at most polls, and polling backs off while most polls find nothing (PollPolicy).

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "rrpc/rpc/service_pool_options.h"
 #include "rrpc/rpc/stream.h"
 #include "rrpc/util/status.h"
 
@@ -20,6 +21,7 @@ namespace rrpc::rpc {
 class Authorizer;
 class FaultInjector;
 class RpcContext;
+struct MethodAdmission;
 struct MethodMetrics;
 
 // One method of a service: how to make its messages and how to run it.
@@ -50,6 +52,16 @@ struct RpcMethodInfo {
   // from context->stream(). Client and bidirectional streams take no request at the open: their
   // handler's `request` is an empty message.
   StreamKind stream = StreamKind::kNone;
+  // Where the method's calls run (docs/isolation.md): the named pool ("" : the service's pool,
+  // ServiceIf::SetPool, else the default one), the class of its calls within it (option
+  // (rrpc.background)), and how many of its calls may be queued or running at once (0: no limit;
+  // more are refused with ERROR_SERVER_TOO_BUSY).
+  std::string pool;
+  CallPriority priority = CallPriority::kForeground;
+  int max_concurrency = 0;
+  // Set by the service pool at registration when the method needs more than the default pool's
+  // plain queue (a named pool, a priority, a limit); nullptr otherwise. Owned by the pool.
+  MethodAdmission* admission = nullptr;
   // The method's server metrics (rpc/observe/rpc_metrics.h), owned by the messenger. Set by the
   // service pool at registration, before any call, so reading it on the call path needs no lock;
   // nullptr when metrics are disabled.
@@ -69,6 +81,15 @@ class ServiceIf {
   // Before the service is registered: makes `method_name`'s handler run on the reactor thread
   // (RpcMethodInfo::run_inline). NotFound if the service has no such method.
   Status SetRunInline(std::string_view method_name, bool run_inline = true);
+  // Before the service is registered (docs/isolation.md): runs every method of the service, or
+  // one method, in the named pool (MessengerOptions::service_pools; registration fails if there
+  // is none by that name); sets a method's priority class and its concurrency limit (0: none).
+  // NotFound if the service has no such method.
+  void SetPool(std::string pool) { pool_ = std::move(pool); }
+  const std::string& pool() const { return pool_; }
+  Status SetMethodPool(std::string_view method_name, std::string pool);
+  Status SetPriority(std::string_view method_name, CallPriority priority);
+  Status SetMaxConcurrency(std::string_view method_name, int max_concurrency);
   // Before the service is registered: every call of this service is checked by `authorizer`
   // (instead of the messenger's MessengerOptions::authorizer) before it is queued; a refused one
   // is answered ERROR_NOT_AUTHORIZED without running the handler.
@@ -83,11 +104,12 @@ class ServiceIf {
   void AddMethod(RpcMethodInfo info);
 
  private:
-  friend class ServicePool;    // sets each method's `metrics` at registration
+  friend class ServicePool;    // sets each method's `metrics` and `admission` at registration
   friend class FaultInjector;  // may wrap the handlers before registration, in tests
 
   std::unordered_map<std::string_view, std::unique_ptr<RpcMethodInfo>> methods_;
   std::shared_ptr<const Authorizer> authorizer_;
+  std::string pool_;
 };
 
 }  // namespace rrpc::rpc

@@ -499,6 +499,10 @@ void PrintServiceBaseDefs(const pb::ServiceDescriptor* service, pb::io::Printer*
     }
     if (Idempotent(m)) p->Print("info.idempotent = true;  // option (rrpc.idempotent)\n");
     if (Tracked(m)) p->Print("info.tracked = true;  // option (rrpc.tracked)\n");
+    if (m.descriptor->options().GetExtension(::rrpc::background)) {
+      p->Print(
+          "info.priority = ::rrpc::rpc::CallPriority::kBackground;  // option (rrpc.background)\n");
+    }
     if (IsStream(m)) {
       PrintLines(Assign(4, "info.stream", StreamKindName(m)), p);
       p->Print(

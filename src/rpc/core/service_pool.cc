@@ -14,8 +14,6 @@
 #include "rrpc/rpc/rpc_context.h"
 #include "rrpc/rpc/service_if.h"
 #include "rrpc/util/copy_counter.h"
-#include "util/spin_wait.h"
-#include "util/thread.h"
 
 namespace rrpc::rpc {
 
@@ -75,17 +73,104 @@ std::atomic<uint64_t> next_pool_serial{1};
 ServicePool::ServicePool(ServicePoolOptions options)
     : serial_(next_pool_serial.fetch_add(1, std::memory_order_relaxed)),
       options_(std::move(options)),
-      // Workers inherit the creating thread's CPU affinity, so this thread's answer is theirs.
-      queue_(options_.queue_length,
-             PollingCanPayOnThisThread() ? options_.worker_idle_spin : MonoDelta()) {}
+      default_pool_(
+          options_.name,
+          [this] {
+            ServicePoolConfig c = options_.default_pool;
+            c.name.clear();
+            return c;
+          }(),
+          options_.worker_idle_spin, options_.metrics, &ServicePool::RunCall) {
+  for (const ServicePoolConfig& c : options_.named_pools) {
+    named_pools_.push_back(std::make_unique<WorkerPool>(options_.name, c, options_.worker_idle_spin,
+                                                        options_.metrics, &ServicePool::RunCall));
+  }
+}
 
 ServicePool::~ServicePool() { Shutdown(); }
+
+WorkerPool* ServicePool::FindPool(std::string_view name) {
+  if (name.empty()) return &default_pool_;
+  for (auto& p : named_pools_) {
+    if (p->name() == name) return p.get();
+  }
+  return nullptr;
+}
+
+Status ServicePool::SetUpAdmission(const ServiceIf& service, RpcMethodInfo* method) {
+  const std::string& pool_name = !method->pool.empty() ? method->pool : service.pool();
+  WorkerPool* pool = FindPool(pool_name);
+  if (pool == nullptr) {
+    return Status::InvalidArgument("no service pool named " + pool_name,
+                                   service.service_name() + "." + method->method_name);
+  }
+  if (pool == &default_pool_ && !pool->needs_admission() &&
+      method->priority == CallPriority::kForeground && method->max_concurrency == 0) {
+    method->admission = nullptr;  // the plain queue path
+    return Status::OK();
+  }
+  auto admission = std::make_unique<MethodAdmission>();
+  admission->pool = pool;
+  admission->name = service.service_name() + "." + method->method_name;
+  admission->priority = method->priority;
+  admission->max_concurrency = method->max_concurrency;
+  pool->AddMethod(admission.get());
+  method->admission = admission.get();
+  admissions_.push_back(std::move(admission));
+  return Status::OK();
+}
+
+size_t ServicePool::queue_size() const {
+  size_t n = default_pool_.queue_size();
+  for (const auto& p : named_pools_) n += p->queue_size();
+  return n;
+}
+
+std::vector<ServicePoolInfo> ServicePool::PoolSnapshots() const {
+  std::vector<ServicePoolInfo> out;
+  out.push_back(default_pool_.Snapshot());
+  for (const auto& p : named_pools_) out.push_back(p->Snapshot());
+  return out;
+}
+
+ServicePool::Admission& ServicePool::Admission::operator=(Admission&& o) noexcept {
+  if (this != &o) {
+    Reset();
+    admitted_ = std::exchange(o.admitted_, false);
+    held_ = std::exchange(o.held_, nullptr);
+  }
+  return *this;
+}
+
+void ServicePool::Admission::Reset() {
+  if (held_ != nullptr) held_->pool->Release(held_);
+  held_ = nullptr;
+  admitted_ = false;
+}
+
+ServicePool::Admission ServicePool::TryAdmit(const RpcMethodInfo* method, std::string* refusal) {
+  Admission a;
+  if (refusing_calls_.load(std::memory_order_acquire) || shut_down_.load()) {
+    if (refusal != nullptr) *refusal = "server shutting down";
+    return a;
+  }
+  MethodAdmission* m = method->admission;
+  if (m != nullptr && !m->pool->TryAcquire(m, refusal)) return a;
+  a.admitted_ = true;
+  a.held_ = m;
+  return a;
+}
 
 Status ServicePool::RegisterService(std::unique_ptr<ServiceIf> service) {
   if (started_.load()) return Status::IllegalState("services must be registered before start");
   const std::string& name = service->service_name();
-  auto [it, inserted] = services_.emplace(std::string_view(name), std::move(service));
-  if (!inserted) return Status::AlreadyPresent("service already registered", name);
+  if (services_.count(std::string_view(name)) != 0) {
+    return Status::AlreadyPresent("service already registered", name);
+  }
+  for (auto& [method_name, info] : service->methods_) {
+    RRPC_RETURN_NOT_OK(SetUpAdmission(*service, info.get()));
+  }
+  auto it = services_.emplace(std::string_view(name), std::move(service)).first;
   if (options_.metrics != nullptr) {
     for (auto& [method_name, info] : it->second->methods_) {
       info->metrics = options_.metrics->ServerMethod(name, info->method_name);
@@ -96,23 +181,15 @@ Status ServicePool::RegisterService(std::unique_ptr<ServiceIf> service) {
 
 Status ServicePool::Start() {
   if (started_.exchange(true)) return Status::OK();
-  for (int i = 0; i < options_.num_workers; i++) {
-    RRPC_ASSIGN_OR_RETURN(std::thread t,
-                          StartThread("worker", options_.name + "-worker-" + std::to_string(i),
-                                      [this] { RunWorker(); }));
-    workers_.push_back(std::move(t));
-  }
+  RRPC_RETURN_NOT_OK(default_pool_.Start());
+  for (auto& p : named_pools_) RRPC_RETURN_NOT_OK(p->Start());
   return Status::OK();
 }
 
 void ServicePool::Shutdown() {
   if (shut_down_.exchange(true)) return;
-  for (InboundCall* call : queue_.Shutdown()) {
-    call->RespondFailure(ErrorStatusPB::ERROR_UNAVAILABLE,
-                         Status::ServiceUnavailable("server shutting down"));
-  }
-  for (auto& t : workers_) t.join();
-  workers_.clear();
+  default_pool_.Shutdown();
+  for (auto& p : named_pools_) p->Shutdown();
 }
 
 const ServiceIf* ServicePool::FindService(std::string_view name) const {
@@ -198,28 +275,15 @@ void ServicePool::QueueInboundCall(std::unique_ptr<InboundCall> call) {
   }
   if (method->run_inline) {
     // On this reactor thread, now: a response it gives at once is flushed with this read's batch.
-    RunCall(raw);
+    // Inline calls take no admission slot: the reactor's own reading is their limit.
+    RunCall(raw, nullptr);
     return;
   }
-  InboundCall* evicted = nullptr;
-  switch (queue_.Put(raw, &evicted)) {
-    case decltype(queue_)::PutResult::kHandedOff:
-    case decltype(queue_)::PutResult::kQueued:
-      return;
-    case decltype(queue_)::PutResult::kQueuedEvictedOther:
-      raw = evicted;  // refuse the one with the latest deadline instead
-      [[fallthrough]];
-    case decltype(queue_)::PutResult::kRejected:
-      if (options_.metrics != nullptr) options_.metrics->service_queue_overflows->Increment();
-      raw->RespondFailure(
-          ErrorStatusPB::ERROR_SERVER_TOO_BUSY,
-          Status::ServiceUnavailable("server too busy: service queue of " +
-                                     std::to_string(options_.queue_length) + " calls is full"));
-      return;
-    case decltype(queue_)::PutResult::kShutdown:
-      raw->RespondFailure(ErrorStatusPB::ERROR_UNAVAILABLE,
-                          Status::ServiceUnavailable("server shutting down"));
-      return;
+  MethodAdmission* const admission = method->admission;
+  if (admission == nullptr) {
+    default_pool_.Queue(raw, nullptr);
+  } else {
+    admission->pool->Queue(raw, admission);
   }
 }
 
@@ -237,26 +301,15 @@ void ServicePool::TrackInRpcz(InboundCall* call) {
   rpcz_store_.Track(entry, static_cast<size_t>(call->connection()->reactor()->index()));
 }
 
-void ServicePool::RunWorker() {
-  MessengerMetrics* const metrics = options_.metrics;
-  while (true) {
-    decltype(queue_)::WaitReport wait;
-    InboundCall* call = queue_.BlockingGet(&wait);
-    if (metrics != nullptr && wait.polled) {
-      metrics->worker_idle_polls->Increment();
-      if (wait.poll_hit) metrics->worker_idle_poll_hits->Increment();
-    }
-    if (call == nullptr) return;
-    RunCall(call);
-  }
-}
-
-void ServicePool::RunCall(InboundCall* call) {
+bool ServicePool::RunCall(InboundCall* call, WorkerPool* pool) {
   call->RecordHandlingStarted();
   MethodMetrics* const metrics = call->metrics();  // read now: the handler may delete the call
   const MonoTime started = call->handling_started();
   if (metrics != nullptr) {
     metrics->queue_time_us->Record(MethodMetrics::ElapsedMicros(call->arrival_time(), started));
+  }
+  if (pool != nullptr && pool->needs_admission()) {
+    pool->OnStarted(started - call->arrival_time(), started);
   }
   if (call->handling_started() > call->deadline()) {
     if (metrics != nullptr) metrics->messenger->calls_expired_in_queue->Increment();
@@ -264,13 +317,13 @@ void ServicePool::RunCall(InboundCall* call) {
         ErrorStatusPB::ERROR_TIMED_OUT,
         Status::TimedOut("call expired in the service queue after " +
                          (call->handling_started() - call->arrival_time()).ToString()));
-    return;
+    return false;
   }
   if (call->cancel_tracked() && !call->MarkRunning()) {
     if (metrics != nullptr) metrics->messenger->calls_cancelled_in_queue->Increment();
     call->RespondFailure(ErrorStatusPB::ERROR_CANCELLED,
                          Status::Aborted("cancelled by the client before it ran"));
-    return;
+    return false;
   }
   const RpcMethodInfo* method = call->method();
   if (call->opens_stream() != (method->stream != StreamKind::kNone)) {
@@ -278,7 +331,7 @@ void ServicePool::RunCall(InboundCall* call) {
                          Status::InvalidArgument(method->stream != StreamKind::kNone
                                                      ? "a stream method called as a unary call"
                                                      : "a unary method called as a stream"));
-    return;
+    return false;
   }
   MessageCache::CallMessages messages =
       MessageCache::Take(*method->request_prototype, *method->response_prototype);
@@ -292,13 +345,24 @@ void ServicePool::RunCall(InboundCall* call) {
         ErrorStatusPB::ERROR_INVALID_REQUEST,
         Status::InvalidArgument("request does not parse as " + messages.request->GetTypeName(),
                                 messages.request->InitializationErrorString()));
-    return;
+    return false;
   }
   RpcContext* context =
       call->MakeContext(std::move(messages.request), std::move(messages.response));
   // A stream's call is answered only once its handler returned (StreamState): it stays.
   std::shared_ptr<StreamState> stream = call->stream();
-  if (stream != nullptr) StartServerStream(call, context);
+  bool slot_kept = false;
+  if (stream != nullptr) {
+    StartServerStream(call, context);
+    // A stream counts against its pool while open: it keeps the call's admission slot.
+    if (pool != nullptr && method->admission != nullptr) {
+      auto slot = std::make_shared<Admission>();
+      slot->admitted_ = true;
+      slot->held_ = method->admission;
+      stream->HoldUntilEnd(std::move(slot));
+      slot_kept = true;
+    }
+  }
   MonoTime& responded_at = InboundCall::LastRespondTimeOnThisThread();
   responded_at = MonoTime();
   method->handler(context->request(), context->response(), context);
@@ -308,6 +372,7 @@ void ServicePool::RunCall(InboundCall* call) {
     const MonoTime end = responded_at != MonoTime() ? responded_at : MonoTime::Now();
     metrics->handler_time_us->Record(MethodMetrics::ElapsedMicros(started, end));
   }
+  return slot_kept;
 }
 
 }  // namespace rrpc::rpc

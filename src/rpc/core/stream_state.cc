@@ -263,6 +263,12 @@ InboundCall* StreamState::TakeCallToAnswerLocked(
   return call;
 }
 
+void StreamState::HoldUntilEnd(std::shared_ptr<void> held) {
+  MutexLock lock(mu_);
+  if (!ended_) held_until_end_ = std::move(held);
+  // Else `held` goes as this returns, after the lock.
+}
+
 void StreamState::OnHandlerReturned() {
   InboundCall* answer = nullptr;
   Status status;
@@ -416,6 +422,9 @@ void StreamState::EndLocked(const Status& status, std::vector<std::function<void
   writes_closed_ = true;
   outbox_.clear();  // frames not staged need not go: the stream is over
   conn_ = nullptr;
+  if (held_until_end_ != nullptr) {  // released after the lock, with the callbacks
+    callbacks->push_back([held = std::move(held_until_end_)] {});
+  }
   TakeCallbacksLocked(callbacks);
   changed_.NotifyAll();
 }

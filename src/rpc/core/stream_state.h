@@ -116,6 +116,9 @@ class StreamState : public std::enable_shared_from_this<StreamState>, public Rpc
   // Server: the opening call is being answered (by this stream's Finish, or by the server before
   // the handler ran, e.g. too busy): the stream is over. `status`: what the client is told.
   void OnServerCallAnswered(const Status& status) RRPC_EXCLUDES(mu_);
+  // Server: `held` (its pool's admission slot) is released when the stream ends (at once if it
+  // has). Any thread.
+  void HoldUntilEnd(std::shared_ptr<void> held) RRPC_EXCLUDES(mu_);
   // Server, the worker: the stream's handler returns. Until then the opening call is not
   // answered (its request and context stay valid for the handler), whatever ends the stream.
   void OnHandlerReturned() RRPC_EXCLUDES(mu_);
@@ -196,6 +199,7 @@ class StreamState : public std::enable_shared_from_this<StreamState>, public Rpc
 
   // Server side.
   InboundCall* server_call_ RRPC_GUARDED_BY(mu_) = nullptr;
+  std::shared_ptr<void> held_until_end_ RRPC_GUARDED_BY(mu_);  // HoldUntilEnd
   bool handler_started_ RRPC_GUARDED_BY(mu_) = false;  // the call left the service queue
   bool handler_running_ RRPC_GUARDED_BY(mu_) = false;
   bool finish_requested_ RRPC_GUARDED_BY(mu_) = false;

@@ -142,6 +142,35 @@ inline constexpr MetricPrototype METRIC_no_such_method_total =
     MetricPrototype::Counter("no_such_method_total", "Unknown methods", MetricUnit::kCalls,
                              "Calls naming a service or method this messenger does not serve.");
 
+// ---- Service pool ("service_pool", "<messenger>.<pool>"; core/worker_pool.h).
+
+inline constexpr MetricPrototype METRIC_pool_concurrency_limit = MetricPrototype::Gauge(
+    "concurrency_limit", "Concurrency limit", MetricUnit::kCalls,
+    "Calls the pool may hold at once (queued and running) under its adaptive limit now; 0 "
+    "without one.");
+inline constexpr MetricPrototype METRIC_pool_calls_in_flight = MetricPrototype::Gauge(
+    "calls_in_flight", "Calls in flight", MetricUnit::kCalls,
+    "Calls holding an admission slot now (queued or running), of methods that take the "
+    "admission path (a named pool, a priority, a limit).");
+inline constexpr MetricPrototype METRIC_pool_queued_foreground =
+    MetricPrototype::Gauge("queued_foreground", "Queued foreground calls", MetricUnit::kCalls,
+                           "Foreground calls waiting in the pool's queue now.");
+inline constexpr MetricPrototype METRIC_pool_queued_background =
+    MetricPrototype::Gauge("queued_background", "Queued background calls", MetricUnit::kCalls,
+                           "Background calls waiting in the pool's queue now.");
+inline constexpr MetricPrototype METRIC_pool_background_running =
+    MetricPrototype::Gauge("background_running", "Background calls running", MetricUnit::kCalls,
+                           "Background calls on the pool's workers now.");
+inline constexpr MetricPrototype METRIC_pool_limit_refusals_total = MetricPrototype::Counter(
+    "limit_refusals_total", "Adaptive limit refusals", MetricUnit::kCalls,
+    "Calls refused as too busy because the pool held as many calls as its adaptive limit.");
+inline constexpr MetricPrototype METRIC_concurrency_refusals_total = MetricPrototype::Counter(
+    "concurrency_refusals_total", "Concurrency limit refusals", MetricUnit::kCalls,
+    "Calls refused as too busy because their method had max_concurrency calls in flight.");
+inline constexpr MetricPrototype METRIC_method_max_concurrency =
+    MetricPrototype::Gauge("max_concurrency", "Max concurrency", MetricUnit::kCalls,
+                           "The method's static concurrency limit; 0: none.");
+
 // ---- Server method ("method", "<service>.<method>").
 
 inline constexpr MetricPrototype METRIC_calls_total = MetricPrototype::Counter(

@@ -116,8 +116,10 @@ class RpcTestBase : public ::testing::Test {
  protected:
   // `port` 0 picks a free one; a test restarting the server passes the old one.
   // `inline_methods` run on the server's reactors (RpcMethodInfo::run_inline).
+  // `configure`, if given, sets the service up (pools, priorities, limits) before registration.
   void StartServer(MessengerOptions options = {}, uint16_t port = 0,
-                   const std::vector<std::string>& inline_methods = {}) {
+                   const std::vector<std::string>& inline_methods = {},
+                   const std::function<void(TestEchoService*)>& configure = nullptr) {
     options.name = "server";
     MessengerBuilder builder(options);
     MessengerInternals::SetFaultInjector(&builder, server_fault_injector_);
@@ -129,6 +131,7 @@ class RpcTestBase : public ::testing::Test {
     for (const std::string& method : inline_methods) {
       ASSERT_TRUE(service->SetRunInline(method).ok()) << method;
     }
+    if (configure) configure(service.get());
     ASSERT_TRUE(server_->RegisterService(std::move(service)).ok());
     for (auto& extra : extra_services_)
       ASSERT_TRUE(server_->RegisterService(std::move(extra)).ok());

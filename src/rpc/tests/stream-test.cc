@@ -214,5 +214,49 @@ TEST_F(StreamTest, ManyStreamsShareOneConnection) {
   EXPECT_EQ(50, streams_->ranges_finished.load());
 }
 
+// Streams count against their method's concurrency limit while open, not only while their
+// handler runs: with a limit of 2, a third stream is refused (retriably) until one ends.
+TEST(StreamPoolTest, OpenStreamsCountAgainstTheMethodsConcurrencyLimit) {
+  MessengerOptions so;
+  so.name = "server";
+  auto server = MessengerBuilder(so).Build().value();
+  auto service = std::make_unique<TestStreamService>();
+  TestStreamService* streams = service.get();
+  ASSERT_TRUE(service->SetMaxConcurrency("Range", 2).ok());
+  ASSERT_TRUE(server->RegisterService(std::move(service)).ok());
+  Sockaddr addr;
+  ASSERT_TRUE(server->Listen(Sockaddr::Loopback(0), &addr).ok());
+  auto client = MessengerBuilder(MessengerOptions()).Build().value();
+  rtest::StreamServiceProxy proxy(client, addr);
+  StreamOptions options;
+  options.receive_window = StreamState::kInitialWindow;
+  auto a = proxy.Range(Range(0, 1000000, 1000), options);
+  auto b = proxy.Range(Range(0, 1000000, 1000), options);
+  // Both open (their producers wait for credit), their handlers long returned.
+  ASSERT_TRUE(WaitForCondition([&] { return streams->producers_waiting.load() == 2; }));
+  auto c = proxy.Range(Range(0, 10, 0), options);
+  NumberPB n;
+  Result<bool> got = c.Read(&n);
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(*got);
+  Status refused = c.Finish();
+  EXPECT_TRUE(refused.IsServiceUnavailable()) << refused.ToString();
+  // One ends: a new stream is admitted and runs to its end.
+  a.Cancel();
+  ASSERT_TRUE(a.Finish().IsAborted());
+  ASSERT_TRUE(WaitForCondition([&] { return streams->writes_refused.load() == 1; }));
+  Status ok;
+  ASSERT_TRUE(WaitForCondition([&] {
+    auto d = proxy.Range(Range(0, 10, 0), options);
+    int64_t count = 0;
+    while (*d.Read(&n)) count++;
+    ok = d.Finish();
+    return ok.ok() && count == 10;
+  })) << ok.ToString();
+  b.Cancel();
+  client->Shutdown();
+  server->Shutdown();
+}
+
 }  // namespace
 }  // namespace rrpc::rpc

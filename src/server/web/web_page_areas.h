@@ -29,6 +29,11 @@ void RegisterRpczPage(Webserver* web, std::shared_ptr<const PageEnv> env,
 void RegisterConnectionsPage(Webserver* web, std::shared_ptr<const PageEnv> env,
                              rpc::Messenger* messenger);
 
+// /pools (pools_page.cc): the messenger's service pools and admission limits. `messenger` must
+// outlive the serving.
+void RegisterPoolsPage(Webserver* web, std::shared_ptr<const PageEnv> env,
+                       rpc::Messenger* messenger);
+
 // /channels (channels_page.cc): the process's cluster channels and their backends.
 void RegisterChannelsPage(Webserver* web, std::shared_ptr<const PageEnv> env);
 

@@ -19,10 +19,9 @@ struct NavLink {
 };
 // The dashboard's links (assets/index.html), so that every page has the same top bar.
 constexpr NavLink kNavLinks[] = {
-    {"/metrics", "/metrics"},   {"/metrics.json", "/metrics.json"},
-    {"/rpcz", "/rpcz"},         {"/varz", "/varz"},
-    {"/threadz", "/threadz"},   {"/connections", "/connections"},
-    {"/channels", "/channels"}, {"/healthz", "/healthz"},
+    {"/metrics", "/metrics"}, {"/metrics.json", "/metrics.json"}, {"/rpcz", "/rpcz"},
+    {"/varz", "/varz"},       {"/threadz", "/threadz"},           {"/connections", "/connections"},
+    {"/pools", "/pools"},     {"/channels", "/channels"},         {"/healthz", "/healthz"},
 };
 
 std::string_view PageTemplate() {

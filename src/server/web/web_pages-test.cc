@@ -276,6 +276,33 @@ TEST_F(WebPagesTest, ConnectionsShowAnRdmaConnectionsCreditsAndSends) {
   EXPECT_TRUE(Contains(r.body, "rdma (rdma backend soft, credits ")) << r.body;
 }
 
+TEST_F(WebPagesTest, PoolsShowEachPoolItsLimitAndItsLimitedMethods) {
+  MessengerOptions options;
+  options.adaptive_limit.enabled = true;
+  options.adaptive_limit.min_limit = 5;
+  options.adaptive_limit.max_limit = 5;
+  rpc::ServicePoolConfig bulk;
+  bulk.name = "bulk";
+  options.service_pools.push_back(bulk);
+  StartAll(options);
+  ASSERT_TRUE(Echo("hello").ok());
+  HttpReply r = Fetch("/pools?format=json");
+  ASSERT_EQ(200, r.status);
+  ExpectValidJson(r.body);
+  EXPECT_TRUE(Contains(r.body, "{\"name\":\"default\",\"num_workers\":")) << r.body;
+  EXPECT_TRUE(Contains(r.body, "\"limit\":5,")) << r.body;
+  EXPECT_TRUE(Contains(r.body, "{\"name\":\"bulk\",")) << r.body;
+  // With an adaptive limit on the default pool every method takes admission.
+  EXPECT_TRUE(Contains(r.body,
+                       "{\"method\":\"rrpc.rtest.EchoService.Echo\","
+                       "\"priority\":\"foreground\",\"max_concurrency\":0,"
+                       "\"in_flight\":0,\"refusals\":0}"))
+      << r.body;
+  r = Fetch("/pools");
+  ASSERT_EQ(200, r.status);
+  EXPECT_TRUE(Contains(r.body, "bulk")) << r.body;
+}
+
 TEST_F(WebPagesTest, RpczShowsACallBlockedInItsHandlerAsRunning) {
   MessengerOptions options;
   options.num_workers = 1;

@@ -76,6 +76,7 @@ void RegisterRpcPages(Webserver* web, rpc::Messenger* messenger, MetricRegistry*
   if (messenger != nullptr) {
     web_page::RegisterRpczPage(web, env, messenger->rpcz_store(), options.max_rpcz_calls);
     web_page::RegisterConnectionsPage(web, env, messenger);
+    web_page::RegisterPoolsPage(web, env, messenger);
   }
   web_page::RegisterChannelsPage(web, env);
   web_page::RegisterVarzPage(web, env);

@@ -7,6 +7,8 @@
 //                   recent slow and failed calls with their timelines (rpc/observe/rpcz_store.h).
 //   /connections    The messenger's connections: peer, direction, transport, reactor, bytes,
 //                   calls in flight, age.
+//   /pools          The messenger's service pools (workers, queued calls by priority, the
+//                   adaptive limit, refusals) and the methods with admission limits.
 //   /channels       The process's cluster channels (rpc/cluster/channel.h): each backend's
 //                   health, outstanding calls, EWMA latency and ejections.
 //   /varz           Every gflag with its current and default value.
@@ -17,9 +19,9 @@
 //
 // The HTML pages share the dashboard's top bar and stylesheet, plus /static/pages.css (registered
 // here); their frame is templates/page.html, and each page lives in a file of its own
-// (rpcz_page.cc, connections_page.cc, varz_page.cc, threadz_page.cc; web_page_areas.h). No
-// inline script or style, as the server's content policy forbids them. Every page except
-// /metrics* and /healthz answers JSON instead with `?format=json`.
+// (rpcz_page.cc, connections_page.cc, pools_page.cc, varz_page.cc, threadz_page.cc;
+// web_page_areas.h). No inline script or style, as the server's content policy forbids them.
+// Every page except /metrics* and /healthz answers JSON instead with `?format=json`.
 //
 // Thread-safety: RegisterRpcPages may be called from any thread, as Webserver::RegisterPage.
 // The pages run on the web server's threads, several at once; the messenger and the registry
@@ -62,9 +64,10 @@ struct WebPagesOptions {
   size_t max_rpcz_calls = 1000;
 };
 
-// Registers the pages above on `web`. `messenger` may be null: /rpcz and /connections are then
-// not registered, and /healthz depends on `health_check` only. `registry` null: the messenger's
-// own registry (Messenger::metric_registry()); with neither, /metrics* are not registered.
+// Registers the pages above on `web`. `messenger` may be null: /rpcz, /connections and /pools
+// are then not registered, and /healthz depends on `health_check` only. `registry` null: the
+// messenger's own registry (Messenger::metric_registry()); with neither, /metrics* are not
+// registered.
 void RegisterRpcPages(Webserver* web, rpc::Messenger* messenger, MetricRegistry* registry,
                       WebPagesOptions options = {});
 
