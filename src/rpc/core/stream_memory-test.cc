@@ -103,8 +103,9 @@ class StreamMemoryTest : public RpcTestBase {
 
   TestStreamService* streams_ = nullptr;
   // Made before anything is counted; each slot is filled in place.
-  std::unique_ptr<std::optional<RawConnection>[]> conns_{
-      new std::optional<RawConnection>[kConnections]};
+  std::unique_ptr<std::optional<RawConnection>[]> conns_ {
+    new std::optional<RawConnection>[ kConnections ]
+  };
 };
 
 // An idle stream holds its opening call (InboundCall: the handler's context and messages, the

@@ -200,7 +200,7 @@ class StreamState : public std::enable_shared_from_this<StreamState>, public Rpc
   // Server side.
   InboundCall* server_call_ RRPC_GUARDED_BY(mu_) = nullptr;
   std::shared_ptr<void> held_until_end_ RRPC_GUARDED_BY(mu_);  // HoldUntilEnd
-  bool handler_started_ RRPC_GUARDED_BY(mu_) = false;  // the call left the service queue
+  bool handler_started_ RRPC_GUARDED_BY(mu_) = false;          // the call left the service queue
   bool handler_running_ RRPC_GUARDED_BY(mu_) = false;
   bool finish_requested_ RRPC_GUARDED_BY(mu_) = false;
   Status finish_status_ RRPC_GUARDED_BY(mu_);
