@@ -273,6 +273,13 @@ void ServicePool::RunCall(InboundCall* call) {
   const RpcMethodInfo* method = call->method();
   MessageCache::CallMessages messages =
       MessageCache::Take(*method->request_prototype, *method->response_prototype);
+  if (call->request_compressed()) {
+    Status s = call->DecompressRequest();
+    if (!s.ok()) {
+      call->RespondFailure(ErrorStatusPB::ERROR_INVALID_REQUEST, s);
+      return;
+    }
+  }
   const Slice body = call->serialized_request();
   CountCopy(CopySide::kServer, CopyKind::kBody, body.size());
   if (!ParseMessageQuietly(body, messages.request.get())) {
