@@ -22,8 +22,8 @@ namespace {
 
 // Text like a kv store's values.
 std::string TextLike(size_t n) {
-  static const char* kWords[] = {"user", "order", "status", "shipped", "pending", "region",
-                                 "eu-west", "amount", "currency", "EUR", "customer", "id"};
+  static const char* kWords[] = {"user",    "order",  "status",   "shipped", "pending",  "region",
+                                 "eu-west", "amount", "currency", "EUR",     "customer", "id"};
   std::mt19937 rng(3);
   std::string s;
   while (s.size() < n) {
