@@ -58,6 +58,18 @@ TEST_P(CompressionCodecTest, SkipsDataThatDoesNotShrink) {
   EXPECT_FALSE(compressed.value().has_value());
 }
 
+// From 16 KiB on, the first 4 KiB decide: a head that does not shrink skips the whole.
+TEST_P(CompressionCodecTest, ProbesTheHeadOfALargeBody) {
+  const std::string head_noise = Random(4096) + TextLike(60 << 10);
+  auto compressed = Compress(Slice(head_noise), GetParam(), 1024);
+  ASSERT_TRUE(compressed.ok());
+  EXPECT_FALSE(compressed.value().has_value());
+  const std::string tail_noise = TextLike(60 << 10) + Random(4096);
+  compressed = Compress(Slice(tail_noise), GetParam(), 1024);
+  ASSERT_TRUE(compressed.ok());
+  EXPECT_TRUE(compressed.value().has_value());
+}
+
 TEST_P(CompressionCodecTest, RefusesAClaimAboveTheLimitBeforeDecoding) {
   const std::string text = TextLike(8 << 10);
   auto compressed = Compress(Slice(text), GetParam(), 0);

@@ -38,6 +38,8 @@ bool IsKnownCompression(uint32_t wire_value) {
 
 namespace {
 
+constexpr size_t kProbeBytes = 4096;
+
 // One compression and one decompression context per thread, made on first use: a context costs
 // hundreds of KiB to set up, which a call must not pay.
 struct ZstdContexts {
@@ -65,6 +67,14 @@ Result<std::optional<BlockSlice>> Compress(Slice in, Compression codec, size_t m
   const size_t capacity = in.size() - 1 - in.size() / 32;
   if (capacity == 0 || in.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
     return std::optional<BlockSlice>();
+  }
+  // A large body is probed first: its first kProbeBytes must shrink as much, or the whole is not
+  // tried (incompressible data, the common case of a skip, then costs a quarter or less of a
+  // full attempt).
+  if (in.size() >= 4 * kProbeBytes) {
+    Result<std::optional<BlockSlice>> probe =
+        Compress(in.sub(0, kProbeBytes), codec, kProbeBytes, zstd_level);
+    if (!probe.ok() || !probe.value().has_value()) return probe;
   }
   BlockRef block = Block::Allocate(capacity);
   size_t out_size = 0;

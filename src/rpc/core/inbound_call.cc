@@ -283,15 +283,16 @@ Result<BlockSlice> InboundCall::SerializeCompressedResponse(
     ResponseHeaderFields* header, const google::protobuf::MessageLite& body, uint32_t sidecar_bytes,
     size_t max_size) {
   const CompressionOptions& options = connection_->reactor()->options().compression;
-  const size_t body_size = body.ByteSizeLong();
-  if (body_size < options.min_bytes || !IsKnownCompression(request_compression_.codec) ||
-      body_size + sidecar_bytes > max_size) {
-    return SerializeFrameHead(*header, body, sidecar_bytes, max_size, response_head_,
-                              sizeof(response_head_));
+  // The plain frame first: a body that does not shrink goes in it at the cost of the attempt.
+  Result<BlockSlice> plain = SerializeFrameHead(*header, body, sidecar_bytes, max_size,
+                                                response_head_, sizeof(response_head_));
+  const size_t body_size = static_cast<size_t>(body.GetCachedSize());
+  if (!plain.ok() || body_size < options.min_bytes ||
+      !IsKnownCompression(request_compression_.codec)) {
+    return plain;
   }
-  BlockRef raw = Block::Allocate(body_size);
-  body.SerializeWithCachedSizesToArray(raw->data());
-  const Slice raw_body(raw->data(), body_size);
+  const Slice raw_body(plain.value().slice.data() + plain.value().slice.size() - body_size,
+                       body_size);
   const Compression codec = static_cast<Compression>(request_compression_.codec);
   const MonoTime start = MonoTime::Now();
   Result<std::optional<BlockSlice>> compressed =
@@ -302,15 +303,12 @@ Result<BlockSlice> InboundCall::SerializeCompressedResponse(
                                         skipped ? body_size : compressed.value()->slice.size(),
                                         skipped, MonoTime::Now() - start);
   }
-  if (skipped) {
-    return SerializeFrameHead(*header, raw_body, sidecar_bytes, max_size, response_head_,
-                              sizeof(response_head_));
-  }
+  if (skipped) return plain;
   header->has_compression = true;
   header->compression.codec = request_compression_.codec;
   header->compression.uncompressed_size = static_cast<uint32_t>(body_size);
-  return SerializeFrameHead(*header, compressed.value()->slice, sidecar_bytes, max_size,
-                            response_head_, sizeof(response_head_));
+  // Not into response_head_: the plain frame may be there.
+  return SerializeFrameHead(*header, compressed.value()->slice, sidecar_bytes, max_size);
 }
 
 void InboundCall::RecordTrackedResult(const BlockSlice& head, size_t body_bytes, bool is_error) {

@@ -140,40 +140,32 @@ Result<BlockSlice> OutboundCall::SerializeWithOptionalParts(
     trace.trace_flags = tc.flags;
     header->trace = &trace;
   }
-  if (compression_ != Compression::kNone && method_->peer_reads_compression()) {
-    BlockSlice raw_body;
-    Result<std::optional<BlockSlice>> compressed =
-        SerializeCompressed(header, request, sidecar_bytes, max_message_size, &raw_body);
-    RRPC_RETURN_NOT_OK(compressed.status());
-    if (compressed.value().has_value()) return std::move(*compressed.value());
-    if (raw_body.block != nullptr) {  // serialized, did not shrink: sent as it is
-      return SerializeFrameHead(*header, raw_body.slice, sidecar_bytes, max_message_size,
-                                head_buffer_, kInlineHeadBytes);
-    }
+  // The plain frame first (the receiver holds the uncompressed body to the same limit): a body
+  // that does not shrink goes in it at the cost of the attempt alone.
+  Result<BlockSlice> plain = SerializeFrameHead(*header, request, sidecar_bytes, max_message_size,
+                                                head_buffer_, kInlineHeadBytes);
+  if (!plain.ok() || compression_ == Compression::kNone || !method_->peer_reads_compression()) {
+    return plain;
   }
-  return SerializeFrameHead(*header, request, sidecar_bytes, max_message_size, head_buffer_,
-                            kInlineHeadBytes);
+  const size_t body_size = static_cast<size_t>(request.GetCachedSize());
+  if (body_size < compression_options_->min_bytes) return plain;
+  const Slice body(plain.value().slice.data() + plain.value().slice.size() - body_size, body_size);
+  Result<std::optional<BlockSlice>> compressed =
+      SerializeCompressed(header, body, sidecar_bytes, max_message_size);
+  RRPC_RETURN_NOT_OK(compressed.status());
+  if (!compressed.value().has_value()) return plain;
+  return std::move(*compressed.value());
 }
 
-Result<std::optional<BlockSlice>> OutboundCall::SerializeCompressed(
-    RequestHeaderParts* header, const google::protobuf::Message& request, uint32_t sidecar_bytes,
-    size_t max_message_size, BlockSlice* raw_body) {
+Result<std::optional<BlockSlice>> OutboundCall::SerializeCompressed(RequestHeaderParts* header,
+                                                                    Slice body,
+                                                                    uint32_t sidecar_bytes,
+                                                                    size_t max_message_size) {
   const CompressionOptions& options = *compression_options_;
-  const size_t body_size = request.ByteSizeLong();
-  if (body_size < options.min_bytes) return std::optional<BlockSlice>();
-  // The receiver holds the uncompressed body to its limit: so does the sender, before it works.
-  if (body_size + sidecar_bytes > max_message_size) {
-    return Status::InvalidArgument("message of " + std::to_string(body_size + sidecar_bytes) +
-                                   " bytes (uncompressed) exceeds the maximum of " +
-                                   std::to_string(max_message_size));
-  }
-  BlockRef block = Block::Allocate(std::max<size_t>(body_size, 1));
-  request.SerializeWithCachedSizesToArray(block->data());
-  *raw_body = BlockSlice{std::move(block), Slice()};
-  raw_body->slice = Slice(raw_body->block->data(), body_size);
+  const size_t body_size = body.size();
   const MonoTime start = MonoTime::Now();
   Result<std::optional<BlockSlice>> compressed =
-      Compress(raw_body->slice, compression_, options.min_bytes, options.zstd_level);
+      Compress(body, compression_, options.min_bytes, options.zstd_level);
   RRPC_RETURN_NOT_OK(compressed.status());
   const bool skipped = !compressed.value().has_value();
   if (compression_metrics_ != nullptr) {
@@ -189,8 +181,10 @@ Result<std::optional<BlockSlice>> OutboundCall::SerializeCompressed(
   header->compression = &fields;
   header->required_feature_flags = kRequiresCompression;
   header->num_required_feature_flags = 1;
-  Result<BlockSlice> head = SerializeFrameHead(*header, compressed.value()->slice, sidecar_bytes,
-                                               max_message_size, head_buffer_, kInlineHeadBytes);
+  // Not into head_buffer_: the plain frame may be there (a compressed head is small only when
+  // the body is, and those go plain).
+  Result<BlockSlice> head =
+      SerializeFrameHead(*header, compressed.value()->slice, sidecar_bytes, max_message_size);
   header->compression = nullptr;
   RRPC_RETURN_NOT_OK(head.status());
   request_compressed_ = true;

@@ -163,14 +163,11 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
                                                 const google::protobuf::Message& request,
                                                 uint32_t sidecar_bytes, size_t max_message_size,
                                                 const RequestTracker* tracker);
-  // The frame head of a call whose body is compressed (the header's other parts filled), or
-  // nullopt when it is not worth it (too small, or it does not shrink: then `*raw_body` holds the
-  // body serialized, which the caller sends as it is).
-  Result<std::optional<BlockSlice>> SerializeCompressed(RequestHeaderParts* header,
-                                                        const google::protobuf::Message& request,
+  // The frame head of a call whose serialized body `body` is compressed (the header's other
+  // parts filled), or nullopt when it does not shrink (the plain frame is sent then).
+  Result<std::optional<BlockSlice>> SerializeCompressed(RequestHeaderParts* header, Slice body,
                                                         uint32_t sidecar_bytes,
-                                                        size_t max_message_size,
-                                                        BlockSlice* raw_body);
+                                                        size_t max_message_size);
   // FinishWithResponse() for a compressed response body: decompresses it (held to the
   // messenger's max_message_size) and parses it.
   Status ParseCompressedResponse(const ResponseHeaderFields& header, Slice body);
