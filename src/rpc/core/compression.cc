@@ -38,7 +38,7 @@ bool IsKnownCompression(uint32_t wire_value) {
 
 namespace {
 
-constexpr size_t kProbeBytes = 4096;
+constexpr size_t kProbeBytes = 1024;
 
 // One compression and one decompression context per thread, made on first use: a context costs
 // hundreds of KiB to set up, which a call must not pay.
@@ -71,7 +71,7 @@ Result<std::optional<BlockSlice>> Compress(Slice in, Compression codec, size_t m
   // A large body is probed first: its first kProbeBytes must shrink as much, or the whole is not
   // tried (incompressible data, the common case of a skip, then costs a quarter or less of a
   // full attempt).
-  if (in.size() >= 4 * kProbeBytes) {
+  if (in.size() >= 8 * kProbeBytes) {
     Result<std::optional<BlockSlice>> probe =
         Compress(in.sub(0, kProbeBytes), codec, kProbeBytes, zstd_level);
     if (!probe.ok() || !probe.value().has_value()) return probe;

@@ -25,7 +25,7 @@ bool IsKnownCompression(uint32_t wire_value);
 
 // `in` compressed with `codec`, or nullopt when it is not worth it: codec kNone, `in` shorter
 // than `min_bytes`, or the result would not be smaller than `in` by at least 1/32 of it (the
-// header fields the compression adds cost bytes too). From 16 KiB on, the first 4 KiB are tried
+// header fields the compression adds cost bytes too). From 8 KiB on, the first 1 KiB is tried
 // first and must shrink as much, so incompressible data costs a fraction of a full attempt (data
 // whose head does not compress but whose rest would is sent as it is). `zstd_level` for kZstd.
 // An error only when the codec library fails.
