@@ -54,6 +54,8 @@ struct BenchConfig {
   size_t payload_bytes = 64;
   size_t response_bytes = 64;
   size_t sidecar_bytes = 0;
+  // The request payload is text like kv values (FillText) rather than incompressible bytes.
+  bool text_payload = false;
   // Deadline of each call; a call that misses it fails the run.
   MonoDelta call_timeout = MonoDelta::FromSeconds(10);
   // The RESULT line's transport: tcp, tls, rdma-soft (software backend) or rdma-verbs. With tls,

@@ -55,7 +55,11 @@ int BenchConfig::Concurrency() const {
 void InitRequest(const BenchConfig& config, uint64_t stream, BenchRequestPB* request) {
   std::string* payload = request->mutable_payload();
   payload->resize(config.payload_bytes);
-  FillPattern(stream, payload->data(), payload->size());
+  if (config.text_payload) {
+    FillText(stream, payload->data(), payload->size());
+  } else {
+    FillPattern(stream, payload->data(), payload->size());
+  }
   if (config.response_bytes != config.payload_bytes) {
     request->set_response_size(static_cast<uint32_t>(config.response_bytes));
   }

@@ -25,6 +25,36 @@ void FillPattern(uint64_t stream, char* dst, size_t len) {
   }
 }
 
+void FillText(uint64_t stream, char* dst, size_t len) {
+  static const char* const kWords[] = {"{\"user\":",
+                                       "\"order\":",
+                                       "\"status\":\"shipped\",",
+                                       "\"status\":\"pending\",",
+                                       "\"region\":\"eu-west-1\",",
+                                       "\"amount\":",
+                                       "\"currency\":\"EUR\",",
+                                       "\"items\":[",
+                                       "],",
+                                       "},",
+                                       "\"customer\":\"",
+                                       "\",",
+                                       "\"created\":\"2026-12-0",
+                                       "T10:2"};
+  constexpr size_t kNumWords = sizeof(kWords) / sizeof(kWords[0]);
+  uint64_t x = stream * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL;
+  size_t i = 0;
+  while (i < len) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    const char* word = kWords[(x >> 40) % kNumWords];
+    for (; *word != '\0' && i < len; word++) dst[i++] = *word;
+    // A number after some words: the digits vary, as ids and amounts do.
+    if ((x & 3) == 0 && i < len) dst[i++] = static_cast<char>('0' + (x >> 20) % 10);
+    if ((x & 7) == 1 && i < len) dst[i++] = static_cast<char>('0' + (x >> 24) % 10);
+  }
+}
+
 void StampSequence(uint64_t seq, char* dst, size_t len) {
   const size_t n = std::min<size_t>(8, len);
   for (size_t i = 0; i < n; i++) dst[i] = static_cast<char>(seq >> (8 * i));

@@ -21,6 +21,10 @@ namespace rrpc::bench {
 // Writes `len` bytes of stream `stream`'s pattern to dst.
 void FillPattern(uint64_t stream, char* dst, size_t len);
 
+// Writes `len` bytes of text like a key-value store's values (words of a small vocabulary, as
+// JSON-ish records), stream `stream`'s: what compression is for (--payload_kind=text).
+void FillText(uint64_t stream, char* dst, size_t len);
+
 // Overwrites the first min(8, len) bytes of dst with `seq`, little-endian.
 void StampSequence(uint64_t seq, char* dst, size_t len);
 

@@ -250,6 +250,13 @@ void PrintReport(const BenchConfig& config, const ModeOutput& o, bool json, FILE
     }
   }
   if (config.mode == BenchMode::kThroughput) {
+    fields.push_back({"compression",
+                      std::string(rpc::CompressionName(config.client_messenger.compression.codec)),
+                      false});
+    if (o.wire_bytes >= 0) {
+      fields.push_back(
+          {"wire_bytes_per_call", Fmt("%.1f", PerRequest(static_cast<double>(o.wire_bytes), n))});
+    }
     fields.push_back({"rejected_per_sec", Fmt("%.1f", rejected_per_sec)});
     fields.push_back({"retries_per_call", Fmt("%.4f", retries_per_call)});
   }

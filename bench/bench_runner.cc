@@ -33,12 +33,14 @@ void RunControl::RunWindow(double warmup_s, double run_s, UsageSnapshot* start,
                            UsageSnapshot* end) {
   SleepUntil(MonoTime::Now() + MonoDelta::FromSeconds(warmup_s));
   *start = TakeUsageSnapshot();
+  start->wire_bytes = WireBytes();
   measure_start_ = MonoTime::Now();
   if (!failed()) phase_.store(static_cast<int>(Phase::kMeasuring), std::memory_order_release);
   SleepUntil(measure_start_ + MonoDelta::FromSeconds(run_s));
   // Snapshot before stopping: client threads end as soon as they see kStopping, and a thread
   // gone before the snapshot would drop out of the client/server split.
   *end = TakeUsageSnapshot();
+  end->wire_bytes = WireBytes();
   measure_end_ = MonoTime::Now();
   Stop();
 }

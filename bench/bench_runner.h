@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -37,6 +38,10 @@ class RunControl {
   // Main thread: warms up for `warmup_s`, snapshots usage into `start`, measures for `run_s`,
   // snapshots into `end` and enters kStopping. Returns early (still stopping) when the run fails.
   void RunWindow(double warmup_s, double run_s, UsageSnapshot* start, UsageSnapshot* end);
+  // Bytes the client has sent and received so far (its messenger's metrics), read at the
+  // window's start and end into ModeOutput::wire_bytes. Main thread, before RunWindow.
+  void set_wire_bytes(std::function<int64_t()> read) { wire_bytes_ = std::move(read); }
+  int64_t WireBytes() const { return wire_bytes_ ? wire_bytes_() : -1; }
   // Main thread, after RunWindow(): how long the phase was kMeasuring (rates divide by this).
   MonoDelta measured() const { return measure_end_ - measure_start_; }
   // Enters kStopping without a window (setup failed).
@@ -48,8 +53,9 @@ class RunControl {
 
   std::atomic<int> phase_{static_cast<int>(Phase::kWarmup)};
   std::atomic<bool> failed_{false};
-  MonoTime measure_start_;  // main thread only
-  MonoTime measure_end_;    // main thread only
+  std::function<int64_t()> wire_bytes_;  // main thread only
+  MonoTime measure_start_;               // main thread only
+  MonoTime measure_end_;                 // main thread only
   mutable Mutex mu_;
   Status error_ RRPC_GUARDED_BY(mu_);
 };
@@ -115,6 +121,9 @@ struct ModeOutput {
   // sparse mode over the client messenger: its established connections by transport ("rdma",
   // "tcp", ...; an RDMA connection that fell back counts as tcp).
   std::map<std::string, int64_t> connections_by_transport;
+  // throughput mode: bytes the client sent and received inside the window (frames on the
+  // wire, compressed or not); -1 when not measured.
+  int64_t wire_bytes = -1;
 };
 
 }  // namespace rrpc::bench

@@ -14,6 +14,8 @@
 #include "bench/bench_modes.h"
 #include "bench/bench_payload.h"
 #include "bench/bench_retry.h"
+#include "rpc/core/messenger_internals.h"
+#include "rpc/observe/rpc_metrics.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
 #include "util/countdown_latch.h"
@@ -309,8 +311,15 @@ Status RunThroughputMode(const BenchConfig& config, RunControl* control, ModeOut
   // The threads only start their slots; from then on completions drive the calls.
   for (auto& t : threads) t.join();
 
+  if (rpc::MessengerMetrics* m = rpc::MessengerInternals::metrics(*client)) {
+    control->set_wire_bytes([m] { return m->sent_bytes->value() + m->received_bytes->value(); });
+  }
   control->RunWindow(config.warmup_seconds, config.run_seconds, &out->window_start,
                      &out->window_end);
+  control->set_wire_bytes(nullptr);
+  if (out->window_start.wire_bytes >= 0) {
+    out->wire_bytes = out->window_end.wire_bytes - out->window_start.wire_bytes;
+  }
   out->measured = control->measured();
   if (!run->WaitIdle()) {
     control->Fail(Status::TimedOut(std::to_string(run->busy_slots()) +

@@ -45,6 +45,7 @@ struct UsageSnapshot {
   CopyTotals copies;
   rusage process{};
   std::vector<ThreadSample> threads;
+  int64_t wire_bytes = -1;  // RunControl::WireBytes()
 };
 
 // Reads the process's and every live thread's counters now.

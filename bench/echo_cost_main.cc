@@ -22,6 +22,7 @@
 #include <string>
 
 #include "bench/bench.rrpc.h"
+#include "bench/bench_payload.h"
 #include "bench/bench_service.h"
 #include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/messenger.h"
@@ -33,6 +34,10 @@
 DEFINE_int32(calls, 2000, "Measured calls");
 DEFINE_int32(warmup_calls, 500, "Calls before the measured ones (caches, connection, pools)");
 DEFINE_int32(payload_bytes, 64, "Request and response payload, in bytes");
+DEFINE_string(compression, "none",
+              "Codec of the client's calls: none, lz4 or zstd (docs/compression.md)");
+DEFINE_bool(random_payload, false,
+            "Incompressible payload bytes (the default repeats one byte, which compresses well)");
 DEFINE_bool(inline_handlers, false, "Run the echo handler on the server reactor");
 DEFINE_int32(worker_idle_spin_us, 0, "Server workers' idle poll (0: none, for stable counts)");
 DEFINE_bool(sync_calls, false,
@@ -123,7 +128,12 @@ int Main() {
   Sockaddr bound;
   auto server = StartBenchServer(server_options, &bound);
   CHECK(server.ok()) << server.status().ToString();
-  auto client = rpc::MessengerBuilder("client").set_num_reactors(1).Build();
+  rpc::MessengerOptions client_options;
+  client_options.name = "client";
+  client_options.num_reactors = 1;
+  CHECK(rpc::ParseCompressionName(FLAGS_compression, &client_options.compression.codec))
+      << "--compression must be none, lz4 or zstd";
+  auto client = rpc::MessengerBuilder(client_options).Build();
   CHECK(client.ok()) << client.status().ToString();
   std::unique_ptr<BenchServiceProxy> proxy_storage;
   if (FLAGS_channel) {
@@ -134,7 +144,8 @@ int Main() {
     proxy_storage = std::make_unique<BenchServiceProxy>(*client, bound);
   }
   const BenchServiceProxy& proxy = *proxy_storage;
-  const std::string payload(static_cast<size_t>(FLAGS_payload_bytes), 'x');
+  std::string payload(static_cast<size_t>(FLAGS_payload_bytes), 'x');
+  if (FLAGS_random_payload) FillPattern(1, payload.data(), payload.size());
 
   Status s = RunCalls(proxy, FLAGS_warmup_calls, payload);
   CHECK(s.ok()) << "warm-up: " << s.ToString();

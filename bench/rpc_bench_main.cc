@@ -76,6 +76,12 @@ DEFINE_int32(async_call_concurrency, 64,
 DEFINE_double(run_seconds, 5, "Length of the measuring window, in seconds");
 DEFINE_double(warmup_seconds, 1, "Seconds of load before the window opens (not counted)");
 DEFINE_int32(payload_bytes, 64, "Request payload, in bytes");
+DEFINE_string(compression, "none",
+              "Codec of the client's calls: none, lz4 or zstd (docs/compression.md); the server "
+              "answers compressed calls in kind. Bodies under 1 KiB, or that do not shrink, go "
+              "as they are");
+DEFINE_string(payload_kind, "random",
+              "Request payload bytes: random (incompressible) or text (like kv values)");
 DEFINE_int32(response_bytes, -1, "Response payload, in bytes; -1: the same as --payload_bytes");
 DEFINE_int32(sidecar_bytes, 0,
              "Bytes of one request sidecar, echoed back as a response sidecar; 0: none");
@@ -262,6 +268,15 @@ bool ConfigFromFlags(BenchConfig* c, std::string* error) {
   c->run_seconds = FLAGS_run_seconds;
   c->warmup_seconds = FLAGS_warmup_seconds;
   c->payload_bytes = static_cast<size_t>(FLAGS_payload_bytes);
+  if (!rpc::ParseCompressionName(FLAGS_compression, &c->client_messenger.compression.codec)) {
+    *error = "--compression must be none, lz4 or zstd, not " + FLAGS_compression;
+    return false;
+  }
+  if (FLAGS_payload_kind != "random" && FLAGS_payload_kind != "text") {
+    *error = "--payload_kind must be random or text, not " + FLAGS_payload_kind;
+    return false;
+  }
+  c->text_payload = FLAGS_payload_kind == "text";
   c->response_bytes = static_cast<size_t>(response);
   c->sidecar_bytes = static_cast<size_t>(FLAGS_sidecar_bytes);
   c->call_timeout = MonoDelta::FromMilliseconds(FLAGS_call_timeout_ms);

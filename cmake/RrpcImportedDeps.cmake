@@ -1,5 +1,5 @@
 # Imported targets for the libraries rrpc links that it finds by hand: libev (no CMake or
-# pkg-config file on Debian), glog, gflags and civetweb. Shared by rrpc's own build
+# pkg-config file on Debian), glog, gflags, civetweb, c-ares, lz4 and zstd. Shared by rrpc's own build
 # (Dependencies.cmake) and the installed package (rrpcConfig.cmake), so a project using the
 # package links exactly the libraries rrpc was built with. A target the including project
 # already has (say, glog::glog from glog's own package) is kept.
@@ -27,3 +27,6 @@ _rrpc_import_library(glog::glog GLOG glog/logging.h glog gflags::gflags)
 _rrpc_import_library(civetweb::civetweb CIVETWEB civetweb.h civetweb)
 # The DNS resolver of the dns:// targets (rrpc::discovery).
 _rrpc_import_library(c-ares::cares CARES ares.h cares)
+# The compression codecs of message bodies (rrpc::rpc; docs/compression.md).
+_rrpc_import_library(lz4::lz4 LZ4 lz4.h lz4)
+_rrpc_import_library(zstd::zstd ZSTD zstd.h zstd)

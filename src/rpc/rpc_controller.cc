@@ -84,6 +84,8 @@ void RpcController::Reset() {
   has_hash_key_ = false;
   server_tracks_results_ = false;
   request_left_ = false;
+  has_compression_ = false;
+  compression_ = Compression::kNone;
   hash_key_code_ = 0;
   hedge_after_ = MonoDelta();
   request_seq_no_ = 0;

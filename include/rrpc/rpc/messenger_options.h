@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "rrpc/rpc/compression.h"
 #include "rrpc/rpc/result_tracker_options.h"
 #include "rrpc/rpc/security_options.h"
 #include "rrpc/rpc/service_pool_options.h"
@@ -58,6 +59,10 @@ struct MessengerOptions {
   MonoDelta sync_peer_check_after = MonoDelta::FromMicroseconds(1000);
   // Largest frame accepted or sent, checked from the length prefix before buffering.
   size_t max_message_size = 64 * 1024 * 1024;
+  // Compression of call bodies (docs/compression.md): the default codec of this messenger's
+  // calls, the size below which a body goes uncompressed (requests and, as a server, responses)
+  // and zstd's level. A compressed body's stated size is held to max_message_size too.
+  CompressionOptions compression;
   // Bytes read per recv() when no large frame is pending.
   size_t read_block_size = 64 * 1024;
   // Calls whose request frame has at least this many bytes go to a remote over a connection of

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "rrpc/rpc/compression.h"
 #include "rrpc/rpc/rpc_header.pb.h"
 #include "rrpc/rpc/trace_context.h"
 #include "rrpc/util/block.h"
@@ -124,6 +125,18 @@ class RpcController {
   }
   const TraceContext& trace_context() const { return trace_; }
 
+  // The codec of this call's request body (docs/compression.md); the server answers a compressed
+  // request with the same codec. Unset (the default), a generated proxy sets the method's
+  // (rrpc.compression) option, else the messenger's CompressionOptions::codec applies. The body
+  // is compressed only when the server accepted COMPRESSION, it has at least
+  // CompressionOptions::min_bytes and compressing shrinks it. Kept by retries; Reset() unsets it.
+  void set_compression(Compression codec) {
+    compression_ = codec;
+    has_compression_ = true;
+  }
+  bool has_compression() const { return has_compression_; }
+  Compression compression() const { return compression_; }
+
   // The response's sidecars, valid until Reset() or destruction.
   size_t num_inbound_sidecars() const { return inbound_sidecars_.size(); }
   Slice inbound_sidecar(size_t i) const { return inbound_sidecars_[i]; }
@@ -175,6 +188,8 @@ class RpcController {
   bool has_hash_key_ = false;
   bool server_tracks_results_ = false;  // set by OutboundCall when the call finishes
   bool request_left_ = false;           // set by OutboundCall when the call finishes
+  bool has_compression_ = false;
+  Compression compression_ = Compression::kNone;
   uint64_t hash_key_code_ = 0;
   MonoDelta hedge_after_;
   uint64_t request_seq_no_ = 0;  // set by the attempt engine for tracked calls

@@ -471,6 +471,48 @@ TEST_F(ProtocGenRrpcTest, RejectsAMethodBothIdempotentAndTracked) {
       << run.output;
 }
 
+TEST_F(ProtocGenRrpcTest, CompressionOptionSetsTheCodecOfCallsWithoutOne) {
+  WriteProto("o.proto", R"(
+    syntax = "proto2";
+    package rrpc;
+    import "google/protobuf/descriptor.proto";
+    extend google.protobuf.MethodOptions { optional string compression = 51005; }
+  )");
+  WriteProto("z.proto", R"(
+    syntax = "proto3";
+    package z;
+    import "o.proto";
+    message M {}
+    service S {
+      rpc Scan(M) returns (M) { option (rrpc.compression) = "zstd"; }
+      rpc Get(M) returns (M);
+    }
+  )");
+  ProtocRun run = RunProtocOnScratch({"z.proto"});
+  ASSERT_EQ(0, run.exit_code) << run.output;
+  const std::string cc = Flatten(Output("z.rrpc.cc"));
+  const std::string set =
+      "if (!controller->has_compression()) "
+      "controller->set_compression(::rrpc::rpc::Compression::kZstd);";
+  // In Scan and ScanAsync, not in Get.
+  size_t first = cc.find(set);
+  ASSERT_NE(std::string::npos, first) << cc;
+  EXPECT_NE(std::string::npos, cc.find(set, first + 1));
+  EXPECT_EQ(std::string::npos, cc.find(set, cc.find(set, first + 1) + 1));
+
+  WriteProto("bad.proto", R"(
+    syntax = "proto3";
+    package z;
+    import "o.proto";
+    message M {}
+    service T { rpc Put(M) returns (M) { option (rrpc.compression) = "gzip"; } }
+  )");
+  run = RunProtocOnScratch({"bad.proto"});
+  EXPECT_NE(0, run.exit_code);
+  EXPECT_NE(std::string::npos, run.output.find("z.T.Put: option (rrpc.compression) = \"gzip\""))
+      << run.output;
+}
+
 // ---- (b) The code generated from rtest.proto by the build, used without a network. ----
 
 // Proxy methods: exactly the documented signatures (checked at compile time).

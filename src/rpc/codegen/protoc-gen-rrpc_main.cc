@@ -237,6 +237,17 @@ bool Idempotent(const MethodInfo& m) {
   return m.descriptor->options().GetExtension(::rrpc::idempotent);
 }
 bool Tracked(const MethodInfo& m) { return m.descriptor->options().GetExtension(::rrpc::tracked); }
+// The C++ value of option (rrpc.compression) ("" when unset): rrpc::rpc::Compression's
+// enumerator for "none", "lz4" or "zstd".
+std::string CompressionEnumerator(const std::string& name) {
+  if (name == "none") return "::rrpc::rpc::Compression::kNone";
+  if (name == "lz4") return "::rrpc::rpc::Compression::kLz4";
+  if (name == "zstd") return "::rrpc::rpc::Compression::kZstd";
+  return "";
+}
+std::string Compression(const MethodInfo& m) {
+  return m.descriptor->options().GetExtension(::rrpc::compression);
+}
 
 // Rejects what rrpc cannot serve, with errors that name the offending element.
 bool Validate(const pb::FileDescriptor* file, std::string* error) {
@@ -269,6 +280,12 @@ bool Validate(const pb::FileDescriptor* file, std::string* error) {
         *error = m->full_name() +
                  ": options (rrpc.idempotent) and (rrpc.tracked) exclude each other (tracked is "
                  "for methods that must not run twice); keep one";
+        return false;
+      }
+      const std::string& codec = m->options().GetExtension(::rrpc::compression);
+      if (m->options().HasExtension(::rrpc::compression) && CompressionEnumerator(codec).empty()) {
+        *error = m->full_name() + ": option (rrpc.compression) = \"" + codec +
+                 "\" is not a codec; use \"lz4\", \"zstd\" or \"none\"";
         return false;
       }
       for (const pb::Descriptor* message : {m->input_type(), m->output_type()}) {
@@ -597,6 +614,12 @@ void PrintProxyDefs(const pb::ServiceDescriptor* service, pb::io::Printer* p) {
       sync_args.push_back(kind);
       async_args.push_back(kind);
     }
+    // option (rrpc.compression): the call's codec unless its controller names one.
+    const std::string codec = CompressionEnumerator(Compression(m));
+    const std::string set_codec =
+        codec.empty() ? ""
+                      : "if (!controller->has_compression()) controller->set_compression(" + codec +
+                            ");  // option (rrpc.compression)\n";
     p->Print("\n");
     if (IsStream(m)) {
       PrintLines(Wrap(0, ClientStreamType(m) + " " + cls + "::" + m.name,
@@ -616,11 +639,13 @@ void PrintProxyDefs(const pb::ServiceDescriptor* service, pb::io::Printer* p) {
     }
     PrintLines(Wrap(0, "::rrpc::Status " + cls + "::" + m.name, SyncParams(m), " const {"), p);
     p->Indent();
+    if (!set_codec.empty()) p->Print(set_codec.c_str());
     PrintLines(Wrap(2, "return ::rrpc::rpc::Proxy::SyncRequest", sync_args, ";"), p);
     p->Outdent();
     p->Print("}\n\n");
     PrintLines(Wrap(0, "void " + cls + "::" + m.name + "Async", AsyncParams(m), " const {"), p);
     p->Indent();
+    if (!set_codec.empty()) p->Print(set_codec.c_str());
     PrintLines(Wrap(2, "::rrpc::rpc::Proxy::AsyncRequest", async_args, ";"), p);
     p->Outdent();
     p->Print("}\n");

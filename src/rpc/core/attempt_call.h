@@ -47,6 +47,12 @@ inline scoped_refptr<OutboundCall> NewAttemptCall(
     tracker = MessengerInternals::request_tracker(*messenger);
     call->set_report_connection();  // its server's EXACTLY_ONCE decides whether to retry
   }
+  const Compression codec = controller->has_compression() ? controller->compression()
+                                                          : messenger->options().compression.codec;
+  if (codec != Compression::kNone) {
+    call->WantCompression(codec, &messenger->options().compression,
+                          MessengerInternals::metrics(*messenger));
+  }
   Status s = call->Serialize(request, MessengerInternals::NextCallId(messenger),
                              messenger->options().max_message_size, attempt_deadline, tracker);
   if (!s.ok()) {

@@ -150,6 +150,11 @@ class Connection final : public RefCounted<Connection>,
   // Both sides negotiated EXACTLY_ONCE (the server keeps results of tracked calls). Set when the
   // connection opens; any thread.
   bool peer_tracks_results() const { return peer_tracks_results_.load(std::memory_order_acquire); }
+  // Both sides negotiated COMPRESSION (the peer reads compressed bodies). Set when the connection
+  // opens; any thread.
+  bool peer_reads_compression() const {
+    return peer_reads_compression_.load(std::memory_order_acquire);
+  }
   uint64_t bytes_received() const { return bytes_received_ + caller_reads_.bytes_received(); }
   uint64_t bytes_sent() const { return writer_.bytes_sent(); }
   bool reads_paused() const { return reads_paused_; }
@@ -315,6 +320,7 @@ class Connection final : public RefCounted<Connection>,
   MonoTime frame_progress_at_;
   CallerIdentity identity_;  // set in MarkOpen, then read-only
   std::atomic<bool> peer_tracks_results_{false};
+  std::atomic<bool> peer_reads_compression_{false};
 
   MonoTime created_;
   MonoTime last_activity_;

@@ -148,6 +148,9 @@ void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
   peer_tracks_results_.store(
       std::find(peer.features.begin(), peer.features.end(), EXACTLY_ONCE) != peer.features.end(),
       std::memory_order_release);
+  peer_reads_compression_.store(
+      std::find(peer.features.begin(), peer.features.end(), COMPRESSION) != peer.features.end(),
+      std::memory_order_release);
   negotiating_.reset();
   if (upgrade != nullptr) {
     // The negotiation bytes (a server's reply and bootstrap answer) leave over the old transport

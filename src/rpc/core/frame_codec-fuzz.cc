@@ -101,20 +101,30 @@ bool SameAsProto(const RequestHeaderFields& f, const RequestHeader& pb) {
   FieldsFromProto(pb, &expected);
   return SameFields(f, expected);
 }
+bool SameCompression(bool has_a, const CompressionFields& a, bool has_b,
+                     const CompressionFields& b) {
+  return has_a == has_b &&
+         (!has_a || (a.codec == b.codec && a.uncompressed_size == b.uncompressed_size));
+}
 bool SameFields(const ResponseHeaderFields& a, const ResponseHeaderFields& b) {
   return a.call_id == b.call_id && a.is_error == b.is_error &&
-         a.sidecar_offsets == b.sidecar_offsets;
+         a.sidecar_offsets == b.sidecar_offsets &&
+         SameCompression(a.has_compression, a.compression, b.has_compression, b.compression);
 }
 bool SameAsProto(const ResponseHeaderFields& f, const ResponseHeader& pb) {
+  // Both compression fields or none (header_codec.h).
+  const bool has_compression = pb.has_compression() && pb.has_uncompressed_size();
+  CompressionFields c;
+  c.codec = pb.compression();
+  c.uncompressed_size = pb.uncompressed_size();
   return f.call_id == pb.call_id() && f.is_error == pb.is_error() &&
          f.sidecar_offsets ==
-             std::vector<uint32_t>(pb.sidecar_offsets().begin(), pb.sidecar_offsets().end());
+             std::vector<uint32_t>(pb.sidecar_offsets().begin(), pb.sidecar_offsets().end()) &&
+         SameCompression(f.has_compression, f.compression, has_compression, c);
 }
-// What only the generated parser reads: feature flags, request ids, and negative call ids
-// (ten-byte varints; connection-level frames only).
-bool NeedsFallback(const RequestHeaderFields& f) {
-  return !f.required_feature_flags.empty() || f.has_request_id || f.call_id < 0;
-}
+// What only the generated parser reads: request ids, and negative call ids (ten-byte varints;
+// connection-level frames only).
+bool NeedsFallback(const RequestHeaderFields& f) { return f.has_request_id || f.call_id < 0; }
 bool NeedsFallback(const ResponseHeaderFields& f) { return f.call_id < 0; }
 
 template <typename Fields, typename Proto>

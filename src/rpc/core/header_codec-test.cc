@@ -51,6 +51,10 @@ RequestHeader ToProto(const RequestHeaderFields& h) {
     pb.set_parent_span_id(h.trace.parent_span_id);
     pb.set_trace_flags(h.trace.trace_flags);
   }
+  if (h.has_compression) {
+    pb.set_compression(h.compression.codec);
+    pb.set_uncompressed_size(h.compression.uncompressed_size);
+  }
   return pb;
 }
 
@@ -91,6 +95,12 @@ void ExpectSameAsProtobuf(const std::string& bytes) {
       EXPECT_EQ(pb.parent_span_id(), fields.trace.parent_span_id);
       EXPECT_EQ(pb.trace_flags(), fields.trace.trace_flags);
     }
+    // Compression: both fields or none.
+    EXPECT_EQ(pb.has_compression() && pb.has_uncompressed_size(), fields.has_compression);
+    if (fields.has_compression) {
+      EXPECT_EQ(pb.compression(), fields.compression.codec);
+      EXPECT_EQ(pb.uncompressed_size(), fields.compression.uncompressed_size);
+    }
   }
 
   ResponseHeader rpb;
@@ -102,6 +112,11 @@ void ExpectSameAsProtobuf(const std::string& bytes) {
     EXPECT_EQ(rpb.is_error(), rfields.is_error);
     EXPECT_EQ(std::vector<uint32_t>(rpb.sidecar_offsets().begin(), rpb.sidecar_offsets().end()),
               rfields.sidecar_offsets);
+    EXPECT_EQ(rpb.has_compression() && rpb.has_uncompressed_size(), rfields.has_compression);
+    if (rfields.has_compression) {
+      EXPECT_EQ(rpb.compression(), rfields.compression.codec);
+      EXPECT_EQ(rpb.uncompressed_size(), rfields.compression.uncompressed_size);
+    }
   }
 }
 
@@ -161,6 +176,20 @@ std::vector<RequestHeaderFields> SampleRequests() {
   h.trace.parent_span_id = 0;
   h.trace.trace_flags = UINT32_MAX;
   out.push_back(h);
+  // Compression: with a trace context and feature flags, then alone; small and largest values.
+  h.required_feature_flags = {COMPRESSION};
+  h.has_compression = true;
+  h.compression.codec = 2;
+  h.compression.uncompressed_size = 65536;
+  out.push_back(h);
+  h.has_trace = false;
+  out.push_back(h);
+  h.required_feature_flags.clear();
+  h.compression.codec = UINT32_MAX;
+  h.compression.uncompressed_size = UINT32_MAX;
+  out.push_back(h);
+  h.has_request_id = true;  // with a request id (the generated parser's)
+  out.push_back(h);
   return out;
 }
 
@@ -206,6 +235,12 @@ TEST(HeaderCodecTest, ResponseBytesAreProtobufs) {
       pb.set_call_id(id);
       if (is_error) pb.set_is_error(true);
       for (uint32_t o : h.sidecar_offsets) pb.add_sidecar_offsets(o);
+      EXPECT_EQ(pb.SerializeAsString(), Encode(h));
+      h.has_compression = true;
+      h.compression.codec = 1;
+      h.compression.uncompressed_size = 1u << 20;
+      pb.set_compression(1);
+      pb.set_uncompressed_size(1u << 20);
       EXPECT_EQ(pb.SerializeAsString(), Encode(h));
     }
   }
@@ -257,8 +292,10 @@ TEST(HeaderCodecTest, OtherLayoutsDecodeThroughProtobufWithTheSameMeaning) {
       std::string("\x08\x81\x80\x80\x80\x80\x80\x00", 8),
       // is_error as a multi-byte bool (a response header)
       std::string("\x08\x01\x10\x80\x01", 5),
-      // a required feature (unknown values go to unknown fields in proto2)
-      std::string("\x08\x01\x28\x01\x28\x63", 6),
+      // required features, packed (length 2: 1, 99)
+      std::string("\x08\x01\x2a\x02\x01\x63", 6),
+      // the compression fields in the other order
+      std::string("\x08\x01\xc8\x02\x64\xc0\x02\x01", 8),
   };
   for (const std::string& bytes : cases) {
     SCOPED_TRACE(testing::PrintToString(bytes));
@@ -331,7 +368,7 @@ namespace {
 // context the fields are absent.
 TEST(HeaderCodecTest, TheFastPathTakesTraceFields) {
   const std::vector<RequestHeaderFields> samples = SampleRequests();
-  const RequestHeaderFields& h = samples[samples.size() - 2];  // traced, no request id
+  const RequestHeaderFields& h = samples[8];  // traced, no request id
   ASSERT_TRUE(h.has_trace);
   ASSERT_FALSE(h.has_request_id);
   const std::string bytes = Encode(h);
@@ -403,6 +440,76 @@ TEST(HeaderCodecTest, RequestIdBytesAreTheDocumentedOnes) {
   const std::string expected = std::string("\x08\x01\xa2\x01\x18\x0a\x10", 7) + client_id +
                                std::string("\x10\x05\x18\x03\x20\x02", 6);
   EXPECT_EQ(expected, bytes);
+}
+
+// A compressed call as the client writes it (feature flag, then the two compression fields)
+// decodes without the generated parser, and so does a compressed response.
+TEST(HeaderCodecTest, TheFastPathTakesCompressionFields) {
+  RequestHeaderFields h = SampleRequests()[0];
+  h.required_feature_flags = {COMPRESSION};
+  h.has_compression = true;
+  h.compression.codec = 2;
+  h.compression.uncompressed_size = 70000;
+  RequestHeaderFields decoded;
+  const uint64_t slow_before = HeadersDecodedByProtobuf();
+  ASSERT_TRUE(DecodeHeader(Slice(Encode(h)), &decoded));
+  EXPECT_EQ(slow_before, HeadersDecodedByProtobuf()) << "took the generated parser";
+  EXPECT_TRUE(decoded.has_compression);
+  EXPECT_EQ(2u, decoded.compression.codec);
+  EXPECT_EQ(70000u, decoded.compression.uncompressed_size);
+  EXPECT_EQ(std::vector<uint32_t>{COMPRESSION}, decoded.required_feature_flags);
+  // A header without them leaves none behind from the last decode.
+  ASSERT_TRUE(DecodeHeader(Slice(Encode(SampleRequests()[0])), &decoded));
+  EXPECT_FALSE(decoded.has_compression);
+
+  ResponseHeaderFields r;
+  r.call_id = 9;
+  r.has_compression = true;
+  r.compression.codec = 1;
+  r.compression.uncompressed_size = 4096;
+  ResponseHeaderFields r_decoded;
+  ASSERT_TRUE(DecodeHeader(Slice(Encode(r)), &r_decoded));
+  EXPECT_EQ(slow_before, HeadersDecodedByProtobuf()) << "took the generated parser";
+  EXPECT_TRUE(r_decoded.has_compression);
+  EXPECT_EQ(1u, r_decoded.compression.codec);
+  EXPECT_EQ(4096u, r_decoded.compression.uncompressed_size);
+}
+
+// The compression fields' bytes as docs/wire-format.md lists them.
+TEST(HeaderCodecTest, CompressionBytesAreTheDocumentedOnes) {
+  RequestHeaderFields h;
+  h.call_id = 1;
+  h.required_feature_flags = {COMPRESSION};
+  h.has_compression = true;
+  h.compression.codec = 2;  // zstd
+  h.compression.uncompressed_size = 65536;
+  EXPECT_EQ(std::string("\x08\x01\x28\x08\xc0\x02\x02\xc8\x02\x80\x80\x04", 12), Encode(h));
+  ResponseHeaderFields r;
+  r.call_id = 1;
+  r.has_compression = true;
+  r.compression.codec = 1;  // lz4
+  r.compression.uncompressed_size = 300;
+  EXPECT_EQ(std::string("\x08\x01\x30\x01\x38\xac\x02", 7), Encode(r));
+}
+
+// Like the trace context: one compression field without the other is none.
+TEST(HeaderCodecTest, CompressionMissingAFieldDecodesAsNone) {
+  for (int present = 0; present < 3; present++) {
+    RequestHeader pb;
+    pb.set_call_id(1);
+    if (present & 1) pb.set_compression(1);
+    if (present & 2) pb.set_uncompressed_size(100);
+    RequestHeaderFields decoded;
+    ASSERT_TRUE(DecodeHeader(Slice(pb.SerializeAsString()), &decoded)) << present;
+    EXPECT_FALSE(decoded.has_compression) << present;
+    ResponseHeader rpb;
+    rpb.set_call_id(1);
+    if (present & 1) rpb.set_compression(1);
+    if (present & 2) rpb.set_uncompressed_size(100);
+    ResponseHeaderFields rdecoded;
+    ASSERT_TRUE(DecodeHeader(Slice(rpb.SerializeAsString()), &rdecoded)) << present;
+    EXPECT_FALSE(rdecoded.has_compression) << present;
+  }
 }
 
 }  // namespace

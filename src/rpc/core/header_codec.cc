@@ -37,10 +37,19 @@ constexpr uint8_t kTagStreamFlags[2] = {static_cast<uint8_t>((kStreamFlagsTag & 
                                         static_cast<uint8_t>(kStreamFlagsTag >> 7)};
 constexpr uint8_t kTagStreamCredit[2] = {static_cast<uint8_t>((kStreamCreditTag & 0x7f) | 0x80),
                                          static_cast<uint8_t>(kStreamCreditTag >> 7)};
+// compression and uncompressed_size (fields 40, 41, varints): two-byte tags.
+constexpr uint32_t kCompressionTag = WireTag(RequestHeaderFieldNamed("compression"));
+constexpr uint32_t kUncompressedSizeTag = WireTag(RequestHeaderFieldNamed("uncompressed_size"));
+static_assert(kCompressionTag >= 0x80 && kUncompressedSizeTag < 0x4000);
+constexpr uint8_t kTagCompression[2] = {static_cast<uint8_t>((kCompressionTag & 0x7f) | 0x80),
+                                        static_cast<uint8_t>(kCompressionTag >> 7)};
+constexpr uint8_t kTagUncompressedSize[2] = {
+    static_cast<uint8_t>((kUncompressedSizeTag & 0x7f) | 0x80),
+    static_cast<uint8_t>(kUncompressedSizeTag >> 7)};
 // A new RequestHeader field: write it in EncodeTo and EncodedSize (field-number order), read it in
 // DecodeFast or leave it to the fallback, then count it here. request_header_table-test checks
 // each field's bytes against protobuf's.
-static_assert(std::size(kRequestHeaderFields) == 12, "a RequestHeader field the codec lacks");
+static_assert(std::size(kRequestHeaderFields) == 14, "a RequestHeader field the codec lacks");
 constexpr uint8_t kTagClientId = 1 << 3 | 2;  // in RequestIdPB
 constexpr uint8_t kTagSeqNo = 2 << 3 | 0;
 constexpr uint8_t kTagFirstIncomplete = 3 << 3 | 0;
@@ -51,6 +60,8 @@ constexpr uint8_t kTagResponseIsError = 2 << 3 | 0;
 constexpr uint8_t kTagResponseSidecarOffset = 3 << 3 | 0;
 constexpr uint8_t kTagResponseStreamFlags = 4 << 3 | 0;
 constexpr uint8_t kTagResponseStreamCredit = 5 << 3 | 0;
+constexpr uint8_t kTagResponseCompression = 6 << 3 | 0;
+constexpr uint8_t kTagResponseUncompressedSize = 7 << 3 | 0;
 
 using header_codec_internal::Int32Wire;
 using header_codec_internal::VarintSize;
@@ -216,6 +227,12 @@ bool ParseWithProtobuf(Slice bytes, ResponseHeaderFields* header) {
   header->sidecar_offsets.assign(pb.sidecar_offsets().begin(), pb.sidecar_offsets().end());
   header->stream_flags = pb.stream_flags();
   header->stream_credit = pb.stream_credit();
+  // Both compression fields or none (as a request header's groups).
+  header->has_compression = pb.has_compression() && pb.has_uncompressed_size();
+  if (header->has_compression) {
+    header->compression.codec = pb.compression();
+    header->compression.uncompressed_size = pb.uncompressed_size();
+  }
   return true;
 }
 
@@ -236,6 +253,8 @@ void RequestHeaderFields::Clear() {
   trace = TraceFields();
   stream_flags = 0;
   stream_credit = 0;
+  has_compression = false;
+  compression = CompressionFields();
 }
 
 void ResponseHeaderFields::Clear() {
@@ -244,6 +263,8 @@ void ResponseHeaderFields::Clear() {
   sidecar_offsets.clear();
   stream_flags = 0;
   stream_credit = 0;
+  has_compression = false;
+  compression = CompressionFields();
 }
 
 std::string EncodeRemoteMethod(Slice service_name, Slice method_name) {
@@ -324,6 +345,14 @@ uint8_t* EncodeTo(const RequestHeaderParts& h, uint8_t* p) {
     *p++ = kTagStreamCredit[1];
     p = WriteVarint(h.stream_credit, p);
   }
+  if (h.compression != nullptr) {
+    *p++ = kTagCompression[0];
+    *p++ = kTagCompression[1];
+    p = WriteVarint(h.compression->codec, p);
+    *p++ = kTagUncompressedSize[0];
+    *p++ = kTagUncompressedSize[1];
+    p = WriteVarint(h.compression->uncompressed_size, p);
+  }
   return p;
 }
 
@@ -342,6 +371,7 @@ RequestHeaderParts PartsOf(const RequestHeaderFields& h, std::string* remote_met
   parts.trace = h.has_trace ? &h.trace : nullptr;
   parts.stream_flags = h.stream_flags;
   parts.stream_credit = h.stream_credit;
+  parts.compression = h.has_compression ? &h.compression : nullptr;
   return parts;
 }
 
@@ -361,6 +391,9 @@ size_t EncodedSize(const ResponseHeaderFields& h) {
   for (uint32_t offset : h.sidecar_offsets) n += 1 + VarintSize(offset);
   if (h.stream_flags != 0) n += 1 + VarintSize(h.stream_flags);
   if (h.stream_credit != 0) n += 1 + VarintSize(h.stream_credit);
+  if (h.has_compression) {
+    n += 2 + VarintSize(h.compression.codec) + VarintSize(h.compression.uncompressed_size);
+  }
   return n;
 }
 
@@ -383,27 +416,50 @@ uint8_t* EncodeTo(const ResponseHeaderFields& h, uint8_t* p) {
     *p++ = kTagResponseStreamCredit;
     p = WriteVarint(h.stream_credit, p);
   }
+  if (h.has_compression) {
+    *p++ = kTagResponseCompression;
+    p = WriteVarint(h.compression.codec, p);
+    *p++ = kTagResponseUncompressedSize;
+    p = WriteVarint(h.compression.uncompressed_size, p);
+  }
   return p;
 }
 
 namespace {
 
-// The trace fields as the encoder writes them (all four, in number order) ending the header;
+// The compression fields as the encoder writes them (both, in number order) ending the header;
 // `p` is at the first one's tag. Out of line: most calls carry none.
-[[gnu::noinline]] bool DecodeTraceFast(const uint8_t* p, const uint8_t* end,
-                                       RequestHeaderFields* h) {
-  constexpr size_t kFixedPart = 3 * (1 + 8) + 1;  // three fixed64 fields and the flags' tag
-  if (static_cast<size_t>(end - p) < kFixedPart + 1) return false;
-  if (p[9] != kTagTraceIdLow || p[18] != kTagParentSpanId || p[27] != kTagTraceFlags) {
+[[gnu::noinline]] bool DecodeCompressionFast(const uint8_t* p, const uint8_t* end,
+                                             CompressionFields* c, bool* has_compression) {
+  if (end - p < 3 || p[0] != kTagCompression[0] || p[1] != kTagCompression[1]) return false;
+  p += 2;
+  if (!ReadSmallVarint(&p, end, &c->codec)) return false;
+  if (end - p < 3 || p[0] != kTagUncompressedSize[0] || p[1] != kTagUncompressedSize[1]) {
     return false;
+  }
+  p += 2;
+  if (!ReadSmallVarint(&p, end, &c->uncompressed_size)) return false;
+  *has_compression = true;
+  return p == end;
+}
+
+// The trace fields as the encoder writes them (all four, in number order); `p` is at the first
+// one's tag. Returns the end of what it read, nullptr when they are not in that layout. Out of
+// line: most calls carry none.
+[[gnu::noinline]] const uint8_t* DecodeTraceFast(const uint8_t* p, const uint8_t* end,
+                                                 RequestHeaderFields* h) {
+  constexpr size_t kFixedPart = 3 * (1 + 8) + 1;  // three fixed64 fields and the flags' tag
+  if (static_cast<size_t>(end - p) < kFixedPart + 1) return nullptr;
+  if (p[9] != kTagTraceIdLow || p[18] != kTagParentSpanId || p[27] != kTagTraceFlags) {
+    return nullptr;
   }
   h->trace.trace_id_high = ReadFixed64(p + 1);
   h->trace.trace_id_low = ReadFixed64(p + 10);
   h->trace.parent_span_id = ReadFixed64(p + 19);
   p += kFixedPart;
-  if (!ReadSmallVarint(&p, end, &h->trace.trace_flags)) return false;
+  if (!ReadSmallVarint(&p, end, &h->trace.trace_flags)) return nullptr;
   h->has_trace = true;
-  return p == end;
+  return p;
 }
 
 // The fast paths, inlined into both their public wrappers (a call and its register saves cost
@@ -420,6 +476,7 @@ namespace {
   h->has_trace = false;
   h->stream_flags = 0;
   h->stream_credit = 0;
+  h->has_compression = false;
   if (p != end && *p == kTagRequestRemoteMethod) {
     p++;
     uint32_t len;
@@ -450,9 +507,15 @@ namespace {
     if (!ReadSmallVarint(&p, end, &v)) return false;
     h->sidecar_offsets.push_back(v);
   }
-  if (p != end && *p == kTagTraceIdHigh) return DecodeTraceFast(p, end, h);
-  // The stream fields (a stream's frames carry no trace fields; an opening call that does takes
-  // the generated parser).
+  while (p != end && *p == kTagRequestFeature) {
+    p++;
+    if (!ReadSmallVarint(&p, end, &v)) return false;
+    h->required_feature_flags.push_back(v);
+  }
+  if (p != end && *p == kTagTraceIdHigh && (p = DecodeTraceFast(p, end, h)) == nullptr) {
+    return false;
+  }
+  // The stream fields (30, 31).
   if (end - p >= 2 && p[0] == kTagStreamFlags[0] && p[1] == kTagStreamFlags[1]) {
     p += 2;
     if (!ReadSmallVarint(&p, end, &h->stream_flags)) return false;
@@ -461,7 +524,8 @@ namespace {
     p += 2;
     if (!ReadSmallVarint(&p, end, &h->stream_credit)) return false;
   }
-  return p == end;
+  if (p != end) return DecodeCompressionFast(p, end, &h->compression, &h->has_compression);
+  return true;
 }
 
 [[gnu::always_inline]] inline bool DecodeFast(Slice bytes, ResponseHeaderFields* h) {
@@ -491,6 +555,14 @@ namespace {
   if (p != end && *p == kTagResponseStreamCredit) {
     p++;
     if (!ReadSmallVarint(&p, end, &h->stream_credit)) return false;
+  }
+  h->has_compression = false;
+  if (p != end && *p == kTagResponseCompression) {
+    p++;
+    if (!ReadSmallVarint(&p, end, &h->compression.codec)) return false;
+    if (p == end || *p++ != kTagResponseUncompressedSize) return false;
+    if (!ReadSmallVarint(&p, end, &h->compression.uncompressed_size)) return false;
+    h->has_compression = true;
   }
   return p == end;
 }

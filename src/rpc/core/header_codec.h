@@ -10,8 +10,9 @@
 //    byte against the generated serializer);
 //  - decoding takes the common layout (the one the encoder writes: each field at most once, in
 //    number order) in one bounds-checked pass, with the method names pointing into the frame;
-//    the trace fields are read there too when all four come in number order;
-//    anything else (other field order, repeats, packed offsets, feature flags, request ids,
+//    the trace fields are read there too when all four come in number order, and so are
+//    feature flags (unpacked) and the compression fields (both, in number order);
+//    anything else (other field order, repeats, packed offsets or flags, request ids,
 //    unknown fields, long varints) goes to the generated parser, so every header protobuf accepts
 //    is accepted with the same meaning and every one it refuses is refused (frame_codec-fuzz
 //    compares the two on every input).
@@ -46,6 +47,13 @@ struct TraceFields {
   uint32_t trace_flags = 0;
 };
 
+// The compression fields of a header (RequestHeader 40-41, ResponseHeader 6-7;
+// docs/wire-format.md), as they are on the wire: the codec is not checked here.
+struct CompressionFields {
+  uint32_t codec = 0;  // a rrpc::rpc::Compression value
+  uint32_t uncompressed_size = 0;
+};
+
 // A RequestHeader's fields. Decoded names point into the bytes decoded (or, for a header that
 // took the generated parser, into a per-thread message that the next decode on this thread
 // replaces): valid as long as those bytes, and on the decoding thread until its next decode.
@@ -69,6 +77,9 @@ struct RequestHeaderFields {
   // encoder writes neither when 0).
   uint32_t stream_flags = 0;
   uint32_t stream_credit = 0;
+  // Both compression fields present (a header with one of them has none, as for the trace).
+  bool has_compression = false;
+  CompressionFields compression;
 
   // Keeps the vectors' capacity (a per-thread instance allocates nothing after its first use).
   void Clear();
@@ -81,6 +92,8 @@ struct ResponseHeaderFields {
   std::vector<uint32_t> sidecar_offsets;
   uint32_t stream_flags = 0;  // as in RequestHeaderFields
   uint32_t stream_credit = 0;
+  bool has_compression = false;  // both compression fields present
+  CompressionFields compression;
 
   void Clear();
 };
@@ -102,6 +115,9 @@ struct RequestHeaderParts {
   const TraceFields* trace = nullptr;           // nullptr: no trace context
   uint32_t stream_flags = 0;                    // 0: not a stream frame
   uint32_t stream_credit = 0;
+  const RequestIdFields* request_id = nullptr;     // nullptr: untracked call
+  const TraceFields* trace = nullptr;              // nullptr: no trace context
+  const CompressionFields* compression = nullptr;  // nullptr: the body is not compressed
 };
 
 // The header's remote_method field (its tag, length and RemoteMethodPB), as it sits in every call
@@ -131,6 +147,12 @@ inline size_t EncodedTraceSize(const TraceFields& trace) {
   return 3 * (1 + 8) + 1 + header_codec_internal::VarintSize(trace.trace_flags);
 }
 
+// Bytes of RequestHeader's two compression fields (two-byte tags).
+inline size_t EncodedRequestCompressionSize(const CompressionFields& c) {
+  return 2 + header_codec_internal::VarintSize(c.codec) + 2 +
+         header_codec_internal::VarintSize(c.uncompressed_size);
+}
+
 inline size_t EncodedSize(const RequestHeaderParts& h) {
   using header_codec_internal::Int32Wire;
   using header_codec_internal::VarintSize;
@@ -144,6 +166,7 @@ inline size_t EncodedSize(const RequestHeaderParts& h) {
   if (h.request_id != nullptr) n += EncodedRequestIdSize(*h.request_id);
   if (h.stream_flags != 0) n += 2 + VarintSize(h.stream_flags);  // two-byte tags
   if (h.stream_credit != 0) n += 2 + VarintSize(h.stream_credit);
+  if (h.compression != nullptr) n += EncodedRequestCompressionSize(*h.compression);
   return n;
 }
 uint8_t* EncodeTo(const RequestHeaderParts& header, uint8_t* out);

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
+#include "rpc/core/compression.h"
 #include "rpc/core/connection.h"
 #include "rpc/core/constants.h"
 #include "rpc/core/reactor.h"
@@ -93,7 +95,11 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
   for (uint32_t f : header.required_feature_flags) {
     // A server knows sidecars; TLS is a property of the connection, not of a call. Anything else,
     // including numbers RpcFeatureFlag does not list, is refused.
-    if (f != SIDECARS && f != STREAMS) unsupported_features_.push_back(f);
+    if (f != SIDECARS && f != STREAMS && f != COMPRESSION) unsupported_features_.push_back(f);
+  }
+  if (header.has_compression) {
+    request_compressed_ = true;
+    request_compression_ = header.compression;
   }
   if (header.has_request_id) {
     const RequestIdFields& id = header.request_id;
@@ -119,6 +125,49 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
   if (header.timeout_millis > 0) {
     deadline_ = arrival + MonoDelta::FromMilliseconds(header.timeout_millis);
   }
+  return Status::OK();
+}
+
+namespace {
+// Bytes the inbound memory limits of `tracker` and its ancestors still allow.
+int64_t InboundHeadroom(const MemoryTracker* tracker) {
+  int64_t headroom = INT64_MAX;
+  for (const MemoryTracker* t = tracker; t != nullptr; t = t->parent()) {
+    if (t->limit() > 0) headroom = std::min(headroom, t->limit() - t->consumption());
+  }
+  return std::max<int64_t>(headroom, 0);
+}
+}  // namespace
+
+Status InboundCall::DecompressRequest() {
+  const CompressionFields c = request_compression_;
+  MessengerMetrics* const metrics = metrics_ != nullptr ? metrics_->messenger : nullptr;
+  if (!IsKnownCompression(c.codec)) {
+    if (metrics != nullptr) metrics->BodyDecompressed(body_.size(), 0, false, MonoDelta());
+    return Status::InvalidArgument("request compressed with an unknown codec",
+                                   std::to_string(c.codec));
+  }
+  const size_t max_size = connection_->reactor()->options().max_message_size;
+  const int64_t headroom = InboundHeadroom(connection_->inbound_memory());
+  if (c.uncompressed_size <= max_size && static_cast<int64_t>(c.uncompressed_size) > headroom) {
+    if (metrics != nullptr) metrics->BodyDecompressed(body_.size(), 0, false, MonoDelta());
+    return Status::InvalidArgument("compressed request states " +
+                                   std::to_string(c.uncompressed_size) +
+                                   " bytes uncompressed, more than the server's inbound memory "
+                                   "limit leaves (" +
+                                   std::to_string(headroom) + " bytes)");
+  }
+  const MonoTime start = MonoTime::Now();
+  Result<BlockSlice> plain =
+      Decompress(body_, static_cast<Compression>(c.codec), c.uncompressed_size, max_size);
+  if (metrics != nullptr) {
+    metrics->BodyDecompressed(body_.size(), c.uncompressed_size, plain.ok(),
+                              MonoTime::Now() - start);
+  }
+  if (!plain.ok()) return plain.status().CloneAndPrepend("compressed request refused");
+  HoldMemory(plain.value().slice.size());
+  body_ = plain.value().slice;
+  plain_request_ = std::move(plain.value().block);
   return Status::OK();
 }
 
@@ -222,8 +271,13 @@ void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, b
   }
   // The client enforces its own maximum; a response too large for ours becomes an error.
   const size_t max_size = connection_->reactor()->options().max_message_size;
-  Result<BlockSlice> head =
-      SerializeFrameHead(header, body, offset, max_size, response_head_, sizeof(response_head_));
+  // A compressed request gets a compressed answer (a tracked call's is stored for replays as
+  // it is: it goes uncompressed).
+  Result<BlockSlice> head = request_compressed_ && !is_error && result_tracker_ == nullptr
+                                ? SerializeCompressedResponse(&header, body, offset, max_size)
+                                : SerializeFrameHead(header, body, offset, max_size, response_head_,
+                                                     sizeof(response_head_));
+  header.has_compression = false;
   if (!head.ok()) {
     CHECK(!is_error) << "error response too large: " << head.status().ToString();
     SerializeFailure(ErrorStatusPB::ERROR_APPLICATION,
@@ -246,6 +300,38 @@ void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, b
     // An error's body is the ErrorStatusPB that SerializeFailure/RespondApplicationError made.
     rpcz_entry_.MarkResponded(now, is_error ? static_cast<const ErrorStatusPB*>(&body) : nullptr);
   }
+}
+
+Result<BlockSlice> InboundCall::SerializeCompressedResponse(
+    ResponseHeaderFields* header, const google::protobuf::MessageLite& body, uint32_t sidecar_bytes,
+    size_t max_size) {
+  const CompressionOptions& options = connection_->reactor()->options().compression;
+  // The plain frame first: a body that does not shrink goes in it at the cost of the attempt.
+  Result<BlockSlice> plain = SerializeFrameHead(*header, body, sidecar_bytes, max_size,
+                                                response_head_, sizeof(response_head_));
+  const size_t body_size = static_cast<size_t>(body.GetCachedSize());
+  if (!plain.ok() || body_size < options.min_bytes ||
+      !IsKnownCompression(request_compression_.codec)) {
+    return plain;
+  }
+  const Slice raw_body(plain.value().slice.data() + plain.value().slice.size() - body_size,
+                       body_size);
+  const Compression codec = static_cast<Compression>(request_compression_.codec);
+  const MonoTime start = MonoTime::Now();
+  Result<std::optional<BlockSlice>> compressed =
+      Compress(raw_body, codec, options.min_bytes, options.zstd_level);
+  const bool skipped = !compressed.ok() || !compressed.value().has_value();
+  if (metrics_ != nullptr) {
+    metrics_->messenger->BodyCompressed(body_size,
+                                        skipped ? body_size : compressed.value()->slice.size(),
+                                        skipped, MonoTime::Now() - start);
+  }
+  if (skipped) return plain;
+  header->has_compression = true;
+  header->compression.codec = request_compression_.codec;
+  header->compression.uncompressed_size = static_cast<uint32_t>(body_size);
+  // Not into response_head_: the plain frame may be there.
+  return SerializeFrameHead(*header, compressed.value()->slice, sidecar_bytes, max_size);
 }
 
 void InboundCall::RecordTrackedResult(const BlockSlice& head, size_t body_bytes, bool is_error) {

@@ -66,6 +66,15 @@ class InboundCall final : public OutboundTransfer {
   const std::string& service_name() const { return *service_name_; }
   const std::string& method_name() const { return *method_name_; }
   Slice serialized_request() const { return body_; }
+  // The request body came compressed (header fields 40-41): the worker decompresses it with
+  // DecompressRequest() before parsing serialized_request().
+  bool request_compressed() const { return request_compressed_; }
+  // The thread running the call, once, before the body is parsed: replaces the body by its
+  // decompressed bytes, held in this call's memory and counted in the connection's inbound
+  // memory. InvalidArgument (before allocating) when the stated size exceeds max_message_size or
+  // what the inbound memory limits leave, or the codec is unknown; Corruption when the data does
+  // not decompress to the stated size. The caller answers ERROR_INVALID_REQUEST then.
+  Status DecompressRequest();
   size_t num_inbound_sidecars() const { return inbound_sidecars_.size(); }
   Slice inbound_sidecar(size_t i) const { return inbound_sidecars_[i]; }
   // The same bytes, sharing the frame's block: keeps them alive without a copy (e.g. to echo
@@ -221,6 +230,11 @@ class InboundCall final : public OutboundTransfer {
 
  private:
   void SerializeResponse(const google::protobuf::MessageLite& body, bool is_error);
+  // SerializeResponse() for a success answering a compressed request: the frame head with the
+  // body compressed by the request's codec, or, when that does not pay, as it is.
+  Result<BlockSlice> SerializeCompressedResponse(ResponseHeaderFields* header,
+                                                 const google::protobuf::MessageLite& body,
+                                                 uint32_t sidecar_bytes, size_t max_size);
   // Hands the answer just serialized (`head` ends with its body of `body_bytes`) to the result
   // tracker that admitted this call.
   void RecordTrackedResult(const BlockSlice& head, size_t body_bytes, bool is_error);
@@ -252,6 +266,11 @@ class InboundCall final : public OutboundTransfer {
   Slice body_;
   std::vector<Slice> inbound_sidecars_;
   std::vector<uint32_t> unsupported_features_;
+  // The request's compression fields (request_compressed_ set when present), and its body once
+  // decompressed (DecompressRequest()).
+  bool request_compressed_ = false;
+  CompressionFields request_compression_;
+  BlockRef plain_request_;
   std::vector<BlockSlice> outbound_sidecars_;
   MonoTime arrival_;
   MonoTime handling_started_;

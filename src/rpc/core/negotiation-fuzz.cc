@@ -88,7 +88,7 @@ void FuzzServer(const uint8_t* data, size_t size) {
     CheckServerAnswers(host.sent, /*refused=*/false);
     for (RpcFeatureFlag f : negotiation.peer().features) {
       RRPC_FUZZ_CHECK(f == SIDECARS || f == CANCELLATION || f == EXACTLY_ONCE ||
-                      f == TRACE_CONTEXT);
+                      f == TRACE_CONTEXT || f == COMPRESSION);
     }
   } else if (!host.sent.empty()) {
     RRPC_FUZZ_CHECK(host.sent.size() == 1);
@@ -106,7 +106,7 @@ void FuzzClient(const uint8_t* data, size_t size) {
   if (done.ok() && *done) {
     for (RpcFeatureFlag f : negotiation.peer().features) {
       RRPC_FUZZ_CHECK(f == SIDECARS || f == CANCELLATION || f == EXACTLY_ONCE ||
-                      f == TRACE_CONTEXT);
+                      f == TRACE_CONTEXT || f == COMPRESSION);
     }
   }
 }

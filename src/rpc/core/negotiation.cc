@@ -27,6 +27,7 @@ BlockSlice BuildClientHello(const std::string& client_name, const std::string& a
   negotiate.add_supported_features(EXACTLY_ONCE);  // answered by servers that track results
   negotiate.add_supported_features(TRACE_CONTEXT);
   negotiate.add_supported_features(STREAMS);
+  negotiate.add_supported_features(COMPRESSION);
   if (offer_upgrade) negotiate.add_supported_features(TRANSPORT_UPGRADE);
   if (offer_cancellation) negotiate.add_supported_features(CANCELLATION);
   negotiate.set_client_name(client_name);
@@ -122,6 +123,7 @@ BlockSlice BuildServerReply(const NegotiatePB& request, const Status& error,
     if (f == CANCELLATION) reply.add_supported_features(CANCELLATION);
     if (f == TRACE_CONTEXT) reply.add_supported_features(TRACE_CONTEXT);
     if (f == STREAMS) reply.add_supported_features(STREAMS);
+    if (f == COMPRESSION) reply.add_supported_features(COMPRESSION);
   }
   if (peer != nullptr && std::find(peer->features.begin(), peer->features.end(), EXACTLY_ONCE) !=
                              peer->features.end()) {
@@ -277,6 +279,7 @@ Result<bool> ServerNegotiation::OnFrame(Slice frame) {
     if (f == TRACE_CONTEXT) peer_.features.push_back(TRACE_CONTEXT);
     if (f == STREAMS) peer_.features.push_back(STREAMS);
     if (f == EXACTLY_ONCE && tracks_results_) peer_.features.push_back(EXACTLY_ONCE);
+    if (f == COMPRESSION) peer_.features.push_back(COMPRESSION);
     if (f == TRANSPORT_UPGRADE) offers_upgrade = true;
   }
   peer_.client_name = request->client_name();
@@ -387,6 +390,7 @@ Result<bool> ClientNegotiation::OnFrame(Slice frame) {
     if (f == TRACE_CONTEXT) peer_.features.push_back(TRACE_CONTEXT);
     if (f == STREAMS) peer_.features.push_back(STREAMS);
     if (f == EXACTLY_ONCE) peer_.features.push_back(EXACTLY_ONCE);
+    if (f == COMPRESSION) peer_.features.push_back(COMPRESSION);
     if (f == TRANSPORT_UPGRADE) server_upgrades = true;
   }
   if (upgrade_ != nullptr) {

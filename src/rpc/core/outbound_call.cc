@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "rpc/core/compression.h"
 #include "rpc/core/connection.h"
 #include "rpc/core/reactor.h"
 #include "rpc/core/request_tracker.h"
@@ -104,7 +105,8 @@ Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t
   }
   // The span id first: zero for the calls that carry no context, one test for them.
   Result<BlockSlice> head =
-      tracker == nullptr && controller_->trace_context().span_id == 0 && stream_ == nullptr
+      tracker == nullptr && controller_->trace_context().span_id == 0 && stream_ == nullptr &&
+              compression_ == Compression::kNone
           ? SerializeFrameHead(header, request, offset, max_message_size, head_buffer_,
                                kInlineHeadBytes)
           : SerializeWithOptionalParts(&header, request, offset, max_message_size, tracker);
@@ -148,8 +150,57 @@ Result<BlockSlice> OutboundCall::SerializeWithOptionalParts(
     header->stream_credit =
         static_cast<uint32_t>(stream_->receive_window() - StreamState::kInitialWindow);
   }
-  return SerializeFrameHead(*header, request, sidecar_bytes, max_message_size, head_buffer_,
-                            kInlineHeadBytes);
+  // The plain frame first (the receiver holds the uncompressed body to the same limit): a body
+  // that does not shrink goes in it at the cost of the attempt alone.
+  Result<BlockSlice> plain = SerializeFrameHead(*header, request, sidecar_bytes, max_message_size,
+                                                head_buffer_, kInlineHeadBytes);
+  // A stream's opening call goes plain (its header requires STREAMS, not COMPRESSION).
+  if (!plain.ok() || compression_ == Compression::kNone || stream_ != nullptr ||
+      !method_->peer_reads_compression()) {
+    return plain;
+  }
+  const size_t body_size = static_cast<size_t>(request.GetCachedSize());
+  if (body_size < compression_options_->min_bytes) return plain;
+  const Slice body(plain.value().slice.data() + plain.value().slice.size() - body_size, body_size);
+  Result<std::optional<BlockSlice>> compressed =
+      SerializeCompressed(header, body, sidecar_bytes, max_message_size);
+  RRPC_RETURN_NOT_OK(compressed.status());
+  if (!compressed.value().has_value()) return plain;
+  return std::move(*compressed.value());
+}
+
+Result<std::optional<BlockSlice>> OutboundCall::SerializeCompressed(RequestHeaderParts* header,
+                                                                    Slice body,
+                                                                    uint32_t sidecar_bytes,
+                                                                    size_t max_message_size) {
+  const CompressionOptions& options = *compression_options_;
+  const size_t body_size = body.size();
+  const MonoTime start = MonoTime::Now();
+  Result<std::optional<BlockSlice>> compressed =
+      Compress(body, compression_, options.min_bytes, options.zstd_level);
+  RRPC_RETURN_NOT_OK(compressed.status());
+  const bool skipped = !compressed.value().has_value();
+  if (compression_metrics_ != nullptr) {
+    compression_metrics_->BodyCompressed(body_size,
+                                         skipped ? body_size : compressed.value()->slice.size(),
+                                         skipped, MonoTime::Now() - start);
+  }
+  if (skipped) return std::optional<BlockSlice>();
+  static const uint32_t kRequiresCompression[] = {COMPRESSION};
+  CompressionFields fields;
+  fields.codec = static_cast<uint32_t>(compression_);
+  fields.uncompressed_size = static_cast<uint32_t>(body_size);
+  header->compression = &fields;
+  header->required_feature_flags = kRequiresCompression;
+  header->num_required_feature_flags = 1;
+  // Not into head_buffer_: the plain frame may be there (a compressed head is small only when
+  // the body is, and those go plain).
+  Result<BlockSlice> head =
+      SerializeFrameHead(*header, compressed.value()->slice, sidecar_bytes, max_message_size);
+  header->compression = nullptr;
+  RRPC_RETURN_NOT_OK(head.status());
+  request_compressed_ = true;
+  return std::optional<BlockSlice>(std::move(head).value());
 }
 
 void OutboundCall::StartTimer(struct ev_loop* loop,
@@ -191,7 +242,13 @@ void OutboundCall::FinishWithResponse(BlockSlice&& frame, const ResponseHeaderFi
     return;
   }
   CountCopy(CopySide::kClient, CopyKind::kBody, body.size());
-  if (!ParseMessageQuietly(body, response_)) {
+  if (header.has_compression) {
+    Status s = ParseCompressedResponse(header, body);
+    if (!s.ok()) {
+      Finish(std::move(s), nullptr);
+      return;
+    }
+  } else if (!ParseMessageQuietly(body, response_)) {
     Finish(Status::Corruption("response does not parse", response_->InitializationErrorString()),
            nullptr);
     return;
@@ -208,6 +265,27 @@ void OutboundCall::FinishWithResponse(BlockSlice&& frame, const ResponseHeaderFi
     RpcControllerInternal::KeepResponseBlock(controller_, std::move(frame.block));
   }
   Finish(Status::OK(), nullptr);
+}
+
+Status OutboundCall::ParseCompressedResponse(const ResponseHeaderFields& header, Slice body) {
+  const size_t limit =
+      owner_ != nullptr ? owner_->reactor()->options().max_message_size : size_t{64} << 20;
+  const MonoTime start = MonoTime::Now();
+  Result<BlockSlice> plain =
+      IsKnownCompression(header.compression.codec)
+          ? Decompress(body, static_cast<Compression>(header.compression.codec),
+                       header.compression.uncompressed_size, limit)
+          : Result<BlockSlice>(Status::NotSupported("response compressed with an unknown codec",
+                                                    std::to_string(header.compression.codec)));
+  if (compression_metrics_ != nullptr) {
+    compression_metrics_->BodyDecompressed(body.size(), header.compression.uncompressed_size,
+                                           plain.ok(), MonoTime::Now() - start);
+  }
+  if (!plain.ok()) return plain.status().CloneAndPrepend("compressed response refused");
+  if (!ParseMessageQuietly(plain.value().slice, response_)) {
+    return Status::Corruption("response does not parse", response_->InitializationErrorString());
+  }
+  return Status::OK();
 }
 
 void OutboundCall::FinishWithError(const Status& status) { Finish(status, nullptr); }
@@ -241,6 +319,9 @@ void OutboundCall::Cancel() {
 void OutboundCall::Finish(Status status, std::unique_ptr<ErrorStatusPB> error) {
   if (finished()) return;
   state_ = State::kFinished;
+  if (compression_ != Compression::kNone && owner_ != nullptr) {
+    method_->LearnPeerReadsCompression(owner_->peer_reads_compression());
+  }
   RpcControllerInternal::DetachCall(controller_, this);
   if (timer_active_) {
     ev_timer_stop(loop_, &timer_);

@@ -13,11 +13,13 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "rpc/core/header_codec.h"
 #include "rpc/core/remote_method.h"
 #include "rpc/transport/outbound_transfer.h"
+#include "rrpc/rpc/compression.h"
 #include "rrpc/rpc/response_callback.h"
 #include "rrpc/rpc/rpc_header.pb.h"
 #include "rrpc/util/monotime.h"
@@ -33,6 +35,7 @@ class Reactor;
 class RequestTracker;
 class StreamState;
 struct ClientMethodMetrics;
+class MessengerMetrics;
 
 // Told when a call finishes, before its callback runs, on the thread that finishes it (a reactor,
 // or the caller's for a call that failed before it was queued). The cluster channel's backends
@@ -66,6 +69,19 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   Status Serialize(const google::protobuf::Message& request, int32_t call_id,
                    size_t max_message_size, MonoTime attempt_deadline = MonoTime::Max(),
                    const RequestTracker* tracker = nullptr);
+
+  // Caller thread, before Serialize(): the call's request is to be compressed with `codec` (not
+  // kNone) as `options` say (the messenger's; they outlive the call), counted in `metrics`
+  // (nullptr: none). Serialize() compresses only once the method has seen a connection that
+  // negotiated COMPRESSION (RemoteMethod::peer_reads_compression).
+  void WantCompression(Compression codec, const CompressionOptions* options,
+                       MessengerMetrics* metrics) {
+    compression_ = codec;
+    compression_options_ = options;
+    compression_metrics_ = metrics;
+  }
+  // Whether Serialize() compressed the request body.
+  bool request_compressed() const { return request_compressed_; }
 
   // A synchronous caller wants to know which connection the call went out on, to write its next
   // call itself (Connection::TrySendCallFromCaller). Caller thread, before the call is queued.
@@ -147,11 +163,20 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
 
  private:
   // Serialize()'s encoding for a call whose header carries a request id (`tracker` set) or a
-  // trace context: the fields most calls lack, filled here so that those calls skip them.
+  // trace context, or that wants compression: what most calls lack, done here so that those
+  // calls skip it.
   Result<BlockSlice> SerializeWithOptionalParts(RequestHeaderParts* header,
                                                 const google::protobuf::Message& request,
                                                 uint32_t sidecar_bytes, size_t max_message_size,
                                                 const RequestTracker* tracker);
+  // The frame head of a call whose serialized body `body` is compressed (the header's other
+  // parts filled), or nullopt when it does not shrink (the plain frame is sent then).
+  Result<std::optional<BlockSlice>> SerializeCompressed(RequestHeaderParts* header, Slice body,
+                                                        uint32_t sidecar_bytes,
+                                                        size_t max_message_size);
+  // FinishWithResponse() for a compressed response body: decompresses it (held to the
+  // messenger's max_message_size) and parses it.
+  Status ParseCompressedResponse(const ResponseHeaderFields& header, Slice body);
   enum class State { kCreated, kSerialized, kFinished };
   void Finish(Status status, std::unique_ptr<ErrorStatusPB> error);
   static void OnTimerFired(struct ev_loop* loop, ev_timer* timer, int revents);
@@ -163,6 +188,12 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   RpcController* controller_;
   ResponseCallback callback_;
   ClientMethodMetrics* const metrics_;  // the method's: owned by the messenger, or nullptr
+  // WantCompression(): the codec (kNone: the call is not compressed), the messenger's options
+  // and metrics.
+  Compression compression_ = Compression::kNone;
+  bool request_compressed_ = false;
+  const CompressionOptions* compression_options_ = nullptr;
+  MessengerMetrics* compression_metrics_ = nullptr;
   int32_t call_id_ = 0;
   State state_ = State::kCreated;
   bool report_connection_ = false;

@@ -23,8 +23,9 @@ namespace rrpc::rpc {
 struct ClientMethodMetrics;
 class MessengerMetrics;
 
-// Immutable once made: any thread may read it. Reference counted: a call holds its method's
-// record, and may outlive the proxy (and the cache) that made it.
+// Immutable once made, but for what its calls learn of the server (peer_reads_compression): any
+// thread may read it. Reference counted: a call holds its method's record, and may outlive the
+// proxy (and the cache) that made it.
 class RemoteMethod : public RefCounted<RemoteMethod> {
  public:
   // `metrics`: owned by the messenger; nullptr when it keeps none.
@@ -36,12 +37,25 @@ class RemoteMethod : public RefCounted<RemoteMethod> {
   // The header's remote_method field: its tag, length and RemoteMethodPB (EncodeRemoteMethod).
   Slice encoded() const { return Slice(encoded_); }
   ClientMethodMetrics* metrics() const { return metrics_; }
+  // Whether the connection of the last call that wanted compression had negotiated COMPRESSION
+  // (calls may leave before the negotiation's reply, so a call cannot ask its connection): a
+  // call compresses its body only once an earlier one has seen this. Any thread.
+  bool peer_reads_compression() const {
+    return peer_reads_compression_.load(std::memory_order_relaxed);
+  }
+  // Reactor thread, as a call that wanted compression finishes on a connection.
+  void LearnPeerReadsCompression(bool reads) {
+    if (peer_reads_compression() != reads) {
+      peer_reads_compression_.store(reads, std::memory_order_relaxed);
+    }
+  }
 
  private:
   const Sockaddr remote_;
   const std::string method_name_;
   const std::string encoded_;
   ClientMethodMetrics* const metrics_;
+  std::atomic<bool> peer_reads_compression_{false};
 };
 
 // A proxy's RemoteMethods by the caller's method string: found by its address and checked by its

@@ -28,8 +28,8 @@ namespace rrpc::rpc {
 enum class HeaderFieldType : uint8_t { kInt32, kUint32, kFixed64, kMessage };
 enum class HeaderFieldLabel : uint8_t { kRequired, kOptional, kRepeated };
 // Fields that mean something only together: a header with some but not all of a group's fields
-// has none of them (docs/wire-format.md, section 5, for the trace context).
-enum class HeaderFieldGroup : uint8_t { kNone, kTraceContext };
+// has none of them (docs/wire-format.md, section 5, for the trace context and compression).
+enum class HeaderFieldGroup : uint8_t { kNone, kTraceContext, kCompression };
 
 struct RequestHeaderField {
   std::string_view name;  // as in the .proto
@@ -128,6 +128,18 @@ inline constexpr RequestHeaderField kRequestHeaderFields[] = {
        out->stream_credit = pb.stream_credit();
        return pb.has_stream_credit();
      }},
+    {"compression", 40, HeaderFieldType::kUint32, HeaderFieldLabel::kOptional,
+     HeaderFieldGroup::kCompression,
+     [](const RequestHeader& pb, RequestHeaderFields* out) {
+       out->compression.codec = pb.compression();
+       return pb.has_compression();
+     }},
+    {"uncompressed_size", 41, HeaderFieldType::kUint32, HeaderFieldLabel::kOptional,
+     HeaderFieldGroup::kCompression,
+     [](const RequestHeader& pb, RequestHeaderFields* out) {
+       out->compression.uncompressed_size = pb.uncompressed_size();
+       return pb.has_uncompressed_size();
+     }},
 };
 
 // The row named `name`; a name not listed fails to compile where a constant is needed.
@@ -162,16 +174,21 @@ constexpr int FieldsInGroup(HeaderFieldGroup group) {
 }
 
 // `pb` as the call path's fields, row by row (the names point into `pb`): the decoder's fallback,
-// and what the fuzzer holds the fast path to. A partial trace context is none.
+// and what the fuzzer holds the fast path to. A partial group (trace context, compression) is
+// none.
 inline void FieldsFromProto(const RequestHeader& pb, RequestHeaderFields* out) {
   out->Clear();
   int trace_fields = 0;
+  int compression_fields = 0;
   for (const RequestHeaderField& f : kRequestHeaderFields) {
     const bool present = f.copy_from_proto(pb, out);
     if (f.group == HeaderFieldGroup::kTraceContext && present) trace_fields++;
+    if (f.group == HeaderFieldGroup::kCompression && present) compression_fields++;
   }
   out->has_trace = trace_fields == FieldsInGroup(HeaderFieldGroup::kTraceContext);
   if (!out->has_trace) out->trace = TraceFields();
+  out->has_compression = compression_fields == FieldsInGroup(HeaderFieldGroup::kCompression);
+  if (!out->has_compression) out->compression = CompressionFields();
 }
 
 }  // namespace rrpc::rpc

@@ -335,6 +335,13 @@ bool ServicePool::RunCall(InboundCall* call, WorkerPool* pool) {
   }
   MessageCache::CallMessages messages =
       MessageCache::Take(*method->request_prototype, *method->response_prototype);
+  if (call->request_compressed()) {
+    Status s = call->DecompressRequest();
+    if (!s.ok()) {
+      call->RespondFailure(ErrorStatusPB::ERROR_INVALID_REQUEST, s);
+      return;
+    }
+  }
   const Slice body = call->serialized_request();
   CountCopy(CopySide::kServer, CopyKind::kBody, body.size());
   // Client and bidirectional streams' opening calls carry no request.

@@ -2,6 +2,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 
+#include <cstring>
 #include <string>
 
 #include "rpc/core/constants.h"
@@ -12,14 +13,25 @@ using google::protobuf::io::CodedOutputStream;
 
 namespace {
 
+// A body is a message (serialized into the frame) or bytes serialized already (a compressed body).
+inline size_t BodySize(const google::protobuf::MessageLite& body) { return body.ByteSizeLong(); }
+inline size_t BodySize(Slice body) { return body.size(); }
+inline uint8_t* WriteBody(const google::protobuf::MessageLite& body, uint8_t* p) {
+  return body.SerializeWithCachedSizesToArray(p);
+}
+inline uint8_t* WriteBody(Slice body, uint8_t* p) {
+  memcpy(p, body.data(), body.size());
+  return p + body.size();
+}
+
 // Writes a frame head whose header is `header_size` bytes, written by `write_header`: into
 // `buffer` when it fits in `capacity` bytes, else into a new exactly-sized block. Inlined into
 // each caller, so that the header's size and writer fold into it.
-template <typename WriteHeader>
+template <typename WriteHeader, typename Body>
 [[gnu::always_inline]] inline Result<BlockSlice> SerializeFrameHeadWith(
-    size_t header_size, const WriteHeader& write_header, const google::protobuf::MessageLite& body,
-    size_t sidecar_bytes, size_t max_frame_size, uint8_t* buffer = nullptr, size_t capacity = 0) {
-  const size_t body_size = body.ByteSizeLong();
+    size_t header_size, const WriteHeader& write_header, const Body& body, size_t sidecar_bytes,
+    size_t max_frame_size, uint8_t* buffer = nullptr, size_t capacity = 0) {
+  const size_t body_size = BodySize(body);
   const size_t head_size =
       CodedOutputStream::VarintSize32(static_cast<uint32_t>(header_size)) + header_size +
       CodedOutputStream::VarintSize32(static_cast<uint32_t>(body_size)) + body_size;
@@ -39,7 +51,7 @@ template <typename WriteHeader>
   uint8_t* const header_end = write_header(p);
   DCHECK_EQ(header_end, p + header_size);
   p = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(body_size), header_end);
-  p = body.SerializeWithCachedSizesToArray(p);
+  p = WriteBody(body, p);
   DCHECK_EQ(p, start + total);
   return BlockSlice{std::move(block), Slice(start, total)};
 }
@@ -56,6 +68,22 @@ Result<BlockSlice> SerializeFrameHead(const google::protobuf::MessageLite& heade
 
 Result<BlockSlice> SerializeFrameHead(const RequestHeaderParts& header,
                                       const google::protobuf::MessageLite& body,
+                                      size_t sidecar_bytes, size_t max_frame_size, uint8_t* buffer,
+                                      size_t capacity) {
+  return SerializeFrameHeadWith(
+      EncodedSize(header), [&](uint8_t* p) { return EncodeTo(header, p); }, body, sidecar_bytes,
+      max_frame_size, buffer, capacity);
+}
+
+Result<BlockSlice> SerializeFrameHead(const RequestHeaderParts& header, Slice body,
+                                      size_t sidecar_bytes, size_t max_frame_size, uint8_t* buffer,
+                                      size_t capacity) {
+  return SerializeFrameHeadWith(
+      EncodedSize(header), [&](uint8_t* p) { return EncodeTo(header, p); }, body, sidecar_bytes,
+      max_frame_size, buffer, capacity);
+}
+
+Result<BlockSlice> SerializeFrameHead(const ResponseHeaderFields& header, Slice body,
                                       size_t sidecar_bytes, size_t max_frame_size, uint8_t* buffer,
                                       size_t capacity) {
   return SerializeFrameHeadWith(

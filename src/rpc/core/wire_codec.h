@@ -41,6 +41,14 @@ Result<BlockSlice> SerializeFrameHead(const ResponseHeaderFields& header,
                                       const google::protobuf::MessageLite& body,
                                       size_t sidecar_bytes, size_t max_frame_size,
                                       uint8_t* buffer = nullptr, size_t capacity = 0);
+// The same with a body serialized already (`body`'s bytes are copied into the head): a
+// compressed body.
+Result<BlockSlice> SerializeFrameHead(const RequestHeaderParts& header, Slice body,
+                                      size_t sidecar_bytes, size_t max_frame_size,
+                                      uint8_t* buffer = nullptr, size_t capacity = 0);
+Result<BlockSlice> SerializeFrameHead(const ResponseHeaderFields& header, Slice body,
+                                      size_t sidecar_bytes, size_t max_frame_size,
+                                      uint8_t* buffer = nullptr, size_t capacity = 0);
 
 // Splits a frame (the bytes after its length prefix) into its header, body and the tail after the
 // body (sidecars). Corruption when the varints or lengths are malformed or the header does not

@@ -71,6 +71,14 @@ MessengerMetrics::MessengerMetrics(MetricRegistry* registry, scoped_refptr<Metri
       worker_idle_poll_hits(entity->FindOrCreateCounter(&METRIC_worker_idle_poll_hits_total)),
       sync_responses_read_by_caller(
           entity->FindOrCreateCounter(&METRIC_sync_responses_read_by_caller_total)),
+      compress_input_bytes(entity->FindOrCreateCounter(&METRIC_compress_input_bytes_total)),
+      compress_output_bytes(entity->FindOrCreateCounter(&METRIC_compress_output_bytes_total)),
+      compress_skipped(entity->FindOrCreateCounter(&METRIC_compress_skipped_total)),
+      compress_time_ns(entity->FindOrCreateCounter(&METRIC_compress_time_ns)),
+      decompress_input_bytes(entity->FindOrCreateCounter(&METRIC_decompress_input_bytes_total)),
+      decompress_output_bytes(entity->FindOrCreateCounter(&METRIC_decompress_output_bytes_total)),
+      decompress_refused(entity->FindOrCreateCounter(&METRIC_decompress_refused_total)),
+      decompress_time_ns(entity->FindOrCreateCounter(&METRIC_decompress_time_ns)),
       registry_(registry),
       entity_(std::move(entity)),
       // Reads 0 until the service pool attaches its queue.
@@ -78,6 +86,23 @@ MessengerMetrics::MessengerMetrics(MetricRegistry* registry, scoped_refptr<Metri
           entity_->FindOrCreateCallbackGauge(&METRIC_service_queue_length, nullptr)) {}
 
 MessengerMetrics::~MessengerMetrics() { DetachServiceQueueLength(); }
+
+void MessengerMetrics::BodyCompressed(size_t in, size_t out, bool skipped, MonoDelta elapsed) {
+  compress_input_bytes->IncrementBy(static_cast<int64_t>(in));
+  compress_output_bytes->IncrementBy(static_cast<int64_t>(out));
+  if (skipped) compress_skipped->Increment();
+  compress_time_ns->IncrementBy(elapsed.ToNanoseconds());
+}
+
+void MessengerMetrics::BodyDecompressed(size_t in, size_t out, bool ok, MonoDelta elapsed) {
+  decompress_input_bytes->IncrementBy(static_cast<int64_t>(in));
+  if (ok) {
+    decompress_output_bytes->IncrementBy(static_cast<int64_t>(out));
+  } else {
+    decompress_refused->Increment();
+  }
+  decompress_time_ns->IncrementBy(elapsed.ToNanoseconds());
+}
 
 MethodMetrics* MessengerMetrics::ServerMethod(const std::string& service,
                                               const std::string& method) {

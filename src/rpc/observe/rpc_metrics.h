@@ -135,6 +135,32 @@ inline constexpr MetricPrototype METRIC_sync_responses_read_by_caller_total =
         MetricUnit::kCalls,
         "Responses to synchronous calls that the calling thread read from the socket itself "
         "(its call the connection's only one outstanding), without a reactor's wake-up.");
+// Compression of message bodies (docs/compression.md), requests and responses alike.
+inline constexpr MetricPrototype METRIC_compress_input_bytes_total = MetricPrototype::Counter(
+    "compress_input_bytes_total", "Bytes before compression", MetricUnit::kBytes,
+    "Bodies this messenger compressed (or tried to: see compress_skipped_total), before.");
+inline constexpr MetricPrototype METRIC_compress_output_bytes_total = MetricPrototype::Counter(
+    "compress_output_bytes_total", "Bytes after compression", MetricUnit::kBytes,
+    "The same bodies as sent: compressed, or as they were when compression did not shrink them.");
+inline constexpr MetricPrototype METRIC_compress_skipped_total = MetricPrototype::Counter(
+    "compress_skipped_total", "Compressions skipped", MetricUnit::kMessages,
+    "Bodies sent uncompressed because compressing them did not save at least 1/32 of them.");
+inline constexpr MetricPrototype METRIC_compress_time_ns = MetricPrototype::Counter(
+    "compress_time_ns", "Compression time", MetricUnit::kNanoseconds,
+    "Time spent compressing bodies (skipped ones included), summed over threads.");
+inline constexpr MetricPrototype METRIC_decompress_input_bytes_total = MetricPrototype::Counter(
+    "decompress_input_bytes_total", "Bytes before decompression", MetricUnit::kBytes,
+    "Compressed bodies this messenger received, as they came.");
+inline constexpr MetricPrototype METRIC_decompress_output_bytes_total =
+    MetricPrototype::Counter("decompress_output_bytes_total", "Bytes after decompression",
+                             MetricUnit::kBytes, "The same bodies once decompressed.");
+inline constexpr MetricPrototype METRIC_decompress_refused_total = MetricPrototype::Counter(
+    "decompress_refused_total", "Decompressions refused", MetricUnit::kMessages,
+    "Compressed bodies refused: a stated size above the limit, data that does not decompress to "
+    "its stated size, or an unknown codec.");
+inline constexpr MetricPrototype METRIC_decompress_time_ns =
+    MetricPrototype::Counter("decompress_time_ns", "Decompression time", MetricUnit::kNanoseconds,
+                             "Time spent decompressing bodies, summed over threads.");
 inline constexpr MetricPrototype METRIC_too_busy_rejections_total = MetricPrototype::Counter(
     "too_busy_rejections_total", "Too-busy rejections", MetricUnit::kCalls,
     "Calls answered ERROR_SERVER_TOO_BUSY, by the service queue or by a handler.");
@@ -346,6 +372,20 @@ class MessengerMetrics {
   Counter* const worker_idle_polls;
   Counter* const worker_idle_poll_hits;
   Counter* const sync_responses_read_by_caller;
+  Counter* const compress_input_bytes;
+  Counter* const compress_output_bytes;
+  Counter* const compress_skipped;
+  Counter* const compress_time_ns;
+  Counter* const decompress_input_bytes;
+  Counter* const decompress_output_bytes;
+  Counter* const decompress_refused;
+  Counter* const decompress_time_ns;
+
+  // Compression hooks (any thread). A body of `in` bytes was compressed to `out` bytes, or sent
+  // as it was (`skipped`, out == in), in `elapsed`.
+  void BodyCompressed(size_t in, size_t out, bool skipped, MonoDelta elapsed);
+  // A compressed body of `in` bytes was decompressed to `out`, or refused (`ok` false).
+  void BodyDecompressed(size_t in, size_t out, bool ok, MonoDelta elapsed);
 
  private:
   MessengerMetrics(MetricRegistry* registry, scoped_refptr<MetricEntity> entity);
