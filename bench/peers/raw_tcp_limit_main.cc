@@ -3,7 +3,7 @@
 #include "bench/peers/peer_runner.h"
 #include "bench/peers/raw_tcp_client.h"
 #include "bench/peers/raw_tcp_server.h"
-#include "util/command_line.h"
+#include "rrpc/util/command_line.h"
 
 int main(int argc, char** argv) {
   rrpc::ParseCommandLine(&argc, &argv,
