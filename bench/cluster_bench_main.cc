@@ -45,8 +45,8 @@
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_context.h"
 #include "rrpc/rpc/rpc_controller.h"
+#include "rrpc/util/command_line.h"
 #include "rrpc/util/monotime.h"
-#include "util/command_line.h"
 #include "util/countdown_latch.h"
 #include "util/histogram.h"
 

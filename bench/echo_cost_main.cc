@@ -27,8 +27,8 @@
 #include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
+#include "rrpc/util/command_line.h"
 #include "rrpc/util/monotime.h"
-#include "util/command_line.h"
 #include "util/countdown_latch.h"
 
 DEFINE_int32(calls, 2000, "Measured calls");

@@ -27,10 +27,10 @@
 #include "rpc/rdma/rdma_flags.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/messenger_flags.h"
+#include "rrpc/util/command_line.h"
 #include "server/web/web_dashboard.h"
 #include "server/web/web_pages.h"
 #include "server/web/webserver.h"
-#include "util/command_line.h"
 #include "util/metrics/metric_registry.h"
 
 DEFINE_string(mode, "throughput",

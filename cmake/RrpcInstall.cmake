@@ -3,8 +3,8 @@
 #                       files) and the headers generated from those .proto files: nothing else
 #                       at the top of include/
 #   lib/                the static libraries, lib/cmake/rrpc/ (the CMake package: imported
-#                       targets rrpc::rpc, rrpc::server, rrpc::rdma..., rrpc::protoc-gen-rrpc,
-#                       rrpc_proto())
+#                       targets rrpc::rrpc (all of them), rrpc::rpc, rrpc::cluster,
+#                       rrpc::server, rrpc::rdma..., rrpc::protoc-gen-rrpc, rrpc_proto())
 #                       and lib/pkgconfig/rrpc.pc
 #   bin/                protoc-gen-rrpc and the tools (rrpc-cli, rpc-bench, kv-server, kv-cli,
 #                       kv-bench)
@@ -25,7 +25,14 @@ foreach(lib ${RRPC_EXPORTED_LIBRARIES})
   string(REGEX REPLACE "^rrpc_" "" export_name "${lib}")
   set_target_properties(${lib} PROPERTIES EXPORT_NAME "${export_name}")
 endforeach()
-install(TARGETS ${RRPC_EXPORTED_LIBRARIES} protoc-gen-rrpc EXPORT rrpcTargets
+# rrpc::rrpc: every library an application needs (the runtime, channels and discovery,
+# ServerBase and the web UI, the RDMA transport) behind one name; link it unless the binary's
+# size matters more than one line of CMake.
+add_library(rrpc_all INTERFACE)
+target_link_libraries(rrpc_all INTERFACE rrpc_server rrpc_cluster rrpc_discovery rrpc_rdma rrpc_rpc)
+set_target_properties(rrpc_all PROPERTIES EXPORT_NAME rrpc)
+add_library(rrpc::rrpc ALIAS rrpc_all)
+install(TARGETS ${RRPC_EXPORTED_LIBRARIES} rrpc_all protoc-gen-rrpc EXPORT rrpcTargets
   ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
   RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}"
   INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")

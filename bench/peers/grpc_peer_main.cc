@@ -4,7 +4,7 @@
 #include "bench/peers/grpc_echo_server.h"
 #include "bench/peers/grpc_stream.h"
 #include "bench/peers/peer_runner.h"
-#include "util/command_line.h"
+#include "rrpc/util/command_line.h"
 
 int main(int argc, char** argv) {
   rrpc::ParseCommandLine(

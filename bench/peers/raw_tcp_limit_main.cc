@@ -4,7 +4,7 @@
 #include "bench/peers/raw_tcp_client.h"
 #include "bench/peers/raw_tcp_server.h"
 #include "bench/peers/raw_tcp_stream.h"
-#include "util/command_line.h"
+#include "rrpc/util/command_line.h"
 
 int main(int argc, char** argv) {
   rrpc::ParseCommandLine(

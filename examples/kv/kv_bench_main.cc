@@ -22,7 +22,7 @@
 #include "kv/kv_server.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/messenger_flags.h"
-#include "util/command_line.h"
+#include "rrpc/util/command_line.h"
 
 DEFINE_string(mode, "put", "put or get (gets read keys written before the timed run).");
 DEFINE_int32(payload, 100, "Value size in bytes.");

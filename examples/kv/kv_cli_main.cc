@@ -16,7 +16,7 @@
 #include "kv/kv_client.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/messenger_flags.h"
-#include "util/command_line.h"
+#include "rrpc/util/command_line.h"
 
 DEFINE_string(server, "127.0.0.1:7050",
               "host:port of the kv-server, or a cluster target: list://H:P,H:P, file:///PATH, "

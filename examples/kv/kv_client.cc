@@ -124,7 +124,8 @@ Status KvClient::Increment(std::string_view key, int64_t delta, int64_t* value, 
   policy.initial_backoff = options_.initial_backoff;
   policy.max_backoff = options_.max_backoff;
   policy.attempt_timeout = options_.increment_attempt_timeout;
-  ctl.set_retry_policy(policy);
+  // Over a channel, the channel's ChannelOptions (attempt_timeout, max_attempts) retry it.
+  if (proxy_.channel() == nullptr) ctl.set_retry_policy(policy);
   RouteByKey(&ctl, key);
   Status s = proxy_.Increment(req, &resp, &ctl);
   if (ctl.attempts() > 1) {

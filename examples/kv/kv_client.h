@@ -42,8 +42,9 @@ struct KvClientOptions {
   MonoDelta max_backoff = MonoDelta::FromMilliseconds(500);
   // Values of at least this many bytes travel as sidecars.
   size_t sidecar_threshold = 4096;
-  // Increment (a tracked method): each attempt may take this long; an attempt whose outcome
-  // was lost is retried with the same request id, at most increment_max_attempts in all.
+  // Increment (a tracked method) to one address: each attempt may take this long; an attempt
+  // whose outcome was lost is retried with the same request id, at most increment_max_attempts
+  // in all. Over a channel, the channel's ChannelOptions decide instead.
   MonoDelta increment_attempt_timeout = MonoDelta::FromSeconds(1);
   int increment_max_attempts = 20;
 };

@@ -29,7 +29,7 @@
 #include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
-#include "util/command_line.h"
+#include "rrpc/util/command_line.h"
 #include "util/countdown_latch.h"
 
 DEFINE_int32(clients, 2, "Client messengers, each with its own channel over the three servers");

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "kv/kv_server.h"
-#include "util/command_line.h"
+#include "rrpc/util/command_line.h"
 
 DEFINE_bool(kv_sync_writes, false,
             "fsync the write-ahead log before acknowledging each write: survives machine "

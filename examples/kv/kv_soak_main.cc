@@ -43,8 +43,8 @@
 #include "rpc/core/result_tracker.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
+#include "rrpc/util/command_line.h"
 #include "rrpc/util/monotime.h"
-#include "util/command_line.h"
 #include "util/countdown_latch.h"
 
 DEFINE_double(minutes, 1, "How long the load runs");

@@ -128,6 +128,19 @@ Status Messenger::Listen(const Sockaddr& addr, Sockaddr* bound) {
   // connections over them, so each reactor accepts its own.
   std::vector<Socket> listeners;
   Sockaddr actual = addr;
+  if (addr.port() != 0) {
+    // SO_REUSEPORT would let this process share the port with another server of the same user
+    // (say a second one started with the same flags), each silently taking part of the
+    // connections. A socket without it cannot bind a port another process listens on.
+    RRPC_ASSIGN_OR_RETURN(Socket probe, Socket::CreateTcp(addr.family()));
+    RRPC_RETURN_NOT_OK(probe.SetReuseAddr(true));
+    Status free = probe.Bind(addr);
+    if (!free.ok()) {
+      return free.CloneAndPrepend(
+          "the RPC port is taken (another server on this host?); choose another (port 0 picks "
+          "a free one)");
+    }
+  }
   for (int i = 0; i < options_.num_reactors; i++) {
     RRPC_ASSIGN_OR_RETURN(Socket sock, Socket::CreateTcp(addr.family()));
     RRPC_RETURN_NOT_OK(sock.SetReuseAddr(true));

@@ -148,6 +148,7 @@ void Proxy::OnAsyncAttemptDone(const std::shared_ptr<AsyncRetry>& retry) {
     return;
   }
   retry->series.End();
+  SetFinalStatus(retry->controller);
   // The request copy goes before the callback: the caller may free its message types (a
   // DynamicMessageFactory) in it, and the last reference to `retry` may drop later, elsewhere.
   retry->request.reset();
@@ -176,7 +177,11 @@ Status Proxy::SyncRequest(const std::string& method, const google::protobuf::Mes
   while (true) {
     Status s = SyncAttempt(method, request, response, controller, series.BeginAttempt(controller));
     const RetryDecision next = series.DecideRetry(AttemptEnd::Of(*controller), MonoTime::Now());
-    if (!next.retry()) return s;  // `series` ends on the way out
+    if (!next.retry()) {  // `series` ends on the way out
+      if (s.ok()) return s;
+      SetFinalStatus(controller);
+      return controller->status();
+    }
     SleepFor(next.wait);
   }
 }

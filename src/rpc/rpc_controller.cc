@@ -69,6 +69,18 @@ void RpcController::DetachCallSlow(OutboundCall* call, OutboundCall* seen) {
                                         std::memory_order_acquire));
 }
 
+const char* HandlerRanName(HandlerRan ran) {
+  switch (ran) {
+    case HandlerRan::kNo:
+      return "did not run";
+    case HandlerRan::kMaybe:
+      return "may have run";
+    case HandlerRan::kYes:
+      return "ran";
+  }
+  return "?";
+}
+
 void RpcController::Reset() {
   cancel_requested_.store(false, std::memory_order_relaxed);
   timeout_ = MonoDelta::Max();
@@ -82,6 +94,8 @@ void RpcController::Reset() {
   attempts_ = 0;
   finished_ = false;
   has_hash_key_ = false;
+  has_retry_policy_ = false;
+  handler_ran_ = HandlerRan::kNo;
   server_tracks_results_ = false;
   request_left_ = false;
   has_compression_ = false;

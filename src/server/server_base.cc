@@ -137,7 +137,9 @@ Status ServerBase::Start() {
       if (registration_) (void)registration_->Withdraw();
       messenger_->Shutdown();
       state_.store(State::kStopped);
-      return s.CloneAndPrepend("web UI");
+      return s.CloneAndPrepend(
+          "web UI (its port taken by another server on this host? set webserver_bind_address, "
+          "--webserver_bind: another port, port 0 for a free one, empty for no web UI)");
     }
   }
   state_.store(State::kRunning);

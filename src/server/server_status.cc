@@ -7,7 +7,7 @@
 
 #include "rrpc/rpc/rpc_context.h"
 #include "rrpc/server/server_base.h"
-#include "util/command_line.h"
+#include "rrpc/util/command_line.h"
 #include "util/metrics/metric_registry.h"
 #include "util/metrics/prometheus_writer.h"
 

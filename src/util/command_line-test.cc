@@ -1,6 +1,6 @@
 // The short --help of rrpc's binaries: what ShortHelp lists, and ParseCommandLine run for real
 // in a forked child (it exits, as a binary's main would) with its output captured from a file.
-#include "util/command_line.h"
+#include "rrpc/util/command_line.h"
 
 #include <gflags/gflags.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "util/command_line.h"
+#include "rrpc/util/command_line.h"
 
 #include <algorithm>
 #include <cctype>

@@ -18,8 +18,9 @@ enum class MethodKind {
   // address also retries an attempt whose outcome was lost, as RetryPolicy allows. Through a
   // cluster channel it carries a request id too; result trackers are per server, so once an
   // attempt's outcome is lost after its request may have left, the call is retried only on that
-  // server (pinned; ChannelOptions::attempt_timeout bounds each attempt). A method marked both
-  // idempotent and tracked is refused by protoc-gen-rrpc.
+  // server (pinned; ChannelOptions::attempt_timeout bounds each attempt; a RetryPolicy on the
+  // controller is refused). docs/exactly-once.md tabulates which options apply where. A method
+  // marked both idempotent and tracked is refused by protoc-gen-rrpc.
   kTracked,
 };
 

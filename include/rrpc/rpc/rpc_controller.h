@@ -25,11 +25,12 @@ class RpcControllerInternal;
 
 // How a call through a Proxy to one address (synchronous or asynchronous) retries when the server
 // refuses it as too busy (ERROR_SERVER_TOO_BUSY): up to `max_attempts` attempts in all, waiting
-// between them a backoff
-// that starts at `initial_backoff`, grows by `multiplier` up to `max_backoff`, and is jittered
-// (a uniformly random wait between half and all of it, so refused clients do not come back in
-// step). Never past the caller's deadline: a wait that would end after it is not taken, and the
-// call fails with the last refusal. Off by default (one attempt).
+// between them a backoff that starts at `initial_backoff`, grows by `multiplier` up to
+// `max_backoff`, and is jittered (a uniformly random wait between half and all of it, so refused
+// clients do not come back in step). Never past the caller's deadline: a wait that would end
+// after it is not taken, and the call fails with the last refusal. Off by default (one attempt).
+// A Proxy over a cluster channel retries by the channel's ChannelOptions instead: a call through
+// a channel whose controller has a RetryPolicy fails at once with InvalidArgument.
 struct RetryPolicy {
   int max_attempts = 1;
   MonoDelta initial_backoff = MonoDelta::FromMilliseconds(1);
@@ -42,6 +43,21 @@ struct RetryPolicy {
   // and lost outcomes are not retried.
   MonoDelta attempt_timeout = MonoDelta::Max();
 };
+
+// Whether a call's handler ran on a server, as far as the client can know; after the call, from
+// every attempt it made (RpcController::handler_ran()).
+enum class HandlerRan {
+  // No attempt ran: each was refused (server too busy or draining, no such method, not
+  // authorized, bad request), expired in the server's queue, or never left this process.
+  kNo,
+  // Outcome unknown: an attempt was sent and its answer lost (its connection failed after the
+  // request left, it timed out, it was cancelled in flight), or the server no longer holds a
+  // tracked call's result. A tracked method ran at most once; others may have run more often.
+  kMaybe,
+  // A handler ran: the call succeeded, or its handler failed it (RemoteError).
+  kYes,
+};
+const char* HandlerRanName(HandlerRan ran);  // "did not run", "may have run", "ran"
 
 class RpcController {
  public:
@@ -74,6 +90,11 @@ class RpcController {
   bool finished() const { return finished_; }
   // The server's error, when status() is a RemoteError (or a server-produced timeout / too busy).
   const ErrorStatusPB* error_response() const { return error_.get(); }
+  // Whether the call's handler ran (kYes), may have run (kMaybe: outcome unknown) or did not run
+  // on any attempt (kNo); for a failed call, whether a write may have been applied. kNo before
+  // the call.
+  HandlerRan handler_ran() const { return handler_ran_; }
+  bool may_have_run() const { return handler_ran_ != HandlerRan::kNo; }
   // True when the failure is worth retrying elsewhere: server too busy or shutting down, or the
   // connection failed (NetworkError: reset, or the peer declared dead; the call may have run).
   bool IsRetriable() const;
@@ -89,8 +110,14 @@ class RpcController {
 
   // Opt-in retries of calls refused as too busy (RetryPolicy); used by a Proxy to one address,
   // synchronous and asynchronous calls alike (a cluster channel retries by its ChannelOptions).
-  void set_retry_policy(const RetryPolicy& policy) { retry_policy_ = policy; }
+  // Through a cluster channel the call fails with InvalidArgument instead (the channel retries
+  // by its ChannelOptions).
+  void set_retry_policy(const RetryPolicy& policy) {
+    retry_policy_ = policy;
+    has_retry_policy_ = true;
+  }
   const RetryPolicy& retry_policy() const { return retry_policy_; }
+  bool has_retry_policy() const { return has_retry_policy_; }
   // Attempts the last call made (1 without retries).
   int attempts() const { return attempts_; }
   // A call of a tracked method: its sequence number with the messenger's request tracker (the
@@ -186,6 +213,9 @@ class RpcController {
   // Set by OutboundCall when the call finishes (before the callback runs).
   bool finished_ = false;
   bool has_hash_key_ = false;
+  bool has_retry_policy_ = false;
+  // The most any attempt ran, over the call's attempts (kept by PrepareRetry).
+  HandlerRan handler_ran_ = HandlerRan::kNo;
   bool server_tracks_results_ = false;  // set by OutboundCall when the call finishes
   bool request_left_ = false;           // set by OutboundCall when the call finishes
   bool has_compression_ = false;

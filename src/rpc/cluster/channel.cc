@@ -230,6 +230,18 @@ void Channel::AsyncRequest(const std::string& service, const std::string& method
                            google::protobuf::Message* response, RpcController* controller,
                            ResponseCallback&& callback, MethodKind kind) {
   CHECK(!controller->finished()) << "RpcController reused without Reset()";
+  if (controller->has_retry_policy()) {
+    // Not silently ignored: a channel retries by its ChannelOptions.
+    ChannelCall::FailAtOnce(
+        controller,
+        Status::InvalidArgument("RpcController::set_retry_policy() applies to a Proxy to one "
+                                "address; a call through channel " +
+                                name() +
+                                " retries by its ChannelOptions (max_attempts, "
+                                "attempt_timeout, initial_backoff)"),
+        std::move(callback));
+    return;
+  }
   const BackendSet* set = current_.load(std::memory_order_acquire);
   if (set != nullptr && set->backends.size() == 1 && kind != MethodKind::kTracked) {
     // One server: nothing to fail over to or hedge with. The call goes out as a Proxy's does,

@@ -320,6 +320,12 @@ void ChannelCall::Deliver(Attempt* attempt) {
     RpcControllerInternal::set_attempts(controller_, series_.attempts());
     series_.End();  // a tracked call's request id: no retry of it will be sent
   }
+  // A hedged call's other attempts had controllers of their own: one cancelled in flight, or
+  // one that failed before the winner, may have run.
+  if (hedged_ && controller_->attempts() > 1) {
+    RpcControllerInternal::NoteHandlerRan(controller_, HandlerRan::kMaybe);
+  }
+  SetFinalStatus(controller_);
   if (attempt->answered && !attempt->waited_for_connection) {
     channel_->RecordLatency(attempt->latency, attempt->answered_at);
   }

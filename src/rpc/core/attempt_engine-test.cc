@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 
 #include "rpc/core/request_tracker.h"
 #include "rpc/core/rpc_controller_internal.h"
@@ -54,6 +55,57 @@ TEST(ClassifyAttemptTest, NamesServerRefusalsTimeoutsAndConnectionFailures) {
   EXPECT_EQ(ClassifyAttempt(Status::NetworkError("reset"), nullptr),
             AttemptOutcome::kConnectionFailed);
   EXPECT_EQ(ClassifyAttempt(Status::InvalidArgument("too large"), nullptr), AttemptOutcome::kLocal);
+}
+
+TEST(AttemptRanTest, TellsRanMayHaveRunAndDidNotRunFromHowAnAttemptEnded) {
+  // Answered: the handler ran (also when the answer did not parse).
+  EXPECT_EQ(HandlerRan::kYes, AttemptRan(Status::OK(), nullptr, true, true));
+  EXPECT_EQ(HandlerRan::kYes, AttemptRan(Status::Corruption("bad"), nullptr, true, true));
+  auto app = ServerError(ErrorStatusPB::ERROR_APPLICATION);
+  EXPECT_EQ(HandlerRan::kYes, AttemptRan(Status::RemoteError("x"), app.get(), true, true));
+  // Refused or expired in the server's queue: the handler did not run.
+  for (auto code : {ErrorStatusPB::ERROR_SERVER_TOO_BUSY, ErrorStatusPB::ERROR_UNAVAILABLE,
+                    ErrorStatusPB::ERROR_TIMED_OUT, ErrorStatusPB::ERROR_NO_SUCH_METHOD,
+                    ErrorStatusPB::ERROR_NOT_AUTHORIZED, ErrorStatusPB::ERROR_INVALID_REQUEST}) {
+    auto error = ServerError(code);
+    EXPECT_EQ(HandlerRan::kNo, AttemptRan(Status::RemoteError("x"), error.get(), true, true))
+        << ErrorStatusPB::RpcErrorCodePB_Name(code);
+  }
+  auto stale = ServerError(ErrorStatusPB::ERROR_REQUEST_STALE);
+  EXPECT_EQ(HandlerRan::kMaybe, AttemptRan(Status::RemoteError("x"), stale.get(), true, true));
+  // No answer: it may have run once its request left, never before.
+  EXPECT_EQ(HandlerRan::kMaybe, AttemptRan(Status::TimedOut("t"), nullptr, false, true));
+  EXPECT_EQ(HandlerRan::kMaybe, AttemptRan(Status::NetworkError("reset"), nullptr, false, true));
+  EXPECT_EQ(HandlerRan::kMaybe, AttemptRan(Status::Aborted("cancelled"), nullptr, false, true));
+  EXPECT_EQ(HandlerRan::kNo, AttemptRan(Status::NetworkError("refused"), nullptr, false, false));
+  EXPECT_EQ(HandlerRan::kNo, AttemptRan(Status::TimedOut("t"), nullptr, false, false));
+}
+
+TEST(AttemptRanTest, ACallsHandlerRanIsTheMostOfItsAttempts) {
+  RpcController ctl;
+  EXPECT_EQ(HandlerRan::kNo, ctl.handler_ran());
+  RpcControllerInternal::Finish(&ctl, Status::TimedOut("lost"), nullptr, true, true,
+                                HandlerRan::kMaybe);
+  RpcControllerInternal::PrepareRetry(&ctl);
+  RpcControllerInternal::Finish(&ctl, Status::NetworkError("connection refused"), nullptr, true,
+                                false, HandlerRan::kNo);
+  // The second attempt was never sent, but the first may have run.
+  EXPECT_EQ(HandlerRan::kMaybe, ctl.handler_ran());
+  EXPECT_TRUE(ctl.may_have_run());
+  ctl.Reset();
+  EXPECT_EQ(HandlerRan::kNo, ctl.handler_ran());
+}
+
+TEST(FinalStatusTest, ARetriedCallsStatusNamesItsAttemptsAndWhetherItRan) {
+  const Status last = Status::NetworkError("connect to 127.0.0.1:1", "Connection refused");
+  EXPECT_EQ(last.ToString(), FinalStatus(last, 1, HandlerRan::kNo).ToString());
+  const Status s = FinalStatus(last, 3, HandlerRan::kMaybe);
+  EXPECT_TRUE(s.IsNetworkError());
+  EXPECT_NE(std::string::npos, s.ToString().find("after 3 attempts, may have run: connect"))
+      << s.ToString();
+  EXPECT_NE(std::string::npos,
+            FinalStatus(last, 2, HandlerRan::kNo).ToString().find("after 2 attempts, did not run"));
+  EXPECT_TRUE(FinalStatus(Status::OK(), 3, HandlerRan::kYes).ok());
 }
 
 TEST(DecideRetryTest, ProxyRetriesOnlyTooBusyForAPlainCall) {
@@ -142,7 +194,8 @@ TEST(AttemptSeriesTest, KeepsATrackedCallsRequestIdOverItsAttemptsUntilItEnds) {
     series.BeginAttempt(&controller);
     EXPECT_EQ(controller.attempts(), 1);
     RpcControllerInternal::Finish(&controller, Status::ServiceUnavailable("busy"),
-                                  ServerError(ErrorStatusPB::ERROR_SERVER_TOO_BUSY), true, true);
+                                  ServerError(ErrorStatusPB::ERROR_SERVER_TOO_BUSY), true, true,
+                                  HandlerRan::kNo);
     const RetryDecision next = series.DecideRetry(AttemptEnd::Of(controller), MonoTime::Now());
     EXPECT_EQ(next.verdict, RetryVerdict::kAnyServer);
     series.BeginAttempt(&controller);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <random>
+#include <string>
 
 #include "rpc/core/request_tracker.h"
 #include "rpc/core/rpc_controller_internal.h"
@@ -48,6 +49,36 @@ const char* AttemptOutcomeName(AttemptOutcome outcome) {
       return "local failure";
   }
   return "?";
+}
+
+HandlerRan AttemptRan(const Status& status, const ErrorStatusPB* error, bool answered,
+                      bool request_left) {
+  if (error != nullptr) {
+    switch (error->code()) {
+      case ErrorStatusPB::ERROR_APPLICATION:
+        return HandlerRan::kYes;
+      case ErrorStatusPB::ERROR_REQUEST_STALE:  // the server no longer knows: it may have run
+      case ErrorStatusPB::FATAL_UNKNOWN:
+        return HandlerRan::kMaybe;
+      default:  // refused, or expired in the queue: the server did not run the handler
+        return HandlerRan::kNo;
+    }
+  }
+  if (status.ok() || answered) return HandlerRan::kYes;  // answered (maybe unparseable)
+  return request_left ? HandlerRan::kMaybe : HandlerRan::kNo;
+}
+
+Status FinalStatus(const Status& last, int attempts, HandlerRan ran) {
+  if (last.ok() || attempts <= 1) return last;
+  return last.CloneAndPrepend("after " + std::to_string(attempts) + " attempts, " +
+                              HandlerRanName(ran));
+}
+
+void SetFinalStatus(RpcController* controller) {
+  if (controller->status().ok()) return;
+  RpcControllerInternal::set_status(
+      controller,
+      FinalStatus(controller->status(), controller->attempts(), controller->handler_ran()));
 }
 
 RetryRules RetryRules::ForProxy(const RetryPolicy& policy, MethodKind kind) {

@@ -34,6 +34,19 @@ enum class AttemptOutcome {
 AttemptOutcome ClassifyAttempt(const Status& status, const ErrorStatusPB* error);
 const char* AttemptOutcomeName(AttemptOutcome outcome);
 
+// Whether a finished attempt's handler ran: `error` is the server's error response (if any),
+// `answered` whether any response arrived, `request_left` whether any of its bytes were written.
+// OutboundCall tells the controller each attempt's (RpcController::handler_ran()).
+HandlerRan AttemptRan(const Status& status, const ErrorStatusPB* error, bool answered,
+                      bool request_left);
+
+// A failed call's status once its last attempt is over: the last attempt's, and after more than
+// one attempt prefixed with their count and what the call's handler did ("after 3 attempts, may
+// have run: ..."), so a retried call's text tells what happened to all of them.
+Status FinalStatus(const Status& last, int attempts, HandlerRan ran);
+// Applies FinalStatus to a finished, failed call on `controller`.
+void SetFinalStatus(RpcController* controller);
+
 // How one finished attempt ended, as its controller tells it.
 struct AttemptEnd {
   AttemptOutcome outcome = AttemptOutcome::kLocal;

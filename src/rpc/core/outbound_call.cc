@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "rpc/core/attempt_engine.h"
 #include "rpc/core/compression.h"
 #include "rpc/core/connection.h"
 #include "rpc/core/reactor.h"
@@ -291,9 +292,18 @@ Status OutboundCall::ParseCompressedResponse(const ResponseHeaderFields& header,
 void OutboundCall::FinishWithError(const Status& status) { Finish(status, nullptr); }
 
 void OutboundCall::FinishTimedOut() {
-  Finish(Status::TimedOut("call " + method_name() + " to " + remote().ToString() +
-                          " timed out after " + (MonoTime::Now() - sent_at_).ToString()),
-         nullptr);
+  const MonoTime now = MonoTime::Now();
+  std::string msg = "call " + method_name() + " to " + remote().ToString();
+  const MonoTime call_deadline = controller_->deadline();
+  if (deadline_ < call_deadline) {
+    // The attempt's own timeout (a retrying caller's), not the call's deadline.
+    msg += ": attempt " + std::to_string(controller_->attempts()) + " timed out after " +
+           (now - sent_at_).ToString() + " (its attempt timeout; the call's deadline is " +
+           (call_deadline - now).ToString() + " away)";
+  } else {
+    msg += " timed out after " + (now - sent_at_).ToString();
+  }
+  Finish(Status::TimedOut(msg), nullptr);
 }
 
 void OutboundCall::FailBeforeSend(const Status& status) { Finish(status, nullptr); }
@@ -331,9 +341,11 @@ void OutboundCall::Finish(Status status, std::unique_ptr<ErrorStatusPB> error) {
     metrics_->CallFinished(status, sent_at_,
                            received_at_ == MonoTime() ? MonoTime::Now() : received_at_);
   }
+  const bool request_left = started() || wrote_any_.load(std::memory_order_relaxed);
+  const HandlerRan ran = AttemptRan(status, error.get(), received_at_ != MonoTime(), request_left);
   RpcControllerInternal::Finish(controller_, std::move(status), std::move(error),
                                 connection_ != nullptr && connection_->peer_tracks_results(),
-                                started() || wrote_any_.load(std::memory_order_relaxed));
+                                request_left, ran);
   if (observer_) {
     observer_->OnCallFinished(*this, controller_->status(), controller_->error_response());
   }

@@ -187,8 +187,9 @@ void ResultTracker::Finish(const TrackedRequestId& id,
       w->RespondStored(*response);
     } else {
       w->RespondFailure(ErrorStatusPB::ERROR_SERVER_TOO_BUSY,
-                        Status::ServiceUnavailable("the first attempt of this call did not run: "
-                                                   "retry"));
+                        Status::ServiceUnavailable(
+                            "not run: this attempt waited for an earlier attempt of the same "
+                            "call, which ended without running"));
     }
   }
 }

@@ -40,9 +40,11 @@ class RpcControllerInternal {
     c->response_block_ = std::move(block);
   }
   // The attempt's outcome; `request_left`: some of its bytes were written; `server_tracks_results`:
-  // its connection's server negotiated EXACTLY_ONCE.
+  // its connection's server negotiated EXACTLY_ONCE; `ran`: whether its handler ran
+  // (AttemptRan, core/attempt_engine.h), folded into the call's over its attempts.
   static void Finish(RpcController* c, Status status, std::unique_ptr<ErrorStatusPB> error,
-                     bool server_tracks_results, bool request_left) {
+                     bool server_tracks_results, bool request_left, HandlerRan ran) {
+    NoteHandlerRan(c, ran);
     c->status_ = std::move(status);
     c->error_ = std::move(error);
     c->server_tracks_results_ = server_tracks_results;
@@ -51,6 +53,11 @@ class RpcControllerInternal {
   }
 
   // --- Over a call's attempts (the attempt engine, ChannelCall) ---
+
+  // An attempt of the call ran (or may have): the call's handler_ran() is the most of them.
+  static void NoteHandlerRan(RpcController* c, HandlerRan ran) {
+    if (static_cast<int>(ran) > static_cast<int>(c->handler_ran_)) c->handler_ran_ = ran;
+  }
 
   static void set_attempts(RpcController* c, int attempts) { c->attempts_ = attempts; }
   static void set_request_seq_no(RpcController* c, uint64_t seq) { c->request_seq_no_ = seq; }
@@ -68,6 +75,7 @@ class RpcControllerInternal {
     to->error_ = std::move(from->error_);
     to->response_block_ = std::move(from->response_block_);
     to->inbound_sidecars_ = std::move(from->inbound_sidecars_);
+    NoteHandlerRan(to, from->handler_ran_);
     to->finished_ = true;
   }
   // Replaces a finished call's status (a hedge winner's answer that does not parse as the

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -142,6 +143,26 @@ TEST_F(MessengerTest, ManyConcurrentAsyncCallsAllAnswered) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(kThreads * kCallsPerThread, ok.load());
+}
+
+// A second server given the port the first listens on (two servers on one host with the same
+// flags) is refused, not let in to share the port through SO_REUSEPORT.
+TEST_F(MessengerTest, ListenRefusesAPortAnotherServerListensOn) {
+  auto first = MessengerBuilder("first").Build();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  Sockaddr taken;
+  ASSERT_TRUE((*first)->Listen(Sockaddr::Loopback(0), &taken).ok());
+  auto second = MessengerBuilder("second").Build();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  const Status s = (*second)->Listen(taken, nullptr);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(std::string::npos, s.ToString().find("the RPC port is taken")) << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find(taken.ToString())) << s.ToString();
+  Sockaddr other;
+  EXPECT_TRUE((*second)->Listen(Sockaddr::Loopback(0), &other).ok());
+  EXPECT_NE(taken.port(), other.port());
+  (*second)->Shutdown();
+  (*first)->Shutdown();
 }
 
 }  // namespace rrpc::rpc

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "rrpc/rpc/messenger_flags.h"
+#include "rrpc/util/command_line.h"
 #include "server/tools/cli_commands.h"
-#include "util/command_line.h"
 
 DEFINE_int32(timeout_ms, 10000,
              "Milliseconds each RPC (a descriptor fetch, the call) may take before the CLI gives "

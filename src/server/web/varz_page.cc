@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "rrpc/util/command_line.h"
 #include "server/web/web_page_areas.h"
 #include "server/web/web_page_format.h"
-#include "util/command_line.h"
 
 namespace rrpc::web_page {
 

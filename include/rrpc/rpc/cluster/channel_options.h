@@ -40,16 +40,20 @@ struct ChannelOptions {
   int ring_vnodes = 160;
 
   // Attempts per call in all (first, retries and hedges; at most 8), never past the call's
-  // deadline, and never twice to one server.
+  // deadline, and never twice to one server (except a tracked call's, pinned to the server that
+  // may have run it).
   int max_attempts = 3;
   // Wait before a retry: jittered (between half and all of it), doubling up to max_backoff.
   MonoDelta initial_backoff = MonoDelta::FromMilliseconds(1);
   MonoDelta max_backoff = MonoDelta::FromMilliseconds(50);
   RetryBudgetOptions retry_budget;
-  // Per-attempt timeout: an attempt of an idempotent call that has not answered within it is
-  // given up and the call moves to another server (a retry, under the same budget and
-  // max_attempts), never past the call's own deadline. The given-up attempt may still run on its
-  // server. MonoDelta() (default): off, an attempt may take the whole deadline.
+  // Per-attempt timeout, for idempotent and tracked calls (plain calls get none): an attempt that
+  // has not answered within it is given up, and the call is retried (under the same budget and
+  // max_attempts), never past the call's own deadline: an idempotent call on another server, a
+  // tracked call on the same server with the same request id (docs/exactly-once.md). The given-up
+  // attempt may still run on its server. MonoDelta() (default): off, an attempt may take the
+  // whole deadline. A controller's RetryPolicy does not apply through a channel (the call fails
+  // with InvalidArgument).
   MonoDelta attempt_timeout;
 
   // Hedging of idempotent calls: after this delay without an answer, a second attempt goes to

@@ -46,15 +46,19 @@ generate_hello() {
     --cpp_out="$1" --rrpc_out="$1" hello/hello.proto || fail "protoc with the installed plugin"
 }
 
-# readme_snippet NAME OUT: the code block README.md marks with `<!-- readme-snippet: NAME -->`
-# (the fenced block that starts on the next line), written to OUT as it stands.
-readme_snippet() {
-  local readme="$install_test_dir/../../../../README.md"
-  awk -v name="$1" '
-    $0 == "<!-- readme-snippet: " name " -->" { marked = 1; next }
+# doc_snippet DOC MARKER NAME OUT: the code block the document DOC (a path from the repository
+# root) marks with `<!-- MARKER: NAME -->` (the fenced block that starts on the next line),
+# written to OUT as it stands.
+doc_snippet() {
+  local doc="$install_test_dir/../../../../$1"
+  awk -v mark="<!-- $2: $3 -->" '
+    $0 == mark { marked = 1; next }
     marked == 1 { if ($0 ~ /^```/) { marked = 2; next } else { exit 3 } }
     marked == 2 { if ($0 ~ /^```/) { found = 1; exit 0 } print }
-    END { if (!found) exit 3 }' "$readme" >"$2" ||
-    fail "README.md has no code block marked <!-- readme-snippet: $1 --> (or it is not closed)"
-  [ -s "$2" ] || fail "README.md's snippet $1 is empty"
+    END { if (!found) exit 3 }' "$doc" >"$4" ||
+    fail "$1 has no code block marked <!-- $2: $3 --> (or it is not closed)"
+  [ -s "$4" ] || fail "$1's snippet $3 is empty"
 }
+
+# readme_snippet NAME OUT: README.md's block marked `<!-- readme-snippet: NAME -->`.
+readme_snippet() { doc_snippet README.md readme-snippet "$1" "$2"; }

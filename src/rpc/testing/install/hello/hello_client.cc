@@ -1,5 +1,6 @@
-// hello-client PORT [rdma]: calls HelloService on 127.0.0.1:PORT (Greet on a worker, Add inline)
-// and prints what it got back and the transport its connection ended on; exits 1 if a call fails.
+// hello-client PORT [rdma]: calls HelloService on 127.0.0.1:PORT (Greet on a worker, Add inline,
+// then Greet again through a cluster channel over the target list://127.0.0.1:PORT) and prints
+// what it got back and the transport its connection ended on; exits 1 if a call fails.
 // The generated header is enough to build a messenger and call; with "rdma" the messenger's
 // transport factory is RDMA's (rrpc/rpc/rdma.h, the software backend: no device needed).
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "hello/hello.rrpc.h"
+#include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/rdma.h"
 
 int main(int argc, char** argv) {
@@ -47,6 +49,20 @@ int main(int argc, char** argv) {
   s = proxy.Add(add_req, &add_resp, &add_ctl);
   if (!s.ok()) {
     fprintf(stderr, "hello-client: Add: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  auto channel =
+      rrpc::rpc::Channel::Create(messenger.value(), std::string("list://127.0.0.1:") + argv[1]);
+  if (!channel.ok()) {
+    fprintf(stderr, "hello-client: Channel::Create: %s\n", channel.status().ToString().c_str());
+    return 1;
+  }
+  hello::HelloServiceProxy cluster_proxy(channel.value());
+  rrpc::rpc::RpcController cluster_ctl;
+  cluster_ctl.set_timeout(rrpc::MonoDelta::FromSeconds(30));
+  s = cluster_proxy.Greet(greet_req, &greet_resp, &cluster_ctl);
+  if (!s.ok()) {
+    fprintf(stderr, "hello-client: Greet through a channel: %s\n", s.ToString().c_str());
     return 1;
   }
   std::string transport = "none";

@@ -1,4 +1,5 @@
-// Command-line parsing for rrpc's binaries: gflags, except that --help is short. gflags' own
+// Command-line parsing for rrpc's binaries and servers built on it (installed): gflags, except that
+// --help is short. gflags' own
 // --help lists every flag linked into the program (glog's, gflags' and every library's), which
 // buries the few a user of the binary needs. Here --help prints a usage line, what the program
 // does, and only the flags defined in the files the binary names: its own first, then the rrpc
@@ -27,8 +28,9 @@ struct CommandLineUsage {
   std::string synopsis;
   // What the program does, and anything else a user needs before its flags; may span lines.
   std::string about;
-  // The files whose flags --help lists, in this order: paths under src/
-  // ("bench/rpc_bench_main.cc") matched against the end of the file each flag was defined in.
+  // The files whose flags --help lists, in this order, each matched against the end of the path
+  // of the file a flag was defined in: an application's own ("store_server_main.cc"), rrpc's by
+  // their path under its src/ ("server/server_base_flags.cc", "rpc/messenger_flags.cc").
   std::vector<std::string> flag_files;
 };
 
