@@ -408,7 +408,8 @@ TEST_F(ChannelTest, HedgeLosersCancelReachesItsServer) {
   req.set_data("hedged");
   rtest::EchoResponsePB resp;
   RpcController ctl;
-  ctl.set_timeout(MonoDelta::FromSeconds(60));
+  // A deadline far beyond the waits below: a cancel seen within them is not the deadline's.
+  ctl.set_timeout(MonoDelta::FromSeconds(600));
   ASSERT_TRUE(proxy.Echo(req, &resp, &ctl).ok()) << ctl.status().ToString();
   EXPECT_EQ(ctl.attempts(), 2);
   ASSERT_TRUE(gate_.WaitForEntered(1));  // the loser runs, held
@@ -433,7 +434,8 @@ TEST_F(ChannelTest, CancelOfAChannelCallReachesTheServer) {
   req.set_data("cancelled");
   rtest::EchoResponsePB resp;
   RpcController ctl;
-  ctl.set_timeout(MonoDelta::FromSeconds(60));
+  // A deadline far beyond the waits below: a cancel seen within them is not the deadline's.
+  ctl.set_timeout(MonoDelta::FromSeconds(600));
   CountDownLatch done(1);
   proxy.EchoAsync(req, &resp, &ctl, [&done] { done.CountDown(); });
   ASSERT_TRUE(gate_.WaitForEntered(1));
