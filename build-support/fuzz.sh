@@ -3,18 +3,19 @@
 # for a bounded time, starting from its seed corpus in the repo (src/rpc/core/fuzz-corpus/NAME).
 # New inputs go to build/fuzz/corpus/NAME (the repo's corpus is only read), crashes to
 # build/fuzz/crashes/. Prints one line per target:
-#   FUZZ target=NAME seconds=N execs=N execs_per_sec=N coverage_edges=N corpus=FILES/BYTES
+#   FUZZ target=NAME seed=S seconds=N execs=N execs_per_sec=N coverage_edges=N corpus=FILES/BYTES
 #        saved_files=N saved_bytes=N crashes=N
 # (corpus: libFuzzer's final corpus, seeds included; saved: everything build/fuzz/corpus/NAME
 # holds, which grows run after run).
 # and exits non-zero if any target crashed, hung, leaked or failed a check.
 # A crash is fixed with the crashing input copied into the target's corpus folder as regress-*
 # (ctest replays the folder in every build).
-# --seed S fixes libFuzzer's random seed (0, the default: a new one each run). With a fixed seed
-# and the same starting corpus, a single-threaded target repeats the same inputs in the same order,
-# so a longer run covers what a shorter one tries: CI uses a fixed seed, and a run that passed
-# here passes there. (server_connection-fuzz runs a messenger's threads, so its coverage, and so
-# its path, can still vary a little.)
+# --seed S fixes libFuzzer's random seed (0, the default: a new one each run, drawn here and
+# printed as "fuzz: seed S" so a crash found by it can be replayed). With a fixed seed and the same
+# starting corpus, a single-threaded target repeats the same inputs in the same order.
+# (server_connection-fuzz runs a messenger's threads, so its path can still vary a little.) CI
+# draws a new seed each run, so each run searches somewhere new; the corpus replay (ctest's
+# <target>-corpus) keeps what earlier runs found.
 # Usage: build-support/fuzz.sh [--seconds N] [--seed S] [--jobs J] [--build DIR] [TARGET...]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,12 +31,17 @@ while [ $# -gt 0 ]; do
     --seed) seed=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
 [ ${#targets[@]} -gt 0 ] || targets=(frame_codec-fuzz negotiation-fuzz server_connection-fuzz tls_connection-fuzz
   bootstrap-fuzz)
+
+if [ "$seed" = 0 ]; then
+  seed=$(($(od -An -N4 -tu4 /dev/urandom | tr -d ' ') % 4294967295 + 1))
+fi
+echo "fuzz: seed $seed (replay: build-support/fuzz.sh --seed $seed --seconds $seconds ${targets[*]})"
 
 export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -69,7 +75,7 @@ for t in "${targets[@]}"; do
   bytes=$(find "$work" -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')
   found=$(($(find "$crashes" -name "$t-*" -type f | wc -l) - before))
   rate=$(awk -v e="${execs:-0}" -v s="$seconds" 'BEGIN {printf "%.0f", e / s}')
-  echo "FUZZ target=$t seconds=$seconds execs=${execs:-0} execs_per_sec=$rate" \
+  echo "FUZZ target=$t seed=$seed seconds=$seconds execs=${execs:-0} execs_per_sec=$rate" \
     "coverage_edges=${cov:-0} corpus=${corp:-0} saved_files=$files saved_bytes=$bytes crashes=$found"
   if [ "$status" != 0 ] || [ "$found" != 0 ]; then
     echo "fuzz: $t failed (exit $status); last lines of $log:" >&2

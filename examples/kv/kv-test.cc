@@ -101,6 +101,25 @@ TEST_F(KvTest, IncrementAddsToACounterAndIsTracked) {
   EXPECT_FALSE(client->Increment("text", 1, &value).ok());
   ASSERT_TRUE(client->Put("big", std::to_string(INT64_MAX)).ok());
   EXPECT_FALSE(client->Increment("big", 1, &value).ok());
+  // Tracked: the call carries a request id, and the server keeps its result for a retry; a Put
+  // (not tracked) carries none.
+  KvServiceProxy proxy(client_messenger_, server_->rpc_address());
+  IncrementRequestPB inc;
+  inc.set_key("n");
+  inc.set_delta(1);
+  IncrementResponsePB inc_resp;
+  rpc::RpcController inc_ctl;
+  ASSERT_TRUE(proxy.Increment(inc, &inc_resp, &inc_ctl).ok()) << inc_ctl.status().ToString();
+  EXPECT_EQ(4, inc_resp.value());
+  EXPECT_GT(inc_ctl.request_seq_no(), 0u);
+  EXPECT_TRUE(inc_ctl.server_tracks_results());
+  PutRequestPB put;
+  put.set_key("p");
+  put.set_value("v");
+  PutResponsePB put_resp;
+  rpc::RpcController put_ctl;
+  ASSERT_TRUE(proxy.Put(put, &put_resp, &put_ctl).ok()) << put_ctl.status().ToString();
+  EXPECT_EQ(0u, put_ctl.request_seq_no());
 }
 
 TEST_F(KvTest, PutGetDeleteScanAndBatch) {

@@ -6,12 +6,16 @@
 //     only be its last acknowledged write or a later write whose answer was lost; every Get during
 //     the run and a final read of every key after the faults stop must see one of those;
 //   - memory stays flat: RSS after the warm-up minute against RSS at the end;
-//   - increments are exactly once (docs/exactly-once.md): a fifth of the calls add 1 to a counter
+//   - increments are exactly once (docs/exactly-once.md): a fifth of the calls add to a counter
 //     through the tracked Increment, retried with the same request id when their outcome is lost
-//     (--response_drop of the responses the client reads are dropped); at the end, for every
-//     counter, acknowledged <= final <= acknowledged + increments that ended in an error, the
-//     server's replay count shows retries of increments that had already run (without the
-//     tracker they would have been applied twice), and the tracker's memory stays flat.
+//     (--response_drop of the responses the client reads are dropped). Each increment of a
+//     counter carries its own identity in its delta: the i-th adds 3^i (a counter key holds 39,
+//     then the next generation's key takes over), so the counter's base-3 digit i is the number
+//     of times increment i was applied. Every answer and a final read of every counter are
+//     decoded: an acknowledged increment must be there once, one that ended in an error at most
+//     once, one never sent not at all; a digit of 2 or more is a duplicate, counted
+//     (duplicates=N), not bounded. The server's replay count shows retries of increments that
+//     had already run, and the tracker's memory stays flat.
 // Server and client run in this process on loopback, the server on a RocksDB in a temporary
 // directory. Faults (rpc/core/fault_injection.h): delayed reads and writes, dropped frames,
 // connections cut mid-frame, failed accepts and connects, slow handlers.
@@ -156,12 +160,53 @@ struct Totals {
   std::atomic<int64_t> increments_acked{0};
   std::atomic<int64_t> increments_failed{0};
   std::atomic<int64_t> increment_retries{0};
+  std::atomic<int64_t> increment_duplicates{0};  // seen in answers during the run
 };
 
-// A counter's increments (each adds 1), by their outcome.
+// The increments of one counter key (a generation): the i-th adds 3^i, so that the value's
+// base-3 digit i counts the applications of increment i. kIncrementsPerKey fit an int64 even
+// with every digit 2 (3^39 - 1 < 2^63).
+constexpr int kIncrementsPerKey = 39;
+struct CounterGeneration {
+  // Per increment sent, in order: 'p' in flight, 'a' acknowledged, 'f' ended in an error
+  // (applied once or not at all).
+  std::string outcomes;
+};
+// What a counter value shows against the outcomes of its increments.
+struct CounterCheck {
+  int64_t duplicates = 0;  // extra applications of an increment (digit - 1 where digit > 1)
+  int64_t missing = 0;     // acknowledged increments not applied
+  int64_t phantom = 0;     // applications of increments never sent
+  bool ok() const { return duplicates == 0 && missing == 0 && phantom == 0; }
+};
+int64_t IncrementDelta(int i) {
+  int64_t d = 1;
+  while (i-- > 0) d *= 3;
+  return d;
+}
+CounterCheck CheckCounter(int64_t value, const std::string& outcomes) {
+  CounterCheck c;
+  if (value < 0) {
+    c.phantom = 1;
+    return c;
+  }
+  for (int i = 0; value > 0 || i < static_cast<int>(outcomes.size()); i++, value /= 3) {
+    const int64_t digit = value % 3;
+    const char o = i < static_cast<int>(outcomes.size()) ? outcomes[i] : 0;
+    if (o == 0) {
+      c.phantom += digit;
+    } else {
+      if (digit > 1) c.duplicates += digit - 1;
+      if (o == 'a' && digit == 0) c.missing++;
+    }
+  }
+  return c;
+}
+// A counter's generations (the last one takes new increments).
 struct CounterState {
+  std::vector<CounterGeneration> generations{1};
   int64_t acked = 0;
-  int64_t failed = 0;  // ended in an error: applied once or not at all
+  int64_t failed = 0;
 };
 
 // One closed loop: one call in flight at a time, on its own keys, each call issued by the
@@ -179,8 +224,9 @@ class Loop {
   const std::vector<KeyState>& keys() const { return keys_; }
   std::string Key(int k) const { return "loop" + std::to_string(id_) + "-key" + std::to_string(k); }
   const std::vector<CounterState>& counters() const { return counters_; }
-  std::string Counter(int c) const {
-    return "loop" + std::to_string(id_) + "-ctr" + std::to_string(c);
+  std::string Counter(int c, size_t generation) const {
+    return "loop" + std::to_string(id_) + "-ctr" + std::to_string(c) + "-g" +
+           std::to_string(generation);
   }
 
  private:
@@ -196,9 +242,13 @@ class Loop {
     totals_->calls++;
     if (std::uniform_real_distribution<double>(0, 1)(rng_) < FLAGS_increments) {
       counter_ = static_cast<int>(rng_() % counters_.size());
+      CounterState& c = counters_[counter_];
+      if (c.generations.back().outcomes.size() == kIncrementsPerKey) c.generations.emplace_back();
+      std::string& outcomes = c.generations.back().outcomes;
       inc_.Clear();
-      inc_.set_key(Counter(counter_));
-      inc_.set_delta(1);
+      inc_.set_key(Counter(counter_, c.generations.size() - 1));
+      inc_.set_delta(IncrementDelta(static_cast<int>(outcomes.size())));
+      outcomes.push_back('p');
       rpc::RetryPolicy policy;
       policy.max_attempts = 100;  // bounded by the deadline
       policy.attempt_timeout = MonoDelta::FromMilliseconds(FLAGS_increment_attempt_ms);
@@ -265,18 +315,25 @@ class Loop {
   void IncrementDone() {
     if (!Answered()) return;
     CounterState& c = counters_[counter_];
+    std::string& outcomes = c.generations.back().outcomes;
     totals_->increment_retries += ctl_.attempts() - 1;
     if (ctl_.status().ok()) {
+      outcomes.back() = 'a';
       c.acked++;
       totals_->increments_acked++;
-      // The counter has had at least every acknowledged increment applied, at most all sent.
-      if (inc_resp_.value() < c.acked || inc_resp_.value() > c.acked + c.failed) {
-        fprintf(stderr, "SOAK violation: %s answered %lld, acked %lld, failed %lld\n",
-                Counter(counter_).c_str(), (long long)inc_resp_.value(), (long long)c.acked,
-                (long long)c.failed);
+      // The answer holds every acknowledged increment once (this one included), none twice, and
+      // none not sent.
+      const CounterCheck check = CheckCounter(inc_resp_.value(), outcomes);
+      if (!check.ok()) {
+        fprintf(stderr,
+                "SOAK violation: %s answered %lld: duplicates %lld missing %lld phantom %lld\n",
+                Counter(counter_, c.generations.size() - 1).c_str(), (long long)inc_resp_.value(),
+                (long long)check.duplicates, (long long)check.missing, (long long)check.phantom);
+        totals_->increment_duplicates += check.duplicates;
         totals_->violations++;
       }
     } else {
+      outcomes.back() = 'f';
       c.failed++;
       totals_->increments_failed++;
     }
@@ -438,28 +495,38 @@ int Main() {
       keys_verified++;
     }
   }
-  // Every counter, read back: acknowledged <= final <= acknowledged + failed.
+  // Every counter generation, read back and decoded: each acknowledged increment applied once,
+  // each failed one at most once, nothing else.
   int64_t counters_verified = 0, counter_violations = 0, counters_with_failures = 0;
+  int64_t final_duplicates = 0;
   for (auto& l : loops) {
     for (int c = 0; c < FLAGS_counters_per_loop; c++) {
       const CounterState& want = l->counters()[c];
-      if (want.acked == 0 && want.failed == 0) continue;
-      GetRequestPB req;
-      req.set_key(l->Counter(c));
-      GetResponsePB resp;
-      rpc::RpcController ctl;
-      ctl.set_timeout(MonoDelta::FromSeconds(30));
-      Status s = proxy.Get(req, &resp, &ctl);
-      const int64_t final_value =
-          s.ok() && resp.found() ? std::strtoll(GetValue(resp, ctl).c_str(), nullptr, 10) : 0;
-      if (!s.ok() || final_value < want.acked || final_value > want.acked + want.failed) {
-        fprintf(stderr, "SOAK counter violation: %s holds %lld, acked %lld, failed %lld (%s)\n",
-                req.key().c_str(), (long long)final_value, (long long)want.acked,
-                (long long)want.failed, s.ToString().c_str());
-        counter_violations++;
+      for (size_t g = 0; g < want.generations.size(); g++) {
+        const std::string& outcomes = want.generations[g].outcomes;
+        if (outcomes.empty()) continue;
+        GetRequestPB req;
+        req.set_key(l->Counter(c, g));
+        GetResponsePB resp;
+        rpc::RpcController ctl;
+        ctl.set_timeout(MonoDelta::FromSeconds(30));
+        Status s = proxy.Get(req, &resp, &ctl);
+        const int64_t final_value =
+            s.ok() && resp.found() ? std::strtoll(GetValue(resp, ctl).c_str(), nullptr, 10) : 0;
+        const CounterCheck check = CheckCounter(final_value, outcomes);
+        final_duplicates += check.duplicates;
+        if (!s.ok() || !check.ok()) {
+          fprintf(stderr,
+                  "SOAK counter violation: %s holds %lld for outcomes %s: duplicates %lld "
+                  "missing %lld phantom %lld (%s)\n",
+                  req.key().c_str(), (long long)final_value, outcomes.c_str(),
+                  (long long)check.duplicates, (long long)check.missing, (long long)check.phantom,
+                  s.ToString().c_str());
+          counter_violations++;
+        }
+        if (outcomes.find('f') != std::string::npos) counters_with_failures++;
+        counters_verified++;
       }
-      if (want.failed > 0) counters_with_failures++;
-      counters_verified++;
     }
   }
   // One more tracked call, made when no other is in flight: its lowest in-flight number is its
@@ -489,10 +556,12 @@ int Main() {
          (long long)keys_verified, (long long)lost);
   printf(
       "SOAK increments acked=%lld failed=%lld client_retries=%lld counters_verified=%lld "
-      "counters_with_failures=%lld counter_violations=%lld\n",
+      "counters_with_failures=%lld counter_violations=%lld duplicates=%lld "
+      "duplicates_in_answers=%lld\n",
       (long long)totals.increments_acked.load(), (long long)totals.increments_failed.load(),
       (long long)totals.increment_retries.load(), (long long)counters_verified,
-      (long long)counters_with_failures, (long long)counter_violations);
+      (long long)counters_with_failures, (long long)counter_violations, (long long)final_duplicates,
+      (long long)totals.increment_duplicates.load());
   printf(
       "SOAK tracker replays=%llu waits=%llu refused=%llu stale=%llu evicted=%llu "
       "bytes_max=%zu bytes_after_probe=%zu entries_after_probe=%zu\n",
@@ -528,7 +597,8 @@ int Main() {
   printf("SOAK exactly_once tracker_limit=%zu tracker_flat=%d replays_seen=%d\n", tracker_limit,
          tracker_flat, replays_seen);
   const bool pass = drained && unanswered == 0 && totals.violations.load() == 0 && lost == 0 &&
-                    counter_violations == 0 && tracker_flat && replays_seen &&
+                    counter_violations == 0 && final_duplicates == 0 &&
+                    totals.increment_duplicates.load() == 0 && tracker_flat && replays_seen &&
                     keys_verified == int64_t{FLAGS_loops} * FLAGS_keys_per_loop && rss_flat &&
                     totals.ok.load() > 0;
   printf("SOAK result=%s\n", pass ? "pass" : "FAIL");

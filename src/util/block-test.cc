@@ -47,11 +47,33 @@ TEST(BlockTest, FreedSmallBlocksAreReusedByTheSameThreadForAnySmallSize) {
 }
 
 TEST(BlockTest, BlocksOfOtherSizesAreNotCached) {
-  // Nothing to observe but that they work and (under ASAN) do not leak.
-  for (int i = 0; i < 100; i++) {
-    BlockRef block = Block::Allocate(4096 + i);
-    block->data()[0] = 1;
+  // Even on a thread that keeps large blocks, a block of a size no cache is for (above the small
+  // class, not a read block's 64 KiB, or above kMaxKeptLargeBlockCapacity) is not kept.
+  Block::KeepLargeBlocksOnThisThread();
+  for (size_t capacity : {size_t{257}, size_t{600}, size_t{4096}, size_t{64 * 1024 - 1},
+                          Block::kMaxKeptLargeBlockCapacity + 1}) {
+    const void* mem;
+    {
+      BlockRef block = Block::Allocate(capacity);
+      block->data()[capacity - 1] = 1;
+      mem = block.get();
+    }
+    EXPECT_EQ(0, Block::LargeBlocksKeptOnThisThread()) << capacity;
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    // And it went back to the heap: for a chunk this small glibc's per-thread cache hands the
+    // chunk freed last to the next malloc of its size (a cached block would not be there).
+    if (sizeof(Block) + capacity <= 1000) {
+      void* again = malloc(sizeof(Block) + capacity);
+      EXPECT_EQ(mem, again) << capacity;
+      free(again);
+    }
+#endif
   }
+  {
+    BlockRef kept = Block::Allocate(1 << 20);  // the control: a size that is kept
+  }
+  EXPECT_EQ(1, Block::LargeBlocksKeptOnThisThread());
+  Block::StopKeepingLargeBlocksOnThisThread();
 }
 
 TEST(BlockTest, BlocksFreedOnOtherThreadsAndCachedAtThreadExitAreFine) {

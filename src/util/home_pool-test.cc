@@ -110,11 +110,16 @@ TEST(HomePoolTest, AThreadThatExitsLeavesItsHomeToTheNext) {
   std::thread first([&] { from_exited = TestPool::Allocate(kSize); });
   first.join();
   TestPool::Free(from_exited);  // returned to a home whose thread is gone: still valid
+  void* from_adopted = nullptr;
   std::thread second([&] {
-    void* p = TestPool::Allocate(kSize);  // adopts a home left by an exited thread
-    TestPool::Free(p);
+    // Adopts the home `first` left (the only one this pool's exited threads left: the other
+    // tests' threads only free), so it takes the block just returned to it, not heap memory
+    // (the block is in that home, so the heap cannot hand out its address).
+    from_adopted = TestPool::Allocate(kSize);
+    TestPool::Free(from_adopted);
   });
   second.join();
+  EXPECT_EQ(from_exited, from_adopted);
 }
 
 }  // namespace

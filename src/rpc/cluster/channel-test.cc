@@ -391,6 +391,65 @@ TEST_F(ChannelTest, HedgeGoesToASecondServerAndTheFirstAnswerWins) {
   EXPECT_EQ(resp.data(), "hedged");
 }
 
+// The hedge's loser is cancelled at its server: its running handler is told.
+TEST_F(ChannelTest, HedgeLosersCancelReachesItsServer) {
+  StartServers(2);
+  CountDownLatch loser_cancelled(1);
+  servers_[0].service->set_echo_hook([&](const rtest::EchoRequestPB&, RpcContext* context) {
+    context->OnCancel([&loser_cancelled] { loser_cancelled.CountDown(); });
+    gate_.Pass();
+  });
+  ChannelOptions options;
+  options.balancer = BalancerPolicy::kRoundRobin;  // the first attempt goes to server 1
+  options.hedge_after = MonoDelta::FromMilliseconds(20);
+  auto channel = NewChannel(NewClient(), options);
+  rtest::EchoServiceProxy proxy(channel);
+  rtest::EchoRequestPB req;
+  req.set_data("hedged");
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  // A deadline far beyond the waits below: a cancel seen within them is not the deadline's.
+  ctl.set_timeout(MonoDelta::FromSeconds(600));
+  ASSERT_TRUE(proxy.Echo(req, &resp, &ctl).ok()) << ctl.status().ToString();
+  EXPECT_EQ(ctl.attempts(), 2);
+  ASSERT_TRUE(gate_.WaitForEntered(1));  // the loser runs, held
+  EXPECT_TRUE(loser_cancelled.WaitFor(MonoDelta::FromSeconds(60)))
+      << "the loser's server never heard of the cancel";
+  gate_.Open();
+  ASSERT_TRUE(WaitForCondition([&] { return channel->Backends()[0].outstanding == 0; }));
+}
+
+// RpcController::Cancel() on a call made through a channel ends it at once and reaches the
+// server running it.
+TEST_F(ChannelTest, CancelOfAChannelCallReachesTheServer) {
+  StartServers(1);
+  CountDownLatch server_cancelled(1);
+  servers_[0].service->set_echo_hook([&](const rtest::EchoRequestPB&, RpcContext* context) {
+    context->OnCancel([&server_cancelled] { server_cancelled.CountDown(); });
+    gate_.Pass();
+  });
+  auto channel = NewChannel(NewClient(), ChannelOptions());
+  rtest::EchoServiceProxy proxy(channel);
+  rtest::EchoRequestPB req;
+  req.set_data("cancelled");
+  rtest::EchoResponsePB resp;
+  RpcController ctl;
+  // A deadline far beyond the waits below: a cancel seen within them is not the deadline's.
+  ctl.set_timeout(MonoDelta::FromSeconds(600));
+  CountDownLatch done(1);
+  proxy.EchoAsync(req, &resp, &ctl, [&done] { done.CountDown(); });
+  ASSERT_TRUE(gate_.WaitForEntered(1));
+  ctl.Cancel();
+  // Ends while its handler is still held: the cancel ended it, not an answer.
+  ASSERT_TRUE(done.WaitFor(MonoDelta::FromSeconds(60)));
+  EXPECT_TRUE(ctl.status().IsAborted()) << ctl.status().ToString();
+  EXPECT_TRUE(server_cancelled.WaitFor(MonoDelta::FromSeconds(60)))
+      << "the server never heard of the cancel";
+  gate_.Open();
+  ASSERT_TRUE(WaitForCondition([&] { return channel->Backends()[0].outstanding == 0; }));
+  EXPECT_TRUE(EchoOnce(proxy, "after").ok());
+}
+
 // Both attempts of a hedged call carry the caller's trace context (docs/tracing.md).
 TEST_F(ChannelTest, HedgedAttemptsCarryTheCallersTraceContext) {
   StartServers(2);
@@ -554,23 +613,31 @@ TEST_F(ChannelTest, DrainingServerLeavesTheRotationAtItsFirstRefusal) {
 TEST_F(ChannelTest, ChannelP95HedgeDelayComesFromObservedAnswers) {
   StartServers(2);
   ChannelOptions options;
+  options.balancer = BalancerPolicy::kRoundRobin;  // half the calls go to server 1
   options.hedge_after_p95 = true;
   options.hedge_after = MonoDelta::FromSeconds(30);  // until 100 answers are in
   auto channel = NewChannel(NewClient(), options);
   rtest::EchoServiceProxy proxy(channel);
   for (int i = 0; i < 120; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
-  // Server 1 now stalls: a call to it is hedged after the (short) observed p95, not 30 s.
+  // Server 1 now stalls: a call to it is hedged after the (short) observed p95, not 30 s; each
+  // call's deadline (20 s) is shorter than the fixed delay, so only a p95 hedge answers it.
   servers_[0].service->set_echo_hook(
       [this](const rtest::EchoRequestPB&, RpcContext*) { gate_.Pass(); });
+  int hedged = 0;
   for (int i = 0; i < 4; i++) {
     rtest::EchoRequestPB req;
     req.set_data("p95");
     rtest::EchoResponsePB resp;
     RpcController ctl;
     ctl.set_timeout(MonoDelta::FromSeconds(20));
-    ASSERT_TRUE(proxy.Echo(req, &resp, &ctl).ok());
+    ASSERT_TRUE(proxy.Echo(req, &resp, &ctl).ok()) << ctl.status().ToString();
     EXPECT_EQ(resp.data(), "p95");
+    hedged += ctl.attempts() - 1;
   }
+  // Round robin sent at least one of the four to the stalled server first: hedged, each once.
+  EXPECT_GT(hedged, 0);
+  EXPECT_LE(hedged, 4);
+  EXPECT_EQ(servers_[1].service->calls(), 60 + 4);  // every call answered by server 2
   gate_.Open();
 }
 

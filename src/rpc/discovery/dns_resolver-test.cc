@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
 #include <string>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "rpc/discovery/resolver-test-util.h"
 #include "rpc/discovery/resolver_util.h"
 #include "rrpc/util/mutex.h"
+#include "util/countdown_latch.h"
 
 namespace rrpc::rpc {
 namespace {
@@ -58,11 +60,24 @@ class TinyDnsServer {
     MutexLock l(mu_);
     addrs_.erase(name);
   }
-  // While set, questions are read and not answered (a server that does not respond).
+  // While set, questions are read and held, not answered (a server that does not respond).
+  // Clearing it answers the questions held.
   void SetSilent(bool silent) {
-    MutexLock l(mu_);
-    silent_ = silent;
+    std::vector<Held> held;
+    {
+      MutexLock l(mu_);
+      silent_ = silent;
+      if (!silent) held.swap(held_);
+    }
+    for (const Held& h : held) {
+      const std::string reply = Answer(h.question);
+      if (reply.empty()) continue;
+      sendto(fd_, reply.data(), reply.size(), 0, reinterpret_cast<const sockaddr*>(&h.from),
+             sizeof(h.from));
+    }
   }
+  // Questions read so far, answered or not.
+  int questions() const { return questions_.load(); }
 
  private:
   static void Put16(std::string* out, uint16_t v) {
@@ -96,6 +111,14 @@ class TinyDnsServer {
       const ssize_t n =
           recvfrom(fd_, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&from), &from_len);
       if (n < 12) continue;
+      questions_++;
+      {
+        MutexLock l(mu_);
+        if (silent_) {
+          held_.push_back({std::string(buf, n), from});
+          continue;
+        }
+      }
       std::string reply = Answer(std::string(buf, n));
       if (reply.empty()) continue;
       sendto(fd_, reply.data(), reply.size(), 0, reinterpret_cast<sockaddr*>(&from), from_len);
@@ -175,6 +198,12 @@ class TinyDnsServer {
   std::map<std::string, std::vector<Srv>> srv_ RRPC_GUARDED_BY(mu_);
   uint32_t ttl_ RRPC_GUARDED_BY(mu_) = 1;
   bool silent_ RRPC_GUARDED_BY(mu_) = false;
+  struct Held {
+    std::string question;
+    sockaddr_in from;
+  };
+  std::vector<Held> held_ RRPC_GUARDED_BY(mu_);
+  std::atomic<int> questions_{0};
 };
 
 class DnsResolverTest : public ::testing::Test {
@@ -234,8 +263,30 @@ TEST_F(DnsResolverTest, SrvRecordsGiveEachTargetsAddressesWithItsPort) {
 
 TEST_F(DnsResolverTest, StopReturnsWhileAQueryIsUnanswered) {
   dns_.SetSilent(true);
-  Start("dns://" + dns_.address() + "/db.rrpc.test:7001");
-  resolver_->Stop();  // must not wait for c-ares' timeouts and retries to run out
+  // A query timeout far beyond the bound below: a Stop() that waited for c-ares' timeouts and
+  // retries to run out could not return within it, however slow the machine.
+  DnsResolverOptions options;
+  options.query_timeout = MonoDelta::FromSeconds(600);
+  const std::string target = "dns://" + dns_.address() + "/db.rrpc.test:7001";
+  auto r = NewDnsResolver(target, target.substr(6), /*srv=*/false, options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  resolver_ = std::move(*r);
+  ASSERT_TRUE(resolver_->Start(recorder_.Listener()).ok());
+  // The query is out and unanswered when Stop() is called.
+  const MonoTime give_up = MonoTime::Now() + MonoDelta::FromSeconds(30);
+  while (dns_.questions() == 0 && MonoTime::Now() < give_up)
+    SleepFor(MonoDelta::FromMilliseconds(1));
+  ASSERT_GT(dns_.questions(), 0);
+  CountDownLatch stopped(1);
+  std::thread stopper([&] {
+    resolver_->Stop();
+    stopped.CountDown();
+  });
+  const bool returned = stopped.WaitFor(MonoDelta::FromSeconds(30));
+  if (!returned) dns_.SetSilent(false);  // answers the query, so a stuck Stop() ends to report
+  stopper.join();
+  EXPECT_TRUE(returned) << "Stop() waited for an unanswered query";
+  EXPECT_EQ(0u, recorder_.pending()) << "an update after an unanswered query and Stop()";
   resolver_.reset();
 }
 

@@ -35,6 +35,10 @@ class CounterService : public rtest::CounterServiceIf {
  public:
   void Add(const CounterAddRequestPB* req, CounterAddResponsePB* resp, RpcContext* ctx) override {
     runs_.fetch_add(1);
+    {
+      MutexLock l(mu_);
+      runs_by_key_[req->key()]++;
+    }
     if (hook_) hook_();
     resp->set_value(Apply(*req));
     if (req->sidecar_bytes() > 0) {
@@ -52,6 +56,11 @@ class CounterService : public rtest::CounterServiceIf {
     ctx->RespondSuccess();
   }
   int runs() const { return runs_.load(); }
+  // Add's runs for `key`.
+  int runs_of(const std::string& key) {
+    MutexLock l(mu_);
+    return runs_by_key_[key];
+  }
   // Runs in each Add before it applies (set before calls start).
   void set_hook(std::function<void()> hook) { hook_ = std::move(hook); }
 
@@ -64,6 +73,7 @@ class CounterService : public rtest::CounterServiceIf {
   std::function<void()> hook_;
   Mutex mu_;
   std::map<std::string, int64_t> counters_ RRPC_GUARDED_BY(mu_);
+  std::map<std::string, int> runs_by_key_ RRPC_GUARDED_BY(mu_);
 };
 
 const std::string kService = "rrpc.rtest.CounterService";
@@ -390,6 +400,7 @@ TEST_F(ExactlyOnceTest, LostOutcomesAreRetriedWithTheSameIdAndRunOnce) {
 TEST_F(ExactlyOnceTest, NewClientWithOldServerDoesNotRetryLostOutcomes) {
   MessengerOptions server_options;
   server_options.result_tracker.enabled = false;  // as a server from before the feature
+  server_options.num_workers = 1;
   StartServer(server_options);
   StartClient({}, DroppingClientFaults());
   rtest::CounterServiceProxy proxy(client_, addr_);
@@ -403,7 +414,24 @@ TEST_F(ExactlyOnceTest, NewClientWithOldServerDoesNotRetryLostOutcomes) {
   EXPECT_TRUE(proxy.Add(req, &resp, &ctl).IsTimedOut());
   EXPECT_FALSE(ctl.server_tracks_results());
   EXPECT_EQ(1, ctl.attempts());  // a retry could have run it twice
-  EXPECT_EQ(1, service_->runs());
+  // The call ran (whenever the server got to it) ...
+  ASSERT_TRUE(WaitFor([this] { return service_->runs_of("k") >= 1; }));
+  // ... and ran once: a later call on the same connection, written after any attempt of the
+  // first and with a later deadline, has run on the single worker (which takes the earliest
+  // deadline first), and "k" still ran once.
+  CounterAddRequestPB marker;
+  marker.set_key("marker");
+  marker.set_delta(1);
+  CounterAddResponsePB marker_resp;
+  RpcController marker_ctl;
+  marker_ctl.set_timeout(MonoDelta::FromSeconds(30));  // its answer is dropped too
+  CountDownLatch marker_done(1);
+  proxy.AddAsync(marker, &marker_resp, &marker_ctl, [&] { marker_done.CountDown(); });
+  ASSERT_TRUE(WaitFor([this] { return service_->runs_of("marker") == 1; }));
+  EXPECT_EQ(1, service_->runs_of("k"));
+  EXPECT_EQ(2, service_->runs());
+  marker_ctl.Cancel();
+  ASSERT_TRUE(marker_done.WaitFor(MonoDelta::FromSeconds(60)));
 }
 
 }  // namespace

@@ -103,13 +103,20 @@ TEST_F(SyncCallTest, ACallWrittenByTheCallerTimesOutAtItsDeadlineAndTheConnectio
   StartServer();
   StartLoggedClient();
   ASSERT_TRUE(Echo("first", MonoDelta::FromSeconds(60)).ok());
+  // The "slow" handler is held at the gate until the call has returned: a call that waited for
+  // its response could only return after the gate opens.
+  service_->set_echo_hook([this](const rtest::EchoRequestPB& req, RpcContext*) {
+    if (req.data() == "slow") gate_.Pass();
+  });
   const MonoTime start = MonoTime::Now();
-  Status s = Echo("slow", MonoDelta::FromMilliseconds(200), /*sleep_ms=*/1500);
+  Status s = Echo("slow", MonoDelta::FromMilliseconds(200));
   const MonoDelta took = MonoTime::Now() - start;
   EXPECT_TRUE(s.IsTimedOut()) << s.ToString();
-  EXPECT_GE(took.ToMilliseconds(), 190);
-  EXPECT_LT(took.ToMilliseconds(), 1400);  // not held until the late response
+  EXPECT_GE(took.ToMilliseconds(), 190);  // not before its deadline
   EXPECT_EQ(1, log_.WritesBy(std::this_thread::get_id()));
+  // It returned while its handler was held: the call did not wait for the response.
+  ASSERT_TRUE(gate_.WaitForEntered(1));
+  gate_.Open();
   // The late response is dropped; the next calls go through (the first of them via the
   // reactor's queue or directly, depending on whether the slow handler still holds a worker).
   for (int i = 0; i < 3; i++) EXPECT_TRUE(Echo("after", MonoDelta::FromSeconds(60)).ok());
@@ -119,20 +126,24 @@ TEST_F(SyncCallTest, MessengerShutdownFailsACallWrittenByTheCaller) {
   StartServer();
   StartLoggedClient();
   ASSERT_TRUE(Echo("first", MonoDelta::FromSeconds(60)).ok());
+  service_->set_echo_hook([this](const rtest::EchoRequestPB& req, RpcContext*) {
+    if (req.data() == "never answered") gate_.Pass();
+  });
   Status s;
   std::thread caller([&] {
     // Direct writes need a thread that made a call before: this one makes its own first.
     Status first = Echo("first", MonoDelta::FromSeconds(60));
     EXPECT_TRUE(first.ok()) << first.ToString();
-    s = Echo("never answered in time", MonoDelta::FromSeconds(60), /*sleep_ms=*/3000);
+    s = Echo("never answered", MonoDelta::FromSeconds(60));
   });
-  // Wait until the caller wrote its second call itself, then shut the client down.
-  while (log_.WritesBy(caller.get_id()) == 0) SleepFor(MonoDelta::FromMilliseconds(1));
-  const MonoTime start = MonoTime::Now();
+  // Once the caller wrote its second call itself and the server holds it, shut the client down.
+  ASSERT_TRUE(gate_.WaitForEntered(1));
+  EXPECT_EQ(1, log_.WritesBy(caller.get_id()));
   client_->Shutdown();
-  caller.join();
+  caller.join();  // the gate is still shut: only the shutdown (or the 60 s timeout) ends it
   EXPECT_FALSE(s.ok());
-  EXPECT_LT((MonoTime::Now() - start).ToMilliseconds(), 2500);
+  EXPECT_FALSE(s.IsTimedOut()) << s.ToString();
+  gate_.Open();
 }
 
 }  // namespace
