@@ -29,9 +29,9 @@
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_context.h"
 #include "rrpc/rpc/rpc_controller.h"
+#include "rrpc/util/command_line.h"
 #include "rrpc/util/monotime.h"
 #include "rrpc/util/mutex.h"
-#include "rrpc/util/command_line.h"
 #include "util/countdown_latch.h"
 
 DEFINE_int32(workers, 4, "Server worker threads in all (the pools mode splits them in two)");
