@@ -1,7 +1,11 @@
 // The flags of ServerBaseOptions::FromFlags(): only binaries read them.
 #include <gflags/gflags.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "rrpc/rpc/messenger_flags.h"
+#include "rrpc/rpc/rdma_flags.h"
 #include "rrpc/server/server_base.h"
 
 DEFINE_string(rpc_bind, "127.0.0.1:7050",
@@ -70,6 +74,13 @@ ServerBaseOptions ServerBaseOptions::FromFlags(std::string name) {
   options.registry_ttl = MonoDelta::FromSeconds(FLAGS_registry_ttl_s);
   options.registry_withdraw_grace = MonoDelta::FromMilliseconds(FLAGS_registry_withdraw_grace_ms);
   options.advertised_address = FLAGS_rpc_advertise_address;
+  // RDMA: --rdma and the --rdma_* flags (rdma_flags.cc).
+  Result<std::optional<rdma::RdmaOptions>> rdma = rdma::RdmaOptionsIfEnabledFromFlags();
+  if (!rdma.ok()) {
+    fprintf(stderr, "%s: %s\n", options.name.c_str(), rdma.status().message().c_str());
+    std::exit(2);
+  }
+  options.rdma = *std::move(rdma);
   return options;
 }
 

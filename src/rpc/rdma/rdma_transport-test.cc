@@ -23,7 +23,7 @@ using rdma::RdmaOptions;
 using rdma::RdmaTransportFactory;
 
 RdmaOptions SmallRdma() {
-  RdmaOptions o;
+  RdmaOptions o = rdma::SoftRdmaOptions();
   o.endpoint.buffer_size = 4096;
   o.endpoint.receive_buffers = 8;
   o.endpoint.send_buffers = 8;
