@@ -208,8 +208,8 @@ TEST_F(BenchModesTest, LatencyModeBothWaysAndInlineHandlersCompleteCheckedCalls)
 // rpc-bench --transport=rdma: throughput and latency over the software backend, every response
 // checked, and the messages really went over RDMA.
 TEST_F(BenchModesTest, ThroughputAndLatencyRunOverSoftwareRdma) {
-  auto server_rdma = std::make_shared<rdma::RdmaTransportFactory>(rdma::RdmaOptions());
-  auto client_rdma = std::make_shared<rdma::RdmaTransportFactory>(rdma::RdmaOptions());
+  auto server_rdma = std::make_shared<rdma::RdmaTransportFactory>(rdma::SoftRdmaOptions());
+  auto client_rdma = std::make_shared<rdma::RdmaTransportFactory>(rdma::SoftRdmaOptions());
   StartServer(false, false, /*tls=*/false, server_rdma);
   config_.client_messenger.transport_factory = client_rdma;
   config_.sidecar_bytes = 20000;  // more than one RDMA buffer: fragments
@@ -357,7 +357,7 @@ TEST(BenchSparseTest, ConnectionIGoesToItsOwnLoopbackAddress) {
 // sparse through rrpc's client messenger: one connection per loopback address, held by the
 // messenger over TCP, then over RDMA with SRQ and private-RQ clients against one SRQ server.
 TEST_F(BenchModesTest, SparseOverTheMessengerHoldsEveryConnection) {
-  auto server_rdma_options = rdma::RdmaOptions();
+  auto server_rdma_options = rdma::SoftRdmaOptions();
   server_rdma_options.use_srq = true;
   auto server_rdma = std::make_shared<rdma::RdmaTransportFactory>(server_rdma_options);
   bind_any_ = true;
@@ -374,7 +374,7 @@ TEST_F(BenchModesTest, SparseOverTheMessengerHoldsEveryConnection) {
     EXPECT_EQ((std::map<std::string, int64_t>{{"tcp", 50}}), out.connections_by_transport);
   }
   for (bool srq : {true, false}) {
-    rdma::RdmaOptions client_options;
+    rdma::RdmaOptions client_options = rdma::SoftRdmaOptions();
     client_options.use_srq = srq;
     config_.client_messenger.transport_factory =
         std::make_shared<rdma::RdmaTransportFactory>(client_options);
@@ -391,7 +391,7 @@ TEST_F(BenchModesTest, SparseOverTheMessengerHoldsEveryConnection) {
 // cps through the client messenger: every call on a connection of its own (the server accepted
 // one connection per call), over TCP and over RDMA (SRQ) with the bootstrap each time.
 TEST_F(BenchModesTest, CpsOverTheMessengerOpensAConnectionPerCall) {
-  rdma::RdmaOptions srq;
+  rdma::RdmaOptions srq = rdma::SoftRdmaOptions();
   srq.use_srq = true;
   auto server_rdma = std::make_shared<rdma::RdmaTransportFactory>(srq);
   bind_any_ = true;

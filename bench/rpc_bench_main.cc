@@ -45,8 +45,8 @@ DEFINE_string(
     transport, "tcp",
     "tcp, tls or rdma. tls: the server requires TLS 1.3/1.2 on its port, with the --rpc_* "
     "certificate flags or else a throwaway CA and certificate made at start "
-    "(docs/security.md). rdma: connections upgrade to RDMA after negotiating "
-    "(--rdma_backend=soft runs the software backend, same host only; throughput, "
+    "(docs/security.md). rdma: connections upgrade to RDMA after negotiating, on the "
+    "--rdma_backend (verbs: a NIC; soft: the software NIC, same host only; throughput, "
     "latency and stream modes).");
 DEFINE_bool(tls_resume_sessions, false,
             "cps over TLS: each connection resumes its thread's previous session (a TLS 1.3 "
@@ -418,6 +418,15 @@ int Run() {
   if (FLAGS_transport == "rdma" && !rdma::RdmaOptionsFromFlags().ok()) {
     fprintf(stderr, "rpc-bench: %s\n", rdma::RdmaOptionsFromFlags().status().message().c_str());
     return kExitUsage;
+  }
+  if (FLAGS_transport == "rdma" && FLAGS_mode != "rdma-check") {
+    const Status usable = rdma::ProbeRdmaDevice(rdma::RdmaOptionsFromFlags().value());
+    if (!usable.ok()) {
+      fprintf(stderr,
+              "rpc-bench: --transport=rdma: %s; connections stay on TCP (--rdma_backend=soft: "
+              "the software NIC)\n",
+              usable.ToString().c_str());
+    }
   }
   if (FLAGS_mode == "rdma-check") {
     Result<rdma::RdmaOptions> options = rdma::RdmaOptionsFromFlags();

@@ -21,7 +21,7 @@ fi
 BENCH=$1 N=$2 TRANSPORT=$3 SRQ=$4
 shift 4
 OUT=$(mktemp -d)
-"$BENCH" --server_only --transport="$TRANSPORT" --rdma_use_srq="$SRQ"  --bind_host=0.0.0.0 \
+"$BENCH" --server_only --transport="$TRANSPORT" --rdma_backend=soft --rdma_use_srq="$SRQ"  --bind_host=0.0.0.0 \
   --port=0 --rdma_soft_pin_memory=true "$@" >"$OUT/server" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true; rm -rf "$OUT"' EXIT
@@ -32,7 +32,7 @@ done
 PORT=$(grep -o 'listening on [0-9.]*:[0-9]*' "$OUT/server" | sed 's/.*://')
 rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 SERVER_BASE=$(rss $SERVER)
-"$BENCH" --mode=sparse --sparse_client=messenger --transport="$TRANSPORT" --rdma_use_srq="$SRQ" \
+"$BENCH" --mode=sparse --sparse_client=messenger --transport="$TRANSPORT" --rdma_backend=soft --rdma_use_srq="$SRQ" \
   --server_addr="127.0.0.1:$PORT" --connections="$N" --senders="${SENDERS:-4}" \
   --sleep_us="${SLEEP_US:-1000}" --warmup_seconds="${WARMUP:-2}" --run_seconds="${RUN:-10}" \
   --sparse_hold_seconds="${HOLD:-3}" --rdma_soft_pin_memory=true "$@" >"$OUT/client" 2>&1 &

@@ -20,8 +20,10 @@
 
 #include "kv/kv_client.h"
 #include "kv/kv_server.h"
+#include "rrpc/rpc/connection_info.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/messenger_flags.h"
+#include "rrpc/rpc/rdma_flags.h"
 #include "rrpc/util/command_line.h"
 
 DEFINE_string(mode, "put", "put or get (gets read keys written before the timed run).");
@@ -67,10 +69,16 @@ int main(int argc, char** argv) {
        "[--server=H:P|TARGET]",
        "Throughput and latency of kv-server for small puts or gets; starts its own server unless "
        "--server names one. Prints rpc-bench's RESULT line with impl=kv.",
-       {"kv/kv_bench_main.cc", "rpc/security_flags.cc"}});
+       {"kv/kv_bench_main.cc", "rpc/security_flags.cc", "rpc/rdma/rdma_flags.cc"}});
   google::InitGoogleLogging(argv[0]);
   if (FLAGS_mode != "put" && FLAGS_mode != "get") {
     fprintf(stderr, "--mode must be put or get\n");
+    return 2;
+  }
+  // --rdma: the client's connections (and those of the server it starts) upgrade to RDMA.
+  auto rdma = rrpc::rdma::RdmaOptionsIfEnabledFromFlags();
+  if (!rdma.ok()) {
+    fprintf(stderr, "kv-bench: %s\n", rdma.status().message().c_str());
     return 2;
   }
   std::unique_ptr<rrpc::kv::KvServer> server;
@@ -85,12 +93,14 @@ int main(int argc, char** argv) {
     opts.base.data_dir = data_dir;
     opts.base.messenger.num_workers = FLAGS_server_workers;
     opts.base.messenger.security = rrpc::rpc::SecurityOptionsFromFlags();
+    opts.base.rdma = rdma.value();
     server = std::make_unique<rrpc::kv::KvServer>(opts);
     RRPC_CHECK_OK(server->Start());
     server_name = server->rpc_address().ToString();
   }
   rrpc::rpc::MessengerBuilder builder("kv-bench");
   builder.mutable_options()->security = rrpc::rpc::SecurityOptionsFromFlags();
+  RRPC_CHECK_OK(rrpc::rdma::UseRdmaFromFlags("kv-bench", builder.mutable_options()));
   auto messenger = builder.Build();
   RRPC_CHECK_OK(messenger.status());
   auto connected = rrpc::kv::KvClient::Connect(*messenger, server_name);
@@ -140,12 +150,17 @@ int main(int argc, char** argv) {
   auto secs = [](const timeval& a, const timeval& b) {
     return static_cast<double>(b.tv_sec - a.tv_sec) + (b.tv_usec - a.tv_usec) / 1e6;
   };
+  // What the calls went over: the transport of the client's connections ("rdma" once upgraded).
+  std::string transport = "none";
+  for (const rrpc::rpc::ConnectionInfo& c : (*messenger)->DumpConnections()) {
+    transport = transport == "none" || transport == c.transport ? c.transport : "mixed";
+  }
   printf(
-      "RESULT impl=kv mode=%s transport=tcp payload=%d conc=%d reqs_per_sec=%.1f p50_us=%.1f "
+      "RESULT impl=kv mode=%s transport=%s payload=%d conc=%d reqs_per_sec=%.1f p50_us=%.1f "
       "p99_us=%.1f p999_us=%.1f user_cpu_s=%.2f sys_cpu_s=%.2f rss_kb=%ld\n",
-      FLAGS_mode.c_str(), FLAGS_payload, FLAGS_conc, all.size() / elapsed, Percentile(all, 0.50),
-      Percentile(all, 0.99), Percentile(all, 0.999), secs(ru0.ru_utime, ru1.ru_utime),
-      secs(ru0.ru_stime, ru1.ru_stime), RssKb());
+      FLAGS_mode.c_str(), transport.c_str(), FLAGS_payload, FLAGS_conc, all.size() / elapsed,
+      Percentile(all, 0.50), Percentile(all, 0.99), Percentile(all, 0.999),
+      secs(ru0.ru_utime, ru1.ru_utime), secs(ru0.ru_stime, ru1.ru_stime), RssKb());
   (*messenger)->Shutdown();
   if (server) server->Shutdown();
   if (!data_dir.empty()) std::filesystem::remove_all(data_dir);

@@ -16,6 +16,7 @@
 #include "kv/kv_client.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/messenger_flags.h"
+#include "rrpc/rpc/rdma_flags.h"
 #include "rrpc/util/command_line.h"
 
 DEFINE_string(server, "127.0.0.1:7050",
@@ -42,11 +43,12 @@ int Fail(const rrpc::Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  rrpc::ParseCommandLine(&argc, &argv,
-                         {kSynopsis,
-                          "A command-line client of kv-server: one command per run; prints what "
-                          "get and scan find.",
-                          {"kv/kv_cli_main.cc", "rpc/security_flags.cc"}});
+  rrpc::ParseCommandLine(
+      &argc, &argv,
+      {kSynopsis,
+       "A command-line client of kv-server: one command per run; prints what "
+       "get and scan find.",
+       {"kv/kv_cli_main.cc", "rpc/security_flags.cc", "rpc/rdma/rdma_flags.cc"}});
   google::InitGoogleLogging(argv[0]);
   if (argc < 2) return Usage();
   const std::string cmd = argv[1];
@@ -55,6 +57,9 @@ int main(int argc, char** argv) {
   rrpc::rpc::MessengerBuilder builder("kv-cli");
   builder.set_num_reactors(1);
   builder.mutable_options()->security = rrpc::rpc::SecurityOptionsFromFlags();
+  if (rrpc::Status s = rrpc::rdma::UseRdmaFromFlags("kv-cli", builder.mutable_options()); !s.ok()) {
+    return Fail(s);
+  }
   auto messenger = builder.Build();
   if (!messenger.ok()) return Fail(messenger.status());
   auto connected = rrpc::kv::KvClient::Connect(*messenger, FLAGS_server);

@@ -13,7 +13,9 @@
 #include <thread>
 
 #include "rpc/testing/rpc-test-util.h"
+#include "rrpc/rpc/connection_info.h"
 #include "rrpc/rpc/messenger.h"
+#include "rrpc/rpc/rdma.h"
 #include "rrpc/rpc/rpc_controller.h"
 #include "rrpc/server/server_status.rrpc.h"
 #include "server/web/http_client.h"
@@ -217,6 +219,67 @@ TEST_F(ServerBaseTest, OptionsFromFlags) {
   EXPECT_EQ("/tmp/somewhere", opts.data_dir);
   EXPECT_EQ(1500, opts.shutdown_timeout.ToMilliseconds());
   EXPECT_EQ(7, opts.messenger.num_workers);
+  EXPECT_FALSE(opts.rdma.has_value());  // no --rdma: TCP only
+}
+
+// --rdma and the --rdma_* flags become ServerBaseOptions::rdma; the backend is verbs unless
+// --rdma_backend names the software NIC.
+TEST_F(ServerBaseTest, RdmaOptionsFromFlagsDefaultToVerbs) {
+  gflags::FlagSaver saver;
+  ASSERT_FALSE(gflags::SetCommandLineOption("rdma", "true").empty());
+  ServerBaseOptions opts = ServerBaseOptions::FromFlags("flagged");
+  ASSERT_TRUE(opts.rdma.has_value());
+  EXPECT_EQ(rdma::RdmaBackend::kVerbs, opts.rdma->backend);
+  EXPECT_FALSE(opts.rdma->use_srq);
+  ASSERT_FALSE(gflags::SetCommandLineOption("rdma_backend", "soft").empty());
+  ASSERT_FALSE(gflags::SetCommandLineOption("rdma_use_srq", "true").empty());
+  ASSERT_FALSE(gflags::SetCommandLineOption("rdma_service_level", "3").empty());
+  opts = ServerBaseOptions::FromFlags("flagged");
+  ASSERT_TRUE(opts.rdma.has_value());
+  EXPECT_EQ(rdma::RdmaBackend::kSoft, opts.rdma->backend);
+  EXPECT_TRUE(opts.rdma->use_srq);
+  EXPECT_EQ(3, opts.rdma->endpoint.service_level);
+}
+
+// The server's messenger on the software NIC with SRQ: a client offering RDMA ends on it.
+TEST_F(ServerBaseTest, RdmaOptionsPutTheServersConnectionsOnRdma) {
+  ServerBaseOptions opts = Options();
+  opts.rdma = rdma::SoftRdmaOptions();
+  opts.rdma->use_srq = true;
+  ASSERT_NO_FATAL_FAILURE(StartServer(opts));
+  ASSERT_TRUE(server_->rdma_status().ok()) << server_->rdma_status().ToString();
+  client_->Shutdown();
+  rpc::MessengerOptions copts;
+  copts.name = "rdma-client";
+  copts.transport_factory = rdma::NewRdmaTransportFactory(rdma::SoftRdmaOptions());
+  client_ = rpc::MessengerBuilder(copts).Build().value();
+  server::ServerStatusServiceProxy proxy(client_, server_->rpc_address());
+  server::GetStatusRequestPB req;
+  server::GetStatusResponsePB resp;
+  rpc::RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(30));
+  ASSERT_TRUE(proxy.GetStatus(req, &resp, &ctl).ok()) << ctl.status().ToString();
+  std::vector<rpc::ConnectionInfo> conns = server_->messenger()->DumpConnections();
+  ASSERT_EQ(1u, conns.size());
+  EXPECT_EQ("rdma", conns[0].transport);
+}
+
+// Verbs asked for where no device can be opened: Init() says why, and the server serves on TCP.
+TEST_F(ServerBaseTest, RdmaWithoutADeviceServesOverTcp) {
+  ServerBaseOptions opts = Options();
+  opts.rdma = rdma::RdmaOptions();  // verbs
+  opts.rdma->verbs.device = "rrpc_no_such_device";
+  ASSERT_NO_FATAL_FAILURE(StartServer(opts));
+  EXPECT_TRUE(server_->rdma_status().IsNotFound()) << server_->rdma_status().ToString();
+  server::ServerStatusServiceProxy proxy(client_, server_->rpc_address());
+  server::GetStatusRequestPB req;
+  server::GetStatusResponsePB resp;
+  rpc::RpcController ctl;
+  ctl.set_timeout(MonoDelta::FromSeconds(30));
+  ASSERT_TRUE(proxy.GetStatus(req, &resp, &ctl).ok()) << ctl.status().ToString();
+  std::vector<rpc::ConnectionInfo> conns = server_->messenger()->DumpConnections();
+  ASSERT_EQ(1u, conns.size());
+  EXPECT_EQ("tcp", conns[0].transport);
 }
 
 // A call running when the drain starts is answered; new connections are refused meanwhile.

@@ -84,6 +84,18 @@ Status ServerBase::Init() {
   rpc::MessengerOptions mopts = options_.messenger;
   mopts.name = options_.name;
   mopts.metric_registry = metric_registry_.get();
+  if (options_.rdma) {
+    rdma_status_ = rdma::ProbeRdmaDevice(*options_.rdma);
+    if (rdma_status_.ok()) {
+      mopts.transport_factory = rdma::NewRdmaTransportFactory(*options_.rdma);
+      LOG(INFO) << options_.name << ": RDMA on ("
+                << (options_.rdma->backend == rdma::RdmaBackend::kSoft ? "soft" : "verbs")
+                << (options_.rdma->use_srq ? ", SRQ" : "") << ")";
+    } else {
+      LOG(WARNING) << options_.name << ": RDMA asked for, but " << rdma_status_.ToString()
+                   << ": serving over TCP only";
+    }
+  }
   RRPC_ASSIGN_OR_RETURN(messenger_, rpc::MessengerBuilder(mopts).Build());
   auto status = std::make_unique<ServerStatusServiceImpl>(this);
   // Lets generic clients (rrpc-cli) fetch the descriptors of everything registered here.

@@ -1,7 +1,11 @@
 // The flags of ServerBaseOptions::FromFlags(): only binaries read them.
 #include <gflags/gflags.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "rrpc/rpc/messenger_flags.h"
+#include "rrpc/rpc/rdma_flags.h"
 #include "rrpc/server/server_base.h"
 
 DEFINE_string(rpc_bind, "127.0.0.1:7050",
@@ -93,6 +97,13 @@ ServerBaseOptions ServerBaseOptions::FromFlags(std::string name) {
       MonoDelta::FromMicroseconds(FLAGS_rpc_adaptive_limit_target_queue_us);
   options.messenger.adaptive_limit.window =
       MonoDelta::FromMilliseconds(FLAGS_rpc_adaptive_limit_window_ms);
+  // RDMA: --rdma and the --rdma_* flags (rdma_flags.cc).
+  Result<std::optional<rdma::RdmaOptions>> rdma = rdma::RdmaOptionsIfEnabledFromFlags();
+  if (!rdma.ok()) {
+    fprintf(stderr, "%s: %s\n", options.name.c_str(), rdma.status().message().c_str());
+    std::exit(2);
+  }
+  options.rdma = *std::move(rdma);
   return options;
 }
 

@@ -1,14 +1,19 @@
 // RDMA for an embedding program: the options of the RDMA transport and the factory that makes
 // it. Set the factory as MessengerOptions::transport_factory on both client and server:
 //
-//   rrpc::rdma::RdmaOptions rdma;  // the software backend by default; kVerbs for a NIC
+//   rrpc::rdma::RdmaOptions rdma;  // libibverbs (a real NIC) by default
 //   options.transport_factory = rrpc::rdma::NewRdmaTransportFactory(rdma);
+//
+// (SoftRdmaOptions() below for the software NIC: tests, development, a host without a NIC.) A
+// server built on ServerBase needs no code: ServerBaseOptions::rdma, or --rpc_rdma
+// (docs/server.md).
 //
 // Connections start on TCP and, right after the rrpc negotiation, upgrade to RDMA (RC queue
 // pairs) when both sides can; otherwise they stay on TCP with the reason logged and counted in
-// rrpc_rdma_fallbacks_total{entity="rdma_fallback",id=<reason>} (docs/rdma.md). The software
-// backend needs no device (same host: tests, development); read docs/rdma.md, "Running on real
-// hardware", before using kVerbs. Link rrpc::rdma (CMake) or `pkg-config --libs rrpc`.
+// rrpc_rdma_fallbacks_total{entity="rdma_fallback",id=<reason>} (docs/rdma.md). Without a device
+// the verbs backend leaves every connection on TCP (reason no_device; ProbeRdmaDevice() tells
+// at start). The software backend needs no device (same host only); read docs/rdma.md, "Running
+// on real hardware", before using kVerbs. Link rrpc::rdma (CMake) or `pkg-config --libs rrpc`.
 // Plain values; NewRdmaTransportFactory may be called from any thread.
 #pragma once
 
@@ -20,6 +25,7 @@
 
 #include "rrpc/util/copy_counter.h"
 #include "rrpc/util/monotime.h"
+#include "rrpc/util/status.h"
 
 namespace rrpc {
 class MetricRegistry;
@@ -36,6 +42,10 @@ struct VerbsDeviceOptions {
   std::string device;  // "" : the first device
   int port = 0;        // 0 : the first active port
   int gid_index = -1;  // -1: a RoCEv2 GID if the port has one, else index 0
+  // Call ibv_fork_init before opening: only for a process that fork()s while memory is
+  // registered, on kernels before 5.13 (later ones need nothing). It makes every registration
+  // madvise(DONTFORK) its pages: VMAs split toward vm.max_map_count, hugetlbfs ranges fail.
+  bool fork_init = false;
 };
 
 // A port of a software device (SoftDeviceOptions::devices): its state and the IP addresses of
@@ -102,9 +112,10 @@ struct EndpointOptions {
   uint32_t max_send_sge = 4;
   uint8_t rnr_retry = 0;
   // The QP's path (docs/rdma.md, "Running on real hardware"): the GRH traffic class (RoCE v2:
-  // DSCP << 2 | ECN, e.g. 106 for DSCP 26 with ECN capable) and the service level (0..15; on
-  // RoCE the priority the NIC tags frames with). Lossless RoCE classes need both set as the
-  // switches are configured. Each side sets its own sending direction.
+  // DSCP << 2, e.g. 104 for DSCP 26; leave the two ECN bits 0: mlx5 sets ECT itself when ECN is
+  // enabled on the port) and the service level (InfiniBand 0..15; RoCE 0..7, the priority the
+  // NIC tags frames with: 8..15 are refused at connect, as mlx5 would send SL & 7). Lossless RoCE
+  // classes need both set as the switches are configured. Each side sets its own direction.
   uint8_t traffic_class = 0;
   uint8_t service_level = 0;
 };
@@ -133,7 +144,7 @@ struct RdmaTransportOptions {
   size_t max_frame_size = 64 * 1024 * 1024;
   bool use_inline = true;  // post messages up to the inline cap with IBV_SEND_INLINE
   bool busy_poll = false;  // poll the CQ every loop iteration instead of sleeping on the channel
-  const char* backend = "soft";  // for /connections; set by the factory
+  const char* backend = "verbs";  // for /connections; set by the factory
   // Messages with at least this much payload are handed up by reference (zero copy) while spare
   // receive blocks last; smaller ones are copied out (cheaper than lending below ~4 KiB).
   uint32_t lend_min_bytes = 4096;
@@ -162,7 +173,8 @@ enum class RdmaBackend { kSoft, kVerbs };
 struct RdmaOptions {
   // false: this side never upgrades (a client doesn't offer; a server declines).
   bool enabled = true;
-  RdmaBackend backend = RdmaBackend::kSoft;
+  // kVerbs: libibverbs, a real NIC. kSoft only when asked for (SoftRdmaOptions()).
+  RdmaBackend backend = RdmaBackend::kVerbs;
   VerbsDeviceOptions verbs;
   SoftDeviceOptions soft;
   EndpointOptions endpoint;
@@ -197,8 +209,20 @@ struct RdmaOptions {
   MetricRegistry* metric_registry = nullptr;
 };
 
+// RdmaOptions on the software backend (same host only: tests, benches, development).
+inline RdmaOptions SoftRdmaOptions() {
+  RdmaOptions o;
+  o.backend = RdmaBackend::kSoft;
+  return o;
+}
+
 // A transport factory for MessengerOptions::transport_factory (an RdmaTransportFactory). The
 // device is opened on the first connection; a side that cannot open it stays on TCP.
 std::shared_ptr<rpc::TransportFactory> NewRdmaTransportFactory(RdmaOptions options);
+
+// Whether `options` find a usable device on this host: OK, or why not (libibverbs missing, no
+// device, no active port with a usable GID). Opens the device and closes it again; the software
+// backend always has one. For a process to say at start that it will stay on TCP. Any thread.
+Status ProbeRdmaDevice(const RdmaOptions& options);
 
 }  // namespace rrpc::rdma

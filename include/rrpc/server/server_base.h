@@ -18,10 +18,12 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "rrpc/rpc/messenger_options.h"
+#include "rrpc/rpc/rdma.h"
 #include "rrpc/util/monotime.h"
 #include "rrpc/util/mutex.h"
 #include "rrpc/util/sockaddr.h"
@@ -60,6 +62,11 @@ struct ServerBaseOptions {
   // Reactors, workers, service queue length and the rest of the RPC knobs. Its name and
   // metric_registry are overwritten by ServerBase.
   rpc::MessengerOptions messenger;
+  // RDMA (docs/rdma.md): set, the messenger's connections upgrade to RDMA after negotiating with
+  // clients that offer it (others stay on TCP); its transport_factory is then replaced. When the
+  // backend finds no device (ProbeRdmaDevice: verbs on a host without a NIC) Init() logs so and
+  // the server serves over TCP only (ServerBase::rdma_status()). Unset: TCP only.
+  std::optional<rdma::RdmaOptions> rdma;
   // Where the server keeps its data; ServerBase itself writes nothing there.
   std::string data_dir;
   // How long Shutdown() waits for calls in flight before closing their connections.
@@ -78,8 +85,10 @@ struct ServerBaseOptions {
   std::string advertised_address;
 
   // The options from --rpc_bind, --webserver_bind, --data_dir, --shutdown_timeout_ms,
-  // --registry, --registry_ttl_s, --registry_withdraw_grace_ms, --rpc_advertise_address and the
-  // --rpc_* messenger flags (server_base_flags.cc). Only binaries call this.
+  // --registry, --registry_ttl_s, --registry_withdraw_grace_ms, --rpc_advertise_address, the
+  // --rpc_* messenger flags (server_base_flags.cc) and --rdma with the --rdma_* flags
+  // (rrpc/rpc/rdma_flags.h). Only binaries call this; an invalid --rdma_* value ends the
+  // process (exit status 2) with a message, as a malformed flag does.
   static ServerBaseOptions FromFlags(std::string name);
 };
 
@@ -142,6 +151,9 @@ class ServerBase {
   // "http://host:port" of the web UI, or "" when it has none.
   std::string web_url() const;
   const std::shared_ptr<rpc::Messenger>& messenger() const { return messenger_; }
+  // After Init(): OK when options().rdma is set and its device opened (connections may upgrade
+  // to RDMA); why not otherwise (NotFound: no device; IllegalState: options().rdma unset).
+  const Status& rdma_status() const { return rdma_status_; }
   MetricRegistry* metric_registry() const { return metric_registry_.get(); }
   MonoTime start_time() const { return start_time_; }
 
@@ -161,6 +173,7 @@ class ServerBase {
   // Services registered before Init(), handed to the messenger by Init().
   std::vector<std::unique_ptr<rpc::ServiceIf>> pending_services_;
   Sockaddr rpc_address_;
+  Status rdma_status_ = Status::IllegalState("RDMA not asked for");  // set by Init()
   MonoTime start_time_;
   std::atomic<State> state_{State::kNew};
   mutable Mutex health_mu_;

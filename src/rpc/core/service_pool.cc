@@ -339,7 +339,7 @@ bool ServicePool::RunCall(InboundCall* call, WorkerPool* pool) {
     Status s = call->DecompressRequest();
     if (!s.ok()) {
       call->RespondFailure(ErrorStatusPB::ERROR_INVALID_REQUEST, s);
-      return;
+      return false;
     }
   }
   const Slice body = call->serialized_request();

@@ -14,7 +14,7 @@ namespace rrpc::rdma {
 namespace {
 
 TEST(MemlockTest, WarnsWithThePerConnectionFigureWhenTheLimitHoldsFewConnections) {
-  RdmaOptions o;
+  RdmaOptions o = rdma::SoftRdmaOptions();
   o.endpoint.buffer_size = 16 * 1024;
   o.endpoint.receive_buffers = 64;
   o.endpoint.spare_receive_buffers = 16;
@@ -29,7 +29,7 @@ TEST(MemlockTest, WarnsWithThePerConnectionFigureWhenTheLimitHoldsFewConnections
 }
 
 TEST(MemlockTest, SrqModeCountsPerReactor) {
-  RdmaOptions o;
+  RdmaOptions o = rdma::SoftRdmaOptions();
   o.use_srq = true;
   o.srq.max_memory = 64ull << 20;
   const std::string w = MemlockWarningFor(o, 64 * 1024);
@@ -44,6 +44,15 @@ TEST(MemlockTest, ARefusedRegistrationNamesTheLimitAndHowToRaiseIt) {
     EXPECT_NE(m.find("64 KiB"), std::string::npos) << m;
   }
   EXPECT_EQ(RegistrationError(EINVAL, 1, 1).ToString().find("ulimit"), std::string::npos);
+}
+
+// Finding 6 of issue 37: with no locked-memory limit an ENOMEM is not the limit's doing; the
+// error must not send the operator to raise it.
+TEST(MemlockTest, EnomemUnderAnUnlimitedMemlockDoesNotBlameTheLimit) {
+  const std::string m = RegistrationError(ENOMEM, 1 << 20, kUnlimitedMemlock).ToString();
+  EXPECT_EQ(m.find("ulimit"), std::string::npos) << m;
+  EXPECT_EQ(m.find("RLIMIT_MEMLOCK"), std::string::npos) << m;
+  EXPECT_NE(m.find("no locked-memory limit"), std::string::npos) << m;
 }
 
 TEST(MemlockTest, TheSoftwareBackendRefusesRegistrationBeyondItsLimit) {

@@ -40,6 +40,12 @@ std::string MemlockWarning(uint64_t limit, uint64_t per_unit, uint64_t min_units
 }
 
 Status RegistrationError(int err, size_t length, uint64_t limit) {
+  if (err == ENOMEM && limit == kUnlimitedMemlock) {
+    // Not the limit: the host's memory, or the device's translation tables, ran out.
+    return Status::IOError("RDMA memory registration of " + Bytes(length) +
+                           " refused (ENOMEM) with no locked-memory limit: the host's memory or "
+                           "the RDMA device's memory-translation resources ran out");
+  }
   if (err == ENOMEM || err == EPERM) {
     return Status::IOError("RDMA memory registration of " + Bytes(length) + " refused (" +
                            strerror(err) +

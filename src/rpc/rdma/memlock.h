@@ -25,7 +25,8 @@ std::string MemlockWarning(uint64_t limit, uint64_t per_unit, uint64_t min_units
                            const std::string& unit);
 
 // What a registration of `length` bytes refused with errno `err` returns: ENOMEM and EPERM
-// (what the locked-memory limit causes) name the limit and how to raise it.
+// (what the locked-memory limit causes) name the limit and how to raise it; ENOMEM under no
+// limit (kUnlimitedMemlock) names the host's or the device's memory instead.
 Status RegistrationError(int err, size_t length, uint64_t limit);
 
 }  // namespace rrpc::rdma

@@ -8,7 +8,7 @@ namespace rrpc::rdma {
 namespace {
 
 TEST(RdmaCheckTest, TheSoftwareBackendPassesTheLoopback) {
-  RdmaOptions o;
+  RdmaOptions o = rdma::SoftRdmaOptions();
   o.backend = RdmaBackend::kSoft;
   RdmaCheckResult r = RunRdmaCheck(o);
   EXPECT_TRUE(r.ok) << r.report;
@@ -17,7 +17,7 @@ TEST(RdmaCheckTest, TheSoftwareBackendPassesTheLoopback) {
 }
 
 TEST(RdmaCheckTest, WithoutADeviceItSaysSo) {
-  RdmaOptions o;
+  RdmaOptions o = rdma::SoftRdmaOptions();
   o.backend = RdmaBackend::kVerbs;
   if (OpenVerbsDevice(o.verbs).ok()) GTEST_SKIP() << "this machine has an RDMA device";
   RdmaCheckResult r = RunRdmaCheck(o);

@@ -61,7 +61,7 @@ struct PendingEcho {
 class RdmaControlPathTest : public RpcTestBase, public ::testing::WithParamInterface<bool> {
  protected:
   RdmaOptions Options() const {
-    RdmaOptions o;
+    RdmaOptions o = rdma::SoftRdmaOptions();
     o.use_srq = GetParam();
     return o;
   }

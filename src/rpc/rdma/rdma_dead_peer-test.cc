@@ -56,7 +56,7 @@ class RdmaDeadPeerTest : public RpcTestBase, public ::testing::WithParamInterfac
   void Start(bool client_pings = true,
              MonoDelta credit_starved_timeout = rdma::RdmaTransportOptions().credit_starved_timeout,
              uint32_t receive_buffers = 0) {
-    RdmaOptions o;
+    RdmaOptions o = rdma::SoftRdmaOptions();
     o.use_srq = GetParam();
     o.transport.credit_starved_timeout = credit_starved_timeout;
     if (receive_buffers > 0) o.endpoint.receive_buffers = receive_buffers;

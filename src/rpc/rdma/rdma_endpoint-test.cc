@@ -93,7 +93,7 @@ TEST(RdmaEndpointTest, TheQpCarriesTheTrafficClassAndServiceLevelAskedFor) {
   EndpointOptions o;
   o.buffer_size = 256;
   o.spare_receive_buffers = 0;
-  o.traffic_class = 106;  // DSCP 26, ECN capable
+  o.traffic_class = 104;  // DSCP 26
   o.service_level = 3;
   auto ep = RdmaEndpoint::Create(dev.get(), pd.get(), o).value();
   auto peer = RdmaEndpoint::Create(dev.get(), pd.get(), EndpointOptions()).value();
@@ -101,7 +101,7 @@ TEST(RdmaEndpointTest, TheQpCarriesTheTrafficClassAndServiceLevelAskedFor) {
   ASSERT_TRUE(peer->Connect(ep->address(), 4096).ok());
   QpConnectParams p;
   ASSERT_TRUE(dev->ConnectParamsOf(ep->qp()->qp_num(), &p));
-  EXPECT_EQ(p.traffic_class, 106);
+  EXPECT_EQ(p.traffic_class, 104);
   EXPECT_EQ(p.service_level, 3);
   ASSERT_TRUE(dev->ConnectParamsOf(peer->qp()->qp_num(), &p));
   EXPECT_EQ(p.traffic_class, 0);  // each side sets its own
@@ -111,6 +111,25 @@ TEST(RdmaEndpointTest, TheQpCarriesTheTrafficClassAndServiceLevelAskedFor) {
   auto bad = RdmaEndpoint::Create(dev.get(), pd.get(), o).value();
   Status s = bad->Connect(peer->address(), 4096);
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+}
+
+// Finding 5 of issue 37: on a RoCE port (the software device's is one) the service level is the
+// frames' 3-bit priority and mlx5 sends SL & 7: SL 8 would silently become priority 0. Refused.
+TEST(RdmaEndpointTest, AServiceLevelAboveSevenIsRefusedOnARocePort) {
+  auto dev = OpenSoftDevice().value();
+  ASSERT_TRUE(dev->port().ethernet);
+  auto pd = dev->AllocPd().value();
+  auto peer = RdmaEndpoint::Create(dev.get(), pd.get(), EndpointOptions()).value();
+  EndpointOptions o;
+  o.service_level = 7;
+  auto seven = RdmaEndpoint::Create(dev.get(), pd.get(), o).value();
+  EXPECT_TRUE(seven->Connect(peer->address(), 4096).ok());
+  o.service_level = 8;
+  auto eight = RdmaEndpoint::Create(dev.get(), pd.get(), o).value();
+  Status s = eight->Connect(peer->address(), 4096);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  QpConnectParams p;
+  EXPECT_FALSE(dev->ConnectParamsOf(eight->qp()->qp_num(), &p));  // never connected
 }
 
 }  // namespace

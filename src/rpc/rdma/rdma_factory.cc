@@ -101,6 +101,11 @@ std::shared_ptr<rpc::TransportFactory> NewRdmaTransportFactory(RdmaOptions optio
   return std::make_shared<RdmaTransportFactory>(std::move(options));
 }
 
+Status ProbeRdmaDevice(const RdmaOptions& options) {
+  if (options.backend == RdmaBackend::kSoft) return Status::OK();
+  return OpenVerbsDevice(options.verbs).status();
+}
+
 RdmaTransportFactory::RdmaTransportFactory(RdmaOptions options, DeviceOpener open_device)
     : options_(std::move(options)),
       open_device_(std::move(open_device)),

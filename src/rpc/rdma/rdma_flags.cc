@@ -2,9 +2,19 @@
 
 #include <gflags/gflags.h>
 
-DEFINE_string(rdma_backend, "soft",
-              "RDMA backend: soft (the strict software backend: same host only, for tests and "
-              "development) or verbs (libibverbs, loaded at run time; a real RDMA NIC)");
+#include <cstdio>
+
+#include "rrpc/rpc/messenger_options.h"
+
+DEFINE_bool(rdma, false,
+            "Connections of this process upgrade to RDMA after negotiating, where the peer "
+            "offers it too (servers built on ServerBase such as kv-server, and kv-cli, kv-bench, "
+            "rrpc-cli); the --rdma_* flags configure it (docs/rdma.md). With the verbs backend "
+            "and no device on the host the process says so at start and stays on TCP. "
+            "rpc-bench takes --transport=rdma instead");
+DEFINE_string(rdma_backend, "verbs",
+              "RDMA backend: verbs (libibverbs, loaded at run time; a real RDMA NIC) or soft (the "
+              "strict software NIC: same host only, for tests, benchmarks and development)");
 DEFINE_string(rdma_device, "", "verbs backend: the RDMA device to use; empty: the first");
 DEFINE_int32(rdma_port, 0, "verbs backend: the device port; 0: the first active one");
 DEFINE_int32(rdma_gid_index, -1,
@@ -40,11 +50,16 @@ DEFINE_int32(rdma_rnr_retry, 0,
              "RNR retries before a send fails (7: forever). Credits keep receives posted, so 0 "
              "makes any accounting mistake fail loudly instead of stalling");
 DEFINE_int32(rdma_traffic_class, 0,
-             "Traffic class of the RDMA queue pairs' packets (the GRH's: on RoCE v2 DSCP << 2 | "
-             "ECN, e.g. 106 for DSCP 26); lossless RoCE classes need it set as the switches are");
+             "Traffic class of the RDMA queue pairs' packets (the GRH's: on RoCE v2 DSCP << 2, "
+             "e.g. 104 for DSCP 26; the ECN bits are the NIC's on mlx5); lossless RoCE classes "
+             "need it set as the switches are");
 DEFINE_int32(rdma_service_level, 0,
-             "Service level of the RDMA queue pairs (0..15; on RoCE the priority frames are "
-             "tagged with)");
+             "Service level of the RDMA queue pairs (InfiniBand 0..15; RoCE 0..7, the priority "
+             "frames are tagged with: higher ones fail the connection's upgrade)");
+DEFINE_bool(rdma_fork_init, false,
+            "verbs backend: call ibv_fork_init before opening the device; only for a process "
+            "that forks while RDMA memory is registered, on kernels before 5.13 (it splits the "
+            "heap's mappings on every registration)");
 DEFINE_bool(rdma_probe_path, true,
             "Before a client follows the server to RDMA, send one message over a throwaway queue "
             "pair and wait (up to 1 s, on the reactor) for its acknowledgement; when it fails the "
@@ -118,6 +133,7 @@ Result<RdmaOptions> RdmaOptionsFromFlags() {
   o.verbs.device = FLAGS_rdma_device;
   o.verbs.port = FLAGS_rdma_port;
   o.verbs.gid_index = FLAGS_rdma_gid_index;
+  o.verbs.fork_init = FLAGS_rdma_fork_init;
   o.endpoint.buffer_size = static_cast<uint32_t>(FLAGS_rdma_buffer_bytes);
   o.endpoint.receive_buffers = static_cast<uint32_t>(FLAGS_rdma_receive_buffers);
   o.endpoint.send_buffers = static_cast<uint32_t>(FLAGS_rdma_send_buffers);
@@ -164,6 +180,24 @@ Result<RdmaOptions> RdmaOptionsFromFlags() {
   o.srq.reclaim_after = MonoDelta::FromMilliseconds(FLAGS_rdma_srq_reclaim_after_ms);
   o.srq.max_credits = static_cast<uint32_t>(FLAGS_rdma_srq_max_credits);
   return o;
+}
+
+Result<std::optional<RdmaOptions>> RdmaOptionsIfEnabledFromFlags() {
+  if (!FLAGS_rdma) return std::optional<RdmaOptions>();
+  RRPC_ASSIGN_OR_RETURN(RdmaOptions o, RdmaOptionsFromFlags());
+  return std::optional<RdmaOptions>(std::move(o));
+}
+
+Status UseRdmaFromFlags(const std::string& who, rpc::MessengerOptions* options) {
+  RRPC_ASSIGN_OR_RETURN(std::optional<RdmaOptions> rdma, RdmaOptionsIfEnabledFromFlags());
+  if (!rdma) return Status::OK();
+  const Status usable = ProbeRdmaDevice(*rdma);
+  if (!usable.ok()) {
+    fprintf(stderr, "%s: --rdma: %s; staying on TCP\n", who.c_str(), usable.ToString().c_str());
+    return Status::OK();
+  }
+  options->transport_factory = NewRdmaTransportFactory(*std::move(rdma));
+  return Status::OK();
 }
 
 }  // namespace rrpc::rdma

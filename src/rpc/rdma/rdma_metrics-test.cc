@@ -17,7 +17,7 @@ using rdma::RdmaOptions;
 using rdma::RdmaTransportFactory;
 
 RdmaOptions Rdma() {
-  RdmaOptions o;  // no metric_registry: the messenger's is used
+  RdmaOptions o = rdma::SoftRdmaOptions();  // no metric_registry: the messenger's is used
   o.endpoint.buffer_size = 16 * 1024;
   o.endpoint.receive_buffers = 8;
   o.endpoint.send_buffers = 8;

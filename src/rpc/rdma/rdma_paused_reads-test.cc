@@ -27,7 +27,7 @@ using rdma::RdmaTransportFactory;
 enum class Mode { kPrivate, kPrivateNoSpares, kSrq };
 
 RdmaOptions Rdma(Mode mode) {
-  RdmaOptions o;
+  RdmaOptions o = rdma::SoftRdmaOptions();
   o.endpoint.buffer_size = 16 * 1024;
   o.endpoint.receive_buffers = 16;
   o.endpoint.send_buffers = 16;

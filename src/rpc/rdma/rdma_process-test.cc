@@ -18,7 +18,7 @@ namespace {
 [[noreturn]] void RunServerChild(int out) {
   MessengerOptions o;
   o.name = "child-server";
-  o.transport_factory = std::make_shared<rdma::RdmaTransportFactory>(rdma::RdmaOptions());
+  o.transport_factory = std::make_shared<rdma::RdmaTransportFactory>(rdma::SoftRdmaOptions());
   auto server = MessengerBuilder(o).Build();
   if (!server.ok()) _exit(2);
   if (!(*server)->RegisterService(std::make_unique<TestEchoService>()).ok()) _exit(3);
@@ -45,7 +45,7 @@ TEST(RdmaProcessTest, CallsCrossProcessesAndFailWhenTheServerDies) {
 
   MessengerOptions o;
   o.name = "client";
-  auto factory = std::make_shared<rdma::RdmaTransportFactory>(rdma::RdmaOptions());
+  auto factory = std::make_shared<rdma::RdmaTransportFactory>(rdma::SoftRdmaOptions());
   o.transport_factory = factory;
   auto client = MessengerBuilder(o).Build().value();
   rtest::EchoServiceProxy proxy(client, Sockaddr::Loopback(port));

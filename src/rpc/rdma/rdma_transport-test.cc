@@ -23,7 +23,7 @@ using rdma::RdmaOptions;
 using rdma::RdmaTransportFactory;
 
 RdmaOptions SmallRdma() {
-  RdmaOptions o;
+  RdmaOptions o = rdma::SoftRdmaOptions();
   o.endpoint.buffer_size = 4096;
   o.endpoint.receive_buffers = 8;
   o.endpoint.send_buffers = 8;
@@ -396,6 +396,35 @@ TEST_F(RdmaTransportTest, ADeviceFatalEventClosesPrivateRqConnectionsAtOnce) {
     SleepFor(MonoDelta::FromMilliseconds(100));  // pacing only
     return false;
   }));
+}
+
+// Finding 1 of issue 37: a device fatal event while no connection watches the async fd (an idle
+// process) was never read; every later connection then failed to create its QP (`resources`)
+// for the life of the process. Now a create failing with EIO marks the device failed, and the
+// factory reopens it after its backoff: a later connection upgrades again.
+TEST_F(RdmaTransportTest, ADeviceThatDiedWhileIdleIsReopened) {
+  Start(SmallRdma(), SmallRdma());
+  ASSERT_TRUE(Echo("before").ok());
+  ASSERT_EQ(ClientTransport(), "rdma");
+  client_->Shutdown();
+  ASSERT_TRUE(WaitForCondition([&] { return server_->DumpConnections().empty(); }));
+  // Idle: nobody reads the event.
+  server_factory_->Device().value()->soft->InjectAsyncEvent(rdma::AsyncEventType::kDeviceFatal);
+  MessengerOptions co;
+  co.transport_factory = client_factory_;
+  StartClient(co);
+  ASSERT_TRUE(Echo("on tcp").ok());
+  EXPECT_EQ(ClientTransport(), "tcp");
+  EXPECT_EQ(server_factory_->fallbacks(FallbackReason::kResources), 1u);
+  EXPECT_TRUE(WaitForCondition([&] {  // a fresh connection now and then, until one upgrades
+    client_->Shutdown();
+    StartClient(co);
+    if (!Echo("reopened").ok()) return false;
+    if (ClientTransport() == "rdma") return true;
+    SleepFor(MonoDelta::FromMilliseconds(100));  // pacing only
+    return false;
+  }));
+  EXPECT_EQ(server_factory_->fallbacks(FallbackReason::kResources), 1u);  // then no_device
 }
 
 // Finding 3 of issue 27: both ends of a RoCE connection must use GIDs of one type (a v2 QP

@@ -19,7 +19,7 @@ using rdma::RdmaOptions;
 using rdma::RdmaTransportFactory;
 
 RdmaOptions Rdma(uint32_t spares) {
-  RdmaOptions o;
+  RdmaOptions o = rdma::SoftRdmaOptions();
   o.endpoint.buffer_size = 16 * 1024;
   o.endpoint.receive_buffers = 8;
   o.endpoint.send_buffers = 8;

@@ -30,7 +30,7 @@ BlockRef PatternBlock(size_t n, int seed) {
 }
 
 RdmaOptions Rdma() {
-  RdmaOptions o;
+  RdmaOptions o = rdma::SoftRdmaOptions();
   o.endpoint.buffer_size = 16 * 1024;
   o.endpoint.receive_buffers = 8;
   o.endpoint.send_buffers = 8;

@@ -1,6 +1,8 @@
 // Names of verbs values, for logs and errors.
 #include "rpc/rdma/verbs_types.h"
 
+#include <string>
+
 namespace rrpc::rdma {
 
 const char* WcStatusName(WcStatus status) {
@@ -35,6 +37,15 @@ const char* GidTypeName(GidType type) {
       return "RoCE v2";
   }
   return "?";
+}
+
+Status CheckServiceLevel(uint8_t sl, bool ethernet) {
+  if (sl > 15 || (ethernet && sl > 7)) {
+    return Status::InvalidArgument(
+        "service level " + std::to_string(sl) + " does not exist on " +
+        (ethernet ? "a RoCE port (0..7: the frames' priority)" : "InfiniBand (0..15)"));
+  }
+  return Status::OK();
 }
 
 const char* QpStateName(QpState state) {

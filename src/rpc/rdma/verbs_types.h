@@ -6,6 +6,8 @@
 #include <array>
 #include <cstdint>
 
+#include "rrpc/util/status.h"
+
 namespace rrpc::rdma {
 
 // One contiguous piece of registered memory. `lkey` names the MemoryRegion that covers it.
@@ -96,6 +98,11 @@ struct QpConnectParams {
   uint8_t traffic_class = 0;  // in the GRH (global routes only)
   uint8_t service_level = 0;  // 0..15
 };
+
+// Whether a queue pair may use service level `sl` on its port: 0..15 on InfiniBand; 0..7 on RoCE
+// (Ethernet), where the SL is the frames' 802.1p priority and mlx5 keeps only its low three bits
+// (SL 8 would be sent as priority 0). InvalidArgument otherwise. Both backends' Connect check it.
+Status CheckServiceLevel(uint8_t sl, bool ethernet);
 
 struct QpCaps {
   uint32_t max_send_wr = 0;

@@ -55,6 +55,7 @@ Result<CliContext> MakeContext(const std::string& server, const CliOptions& opti
   builder.set_num_reactors(1).set_num_workers(1);
   builder.mutable_options()->enable_metrics = false;
   builder.mutable_options()->security = options.security;
+  builder.mutable_options()->transport_factory = options.transport_factory;
   RRPC_ASSIGN_OR_RETURN(ctx.server.messenger, builder.Build());
   if (target) {
     RRPC_ASSIGN_OR_RETURN(auto channel, rpc::Channel::Create(ctx.server.messenger, server));

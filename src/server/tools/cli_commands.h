@@ -8,10 +8,12 @@
 //   rrpc-cli metrics HOST:PORT            (or --webserver=HOST:PORT for the web UI's /metrics)
 #pragma once
 
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "rrpc/rpc/messenger_options.h"
 #include "rrpc/rpc/security_options.h"
 #include "rrpc/util/monotime.h"
 #include "rrpc/util/status.h"
@@ -37,6 +39,8 @@ struct CliOptions {
   std::string status_service = "rrpc.server.ServerStatusService";
   // TLS and authentication toward the server (the --rpc_* security flags).
   rpc::SecurityOptions security;
+  // The messenger's transport: nullptr TCP; an RDMA factory with --rdma (rrpc/rpc/rdma_flags.h).
+  std::shared_ptr<rpc::TransportFactory> transport_factory;
   // `call`: the trace context the call carries, as a W3C traceparent; empty: a new sampled trace.
   // Either way the call's trace id is printed on the error stream ("trace_id: ...").
   std::string traceparent;

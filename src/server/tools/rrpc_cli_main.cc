@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "rrpc/rpc/messenger_flags.h"
+#include "rrpc/rpc/messenger_options.h"
+#include "rrpc/rpc/rdma_flags.h"
 #include "rrpc/util/command_line.h"
 #include "server/tools/cli_commands.h"
 
@@ -47,10 +49,11 @@ int main(int argc, char* argv[]) {
   // Only warnings and errors, on stderr: stdout carries the response alone.
   gflags::SetCommandLineOptionWithMode("logtostderr", "true", gflags::SET_FLAGS_DEFAULT);
   gflags::SetCommandLineOptionWithMode("minloglevel", "1", gflags::SET_FLAGS_DEFAULT);
-  rrpc::ParseCommandLine(&argc, &argv,
-                         {"rrpc-cli [flags] call|list|status|metrics HOST:PORT ...",
-                          rrpc::server::CliUsage(),
-                          {"server/tools/rrpc_cli_main.cc", "rpc/security_flags.cc"}});
+  rrpc::ParseCommandLine(
+      &argc, &argv,
+      {"rrpc-cli [flags] call|list|status|metrics HOST:PORT ...",
+       rrpc::server::CliUsage(),
+       {"server/tools/rrpc_cli_main.cc", "rpc/security_flags.cc", "rpc/rdma/rdma_flags.cc"}});
   google::InitGoogleLogging(argv[0]);
 
   rrpc::server::CliOptions options;
@@ -65,6 +68,12 @@ int main(int argc, char* argv[]) {
   options.status_service = FLAGS_status_service;
   options.traceparent = FLAGS_traceparent;
   options.security = rrpc::rpc::SecurityOptionsFromFlags();
+  rrpc::rpc::MessengerOptions rdma;  // only its transport factory is used
+  if (rrpc::Status s = rrpc::rdma::UseRdmaFromFlags("rrpc-cli", &rdma); !s.ok()) {
+    std::cerr << "error: " << s.message() << "\n";
+    return rrpc::server::kCliExitBadInput;
+  }
+  options.transport_factory = rdma.transport_factory;
   std::vector<std::string> args(argv + 1, argv + argc);
   return rrpc::server::RunCli(args, options, std::cout, std::cerr);
 }

@@ -267,10 +267,10 @@ TEST_F(WebPagesTest, ConnectionsShowInboundMemoryOfAPartialFrame) {
 // An RDMA connection (software backend) shows its transport and what it says of itself.
 TEST_F(WebPagesTest, ConnectionsShowAnRdmaConnectionsCreditsAndSends) {
   MessengerOptions server_options;
-  server_options.transport_factory = rdma::NewRdmaTransportFactory(rdma::RdmaOptions());
+  server_options.transport_factory = rdma::NewRdmaTransportFactory(rdma::SoftRdmaOptions());
   ASSERT_NO_FATAL_FAILURE(StartServer(server_options));
   MessengerOptions client_options;
-  client_options.transport_factory = rdma::NewRdmaTransportFactory(rdma::RdmaOptions());
+  client_options.transport_factory = rdma::NewRdmaTransportFactory(rdma::SoftRdmaOptions());
   ASSERT_NO_FATAL_FAILURE(StartClient(client_options));
   StartWeb(server_.get(), nullptr);
   ASSERT_TRUE(Echo("over rdma").ok());

@@ -27,7 +27,7 @@ namespace rrpc::rdma {
 namespace {
 
 RdmaOptions SmallOptions(bool srq) {
-  RdmaOptions o;
+  RdmaOptions o = rdma::SoftRdmaOptions();
   o.backend = RdmaBackend::kSoft;
   o.endpoint.buffer_size = 4096;
   o.endpoint.receive_buffers = 8;

@@ -1,9 +1,11 @@
 #include "rpc/rdma/bootstrap/rdma_upgrade.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <random>
 #include <utility>
 
+#include "rpc/rdma/async_events.h"
 #include "rpc/rdma/bootstrap/gid_choice.h"
 
 namespace rrpc::rdma {
@@ -14,6 +16,17 @@ constexpr uint32_t kMinPeerBuffer = 256;
 
 BootstrapBackend BackendOf(RdmaBackend b) {
   return b == RdmaBackend::kSoft ? BootstrapBackend::kSoft : BootstrapBackend::kVerbs;
+}
+
+// A create that fails with EIO or ENODEV means the device is gone (mlx5 after a fatal error, a
+// NIC removed), whether or not anyone read its fatal event: in an idle process no connection
+// watches the async fd. Its owner (the factory) then drops it and reopens it after its backoff,
+// instead of failing every later connection as `resources`.
+Status NoteCreateFailure(const RdmaDevice& device, const Status& s) {
+  if (s.posix_code() == EIO || s.posix_code() == ENODEV) {
+    AsyncEventRouter::DeviceFailed(device.context.get());
+  }
+  return s;
 }
 
 }  // namespace
@@ -48,7 +61,7 @@ FallbackReason RdmaUpgrade::ReserveSrq() {
   Result<std::shared_ptr<SrqContext>> srq = factory_->SrqForThisThread(device_);
   if (!srq.ok()) {
     srq_failed_ = true;
-    factory_->CountFallback(FallbackReason::kResources, srq.status());
+    factory_->CountFallback(FallbackReason::kResources, NoteCreateFailure(*device_, srq.status()));
     return FallbackReason::kResources;
   }
   if (!(*srq)->ReserveInitial(o.srq.initial_credits)) {
@@ -81,7 +94,7 @@ FallbackReason RdmaUpgrade::MakeEndpoint() {
   if (ep.ok() && srq_ != nullptr) srq_->Expect((*ep)->qp()->qp_num());
   if (!ep.ok()) {
     DropEndpoint();
-    factory_->CountFallback(FallbackReason::kResources, ep.status());
+    factory_->CountFallback(FallbackReason::kResources, NoteCreateFailure(*device_, ep.status()));
     return FallbackReason::kResources;
   }
   endpoint_ = std::move(ep).value();
@@ -230,7 +243,8 @@ std::string RdmaUpgrade::Offer() {
             ? std::move(prepared_->probe)
             : PathProbe::Create(device_->context.get(), device_->pd.get(), /*receiver=*/false);
     if (!probe.ok()) {
-      factory_->CountFallback(FallbackReason::kResources, probe.status());
+      factory_->CountFallback(FallbackReason::kResources,
+                              NoteCreateFailure(*device_, probe.status()));
       why = FallbackReason::kResources;
     } else {
       probe_ = std::move(probe).value();
@@ -268,7 +282,9 @@ std::string RdmaUpgrade::Answer(Slice offer) {
         prepared != nullptr
             ? std::move(prepared->probe)
             : PathProbe::Create(device_->context.get(), device_->pd.get(), /*receiver=*/true);
-    if (!probe.ok()) return Fallback(FallbackReason::kResources, probe.status());
+    if (!probe.ok()) {
+      return Fallback(FallbackReason::kResources, NoteCreateFailure(*device_, probe.status()));
+    }
     probe_ = std::move(probe).value();
     s = prepared != nullptr
             ? prepared->probe_connect

@@ -183,7 +183,8 @@ class IbvSrq final : public SharedReceiveQueue {
 
 class IbvQp final : public QueuePair {
  public:
-  IbvQp(const Library* lib, ibv_qp* qp, const QpCaps& caps) : lib_(lib), qp_(qp), caps_(caps) {}
+  IbvQp(const Library* lib, ibv_qp* qp, const QpCaps& caps, bool ethernet)
+      : lib_(lib), qp_(qp), caps_(caps), ethernet_(ethernet) {}
   ~IbvQp() override { lib_->destroy_qp(qp_); }
   uint32_t qp_num() const override { return qp_->qp_num; }
   QpState state() const override {
@@ -213,6 +214,7 @@ class IbvQp final : public QueuePair {
     return rc == 0 ? Status::OK() : Errno("modify QP to INIT", rc);
   }
   Status Connect(const QpConnectParams& p) override {
+    RRPC_RETURN_NOT_OK(CheckServiceLevel(p.service_level, ethernet_));
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_RTR;
     attr.path_mtu = MtuEnum(p.path_mtu);
@@ -275,11 +277,12 @@ class IbvQp final : public QueuePair {
   const Library* const lib_;
   ibv_qp* const qp_;
   const QpCaps caps_;
+  const bool ethernet_;  // a RoCE port: service levels 0..7 only
 };
 
 class IbvPd final : public ProtectionDomain {
  public:
-  IbvPd(const Library* lib, ibv_pd* pd) : lib_(lib), pd_(pd) {}
+  IbvPd(const Library* lib, ibv_pd* pd, bool ethernet) : lib_(lib), pd_(pd), ethernet_(ethernet) {}
   ~IbvPd() override { lib_->dealloc_pd(pd_); }
   Result<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length) override {
     ibv_mr* mr = lib_->reg_mr(pd_, addr, length, IBV_ACCESS_LOCAL_WRITE);
@@ -308,7 +311,7 @@ class IbvPd final : public ProtectionDomain {
         granted.max_recv_wr = attempt.cap.max_recv_wr;
         granted.max_send_sge = attempt.cap.max_send_sge;
         granted.max_inline_data = attempt.cap.max_inline_data;
-        return std::unique_ptr<QueuePair>(new IbvQp(lib_, qp, granted));
+        return std::unique_ptr<QueuePair>(new IbvQp(lib_, qp, granted, ethernet_));
       }
       if (inl == 0) return Errno("ibv_create_qp", errno);
     }
@@ -326,6 +329,7 @@ class IbvPd final : public ProtectionDomain {
  private:
   const Library* const lib_;
   ibv_pd* const pd_;
+  const bool ethernet_;
 };
 
 class IbvContext final : public Context {
@@ -340,7 +344,7 @@ class IbvContext final : public Context {
   Result<std::unique_ptr<ProtectionDomain>> AllocPd() override {
     ibv_pd* pd = lib_->alloc_pd(ctx_);
     if (pd == nullptr) return Errno("ibv_alloc_pd", errno);
-    return std::unique_ptr<ProtectionDomain>(new IbvPd(lib_, pd));
+    return std::unique_ptr<ProtectionDomain>(new IbvPd(lib_, pd, port_.ethernet));
   }
   Result<std::unique_ptr<CompletionChannel>> CreateChannel() override {
     ibv_comp_channel* ch = lib_->create_comp_channel(ctx_);
@@ -424,10 +428,21 @@ Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& optio
                                                  const Sockaddr& local) {
   const Library* lib = ibv::Load();
   if (lib == nullptr) return Status::NotFound("libibverbs.so.1 not found");
-  // Before the device list, as libibverbs asks: registered memory then survives a fork() in the
-  // parent (copy-on-write would otherwise move pages under the NIC). Once per process.
-  static const int fork_rc = lib->fork_init != nullptr ? lib->fork_init() : 0;
-  (void)fork_rc;  // a failure (fork support missing) leaves fork() unsafe, nothing else
+  return OpenVerbsDeviceWith(*lib, options, local);
+}
+
+Result<std::unique_ptr<Context>> OpenVerbsDeviceWith(const ibv::Library& library,
+                                                     const VerbsDeviceOptions& options,
+                                                     const Sockaddr& local) {
+  const Library* lib = &library;
+  // Only when asked (VerbsDeviceOptions::fork_init), before the device list as libibverbs
+  // wants: before kernel 5.13 it makes every registration madvise(DONTFORK) its pages (VMA
+  // splits toward vm.max_map_count, failures on hugetlbfs), a cost only a process that forks
+  // with registered memory should pay. libibverbs makes a second call a no-op.
+  if (options.fork_init && lib->fork_init != nullptr) {
+    const int rc = lib->fork_init();
+    if (rc != 0) return Status::FromErrno("ibv_fork_init", rc);
+  }
   int n = 0;
   ibv_device** list = lib->get_device_list(&n);
   if (list == nullptr || n == 0) {

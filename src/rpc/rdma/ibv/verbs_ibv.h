@@ -16,6 +16,10 @@
 
 namespace rrpc::rdma {
 
+namespace ibv {
+struct Library;
+}  // namespace ibv
+
 // Whether libibverbs.so.1 could be loaded (cached after the first call). Thread-safe.
 bool VerbsLibraryAvailable();
 
@@ -24,6 +28,12 @@ bool VerbsLibraryAvailable();
 // holding that address, else one on its netdev, is preferred (gid_choice.h, ChoosePort).
 Result<std::unique_ptr<Context>> OpenVerbsDevice(const VerbsDeviceOptions& options = {},
                                                  const Sockaddr& local = Sockaddr());
+// The same through the entry points `lib` (OpenVerbsDevice above passes ibv::Load(), the
+// dlopen'ed libibverbs; verbs_ibv_fake-test.cc a table of fakes that records what the backend
+// asks for). `lib`, and every ibv_ object it hands out, outlive the context and what it made.
+Result<std::unique_ptr<Context>> OpenVerbsDeviceWith(const ibv::Library& lib,
+                                                     const VerbsDeviceOptions& options,
+                                                     const Sockaddr& local = Sockaddr());
 
 // For people, not programs (rdma_check.h): every device and port libibverbs sees, with state,
 // link layer, active MTU and the GID table (non-zero entries, with their types where the library

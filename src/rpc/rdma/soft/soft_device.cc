@@ -228,7 +228,8 @@ Status SoftDeviceImpl::StartNic() {
 }
 
 Status SoftDeviceImpl::CheckAlive() const {
-  if (dead_) return Status::IOError(options_.name + ": the device reported a fatal error");
+  // As mlx5 after a fatal error: every create fails with EIO.
+  if (dead_) return Status::FromErrno(options_.name + ": the device reported a fatal error", EIO);
   return Status::OK();
 }
 

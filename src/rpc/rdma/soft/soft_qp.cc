@@ -62,10 +62,8 @@ Status SoftQp::Connect(const QpConnectParams& params) {
   if (state_ != QpState::kInit) {
     return Status::IllegalState(std::string("RTR from ") + QpStateName(state_));
   }
-  if (params.service_level > 15) {  // a 4-bit field: ibv_modify_qp refuses it (EINVAL)
-    return Status::InvalidArgument("service level " + std::to_string(params.service_level) +
-                                   " above 15");
-  }
+  // A 4-bit field (ibv_modify_qp refuses more); on its RoCE port only 0..7 are priorities.
+  RRPC_RETURN_NOT_OK(CheckServiceLevel(params.service_level, dev_->port().ethernet));
   RRPC_ASSIGN_OR_RETURN(link_, dev_->OutboundLink(params.remote.gid));
   params_ = params;
   for (const GidEntry& e : dev_->port().gid_table) {

@@ -25,7 +25,7 @@ using rdma::RdmaOptions;
 using rdma::RdmaTransportFactory;
 
 RdmaOptions Srq(bool on) {
-  RdmaOptions o;
+  RdmaOptions o = rdma::SoftRdmaOptions();
   o.endpoint.buffer_size = 1024;
   o.endpoint.receive_buffers = 8;
   o.endpoint.send_buffers = 8;

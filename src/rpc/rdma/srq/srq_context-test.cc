@@ -21,13 +21,17 @@ namespace {
 class CountingClient final : public SrqClient {
  public:
   void OnSrqSendDone(uint32_t, WcStatus) override { ++sends; }
-  void OnSrqReceive(uint32_t, uint32_t, WcStatus) override { ++receives; }
+  void OnSrqReceive(uint32_t block, uint32_t, WcStatus) override {
+    ++receives;
+    blocks.push_back(block);
+  }
   void OnSrqBatchDone() override {}
   void OnSrqCreditsAvailable() override {}
   void OnSrqIdleCheck(MonoTime) override {}
   void OnSrqQpFailed(const Status& why) override { failures.push_back(why.ToString()); }
   int sends = 0, receives = 0;
   std::vector<std::string> failures;
+  std::vector<uint32_t> blocks;  // received, in order
 };
 
 EndpointOptions PeerOptions() {
@@ -203,6 +207,44 @@ TEST_F(SrqContextTest, ADeviceFatalEventFailsEveryConnection) {
   ASSERT_EQ(a.failures.size(), 1u);
   ASSERT_EQ(b.failures.size(), 1u);
   EXPECT_NE(a.failures[0].find("device failed"), std::string::npos);
+}
+
+// Finding 7 (issue 37): a limit event asks for a chunk off the reactor; its registration is
+// refused. The limit, disarmed by the event, is armed again: the next drop below it fires a
+// second event (before the fix, none fired: the pool never grew on a limit event again).
+TEST_F(SrqContextTest, AFailedBackgroundGrowthReArmsTheLimit) {
+  srq_.reset();
+  SrqOptions o;
+  o.buffer_size = 256;
+  o.chunk_blocks = kBlocks;
+  o.max_memory = 2 * kBlocks * 256;  // room for a second chunk
+  o.reserve = 2;
+  o.send_buffers = 4;
+  o.reclaim_after = MonoDelta();
+  o.grow_off_reactor = true;
+  srq_ = SrqContext::Create(dev_.get(), pd_.get(), o, std::make_shared<int>(0)).value();
+  CountingClient client;
+  auto [ours, peer] = Connected(&client);
+  (void)ours;
+  dev_->FailRegistrations(1);  // the growth's chunk
+  // The limit is a quarter of 16 posted: 4. Thirteen messages leave 3 posted (the client keeps
+  // their blocks): the limit event fires and a growth thread starts.
+  ASSERT_EQ(13u, SendFrom(peer, 13).size());
+  const MonoTime deadline = MonoTime::Now() + MonoDelta::FromSeconds(10);  // bounds a failure
+  while (srq_->stats().failed_growths.load() == 0 && MonoTime::Now() < deadline) {
+    ev_run(loop_, EVRUN_NOWAIT);
+  }
+  ASSERT_EQ(1u, srq_->stats().failed_growths.load());
+  ASSERT_EQ(1u, srq_->stats().limit_events.load());
+  EXPECT_EQ(13, client.receives);
+  // The connection gives its blocks back; then drains the pool below the limit again.
+  for (uint32_t block : client.blocks) ASSERT_TRUE(srq_->Repost(block).ok());
+  dev_->FailRegistrations(1);  // the second growth fails too: only the event counts
+  ASSERT_EQ(15u, SendFrom(peer, 15).size());
+  while (srq_->stats().limit_events.load() < 2 && MonoTime::Now() < deadline) {
+    ev_run(loop_, EVRUN_NOWAIT);
+  }
+  EXPECT_EQ(2u, srq_->stats().limit_events.load());
 }
 
 }  // namespace

@@ -151,6 +151,12 @@ void SrqContext::OnHandoff(struct ev_loop*, ev_async* w, int) {
     self->growing_ = false;
     if (chunk != nullptr && self->AddChunk(std::move(chunk))) {
       self->stats_->background_growths.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      // No chunk (its registration was refused) or not all of it posted: AddChunk's re-arm did
+      // not happen, and the limit event that asked for this growth disarmed the limit. Re-arm,
+      // or the pool never grows on a limit event again.
+      self->stats_->failed_growths.fetch_add(1, std::memory_order_relaxed);
+      self->ArmLimit();
     }
   }
   if (events) {

@@ -48,6 +48,7 @@ struct SrqStats {
   std::atomic<uint64_t> reclaims{0};            // idle peers asked to give credits back
   std::atomic<uint64_t> credits_reclaimed{0};   // credits given back by them
   std::atomic<uint64_t> background_growths{0};  // chunks made off the reactor thread
+  std::atomic<uint64_t> failed_growths{0};      // chunks a growth thread could not make
 };
 
 // What the context calls on a connection (RdmaTransport in SRQ mode).

@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   }
   rrpc::rpc::MessengerOptions options;
   options.name = "hello-client";
-  if (rdma) options.transport_factory = rrpc::rdma::NewRdmaTransportFactory({});
+  if (rdma)
+    options.transport_factory = rrpc::rdma::NewRdmaTransportFactory(rrpc::rdma::SoftRdmaOptions());
   auto messenger = rrpc::rpc::MessengerBuilder(options).Build();
   if (!messenger.ok()) {
     fprintf(stderr, "hello-client: %s\n", messenger.status().ToString().c_str());

@@ -47,7 +47,9 @@ int main(int argc, char** argv) {
   rrpc::ServerBaseOptions options;
   options.name = "hello-server";
   options.rpc_bind_address = "127.0.0.1:0";
-  if (rdma) options.messenger.transport_factory = rrpc::rdma::NewRdmaTransportFactory({});
+  if (rdma)
+    options.messenger.transport_factory =
+        rrpc::rdma::NewRdmaTransportFactory(rrpc::rdma::SoftRdmaOptions());
   rrpc::ServerBase server(options);
   rrpc::Status s = server.RegisterService(std::make_unique<HelloServiceImpl>());
   if (s.ok()) s = server.Start();
