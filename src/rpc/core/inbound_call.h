@@ -101,6 +101,14 @@ class InboundCall final : public OutboundTransfer {
   void set_stream(std::shared_ptr<StreamState> stream) { stream_ = std::move(stream); }
   const std::shared_ptr<StreamState>& stream() const { return stream_; }
   BlockRef frame_block() const { return frame_block_; }
+  // A stream's opening call, about to be answered by its stream rather than through its
+  // handler's context (the answering thread, after the handler returned): ends the context,
+  // which returns its messages. Does nothing when no handler ran.
+  void EndContextForStream() {
+    if (!handler_started_ || context_ended_) return;
+    context_ended_ = true;
+    reinterpret_cast<RpcContext*>(context_storage_)->~RpcContext();
+  }
   // A stream's opening call, its request parsed, as its handler starts (the owning thread): lets
   // go of the frame and its share of the connection's inbound memory, which the stream's long
   // life would otherwise hold.
@@ -257,6 +265,7 @@ class InboundCall final : public OutboundTransfer {
   CancelTrack cancel_track_ = CancelTrack::kNone;
   std::atomic<uint8_t> cancel_state_{0};
   bool handler_started_ = false;  // MakeContext() ran: the handler was called
+  bool context_ended_ = false;    // EndContextForStream() ran
   uint32_t stream_flags_ = 0;
   uint32_t stream_credit_ = 0;
   std::shared_ptr<StreamState> stream_;  // a stream's opening call: the stream it answers

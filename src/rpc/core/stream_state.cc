@@ -492,7 +492,9 @@ void StreamState::OnApplicationReleased() {
 void StreamState::AnswerServerCall(InboundCall* call, const Status& status,
                                    const google::protobuf::MessageLite* response) {
   // The answer goes through the connection's QueueResponse (SendResponse: a stream's call is
-  // never written by another thread), which ends the stream (OnServerCallAnswered).
+  // never written by another thread), which ends the stream (OnServerCallAnswered). The
+  // handler's context ends first: the stream, not the context, answers.
+  call->EndContextForStream();
   if (!status.ok()) {
     if (status.IsAborted()) {
       call->RespondFailure(ErrorStatusPB::ERROR_CANCELLED, status);
