@@ -33,6 +33,7 @@ Status KvServer::Start() {
   auto service = std::make_unique<KvService>(db_.get(), options_.service, base_.metric_registry(),
                                              db_health_.get());
   service_ = service.get();
+  RRPC_RETURN_NOT_OK(service->StartStreams(base_.messenger()));
   RRPC_RETURN_NOT_OK(base_.RegisterService(std::move(service)));
   RRPC_RETURN_NOT_OK(base_.Start());
   LOG(INFO) << "kv server: data in " << data_dir_;
@@ -42,6 +43,8 @@ Status KvServer::Start() {
 void KvServer::Shutdown() {
   base_.Shutdown();
   if (db_health_) db_health_->Stop();
+  // The messenger stopped serving: streams still open end, then nothing uses the database.
+  if (service_ != nullptr) service_->StopStreams();
   // Workers are joined: no handler uses the database any more. Closing syncs what was
   // acknowledged into its files.
   if (db_) db_->Close();
