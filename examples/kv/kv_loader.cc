@@ -13,8 +13,7 @@ namespace rrpc::kv {
 
 void KvLoader::Start(KvDb* db, KvStreamPump* pump, LoadStream stream, KvLoaderOptions options,
                      KvStreamStats* stats) {
-  auto loader =
-      std::make_shared<KvLoader>(db, pump, std::move(stream), std::move(options), stats);
+  auto loader = std::make_shared<KvLoader>(db, pump, std::move(stream), std::move(options), stats);
   pump->Submit([loader] { loader->Step(); });
 }
 
@@ -74,9 +73,8 @@ void KvLoader::Step() {
     switch (*r) {
       case rpc::StreamRead::kEmpty:
         // The callback runs on a reactor (or here, when a message came meanwhile).
-        stream_.OnReadable([self = shared_from_this()] {
-          self->pump_->Submit([self] { self->Step(); });
-        });
+        stream_.OnReadable(
+            [self = shared_from_this()] { self->pump_->Submit([self] { self->Step(); }); });
         return;
       case rpc::StreamRead::kEnd: {
         if (!stream_.status().ok()) return;  // cancelled or lost: nobody to answer

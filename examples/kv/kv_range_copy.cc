@@ -21,7 +21,8 @@ void KvRangeCopy::Start(std::shared_ptr<rpc::Messenger> messenger, KvDb* db, KvS
   const MonoTime deadline = context->deadline();
   if (deadline != MonoTime::Max()) {
     sopts.timeout = deadline - MonoTime::Now();
-    if (sopts.timeout <= MonoDelta()) return copy->Answer(Status::TimedOut("CopyRangeTo: no time left"));
+    if (sopts.timeout <= MonoDelta())
+      return copy->Answer(Status::TimedOut("CopyRangeTo: no time left"));
   }
   KvServiceProxy target_proxy(std::move(messenger), *target);
   copy->load_ = target_proxy.Load(sopts);
@@ -49,9 +50,8 @@ void KvRangeCopy::OnSent(const Status& status) {
   load_.CloseWrites();
   // A client stream's end (the target's one response) makes it readable. The callback runs on
   // a reactor: it only submits.
-  load_.OnReadable([self = shared_from_this()] {
-    self->pump_->Submit([self] { self->OnTargetAnswered(); });
-  });
+  load_.OnReadable(
+      [self = shared_from_this()] { self->pump_->Submit([self] { self->OnTargetAnswered(); }); });
 }
 
 void KvRangeCopy::OnTargetAnswered() {

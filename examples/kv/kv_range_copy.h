@@ -25,8 +25,7 @@ class KvRangeCopy : public std::enable_shared_from_this<KvRangeCopy> {
   // the call to the target. `db`, `pump` and `stats` outlive the copy.
   static void Start(std::shared_ptr<rpc::Messenger> messenger, KvDb* db, KvStreamPump* pump,
                     const CopyRangeRequestPB* req, CopyRangeResponsePB* resp,
-                    rpc::RpcContext* context, KvRangeSenderOptions options,
-                    KvStreamStats* stats);
+                    rpc::RpcContext* context, KvRangeSenderOptions options, KvStreamStats* stats);
 
   // For Start (make_shared).
   KvRangeCopy(KvStreamPump* pump, CopyRangeResponsePB* resp, rpc::RpcContext* context);

@@ -11,9 +11,8 @@
 
 namespace rrpc::kv {
 
-void KvRangeSender::Start(KvDb* db, KvStreamPump* pump, rpc::Stream stream,
-                          const KeyRangePB& range, KvRangeSenderOptions options,
-                          KvStreamStats* stats, Done done) {
+void KvRangeSender::Start(KvDb* db, KvStreamPump* pump, rpc::Stream stream, const KeyRangePB& range,
+                          KvRangeSenderOptions options, KvStreamStats* stats, Done done) {
   auto sender = std::make_shared<KvRangeSender>(db, pump, std::move(stream), range,
                                                 std::move(options), stats, std::move(done));
   pump->Submit([sender] { sender->Step(); });

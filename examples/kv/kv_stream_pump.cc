@@ -12,7 +12,8 @@ KvStreamPump::~KvStreamPump() { Stop(); }
 Status KvStreamPump::Start(int num_threads) {
   for (int i = 0; i < std::max(1, num_threads); i++) {
     std::thread t;
-    RRPC_ASSIGN_OR_RETURN(t, StartThread("kv", "kv-stream-" + std::to_string(i), [this] { Loop(); }));
+    RRPC_ASSIGN_OR_RETURN(t,
+                          StartThread("kv", "kv-stream-" + std::to_string(i), [this] { Loop(); }));
     threads_.push_back(std::move(t));
   }
   return Status::OK();
