@@ -32,6 +32,9 @@
 DEFINE_string(mode, "put",
               "put, get (gets read keys written before the timed run) or scan (ScanStream vs "
               "paged Scan over --keys pairs of --payload bytes).");
+DEFINE_int32(stream_window, 1 << 20,
+             "--mode=scan: bytes a scan stream may run ahead of the reader (the client's "
+             "receive window; the in-process server's Load window too).");
 DEFINE_int32(rounds, 6, "--mode=scan: full scans of each way, alternating.");
 DEFINE_int32(payload, 100, "Value size in bytes.");
 DEFINE_int32(conc, 4, "Client threads, each with one call in flight.");
@@ -167,6 +170,7 @@ int main(int argc, char** argv) {
     opts.base.name = "kv-bench-server";
     opts.base.data_dir = data_dir;
     opts.base.messenger.num_workers = FLAGS_server_workers;
+    opts.base.messenger.stream_window = static_cast<size_t>(FLAGS_stream_window);
     opts.base.messenger.security = rrpc::rpc::SecurityOptionsFromFlags();
     server = std::make_unique<rrpc::kv::KvServer>(opts);
     RRPC_CHECK_OK(server->Start());
@@ -176,7 +180,9 @@ int main(int argc, char** argv) {
   builder.mutable_options()->security = rrpc::rpc::SecurityOptionsFromFlags();
   auto messenger = builder.Build();
   RRPC_CHECK_OK(messenger.status());
-  auto connected = rrpc::kv::KvClient::Connect(*messenger, server_name);
+  rrpc::kv::KvClientOptions client_opts;
+  client_opts.stream_receive_window = static_cast<size_t>(FLAGS_stream_window);
+  auto connected = rrpc::kv::KvClient::Connect(*messenger, server_name, client_opts);
   if (!connected.ok()) {
     fprintf(stderr, "kv-bench: %s\n", connected.status().ToString().c_str());
     return 2;

@@ -128,13 +128,13 @@ TEST_F(KvStreamTest, ScanStreamSendsTheRangeInOrderWithLargeValuesAsSidecars) {
     ASSERT_TRUE(client->Put(KeyOf(i), ValueOf(i, 10000)).ok());
   }
   int next = 10;
-  Status s = client->ScanStream(KeyOf(10), KeyOf(2990), 0, [&](std::string_view k,
-                                                              std::string_view v) {
-    EXPECT_EQ(KeyOf(next), k);
-    EXPECT_TRUE(IsValueOf(next, next % 100 == 0 ? 10000 : 100, v)) << next;
-    next++;
-    return true;
-  });
+  Status s =
+      client->ScanStream(KeyOf(10), KeyOf(2990), 0, [&](std::string_view k, std::string_view v) {
+        EXPECT_EQ(KeyOf(next), k);
+        EXPECT_TRUE(IsValueOf(next, next % 100 == 0 ? 10000 : 100, v)) << next;
+        next++;
+        return true;
+      });
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(2990, next);
 
@@ -155,9 +155,8 @@ TEST_F(KvStreamTest, ScanStreamEndsOnTheServerWhenTheReaderStops) {
   auto client = NewClient(server);
   ASSERT_NO_FATAL_FAILURE(LoadPairs(client.get(), 2000, 4000));
   int seen = 0;
-  Status s = client->ScanStream("", "", 0, [&](std::string_view, std::string_view) {
-    return ++seen < 10;
-  });
+  Status s = client->ScanStream("", "", 0,
+                                [&](std::string_view, std::string_view) { return ++seen < 10; });
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(10, seen);
   EXPECT_TRUE(WaitForCondition([&] { return server->service()->stream_stats().open == 0; }));
@@ -230,9 +229,8 @@ TEST_F(KvStreamTest, CopyRangeToIsFlowControlledByTheTarget) {
   Status copy_status;
   CopyRangeResponsePB copied;
   const std::string target_addr = target->rpc_address().ToString();
-  std::thread copier([&] {
-    copy_status = source_client->CopyRange(KeyOf(0), "zzz", target_addr, &copied);
-  });
+  std::thread copier(
+      [&] { copy_status = source_client->CopyRange(KeyOf(0), "zzz", target_addr, &copied); });
   ASSERT_TRUE(gate_.WaitForEntered(1));
   const KvStreamStats& stats = source->service()->stream_stats();
   ASSERT_TRUE(WaitForCondition([&] { return stats.senders_waiting.load() == 1; }));
