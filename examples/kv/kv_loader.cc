@@ -27,7 +27,10 @@ KvLoader::KvLoader(KvDb* db, KvStreamPump* pump, LoadStream stream, KvLoaderOpti
   stats_->open++;
 }
 
-KvLoader::~KvLoader() { stats_->open--; }
+KvLoader::~KvLoader() {
+  stats_->open--;
+  if (options_.on_end) options_.on_end();
+}
 
 Status KvLoader::Apply(const KvChunkPB& chunk, const std::vector<BlockSlice>& sidecars) {
   rocksdb::WriteBatch batch;

@@ -28,6 +28,8 @@ struct KvLoaderOptions {
   size_t step_bytes = 1 << 20;
   // OK, or why writes are refused now (the stream then ends with it); may be empty.
   std::function<Status()> writes_allowed;
+  // Runs once when the loader is done with the stream (answered, or the stream ended).
+  std::function<void()> on_end;
   // Tests: runs before each message is applied, on the pump thread (may block it).
   std::function<void()> before_apply;
 };

@@ -9,14 +9,14 @@ namespace rrpc::kv {
 void KvRangeCopy::Start(std::shared_ptr<rpc::Messenger> messenger, KvDb* db, KvStreamPump* pump,
                         const CopyRangeRequestPB* req, CopyRangeResponsePB* resp,
                         rpc::RpcContext* context, KvRangeSenderOptions options,
-                        KvStreamStats* stats) {
+                        KvStreamStats* stats, KvOpenStreams* open_streams) {
   Result<Sockaddr> target = Sockaddr::Parse(req->target());
   if (!target.ok()) {
     return context->RespondRpcFailure(
         rpc::ErrorStatusPB::ERROR_INVALID_REQUEST,
         target.status().CloneAndPrepend("CopyRangeTo: bad target " + req->target()));
   }
-  auto copy = std::make_shared<KvRangeCopy>(pump, resp, context);
+  auto copy = std::make_shared<KvRangeCopy>(pump, resp, context, open_streams);
   rpc::StreamOptions sopts;
   const MonoTime deadline = context->deadline();
   if (deadline != MonoTime::Max()) {
@@ -26,12 +26,18 @@ void KvRangeCopy::Start(std::shared_ptr<rpc::Messenger> messenger, KvDb* db, KvS
   }
   KvServiceProxy target_proxy(std::move(messenger), *target);
   copy->load_ = target_proxy.Load(sopts);
+  copy->open_id_ = open_streams->Add(copy->load_.untyped());
+  if (copy->open_id_ == 0) {
+    copy->load_.Cancel();
+    return copy->Answer(Status::ServiceUnavailable("the kv-server is shutting down"));
+  }
   KvRangeSender::Start(db, pump, copy->load_.untyped(), req->range(), std::move(options), stats,
                        [copy](const Status& s) { copy->OnSent(s); });
 }
 
-KvRangeCopy::KvRangeCopy(KvStreamPump* pump, CopyRangeResponsePB* resp, rpc::RpcContext* context)
-    : pump_(pump), resp_(resp), context_(context) {}
+KvRangeCopy::KvRangeCopy(KvStreamPump* pump, CopyRangeResponsePB* resp, rpc::RpcContext* context,
+                         KvOpenStreams* open_streams)
+    : pump_(pump), resp_(resp), context_(context), open_streams_(open_streams) {}
 
 KvRangeCopy::~KvRangeCopy() {
   if (context_ != nullptr) {
@@ -67,6 +73,7 @@ void KvRangeCopy::Answer(const Status& status) {
   rpc::RpcContext* context = context_;
   if (context == nullptr) return;
   context_ = nullptr;
+  if (open_id_ != 0) open_streams_->Remove(open_id_);
   if (status.ok()) {
     context->RespondSuccess();
   } else {

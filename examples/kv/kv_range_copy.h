@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "kv/kv.rrpc.h"
+#include "kv/kv_open_streams.h"
 #include "kv/kv_range_sender.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_context.h"
@@ -25,10 +26,12 @@ class KvRangeCopy : public std::enable_shared_from_this<KvRangeCopy> {
   // the call to the target. `db`, `pump` and `stats` outlive the copy.
   static void Start(std::shared_ptr<rpc::Messenger> messenger, KvDb* db, KvStreamPump* pump,
                     const CopyRangeRequestPB* req, CopyRangeResponsePB* resp,
-                    rpc::RpcContext* context, KvRangeSenderOptions options, KvStreamStats* stats);
+                    rpc::RpcContext* context, KvRangeSenderOptions options, KvStreamStats* stats,
+                    KvOpenStreams* open_streams);
 
   // For Start (make_shared).
-  KvRangeCopy(KvStreamPump* pump, CopyRangeResponsePB* resp, rpc::RpcContext* context);
+  KvRangeCopy(KvStreamPump* pump, CopyRangeResponsePB* resp, rpc::RpcContext* context,
+              KvOpenStreams* open_streams);
   // Answers Aborted when the copy never finished (its pump stopped).
   ~KvRangeCopy();
 
@@ -43,6 +46,8 @@ class KvRangeCopy : public std::enable_shared_from_this<KvRangeCopy> {
   KvStreamPump* const pump_;
   CopyRangeResponsePB* const resp_;
   rpc::RpcContext* context_;  // null once answered
+  KvOpenStreams* const open_streams_;
+  uint64_t open_id_ = 0;  // load_'s id in open_streams_
   LoadStream load_;
 };
 

@@ -41,6 +41,9 @@ Status KvServer::Start() {
 }
 
 void KvServer::Shutdown() {
+  // Streams first: the drain waits for every call, and a stream whose reader stalled would hold
+  // it for the whole shutdown timeout. Their clients get ServiceUnavailable (retriable).
+  if (service_ != nullptr) service_->EndStreams();
   base_.Shutdown();
   if (db_health_) db_health_->Stop();
   // The messenger stopped serving: streams still open end, then nothing uses the database.

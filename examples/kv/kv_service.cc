@@ -75,6 +75,8 @@ Status KvService::StartStreams(std::weak_ptr<rpc::Messenger> messenger) {
 
 void KvService::StopStreams() { pump_.Stop(); }
 
+void KvService::EndStreams() { open_streams_.EndAll(); }
+
 void KvService::set_load_hook(std::function<void()> hook) {
   MutexLock lock(hook_mu_);
   load_hook_ = std::move(hook);
@@ -237,8 +239,13 @@ void KvService::ScanStream(const ScanStreamRequestPB* req,
   opts.sidecar_threshold = options_.sidecar_threshold;
   opts.limit = req->limit();
   rpc::Stream untyped = stream.untyped();
+  const uint64_t id = open_streams_.Add(untyped);
+  if (id == 0) return stream.Finish(Status::ServiceUnavailable("the kv-server is shutting down"));
   KvRangeSender::Start(db_, &pump_, untyped, req->range(), opts, &stream_stats_,
-                       [stream](const Status& s) mutable { stream.Finish(s); });
+                       [this, id, stream](const Status& s) mutable {
+                         stream.Finish(s);
+                         open_streams_.Remove(id);
+                       });
 }
 
 void KvService::Load(rpc::ServerStream<KvChunkPB, LoadResponsePB> stream) {
@@ -250,6 +257,9 @@ void KvService::Load(rpc::ServerStream<KvChunkPB, LoadResponsePB> stream) {
     MutexLock lock(hook_mu_);
     opts.before_apply = load_hook_;
   }
+  const uint64_t id = open_streams_.Add(stream.untyped());
+  if (id == 0) return stream.Finish(Status::ServiceUnavailable("the kv-server is shutting down"));
+  opts.on_end = [this, id] { open_streams_.Remove(id); };
   KvLoader::Start(db_, &pump_, std::move(stream), std::move(opts), &stream_stats_);
 }
 
@@ -263,7 +273,8 @@ void KvService::CopyRangeTo(const CopyRangeRequestPB* req, CopyRangeResponsePB* 
   KvRangeSenderOptions opts;
   opts.message_bytes = options_.stream_message_bytes;
   opts.sidecar_threshold = options_.sidecar_threshold;
-  KvRangeCopy::Start(std::move(messenger), db_, &pump_, req, resp, context, opts, &stream_stats_);
+  KvRangeCopy::Start(std::move(messenger), db_, &pump_, req, resp, context, opts, &stream_stats_,
+                     &open_streams_);
 }
 
 void KvService::Batch(const BatchRequestPB* req, BatchResponsePB* /*resp*/,

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "kv/kv.rrpc.h"
+#include "kv/kv_open_streams.h"
 #include "kv/kv_stream_pump.h"
 #include "kv/kv_stream_stats.h"
 #include "rrpc/util/mutex.h"
@@ -68,6 +69,9 @@ class KvService : public KvServiceIf {
   // Stops the stream pump: streams still open end (released), copies answer Aborted. Call after
   // the messenger stopped serving, before the database closes. Idempotent.
   void StopStreams();
+  // Ends the open streams (ServiceUnavailable: resume after the last key) and refuses new ones.
+  // Call before the drain, which a stalled reader would otherwise hold for its whole timeout.
+  void EndStreams();
 
   void Put(const PutRequestPB* req, PutResponsePB* resp, rpc::RpcContext* context) override;
   void Get(const GetRequestPB* req, GetResponsePB* resp, rpc::RpcContext* context) override;
@@ -112,6 +116,7 @@ class KvService : public KvServiceIf {
 
   std::weak_ptr<rpc::Messenger> messenger_;
   KvStreamStats stream_stats_;
+  KvOpenStreams open_streams_;
   // Declared last: stopped (joined) first, while what its steps use is still here.
   KvStreamPump pump_;
 };

@@ -271,6 +271,36 @@ TEST_F(KvStreamTest, CopyRangeToAnUnreachableTargetFails) {
   EXPECT_TRUE(WaitForCondition([&] { return source->service()->stream_stats().open == 0; }));
 }
 
+// A server that shuts down under a scan whose reader stalled ends the stream before its drain
+// (which would otherwise wait for it): the reader gets the messages already sent, then a
+// retriable "shutting down", and the server's sender is gone.
+TEST_F(KvStreamTest, ShutdownEndsAScanWhoseReaderStalled) {
+  KvServer* server = StartServer();
+  auto client = NewClient(server);
+  ASSERT_NO_FATAL_FAILURE(LoadPairs(client.get(), 2000, 4000));
+  KvServiceProxy proxy(client_messenger_, server->rpc_address());
+  rpc::StreamOptions opts;
+  opts.receive_window = kWindow;
+  auto stream = proxy.ScanStream(ScanStreamRequestPB(), opts);
+  const KvStreamStats& stats = server->service()->stream_stats();
+  ASSERT_TRUE(WaitForCondition([&] { return stats.senders_waiting.load() == 1; }));
+  const MonoTime t0 = MonoTime::Now();
+  server->Shutdown();
+  printf("shutdown with a stalled scan took %.3f s\n", (MonoTime::Now() - t0).ToSeconds());
+  EXPECT_EQ(0, stats.open.load());
+  KvChunkPB chunk;
+  std::vector<BlockSlice> sidecars;
+  int messages = 0;
+  Result<bool> got = true;
+  while (got.ok() && *got) {
+    got = stream.Read(&chunk, &sidecars);
+    if (got.ok() && *got) messages++;
+  }
+  const Status end = got.ok() ? stream.Finish() : got.status();
+  EXPECT_NE(std::string::npos, end.ToString().find("shutting down")) << end.ToString();
+  EXPECT_LE(static_cast<size_t>(messages) * kMessageBytes, kWindow + kMessageBytes);
+}
+
 // A message that names a sidecar it does not carry fails the Load with the reason.
 TEST_F(KvStreamTest, LoadRefusesAMessageWithAMissingSidecar) {
   KvServer* server = StartServer();
