@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus of the fuzz targets (src/rpc/{core,rdma}/fuzz-corpus/<target>/seed-*).
+"""Writes the seed corpus of the fuzz targets (src/rpc/core/fuzz-corpus/<target>/seed-*, src/rpc/rdma/bootstrap/fuzz-corpus/...).
 
 The seeds are a few well-formed and a few typical broken inputs, so a fuzz run starts from the
 shapes docs/wire-format.md describes instead of discovering "RRPC" and protobuf by chance. The
@@ -15,7 +15,7 @@ import struct
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "rpc")
 ROOT = os.path.join(SRC, "core", "fuzz-corpus")
-RDMA_ROOT = os.path.join(SRC, "rdma", "fuzz-corpus")
+RDMA_ROOT = os.path.join(SRC, "rdma", "bootstrap", "fuzz-corpus")
 
 
 def varint(v):
@@ -166,6 +166,40 @@ def main():
     write(sc, "hello-bad-offsets", HELLO + frame(request_header(8, ECHO, "Echo", 0, (4, 1)), field_bytes(1, "a"), b"abcdef"))
     write(sc, "hello-required-feature", HELLO + frame(request_header(9, ECHO, "Echo", 0, (), (2,)), field_bytes(1, "a")))
     write(sc, "hello-partial-frame", HELLO + echo_call(10)[:9])
+    # Streams (docs/wire-format.md, section 8): StreamService of rtest_stream.proto.
+    HELLO_STREAMS = PREAMBLE + frame(field_varint(1, -2), negotiate((1, 4, 7)))
+    SS = "rrpc.rtest.StreamService"
+
+    def stream_open(call_id, method, body, credit=0):
+        h = request_header(call_id, SS, method, 1000, (), (7,)) + field_varint(30, 1)
+        if credit:
+            h += field_varint(31, credit)
+        return frame(h, body)
+
+    def stream_frame(call_id, flags, body=b"", credit=0, sidecars=b"", offsets=()):
+        h = field_varint(1, call_id)
+        for off in offsets:
+            h += field_varint(4, off)
+        h += field_varint(30, flags)
+        if credit:
+            h += field_varint(31, credit)
+        return frame(h, body, sidecars)
+
+    def number(n, payload=b""):
+        return field_varint(1, n) + (field_bytes(2, payload) if payload else b"")
+
+    rng = field_varint(1, 0) + field_varint(2, 50) + field_varint(3, 100)
+    write(sc, "stream-range", HELLO_STREAMS + stream_open(21, "Range", rng, 1 << 20))
+    write(sc, "stream-range-credit", HELLO_STREAMS + stream_open(22, "Range", rng) + stream_frame(22, 8, credit=65536))
+    write(sc, "stream-sum", HELLO_STREAMS + stream_open(23, "Sum", b"") + b"".join(stream_frame(23, 2, number(i)) for i in range(5)) + stream_frame(23, 4))
+    write(sc, "stream-double-sidecar", HELLO_STREAMS + stream_open(24, "Double", b"") + stream_frame(24, 2 | 4, number(3), sidecars=b"sidecar", offsets=(0,)))
+    write(sc, "stream-past-credit", HELLO_STREAMS + stream_open(25, "Sum", b"") + stream_frame(25, 2, number(1, b"a" * 40000)) + stream_frame(25, 2, number(2, b"b" * 40000)))
+    write(sc, "stream-after-half-close", HELLO_STREAMS + stream_open(26, "Sum", b"") + stream_frame(26, 4) + stream_frame(26, 2, number(1)))
+    write(sc, "stream-unknown-id", HELLO_STREAMS + stream_frame(99, 2, number(1)))
+    write(sc, "stream-cancel", HELLO_STREAMS + stream_open(27, "Range", rng) + frame(field_varint(1, -3), field_varint(1, 1) + field_bytes(2, varint(27))))
+    write(sc, "stream-unary-as-stream", HELLO_STREAMS + frame(request_header(28, ECHO, "Echo", 0, (), (7,)) + field_varint(30, 1), field_bytes(1, "a")))
+    write(sc, "stream-stream-as-unary", HELLO_STREAMS + frame(request_header(29, SS, "Range"), rng))
+    write(sc, "stream-opened-twice", HELLO_STREAMS + stream_open(30, "Sum", b"") + stream_open(30, "Sum", b""))
     write(sc, "bad-preamble", b"GET / HTTP/1.1\r\n\r\n")
     write(sc, "preamble-only", PREAMBLE)
 

@@ -87,8 +87,7 @@ class Stream {
   StreamWrite TryWrite(const google::protobuf::MessageLite& message,
                        std::vector<BlockSlice> sidecars = {});
   // Waits for room, then queues the message. Fails with the stream's status once it ended.
-  Status Write(const google::protobuf::MessageLite& message,
-               std::vector<BlockSlice> sidecars = {});
+  Status Write(const google::protobuf::MessageLite& message, std::vector<BlockSlice> sidecars = {});
   // Runs `callback` once, when a TryWrite may succeed (room came, or the stream ended).
   void OnWritable(std::function<void()> callback);
   // Client: sends no more messages (half-close); the server's reads then end.
@@ -96,9 +95,9 @@ class Stream {
 
   // Reading.
   StreamRead TryRead(StreamMessage* message);
-  // Waits for a message: true with one, false at the end (then status() tells how it ended;
-  // for a server reading a client's messages, false with an OK status is the client's
-  // half-close).
+  // Waits for a message: true with one, false when no more will come: the peer half-closed,
+  // or the stream ended (client: Finish() then tells how; server: status() is not OK when the
+  // stream failed). An error only for a misuse (on a reactor thread).
   Result<bool> Read(StreamMessage* message);
   // Runs `callback` once, when a TryRead has something to return (a message or the end).
   void OnReadable(std::function<void()> callback);
@@ -235,8 +234,7 @@ class ServerStream {
  private:
   Status Parse(StreamMessage* m, Req* message, std::vector<BlockSlice>* sidecars) {
     if (!message->ParseFromArray(m->body.slice.data(), static_cast<int>(m->body.slice.size()))) {
-      Finish(Status::InvalidArgument("stream message does not parse as " +
-                                     message->GetTypeName()));
+      Finish(Status::InvalidArgument("stream message does not parse as " + message->GetTypeName()));
       return Status::Corruption("stream message does not parse as " + message->GetTypeName());
     }
     if (sidecars != nullptr) *sidecars = std::move(m->sidecars);

@@ -14,6 +14,7 @@
 #include "rpc/core/messenger_internals.h"
 #include "rpc/core/outbound_call.h"
 #include "rpc/core/rpc_controller_internal.h"
+#include "rpc/core/stream_open.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
 #include "util/metrics/metric_registry.h"
@@ -207,6 +208,21 @@ void Channel::SendAttempt(Backend* backend, CallObserver* observer, const std::s
                                      service, method),
       request, response, controller, std::move(callback), attempt_deadline, observer);
   if (call) MessengerInternals::QueueOutboundCall(messenger_.get(), std::move(call));
+}
+
+Stream Channel::OpenStream(const std::string& service, const std::string& method,
+                           const google::protobuf::Message* request,
+                           const google::protobuf::Message* response_prototype,
+                           const StreamOptions& options) {
+  const BackendSet* set = current_.load(std::memory_order_acquire);
+  RpcController controller;
+  TriedBackends tried;
+  Backend* backend = set != nullptr ? balancer_->Pick(*set, controller, tried) : nullptr;
+  if (backend == nullptr) return FailedStream(NoServerStatus());
+  return OpenClientStream(messenger_.get(),
+                          backend->Methods(service)->Get(MessengerInternals::metrics(*messenger_),
+                                                         backend->addr(), service, method),
+                          request, response_prototype, options);
 }
 
 void Channel::AsyncRequest(const std::string& service, const std::string& method,

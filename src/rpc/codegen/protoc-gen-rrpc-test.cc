@@ -348,27 +348,71 @@ TEST_F(ProtocGenRrpcTest, AcceptsProto3OptionalFields) {
   EXPECT_EQ(0, run.exit_code) << run.output;
 }
 
-TEST_F(ProtocGenRrpcTest, RejectsStreamingMethods) {
-  WriteProto("up.proto", R"(
+TEST_F(ProtocGenRrpcTest, GeneratesTypedStreamHandlesForEachKindOfStream) {
+  ProtocRun run = RunProtoc(SourceDir(), {"rpc/testing/rtest_stream.proto"});
+  ASSERT_EQ(0, run.exit_code) << run.output;
+  const std::string h = Flatten(Output("rpc/testing/rtest_stream.rrpc.h"));
+  const std::string cc = Flatten(Output("rpc/testing/rtest_stream.rrpc.cc"));
+  // Server stream: the handler gets the request and a ServerStream; the proxy opens with the
+  // request. Client and bidirectional streams: no request at the open.
+  for (const char* decl :
+       {"virtual void Range(const ::rrpc::rtest::RangeRequestPB* req, "
+        "::rrpc::rpc::ServerStream<::rrpc::rtest::RangeRequestPB, ::rrpc::rtest::NumberPB> "
+        "stream) = 0;",
+        "virtual void Sum(::rrpc::rpc::ServerStream<::rrpc::rtest::NumberPB, "
+        "::rrpc::rtest::SumPB> stream) = 0;",
+        "::rrpc::rpc::ClientStream<::rrpc::rtest::RangeRequestPB, ::rrpc::rtest::NumberPB> "
+        "Range(const ::rrpc::rtest::RangeRequestPB& req, const ::rrpc::rpc::StreamOptions& "
+        "options = {}) const;",
+        "::rrpc::rpc::ClientStream<::rrpc::rtest::NumberPB, ::rrpc::rtest::NumberPB> Double(const "
+        "::rrpc::rpc::StreamOptions& options = {}) const;",
+        "#include \"rrpc/rpc/stream.h\""}) {
+    EXPECT_NE(std::string::npos, h.find(decl)) << decl << "\n" << h;
+  }
+  EXPECT_EQ(std::string::npos, h.find("RangeAsync")) << "a stream has no Async form";
+  for (const char* kind : {"info.stream = ::rrpc::rpc::StreamKind::kServer;",
+                           "info.stream = ::rrpc::rpc::StreamKind::kClient;",
+                           "info.stream = ::rrpc::rpc::StreamKind::kBidi;"}) {
+    EXPECT_NE(std::string::npos, cc.find(kind)) << kind;
+  }
+  // A client stream's proxy passes its response type for the one response; a server stream's
+  // passes none.
+  EXPECT_NE(std::string::npos, cc.find("&::rrpc::rtest::SumPB::default_instance()")) << cc;
+}
+
+TEST_F(ProtocGenRrpcTest, RejectsATrackedOrInlineStream) {
+  WriteProto("o.proto", R"(
+    syntax = "proto2";
+    package rrpc;
+    import "google/protobuf/descriptor.proto";
+    extend google.protobuf.MethodOptions {
+      optional bool inline_handler = 51001;
+      optional bool tracked = 51003;
+    }
+  )");
+  WriteProto("tracked.proto", R"(
     syntax = "proto3";
     package s;
+    import "o.proto";
     message M {}
-    service Up { rpc Send(stream M) returns (M); }
+    service Up { rpc Send(stream M) returns (M) { option (rrpc.tracked) = true; } }
   )");
-  WriteProto("down.proto", R"(
+  WriteProto("inline.proto", R"(
     syntax = "proto3";
     package s;
+    import "o.proto";
     message M {}
-    service Down { rpc Watch(M) returns (stream M); }
+    service Down { rpc Watch(M) returns (stream M) { option (rrpc.inline_handler) = true; } }
   )");
-  const std::vector<std::pair<std::string, std::string>> cases = {{"up.proto", "s.Up.Send"},
-                                                                  {"down.proto", "s.Down.Watch"}};
+  const std::vector<std::pair<std::string, std::string>> cases = {{"tracked.proto", "s.Up.Send"},
+                                                                  {"inline.proto", "s.Down.Watch"}};
   for (const auto& [proto, method] : cases) {
     SCOPED_TRACE(proto);
     ProtocRun run = RunProtocOnScratch({proto});
     EXPECT_NE(0, run.exit_code);
     EXPECT_NE(std::string::npos,
-              run.output.find(method + ": rrpc does not support streaming methods"))
+              run.output.find(method + ": a stream method cannot be (rrpc.tracked) or "
+                                       "(rrpc.inline_handler)"))
         << run.output;
   }
 }

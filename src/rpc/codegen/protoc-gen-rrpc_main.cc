@@ -364,9 +364,9 @@ void PrintServiceBaseDecl(const pb::ServiceDescriptor* service, pb::io::Printer*
     PrintLines(LeadingComment(m.descriptor), p);
     if (IsStream(m)) {
       PrintLines(Comment(2,
-                         "A stream (docs/streams.md): answer through `stream` (Finish), not "
-                         "a context; keep the stream (copies share it) to write after "
-                         "returning."),
+                         "A stream (docs/streams.md): end it through `stream` (Finish). Keep "
+                         "a copy of the stream (copies share it) to go on after returning; "
+                         "`req` is valid until this returns."),
                  p);
     }
     PrintLines(Wrap(2, "virtual void " + m.name, HandlerParams(m), " = 0;"), p);

@@ -51,6 +51,17 @@ void InboundCall::HoldMemory(size_t bytes, size_t already_counted) {
   }
 }
 
+void InboundCall::ReleaseRequestFrame() {
+  frame_block_.reset();
+  body_ = Slice();
+  inbound_sidecars_.clear();
+  inbound_sidecars_.shrink_to_fit();
+  if (held_bytes_ != 0) {
+    connection_->inbound_memory()->Release(held_bytes_);
+    held_bytes_ = 0;
+  }
+}
+
 Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
   arrival_ = arrival;
   frame_bytes_ = kFrameLengthSize + frame.slice.size();

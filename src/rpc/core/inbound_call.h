@@ -92,6 +92,10 @@ class InboundCall final : public OutboundTransfer {
   void set_stream(std::shared_ptr<StreamState> stream) { stream_ = std::move(stream); }
   const std::shared_ptr<StreamState>& stream() const { return stream_; }
   BlockRef frame_block() const { return frame_block_; }
+  // A stream's opening call, its request parsed, as its handler starts (the owning thread): lets
+  // go of the frame and its share of the connection's inbound memory, which the stream's long
+  // life would otherwise hold.
+  void ReleaseRequestFrame();
   const std::vector<Slice>& inbound_sidecars() const { return inbound_sidecars_; }
 
   // The method this call runs, set by the service pool when it resolves the names.

@@ -232,6 +232,7 @@ void ServicePool::TrackInRpcz(InboundCall* call) {
   info.peer = &call->remote_address();
   info.call_id = call->call_id();
   info.arrival = call->arrival_time();
+  info.stream = call->stream().get();
   // The reactor's own stripe: reactors never share a stripe's mutex.
   rpcz_store_.Track(entry, static_cast<size_t>(call->connection()->reactor()->index()));
 }
@@ -295,10 +296,13 @@ void ServicePool::RunCall(InboundCall* call) {
   }
   RpcContext* context =
       call->MakeContext(std::move(messages.request), std::move(messages.response));
-  if (call->stream() != nullptr) StartServerStream(call->stream(), context);
+  // A stream's call is answered only once its handler returned (StreamState): it stays.
+  std::shared_ptr<StreamState> stream = call->stream();
+  if (stream != nullptr) StartServerStream(call, context);
   MonoTime& responded_at = InboundCall::LastRespondTimeOnThisThread();
   responded_at = MonoTime();
   method->handler(context->request(), context->response(), context);
+  if (stream != nullptr) stream->OnHandlerReturned();
   if (metrics != nullptr) {
     // A handler that answered inline ends at its response (already timed); others at return.
     const MonoTime end = responded_at != MonoTime() ? responded_at : MonoTime::Now();

@@ -10,6 +10,7 @@
 #include "rpc/core/inbound_call.h"
 #include "rpc/core/reactor.h"
 #include "rpc/core/wire_codec.h"
+#include "rpc/observe/rpc_metrics.h"
 #include "rpc/transport/outbound_transfer.h"
 #include "rrpc/rpc/rpc_context.h"
 #include "rrpc/rpc/rpc_header.pb.h"
@@ -20,7 +21,9 @@ namespace rrpc::rpc {
 // only once staged (an outbox entry must not keep its own owner alive).
 class StreamState::Frame final : public OutboundTransfer {
  public:
-  Frame(BlockSlice head, std::vector<BlockSlice>&& sidecars) {
+  // `message_bytes`: the message's bytes (body and sidecars); 0 for a frame without one.
+  Frame(BlockSlice head, std::vector<BlockSlice>&& sidecars, size_t message_bytes)
+      : message_bytes_(message_bytes) {
     if (sidecars.empty()) {
       SetPayload(std::move(head));
     } else {
@@ -28,6 +31,7 @@ class StreamState::Frame final : public OutboundTransfer {
     }
   }
   void set_stream(std::shared_ptr<StreamState> stream) { stream_ = std::move(stream); }
+  size_t message_bytes() const { return message_bytes_; }
 
   void TransferDone() override { Done(); }
   void TransferAborted(const Status&) override { Done(); }
@@ -40,6 +44,7 @@ class StreamState::Frame final : public OutboundTransfer {
     if (stream != nullptr) stream->OnFrameWritten(bytes);
   }
 
+  const size_t message_bytes_;
   std::shared_ptr<StreamState> stream_;
 };
 
@@ -63,40 +68,38 @@ Result<std::unique_ptr<StreamState::Frame>> StreamState::MakeFrame(
     std::vector<BlockSlice>&& sidecars, size_t bytes) {
   const size_t body_bytes = body.ByteSizeLong();
   const uint32_t sidecar_bytes = static_cast<uint32_t>(bytes - std::min(bytes, body_bytes));
-  Result<BlockSlice> head = Status::OK();
+  // The client's frames carry a RequestHeader, the server's a ResponseHeader; the same fields.
+  auto fill = [&](auto* h) {
+    h->call_id = call_id_;
+    h->stream_flags = flags;
+    h->stream_credit = credit;
+    uint32_t offset = 0;
+    for (const BlockSlice& s : sidecars) {
+      h->sidecar_offsets.push_back(offset);
+      offset += static_cast<uint32_t>(s.slice.size());
+    }
+  };
+  RequestHeaderFields request;
+  ResponseHeaderFields response;
   if (side_ == Side::kClient) {
-    RequestHeaderFields h;
-    h.call_id = call_id_;
-    h.stream_flags = flags;
-    h.stream_credit = credit;
-    uint32_t offset = 0;
-    for (const BlockSlice& s : sidecars) {
-      h.sidecar_offsets.push_back(offset);
-      offset += static_cast<uint32_t>(s.slice.size());
-    }
-    head = SerializeFrameHead(h, body, sidecar_bytes, max_message_size_);
+    fill(&request);
   } else {
-    ResponseHeaderFields h;
-    h.call_id = call_id_;
-    h.stream_flags = flags;
-    h.stream_credit = credit;
-    uint32_t offset = 0;
-    for (const BlockSlice& s : sidecars) {
-      h.sidecar_offsets.push_back(offset);
-      offset += static_cast<uint32_t>(s.slice.size());
-    }
-    head = SerializeFrameHead(h, body, sidecar_bytes, max_message_size_);
+    fill(&response);
   }
+  Result<BlockSlice> head =
+      side_ == Side::kClient ? SerializeFrameHead(request, body, sidecar_bytes, max_message_size_)
+                             : SerializeFrameHead(response, body, sidecar_bytes, max_message_size_);
   RRPC_RETURN_NOT_OK(head.status());
-  return std::make_unique<Frame>(std::move(head).value(), std::move(sidecars));
+  return std::make_unique<Frame>(std::move(head).value(), std::move(sidecars),
+                                 (flags & STREAM_MESSAGE) != 0 ? bytes : 0);
 }
 
 // ---- Writing.
 
 bool StreamState::WritableLocked() const {
-  // Room for a message of any size: the credit left, or nothing outstanding (a message larger
-  // than the window then goes alone).
-  return ended_ || writes_closed_ || credit_ > 0 || outstanding_ == 0;
+  // Room for the message the last refused write wanted (the credit covers it, or nothing is
+  // outstanding: a message larger than the window then goes alone), the same test TryWrite makes.
+  return ended_ || writes_closed_ || credit_ >= wanted_bytes_ || outstanding_ == 0;
 }
 
 StreamWrite StreamState::TryWrite(const google::protobuf::MessageLite& message,
@@ -108,7 +111,13 @@ StreamWrite StreamState::TryWrite(const google::protobuf::MessageLite& message,
   {
     MutexLock lock(mu_);
     if (ended_ || writes_closed_) return StreamWrite::kClosed;
-    if (static_cast<int64_t>(bytes) > credit_ && outstanding_ != 0) return StreamWrite::kFull;
+    if (static_cast<int64_t>(bytes) > credit_ && outstanding_ != 0) {
+      if (blocked_since_ == MonoTime()) blocked_since_ = MonoTime::Now();
+      wanted_bytes_ = static_cast<int64_t>(bytes);
+      return StreamWrite::kFull;
+    }
+    blocked_since_ = MonoTime();
+    wanted_bytes_ = 1;
     Result<std::unique_ptr<Frame>> frame =
         MakeFrame(STREAM_MESSAGE, 0, message, std::move(sidecars), bytes);
     if (!frame.ok()) {
@@ -164,9 +173,11 @@ Status StreamState::Write(const google::protobuf::MessageLite& message,
 }
 
 void StreamState::OnWritable(std::function<void()> callback) {
+  std::function<void()> replaced;  // destroyed after the lock: it may hold the last handle
   {
     MutexLock lock(mu_);
     if (!WritableLocked()) {
+      replaced = std::move(on_writable_);
       on_writable_ = std::move(callback);
       return;
     }
@@ -206,7 +217,12 @@ void StreamState::Pump() {
       // Credit goes ahead of the stream's own messages: it lets the peer's flow on.
       Result<std::unique_ptr<Frame>> frame =
           MakeFrame(STREAM_CREDIT, grant_pending_, StreamEmptyPB::default_instance(), {}, 0);
-      if (frame.ok()) outbox_.push_front(std::move(frame).value());
+      if (frame.ok()) {
+        Frame* f = frame.value().release();
+        f->set_stream(shared_from_this());
+        staged_bytes_ += f->total_bytes();
+        staged.push_back(f);
+      }
       grant_pending_ = 0;
     }
     while (!outbox_.empty() && staged_bytes_ < kStageBytes) {
@@ -216,15 +232,53 @@ void StreamState::Pump() {
       staged_bytes_ += f->total_bytes();
       staged.push_back(f);
     }
-    if (outbox_.empty() && finish_requested_ && server_call_ != nullptr) {
-      answer = server_call_;
-      server_call_ = nullptr;
-      answer_status = finish_status_;
-      answer_response = std::move(finish_response_);
+    answer = TakeCallToAnswerLocked(&answer_status, &answer_response);
+  }
+  MessengerMetrics* metrics = conn->reactor()->metrics();
+  for (Frame* f : staged) {
+    if (metrics != nullptr && f->message_bytes() > 0) {
+      metrics->stream_messages_sent->Increment();
+      metrics->stream_bytes_sent->IncrementBy(f->message_bytes());
+    }
+    conn->QueueStreamFrame(f);
+  }
+  if (answer != nullptr) AnswerServerCall(answer, answer_status, answer_response.get());
+}
+
+InboundCall* StreamState::TakeCallToAnswerLocked(
+    Status* status, std::unique_ptr<google::protobuf::MessageLite>* response) {
+  // A call still queued for its handler is the service pool's to answer (or to run).
+  if (server_call_ == nullptr || !handler_started_ || handler_running_) return nullptr;
+  if (finish_requested_ && !ended_) {
+    if (!outbox_.empty()) return nullptr;  // the answer follows every message
+    *status = finish_status_;
+    *response = std::move(finish_response_);
+  } else if (ended_) {
+    *status = status_;
+  } else {
+    return nullptr;
+  }
+  InboundCall* call = server_call_;
+  server_call_ = nullptr;
+  return call;
+}
+
+void StreamState::OnHandlerReturned() {
+  InboundCall* answer = nullptr;
+  Status status;
+  std::unique_ptr<google::protobuf::MessageLite> response;
+  {
+    MutexLock lock(mu_);
+    handler_running_ = false;
+    if (ended_) {
+      answer = TakeCallToAnswerLocked(&status, &response);  // goes nowhere: answer it here
+    } else if (finish_requested_ && server_call_ != nullptr && !pump_scheduled_ &&
+               reactor_ != nullptr) {
+      pump_scheduled_ = true;  // the answer follows the frames: the reactor sends it
+      reactor_->RunOnReactor([self = shared_from_this()] { self->Pump(); });
     }
   }
-  for (Frame* f : staged) conn->QueueStreamFrame(f);
-  if (answer != nullptr) AnswerServerCall(answer, answer_status, answer_response.get());
+  if (answer != nullptr) AnswerServerCall(answer, status, response.get());
 }
 
 void StreamState::OnFrameWritten(size_t bytes) {
@@ -285,15 +339,15 @@ Result<bool> StreamState::Read(StreamMessage* message) {
     case StreamRead::kEnd:
       break;
   }
-  Status s = status();
-  if (!s.ok()) return s;
   return false;
 }
 
 void StreamState::OnReadable(std::function<void()> callback) {
+  std::function<void()> replaced;  // destroyed after the lock: it may hold the last handle
   {
     MutexLock lock(mu_);
     if (!ReadableLocked()) {
+      replaced = std::move(on_readable_);
       on_readable_ = std::move(callback);
       return;
     }
@@ -321,7 +375,7 @@ Status StreamState::OnMessage(BlockRef block, Slice body, const std::vector<Slic
     m.body = BlockSlice{block, body};
     m.sidecars.reserve(sidecars.size());
     for (const Slice& s : sidecars) m.sidecars.push_back(BlockSlice{block, s});
-    inbox_.emplace_back(std::move(m), bytes);
+    inbox_.push_back({std::move(m), bytes});
     inbox_bytes_ += bytes;
     messages_received_++;
     bytes_received_ += bytes;
@@ -513,48 +567,44 @@ void StreamState::OnServerCallAnswered(const Status& status) {
 }
 
 void StreamState::OnPeerCancelled() {
-  std::vector<std::function<void()>> callbacks;
-  InboundCall* call;
-  {
-    MutexLock lock(mu_);
-    EndLocked(Status::Aborted("the client cancelled the stream"), &callbacks);
-    call = server_call_;
-    server_call_ = nullptr;
-  }
-  Run(&callbacks);
-  if (call != nullptr) {
-    call->RespondFailure(ErrorStatusPB::ERROR_CANCELLED,
-                         Status::Aborted("the client cancelled the stream"));
-  }
+  OnConnectionClosed(Status::Aborted("the client cancelled the stream"));
 }
 
 void StreamState::OnConnectionClosed(const Status& reason) {
   std::vector<std::function<void()>> callbacks;
-  InboundCall* call;
+  InboundCall* answer;
+  Status status;
+  std::unique_ptr<google::protobuf::MessageLite> response;
   {
     MutexLock lock(mu_);
     EndLocked(reason, &callbacks);
-    call = server_call_;
-    server_call_ = nullptr;
+    answer = TakeCallToAnswerLocked(&status, &response);  // or once the handler returns
   }
   Run(&callbacks);
-  if (call != nullptr) call->RespondFailure(ErrorStatusPB::ERROR_UNAVAILABLE, reason);
+  if (answer != nullptr) AnswerServerCall(answer, status, response.get());
 }
 
-StreamState::Snapshot StreamState::TakeSnapshot() const {
+RpczStreamStats StreamState::StreamStats(MonoTime now) const {
   MutexLock lock(mu_);
-  Snapshot s;
+  RpczStreamStats s;
   s.messages_sent = messages_sent_;
   s.messages_received = messages_received_;
   s.bytes_sent = bytes_sent_;
   s.bytes_received = bytes_received_;
   s.send_credit = credit_;
   s.unread_bytes = inbox_bytes_;
-  s.ended = ended_;
+  if (blocked_since_ != MonoTime() && now > blocked_since_) s.stalled = now - blocked_since_;
   return s;
 }
 
-void StartServerStream(const std::shared_ptr<StreamState>& stream, RpcContext* context) {
+void StartServerStream(InboundCall* call, RpcContext* context) {
+  call->ReleaseRequestFrame();
+  const std::shared_ptr<StreamState>& stream = call->stream();
+  {
+    MutexLock lock(stream->mu_);
+    stream->handler_started_ = true;
+    stream->handler_running_ = true;
+  }
   std::weak_ptr<StreamState> weak = stream;
   context->OnCancel([weak] {
     if (std::shared_ptr<StreamState> s = weak.lock()) s->OnPeerCancelled();
@@ -574,8 +624,18 @@ class StreamHandleOwner {
   std::shared_ptr<StreamState> state_;
 };
 
+std::shared_ptr<StreamHandleOwner> StreamState::HandleOwner() {
+  MutexLock lock(mu_);
+  std::shared_ptr<StreamHandleOwner> owner = handle_owner_.lock();
+  if (owner == nullptr) {
+    owner = std::make_shared<StreamHandleOwner>(shared_from_this());
+    handle_owner_ = owner;
+  }
+  return owner;
+}
+
 Stream::Stream(std::shared_ptr<StreamState> state)
-    : owner_(std::make_shared<StreamHandleOwner>(state)), state_(state.get()) {}
+    : owner_(state->HandleOwner()), state_(state.get()) {}
 
 StreamWrite Stream::TryWrite(const google::protobuf::MessageLite& message,
                              std::vector<BlockSlice> sidecars) {
@@ -585,15 +645,11 @@ Status Stream::Write(const google::protobuf::MessageLite& message,
                      std::vector<BlockSlice> sidecars) {
   return state_->Write(message, std::move(sidecars));
 }
-void Stream::OnWritable(std::function<void()> callback) {
-  state_->OnWritable(std::move(callback));
-}
+void Stream::OnWritable(std::function<void()> callback) { state_->OnWritable(std::move(callback)); }
 void Stream::CloseWrites() { state_->CloseWrites(); }
 StreamRead Stream::TryRead(StreamMessage* message) { return state_->TryRead(message); }
 Result<bool> Stream::Read(StreamMessage* message) { return state_->Read(message); }
-void Stream::OnReadable(std::function<void()> callback) {
-  state_->OnReadable(std::move(callback));
-}
+void Stream::OnReadable(std::function<void()> callback) { state_->OnReadable(std::move(callback)); }
 void Stream::Cancel() { state_->Cancel(); }
 Status Stream::AwaitEnd() { return state_->AwaitEnd(); }
 void Stream::Finish(const Status& status, const google::protobuf::MessageLite* response) {
@@ -601,8 +657,6 @@ void Stream::Finish(const Status& status, const google::protobuf::MessageLite* r
 }
 Status Stream::status() const { return state_->status(); }
 MonoTime Stream::deadline() const { return state_->deadline(); }
-const google::protobuf::Message* Stream::final_response() const {
-  return state_->final_response();
-}
+const google::protobuf::Message* Stream::final_response() const { return state_->final_response(); }
 
 }  // namespace rrpc::rpc

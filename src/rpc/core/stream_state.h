@@ -16,11 +16,11 @@
 #include <google/protobuf/message.h>
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
 
+#include "rpc/observe/rpcz_store.h"
 #include "rrpc/rpc/rpc_controller.h"
 #include "rrpc/rpc/stream.h"
 #include "rrpc/util/block.h"
@@ -28,6 +28,7 @@
 #include "rrpc/util/mutex.h"
 #include "rrpc/util/ref_counted.h"
 #include "rrpc/util/status.h"
+#include "util/ring_queue.h"
 
 namespace rrpc::rpc {
 
@@ -37,7 +38,7 @@ class OutboundTransfer;
 class Reactor;
 class RpcContext;
 
-class StreamState : public std::enable_shared_from_this<StreamState> {
+class StreamState : public std::enable_shared_from_this<StreamState>, public RpczStreamView {
  public:
   enum class Side : uint8_t { kClient, kServer };
   // Bytes each side may send before the peer granted any: the window every stream starts with.
@@ -76,6 +77,9 @@ class StreamState : public std::enable_shared_from_this<StreamState> {
   // The last application handle went: an unfinished stream ends (client: cancel; server:
   // finished with an error).
   void OnApplicationReleased() RRPC_EXCLUDES(mu_);
+  // What the application's handles share (Stream): the existing one while any handle lives, so
+  // every handle made of this stream counts in one place.
+  std::shared_ptr<StreamHandleOwner> HandleOwner() RRPC_EXCLUDES(mu_);
 
   // ---- Client side set-up, on the opening thread before the call is queued.
   // The controller and response of the opening call (the stream owns them).
@@ -101,8 +105,7 @@ class StreamState : public std::enable_shared_from_this<StreamState> {
   void OnPeerReady(bool streams) RRPC_EXCLUDES(mu_);
   // Server: the opening call arrived on `conn`; the stream answers `call` when it ends.
   // `extra_credit`: the opening call's stream_credit.
-  void AttachServer(Connection* conn, InboundCall* call, uint32_t extra_credit)
-      RRPC_EXCLUDES(mu_);
+  void AttachServer(Connection* conn, InboundCall* call, uint32_t extra_credit) RRPC_EXCLUDES(mu_);
   // A message frame of the peer. Corruption when the peer sent past its credit (a protocol
   // error: the connection closes).
   Status OnMessage(BlockRef block, Slice body, const std::vector<Slice>& sidecars)
@@ -113,6 +116,9 @@ class StreamState : public std::enable_shared_from_this<StreamState> {
   // Server: the opening call is being answered (by this stream's Finish, or by the server before
   // the handler ran, e.g. too busy): the stream is over. `status`: what the client is told.
   void OnServerCallAnswered(const Status& status) RRPC_EXCLUDES(mu_);
+  // Server, the worker: the stream's handler returns. Until then the opening call is not
+  // answered (its request and context stay valid for the handler), whatever ends the stream.
+  void OnHandlerReturned() RRPC_EXCLUDES(mu_);
   // Server: the client cancelled (its cancel frame reached the running handler's call).
   void OnPeerCancelled() RRPC_EXCLUDES(mu_);
   // Server: the connection closed: ends the stream with `reason` and answers its call (the
@@ -121,14 +127,8 @@ class StreamState : public std::enable_shared_from_this<StreamState> {
   // A frame of this stream left the write queue (`bytes` of it staged).
   void OnFrameWritten(size_t bytes) RRPC_EXCLUDES(mu_);
 
-  // For /rpcz and metrics (any thread, a consistent snapshot).
-  struct Snapshot {
-    uint64_t messages_sent = 0, messages_received = 0, bytes_sent = 0, bytes_received = 0;
-    int64_t send_credit = 0;
-    size_t unread_bytes = 0;
-    bool ended = false;
-  };
-  Snapshot TakeSnapshot() const RRPC_EXCLUDES(mu_);
+  // RpczStreamView: the figures /rpcz shows (any thread).
+  RpczStreamStats StreamStats(MonoTime now) const override RRPC_EXCLUDES(mu_);
 
  private:
   class Frame;
@@ -148,7 +148,13 @@ class StreamState : public std::enable_shared_from_this<StreamState> {
   bool ReadableLocked() const RRPC_REQUIRES(mu_);
   void TakeCallbacksLocked(std::vector<std::function<void()>>* callbacks) RRPC_REQUIRES(mu_);
   static void Run(std::vector<std::function<void()>>* callbacks);
-  // Reactor thread: answers the server's call (taken from server_call_).
+  // Server: takes the opening call to answer when nothing holds its answer back any more (the
+  // handler returned; the stream ended, or finished and sent all its frames); nullptr otherwise.
+  // `*status`, `*response`: the answer.
+  InboundCall* TakeCallToAnswerLocked(Status* status,
+                                      std::unique_ptr<google::protobuf::MessageLite>* response)
+      RRPC_REQUIRES(mu_);
+  // Answers the server's call (taken by TakeCallToAnswerLocked); any thread.
   void AnswerServerCall(InboundCall* call, const Status& status,
                         const google::protobuf::MessageLite* response);
 
@@ -169,14 +175,16 @@ class StreamState : public std::enable_shared_from_this<StreamState> {
   int64_t credit_ RRPC_GUARDED_BY(mu_) = kInitialWindow;  // one message may take it below 0
   int64_t outstanding_ RRPC_GUARDED_BY(mu_) = 0;          // sent, not granted back yet
   bool writes_closed_ RRPC_GUARDED_BY(mu_) = false;
-  std::deque<std::unique_ptr<Frame>> outbox_ RRPC_GUARDED_BY(mu_);
+  RingQueue<std::unique_ptr<Frame>> outbox_ RRPC_GUARDED_BY(mu_);
   size_t staged_bytes_ RRPC_GUARDED_BY(mu_) = 0;
   std::function<void()> on_writable_ RRPC_GUARDED_BY(mu_);
+  MonoTime blocked_since_ RRPC_GUARDED_BY(mu_);    // a write found no credit; MonoTime() if none
+  int64_t wanted_bytes_ RRPC_GUARDED_BY(mu_) = 1;  // what the last refused write needed
 
   // Receiving.
-  std::deque<std::pair<StreamMessage, size_t>> inbox_ RRPC_GUARDED_BY(mu_);  // with its bytes
+  RingQueue<std::pair<StreamMessage, size_t>> inbox_ RRPC_GUARDED_BY(mu_);  // with its bytes
   size_t inbox_bytes_ RRPC_GUARDED_BY(mu_) = 0;
-  int64_t window_ RRPC_GUARDED_BY(mu_) = 0;  // receive_window_: what the peer may have unread
+  int64_t window_ RRPC_GUARDED_BY(mu_) = 0;     // receive_window_: what the peer may have unread
   int64_t ungranted_ RRPC_GUARDED_BY(mu_) = 0;  // received and not granted back
   uint32_t grant_pending_ RRPC_GUARDED_BY(mu_) = 0;  // consumed, for Pump to grant
   bool peer_done_ RRPC_GUARDED_BY(mu_) = false;      // the peer sends no more messages
@@ -188,6 +196,8 @@ class StreamState : public std::enable_shared_from_this<StreamState> {
 
   // Server side.
   InboundCall* server_call_ RRPC_GUARDED_BY(mu_) = nullptr;
+  bool handler_started_ RRPC_GUARDED_BY(mu_) = false;  // the call left the service queue
+  bool handler_running_ RRPC_GUARDED_BY(mu_) = false;
   bool finish_requested_ RRPC_GUARDED_BY(mu_) = false;
   Status finish_status_ RRPC_GUARDED_BY(mu_);
   std::unique_ptr<google::protobuf::MessageLite> finish_response_ RRPC_GUARDED_BY(mu_);
@@ -197,6 +207,10 @@ class StreamState : public std::enable_shared_from_this<StreamState> {
   std::unique_ptr<google::protobuf::Message> final_response_;
   bool call_finished_ RRPC_GUARDED_BY(mu_) = false;
 
+  std::weak_ptr<StreamHandleOwner> handle_owner_ RRPC_GUARDED_BY(mu_);
+
+  friend void StartServerStream(InboundCall* call, RpcContext* context);
+
   // Counts (Snapshot).
   uint64_t messages_sent_ RRPC_GUARDED_BY(mu_) = 0;
   uint64_t messages_received_ RRPC_GUARDED_BY(mu_) = 0;
@@ -204,8 +218,9 @@ class StreamState : public std::enable_shared_from_this<StreamState> {
   uint64_t bytes_received_ RRPC_GUARDED_BY(mu_) = 0;
 };
 
-// Server side, the worker about to run a stream method's handler: hooks the client's cancel to
-// the stream.
-void StartServerStream(const std::shared_ptr<StreamState>& stream, RpcContext* context);
+// Server side, the worker about to run a stream method's handler for `call`: lets go of the
+// opening frame (the request is parsed), hooks the client's cancel to the stream and holds the
+// call's answer until the handler returns (StreamState::OnHandlerReturned).
+void StartServerStream(InboundCall* call, RpcContext* context);
 
 }  // namespace rrpc::rpc

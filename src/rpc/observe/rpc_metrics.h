@@ -100,6 +100,24 @@ inline constexpr MetricPrototype METRIC_calls_cancelled_in_queue_total = MetricP
 inline constexpr MetricPrototype METRIC_calls_cancelled_running_total = MetricPrototype::Counter(
     "calls_cancelled_running_total", "Calls cancelled while running", MetricUnit::kCalls,
     "Calls the client cancelled while their handler ran: the handler saw cancelled() turn true.");
+inline constexpr MetricPrototype METRIC_streams_open = MetricPrototype::Gauge(
+    "streams_open", "Streams open", MetricUnit::kUnits,
+    "Streams this server has open now (docs/streams.md): opened and not yet ended.");
+inline constexpr MetricPrototype METRIC_streams_opened_total =
+    MetricPrototype::Counter("streams_opened_total", "Streams opened", MetricUnit::kUnits,
+                             "Streams clients opened on this server (refused ones included).");
+inline constexpr MetricPrototype METRIC_stream_messages_sent_total = MetricPrototype::Counter(
+    "stream_messages_sent_total", "Stream messages sent", MetricUnit::kMessages,
+    "Stream messages this messenger wrote to its connections, client and server side.");
+inline constexpr MetricPrototype METRIC_stream_messages_received_total = MetricPrototype::Counter(
+    "stream_messages_received_total", "Stream messages received", MetricUnit::kMessages,
+    "Stream messages this messenger received, client and server side.");
+inline constexpr MetricPrototype METRIC_stream_bytes_sent_total = MetricPrototype::Counter(
+    "stream_bytes_sent_total", "Stream bytes sent", MetricUnit::kBytes,
+    "Bytes of stream messages sent (bodies and sidecars: what flow control counts).");
+inline constexpr MetricPrototype METRIC_stream_bytes_received_total = MetricPrototype::Counter(
+    "stream_bytes_received_total", "Stream bytes received", MetricUnit::kBytes,
+    "Bytes of stream messages received (bodies and sidecars).");
 inline constexpr MetricPrototype METRIC_cancel_requests_total = MetricPrototype::Counter(
     "cancel_requests_total", "Cancel requests", MetricUnit::kCalls,
     "Call ids received in cancel frames, whether or not the call was still in the server.");
@@ -288,6 +306,12 @@ class MessengerMetrics {
   Counter* const calls_cancelled_in_queue;
   Counter* const calls_cancelled_running;
   Counter* const cancel_requests;
+  Gauge* const streams_open;
+  Counter* const streams_opened;
+  Counter* const stream_messages_sent;
+  Counter* const stream_messages_received;
+  Counter* const stream_bytes_sent;
+  Counter* const stream_bytes_received;
   Counter* const too_busy_rejections;
   Counter* const no_such_method;
   Counter* const worker_idle_polls;

@@ -319,6 +319,10 @@ RpczInFlightList RpczStore::ListInFlight(size_t limit) const {
       r.call.elapsed = now - arrival;
       r.call.started = OffsetOrNegative(arrival, started);
       r.call.responded = OffsetOrNegative(arrival, responded);
+      if (e->info_.stream != nullptr) {
+        r.call.is_stream = true;
+        r.call.stream = e->info_.stream->StreamStats(now);
+      }
       raw.push_back(std::move(r));
     }
   }

@@ -65,6 +65,30 @@ struct RpczTraceIds {
   }
 };
 
+// What /rpcz shows of an open stream (docs/streams.md): messages and bytes each way (bodies and
+// sidecars), the sender's credit left, what the application has not read yet, and how long the
+// writer has been waiting for credit (zero when it is not).
+struct RpczStreamStats {
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  int64_t send_credit = 0;
+  uint64_t unread_bytes = 0;
+  MonoDelta stalled;
+};
+
+// A stream as the store sees it: its call's owner sets RpczCallInfo::stream, and ListInFlight()
+// asks for the figures under the store's lock, while the call (which keeps the stream) is in
+// flight. Thread-safe.
+class RpczStreamView {
+ public:
+  virtual RpczStreamStats StreamStats(MonoTime now) const = 0;
+
+ protected:
+  ~RpczStreamView() = default;
+};
+
 // A call in flight, as copied out by RpczStore::ListInFlight().
 struct RpczInFlightCall {
   std::string service;  // "rrpc.rtest.EchoService"
@@ -77,6 +101,8 @@ struct RpczInFlightCall {
   MonoDelta started;
   MonoDelta responded;
   RpczTraceIds trace;
+  bool is_stream = false;  // the call opened a stream: `stream` holds its figures
+  RpczStreamStats stream;
 };
 
 struct RpczInFlightList {
@@ -129,6 +155,8 @@ struct RpczCallInfo {
   // Set by the call's owner when the caller sent a valid trace context (InboundCall::ParseFrom);
   // zeros otherwise.
   RpczTraceIds trace;
+  // The stream the call opened (docs/streams.md), or nullptr.
+  const RpczStreamView* stream = nullptr;
 };
 
 // The store's part of one call, embedded in it. Not copyable: the store links to it.

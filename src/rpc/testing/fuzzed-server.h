@@ -27,6 +27,7 @@
 #include "rpc/core/wire_codec.h"
 #include "rpc/testing/rtest.rrpc.h"
 #include "rpc/testing/test-echo-service.h"
+#include "rpc/testing/test-stream-service.h"
 #include "rpc/transport/frame_format.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_controller.h"
@@ -91,6 +92,7 @@ inline std::shared_ptr<Messenger> StartEchoServer(MessengerOptions options, Sock
   std::shared_ptr<Messenger> server = MessengerBuilder(options).Build().value();
   auto service = std::make_unique<TestEchoService>(TestEchoService::Sleeps::kIgnored);
   RRPC_FUZZ_CHECK(server->RegisterService(std::move(service)).ok());
+  RRPC_FUZZ_CHECK(server->RegisterService(std::make_unique<TestStreamService>()).ok());
   RRPC_FUZZ_CHECK(server->Listen(Sockaddr::Loopback(0), addr).ok());
   return server;
 }

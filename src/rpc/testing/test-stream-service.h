@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +47,27 @@ class TestStreamService : public rtest::StreamServiceIf {
     stream.Finish(out);
   }
 
+  // Keeps the stream open and idle until ReleaseHeld() (or the client ends it).
+  void Hold(ServerStream<rtest::NumberPB, rtest::NumberPB> stream) override {
+    std::lock_guard<std::mutex> lock(held_mu_);
+    held_.push_back(std::move(stream));
+    held_count++;
+  }
+  std::atomic<int> held_count{0};
+  // Reserves room for `n` held streams (so a memory test counts streams, not vector growth).
+  void ReserveHeld(size_t n) {
+    std::lock_guard<std::mutex> lock(held_mu_);
+    held_.reserve(n);
+  }
+  void ReleaseHeld() {
+    std::vector<ServerStream<rtest::NumberPB, rtest::NumberPB>> held;
+    {
+      std::lock_guard<std::mutex> lock(held_mu_);
+      held.swap(held_);
+    }
+    for (auto& s : held) s.Finish();
+  }
+
   void Double(ServerStream<rtest::NumberPB, rtest::NumberPB> stream) override {
     rtest::NumberPB n;
     std::vector<BlockSlice> sidecars;
@@ -61,6 +83,9 @@ class TestStreamService : public rtest::StreamServiceIf {
   }
 
  private:
+  std::mutex held_mu_;
+  std::vector<ServerStream<rtest::NumberPB, rtest::NumberPB>> held_;
+
   struct RangeProducer {
     RangeProducer(TestStreamService* service, const rtest::RangeRequestPB& req,
                   ServerStream<rtest::RangeRequestPB, rtest::NumberPB>&& stream)

@@ -22,6 +22,7 @@
 #include "rpc/security/ephemeral_certs.h"
 #include "rpc/testing/netns-test-util.h"
 #include "rpc/testing/rpc-test-util.h"
+#include "rpc/testing/test-stream-service.h"
 
 DEFINE_string(
     multihost_serve, "",
@@ -55,6 +56,7 @@ TEST(MultiHostServerProcess, Serve) {
   auto server = MessengerBuilder(options).Build();
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   ASSERT_TRUE((*server)->RegisterService(std::make_unique<TestEchoService>()).ok());
+  ASSERT_TRUE((*server)->RegisterService(std::make_unique<TestStreamService>()).ok());
   Sockaddr bound;
   Status s = (*server)->Listen(Sockaddr::Parse(parts[1] + ":" + parts[2]).value(), &bound);
   ASSERT_TRUE(s.ok()) << s.ToString();
@@ -313,6 +315,57 @@ void MultiHostTest::ExpectDeadPeerDeclared() {
   // waited for, nor the calls' deadline.
   EXPECT_LT(slowest.ToSeconds(), 15);
   // (No call after the link is back: the server's workers still sleep in the 64 handlers.)
+}
+
+// A stream whose server vanishes (link cut: no FIN, no RST) while the client waits to read: the
+// client's pings go unacknowledged, the dead peer is declared, and the reader ends with a
+// retriable network error, long before the stream's deadline.
+TEST_F(MultiHostTest, StreamReaderFailsWithinTheDeadPeerTimeWhenTheServerVanishes) {
+  rtest::StreamServiceProxy proxy(client_, server_addr_);
+  StreamOptions options;
+  options.timeout = MonoDelta::FromSeconds(120);
+  options.receive_window = 64 * 1024;
+  rtest::RangeRequestPB req;
+  req.set_first(0);
+  req.set_count(1000000);
+  req.set_payload_bytes(1000);
+  auto stream = proxy.Range(req, options);
+  rtest::NumberPB n;
+  Result<bool> got = stream.Read(&n);
+  ASSERT_TRUE(got.ok() && *got);
+  // The window fills and the server waits for credit that never comes: the client reads nothing
+  // more, as a stalled consumer would, then the link goes.
+  ASSERT_TRUE(Sh("ip -n " + server_ns_ + " link set " + veth_s_ + " down"));
+  const MonoTime cut = MonoTime::Now();
+  while ((got = stream.Read(&n)).ok() && *got) {
+  }
+  Status end = stream.Finish();
+  const MonoDelta took = MonoTime::Now() - cut;
+  EXPECT_TRUE(end.IsNetworkError()) << end.ToString();
+  LOG(INFO) << "stream reader failed " << took.ToString() << " after the link went down";
+  EXPECT_LT(took.ToSeconds(), 60);  // the dead-peer time (4.5 s by design), not the deadline
+}
+
+// A stream whose server process is killed mid-stream: the kernel closes its socket, and the
+// reader ends at once with a network error.
+TEST_F(MultiHostTest, StreamReaderFailsWhenTheServerIsKilledMidStream) {
+  rtest::StreamServiceProxy proxy(client_, server_addr_);
+  StreamOptions options;
+  options.timeout = MonoDelta::FromSeconds(120);
+  rtest::RangeRequestPB req;
+  req.set_first(0);
+  req.set_count(1000000);
+  auto stream = proxy.Range(req, options);
+  rtest::NumberPB n;
+  for (int i = 0; i < 100; i++) ASSERT_TRUE(*stream.Read(&n));
+  kill(server_pid_, SIGKILL);
+  waitpid(server_pid_, nullptr, 0);
+  server_pid_ = -1;
+  Result<bool> got = true;
+  while ((got = stream.Read(&n)).ok() && *got) {
+  }
+  Status end = stream.Finish();
+  EXPECT_TRUE(end.IsNetworkError()) << end.ToString();
 }
 
 TEST_F(MultiHostTest, CallsToAFrozenServerTimeOutAndResumeWhenItThaws) {

@@ -48,6 +48,17 @@ void InFlightCallJson(const rpc::RpczInFlightCall& c, JsonObject* o) {
       .Str("state", rpc::RpczCallStateName(c.state))
       .Int("elapsed_us", c.elapsed.ToMicroseconds());
   TraceJson(c.trace, o);
+  if (c.is_stream) {
+    JsonObject s(o->Member("stream"));
+    s.Uint("messages_sent", c.stream.messages_sent)
+        .Uint("messages_received", c.stream.messages_received)
+        .Uint("bytes_sent", c.stream.bytes_sent)
+        .Uint("bytes_received", c.stream.bytes_received)
+        .Int("send_credit_bytes", c.stream.send_credit)
+        .Uint("unread_bytes", c.stream.unread_bytes)
+        .Int("stalled_us", c.stream.stalled.ToMicroseconds());
+    s.Close();
+  }
 }
 
 // A trace cell: the trace id, linking to its spans, and the parent span under it.
@@ -108,6 +119,21 @@ std::string RpczJson(const rpc::RpczStore* store, size_t max_calls) {
   return out;
 }
 
+// An open stream's figures (docs/streams.md): messages and bytes each way, the writer's credit
+// left, what the reader has not read yet, how long the writer has waited for credit.
+void StreamCell(const rpc::RpczInFlightCall& c, std::string* out) {
+  if (!c.is_stream) return Cell("mono", "", out);
+  const rpc::RpczStreamStats& s = c.stream;
+  std::string text = "sent " + std::to_string(s.messages_sent) + " (" +
+                     std::to_string(s.bytes_sent) + " B), received " +
+                     std::to_string(s.messages_received) + " (" + std::to_string(s.bytes_received) +
+                     " B); credit " + std::to_string(s.send_credit) + " B, unread " +
+                     std::to_string(s.unread_bytes) + " B";
+  if (s.stalled > MonoDelta())
+    text += ", waiting for credit " + FormatMicros(s.stalled.ToMicroseconds());
+  Cell("mono", text, out);
+}
+
 void AppendInFlightTable(const rpc::RpczInFlightList& in_flight, std::string* out) {
   std::string count = std::to_string(in_flight.total);
   if (in_flight.calls.size() < in_flight.total) {
@@ -121,6 +147,7 @@ void AppendInFlightTable(const rpc::RpczInFlightList& in_flight, std::string* ou
               {"Elapsed", true},
               {"In queue", true},
               {"In handler", true},
+              {"Stream", false},
               {"Trace", false}},
              out);
   for (const rpc::RpczInFlightCall& c : in_flight.calls) {
@@ -137,10 +164,11 @@ void AppendInFlightTable(const rpc::RpczInFlightList& in_flight, std::string* ou
     Cell("num", FormatMicros(elapsed), out);
     Cell("num", FormatMicros(waited), out);
     Cell("num", FormatMicros(handler), out);
+    StreamCell(c, out);
     TraceCell(c.trace, out);
     *out += "</tr>\n";
   }
-  if (in_flight.calls.empty()) EmptyRow(8, "No calls in flight.", out);
+  if (in_flight.calls.empty()) EmptyRow(9, "No calls in flight.", out);
   EndTable(out);
 }
 

@@ -84,6 +84,13 @@ class Channel final : public ChannelIf, public std::enable_shared_from_this<Chan
 
   const std::string& name() const { return options_.name; }
   const ChannelOptions& options() const { return options_; }
+  // A stream (docs/streams.md) goes to one server, picked by the balancer as a call's first
+  // attempt is, and stays there: a failure ends it (open it again to try another server). Not
+  // counted among the server's outstanding calls.
+  Stream OpenStream(const std::string& service, const std::string& method,
+                    const google::protobuf::Message* request,
+                    const google::protobuf::Message* response_prototype,
+                    const StreamOptions& options) override;
   const std::shared_ptr<Messenger>& messenger() const { return messenger_; }
   // The current backends.
   std::vector<BackendInfo> Backends() const;
