@@ -103,8 +103,7 @@ class KvClient {
   // Calls `on_pair` with each pair of [start, end) (end empty: no bound) in key order, as the
   // server's messages arrive, on this thread; at most `limit` pairs (0: all). The client holds
   // at most the stream's receive window of unread pairs. `on_pair` returning false stops the
-  // scan (cancelled; the call returns OK). Through a cluster channel (which carries no streams)
-  // it pages with Scan instead.
+  // scan (cancelled; the call returns OK). Through a cluster channel it pages with Scan instead.
   using PairCallback = std::function<bool(std::string_view key, std::string_view value)>;
   Status ScanStream(std::string_view start, std::string_view end, uint64_t limit,
                     const PairCallback& on_pair, MonoTime deadline = MonoTime());
