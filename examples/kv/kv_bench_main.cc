@@ -3,6 +3,10 @@
 // a temporary directory unless --server names one. Prints rpc-bench's RESULT line with impl=kv.
 //
 //   kv-bench --mode=put --payload=100 --conc=4 --duration_s=5
+//
+// --mode=scan loads --keys pairs through a Load stream, then reads them all, alternately with
+// ScanStream and by paging the unary Scan, --rounds times each, and prints one RESULT line per
+// way (rows/s as reqs_per_sec, bytes_per_sec, both the mean over rounds) and their ratio.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 #include <sys/resource.h>
@@ -10,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -26,7 +31,13 @@
 #include "rrpc/rpc/rdma_flags.h"
 #include "rrpc/util/command_line.h"
 
-DEFINE_string(mode, "put", "put or get (gets read keys written before the timed run).");
+DEFINE_string(mode, "put",
+              "put, get (gets read keys written before the timed run) or scan (ScanStream vs "
+              "paged Scan over --keys pairs of --payload bytes).");
+DEFINE_int32(stream_window, 1 << 20,
+             "--mode=scan: bytes a scan stream may run ahead of the reader (the client's "
+             "receive window; the in-process server's Load window too).");
+DEFINE_int32(rounds, 6, "--mode=scan: full scans of each way, alternating.");
 DEFINE_int32(payload, 100, "Value size in bytes.");
 DEFINE_int32(conc, 4, "Client threads, each with one call in flight.");
 DEFINE_double(duration_s, 5, "Seconds of the timed run.");
@@ -60,19 +71,94 @@ long RssKb() {
   return rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+// Reads every pair once with ScanStream (stream) or by paging Scan; returns the bytes read.
+rrpc::Result<uint64_t> ScanAll(rrpc::kv::KvClient* client, bool stream) {
+  uint64_t bytes = 0;
+  if (stream) {
+    RRPC_RETURN_NOT_OK(client->ScanStream("", "", 0, [&](std::string_view k, std::string_view v) {
+      bytes += k.size() + v.size();
+      return true;
+    }));
+    return bytes;
+  }
+  std::string next;
+  std::vector<std::pair<std::string, std::string>> pairs;
+  while (true) {
+    bool has_more = false;
+    RRPC_RETURN_NOT_OK(client->Scan(next, "", 0, &pairs, &has_more));
+    for (const auto& [k, v] : pairs) bytes += k.size() + v.size();
+    if (!has_more || pairs.empty()) return bytes;
+    next = pairs.back().first;
+    next.push_back('\0');
+  }
+}
+
+struct Stats {
+  double mean = 0;
+  double var = 0;  // sample variance
+};
+Stats StatsOf(const std::vector<double>& xs) {
+  Stats st;
+  for (double x : xs) st.mean += x / xs.size();
+  for (double x : xs) st.var += (x - st.mean) * (x - st.mean) / std::max<size_t>(1, xs.size() - 1);
+  return st;
+}
+
+int RunScan(rrpc::kv::KvClient* client) {
+  int i = 0;
+  const std::string value(static_cast<size_t>(FLAGS_payload), 'v');
+  rrpc::Status s = client->Load([&](std::string* k, std::string* v) {
+    if (i == FLAGS_keys) return false;
+    *k = KeyOf(i++);
+    *v = value;
+    return true;
+  });
+  if (!s.ok()) {
+    fprintf(stderr, "kv-bench: load: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  std::vector<double> rate[2];  // bytes/s: [0] stream, [1] paged
+  for (int r = 0; r < FLAGS_rounds; r++) {
+    for (int way = 0; way < 2; way++) {
+      const rrpc::MonoTime t0 = rrpc::MonoTime::Now();
+      rrpc::Result<uint64_t> bytes = ScanAll(client, way == 0);
+      if (!bytes.ok()) {
+        fprintf(stderr, "kv-bench: scan: %s\n", bytes.status().ToString().c_str());
+        return 1;
+      }
+      rate[way].push_back(*bytes / (rrpc::MonoTime::Now() - t0).ToSeconds());
+    }
+  }
+  const double pair_bytes = KeyOf(0).size() + FLAGS_payload;
+  for (int way = 0; way < 2; way++) {
+    const Stats st = StatsOf(rate[way]);
+    printf(
+        "RESULT impl=kv mode=%s transport=tcp payload=%d conc=1 rows=%d rounds=%d "
+        "reqs_per_sec=%.1f bytes_per_sec=%.0f bytes_per_sec_sd=%.0f rss_kb=%ld\n",
+        way == 0 ? "scan_stream" : "scan_paged", FLAGS_payload, FLAGS_keys, FLAGS_rounds,
+        st.mean / pair_bytes, st.mean, std::sqrt(st.var), RssKb());
+  }
+  const Stats a = StatsOf(rate[0]);
+  const Stats b = StatsOf(rate[1]);
+  const double se = std::sqrt(a.var / rate[0].size() + b.var / rate[1].size());
+  printf("stream/paged: %.2fx; difference %.0f bytes/s, Welch t=%.1f\n", a.mean / b.mean,
+         a.mean - b.mean, se > 0 ? (a.mean - b.mean) / se : 0.0);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   rrpc::ParseCommandLine(
       &argc, &argv,
-      {"kv-bench [--mode=put|get] [--payload=BYTES] [--conc=N] [--duration_s=S] "
+      {"kv-bench [--mode=put|get|scan] [--payload=BYTES] [--conc=N] [--duration_s=S] "
        "[--server=H:P|TARGET]",
        "Throughput and latency of kv-server for small puts or gets; starts its own server unless "
        "--server names one. Prints rpc-bench's RESULT line with impl=kv.",
        {"kv/kv_bench_main.cc", "rpc/security_flags.cc", "rpc/rdma/rdma_flags.cc"}});
   google::InitGoogleLogging(argv[0]);
-  if (FLAGS_mode != "put" && FLAGS_mode != "get") {
-    fprintf(stderr, "--mode must be put or get\n");
+  if (FLAGS_mode != "put" && FLAGS_mode != "get" && FLAGS_mode != "scan") {
+    fprintf(stderr, "--mode must be put, get or scan\n");
     return 2;
   }
   // --rdma: the client's connections (and those of the server it starts) upgrade to RDMA.
@@ -92,6 +178,7 @@ int main(int argc, char** argv) {
     opts.base.name = "kv-bench-server";
     opts.base.data_dir = data_dir;
     opts.base.messenger.num_workers = FLAGS_server_workers;
+    opts.base.messenger.stream_window = static_cast<size_t>(FLAGS_stream_window);
     opts.base.messenger.security = rrpc::rpc::SecurityOptionsFromFlags();
     opts.base.rdma = rdma.value();
     server = std::make_unique<rrpc::kv::KvServer>(opts);
@@ -103,12 +190,21 @@ int main(int argc, char** argv) {
   RRPC_CHECK_OK(rrpc::rdma::UseRdmaFromFlags("kv-bench", builder.mutable_options()));
   auto messenger = builder.Build();
   RRPC_CHECK_OK(messenger.status());
-  auto connected = rrpc::kv::KvClient::Connect(*messenger, server_name);
+  rrpc::kv::KvClientOptions client_opts;
+  client_opts.stream_receive_window = static_cast<size_t>(FLAGS_stream_window);
+  auto connected = rrpc::kv::KvClient::Connect(*messenger, server_name, client_opts);
   if (!connected.ok()) {
     fprintf(stderr, "kv-bench: %s\n", connected.status().ToString().c_str());
     return 2;
   }
   rrpc::kv::KvClient& client = **connected;
+  if (FLAGS_mode == "scan") {
+    const int rc = RunScan(&client);
+    (*messenger)->Shutdown();
+    if (server) server->Shutdown();
+    if (!data_dir.empty()) std::filesystem::remove_all(data_dir);
+    return rc;
+  }
   const std::string value(static_cast<size_t>(FLAGS_payload), 'v');
   if (FLAGS_mode == "get") {
     for (int i = 0; i < FLAGS_keys; i++) RRPC_CHECK_OK(client.Put(KeyOf(i), value));

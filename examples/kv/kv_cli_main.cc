@@ -3,13 +3,17 @@
 //   kv-cli --server=127.0.0.1:7050 put KEY VALUE
 //   kv-cli --server=127.0.0.1:7050 get KEY
 //   kv-cli --server=127.0.0.1:7050 delete KEY
-//   kv-cli --server=127.0.0.1:7050 scan [START [END [LIMIT]]]
+//   kv-cli --server=127.0.0.1:7050 scan [START [END [LIMIT]]]   # prints rows as they arrive
+//   kv-cli --server=127.0.0.1:7050 load FILE                    # KEY<TAB>VALUE lines; - : stdin
+//   kv-cli --server=127.0.0.1:7050 copy TARGET [START [END]]    # server-to-server, as streams
 //   kv-cli --server=etcd://127.0.0.1:2379/kv get KEY      # any cluster target (docs/cluster.md)
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -28,7 +32,7 @@ namespace {
 
 constexpr char kSynopsis[] =
     "kv-cli [--server=HOST:PORT|TARGET] put KEY VALUE | get KEY | delete KEY | scan [START [END "
-    "[LIMIT]]]";
+    "[LIMIT]]] | load FILE | copy TARGET [START [END]]";
 
 int Usage() {
   fprintf(stderr, "Usage: %s\n", kSynopsis);
@@ -38,6 +42,43 @@ int Usage() {
 int Fail(const rrpc::Status& s) {
   fprintf(stderr, "kv-cli: %s\n", s.ToString().c_str());
   return 1;
+}
+
+// Streams the KEY<TAB>VALUE lines of `path` ("-": stdin) into the server's Load.
+rrpc::Status LoadFile(rrpc::kv::KvClient* client, const std::string& path,
+                      rrpc::MonoTime deadline) {
+  std::ifstream file;
+  std::istream* in = &std::cin;
+  if (path != "-") {
+    file.open(path);
+    if (!file) return rrpc::Status::NotFound("cannot open " + path);
+    in = &file;
+  }
+  int64_t line_no = 0;
+  rrpc::Status bad;
+  std::string line;
+  auto next = [&](std::string* key, std::string* value) {
+    if (!std::getline(*in, line)) return false;
+    line_no++;
+    const size_t tab = line.find('\t');
+    if (tab == std::string::npos) {
+      bad = rrpc::Status::InvalidArgument(path + ":" + std::to_string(line_no) +
+                                          ": no tab between key and value");
+      return false;
+    }
+    key->assign(line, 0, tab);
+    value->assign(line, tab + 1, std::string::npos);
+    return true;
+  };
+  rrpc::kv::LoadResponsePB loaded;
+  rrpc::Status s = client->Load(next, &loaded, deadline);
+  if (!s.ok()) return s;
+  if (!bad.ok()) {
+    return bad.CloneAndPrepend("stopped after " + std::to_string(loaded.pairs()) + " pairs loaded");
+  }
+  printf("loaded %llu pairs, %llu bytes\n", static_cast<unsigned long long>(loaded.pairs()),
+         static_cast<unsigned long long>(loaded.bytes()));
+  return s;
 }
 
 }  // namespace
@@ -78,14 +119,24 @@ int main(int argc, char** argv) {
   } else if (cmd == "delete" && args.size() == 1) {
     s = client.Delete(args[0], deadline);
   } else if (cmd == "scan" && args.size() <= 3) {
-    std::vector<std::pair<std::string, std::string>> pairs;
-    bool has_more = false;
-    const uint32_t limit = args.size() > 2 ? static_cast<uint32_t>(atoi(args[2].c_str())) : 0;
-    s = client.Scan(args.size() > 0 ? args[0] : "", args.size() > 1 ? args[1] : "", limit, &pairs,
-                    &has_more, deadline);
+    const uint64_t limit = args.size() > 2 ? strtoull(args[2].c_str(), nullptr, 10) : 0;
+    s = client.ScanStream(
+        args.size() > 0 ? args[0] : "", args.size() > 1 ? args[1] : "", limit,
+        [](std::string_view k, std::string_view v) {
+          printf("%.*s\t%.*s\n", static_cast<int>(k.size()), k.data(), static_cast<int>(v.size()),
+                 v.data());
+          return true;
+        },
+        deadline);
+  } else if (cmd == "load" && args.size() == 1) {
+    s = LoadFile(&client, args[0], deadline);
+  } else if (cmd == "copy" && args.size() >= 1 && args.size() <= 3) {
+    rrpc::kv::CopyRangeResponsePB copied;
+    s = client.CopyRange(args.size() > 1 ? args[1] : "", args.size() > 2 ? args[2] : "", args[0],
+                         &copied, deadline);
     if (s.ok()) {
-      for (const auto& [k, v] : pairs) printf("%s\t%s\n", k.c_str(), v.c_str());
-      if (has_more) printf("... (more)\n");
+      printf("copied %llu pairs, %llu bytes\n", static_cast<unsigned long long>(copied.pairs()),
+             static_cast<unsigned long long>(copied.bytes()));
     }
   } else {
     return Usage();

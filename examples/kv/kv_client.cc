@@ -205,6 +205,125 @@ Status KvClient::Scan(std::string_view start, std::string_view end, uint32_t lim
   return Status::OK();
 }
 
+rpc::StreamOptions KvClient::StreamOptionsFor(MonoTime deadline) const {
+  rpc::StreamOptions opts;
+  opts.timeout = std::max(deadline - MonoTime::Now(), MonoDelta::FromNanoseconds(1));
+  opts.receive_window = options_.stream_receive_window;
+  return opts;
+}
+
+Status KvClient::ScanStream(std::string_view start, std::string_view end, uint64_t limit,
+                            const PairCallback& on_pair, MonoTime deadline) {
+  deadline = ResolveDeadline(deadline);
+  if (on_channel_) return PagedScan(start, end, limit, on_pair, deadline);
+  ScanStreamRequestPB req;
+  req.mutable_range()->set_start_key(start.data(), start.size());
+  if (!end.empty()) req.mutable_range()->set_end_key(end.data(), end.size());
+  req.set_limit(limit);
+  auto stream = proxy_.ScanStream(req, StreamOptionsFor(deadline));
+  KvChunkPB chunk;
+  std::vector<BlockSlice> sidecars;
+  while (true) {
+    Result<bool> got = stream.Read(&chunk, &sidecars);
+    if (!got.ok()) return got.status();
+    if (!*got) break;
+    for (const KvPairPB& pair : chunk.pairs()) {
+      std::string_view value = pair.value();
+      if (pair.has_value_sidecar()) {
+        const int32_t i = pair.value_sidecar();
+        if (i < 0 || static_cast<size_t>(i) >= sidecars.size()) {
+          stream.Cancel();
+          return Status::Corruption("scan message names a missing sidecar");
+        }
+        const Slice& v = sidecars[i].slice;
+        value = std::string_view(reinterpret_cast<const char*>(v.data()), v.size());
+      }
+      if (!on_pair(pair.key(), value)) {
+        stream.Cancel();
+        return Status::OK();
+      }
+    }
+  }
+  return stream.Finish();
+}
+
+Status KvClient::PagedScan(std::string_view start, std::string_view end, uint64_t limit,
+                           const PairCallback& on_pair, MonoTime deadline) {
+  std::string next(start);
+  uint64_t seen = 0;
+  std::vector<std::pair<std::string, std::string>> pairs;
+  while (true) {
+    bool has_more = false;
+    const uint64_t left = limit == 0 ? 0 : limit - seen;
+    RRPC_RETURN_NOT_OK(Scan(next, end, static_cast<uint32_t>(std::min<uint64_t>(left, UINT32_MAX)),
+                            &pairs, &has_more, deadline));
+    for (const auto& [k, v] : pairs) {
+      if (!on_pair(k, v)) return Status::OK();
+      seen++;
+    }
+    if (!has_more || pairs.empty() || (limit != 0 && seen >= limit)) return Status::OK();
+    next = pairs.back().first;
+    next.push_back('\0');  // the smallest key after the last one
+  }
+}
+
+Status KvClient::Load(const PairSource& next, LoadResponsePB* result, MonoTime deadline) {
+  auto stream = proxy_.Load(StreamOptionsFor(ResolveDeadline(deadline)));
+  KvChunkPB chunk;
+  std::vector<BlockSlice> sidecars;
+  size_t bytes = 0;
+  auto flush = [&]() -> Status {
+    if (chunk.pairs_size() == 0) return Status::OK();
+    Status s = stream.Write(chunk, std::move(sidecars));
+    chunk.Clear();
+    sidecars.clear();
+    bytes = 0;
+    return s;
+  };
+  std::string key;
+  std::string value;
+  while (next(&key, &value)) {
+    KvPairPB* pair = chunk.add_pairs();
+    pair->set_key(key);
+    if (value.size() >= options_.sidecar_threshold) {
+      pair->set_value_sidecar(static_cast<int32_t>(sidecars.size()));
+      sidecars.push_back(ValueBlock(value));
+    } else {
+      pair->set_value(value);
+    }
+    bytes += key.size() + value.size();
+    if (bytes >= options_.stream_message_bytes) {
+      Status s = flush();
+      if (!s.ok()) break;  // the stream ended: Finish says why
+    }
+  }
+  if (stream.status().ok()) {
+    Status s = flush();
+    (void)s;  // a failed write ended the stream: Finish says why
+  }
+  stream.CloseWrites();
+  LoadResponsePB resp;
+  RRPC_RETURN_NOT_OK(stream.Finish(&resp));
+  if (result != nullptr) *result = resp;
+  return Status::OK();
+}
+
+Status KvClient::CopyRange(std::string_view start, std::string_view end, const std::string& target,
+                           CopyRangeResponsePB* result, MonoTime deadline) {
+  CopyRangeRequestPB req;
+  req.set_target(target);
+  req.mutable_range()->set_start_key(start.data(), start.size());
+  if (!end.empty()) req.mutable_range()->set_end_key(end.data(), end.size());
+  CopyRangeResponsePB resp;
+  rpc::RpcController ctl;
+  RRPC_RETURN_NOT_OK(
+      CallWithRetry(true, ResolveDeadline(deadline), &ctl, [&](rpc::RpcController* c, auto cb) {
+        proxy_.CopyRangeToAsync(req, &resp, c, std::move(cb));
+      }));
+  if (result != nullptr) *result = resp;
+  return Status::OK();
+}
+
 Status KvClient::Batch(const KvBatch& batch, bool idempotent, MonoTime deadline) {
   BatchRequestPB req;
   std::vector<std::pair<BatchOpPB*, BlockSlice>> sidecars;

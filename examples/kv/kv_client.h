@@ -18,6 +18,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -47,6 +48,10 @@ struct KvClientOptions {
   // in all. Over a channel, the channel's ChannelOptions decide instead.
   MonoDelta increment_attempt_timeout = MonoDelta::FromSeconds(1);
   int increment_max_attempts = 20;
+  // Streams (ScanStream, Load): bytes the server may send one scan ahead of this client's
+  // reading (0: the messenger's stream_window), and the size at which a Load message closes.
+  size_t stream_receive_window = 0;
+  size_t stream_message_bytes = 64 * 1024;
 };
 
 // Operations applied atomically by Batch().
@@ -94,6 +99,25 @@ class KvClient {
   Status Scan(std::string_view start, std::string_view end, uint32_t limit,
               std::vector<std::pair<std::string, std::string>>* pairs, bool* has_more = nullptr,
               MonoTime deadline = MonoTime());
+  // Streams (docs/kv-streams.md). One stream each, not retried (a failure returns its status).
+  //
+  // Calls `on_pair` with each pair of [start, end) (end empty: no bound) in key order, as the
+  // server's messages arrive, on this thread; at most `limit` pairs (0: all). The client holds
+  // at most the stream's receive window of unread pairs. `on_pair` returning false stops the
+  // scan (cancelled; the call returns OK). Through a cluster channel it pages with Scan instead.
+  using PairCallback = std::function<bool(std::string_view key, std::string_view value)>;
+  Status ScanStream(std::string_view start, std::string_view end, uint64_t limit,
+                    const PairCallback& on_pair, MonoTime deadline = MonoTime());
+  // Writes the pairs `next` produces (it returns false after the last) through one Load stream,
+  // as fast as the server writes them; `*result` (may be null) gets the server's counts. Each
+  // message is applied atomically; after an error, a prefix of the pairs may have been written.
+  using PairSource = std::function<bool(std::string* key, std::string* value)>;
+  Status Load(const PairSource& next, LoadResponsePB* result = nullptr,
+              MonoTime deadline = MonoTime());
+  // Asks the server to copy its pairs of [start, end) to the kv-server at `target` (host:port).
+  Status CopyRange(std::string_view start, std::string_view end, const std::string& target,
+                   CopyRangeResponsePB* result = nullptr, MonoTime deadline = MonoTime());
+
   // `idempotent`: the caller knows that applying the batch twice is harmless (e.g. only puts of
   // fixed values), so it may be retried after a connection failure too.
   Status Batch(const KvBatch& batch, bool idempotent = false, MonoTime deadline = MonoTime());
@@ -116,6 +140,11 @@ class KvClient {
   Status CallWithRetry(bool idempotent, MonoTime deadline, rpc::RpcController* ctl,
                        const Attempt& attempt);
   MonoTime ResolveDeadline(MonoTime deadline) const;
+  // ScanStream through a channel: pages with the unary Scan.
+  Status PagedScan(std::string_view start, std::string_view end, uint64_t limit,
+                   const PairCallback& on_pair, MonoTime deadline);
+  // A stream's options for a call ending at `deadline` (resolved).
+  rpc::StreamOptions StreamOptionsFor(MonoTime deadline) const;
   // Through a channel: routes the call on `ctl` by `key` (the hash balancer).
   void RouteByKey(rpc::RpcController* ctl, std::string_view key) const {
     if (on_channel_) ctl->set_hash_key(std::string(key));

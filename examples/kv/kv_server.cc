@@ -52,10 +52,11 @@ Status KvServer::Start() {
                                              db_health_.get());
   service_ = service.get();
   if (options_.background_pool_workers > 0) {
-    for (const char* method : {"Scan", "Batch"}) {
+    for (const char* method : {"Scan", "Batch", "ScanStream", "Load", "CopyRangeTo"}) {
       RRPC_RETURN_NOT_OK(service->SetMethodPool(method, kBackgroundPool));
     }
   }
+  RRPC_RETURN_NOT_OK(service->StartStreams(base_.messenger()));
   RRPC_RETURN_NOT_OK(base_.RegisterService(std::move(service)));
   RRPC_RETURN_NOT_OK(base_.Start());
   LOG(INFO) << "kv server: data in " << data_dir_;
@@ -63,8 +64,13 @@ Status KvServer::Start() {
 }
 
 void KvServer::Shutdown() {
+  // Streams first: the drain waits for every call, and a stream whose reader stalled would hold
+  // it for the whole shutdown timeout. Their clients get ServiceUnavailable (retriable).
+  if (service_ != nullptr) service_->EndStreams();
   base_.Shutdown();
   if (db_health_) db_health_->Stop();
+  // The messenger stopped serving: streams still open end, then nothing uses the database.
+  if (service_ != nullptr) service_->StopStreams();
   // Workers are joined: no handler uses the database any more. Closing syncs what was
   // acknowledged into its files.
   if (db_) db_->Close();

@@ -9,6 +9,9 @@
 
 #include "kv/kv_db.h"
 #include "kv/kv_db_health.h"
+#include "kv/kv_loader.h"
+#include "kv/kv_range_copy.h"
+#include "kv/kv_range_sender.h"
 #include "rrpc/rpc/rpc_context.h"
 #include "rrpc/util/block.h"
 #include "util/metrics/counter.h"
@@ -62,6 +65,22 @@ KvService::KvService(KvDb* db, KvServiceOptions options, MetricRegistry* metrics
       values_sent_as_sidecars_(
           metrics->FindOrCreateEntity("kv_service", "kv")
               ->FindOrCreateCounter(&METRIC_kv_values_sent_as_sidecars_total)) {}
+
+KvService::~KvService() { StopStreams(); }
+
+Status KvService::StartStreams(std::weak_ptr<rpc::Messenger> messenger) {
+  messenger_ = std::move(messenger);
+  return pump_.Start(options_.stream_pump_threads);
+}
+
+void KvService::StopStreams() { pump_.Stop(); }
+
+void KvService::EndStreams() { open_streams_.EndAll(); }
+
+void KvService::set_load_hook(std::function<void()> hook) {
+  MutexLock lock(hook_mu_);
+  load_hook_ = std::move(hook);
+}
 
 Status KvService::WritesAllowed() const {
   return health_ == nullptr ? Status::OK() : health_->WritesAllowed();
@@ -207,6 +226,55 @@ void KvService::Scan(const ScanRequestPB* req, ScanResponsePB* resp, rpc::RpcCon
   }
   if (!it->status().ok()) return context->RespondFailure(FromRocks(it->status()));
   context->RespondSuccess();
+}
+
+// ---- Streams. Each handler starts its work on the pump and returns at once (the stream, not
+// the call's worker, carries it on).
+
+void KvService::ScanStream(const ScanStreamRequestPB* req,
+                           rpc::ServerStream<ScanStreamRequestPB, KvChunkPB> stream) {
+  RunHook();
+  KvRangeSenderOptions opts;
+  opts.message_bytes = options_.stream_message_bytes;
+  opts.sidecar_threshold = options_.sidecar_threshold;
+  opts.limit = req->limit();
+  rpc::Stream untyped = stream.untyped();
+  const uint64_t id = open_streams_.Add(untyped);
+  if (id == 0) return stream.Finish(Status::ServiceUnavailable("the kv-server is shutting down"));
+  KvRangeSender::Start(db_, &pump_, untyped, req->range(), opts, &stream_stats_,
+                       [this, id, stream](const Status& s) mutable {
+                         stream.Finish(s);
+                         open_streams_.Remove(id);
+                       });
+}
+
+void KvService::Load(rpc::ServerStream<KvChunkPB, LoadResponsePB> stream) {
+  RunHook();
+  KvLoaderOptions opts;
+  opts.sync_writes = options_.sync_writes;
+  opts.writes_allowed = [this] { return WritesAllowed(); };
+  {
+    MutexLock lock(hook_mu_);
+    opts.before_apply = load_hook_;
+  }
+  const uint64_t id = open_streams_.Add(stream.untyped());
+  if (id == 0) return stream.Finish(Status::ServiceUnavailable("the kv-server is shutting down"));
+  opts.on_end = [this, id] { open_streams_.Remove(id); };
+  KvLoader::Start(db_, &pump_, std::move(stream), std::move(opts), &stream_stats_);
+}
+
+void KvService::CopyRangeTo(const CopyRangeRequestPB* req, CopyRangeResponsePB* resp,
+                            rpc::RpcContext* context) {
+  RunHook();
+  std::shared_ptr<rpc::Messenger> messenger = messenger_.lock();
+  if (messenger == nullptr) {
+    return context->RespondFailure(Status::ServiceUnavailable("the server is shutting down"));
+  }
+  KvRangeSenderOptions opts;
+  opts.message_bytes = options_.stream_message_bytes;
+  opts.sidecar_threshold = options_.sidecar_threshold;
+  KvRangeCopy::Start(std::move(messenger), db_, &pump_, req, resp, context, opts, &stream_stats_,
+                     &open_streams_);
 }
 
 void KvService::Batch(const BatchRequestPB* req, BatchResponsePB* /*resp*/,

@@ -4,6 +4,10 @@
 // or out of protobuf. Handlers run on worker threads (never reactors), several at once: the
 // service is thread-safe. Each call uses the database through a KvDb::Ref, so the database may
 // be reopened under running calls (those meanwhile get ServiceUnavailable: retry).
+//
+// The stream methods (ScanStream, Load, CopyRangeTo; docs/kv-streams.md) start their work on
+// the service's KvStreamPump and return: an open stream holds no worker and no pump thread while
+// its peer is slow, only its window of messages.
 #pragma once
 
 #include <atomic>
@@ -12,6 +16,9 @@
 #include <string>
 
 #include "kv/kv.rrpc.h"
+#include "kv/kv_open_streams.h"
+#include "kv/kv_stream_pump.h"
+#include "kv/kv_stream_stats.h"
 #include "rrpc/util/mutex.h"
 #include "rrpc/util/status.h"
 #include "util/metrics/counter.h"
@@ -32,6 +39,10 @@ struct KvServiceOptions {
   // fsync the write-ahead log before acknowledging a write: acknowledged writes then survive a
   // machine crash, not only a process crash, at the cost of one fsync per write.
   bool sync_writes = false;
+  // Streams: a ScanStream or copy message closes at about this many bytes of keys and values;
+  // this many pump threads read and write RocksDB for all the open streams.
+  size_t stream_message_bytes = 64 * 1024;
+  int stream_pump_threads = 2;
 };
 
 // The service's counters, in the server's metrics (entity "kv_service", id "kv").
@@ -50,6 +61,17 @@ class KvService : public KvServiceIf {
   // outlives the service) refuses writes while the database recovers from a background error.
   KvService(KvDb* db, KvServiceOptions options, MetricRegistry* metrics,
             const KvDbHealth* health = nullptr);
+  ~KvService() override;
+
+  // Starts the stream pump; CopyRangeTo calls its targets on `messenger` (the server's, which
+  // owns this service: hence weak). Call once, before the service serves.
+  Status StartStreams(std::weak_ptr<rpc::Messenger> messenger);
+  // Stops the stream pump: streams still open end (released), copies answer Aborted. Call after
+  // the messenger stopped serving, before the database closes. Idempotent.
+  void StopStreams();
+  // Ends the open streams (ServiceUnavailable: resume after the last key) and refuses new ones.
+  // Call before the drain, which a stalled reader would otherwise hold for its whole timeout.
+  void EndStreams();
 
   void Put(const PutRequestPB* req, PutResponsePB* resp, rpc::RpcContext* context) override;
   void Get(const GetRequestPB* req, GetResponsePB* resp, rpc::RpcContext* context) override;
@@ -61,6 +83,17 @@ class KvService : public KvServiceIf {
   // keeps retries from adding twice; this lock keeps two different calls from losing one.
   void Increment(const IncrementRequestPB* req, IncrementResponsePB* resp,
                  rpc::RpcContext* context) override;
+
+  void ScanStream(const ScanStreamRequestPB* req,
+                  rpc::ServerStream<ScanStreamRequestPB, KvChunkPB> stream) override;
+  void Load(rpc::ServerStream<KvChunkPB, LoadResponsePB> stream) override;
+  void CopyRangeTo(const CopyRangeRequestPB* req, CopyRangeResponsePB* resp,
+                   rpc::RpcContext* context) override;
+
+  const KvStreamStats& stream_stats() const { return stream_stats_; }
+  // Tests: runs before each Load message is applied, on a pump thread (may block it: a slow
+  // disk). Set before the Load stream opens.
+  void set_load_hook(std::function<void()> hook);
 
   // Tests: runs first in every handler, on its worker (e.g. to hold a worker at a gate).
   void set_handler_hook(std::function<void()> hook);
@@ -79,6 +112,13 @@ class KvService : public KvServiceIf {
   Mutex hook_mu_;
   std::function<void()> hook_ RRPC_GUARDED_BY(hook_mu_);
   std::atomic<bool> has_hook_{false};
+  std::function<void()> load_hook_ RRPC_GUARDED_BY(hook_mu_);
+
+  std::weak_ptr<rpc::Messenger> messenger_;
+  KvStreamStats stream_stats_;
+  KvOpenStreams open_streams_;
+  // Declared last: stopped (joined) first, while what its steps use is still here.
+  KvStreamPump pump_;
 };
 
 }  // namespace rrpc::kv
