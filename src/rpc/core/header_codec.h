@@ -111,9 +111,9 @@ struct RequestHeaderParts {
   size_t num_sidecar_offsets = 0;
   const uint32_t* required_feature_flags = nullptr;
   size_t num_required_feature_flags = 0;
-  const RequestIdFields* request_id = nullptr;     // nullptr: untracked call
-  const TraceFields* trace = nullptr;              // nullptr: no trace context
-  uint32_t stream_flags = 0;                       // 0: not a stream frame
+  const RequestIdFields* request_id = nullptr;  // nullptr: untracked call
+  const TraceFields* trace = nullptr;           // nullptr: no trace context
+  uint32_t stream_flags = 0;                    // 0: not a stream frame
   uint32_t stream_credit = 0;
   const CompressionFields* compression = nullptr;  // nullptr: the body is not compressed
 };
