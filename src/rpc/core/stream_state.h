@@ -38,7 +38,7 @@ class OutboundTransfer;
 class Reactor;
 class RpcContext;
 
-class StreamState : public std::enable_shared_from_this<StreamState>, public RpczStreamView {
+class StreamState final : public std::enable_shared_from_this<StreamState>, public RpczStreamView {
  public:
   enum class Side : uint8_t { kClient, kServer };
   // Bytes each side may send before the peer granted any: the window every stream starts with.
