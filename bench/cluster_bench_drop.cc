@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench/cluster_bench_load.h"
+#include "bench/echo_only_service.h"
 #include "rpc/testing/netns-test-util.h"
 #include "rrpc/rpc/rpc_context.h"
 
@@ -26,7 +27,7 @@ DEFINE_int32(drop_attempt_timeout_ms, 1000,
 namespace rrpc::bench {
 namespace {
 
-class EchoService final : public BenchServiceIf {
+class EchoService final : public EchoOnlyService {
  public:
   void Echo(const BenchRequestPB* req, BenchResponsePB* resp, rpc::RpcContext* ctx) override {
     resp->set_payload(req->payload());

@@ -38,6 +38,7 @@
 #include "bench/bench.rrpc.h"
 #include "bench/cluster_bench_drop.h"
 #include "bench/cluster_bench_load.h"
+#include "bench/echo_only_service.h"
 #include "rpc/core/fault_injection.h"
 #include "rpc/core/messenger_internals.h"
 #include "rpc/discovery/etcd-test-util.h"
@@ -172,7 +173,7 @@ int RunKill(const std::string& self_dir) {
 // ---------------------------------------------------------------------------------------------
 // In-process servers (hedge, registry)
 
-class CountingEcho final : public BenchServiceIf {
+class CountingEcho final : public EchoOnlyService {
  public:
   void Echo(const BenchRequestPB* req, BenchResponsePB* resp, rpc::RpcContext* ctx) override {
     calls_.fetch_add(1, std::memory_order_relaxed);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bench/bench.rrpc.h"
+#include "bench/echo_only_service.h"
 #include "rrpc/rpc/messenger.h"
 #include "rrpc/rpc/rpc_context.h"
 #include "rrpc/rpc/rpc_controller.h"
@@ -50,7 +51,7 @@ DEFINE_int32(target_queue_us, 2000, "The adaptive limit's target mean queueing t
 namespace rrpc::bench {
 namespace {
 
-class SleepyService final : public BenchServiceIf {
+class SleepyService final : public EchoOnlyService {
  public:
   void Echo(const BenchRequestPB* req, BenchResponsePB* resp, rpc::RpcContext* ctx) override {
     SleepFor(MonoDelta::FromMicroseconds(FLAGS_handler_us));
