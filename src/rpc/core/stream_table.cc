@@ -13,23 +13,30 @@
 
 namespace rrpc::rpc {
 
+StreamTable::Map& StreamTable::streams() {
+  if (streams_ == nullptr) streams_ = std::make_unique<Map>();
+  return *streams_;
+}
+
 void StreamTable::AddClient(const std::shared_ptr<StreamState>& stream, bool peer_ready) {
-  streams_[stream->call_id()] = stream;
+  streams()[stream->call_id()] = stream;
   stream->AttachClient(conn_, peer_ready);
 }
 
-void StreamTable::OnPeerReady(bool streams) {
-  for (auto& [id, stream] : streams_) stream->OnPeerReady(streams);
+void StreamTable::OnPeerReady(bool peer_streams) {
+  if (streams_ == nullptr) return;
+  for (auto& [id, stream] : *streams_) stream->OnPeerReady(peer_streams);
 }
 
 Result<bool> StreamTable::AddServer(InboundCall* call, uint32_t extra_credit) {
   const MessengerOptions& options = conn_->reactor()->options();
-  if (streams_.count(call->call_id()) != 0) {
+  Map& table = streams();
+  if (table.count(call->call_id()) != 0) {
     return Status::Corruption("stream " + std::to_string(call->call_id()) + " opened twice");
   }
   MessengerMetrics* metrics = conn_->reactor()->metrics();
   if (metrics != nullptr) metrics->streams_opened->Increment();
-  if (streams_.size() >= options.max_streams_per_connection) return false;
+  if (table.size() >= options.max_streams_per_connection) return false;
   if (metrics != nullptr) metrics->streams_open->Increment();
   // The window beyond the initial one comes from the connection's budget; a stream that finds
   // the budget spent keeps the initial window.
@@ -43,7 +50,7 @@ Result<bool> StreamTable::AddServer(InboundCall* call, uint32_t extra_credit) {
   }
   auto stream =
       std::make_shared<StreamState>(StreamState::Side::kServer, window, options.max_message_size);
-  streams_[call->call_id()] = stream;
+  table[call->call_id()] = stream;
   call->set_stream(stream);
   stream->AttachServer(conn_, call, extra_credit);
   return true;
@@ -51,8 +58,9 @@ Result<bool> StreamTable::AddServer(InboundCall* call, uint32_t extra_credit) {
 
 Status StreamTable::OnFrame(int32_t call_id, uint32_t flags, uint32_t credit, const BlockRef& block,
                             Slice body, const std::vector<Slice>& sidecars) {
-  auto it = streams_.find(call_id);
-  if (it == streams_.end()) return Status::OK();  // ended here first: late frames are dropped
+  if (streams_ == nullptr) return Status::OK();
+  auto it = streams_->find(call_id);
+  if (it == streams_->end()) return Status::OK();  // ended here first: late frames are dropped
   std::shared_ptr<StreamState> stream = it->second;
   if (credit != 0) stream->OnCredit(credit);
   if ((flags & STREAM_MESSAGE) != 0) {
@@ -69,10 +77,11 @@ Status StreamTable::OnFrame(int32_t call_id, uint32_t flags, uint32_t credit, co
 }
 
 void StreamTable::OnServerAnswer(InboundCall* call) {
-  auto it = streams_.find(call->call_id());
-  if (it == streams_.end() || it->second != call->stream()) return;
+  if (streams_ == nullptr) return;
+  auto it = streams_->find(call->call_id());
+  if (it == streams_->end() || it->second != call->stream()) return;
   std::shared_ptr<StreamState> stream = std::move(it->second);
-  streams_.erase(it);
+  streams_->erase(it);
   if (MessengerMetrics* m = conn_->reactor()->metrics()) m->streams_open->Decrement();
   if (stream->receive_window() > StreamState::kInitialWindow) {
     server_windows_ -=
@@ -82,8 +91,9 @@ void StreamTable::OnServerAnswer(InboundCall* call) {
 }
 
 void StreamTable::CloseAll(const Status& reason) {
-  std::unordered_map<int32_t, std::shared_ptr<StreamState>> streams;
-  streams.swap(streams_);
+  if (streams_ == nullptr) return;
+  Map streams;
+  streams.swap(*streams_);
   server_windows_ = 0;
   MessengerMetrics* m = conn_->reactor()->metrics();
   for (auto& [id, stream] : streams) {

@@ -29,14 +29,14 @@ class StreamTable {
   StreamTable(const StreamTable&) = delete;
   StreamTable& operator=(const StreamTable&) = delete;
 
-  size_t size() const { return streams_.size(); }
-  bool empty() const { return streams_.empty(); }
+  size_t size() const { return streams_ == nullptr ? 0 : streams_->size(); }
+  bool empty() const { return streams_ == nullptr || streams_->empty(); }
 
   // Client: `call`, which opens `stream`, is queued here. `peer_ready`: the server negotiated
   // STREAMS already.
   void AddClient(const std::shared_ptr<StreamState>& stream, bool peer_ready);
-  // Client: the negotiation ended (`streams`: the server takes stream frames).
-  void OnPeerReady(bool streams);
+  // Client: the negotiation ended (`peer_streams`: the server takes stream frames).
+  void OnPeerReady(bool peer_streams);
   // Server: `call` opens a stream. False when the connection has max_streams_per_connection
   // open (the caller refuses the call as too busy); Corruption when its id is a stream already.
   Result<bool> AddServer(InboundCall* call, uint32_t extra_credit);
@@ -45,15 +45,22 @@ class StreamTable {
   Status OnFrame(int32_t call_id, uint32_t flags, uint32_t credit, const BlockRef& block,
                  Slice body, const std::vector<Slice>& sidecars);
   // The stream of `call_id` ended on this side.
-  void Remove(int32_t call_id) { streams_.erase(call_id); }
+  void Remove(int32_t call_id) {
+    if (streams_ != nullptr) streams_->erase(call_id);
+  }
   // Server: `call`, a stream's opening call, is being answered: its stream ends.
   void OnServerAnswer(InboundCall* call);
   // The connection closed: every stream ends with `reason`.
   void CloseAll(const Status& reason);
 
  private:
+  using Map = std::unordered_map<int32_t, std::shared_ptr<StreamState>>;
+  // The streams by call id; made with the connection's first stream (every connection holds a
+  // table, most never open a stream).
+  Map& streams();
+
   Connection* const conn_;
-  std::unordered_map<int32_t, std::shared_ptr<StreamState>> streams_;
+  std::unique_ptr<Map> streams_;
   size_t server_windows_ = 0;  // server: receive windows granted beyond the initial ones
 };
 

@@ -116,8 +116,10 @@ size_t ServerReplyBytes() {
   request.add_supported_features(CANCELLATION);
   request.add_supported_features(EXACTLY_ONCE);
   request.add_supported_features(TRACE_CONTEXT);
-  NegotiatedPeer peer;  // a server with its result tracker on (the default) accepts all four
-  peer.features = {SIDECARS, CANCELLATION, EXACTLY_ONCE, TRACE_CONTEXT};
+  request.add_supported_features(STREAMS);
+  request.add_supported_features(COMPRESSION);
+  NegotiatedPeer peer;  // a server with its result tracker on (the default) accepts all six
+  peer.features = {SIDECARS, CANCELLATION, EXACTLY_ONCE, TRACE_CONTEXT, STREAMS, COMPRESSION};
   return BuildServerReply(request, Status::OK(), {}, &peer).slice.size();
 }
 // The cancel frame a client sends for a call it gave up on (at its deadline); call ids below 128.

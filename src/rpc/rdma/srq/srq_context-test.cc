@@ -241,10 +241,13 @@ TEST_F(SrqContextTest, AFailedBackgroundGrowthReArmsTheLimit) {
   for (uint32_t block : client.blocks) ASSERT_TRUE(srq_->Repost(block).ok());
   dev_->FailRegistrations(1);  // the second growth fails too: only the event counts
   ASSERT_EQ(15u, SendFrom(peer, 15).size());
-  while (srq_->stats().limit_events.load() < 2 && MonoTime::Now() < deadline) {
+  // Until the second growth's thread is done too: it uses the device this test then destroys.
+  while ((srq_->stats().limit_events.load() < 2 || srq_->stats().failed_growths.load() < 2) &&
+         MonoTime::Now() < deadline) {
     ev_run(loop_, EVRUN_NOWAIT);
   }
   EXPECT_EQ(2u, srq_->stats().limit_events.load());
+  EXPECT_EQ(2u, srq_->stats().failed_growths.load());
 }
 
 }  // namespace
