@@ -14,40 +14,7 @@
 
 #include "rpc/testing/raw-socket-test-util.h"
 #include "rpc/testing/rpc-test-util.h"
-
-namespace {
-
-std::atomic<int64_t> g_live_heap_bytes{0};
-
-[[maybe_unused]] void* CountedNew(size_t n) {
-  void* p = malloc(n == 0 ? 1 : n);
-  if (p == nullptr) throw std::bad_alloc();
-  g_live_heap_bytes.fetch_add(static_cast<int64_t>(malloc_usable_size(p)),
-                              std::memory_order_relaxed);
-  return p;
-}
-
-[[maybe_unused]] void CountedDelete(void* p) {
-  if (p == nullptr) return;
-  g_live_heap_bytes.fetch_sub(static_cast<int64_t>(malloc_usable_size(p)),
-                              std::memory_order_relaxed);
-  free(p);
-}
-
-}  // namespace
-
-// Sanitizers replace the allocator and pad every block: the footprint means nothing there.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RRPC_HEAP_COUNTED 0
-#else
-#define RRPC_HEAP_COUNTED 1
-void* operator new(size_t n) { return CountedNew(n); }
-void* operator new[](size_t n) { return CountedNew(n); }
-void operator delete(void* p) noexcept { CountedDelete(p); }
-void operator delete[](void* p) noexcept { CountedDelete(p); }
-void operator delete(void* p, size_t) noexcept { CountedDelete(p); }
-void operator delete[](void* p, size_t) noexcept { CountedDelete(p); }
-#endif
+#include "util/testing/counted_heap.h"
 
 namespace rrpc::rpc {
 namespace {
@@ -95,10 +62,10 @@ TEST_F(ConnectionMemoryTest, AnIdleServerConnectionHoldsLessThanOneKibibyteOfHea
   // maps' first buckets, the negotiation's cached messages).
   OpenConnections(0, kWarmUp);
   ASSERT_EQ(OpenServerConnections(), kWarmUp);
-  const int64_t before = g_live_heap_bytes.load();
+  const int64_t before = LiveHeapBytes();
   OpenConnections(kWarmUp, kWarmUp + kMeasured);
   ASSERT_EQ(OpenServerConnections(), kWarmUp + kMeasured);
-  const int64_t after = g_live_heap_bytes.load();
+  const int64_t after = LiveHeapBytes();
   const double per_connection = static_cast<double>(after - before) / kMeasured;
   RecordProperty("heap_bytes_per_idle_connection", std::to_string(per_connection));
   EXPECT_LT(per_connection, 1024.0) << "heap bytes per idle server connection";

@@ -18,39 +18,7 @@
 #include "rpc/testing/raw-socket-test-util.h"
 #include "rpc/testing/rpc-test-util.h"
 #include "rpc/testing/test-stream-service.h"
-
-namespace {
-
-std::atomic<int64_t> g_live_heap_bytes{0};
-
-[[maybe_unused]] void* CountedNew(size_t n) {
-  void* p = malloc(n == 0 ? 1 : n);
-  if (p == nullptr) throw std::bad_alloc();
-  g_live_heap_bytes.fetch_add(static_cast<int64_t>(malloc_usable_size(p)),
-                              std::memory_order_relaxed);
-  return p;
-}
-
-[[maybe_unused]] void CountedDelete(void* p) {
-  if (p == nullptr) return;
-  g_live_heap_bytes.fetch_sub(static_cast<int64_t>(malloc_usable_size(p)),
-                              std::memory_order_relaxed);
-  free(p);
-}
-
-}  // namespace
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RRPC_HEAP_COUNTED 0
-#else
-#define RRPC_HEAP_COUNTED 1
-void* operator new(size_t n) { return CountedNew(n); }
-void* operator new[](size_t n) { return CountedNew(n); }
-void operator delete(void* p) noexcept { CountedDelete(p); }
-void operator delete[](void* p) noexcept { CountedDelete(p); }
-void operator delete(void* p, size_t) noexcept { CountedDelete(p); }
-void operator delete[](void* p, size_t) noexcept { CountedDelete(p); }
-#endif
+#include "util/testing/counted_heap.h"
 
 namespace rrpc::rpc {
 namespace {
@@ -122,7 +90,7 @@ TEST_F(StreamMemoryTest, AnIdleStreamHoldsLessThanTwoKibibytesOfServerHeap) {
   for (int i = 0; i < kConnections; i++) ASSERT_TRUE(conns_[i]->Write(OpenHoldStreams(1, 1)).ok());
   ASSERT_TRUE(WaitForCondition([&] { return streams_->held_count.load() == kConnections; }));
   server_->DumpConnections();  // a trip through the reactors: what they did is done
-  const int64_t before = g_live_heap_bytes.load();
+  const int64_t before = LiveHeapBytes();
   const int measured = kConnections * (kStreamsPerConnection - 1);
   for (int i = 0; i < kConnections; i++) {
     ASSERT_TRUE(conns_[i]->Write(OpenHoldStreams(2, kStreamsPerConnection - 1)).ok());
@@ -130,7 +98,7 @@ TEST_F(StreamMemoryTest, AnIdleStreamHoldsLessThanTwoKibibytesOfServerHeap) {
   ASSERT_TRUE(WaitForCondition(
       [&] { return streams_->held_count.load() == kConnections * kStreamsPerConnection; }));
   server_->DumpConnections();
-  const int64_t after = g_live_heap_bytes.load();
+  const int64_t after = LiveHeapBytes();
   const double per_stream = static_cast<double>(after - before) / measured;
   RecordProperty("heap_bytes_per_idle_stream", std::to_string(per_stream));
   std::cout << "heap bytes per idle stream: " << per_stream << std::endl;

@@ -104,8 +104,13 @@ bool StreamState::WritableLocked() const {
 
 StreamWrite StreamState::TryWrite(const google::protobuf::MessageLite& message,
                                   std::vector<BlockSlice>&& sidecars) {
+  return TryWriteFrom(message, &sidecars);
+}
+
+StreamWrite StreamState::TryWriteFrom(const google::protobuf::MessageLite& message,
+                                      std::vector<BlockSlice>* sidecars) {
   size_t bytes = message.ByteSizeLong();
-  for (const BlockSlice& s : sidecars) bytes += s.slice.size();
+  for (const BlockSlice& s : *sidecars) bytes += s.slice.size();
   std::vector<std::function<void()>> callbacks;
   StreamWrite result;
   {
@@ -119,7 +124,7 @@ StreamWrite StreamState::TryWrite(const google::protobuf::MessageLite& message,
     blocked_since_ = MonoTime();
     wanted_bytes_ = 1;
     Result<std::unique_ptr<Frame>> frame =
-        MakeFrame(STREAM_MESSAGE, 0, message, std::move(sidecars), bytes);
+        MakeFrame(STREAM_MESSAGE, 0, message, std::move(*sidecars), bytes);
     if (!frame.ok()) {
       EndLocked(frame.status().CloneAndPrepend("stream message not sent"), &callbacks);
       result = StreamWrite::kClosed;
@@ -153,7 +158,7 @@ Status StreamState::Write(const google::protobuf::MessageLite& message,
   }
   // Another writer may take the room first: then wait again.
   while (true) {
-    switch (TryWrite(message, std::move(sidecars))) {
+    switch (TryWriteFrom(message, &sidecars)) {
       case StreamWrite::kQueued:
         return Status::OK();
       case StreamWrite::kClosed: {

@@ -135,6 +135,10 @@ class StreamState final : public std::enable_shared_from_this<StreamState>, publ
 
  private:
   class Frame;
+  // TryWrite; `*sidecars` are taken only when the message is queued (a writer that waits and
+  // tries again still has them).
+  StreamWrite TryWriteFrom(const google::protobuf::MessageLite& message,
+                           std::vector<BlockSlice>* sidecars) RRPC_EXCLUDES(mu_);
   // Serializes one frame of this stream: `flags`, `credit`, then `body` and `sidecars`.
   Result<std::unique_ptr<Frame>> MakeFrame(uint32_t flags, uint32_t credit,
                                            const google::protobuf::MessageLite& body,
