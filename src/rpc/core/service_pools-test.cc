@@ -160,7 +160,7 @@ TEST_F(ServicePoolsTest, LongLivedCallHoldsItsSlotUntilReleased) {
   ServicePool::Admission moved = std::move(slot);
   // A moved-from admission holds nothing: that is what is checked here.
   EXPECT_FALSE(slot.admitted());  // NOLINT(bugprone-use-after-move)
-  moved.Reset();  // the stream closed
+  moved.Reset();                  // the stream closed
   PendingEcho* e = SendEcho();
   ASSERT_TRUE(Finished(e));
   EXPECT_TRUE(e->ctl.status().ok()) << e->ctl.status().ToString();

@@ -23,15 +23,13 @@ inline std::atomic<int64_t> live_heap_bytes{0};
 inline void* CountedNew(size_t n) {
   void* p = malloc(n == 0 ? 1 : n);
   if (p == nullptr) throw std::bad_alloc();
-  live_heap_bytes.fetch_add(static_cast<int64_t>(malloc_usable_size(p)),
-                            std::memory_order_relaxed);
+  live_heap_bytes.fetch_add(static_cast<int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
   return p;
 }
 
 inline void CountedDelete(void* p) {
   if (p == nullptr) return;
-  live_heap_bytes.fetch_sub(static_cast<int64_t>(malloc_usable_size(p)),
-                            std::memory_order_relaxed);
+  live_heap_bytes.fetch_sub(static_cast<int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
   free(p);
 }
 
@@ -51,7 +49,5 @@ void* operator new[](size_t n) { return rrpc::counted_heap_internal::CountedNew(
 void operator delete(void* p) noexcept { rrpc::counted_heap_internal::CountedDelete(p); }
 void operator delete[](void* p) noexcept { rrpc::counted_heap_internal::CountedDelete(p); }
 void operator delete(void* p, size_t) noexcept { rrpc::counted_heap_internal::CountedDelete(p); }
-void operator delete[](void* p, size_t) noexcept {
-  rrpc::counted_heap_internal::CountedDelete(p);
-}
+void operator delete[](void* p, size_t) noexcept { rrpc::counted_heap_internal::CountedDelete(p); }
 #endif
