@@ -149,14 +149,6 @@ Status StreamState::Write(const google::protobuf::MessageLite& message,
   }
   size_t bytes = message.ByteSizeLong();
   for (const BlockSlice& s : sidecars) bytes += s.slice.size();
-  {
-    MutexLock lock(mu_);
-    while (!ended_ && !writes_closed_ && static_cast<int64_t>(bytes) > credit_ &&
-           outstanding_ != 0) {
-      changed_.Wait(mu_);
-    }
-  }
-  // Another writer may take the room first: then wait again.
   while (true) {
     switch (TryWriteFrom(message, &sidecars)) {
       case StreamWrite::kQueued:
@@ -165,10 +157,10 @@ Status StreamState::Write(const google::protobuf::MessageLite& message,
         Status s = status();
         return s.ok() ? Status::IllegalState("stream closed for writing") : s;
       }
-      case StreamWrite::kFull: {
+      case StreamWrite::kFull: {  // wait for room, then try again (another writer may win it)
         MutexLock lock(mu_);
-        if (!ended_ && !writes_closed_ && static_cast<int64_t>(bytes) > credit_ &&
-            outstanding_ != 0) {
+        while (!ended_ && !writes_closed_ && static_cast<int64_t>(bytes) > credit_ &&
+               outstanding_ != 0) {
           changed_.Wait(mu_);
         }
         break;
