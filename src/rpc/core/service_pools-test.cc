@@ -118,6 +118,8 @@ TEST_F(ServicePoolsTest, MethodLimitRefusesCallsBeyondItAndFreesSlotsAsCallsEnd)
   ASSERT_TRUE(Finished(a));
   ASSERT_TRUE(Finished(b));
   EXPECT_TRUE(a->ctl.status().ok());
+  // The slots go back as the workers finish, which may be just after the answers arrived.
+  ASSERT_TRUE(WaitForCondition([&] { return pool()->PoolSnapshots()[0].in_flight == 0; }));
   PendingEcho* c = SendEcho();
   ASSERT_TRUE(Finished(c));
   EXPECT_TRUE(c->ctl.status().ok()) << c->ctl.status().ToString();
@@ -140,6 +142,7 @@ TEST_F(ServicePoolsTest, AdaptiveLimitRefusesCallsBeyondThePoolsLimit) {
   ExpectTooBusy(SendEcho(), "adaptive limit of 2");
   gate_.Open();
   for (auto& e : echoes_) ASSERT_TRUE(Finished(e.get()));
+  EXPECT_TRUE(WaitForCondition([&] { return pool()->PoolSnapshots()[0].in_flight == 0; }));
   ServicePoolInfo s = pool()->PoolSnapshots()[0];
   EXPECT_EQ(2, s.limit);
   EXPECT_EQ(1, s.limit_refusals);
