@@ -24,6 +24,13 @@
 namespace rrpc::rpc {
 namespace {
 
+// The features a negotiation may record for its peer: those both sides know. TLS and
+// TRANSPORT_UPGRADE are settled by the transport, never recorded from the peer's list.
+bool IsPeerFeature(RpcFeatureFlag f) {
+  return f == SIDECARS || f == CANCELLATION || f == EXACTLY_ONCE || f == TRACE_CONTEXT ||
+         f == STREAMS || f == COMPRESSION;
+}
+
 // Records what a negotiation writes.
 class RecordingHost final : public NegotiationHost {
  public:
@@ -87,8 +94,7 @@ void FuzzServer(const uint8_t* data, size_t size) {
     RRPC_FUZZ_CHECK(host.sent.size() == 1);
     CheckServerAnswers(host.sent, /*refused=*/false);
     for (RpcFeatureFlag f : negotiation.peer().features) {
-      RRPC_FUZZ_CHECK(f == SIDECARS || f == CANCELLATION || f == EXACTLY_ONCE ||
-                      f == TRACE_CONTEXT || f == COMPRESSION);
+      RRPC_FUZZ_CHECK(IsPeerFeature(f));
     }
   } else if (!host.sent.empty()) {
     RRPC_FUZZ_CHECK(host.sent.size() == 1);
@@ -105,8 +111,7 @@ void FuzzClient(const uint8_t* data, size_t size) {
       FeedFrames(data, size, [&](Slice frame) { return negotiation.OnFrame(frame); });
   if (done.ok() && *done) {
     for (RpcFeatureFlag f : negotiation.peer().features) {
-      RRPC_FUZZ_CHECK(f == SIDECARS || f == CANCELLATION || f == EXACTLY_ONCE ||
-                      f == TRACE_CONTEXT || f == COMPRESSION);
+      RRPC_FUZZ_CHECK(IsPeerFeature(f));
     }
   }
 }
