@@ -46,13 +46,14 @@ if [ "${RRPC_SKIP_CLANG:-0}" != 1 ]; then
   build-support/clang-tidy.sh build/ci-clang "$jobs"
 fi
 if [ "${RRPC_SKIP_FUZZ:-0}" != 1 ]; then
-  # Fuzz search: each libFuzzer target (clang, ASAN+UBSAN; all five) for 15 s from its seed
+  # Fuzz search: each libFuzzer target (clang, ASAN+UBSAN; all six) for 15 s from its seed
   # corpus, so the stage stays under ~2.5 min with a warm ccache; a crash, hang, leak or failed
   # check fails the run (docs/reliability.md). A new seed each run, printed first ("fuzz: seed
   # S"); RRPC_FUZZ_SEED=S replays a run. The corpus itself is replayed by ctest (<target>-corpus).
   echo "=== fuzz smoke: ${RRPC_FUZZ_SECONDS:-15} s per target ==="
   build-support/fuzz.sh --seconds "${RRPC_FUZZ_SECONDS:-15}" --seed "${RRPC_FUZZ_SEED:-0}" --jobs "$jobs" --build build/ci-fuzz \
-    frame_codec-fuzz negotiation-fuzz server_connection-fuzz tls_connection-fuzz bootstrap-fuzz
+    frame_codec-fuzz negotiation-fuzz server_connection-fuzz tls_connection-fuzz bootstrap-fuzz \
+    compression-fuzz
 fi
 if [ "${RRPC_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "=== tests: ASAN+UBSAN build ==="
