@@ -52,7 +52,7 @@ TEST(BlockTest, BlocksOfOtherSizesAreNotCached) {
   Block::KeepLargeBlocksOnThisThread();
   for (size_t capacity : {size_t{257}, size_t{600}, size_t{4096}, size_t{64 * 1024 - 1},
                           Block::kMaxKeptLargeBlockCapacity + 1}) {
-    const void* mem;
+    [[maybe_unused]] const void* mem;  // read only without a sanitizer
     {
       BlockRef block = Block::Allocate(capacity);
       block->data()[capacity - 1] = 1;
