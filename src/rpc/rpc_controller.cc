@@ -100,6 +100,7 @@ void RpcController::Reset() {
   request_left_ = false;
   has_compression_ = false;
   compression_ = Compression::kNone;
+  priority_ = 0;
   hash_key_code_ = 0;
   hedge_after_ = MonoDelta();
   request_seq_no_ = 0;

@@ -1,5 +1,8 @@
 #include "util/memory_tracker.h"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace rrpc {
 
 MemoryTracker::~MemoryTracker() {
@@ -25,6 +28,14 @@ bool MemoryTracker::AllBelow(double fraction) const {
     }
   }
   return true;
+}
+
+int64_t MemoryTracker::Headroom() const {
+  int64_t headroom = INT64_MAX;
+  for (const MemoryTracker* t = this; t != nullptr; t = t->parent_) {
+    if (t->limit_ > 0) headroom = std::min(headroom, t->limit_ - t->consumption());
+  }
+  return std::max<int64_t>(headroom, 0);
 }
 
 }  // namespace rrpc

@@ -39,6 +39,9 @@ class MemoryTracker {
   // Every tracker on the path holds at most `fraction` of its limit (a resume mark below the
   // limit keeps a paused reader from flapping).
   bool AllBelow(double fraction) const;
+  // Bytes this tracker's and its ancestors' limits still allow (INT64_MAX when none has one;
+  // never negative).
+  int64_t Headroom() const;
 
   const std::string& name() const { return name_; }
   int64_t limit() const { return limit_; }

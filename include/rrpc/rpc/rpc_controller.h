@@ -12,6 +12,7 @@
 
 #include "rrpc/rpc/compression.h"
 #include "rrpc/rpc/rpc_header.pb.h"
+#include "rrpc/rpc/service_pool_options.h"
 #include "rrpc/rpc/trace_context.h"
 #include "rrpc/util/block.h"
 #include "rrpc/util/monotime.h"
@@ -164,6 +165,21 @@ class RpcController {
   bool has_compression() const { return has_compression_; }
   Compression compression() const { return compression_; }
 
+  // The priority class this call asks for on the server (docs/isolation.md), overriding its
+  // method's (option (rrpc.background), ServiceIf::SetPriority): e.g. a batch job's reads
+  // sent as background so they yield to interactive ones. The server honours it the way it
+  // honours the call's deadline: a caller is trusted with both. Servers from before it ignore it.
+  // Kept by retries; Reset() unsets it.
+  void set_priority(CallPriority priority) {
+    priority_ = priority == CallPriority::kBackground ? 2 : 1;
+  }
+  bool has_priority() const { return priority_ != 0; }
+  CallPriority priority() const {
+    return priority_ == 2 ? CallPriority::kBackground : CallPriority::kForeground;
+  }
+  // As on the wire (RequestHeader field 50): 0 unset, 1 foreground, 2 background.
+  uint8_t wire_priority() const { return priority_; }
+
   // The response's sidecars, valid until Reset() or destruction.
   size_t num_inbound_sidecars() const { return inbound_sidecars_.size(); }
   Slice inbound_sidecar(size_t i) const { return inbound_sidecars_[i]; }
@@ -220,6 +236,7 @@ class RpcController {
   bool request_left_ = false;           // set by OutboundCall when the call finishes
   bool has_compression_ = false;
   Compression compression_ = Compression::kNone;
+  uint8_t priority_ = 0;  // wire_priority()
   uint64_t hash_key_code_ = 0;
   MonoDelta hedge_after_;
   uint64_t request_seq_no_ = 0;  // set by the attempt engine for tracked calls

@@ -18,7 +18,7 @@
 namespace rrpc::rpc {
 
 // A call's class within its pool. Set per method by option (rrpc.background) in .proto or by
-// ServiceIf::SetPriority.
+// ServiceIf::SetPriority; a caller may ask for another per call (RpcController::set_priority).
 enum class CallPriority : uint8_t { kForeground = 0, kBackground = 1 };
 
 // An adaptive limit on the calls a pool holds at once (queued and running), driven by how long

@@ -46,10 +46,19 @@ constexpr uint8_t kTagCompression[2] = {static_cast<uint8_t>((kCompressionTag & 
 constexpr uint8_t kTagUncompressedSize[2] = {
     static_cast<uint8_t>((kUncompressedSizeTag & 0x7f) | 0x80),
     static_cast<uint8_t>(kUncompressedSizeTag >> 7)};
+// stream_compression (32) and priority (50): two-byte tags.
+constexpr uint32_t kStreamCompressionTag = WireTag(RequestHeaderFieldNamed("stream_compression"));
+constexpr uint32_t kPriorityTag = WireTag(RequestHeaderFieldNamed("priority"));
+static_assert(kStreamCompressionTag >= 0x80 && kPriorityTag < 0x4000);
+constexpr uint8_t kTagStreamCompression[2] = {
+    static_cast<uint8_t>((kStreamCompressionTag & 0x7f) | 0x80),
+    static_cast<uint8_t>(kStreamCompressionTag >> 7)};
+constexpr uint8_t kTagPriority[2] = {static_cast<uint8_t>((kPriorityTag & 0x7f) | 0x80),
+                                     static_cast<uint8_t>(kPriorityTag >> 7)};
 // A new RequestHeader field: write it in EncodeTo and EncodedSize (field-number order), read it in
 // DecodeFast or leave it to the fallback, then count it here. request_header_table-test checks
 // each field's bytes against protobuf's.
-static_assert(std::size(kRequestHeaderFields) == 14, "a RequestHeader field the codec lacks");
+static_assert(std::size(kRequestHeaderFields) == 16, "a RequestHeader field the codec lacks");
 constexpr uint8_t kTagClientId = 1 << 3 | 2;  // in RequestIdPB
 constexpr uint8_t kTagSeqNo = 2 << 3 | 0;
 constexpr uint8_t kTagFirstIncomplete = 3 << 3 | 0;
@@ -253,8 +262,10 @@ void RequestHeaderFields::Clear() {
   trace = TraceFields();
   stream_flags = 0;
   stream_credit = 0;
+  stream_compression = 0;
   has_compression = false;
   compression = CompressionFields();
+  priority = 0;
 }
 
 void ResponseHeaderFields::Clear() {
@@ -345,6 +356,11 @@ uint8_t* EncodeTo(const RequestHeaderParts& h, uint8_t* p) {
     *p++ = kTagStreamCredit[1];
     p = WriteVarint(h.stream_credit, p);
   }
+  if (h.stream_compression != 0) {
+    *p++ = kTagStreamCompression[0];
+    *p++ = kTagStreamCompression[1];
+    p = WriteVarint(h.stream_compression, p);
+  }
   if (h.compression != nullptr) {
     *p++ = kTagCompression[0];
     *p++ = kTagCompression[1];
@@ -352,6 +368,11 @@ uint8_t* EncodeTo(const RequestHeaderParts& h, uint8_t* p) {
     *p++ = kTagUncompressedSize[0];
     *p++ = kTagUncompressedSize[1];
     p = WriteVarint(h.compression->uncompressed_size, p);
+  }
+  if (h.priority != 0) {
+    *p++ = kTagPriority[0];
+    *p++ = kTagPriority[1];
+    p = WriteVarint(h.priority, p);
   }
   return p;
 }
@@ -371,7 +392,9 @@ RequestHeaderParts PartsOf(const RequestHeaderFields& h, std::string* remote_met
   parts.trace = h.has_trace ? &h.trace : nullptr;
   parts.stream_flags = h.stream_flags;
   parts.stream_credit = h.stream_credit;
+  parts.stream_compression = h.stream_compression;
   parts.compression = h.has_compression ? &h.compression : nullptr;
+  parts.priority = h.priority;
   return parts;
 }
 
@@ -427,19 +450,25 @@ uint8_t* EncodeTo(const ResponseHeaderFields& h, uint8_t* p) {
 
 namespace {
 
-// The compression fields as the encoder writes them (both, in number order) ending the header;
-// `p` is at the first one's tag. Out of line: most calls carry none.
-[[gnu::noinline]] bool DecodeCompressionFast(const uint8_t* p, const uint8_t* end,
-                                             CompressionFields* c, bool* has_compression) {
-  if (end - p < 3 || p[0] != kTagCompression[0] || p[1] != kTagCompression[1]) return false;
-  p += 2;
-  if (!ReadSmallVarint(&p, end, &c->codec)) return false;
-  if (end - p < 3 || p[0] != kTagUncompressedSize[0] || p[1] != kTagUncompressedSize[1]) {
-    return false;
+// What may follow the stream fields as the encoder writes it, ending the header: the compression
+// fields (both, in number order), then the priority. `p` is at the first tag. Out of line: most
+// calls carry neither. A stream's codec (32) is left to the generated parser.
+[[gnu::noinline]] bool DecodeTailFast(const uint8_t* p, const uint8_t* end,
+                                      RequestHeaderFields* h) {
+  if (end - p >= 3 && p[0] == kTagCompression[0] && p[1] == kTagCompression[1]) {
+    p += 2;
+    if (!ReadSmallVarint(&p, end, &h->compression.codec)) return false;
+    if (end - p < 3 || p[0] != kTagUncompressedSize[0] || p[1] != kTagUncompressedSize[1]) {
+      return false;
+    }
+    p += 2;
+    if (!ReadSmallVarint(&p, end, &h->compression.uncompressed_size)) return false;
+    h->has_compression = true;
   }
-  p += 2;
-  if (!ReadSmallVarint(&p, end, &c->uncompressed_size)) return false;
-  *has_compression = true;
+  if (end - p >= 3 && p[0] == kTagPriority[0] && p[1] == kTagPriority[1]) {
+    p += 2;
+    if (!ReadSmallVarint(&p, end, &h->priority)) return false;
+  }
   return p == end;
 }
 
@@ -476,7 +505,9 @@ namespace {
   h->has_trace = false;
   h->stream_flags = 0;
   h->stream_credit = 0;
+  h->stream_compression = 0;  // a header with one takes the generated parser
   h->has_compression = false;
+  h->priority = 0;
   if (p != end && *p == kTagRequestRemoteMethod) {
     p++;
     uint32_t len;
@@ -524,7 +555,7 @@ namespace {
     p += 2;
     if (!ReadSmallVarint(&p, end, &h->stream_credit)) return false;
   }
-  if (p != end) return DecodeCompressionFast(p, end, &h->compression, &h->has_compression);
+  if (p != end) return DecodeTailFast(p, end, h);
   return true;
 }
 

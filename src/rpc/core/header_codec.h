@@ -11,7 +11,7 @@
 //  - decoding takes the common layout (the one the encoder writes: each field at most once, in
 //    number order) in one bounds-checked pass, with the method names pointing into the frame;
 //    the trace fields are read there too when all four come in number order, and so are
-//    feature flags (unpacked) and the compression fields (both, in number order);
+//    feature flags (unpacked), the compression fields (both, in number order) and the priority;
 //    anything else (other field order, repeats, packed offsets or flags, request ids,
 //    unknown fields, long varints) goes to the generated parser, so every header protobuf accepts
 //    is accepted with the same meaning and every one it refuses is refused (frame_codec-fuzz
@@ -77,9 +77,14 @@ struct RequestHeaderFields {
   // encoder writes neither when 0).
   uint32_t stream_flags = 0;
   uint32_t stream_credit = 0;
+  // A stream's codec (opening frames only; a Compression value, 0: none). Decoded by the
+  // generated parser (rare).
+  uint32_t stream_compression = 0;
   // Both compression fields present (a header with one of them has none, as for the trace).
   bool has_compression = false;
   CompressionFields compression;
+  // The caller's priority class as on the wire (1 foreground, 2 background; 0: absent).
+  uint32_t priority = 0;
 
   // Keeps the vectors' capacity (a per-thread instance allocates nothing after its first use).
   void Clear();
@@ -115,7 +120,9 @@ struct RequestHeaderParts {
   const TraceFields* trace = nullptr;           // nullptr: no trace context
   uint32_t stream_flags = 0;                    // 0: not a stream frame
   uint32_t stream_credit = 0;
+  uint32_t stream_compression = 0;                 // 0: none (not a stream's opening frame)
   const CompressionFields* compression = nullptr;  // nullptr: the body is not compressed
+  uint32_t priority = 0;                           // 0: the method's class
 };
 
 // The header's remote_method field (its tag, length and RemoteMethodPB), as it sits in every call
@@ -164,7 +171,9 @@ inline size_t EncodedSize(const RequestHeaderParts& h) {
   if (h.request_id != nullptr) n += EncodedRequestIdSize(*h.request_id);
   if (h.stream_flags != 0) n += 2 + VarintSize(h.stream_flags);  // two-byte tags
   if (h.stream_credit != 0) n += 2 + VarintSize(h.stream_credit);
+  if (h.stream_compression != 0) n += 2 + VarintSize(h.stream_compression);
   if (h.compression != nullptr) n += EncodedRequestCompressionSize(*h.compression);
+  if (h.priority != 0) n += 2 + VarintSize(h.priority);
   return n;
 }
 uint8_t* EncodeTo(const RequestHeaderParts& header, uint8_t* out);

@@ -83,6 +83,10 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
       if (!header.sidecar_offsets.empty() || !tail.empty()) {
         RRPC_RETURN_NOT_OK(SplitSidecars(tail, header.sidecar_offsets, &inbound_sidecars_));
       }
+      if (header.has_compression) {
+        request_compressed_ = true;
+        request_compression_ = header.compression;
+      }
       frame_block_ = std::move(frame.block);
       return Status::OK();
     }
@@ -117,6 +121,10 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
   if (header.has_trace) SetTrace(header.trace);
   stream_flags_ = header.stream_flags;
   stream_credit_ = header.stream_credit;
+  stream_compression_ = header.stream_compression;
+  if (header.priority == 1 || header.priority == 2) {
+    requested_priority_ = static_cast<uint8_t>(header.priority);
+  }
   frame_block_ = std::move(frame.block);
   call_id_ = header.call_id;
   requested_service_ =
@@ -128,17 +136,6 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
   return Status::OK();
 }
 
-namespace {
-// Bytes the inbound memory limits of `tracker` and its ancestors still allow.
-int64_t InboundHeadroom(const MemoryTracker* tracker) {
-  int64_t headroom = INT64_MAX;
-  for (const MemoryTracker* t = tracker; t != nullptr; t = t->parent()) {
-    if (t->limit() > 0) headroom = std::min(headroom, t->limit() - t->consumption());
-  }
-  return std::max<int64_t>(headroom, 0);
-}
-}  // namespace
-
 Status InboundCall::DecompressRequest() {
   const CompressionFields c = request_compression_;
   MessengerMetrics* const metrics = metrics_ != nullptr ? metrics_->messenger : nullptr;
@@ -148,7 +145,7 @@ Status InboundCall::DecompressRequest() {
                                    std::to_string(c.codec));
   }
   const size_t max_size = connection_->reactor()->options().max_message_size;
-  const int64_t headroom = InboundHeadroom(connection_->inbound_memory());
+  const int64_t headroom = connection_->inbound_memory()->Headroom();
   if (c.uncompressed_size <= max_size && static_cast<int64_t>(c.uncompressed_size) > headroom) {
     if (metrics != nullptr) metrics->BodyDecompressed(body_.size(), 0, false, MonoDelta());
     return Status::InvalidArgument("compressed request states " +

@@ -21,6 +21,7 @@
 #include "rpc/transport/outbound_transfer.h"
 #include "rrpc/rpc/rpc_context.h"
 #include "rrpc/rpc/rpc_header.pb.h"
+#include "rrpc/rpc/service_pool_options.h"
 #include "rrpc/rpc/trace_context.h"
 #include "rrpc/util/block.h"
 #include "rrpc/util/monotime.h"
@@ -88,6 +89,17 @@ class InboundCall final : public OutboundTransfer {
   MonoTime arrival_time() const { return arrival_; }
   // Computed once at arrival and cached: MonoTime::Max() when the client set no timeout.
   MonoTime deadline() const { return deadline_; }
+  // The priority class the caller asked for (header field 50), overriding its method's: false
+  // when it asked for none (or for a class this server does not know).
+  bool requested_priority(CallPriority* priority) const {
+    if (requested_priority_ == 0) return false;
+    *priority = requested_priority_ == 2 ? CallPriority::kBackground : CallPriority::kForeground;
+    return true;
+  }
+  // Set by its pool as it queues the call: it went into the background lane (the pool tells the
+  // queue when it ends).
+  void set_queued_background(bool background) { queued_background_ = background; }
+  bool queued_background() const { return queued_background_; }
 
   // Streams (docs/streams.md). stream_flags(): the header's StreamFrameFlag bits. A frame with
   // some but no remote method is a stream's frame, not a call: the connection hands its body and
@@ -98,6 +110,13 @@ class InboundCall final : public OutboundTransfer {
   uint32_t stream_credit() const { return stream_credit_; }
   bool is_stream_frame() const { return stream_flags_ != 0 && requested_method_.empty(); }
   bool opens_stream() const { return (stream_flags_ & STREAM_OPEN) != 0; }
+  // A stream's opening frame: the codec the client asked the stream to compress its messages
+  // with (header field 32, a Compression value as sent; 0: none).
+  uint32_t stream_compression() const { return stream_compression_; }
+  // A stream frame's body came compressed (header fields 40-41): the stream decompresses it.
+  const CompressionFields* frame_compression() const {
+    return request_compressed_ ? &request_compression_ : nullptr;
+  }
   void set_stream(std::shared_ptr<StreamState> stream) { stream_ = std::move(stream); }
   const std::shared_ptr<StreamState>& stream() const { return stream_; }
   BlockRef frame_block() const { return frame_block_; }
@@ -268,6 +287,9 @@ class InboundCall final : public OutboundTransfer {
   bool context_ended_ = false;    // EndContextForStream() ran
   uint32_t stream_flags_ = 0;
   uint32_t stream_credit_ = 0;
+  uint32_t stream_compression_ = 0;
+  uint8_t requested_priority_ = 0;  // header field 50 when 1 or 2; else 0
+  bool queued_background_ = false;
   std::shared_ptr<StreamState> stream_;  // a stream's opening call: the stream it answers
   std::string_view requested_service_;
   std::string_view requested_method_;

@@ -107,7 +107,7 @@ Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t
   // The span id first: zero for the calls that carry no context, one test for them.
   Result<BlockSlice> head =
       tracker == nullptr && controller_->trace_context().span_id == 0 && stream_ == nullptr &&
-              compression_ == Compression::kNone
+              compression_ == Compression::kNone && controller_->wire_priority() == 0
           ? SerializeFrameHead(header, request, offset, max_message_size, head_buffer_,
                                kInlineHeadBytes)
           : SerializeWithOptionalParts(&header, request, offset, max_message_size, tracker);
@@ -142,6 +142,7 @@ Result<BlockSlice> OutboundCall::SerializeWithOptionalParts(
     trace.trace_flags = tc.flags;
     header->trace = &trace;
   }
+  header->priority = controller_->wire_priority();
   static constexpr uint32_t kStreamFeature = STREAMS;
   if (stream_ != nullptr) {
     // A server without streams refuses the call (ERROR_UNSUPPORTED_FEATURE) rather than run it.
@@ -150,6 +151,7 @@ Result<BlockSlice> OutboundCall::SerializeWithOptionalParts(
     header->stream_flags = STREAM_OPEN;
     header->stream_credit =
         static_cast<uint32_t>(stream_->receive_window() - StreamState::kInitialWindow);
+    header->stream_compression = static_cast<uint32_t>(stream_->compression());
   }
   // The plain frame first (the receiver holds the uncompressed body to the same limit): a body
   // that does not shrink goes in it at the cost of the attempt alone.

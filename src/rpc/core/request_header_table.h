@@ -128,6 +128,12 @@ inline constexpr RequestHeaderField kRequestHeaderFields[] = {
        out->stream_credit = pb.stream_credit();
        return pb.has_stream_credit();
      }},
+    {"stream_compression", 32, HeaderFieldType::kUint32, HeaderFieldLabel::kOptional,
+     HeaderFieldGroup::kNone,
+     [](const RequestHeader& pb, RequestHeaderFields* out) {
+       out->stream_compression = pb.stream_compression();
+       return pb.has_stream_compression();
+     }},
     {"compression", 40, HeaderFieldType::kUint32, HeaderFieldLabel::kOptional,
      HeaderFieldGroup::kCompression,
      [](const RequestHeader& pb, RequestHeaderFields* out) {
@@ -139,6 +145,11 @@ inline constexpr RequestHeaderField kRequestHeaderFields[] = {
      [](const RequestHeader& pb, RequestHeaderFields* out) {
        out->compression.uncompressed_size = pb.uncompressed_size();
        return pb.has_uncompressed_size();
+     }},
+    {"priority", 50, HeaderFieldType::kUint32, HeaderFieldLabel::kOptional, HeaderFieldGroup::kNone,
+     [](const RequestHeader& pb, RequestHeaderFields* out) {
+       out->priority = pb.priority();
+       return pb.has_priority();
      }},
 };
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -242,11 +243,14 @@ class PrioritiesTest : public ::testing::Test {
     CountDownLatch done{1};
     bool Finished() { return done.WaitFor(MonoDelta::FromSeconds(60)); }
   };
-  // `timeout` sets the deadline, and so the EDF order within a class.
-  Pending* Send(bool scan, const std::string& data, int timeout_s) {
+  // `timeout` sets the deadline, and so the EDF order within a class; `priority`, when set, the
+  // class the caller asks for.
+  Pending* Send(bool scan, const std::string& data, int timeout_s,
+                std::optional<CallPriority> priority = std::nullopt) {
     auto p = std::make_unique<Pending>();
     p->req.set_data(data);
     p->ctl.set_timeout(MonoDelta::FromSeconds(timeout_s));
+    if (priority.has_value()) p->ctl.set_priority(*priority);
     Pending* raw = p.get();
     rtest::MixedWorkServiceProxy proxy(client_, addr_);
     auto done = [raw] { raw->done.CountDown(); };
@@ -320,6 +324,30 @@ TEST_F(PrioritiesTest, ForegroundFloodLeavesBackgroundItsShare) {
   EXPECT_GE(DefaultPool().queued_foreground, 1u);
   service_->queued_get_gate.Open();
   for (auto& p : pending_) ASSERT_TRUE(p->Finished());
+}
+
+// The caller's class overrides the method's (RpcController::set_priority, header field 50): a
+// Get sent as background waits in the background lane, a Scan sent as foreground in the
+// foreground one; and the background lane's share comes back however a call got into it.
+TEST_F(PrioritiesTest, CallersPriorityOverridesTheMethods) {
+  Send(false, "get", 30);
+  Send(false, "get", 30);
+  ASSERT_TRUE(service_->get_gate.WaitForEntered(2));  // both workers held
+  Send(false, "queued-get", 30, CallPriority::kBackground);
+  ASSERT_TRUE(WaitForCondition([&] { return DefaultPool().queued_background == 1; }));
+  EXPECT_EQ(0u, DefaultPool().queued_foreground);
+  service_->scan_gate.Open();
+  Send(true, "scan", 30, CallPriority::kForeground);
+  ASSERT_TRUE(WaitForCondition([&] { return DefaultPool().queued_foreground == 1; }));
+  EXPECT_EQ(1u, DefaultPool().queued_background);
+  service_->get_gate.Open();
+  service_->queued_get_gate.Open();
+  for (auto& p : pending_) {
+    ASSERT_TRUE(p->Finished());
+    EXPECT_TRUE(p->ctl.status().ok()) << p->ctl.status().ToString();
+  }
+  EXPECT_TRUE(WaitForCondition([&] { return DefaultPool().background_running == 0; }));
+  EXPECT_EQ(0u, DefaultPool().queued_background + DefaultPool().queued_foreground);
 }
 
 }  // namespace

@@ -160,15 +160,19 @@ void WorkerPool::RefuseTooBusy(InboundCall* call, const std::string& why) {
 }
 
 void WorkerPool::Queue(InboundCall* call, MethodAdmission* admission) {
-  Queue_::Lane lane = Queue_::kForeground;
+  CallPriority priority = CallPriority::kForeground;
   if (admission != nullptr) {
     std::string refusal;
     if (!TryAcquire(admission, &refusal)) {
       RefuseTooBusy(call, refusal);
       return;
     }
-    if (admission->priority == CallPriority::kBackground) lane = Queue_::kBackground;
+    priority = admission->priority;
   }
+  call->requested_priority(&priority);  // the caller's class, when it asked for one
+  const Queue_::Lane lane =
+      priority == CallPriority::kBackground ? Queue_::kBackground : Queue_::kForeground;
+  call->set_queued_background(lane == Queue_::kBackground);
   InboundCall* evicted = nullptr;
   switch (queue_.Put(call, &evicted, lane)) {
     case Queue_::PutResult::kHandedOff:
@@ -194,11 +198,10 @@ void WorkerPool::Queue(InboundCall* call, MethodAdmission* admission) {
   }
 }
 
-void WorkerPool::Finished(const RpcMethodInfo* method, bool slot_kept) {
+void WorkerPool::Finished(const RpcMethodInfo* method, bool background, bool slot_kept) {
+  if (background) queue_.BackgroundDone();
   MethodAdmission* admission = method->admission;
-  if (admission == nullptr) return;
-  if (admission->priority == CallPriority::kBackground) queue_.BackgroundDone();
-  if (!slot_kept) Release(admission);
+  if (admission != nullptr && !slot_kept) Release(admission);
 }
 
 void WorkerPool::RunWorker() {
@@ -211,8 +214,9 @@ void WorkerPool::RunWorker() {
     }
     if (call == nullptr) return;
     const RpcMethodInfo* method = call->method();  // outlives the call, which run_ may delete
+    const bool background = call->queued_background();
     const bool slot_kept = run_(call, this);
-    Finished(method, slot_kept);
+    Finished(method, background, slot_kept);
   }
 }
 

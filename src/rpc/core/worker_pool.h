@@ -105,9 +105,9 @@ class WorkerPool {
   void AttachPoolMetrics();
   void RunWorker();
   void RefuseTooBusy(InboundCall* call, const std::string& why);
-  // Ends `call`'s admission: its slots and, for background, its running lane share.
-  // `slot_kept`: a stream holds the call's slot (RunFn).
-  void Finished(const RpcMethodInfo* method, bool slot_kept);
+  // Ends a call's admission: its slots and, when it ran in the background lane (`background`),
+  // its share of that lane. `slot_kept`: a stream holds the call's slot (RunFn).
+  void Finished(const RpcMethodInfo* method, bool background, bool slot_kept);
 
   const ServicePoolConfig config_;
   const std::string messenger_name_;
