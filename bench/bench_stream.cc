@@ -37,7 +37,11 @@ class StreamClient {
         index_(index),
         sidecar_(Pattern() + (1ULL << 32), config.sidecar_bytes) {
     payload_.resize(config.payload_bytes);
-    FillPattern(Pattern(), payload_.data(), payload_.size());
+    if (config.text_payload) {
+      FillText(Pattern(), payload_.data(), payload_.size());
+    } else {
+      FillPattern(Pattern(), payload_.data(), payload_.size());
+    }
     out_.set_payload(payload_);
     if (sidecar_.size > 0) sidecars_.push_back(sidecar_.block_slice());
   }
@@ -53,6 +57,7 @@ class StreamClient {
           open.set_sidecar_bytes(static_cast<uint32_t>(config_.sidecar_bytes));
         }
         open.set_pattern(Pattern());
+        if (config_.text_payload) open.set_text(true);
         stream_ = proxy.Download(open, options).untyped();
         Drain(self);
         break;

@@ -25,7 +25,11 @@ struct Downloader {
         sidecar(open.pattern() + (1ULL << 32), open.sidecar_bytes()) {
     std::string* payload = chunk.mutable_payload();
     payload->resize(open.payload_bytes());
-    FillPattern(open.pattern(), payload->data(), payload->size());
+    if (open.text()) {
+      FillText(open.pattern(), payload->data(), payload->size());
+    } else {
+      FillPattern(open.pattern(), payload->data(), payload->size());
+    }
     if (sidecar.size > 0) sidecars.push_back(sidecar.block_slice());
   }
 

@@ -77,11 +77,12 @@ DEFINE_double(run_seconds, 5, "Length of the measuring window, in seconds");
 DEFINE_double(warmup_seconds, 1, "Seconds of load before the window opens (not counted)");
 DEFINE_int32(payload_bytes, 64, "Request payload, in bytes");
 DEFINE_string(compression, "none",
-              "Codec of the client's calls: none, lz4 or zstd (docs/compression.md); the server "
-              "answers compressed calls in kind. Bodies under 1 KiB, or that do not shrink, go "
-              "as they are");
+              "Codec of the client's calls and streams: none, lz4 or zstd (docs/compression.md); "
+              "the server answers compressed calls in kind and compresses a stream's messages "
+              "with its codec. Bodies under 1 KiB, or that do not shrink, go as they are");
 DEFINE_string(payload_kind, "random",
-              "Request payload bytes: random (incompressible) or text (like kv values)");
+              "Request (and stream message) payload bytes: random (incompressible) or text (like "
+              "kv values)");
 DEFINE_int32(response_bytes, -1, "Response payload, in bytes; -1: the same as --payload_bytes");
 DEFINE_int32(sidecar_bytes, 0,
              "Bytes of one request sidecar, echoed back as a response sidecar; 0: none");

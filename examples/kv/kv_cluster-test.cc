@@ -13,8 +13,8 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -378,9 +378,10 @@ TEST_F(KvClusterTest, ServerKilledUnderTrackedWritesDoublesNoneAndReportsEachFai
       may_have_run_applied += static_cast<int>(applied[call]);
     }
   }
-  printf("tracked writes: %d succeeded, %d failed \"did not run\", %d failed \"may have run\" "
-         "(%d of them applied)\n",
-         succeeded, did_not_run, may_have_run, may_have_run_applied);
+  printf(
+      "tracked writes: %d succeeded, %d failed \"did not run\", %d failed \"may have run\" "
+      "(%d of them applied)\n",
+      succeeded, did_not_run, may_have_run, may_have_run_applied);
   EXPECT_GT(succeeded, kCalls / 3);
 }
 

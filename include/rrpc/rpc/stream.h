@@ -33,8 +33,11 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "rrpc/rpc/compression.h"
+#include "rrpc/rpc/service_pool_options.h"
 #include "rrpc/util/block.h"
 #include "rrpc/util/monotime.h"
 #include "rrpc/util/status.h"
@@ -73,6 +76,14 @@ struct StreamOptions {
   // Bytes of messages the server may send ahead of this client's reading; 0: the messenger's
   // MessengerOptions::stream_window.
   size_t receive_window = 0;
+  // The codec both sides compress this stream's message bodies with (docs/compression.md);
+  // unset: the method's (rrpc.compression) option, else the messenger's
+  // CompressionOptions::codec. A body is compressed when it has at least
+  // CompressionOptions::min_bytes and compressing shrinks it; sidecars go as they are.
+  std::optional<Compression> compression;
+  // The opening call's priority class on the server (RpcController::set_priority): where the
+  // stream's handler queues in its pool. Unset: the method's.
+  std::optional<CallPriority> priority;
 };
 
 // The untyped handle. Copies refer to one stream; when the last copy goes, an unfinished stream

@@ -486,6 +486,8 @@ TEST_F(ProtocGenRrpcTest, CompressionOptionSetsTheCodecOfCallsWithoutOne) {
     service S {
       rpc Scan(M) returns (M) { option (rrpc.compression) = "zstd"; }
       rpc Get(M) returns (M);
+      rpc Rows(M) returns (stream M) { option (rrpc.compression) = "lz4"; }
+      rpc Tail(M) returns (stream M);
     }
   )");
   ProtocRun run = RunProtocOnScratch({"z.proto"});
@@ -499,6 +501,13 @@ TEST_F(ProtocGenRrpcTest, CompressionOptionSetsTheCodecOfCallsWithoutOne) {
   ASSERT_NE(std::string::npos, first) << cc;
   EXPECT_NE(std::string::npos, cc.find(set, first + 1));
   EXPECT_EQ(std::string::npos, cc.find(set, cc.find(set, first + 1) + 1));
+  // A stream method's option is its stream's codec unless the caller's options name one: once
+  // (Rows), not for Tail.
+  const std::string stream_set =
+      "if (!with_codec.compression) with_codec.compression = ::rrpc::rpc::Compression::kLz4;";
+  const size_t in_rows = cc.find(stream_set);
+  ASSERT_NE(std::string::npos, in_rows) << cc;
+  EXPECT_EQ(std::string::npos, cc.find(stream_set, in_rows + 1));
 
   WriteProto("bad.proto", R"(
     syntax = "proto3";

@@ -626,11 +626,18 @@ void PrintProxyDefs(const pb::ServiceDescriptor* service, pb::io::Printer* p) {
                       StreamOpenParams(m, false), " const {"),
                  p);
       p->Indent();
+      // option (rrpc.compression): the stream's codec unless its options name one.
+      if (!codec.empty()) {
+        p->Print("::rrpc::rpc::StreamOptions with_codec = options;\n");
+        p->Print(("if (!with_codec.compression) with_codec.compression = " + codec +
+                  ";  // option (rrpc.compression)\n")
+                     .c_str());
+      }
       const std::string open = Wrap(
           2, "return " + ClientStreamType(m) + "(::rrpc::rpc::Proxy::OpenStream",
           {name, OpensWithRequest(m) ? "&req" : "nullptr",
            m.descriptor->server_streaming() ? "nullptr" : "&" + m.response + "::default_instance()",
-           "options"},
+           codec.empty() ? "options" : "with_codec"},
           ");");
       PrintLines(open, p);
       p->Outdent();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "rpc/core/compression.h"
 #include "rpc/core/constants.h"
 #include "rpc/core/inbound_call.h"
 #include "rpc/core/messenger_internals.h"
@@ -343,10 +344,15 @@ Status Connection::HandleCallFrame(BlockSlice&& frame, size_t* charged) {
   }
   if (call->is_stream_frame()) return HandleStreamFrame(*call);
   bool refuse_stream = false;
+  bool unknown_codec = false;
   if (call->opens_stream()) {
-    Result<bool> added = streams_.AddServer(call.get(), call->stream_credit());
-    RRPC_RETURN_NOT_OK(added.status());
-    refuse_stream = !*added;
+    unknown_codec =
+        call->stream_compression() != 0 && !IsKnownCompression(call->stream_compression());
+    if (!unknown_codec) {
+      Result<bool> added = streams_.AddServer(call.get(), call->stream_credit());
+      RRPC_RETURN_NOT_OK(added.status());
+      refuse_stream = !*added;
+    }
   }
   if (peer_cancels_) cancels_.Track(call.get());
   call->HoldMemory(call->frame_bytes(), *charged);
@@ -359,14 +365,21 @@ Status Connection::HandleCallFrame(BlockSlice&& frame, size_t* charged) {
                                    "max_streams_per_connection"));
     return Status::OK();
   }
+  if (unknown_codec) {
+    const std::string codec = std::to_string(call->stream_compression());
+    call.release()->RespondFailure(
+        ErrorStatusPB::ERROR_INVALID_REQUEST,
+        Status::InvalidArgument("stream compression codec unknown to this server", codec));
+    return Status::OK();
+  }
   reactor_->RouteInboundCall(std::move(call));
   return Status::OK();
 }
 
 Status Connection::HandleStreamFrame(const InboundCall& frame) {
   return streams_.OnFrame(frame.call_id(), frame.stream_flags(), frame.stream_credit(),
-                          frame.frame_block(), frame.serialized_request(),
-                          frame.inbound_sidecars());
+                          frame.frame_block(), frame.serialized_request(), frame.inbound_sidecars(),
+                          frame.frame_compression());
 }
 
 Status Connection::HandleResponseFrame(BlockSlice&& frame) {
@@ -381,7 +394,7 @@ Status Connection::HandleResponseFrame(BlockSlice&& frame) {
       RRPC_RETURN_NOT_OK(SplitSidecars(tail, header.sidecar_offsets, &sidecars));
     }
     return streams_.OnFrame(header.call_id, header.stream_flags, header.stream_credit, frame.block,
-                            body, sidecars);
+                            body, sidecars, header.has_compression ? &header.compression : nullptr);
   }
   if (!streams_.empty()) streams_.Remove(header.call_id);
   scoped_refptr<OutboundCall> call;

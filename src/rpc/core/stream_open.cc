@@ -22,6 +22,10 @@ Stream OpenClientStream(Messenger* messenger, scoped_refptr<RemoteMethod>&& meth
   Stream handle(state);
   RpcController* controller = state->controller();
   if (options.timeout > MonoDelta()) controller->set_timeout(options.timeout);
+  if (options.priority.has_value()) controller->set_priority(*options.priority);
+  state->SetCompression(options.compression.value_or(mo.compression.codec), mo.compression,
+                        MessengerInternals::metrics(*messenger));
+  state->set_peer_reads_compression(method->peer_reads_compression());
   std::unique_ptr<google::protobuf::Message> response(
       response_prototype != nullptr ? response_prototype->New() : new StreamEmptyPB());
   google::protobuf::Message* response_ptr = response.get();

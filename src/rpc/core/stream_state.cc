@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "rpc/core/compression.h"
 #include "rpc/core/connection.h"
 #include "rpc/core/header_codec.h"
 #include "rpc/core/inbound_call.h"
@@ -22,8 +23,9 @@ namespace rrpc::rpc {
 class StreamState::Frame final : public OutboundTransfer {
  public:
   // `message_bytes`: the message's bytes (body and sidecars); 0 for a frame without one.
-  Frame(BlockSlice head, std::vector<BlockSlice>&& sidecars, size_t message_bytes)
-      : message_bytes_(message_bytes) {
+  // `compressed`: its body is.
+  Frame(BlockSlice head, std::vector<BlockSlice>&& sidecars, size_t message_bytes, bool compressed)
+      : message_bytes_(message_bytes), compressed_(compressed) {
     if (sidecars.empty()) {
       SetPayload(std::move(head));
     } else {
@@ -32,6 +34,7 @@ class StreamState::Frame final : public OutboundTransfer {
   }
   void set_stream(std::shared_ptr<StreamState> stream) { stream_ = std::move(stream); }
   size_t message_bytes() const { return message_bytes_; }
+  bool compressed() const { return compressed_; }
 
   void TransferDone() override { Done(); }
   void TransferAborted(const Status&) override { Done(); }
@@ -45,6 +48,7 @@ class StreamState::Frame final : public OutboundTransfer {
   }
 
   const size_t message_bytes_;
+  const bool compressed_;
   std::shared_ptr<StreamState> stream_;
 };
 
@@ -63,10 +67,44 @@ StreamState::~StreamState() {
   DCHECK(server_call_ == nullptr) << "server stream destroyed with its call unanswered";
 }
 
+void StreamState::SetCompression(Compression codec, const CompressionOptions& options,
+                                 MessengerMetrics* metrics) {
+  codec_ = codec;
+  compression_options_ = options;
+  compression_metrics_ = metrics;
+}
+
+std::optional<StreamState::CompressedBody> StreamState::CompressBody(
+    const google::protobuf::MessageLite& message, size_t body_bytes) {
+  if (codec_ == Compression::kNone || body_bytes < compression_options_.min_bytes ||
+      body_bytes > max_message_size_ || !peer_reads_compression_.load(std::memory_order_relaxed)) {
+    return std::nullopt;
+  }
+  BlockRef plain = Block::Allocate(body_bytes);
+  message.SerializeWithCachedSizesToArray(plain->data());
+  const MonoTime start = MonoTime::Now();
+  Result<std::optional<BlockSlice>> compressed =
+      Compress(Slice(plain->data(), body_bytes), codec_, compression_options_.min_bytes,
+               compression_options_.zstd_level);
+  const bool skipped = !compressed.ok() || !compressed.value().has_value();
+  if (compression_metrics_ != nullptr) {
+    compression_metrics_->BodyCompressed(body_bytes,
+                                         skipped ? body_bytes : compressed.value()->slice.size(),
+                                         skipped, MonoTime::Now() - start);
+  }
+  if (skipped) return std::nullopt;  // a body that does not shrink goes as it is
+  CompressedBody body;
+  body.bytes = std::move(*compressed.value());
+  body.fields.codec = static_cast<uint32_t>(codec_);
+  body.fields.uncompressed_size = static_cast<uint32_t>(body_bytes);
+  return body;
+}
+
 Result<std::unique_ptr<StreamState::Frame>> StreamState::MakeFrame(
     uint32_t flags, uint32_t credit, const google::protobuf::MessageLite& body,
-    std::vector<BlockSlice>&& sidecars, size_t bytes) {
-  const size_t body_bytes = body.ByteSizeLong();
+    std::vector<BlockSlice>&& sidecars, size_t bytes, const CompressedBody* compressed) {
+  const size_t body_bytes =
+      compressed != nullptr ? compressed->fields.uncompressed_size : body.ByteSizeLong();
   const uint32_t sidecar_bytes = static_cast<uint32_t>(bytes - std::min(bytes, body_bytes));
   // The client's frames carry a RequestHeader, the server's a ResponseHeader; the same fields.
   auto fill = [&](auto* h) {
@@ -86,12 +124,26 @@ Result<std::unique_ptr<StreamState::Frame>> StreamState::MakeFrame(
   } else {
     fill(&response);
   }
-  Result<BlockSlice> head =
-      side_ == Side::kClient ? SerializeFrameHead(request, body, sidecar_bytes, max_message_size_)
-                             : SerializeFrameHead(response, body, sidecar_bytes, max_message_size_);
+  auto serialize = [&]() -> Result<BlockSlice> {
+    if (compressed == nullptr) {
+      return side_ == Side::kClient
+                 ? SerializeFrameHead(request, body, sidecar_bytes, max_message_size_)
+                 : SerializeFrameHead(response, body, sidecar_bytes, max_message_size_);
+    }
+    if (side_ == Side::kClient) {
+      std::string no_method;
+      RequestHeaderParts parts = PartsOf(request, &no_method);
+      parts.compression = &compressed->fields;
+      return SerializeFrameHead(parts, compressed->bytes.slice, sidecar_bytes, max_message_size_);
+    }
+    response.has_compression = true;
+    response.compression = compressed->fields;
+    return SerializeFrameHead(response, compressed->bytes.slice, sidecar_bytes, max_message_size_);
+  };
+  Result<BlockSlice> head = serialize();
   RRPC_RETURN_NOT_OK(head.status());
   return std::make_unique<Frame>(std::move(head).value(), std::move(sidecars),
-                                 (flags & STREAM_MESSAGE) != 0 ? bytes : 0);
+                                 (flags & STREAM_MESSAGE) != 0 ? bytes : 0, compressed != nullptr);
 }
 
 // ---- Writing.
@@ -109,14 +161,30 @@ StreamWrite StreamState::TryWrite(const google::protobuf::MessageLite& message,
 
 StreamWrite StreamState::TryWriteFrom(const google::protobuf::MessageLite& message,
                                       std::vector<BlockSlice>* sidecars) {
-  size_t bytes = message.ByteSizeLong();
+  const size_t body_bytes = message.ByteSizeLong();
+  size_t bytes = body_bytes;
   for (const BlockSlice& s : *sidecars) bytes += s.slice.size();
   std::vector<std::function<void()>> callbacks;
   StreamWrite result;
+  // A body to compress is compressed before the lock is taken (the reactor takes it too), once
+  // the write looks likely to go: a full window is said without compressing.
+  std::optional<CompressedBody> compressed;
+  if (codec_ != Compression::kNone) {
+    {
+      MutexLock lock(mu_);
+      if (ended_ || writes_closed_) return StreamWrite::kClosed;
+      if (!FitsCreditLocked(static_cast<int64_t>(bytes))) {
+        if (blocked_since_ == MonoTime()) blocked_since_ = MonoTime::Now();
+        wanted_bytes_ = static_cast<int64_t>(bytes);
+        return StreamWrite::kFull;
+      }
+    }
+    compressed = CompressBody(message, body_bytes);
+  }
   {
     MutexLock lock(mu_);
     if (ended_ || writes_closed_) return StreamWrite::kClosed;
-    if (static_cast<int64_t>(bytes) > credit_ && outstanding_ != 0) {
+    if (!FitsCreditLocked(static_cast<int64_t>(bytes))) {
       if (blocked_since_ == MonoTime()) blocked_since_ = MonoTime::Now();
       wanted_bytes_ = static_cast<int64_t>(bytes);
       return StreamWrite::kFull;
@@ -124,7 +192,8 @@ StreamWrite StreamState::TryWriteFrom(const google::protobuf::MessageLite& messa
     blocked_since_ = MonoTime();
     wanted_bytes_ = 1;
     Result<std::unique_ptr<Frame>> frame =
-        MakeFrame(STREAM_MESSAGE, 0, message, std::move(*sidecars), bytes);
+        MakeFrame(STREAM_MESSAGE, 0, message, std::move(*sidecars), bytes,
+                  compressed.has_value() ? &*compressed : nullptr);
     if (!frame.ok()) {
       EndLocked(frame.status().CloneAndPrepend("stream message not sent"), &callbacks);
       result = StreamWrite::kClosed;
@@ -159,8 +228,7 @@ Status StreamState::Write(const google::protobuf::MessageLite& message,
       }
       case StreamWrite::kFull: {  // wait for room, then try again (another writer may win it)
         MutexLock lock(mu_);
-        while (!ended_ && !writes_closed_ && static_cast<int64_t>(bytes) > credit_ &&
-               outstanding_ != 0) {
+        while (!ended_ && !writes_closed_ && !FitsCreditLocked(static_cast<int64_t>(bytes))) {
           changed_.Wait(mu_);
         }
         break;
@@ -201,6 +269,8 @@ void StreamState::SchedulePumpLocked() {
 
 void StreamState::Pump() {
   std::vector<Frame*> staged;
+  std::vector<std::function<void()>> pending_callbacks;
+  bool cancel_call = false;
   InboundCall* answer = nullptr;
   Status answer_status;
   std::unique_ptr<google::protobuf::MessageLite> answer_response;
@@ -223,6 +293,16 @@ void StreamState::Pump() {
       grant_pending_ = 0;
     }
     while (!outbox_.empty() && staged_bytes_ < kStageBytes) {
+      if (outbox_.front()->compressed() && !conn_->peer_reads_compression()) {
+        // Compressed on what the proxy knew of the server; this connection's peer cannot read
+        // it. Rare (a server replaced by one without COMPRESSION): the stream ends, and its
+        // opening call is cancelled (only a client learns its peer late).
+        EndLocked(Status::NotSupported("the server does not read compressed stream messages",
+                                       "open the stream without compression"),
+                  &pending_callbacks);
+        cancel_call = side_ == Side::kClient;
+        break;
+      }
       Frame* f = outbox_.front().release();
       outbox_.pop_front();
       f->set_stream(shared_from_this());
@@ -239,6 +319,8 @@ void StreamState::Pump() {
     }
     conn->QueueStreamFrame(f);
   }
+  Run(&pending_callbacks);
+  if (cancel_call) controller_.Cancel();
   if (answer != nullptr) AnswerServerCall(answer, answer_status, answer_response.get());
 }
 
@@ -358,8 +440,19 @@ void StreamState::OnReadable(std::function<void()> callback) {
   callback();
 }
 
-Status StreamState::OnMessage(BlockRef block, Slice body, const std::vector<Slice>& sidecars) {
-  size_t bytes = body.size();
+Status StreamState::CheckMessageFits(size_t bytes) {
+  MutexLock lock(mu_);
+  if (ended_ || peer_done_) return Status::OK();  // OnMessage says what it means
+  if (ungranted_ + static_cast<int64_t>(bytes) > window_ && ungranted_ != 0) {
+    return Status::Corruption("stream " + std::to_string(call_id_) + ": the peer sent " +
+                              std::to_string(bytes) + " bytes past its credit");
+  }
+  return Status::OK();
+}
+
+Status StreamState::OnMessage(BlockSlice body, const BlockRef& frame_block,
+                              const std::vector<Slice>& sidecars) {
+  size_t bytes = body.slice.size();
   for (const Slice& s : sidecars) bytes += s.size();
   std::vector<std::function<void()>> callbacks;
   {
@@ -375,9 +468,9 @@ Status StreamState::OnMessage(BlockRef block, Slice body, const std::vector<Slic
     }
     ungranted_ += static_cast<int64_t>(bytes);
     StreamMessage m;
-    m.body = BlockSlice{block, body};
+    m.body = std::move(body);
     m.sidecars.reserve(sidecars.size());
-    for (const Slice& s : sidecars) m.sidecars.push_back(BlockSlice{block, s});
+    for (const Slice& s : sidecars) m.sidecars.push_back(BlockSlice{frame_block, s});
     inbox_.push_back({std::move(m), bytes});
     inbox_bytes_ += bytes;
     messages_received_++;
@@ -524,6 +617,7 @@ void StreamState::AttachClient(Connection* conn, bool peer_ready) {
   conn_ = scoped_refptr<Connection>(conn);
   reactor_ = conn->reactor();
   peer_ready_ = peer_ready;
+  if (peer_ready) set_peer_reads_compression(conn->peer_reads_compression());
   if (!outbox_.empty() || grant_pending_ > 0) SchedulePumpLocked();
 }
 
@@ -533,6 +627,7 @@ void StreamState::OnPeerReady(bool streams) {
   // the stream; its frames never go.
   if (!streams || ended_) return;
   peer_ready_ = true;
+  if (conn_ != nullptr) set_peer_reads_compression(conn_->peer_reads_compression());
   if (!outbox_.empty() || grant_pending_ > 0) SchedulePumpLocked();
 }
 

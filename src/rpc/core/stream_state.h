@@ -15,11 +15,14 @@
 
 #include <google/protobuf/message.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "rpc/core/header_codec.h"
 #include "rpc/observe/rpcz_store.h"
 #include "rrpc/rpc/rpc_controller.h"
 #include "rrpc/rpc/stream.h"
@@ -34,6 +37,7 @@ namespace rrpc::rpc {
 
 class Connection;
 class InboundCall;
+class MessengerMetrics;
 class OutboundTransfer;
 class Reactor;
 class RpcContext;
@@ -57,6 +61,21 @@ class StreamState final : public std::enable_shared_from_this<StreamState>, publ
   Side side() const { return side_; }
   int32_t call_id() const { return call_id_; }
   size_t receive_window() const { return receive_window_; }
+
+  // ---- Compression (docs/compression.md), set before the stream is shared.
+  // This side compresses its message bodies with `codec` (kNone: not at all) as `options` say
+  // (min_bytes, zstd_level), counted in `metrics` (nullptr: not counted; it outlives the
+  // stream's writes).
+  void SetCompression(Compression codec, const CompressionOptions& options,
+                      MessengerMetrics* metrics);
+  Compression compression() const { return codec_; }
+  // Whether the peer reads compressed frames (it negotiated COMPRESSION). Server: the
+  // connection's, at the open. Client: what the proxy knew of the server, then the stream's
+  // connection's once attached; a compressed frame that meets a connection whose peer does not
+  // read them ends the stream (NotSupported). Any thread.
+  void set_peer_reads_compression(bool reads) {
+    peer_reads_compression_.store(reads, std::memory_order_relaxed);
+  }
 
   // ---- The application (Stream), any thread.
   StreamWrite TryWrite(const google::protobuf::MessageLite& message,
@@ -106,10 +125,15 @@ class StreamState final : public std::enable_shared_from_this<StreamState>, publ
   // Server: the opening call arrived on `conn`; the stream answers `call` when it ends.
   // `extra_credit`: the opening call's stream_credit.
   void AttachServer(Connection* conn, InboundCall* call, uint32_t extra_credit) RRPC_EXCLUDES(mu_);
-  // A message frame of the peer. Corruption when the peer sent past its credit (a protocol
+  // A message frame of the peer: `body` (in the frame's block, or decompressed into its own),
+  // then `sidecars` in `frame_block`. Corruption when the peer sent past its credit (a protocol
   // error: the connection closes).
-  Status OnMessage(BlockRef block, Slice body, const std::vector<Slice>& sidecars)
+  Status OnMessage(BlockSlice body, const BlockRef& frame_block, const std::vector<Slice>& sidecars)
       RRPC_EXCLUDES(mu_);
+  // Before a compressed body is decompressed: OK when a message of `bytes` (its stated
+  // uncompressed size and its sidecars) fits what this side granted, the test OnMessage makes;
+  // Corruption otherwise, so a peer's stated size never makes this side allocate past its window.
+  Status CheckMessageFits(size_t bytes) RRPC_EXCLUDES(mu_);
   void OnCredit(uint32_t bytes) RRPC_EXCLUDES(mu_);
   // Server: the client half-closed.
   void OnPeerHalfClose() RRPC_EXCLUDES(mu_);
@@ -139,10 +163,27 @@ class StreamState final : public std::enable_shared_from_this<StreamState>, publ
   // tries again still has them).
   StreamWrite TryWriteFrom(const google::protobuf::MessageLite& message,
                            std::vector<BlockSlice>* sidecars) RRPC_EXCLUDES(mu_);
-  // Serializes one frame of this stream: `flags`, `credit`, then `body` and `sidecars`.
+  // A message body compressed on the writer's thread, before it takes the lock.
+  struct CompressedBody {
+    BlockSlice bytes;
+    CompressionFields fields;
+  };
+  // Serializes one frame of this stream: `flags`, `credit`, then `body` (or, when `compressed`
+  // is set, its bytes and compression fields instead) and `sidecars`. `bytes`: the message's
+  // bytes uncompressed (body and sidecars), what flow control counts.
   Result<std::unique_ptr<Frame>> MakeFrame(uint32_t flags, uint32_t credit,
                                            const google::protobuf::MessageLite& body,
-                                           std::vector<BlockSlice>&& sidecars, size_t bytes);
+                                           std::vector<BlockSlice>&& sidecars, size_t bytes,
+                                           const CompressedBody* compressed = nullptr);
+  // The writer's thread, without the lock: `message` compressed with this stream's codec, or
+  // nothing when it is not to be (no codec, too small, the peer does not read it, or it did
+  // not shrink). `body_bytes`: its serialized size.
+  std::optional<CompressedBody> CompressBody(const google::protobuf::MessageLite& message,
+                                             size_t body_bytes);
+  // Whether a message of `bytes` may go now (the credit covers it, or nothing is outstanding).
+  bool FitsCreditLocked(int64_t bytes) const RRPC_REQUIRES(mu_) {
+    return bytes <= credit_ || outstanding_ == 0;
+  }
   // Asks the reactor to run Pump, unless a request is on its way.
   void SchedulePumpLocked() RRPC_REQUIRES(mu_);
   // Reactor thread: stages what may go to the connection's write queue; a server stream whose
@@ -168,6 +209,10 @@ class StreamState final : public std::enable_shared_from_this<StreamState>, publ
   const Side side_;
   const size_t receive_window_;
   const size_t max_message_size_;
+  Compression codec_ = Compression::kNone;  // SetCompression
+  CompressionOptions compression_options_;
+  MessengerMetrics* compression_metrics_ = nullptr;
+  std::atomic<bool> peer_reads_compression_{false};
   int32_t call_id_ = 0;  // set before the stream is shared with a connection
   MonoTime deadline_ = MonoTime::Max();
 

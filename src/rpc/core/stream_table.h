@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "rpc/core/header_codec.h"
 #include "rrpc/util/block.h"
 #include "rrpc/util/slice.h"
 #include "rrpc/util/status.h"
@@ -41,9 +42,13 @@ class StreamTable {
   // open (the caller refuses the call as too busy); Corruption when its id is a stream already.
   Result<bool> AddServer(InboundCall* call, uint32_t extra_credit);
   // A stream frame (flags and credit from its header; the message's body and sidecars in
-  // `block`). A frame for a stream no longer here is dropped. Corruption: a protocol error.
+  // `block`; `compression`: the body's compression fields, nullptr when it is plain). A frame for
+  // a stream no longer here is dropped. Corruption: a protocol error (past the credit, a
+  // compressed body with an unknown codec, a stated size beyond the window or the frame limit,
+  // or that does not decompress to it).
   Status OnFrame(int32_t call_id, uint32_t flags, uint32_t credit, const BlockRef& block,
-                 Slice body, const std::vector<Slice>& sidecars);
+                 Slice body, const std::vector<Slice>& sidecars,
+                 const CompressionFields* compression);
   // The stream of `call_id` ended on this side.
   void Remove(int32_t call_id) {
     if (streams_ != nullptr) streams_->erase(call_id);
@@ -58,6 +63,11 @@ class StreamTable {
   // The streams by call id; made with the connection's first stream (every connection holds a
   // table, most never open a stream).
   Map& streams();
+  // A compressed message body decompressed into a block of its own, once its stated size was
+  // checked against the frame limit and `stream`'s window (nothing is allocated before).
+  Result<BlockSlice> DecompressMessage(StreamState* stream, Slice body,
+                                       const std::vector<Slice>& sidecars,
+                                       const CompressionFields& compression);
 
   Connection* const conn_;
   std::unique_ptr<Map> streams_;

@@ -2,11 +2,13 @@
 // compressed once its server accepted COMPRESSION, and gets its answer compressed the same way;
 // small or incompressible bodies go as they are; a peer without the feature sees plain frames;
 // and a compressed request that states a size above the limits, or does not decompress to what
-// it states, is refused for that call only, with memory bounded (decompression bombs).
+// it states, is refused for that call only, with memory bounded (decompression bombs). Streams
+// compress their messages with the codec the client names at the open.
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -16,6 +18,7 @@
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/testing/raw-socket-test-util.h"
 #include "rpc/testing/rpc-test-util.h"
+#include "rpc/testing/test-stream-service.h"
 
 namespace rrpc::rpc {
 namespace {
@@ -125,6 +128,24 @@ TEST_F(CompressedCallsTest, TheControllerOverridesTheMessengerDefault) {
 
 // ---- A raw client: the bytes of docs/wire-format.md, and refusals.
 
+// A frame of `header` and a body given as bytes (a compressed one).
+std::string FrameWithBodyBytes(const RequestHeader& header, const std::string& bytes) {
+  std::string body_field;
+  google::protobuf::io::StringOutputStream out(&body_field);
+  {
+    google::protobuf::io::CodedOutputStream coded(&out);
+    const std::string h = header.SerializeAsString();
+    coded.WriteVarint32(static_cast<uint32_t>(h.size()));
+    coded.WriteString(h);
+    coded.WriteVarint32(static_cast<uint32_t>(bytes.size()));
+    coded.WriteString(bytes);
+  }
+  std::string frame(4, '\0');
+  EncodeBigEndian32(reinterpret_cast<uint8_t*>(frame.data()),
+                    static_cast<uint32_t>(body_field.size()));
+  return frame + body_field;
+}
+
 // A compressed Echo request frame: `data` compressed with `codec`, the header stating
 // `claimed_size` (the real size when 0).
 std::string CompressedEchoFrame(int32_t call_id, const std::string& data, Compression codec,
@@ -142,21 +163,7 @@ std::string CompressedEchoFrame(int32_t call_id, const std::string& data, Compre
   header.set_compression(codec_on_wire != 0 ? codec_on_wire : static_cast<uint32_t>(codec));
   header.set_uncompressed_size(claimed_size != 0 ? claimed_size
                                                  : static_cast<uint32_t>(plain.size()));
-  std::string body_field;
-  const std::string bytes = compressed.slice.ToString();
-  google::protobuf::io::StringOutputStream out(&body_field);
-  {
-    google::protobuf::io::CodedOutputStream coded(&out);
-    const std::string h = header.SerializeAsString();
-    coded.WriteVarint32(static_cast<uint32_t>(h.size()));
-    coded.WriteString(h);
-    coded.WriteVarint32(static_cast<uint32_t>(bytes.size()));
-    coded.WriteString(bytes);
-  }
-  std::string frame(4, '\0');
-  EncodeBigEndian32(reinterpret_cast<uint8_t*>(frame.data()),
-                    static_cast<uint32_t>(body_field.size()));
-  return frame + body_field;
+  return FrameWithBodyBytes(header, compressed.slice.ToString());
 }
 
 class RawCompressedCallsTest : public RpcTestBase {
@@ -340,6 +347,158 @@ TEST(CompressionPeerTest, AServerWithoutCompressionGetsPlainCalls) {
   client.value()->Shutdown();
   EXPECT_TRUE(server_status.ok()) << server_status.ToString();
   EXPECT_EQ(0, compressed_frames);
+}
+
+// ---- Streams: the client names the stream's codec at the open (RequestHeader field 32), and
+// both sides compress their message bodies with it.
+
+class CompressedStreamsTest : public RpcTestBase {
+ protected:
+  void SetUp() override {
+    extra_services_.push_back(std::make_unique<TestStreamService>());
+    StartServer();
+    StartClient();
+  }
+  // A Double stream with `codec`, after one message went there and back: its connection is
+  // negotiated and both sides know the other reads compressed frames.
+  ClientStream<rtest::NumberPB, rtest::NumberPB> OpenDouble(Compression codec) {
+    StreamOptions options;
+    options.compression = codec;
+    auto stream = rtest::StreamServiceProxy(client_, server_addr_).Double(options);
+    rtest::NumberPB n;
+    n.set_n(0);
+    EXPECT_TRUE(stream.Write(n).ok());
+    Result<bool> got = stream.Read(&n);
+    EXPECT_TRUE(got.ok() && *got) << got.status().ToString();
+    return stream;
+  }
+  // Sends `count` messages carrying `payload` through `stream` and checks each answer.
+  static void RoundTrips(ClientStream<rtest::NumberPB, rtest::NumberPB>* stream,
+                         const std::string& payload, int count) {
+    rtest::NumberPB n, back;
+    for (int i = 1; i <= count; i++) {
+      n.set_n(i);
+      n.set_payload(payload);
+      ASSERT_TRUE(stream->Write(n).ok());
+      Result<bool> got = stream->Read(&back);
+      ASSERT_TRUE(got.ok() && *got) << got.status().ToString();
+      ASSERT_EQ(2 * i, back.n());
+      ASSERT_EQ(payload, back.payload());
+    }
+  }
+};
+
+TEST_F(CompressedStreamsTest, ZstdStreamSendsTextInAThirdOfTheBytesBothWays) {
+  auto stream = OpenDouble(Compression::kZstd);
+  const std::string text = TextLike(32 << 10);
+  const int64_t sent_before = Metrics(client_)->sent_bytes->value();
+  const int64_t received_before = Metrics(client_)->received_bytes->value();
+  ASSERT_NO_FATAL_FAILURE(RoundTrips(&stream, text, 8));
+  const int64_t sent = Metrics(client_)->sent_bytes->value() - sent_before;
+  const int64_t received = Metrics(client_)->received_bytes->value() - received_before;
+  stream.CloseWrites();
+  ASSERT_TRUE(stream.Finish().ok());
+  EXPECT_LT(sent * 3, int64_t{8} * static_cast<int64_t>(text.size())) << sent;
+  EXPECT_LT(received * 3, int64_t{8} * static_cast<int64_t>(text.size())) << received;
+  EXPECT_GE(Metrics(server_)->decompress_output_bytes->value(), int64_t{8} << 15);
+  EXPECT_GE(Metrics(client_)->decompress_output_bytes->value(), int64_t{8} << 15);
+}
+
+TEST_F(CompressedStreamsTest, IncompressibleMessagesGoAsTheyAreAndCountAsSkipped) {
+  auto stream = OpenDouble(Compression::kLz4);
+  const int64_t client_skipped = Metrics(client_)->compress_skipped->value();
+  const int64_t server_skipped = Metrics(server_)->compress_skipped->value();
+  ASSERT_NO_FATAL_FAILURE(RoundTrips(&stream, Noise(16 << 10), 4));
+  stream.CloseWrites();
+  ASSERT_TRUE(stream.Finish().ok());
+  EXPECT_EQ(4, Metrics(client_)->compress_skipped->value() - client_skipped);
+  EXPECT_EQ(4, Metrics(server_)->compress_skipped->value() - server_skipped);
+  EXPECT_EQ(0, Metrics(server_)->decompress_input_bytes->value());
+}
+
+TEST_F(CompressedStreamsTest, AStreamWithoutACodecSendsPlainMessages) {
+  auto stream = OpenDouble(Compression::kNone);
+  ASSERT_NO_FATAL_FAILURE(RoundTrips(&stream, TextLike(32 << 10), 4));
+  stream.CloseWrites();
+  ASSERT_TRUE(stream.Finish().ok());
+  EXPECT_EQ(0, Metrics(client_)->compress_input_bytes->value());
+  EXPECT_EQ(0, Metrics(server_)->compress_input_bytes->value());
+}
+
+// Raw frames: what a server does with a stream codec it does not know, and with a compressed
+// message that states more than it may take.
+class RawCompressedStreamsTest : public RpcTestBase {
+ protected:
+  void SetUp() override {
+    extra_services_.push_back(std::make_unique<TestStreamService>());
+    MessengerOptions server;
+    server.max_message_size = 8 << 20;
+    StartServer(server);
+  }
+  // The frame opening a Double stream with `codec` on the wire.
+  static std::string OpenDoubleFrame(int32_t call_id, uint32_t codec) {
+    RequestHeader header;
+    header.set_call_id(call_id);
+    header.mutable_remote_method()->set_service_name("rrpc.rtest.StreamService");
+    header.mutable_remote_method()->set_method_name("Double");
+    header.add_required_feature_flags(STREAMS);
+    header.set_stream_flags(STREAM_OPEN);
+    header.set_stream_compression(codec);
+    return FrameBytes(header, StreamEmptyPB());
+  }
+};
+
+TEST_F(RawCompressedStreamsTest, AnUnknownStreamCodecIsRefusedForThatStreamOnly) {
+  RawConnection conn(server_addr_);
+  ASSERT_TRUE(conn.ok());
+  ASSERT_TRUE(conn.Negotiate().ok());
+  ASSERT_TRUE(conn.Write(OpenDoubleFrame(1, 9)).ok());
+  ResponseHeader header;
+  std::string body;
+  ASSERT_TRUE(conn.ReadParsedFrame(&header, &body).ok());
+  EXPECT_EQ(1, header.call_id());
+  ASSERT_TRUE(header.is_error());
+  ErrorStatusPB error;
+  ASSERT_TRUE(error.ParseFromString(body));
+  EXPECT_EQ(ErrorStatusPB::ERROR_INVALID_REQUEST, error.code());
+  EXPECT_NE(std::string::npos, error.message().find("codec unknown")) << error.message();
+  // The connection serves on.
+  rtest::EchoRequestPB req;
+  req.set_data("still here");
+  ASSERT_TRUE(conn.Write(CallFrame(3, "rrpc.rtest.EchoService", "Echo", req)).ok());
+  ASSERT_TRUE(conn.ReadParsedFrame(&header, &body).ok());
+  EXPECT_EQ(3, header.call_id());
+  EXPECT_FALSE(header.is_error());
+}
+
+// 16 MiB of zeros in a few KiB, stated as such: above the server's 8 MiB frame limit. The server
+// closes the connection (a protocol error) without inflating it.
+TEST_F(RawCompressedStreamsTest, AMessageStatingMoreThanTheLimitClosesTheConnection) {
+  RawConnection conn(server_addr_);
+  ASSERT_TRUE(conn.ok());
+  ASSERT_TRUE(conn.Negotiate().ok());
+  ASSERT_TRUE(conn.Write(OpenDoubleFrame(1, static_cast<uint32_t>(Compression::kLz4))).ok());
+  rtest::NumberPB n;
+  n.set_n(1);
+  n.set_payload(std::string(16 << 20, '\0'));
+  const std::string plain = n.SerializeAsString();
+  const BlockSlice compressed =
+      Compress(Slice(plain), Compression::kLz4, 0).value().value_or(BlockSlice{});
+  ASSERT_NE(nullptr, compressed.block.get());
+  ASSERT_LT(compressed.slice.size(), size_t{512} << 10);
+  RequestHeader header;
+  header.set_call_id(1);
+  header.set_stream_flags(STREAM_MESSAGE);
+  header.set_compression(static_cast<uint32_t>(Compression::kLz4));
+  header.set_uncompressed_size(static_cast<uint32_t>(plain.size()));
+  ASSERT_TRUE(conn.Write(FrameWithBodyBytes(header, compressed.slice.ToString())).ok());
+  // Whatever the server sent before (a credit frame), the connection then ends.
+  std::string frame;
+  Status read;
+  for (int i = 0; i < 16 && read.ok(); i++) read = conn.ReadFrame(&frame);
+  EXPECT_FALSE(read.ok());
+  ASSERT_TRUE(WaitForCondition([&] { return Metrics(server_)->decompress_refused->value() == 1; }));
+  EXPECT_LT(Metrics(server_)->inbound_memory_peak_bytes->value(), int64_t{1} << 20);
 }
 
 }  // namespace
