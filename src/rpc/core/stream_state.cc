@@ -74,27 +74,28 @@ void StreamState::SetCompression(Compression codec, const CompressionOptions& op
   compression_metrics_ = metrics;
 }
 
-std::optional<StreamState::CompressedBody> StreamState::CompressBody(
+std::optional<StreamState::PreparedBody> StreamState::PrepareBody(
     const google::protobuf::MessageLite& message, size_t body_bytes) {
   if (codec_ == Compression::kNone || body_bytes < compression_options_.min_bytes ||
       body_bytes > max_message_size_ || !peer_reads_compression_.load(std::memory_order_relaxed)) {
     return std::nullopt;
   }
+  PreparedBody body;
   BlockRef plain = Block::Allocate(body_bytes);
   message.SerializeWithCachedSizesToArray(plain->data());
+  body.bytes = BlockSlice{plain, Slice(plain->data(), body_bytes)};
   const MonoTime start = MonoTime::Now();
-  Result<std::optional<BlockSlice>> compressed =
-      Compress(Slice(plain->data(), body_bytes), codec_, compression_options_.min_bytes,
-               compression_options_.zstd_level);
+  Result<std::optional<BlockSlice>> compressed = Compress(
+      body.bytes.slice, codec_, compression_options_.min_bytes, compression_options_.zstd_level);
   const bool skipped = !compressed.ok() || !compressed.value().has_value();
   if (compression_metrics_ != nullptr) {
     compression_metrics_->BodyCompressed(body_bytes,
                                          skipped ? body_bytes : compressed.value()->slice.size(),
                                          skipped, MonoTime::Now() - start);
   }
-  if (skipped) return std::nullopt;  // a body that does not shrink goes as it is
-  CompressedBody body;
+  if (skipped) return body;  // it did not shrink: it goes as it is, serialized once
   body.bytes = std::move(*compressed.value());
+  body.compressed = true;
   body.fields.codec = static_cast<uint32_t>(codec_);
   body.fields.uncompressed_size = static_cast<uint32_t>(body_bytes);
   return body;
@@ -102,9 +103,14 @@ std::optional<StreamState::CompressedBody> StreamState::CompressBody(
 
 Result<std::unique_ptr<StreamState::Frame>> StreamState::MakeFrame(
     uint32_t flags, uint32_t credit, const google::protobuf::MessageLite& body,
-    std::vector<BlockSlice>&& sidecars, size_t bytes, const CompressedBody* compressed) {
-  const size_t body_bytes =
-      compressed != nullptr ? compressed->fields.uncompressed_size : body.ByteSizeLong();
+    std::vector<BlockSlice>&& sidecars, size_t bytes, const PreparedBody* prepared) {
+  size_t body_bytes;
+  if (prepared == nullptr) {
+    body_bytes = body.ByteSizeLong();
+  } else {
+    body_bytes =
+        prepared->compressed ? prepared->fields.uncompressed_size : prepared->bytes.slice.size();
+  }
   const uint32_t sidecar_bytes = static_cast<uint32_t>(bytes - std::min(bytes, body_bytes));
   // The client's frames carry a RequestHeader, the server's a ResponseHeader; the same fields.
   auto fill = [&](auto* h) {
@@ -125,25 +131,31 @@ Result<std::unique_ptr<StreamState::Frame>> StreamState::MakeFrame(
     fill(&response);
   }
   auto serialize = [&]() -> Result<BlockSlice> {
-    if (compressed == nullptr) {
+    if (prepared == nullptr) {
       return side_ == Side::kClient
                  ? SerializeFrameHead(request, body, sidecar_bytes, max_message_size_)
                  : SerializeFrameHead(response, body, sidecar_bytes, max_message_size_);
     }
+    const size_t size = prepared->bytes.slice.size();
     if (side_ == Side::kClient) {
       std::string no_method;
       RequestHeaderParts parts = PartsOf(request, &no_method);
-      parts.compression = &compressed->fields;
-      return SerializeFrameHead(parts, compressed->bytes.slice, sidecar_bytes, max_message_size_);
+      if (prepared->compressed) parts.compression = &prepared->fields;
+      return SerializeFrameHeadBeforeBody(parts, size, sidecar_bytes, max_message_size_);
     }
-    response.has_compression = true;
-    response.compression = compressed->fields;
-    return SerializeFrameHead(response, compressed->bytes.slice, sidecar_bytes, max_message_size_);
+    if (prepared->compressed) {
+      response.has_compression = true;
+      response.compression = prepared->fields;
+    }
+    return SerializeFrameHeadBeforeBody(response, size, sidecar_bytes, max_message_size_);
   };
   Result<BlockSlice> head = serialize();
   RRPC_RETURN_NOT_OK(head.status());
+  // A prepared body goes right after the head (the offsets above are past it), then the sidecars.
+  if (prepared != nullptr) sidecars.insert(sidecars.begin(), prepared->bytes);
   return std::make_unique<Frame>(std::move(head).value(), std::move(sidecars),
-                                 (flags & STREAM_MESSAGE) != 0 ? bytes : 0, compressed != nullptr);
+                                 (flags & STREAM_MESSAGE) != 0 ? bytes : 0,
+                                 prepared != nullptr && prepared->compressed);
 }
 
 // ---- Writing.
@@ -168,7 +180,7 @@ StreamWrite StreamState::TryWriteFrom(const google::protobuf::MessageLite& messa
   StreamWrite result;
   // A body to compress is compressed before the lock is taken (the reactor takes it too), once
   // the write looks likely to go: a full window is said without compressing.
-  std::optional<CompressedBody> compressed;
+  std::optional<PreparedBody> prepared;
   if (codec_ != Compression::kNone) {
     {
       MutexLock lock(mu_);
@@ -179,7 +191,7 @@ StreamWrite StreamState::TryWriteFrom(const google::protobuf::MessageLite& messa
         return StreamWrite::kFull;
       }
     }
-    compressed = CompressBody(message, body_bytes);
+    prepared = PrepareBody(message, body_bytes);
   }
   {
     MutexLock lock(mu_);
@@ -193,7 +205,7 @@ StreamWrite StreamState::TryWriteFrom(const google::protobuf::MessageLite& messa
     wanted_bytes_ = 1;
     Result<std::unique_ptr<Frame>> frame =
         MakeFrame(STREAM_MESSAGE, 0, message, std::move(*sidecars), bytes,
-                  compressed.has_value() ? &*compressed : nullptr);
+                  prepared.has_value() ? &*prepared : nullptr);
     if (!frame.ok()) {
       EndLocked(frame.status().CloneAndPrepend("stream message not sent"), &callbacks);
       result = StreamWrite::kClosed;

@@ -163,23 +163,25 @@ class StreamState final : public std::enable_shared_from_this<StreamState>, publ
   // tries again still has them).
   StreamWrite TryWriteFrom(const google::protobuf::MessageLite& message,
                            std::vector<BlockSlice>* sidecars) RRPC_EXCLUDES(mu_);
-  // A message body compressed on the writer's thread, before it takes the lock.
-  struct CompressedBody {
+  // A message body serialized on the writer's thread before it takes the lock, to be
+  // compressed: compressed (and `fields` say how), or as it was when it did not shrink.
+  struct PreparedBody {
     BlockSlice bytes;
+    bool compressed = false;
     CompressionFields fields;
   };
-  // Serializes one frame of this stream: `flags`, `credit`, then `body` (or, when `compressed`
-  // is set, its bytes and compression fields instead) and `sidecars`. `bytes`: the message's
-  // bytes uncompressed (body and sidecars), what flow control counts.
+  // Serializes one frame of this stream: `flags`, `credit`, then `body` and `sidecars`; or, when
+  // `prepared` is set, that body's bytes (sent after the head, not copied into it) instead.
+  // `bytes`: the message's bytes uncompressed (body and sidecars), what flow control counts.
   Result<std::unique_ptr<Frame>> MakeFrame(uint32_t flags, uint32_t credit,
                                            const google::protobuf::MessageLite& body,
                                            std::vector<BlockSlice>&& sidecars, size_t bytes,
-                                           const CompressedBody* compressed = nullptr);
-  // The writer's thread, without the lock: `message` compressed with this stream's codec, or
-  // nothing when it is not to be (no codec, too small, the peer does not read it, or it did
-  // not shrink). `body_bytes`: its serialized size.
-  std::optional<CompressedBody> CompressBody(const google::protobuf::MessageLite& message,
-                                             size_t body_bytes);
+                                           const PreparedBody* prepared = nullptr);
+  // The writer's thread, without the lock: `message` serialized and compressed with this
+  // stream's codec (kept plain when it did not shrink); nothing when it is not to be compressed
+  // (no codec, too small, the peer does not read compressed frames). `body_bytes`: its size.
+  std::optional<PreparedBody> PrepareBody(const google::protobuf::MessageLite& message,
+                                          size_t body_bytes);
   // Whether a message of `bytes` may go now (the credit covers it, or nothing is outstanding).
   bool FitsCreditLocked(int64_t bytes) const RRPC_REQUIRES(mu_) {
     return bytes <= credit_ || outstanding_ == 0;

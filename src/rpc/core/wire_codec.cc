@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "rpc/core/constants.h"
 
@@ -23,6 +24,12 @@ inline uint8_t* WriteBody(Slice body, uint8_t* p) {
   memcpy(p, body.data(), body.size());
   return p + body.size();
 }
+// A body the caller sends after the head itself: counted, not written.
+struct BodyAfterHead {
+  size_t size;
+};
+inline size_t BodySize(BodyAfterHead body) { return body.size; }
+inline uint8_t* WriteBody(BodyAfterHead, uint8_t* p) { return p; }
 
 // Writes a frame head whose header is `header_size` bytes, written by `write_header`: into
 // `buffer` when it fits in `capacity` bytes, else into a new exactly-sized block. Inlined into
@@ -41,7 +48,8 @@ template <typename WriteHeader, typename Body>
                                    " bytes exceeds the maximum of " +
                                    std::to_string(max_frame_size));
   }
-  const size_t total = kFrameLengthSize + head_size;
+  constexpr bool kBodyInHead = !std::is_same_v<Body, BodyAfterHead>;
+  const size_t total = kFrameLengthSize + head_size - (kBodyInHead ? 0 : body_size);
   BlockRef block;
   uint8_t* const start = total <= capacity ? buffer : (block = Block::Allocate(total))->data();
   uint8_t* p = start;
@@ -89,6 +97,21 @@ Result<BlockSlice> SerializeFrameHead(const ResponseHeaderFields& header, Slice 
   return SerializeFrameHeadWith(
       EncodedSize(header), [&](uint8_t* p) { return EncodeTo(header, p); }, body, sidecar_bytes,
       max_frame_size, buffer, capacity);
+}
+
+Result<BlockSlice> SerializeFrameHeadBeforeBody(const RequestHeaderParts& header, size_t body_size,
+                                                size_t sidecar_bytes, size_t max_frame_size) {
+  return SerializeFrameHeadWith(
+      EncodedSize(header), [&](uint8_t* p) { return EncodeTo(header, p); },
+      BodyAfterHead{body_size}, sidecar_bytes, max_frame_size);
+}
+
+Result<BlockSlice> SerializeFrameHeadBeforeBody(const ResponseHeaderFields& header,
+                                                size_t body_size, size_t sidecar_bytes,
+                                                size_t max_frame_size) {
+  return SerializeFrameHeadWith(
+      EncodedSize(header), [&](uint8_t* p) { return EncodeTo(header, p); },
+      BodyAfterHead{body_size}, sidecar_bytes, max_frame_size);
 }
 
 Result<BlockSlice> SerializeFrameHead(const RequestHeaderFields& header,

@@ -49,6 +49,14 @@ Result<BlockSlice> SerializeFrameHead(const RequestHeaderParts& header, Slice bo
 Result<BlockSlice> SerializeFrameHead(const ResponseHeaderFields& header, Slice body,
                                       size_t sidecar_bytes, size_t max_frame_size,
                                       uint8_t* buffer = nullptr, size_t capacity = 0);
+// The head without the body's bytes (length prefix, header, the body's length): the caller sends
+// the `body_size` bytes of a body serialized already right after it, then its sidecars, without
+// copying them into the head (a stream message's compressed or plain body).
+Result<BlockSlice> SerializeFrameHeadBeforeBody(const RequestHeaderParts& header, size_t body_size,
+                                                size_t sidecar_bytes, size_t max_frame_size);
+Result<BlockSlice> SerializeFrameHeadBeforeBody(const ResponseHeaderFields& header,
+                                                size_t body_size, size_t sidecar_bytes,
+                                                size_t max_frame_size);
 
 // Splits a frame (the bytes after its length prefix) into its header, body and the tail after the
 // body (sidecars). Corruption when the varints or lengths are malformed or the header does not
