@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -308,13 +309,19 @@ TEST_F(BenchModesTest, StreamModeRunsEveryDirectionBesideUnaryCallsWithOneWorker
   config_.with_unary_probe = true;
   for (StreamDirection d : {StreamDirection::kDown, StreamDirection::kUp, StreamDirection::kBidi}) {
     config_.stream_direction = d;
-    ModeOutput out;
-    Status s = Run(BenchMode::kStream, &out);
-    ASSERT_TRUE(s.ok()) << DirectionName(d) << ": " << s.ToString();
-    EXPECT_GT(out.completed, 0u) << DirectionName(d);
-    EXPECT_EQ(out.completed * 4000, out.stream_bytes) << DirectionName(d);
-    EXPECT_GT(out.probe_completed, 0u) << DirectionName(d);
-    EXPECT_EQ(out.probe_completed, out.probe_latency_ns.count());
+    // The window is 0.1 s: on a loaded machine (a sanitizer build) a probe call may not end
+    // inside one, so a run without one is run again. Streams that held the only worker would stop
+    // every probe call, in every run.
+    std::unique_ptr<ModeOutput> out;
+    for (int run = 0; run < 10 && (out == nullptr || out->probe_completed == 0); run++) {
+      out = std::make_unique<ModeOutput>();
+      Status s = Run(BenchMode::kStream, out.get());
+      ASSERT_TRUE(s.ok()) << DirectionName(d) << ": " << s.ToString();
+      EXPECT_GT(out->completed, 0u) << DirectionName(d);
+      EXPECT_EQ(out->completed * 4000, out->stream_bytes) << DirectionName(d);
+      EXPECT_EQ(out->probe_completed, out->probe_latency_ns.count());
+    }
+    EXPECT_GT(out->probe_completed, 0u) << DirectionName(d);
   }
 }
 

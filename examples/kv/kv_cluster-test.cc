@@ -43,11 +43,13 @@ using rpc::WaitForCondition;
 
 constexpr int kPrewrittenKeys = 100;
 
-std::string Key(int i) {
+// `prefix` and `i` in six digits: the keys of one kind sort in number order.
+std::string NumberedKey(const char* prefix, int i) {
   char buf[32];
-  snprintf(buf, sizeof(buf), "pre%06d", i);
+  snprintf(buf, sizeof(buf), "%s%06d", prefix, i);
   return buf;
 }
+std::string Key(int i) { return NumberedKey("pre", i); }
 
 // `slots` calls in flight through `proxy` until Stop() or `max_calls`: Gets of the prewritten
 // keys (the value must come back), and with `writes`, every other call a Put of a key of its
@@ -132,15 +134,11 @@ class KvLoad {
   std::string first_error_ RRPC_GUARDED_BY(mu_);
 };
 
+std::string IncrementKey(int call) { return NumberedKey("inc", call); }
+
 // `slots` tracked Increments in flight through `proxy`, `max_calls` in all, each adding 1 to a
 // key of its own (IncrementKey(call)), with the call's outcome kept: whether it succeeded and,
 // if not, whether its handler ran (RpcController::handler_ran()).
-std::string IncrementKey(int call) {
-  char buf[32];
-  snprintf(buf, sizeof(buf), "inc%06d", call);
-  return buf;
-}
-
 class IncrementLoad {
  public:
   struct Outcome {

@@ -10,6 +10,7 @@
 #include "rpc/core/connection.h"
 #include "rpc/core/constants.h"
 #include "rpc/core/reactor.h"
+#include "rpc/core/stream_state.h"
 #include "rpc/core/wire_codec.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/transport/frame_format.h"
@@ -43,6 +44,12 @@ InboundCall::~InboundCall() {
   // tracker must not wait for it.
   StopCancellation();
   if (result_tracker_ != nullptr) result_tracker_->Finish(request_id_, nullptr);
+  // A stream's opening call lets go of its stream however it went: answered through the
+  // connection (which told the stream already), or dropped on the way (its connection or
+  // messenger gone first). The stream must not point at it any more.
+  if (stream_ != nullptr) {
+    stream_->OnServerCallAnswered(Status::Aborted("the stream's call ended with its connection"));
+  }
   if (held_bytes_ != 0) connection_->inbound_memory()->Release(held_bytes_);
 }
 

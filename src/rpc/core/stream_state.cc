@@ -166,6 +166,14 @@ bool StreamState::WritableLocked() const {
   return ended_ || writes_closed_ || credit_ >= wanted_bytes_ || outstanding_ == 0;
 }
 
+std::optional<StreamWrite> StreamState::RefuseWriteLocked(size_t bytes) {
+  if (ended_ || writes_closed_) return StreamWrite::kClosed;
+  if (FitsCreditLocked(static_cast<int64_t>(bytes))) return std::nullopt;
+  if (blocked_since_ == MonoTime()) blocked_since_ = MonoTime::Now();
+  wanted_bytes_ = static_cast<int64_t>(bytes);
+  return StreamWrite::kFull;
+}
+
 StreamWrite StreamState::TryWrite(const google::protobuf::MessageLite& message,
                                   std::vector<BlockSlice>&& sidecars) {
   return TryWriteFrom(message, &sidecars);
@@ -184,23 +192,13 @@ StreamWrite StreamState::TryWriteFrom(const google::protobuf::MessageLite& messa
   if (codec_ != Compression::kNone) {
     {
       MutexLock lock(mu_);
-      if (ended_ || writes_closed_) return StreamWrite::kClosed;
-      if (!FitsCreditLocked(static_cast<int64_t>(bytes))) {
-        if (blocked_since_ == MonoTime()) blocked_since_ = MonoTime::Now();
-        wanted_bytes_ = static_cast<int64_t>(bytes);
-        return StreamWrite::kFull;
-      }
+      if (std::optional<StreamWrite> refused = RefuseWriteLocked(bytes)) return *refused;
     }
     prepared = PrepareBody(message, body_bytes);
   }
   {
     MutexLock lock(mu_);
-    if (ended_ || writes_closed_) return StreamWrite::kClosed;
-    if (!FitsCreditLocked(static_cast<int64_t>(bytes))) {
-      if (blocked_since_ == MonoTime()) blocked_since_ = MonoTime::Now();
-      wanted_bytes_ = static_cast<int64_t>(bytes);
-      return StreamWrite::kFull;
-    }
+    if (std::optional<StreamWrite> refused = RefuseWriteLocked(bytes)) return *refused;
     blocked_since_ = MonoTime();
     wanted_bytes_ = 1;
     Result<std::unique_ptr<Frame>> frame =

@@ -182,6 +182,9 @@ class StreamState final : public std::enable_shared_from_this<StreamState>, publ
   // (no codec, too small, the peer does not read compressed frames). `body_bytes`: its size.
   std::optional<PreparedBody> PrepareBody(const google::protobuf::MessageLite& message,
                                           size_t body_bytes);
+  // Why a write of `bytes` cannot go now: kClosed, or kFull (the wait recorded for OnWritable
+  // and /rpcz); nothing when it may go.
+  std::optional<StreamWrite> RefuseWriteLocked(size_t bytes) RRPC_REQUIRES(mu_);
   // Whether a message of `bytes` may go now (the credit covers it, or nothing is outstanding).
   bool FitsCreditLocked(int64_t bytes) const RRPC_REQUIRES(mu_) {
     return bytes <= credit_ || outstanding_ == 0;
