@@ -203,7 +203,7 @@ TEST_F(KvStreamTest, ScanOfALargeRangeHoldsBoundedMemoryBehindASlowReader) {
   EXPECT_EQ(48, checkpoints);
   // The window, the message the server holds for lack of room, the message being read.
   EXPECT_LE(max_ahead, kWindow + 2 * (kMessageBytes + kValue + 1024));
-  const int64_t growth_kb = rss_max - rss_before;
+  [[maybe_unused]] const int64_t growth_kb = rss_max - rss_before;  // checked without sanitizers
   printf("scan of %d MiB: server read at most %llu KiB ahead of the reader; RSS %lld -> %lld KiB\n",
          static_cast<int>(kPairs * kValue >> 20), static_cast<unsigned long long>(max_ahead >> 10),
          static_cast<long long>(rss_before), static_cast<long long>(rss_max));
