@@ -147,8 +147,9 @@ class IncrementLoad {
     rpc::HandlerRan ran = rpc::HandlerRan::kNo;
     std::string error;
   };
-  IncrementLoad(KvServiceProxy proxy, int slots, int max_calls)
-      : proxy_(std::move(proxy)), outcomes_(max_calls), done_(slots) {
+  // `first_key`: the first call's key number (IncrementKey(first_key + call)).
+  IncrementLoad(KvServiceProxy proxy, int slots, int max_calls, int first_key = 0)
+      : proxy_(std::move(proxy)), first_key_(first_key), outcomes_(max_calls), done_(slots) {
     for (int i = 0; i < slots; i++) slots_.emplace_back(std::make_unique<Slot>());
   }
   void Start() {
@@ -172,7 +173,7 @@ class IncrementLoad {
       done_.CountDown();
       return;
     }
-    const std::string key = IncrementKey(slot->call);
+    const std::string key = IncrementKey(first_key_ + slot->call);
     slot->ctl.Reset();
     slot->ctl.set_timeout(MonoDelta::FromSeconds(10));
     slot->ctl.set_hash_key(key);
@@ -190,6 +191,7 @@ class IncrementLoad {
   }
 
   KvServiceProxy proxy_;
+  const int first_key_;
   std::vector<Outcome> outcomes_;  // each written once, by its call's callback
   std::atomic<int> next_{0};
   std::atomic<int> finished_{0};
@@ -322,11 +324,13 @@ TEST_F(KvClusterTest, ServerKilledUnderReadLoadFailsNoRead) {
 // Issue 35: a counter's writes that must not run twice, through a channel over three servers
 // with the recipe of docs/exactly-once.md (attempt_timeout, max_attempts), 64 tracked
 // Increments in flight, each adding 1 to a key of its own; one server is SIGKILLed under the
-// load. Afterwards it starts again on its data and every key is counted on every server (each
-// server's database is its log of what ran): no key was applied twice, each success exactly
-// once, each failure reported "did not run" not at all, and "may have run" at most once.
+// load, and while it is down more Increments go to it alone (they cannot run). Afterwards it
+// starts again on its data and every key is counted on every server (each server's database is
+// its log of what ran): no key was applied twice, each success exactly once, each failure
+// reported "did not run" not at all, and "may have run" at most once.
 TEST_F(KvClusterTest, ServerKilledUnderTrackedWritesDoublesNoneAndReportsEachFailure) {
   constexpr int kCalls = 3000;
+  constexpr int kToTheDead = 64;
   ASSERT_NO_FATAL_FAILURE(StartServers(3));
   std::string target = "list://";
   for (const auto& s : servers_) target += (target.size() > 7 ? "," : "") + s->addr().ToString();
@@ -339,19 +343,28 @@ TEST_F(KvClusterTest, ServerKilledUnderTrackedWritesDoublesNoneAndReportsEachFai
   IncrementLoad load(KvServiceProxy(*channel), 64, kCalls);
   load.Start();
   ASSERT_TRUE(WaitForCondition([&] { return load.finished() >= kCalls / 3; }));
+  const Sockaddr killed = servers_[1]->addr();
   EXPECT_EQ(128 + SIGKILL, servers_[1]->Signal(SIGKILL));
   load.Wait();
+  auto to_the_dead =
+      rpc::Channel::Create(NewClient("to-the-dead"), "list://" + killed.ToString(), options);
+  ASSERT_TRUE(to_the_dead.ok()) << to_the_dead.status().ToString();
+  IncrementLoad dead_load(KvServiceProxy(*to_the_dead), 8, kToTheDead, kCalls);
+  dead_load.Start();
+  dead_load.Wait();
   Status restarted = servers_[1]->Start();
   ASSERT_TRUE(restarted.ok()) << restarted.ToString();
 
   // Each key's count, summed over the servers' databases.
-  std::vector<int64_t> applied(kCalls, 0);
+  std::vector<IncrementLoad::Outcome> outcomes = load.outcomes();
+  outcomes.insert(outcomes.end(), dead_load.outcomes().begin(), dead_load.outcomes().end());
+  std::vector<int64_t> applied(outcomes.size(), 0);
   auto reader = NewClient("reader");
   for (const auto& server : servers_) {
     KvServiceProxy proxy(reader, server->addr());
-    for (int call = 0; call < kCalls; call++) {
+    for (size_t call = 0; call < outcomes.size(); call++) {
       GetRequestPB req;
-      req.set_key(IncrementKey(call));
+      req.set_key(IncrementKey(static_cast<int>(call)));
       GetResponsePB resp;
       rpc::RpcController ctl;
       ctl.set_timeout(MonoDelta::FromSeconds(30));
@@ -360,8 +373,8 @@ TEST_F(KvClusterTest, ServerKilledUnderTrackedWritesDoublesNoneAndReportsEachFai
     }
   }
   int succeeded = 0, did_not_run = 0, may_have_run = 0, may_have_run_applied = 0;
-  for (int call = 0; call < kCalls; call++) {
-    const IncrementLoad::Outcome& o = load.outcomes()[call];
+  for (size_t call = 0; call < outcomes.size(); call++) {
+    const IncrementLoad::Outcome& o = outcomes[call];
     SCOPED_TRACE("call " + std::to_string(call) + ": " + (o.ok ? "ok" : o.error));
     EXPECT_LE(applied[call], 1);  // never twice
     if (o.ok) {
@@ -381,6 +394,12 @@ TEST_F(KvClusterTest, ServerKilledUnderTrackedWritesDoublesNoneAndReportsEachFai
       "(%d of them applied)\n",
       succeeded, did_not_run, may_have_run, may_have_run_applied);
   EXPECT_GT(succeeded, kCalls / 3);
+  // Every write to the killed server alone failed before it left this process: "did not run"
+  // (and, above, applied nowhere).
+  for (const IncrementLoad::Outcome& o : dead_load.outcomes()) {
+    EXPECT_FALSE(o.ok);
+    EXPECT_TRUE(o.ran == rpc::HandlerRan::kNo) << o.error;
+  }
 }
 
 // Issue 25, scenario 2: three servers registered in etcd, restarted one after the other (SIGTERM:
