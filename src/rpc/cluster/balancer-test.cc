@@ -95,5 +95,50 @@ TEST(BalancerTest, EveryPolicyReturnsNullWhenAllWereTried) {
   }
 }
 
+// Power of two choices compares BackendCost, a function of what the channel knows of each
+// backend and of the time: its verdicts are checked here with the time given, not measured.
+// (channel-test checks the same behaviour end to end, with real servers.)
+constexpr int64_t kMs = 1000 * 1000;
+
+TEST(BackendCostTest, TheFasterOfTwoIdleBackendsCostsLess) {
+  const MonoTime now = MonoTime::Now();
+  const int64_t answered = now.ToNanoseconds();
+  EXPECT_LT(BackendCost(kMs / 10, answered, 0, now), BackendCost(50 * kMs, answered, 0, now));
+}
+
+TEST(BackendCostTest, EachOutstandingCallAddsOneLatency) {
+  const MonoTime now = MonoTime::Now();
+  const int64_t answered = now.ToNanoseconds();
+  EXPECT_EQ(4 * BackendCost(kMs, answered, 0, now), BackendCost(kMs, answered, 3, now));
+  // Without answers yet: outstanding calls at 1 us each.
+  EXPECT_EQ(1000.0, BackendCost(0, 0, 0, now));
+  EXPECT_EQ(3000.0, BackendCost(0, 0, 2, now));
+}
+
+// A fast server that holds a call without answering is at least as slow as its silence: after
+// 2 s it costs more than a 50 ms server, so it draws no further calls.
+TEST(BackendCostTest, SilenceWithACallOutstandingIsAFloorOnTheLatency) {
+  const MonoTime answered = MonoTime::Now();
+  const MonoTime later = answered + MonoDelta::FromSeconds(2);
+  const double holding = BackendCost(kMs / 10, answered.ToNanoseconds(), 1, later);
+  EXPECT_GE(holding, 2 * 2e9);
+  EXPECT_GT(holding, BackendCost(50 * kMs, later.ToNanoseconds(), 1, later));
+}
+
+// A slow server that stopped being picked ages: its latency counts half for each second without
+// an answer, so within seconds it costs less than a steady 10 ms server and gets a call again.
+TEST(BackendCostTest, AnIdleSlowBackendsLatencyHalvesEachSilentSecond) {
+  const MonoTime answered = MonoTime::Now();
+  const int64_t at = answered.ToNanoseconds();
+  auto after = [&](double s) { return answered + MonoDelta::FromSeconds(s); };
+  EXPECT_EQ(BackendCost(64 * kMs, at, 0, answered), BackendCost(64 * kMs, at, 0, after(0.5)));
+  EXPECT_EQ(BackendCost(32 * kMs, at, 0, answered), BackendCost(64 * kMs, at, 0, after(1.5)));
+  EXPECT_EQ(BackendCost(8 * kMs, at, 0, answered), BackendCost(64 * kMs, at, 0, after(3)));
+  const int64_t steady = after(3).ToNanoseconds();  // the other server answers all the time
+  EXPECT_GT(BackendCost(64 * kMs, at, 0, after(2)), BackendCost(10 * kMs, steady, 0, after(2)));
+  EXPECT_LT(BackendCost(64 * kMs, at, 0, after(3)), BackendCost(10 * kMs, steady, 0, after(3)));
+  EXPECT_EQ(1000.0, BackendCost(64 * kMs, at, 0, after(62)));
+}
+
 }  // namespace
 }  // namespace rrpc::rpc

@@ -47,19 +47,19 @@ bool Eligible(const Backend* b, const TriedBackends& tried, MonoTime* now) {
   return b->health(Now(now)) != Backend::Health::kEjected;
 }
 
-// Lower is better: outstanding calls weighted by latency (at least 1 us, so a backend with no
-// answers yet still counts its outstanding calls). A backend with calls outstanding and no answer
-// for a while is at least that slow: the silence is a floor on its latency, so a server that
-// holds calls without answering (its packets dropped, a hung process) stops drawing calls within
-// milliseconds. Without outstanding calls, the latency counts half for each second without an
-// answer instead: a server that was slow, and so stopped being picked, gets a call again after a
-// few seconds to show whether it still is.
+// The cost of `b` now (BackendCost), reading the clock only when it has answered before.
 double Cost(const Backend* b, MonoTime* now) {
-  int64_t ewma = b->ewma_latency_ns();
   const int64_t last = b->last_answer_ns();
-  const int outstanding = b->outstanding();
-  if (last != 0) {
-    const int64_t silent_ns = Now(now).ToNanoseconds() - last;
+  return BackendCost(b->ewma_latency_ns(), last, b->outstanding(),
+                     last != 0 ? Now(now) : MonoTime());
+}
+
+}  // namespace
+
+double BackendCost(int64_t ewma_latency_ns, int64_t last_answer_ns, int outstanding, MonoTime now) {
+  int64_t ewma = ewma_latency_ns;
+  if (last_answer_ns != 0) {
+    const int64_t silent_ns = now.ToNanoseconds() - last_answer_ns;
     if (outstanding > 0) {
       ewma = std::max(ewma, silent_ns);
     } else if (ewma > 1000) {
@@ -69,8 +69,6 @@ double Cost(const Backend* b, MonoTime* now) {
   }
   return static_cast<double>(outstanding + 1) * static_cast<double>(std::max<int64_t>(ewma, 1000));
 }
-
-}  // namespace
 
 const char* BalancerPolicyName(BalancerPolicy policy) {
   switch (policy) {

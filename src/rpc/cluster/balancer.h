@@ -51,6 +51,16 @@ struct TriedBackends {
   }
 };
 
+// Power of two choices' cost of a backend (lower is better) from what it knows of it: its EWMA
+// latency, when its last answer came (MonoTime nanoseconds; 0: none yet), its calls outstanding,
+// and the time now. Outstanding calls weighted by latency (at least 1 us, so a backend without
+// answers still counts its calls). With calls outstanding and no answer for a while, the silence
+// is a floor on its latency: a server that holds calls without answering (dropped packets, a
+// hung process) stops drawing calls within milliseconds. Without outstanding calls the latency
+// counts half for each second without an answer: a server that was slow, and so stopped being
+// picked, gets a call again after a few seconds to show whether it still is. A pure function.
+double BackendCost(int64_t ewma_latency_ns, int64_t last_answer_ns, int outstanding, MonoTime now);
+
 class Balancer {
  public:
   explicit Balancer(BalancerPolicy policy) : policy_(policy) {}
