@@ -256,7 +256,9 @@ TEST_F(CancelTest, CancelsRacingTheAnswersEndEachCallOnce) {
   // Calls answered at once, each cancelled from another thread as it goes: the cancel lands
   // before, during or after the answer, on both sides; every call ends exactly once and the
   // server keeps serving. Rounds repeat (at most 20) until the race went both ways: some calls
-  // answered before their cancel, some cancelled before their answer.
+  // answered before their cancel, some cancelled before their answer. The canceller waits from
+  // nothing to a few hundred microseconds after each send (longer each round), so on a loaded
+  // machine too some cancels come before the answer and some after.
   constexpr int kCalls = 300;
   rtest::EchoServiceProxy proxy = Proxy();
   int answered = 0, cancelled = 0;
@@ -267,6 +269,9 @@ TEST_F(CancelTest, CancelsRacingTheAnswersEndEachCallOnce) {
     std::thread canceller([&] {
       for (int i = 0; i < kCalls; i++) {
         while (sent.load() <= i) std::this_thread::yield();
+        const MonoTime at =
+            MonoTime::Now() + MonoDelta::FromMicroseconds((i % 16) * 25 * (round + 1));
+        while (MonoTime::Now() < at) std::this_thread::yield();
         calls[i]->ctl.Cancel();
       }
     });
