@@ -122,9 +122,11 @@ bool SameAsProto(const ResponseHeaderFields& f, const ResponseHeader& pb) {
              std::vector<uint32_t>(pb.sidecar_offsets().begin(), pb.sidecar_offsets().end()) &&
          SameCompression(f.has_compression, f.compression, has_compression, c);
 }
-// What only the generated parser reads: request ids, and negative call ids (ten-byte varints;
-// connection-level frames only).
-bool NeedsFallback(const RequestHeaderFields& f) { return f.has_request_id || f.call_id < 0; }
+// What only the generated parser reads: request ids, negative call ids (ten-byte varints;
+// connection-level frames only) and a stream's codec (field 32, opening frames only).
+bool NeedsFallback(const RequestHeaderFields& f) {
+  return f.has_request_id || f.call_id < 0 || f.stream_compression != 0;
+}
 bool NeedsFallback(const ResponseHeaderFields& f) { return f.call_id < 0; }
 
 template <typename Fields, typename Proto>
