@@ -54,6 +54,8 @@ class Backend final : public CallObserver {
     if (calls_ != nullptr) calls_->Increment();
   }
   int outstanding() const { return outstanding_.load(std::memory_order_relaxed); }
+  // Attempts sent to it so far (0 without a metric registry).
+  int64_t calls() const { return calls_ != nullptr ? calls_->value() : 0; }
   int64_t ewma_latency_ns() const { return ewma_ns_.load(std::memory_order_relaxed); }
   // When its last answer came (MonoTime nanoseconds; 0 before any).
   int64_t last_answer_ns() const { return last_answer_ns_.load(std::memory_order_relaxed); }

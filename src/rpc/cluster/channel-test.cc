@@ -142,6 +142,8 @@ TEST_F(ChannelTest, RoundRobinSpreadsEvenly) {
   rtest::EchoServiceProxy proxy(channel);
   for (int i = 0; i < 300; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
   for (const auto& s : servers_) EXPECT_EQ(s.service->calls(), 100);
+  // The channel counts the attempts it sent to each (the web UI's /channels shows them).
+  for (const BackendInfo& b : channel->Backends()) EXPECT_EQ(b.calls, 100) << b.addr.ToString();
 }
 
 TEST_F(ChannelTest, PowerOfTwoChoicesAvoidsASlowServer) {

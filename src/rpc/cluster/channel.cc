@@ -281,7 +281,7 @@ std::vector<BackendInfo> Channel::Backends() const {
   if (!owned_current_) return out;
   for (const auto& b : owned_current_->backends) {
     out.push_back(BackendInfo{b->addr(), b->HealthName(), b->outstanding(),
-                              b->ewma_latency_ns() / 1000, b->ejections()});
+                              b->ewma_latency_ns() / 1000, b->ejections(), b->calls()});
   }
   return out;
 }

@@ -32,7 +32,8 @@ std::string ChannelsJson() {
                   .Str("health", b.health)
                   .Int("outstanding", b.outstanding)
                   .Int("ewma_latency_us", b.ewma_latency_us)
-                  .Int("ejections", b.ejections);
+                  .Int("ejections", b.ejections)
+                  .Int("calls", b.calls);
             },
             o->Member("backends"));
       },
@@ -44,11 +45,9 @@ std::string ChannelsJson() {
 std::string ChannelsHtml(const PageEnv& env) {
   const auto channels = rpc::Channel::All();
   std::string content;
-  const std::vector<Column> columns = {{"Backend", false},
-                                       {"Health", false},
-                                       {"Outstanding", true},
-                                       {"EWMA latency (us)", true},
-                                       {"Ejections", true}};
+  const std::vector<Column> columns = {{"Backend", false},    {"Health", false},
+                                       {"Outstanding", true}, {"EWMA latency (us)", true},
+                                       {"Ejections", true},   {"Calls", true}};
   for (const auto& c : channels) {
     const std::vector<rpc::BackendInfo> backends = c->Backends();
     BeginTable(c->name(),
@@ -62,6 +61,7 @@ std::string ChannelsHtml(const PageEnv& env) {
       Cell("num", std::to_string(b.outstanding), &content);
       Cell("num", std::to_string(b.ewma_latency_us), &content);
       Cell("num", std::to_string(b.ejections), &content);
+      Cell("num", std::to_string(b.calls), &content);
       content += "</tr>\n";
     }
     if (backends.empty()) EmptyRow(columns.size(), "No servers.", &content);

@@ -59,6 +59,7 @@ struct BackendInfo {
   int outstanding = 0;
   int64_t ewma_latency_us = 0;
   int64_t ejections = 0;
+  int64_t calls = 0;  // attempts sent to it (backend_calls_total)
 };
 
 class Channel final : public ChannelIf, public std::enable_shared_from_this<Channel> {
