@@ -146,38 +146,91 @@ TEST_F(ChannelTest, RoundRobinSpreadsEvenly) {
   for (const BackendInfo& b : channel->Backends()) EXPECT_EQ(b.calls, 100) << b.addr.ToString();
 }
 
+// Server 0's handler makes 1,000 calls of its own to server 1 before it answers: its latency is
+// that of 1,000 of the others' calls by construction, however fast or loaded the machine (both
+// averages weigh a new answer 1/8, so only a stall longer than those 1,000 calls could make a fast
+// server look slower). The channel's calls go one at a time (none outstanding when the next is
+// placed), so only the latencies tell the servers apart: once its first slow answer is in,
+// server 0 loses every comparison.
 TEST_F(ChannelTest, PowerOfTwoChoicesAvoidsASlowServer) {
   StartServers(3);
-  servers_[0].service->set_echo_hook(
-      [](const rtest::EchoRequestPB&, RpcContext*) { SleepFor(MonoDelta::FromMilliseconds(50)); });
-  auto channel = NewChannel(NewClient(), ChannelOptions());
-  rtest::EchoServiceProxy proxy(channel);
-  for (int i = 0; i < 300; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
-  // Once its first answer is in, the slow server loses every comparison.
-  EXPECT_LT(servers_[0].service->calls(), 30);
-  EXPECT_EQ(
-      servers_[0].service->calls() + servers_[1].service->calls() + servers_[2].service->calls(),
-      300);
-}
-
-TEST_F(ChannelTest, PowerOfTwoChoicesTriesASlowServerAgainOnceItsLatencyAges) {
-  StartServers(2);
-  std::atomic<bool> slow{true};
-  servers_[0].service->set_echo_hook([&slow](const rtest::EchoRequestPB&, RpcContext*) {
-    if (slow.load()) SleepFor(MonoDelta::FromMilliseconds(50));
+  constexpr int kSlowness = 1000;
+  auto side = std::make_shared<rtest::EchoServiceProxy>(NewClient("side"), servers_[1].addr);
+  servers_[0].service->set_echo_hook([side](const rtest::EchoRequestPB&, RpcContext*) {
+    for (int i = 0; i < kSlowness; i++) RRPC_CHECK_OK(EchoOnce(*side, "side"));
   });
   auto channel = NewChannel(NewClient(), ChannelOptions());
   rtest::EchoServiceProxy proxy(channel);
-  // Until the slow server has answered once (then it loses every comparison).
-  for (int i = 0; i < 1000 && servers_[0].service->calls() == 0; i++) {
-    ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  constexpr int kCalls = 300;
+  for (int i = 0; i < kCalls; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+  const int slow_calls = servers_[0].service->calls();
+  LOG(INFO) << "the slow server took " << slow_calls << " of " << kCalls << " calls";
+  EXPECT_LT(slow_calls, 30);
+  EXPECT_EQ(slow_calls + servers_[1].service->calls() - kSlowness * slow_calls +
+                servers_[2].service->calls(),
+            kCalls);
+}
+
+// Server 0 answers one call slowly (1,000 calls of its own to server 1 first, as above, and at
+// least 16 times server 1's average as the channel sees it, so that the slow answer alone doubles
+// server 0's average past it): the next calls all go to server 1, until server 0's latency,
+// halved for each second it was not asked, is below server 1's and it gets a call again. A stall
+// of server 1 on a loaded machine makes it look the slower one for a while, and then the balancer
+// rightly prefers server 0: such a round proves nothing and is run again. A round proves the
+// behaviour when server 1 looked faster after the slow answer, took the next 20 calls, and
+// server 0 came back while server 1's average was still below server 0's unaged one (only aging
+// makes server 0 the cheaper then).
+TEST_F(ChannelTest, PowerOfTwoChoicesTriesASlowServerAgainOnceItsLatencyAges) {
+  StartServers(2);
+  auto channel = NewChannel(NewClient(), ChannelOptions());
+  rtest::EchoServiceProxy proxy(channel);
+  // The channel's averages (us): {server 0's, server 1's}.
+  const Sockaddr slow_addr = servers_[0].addr;
+  auto averages = [channel, slow_addr] {
+    std::pair<int64_t, int64_t> out;
+    for (const BackendInfo& b : channel->Backends()) {
+      (b.addr == slow_addr ? out.first : out.second) = b.ewma_latency_us;
+    }
+    return out;
+  };
+  auto side = std::make_shared<rtest::EchoServiceProxy>(NewClient("side"), servers_[1].addr);
+  auto slow = std::make_shared<std::atomic<bool>>(false);
+  servers_[0].service->set_echo_hook([side, slow, averages](const rtest::EchoRequestPB&,
+                                                            RpcContext*) {
+    if (!slow->load()) return;
+    const MonoTime until = MonoTime::Now() + MonoDelta::FromMicroseconds(16 * averages().second);
+    for (int i = 0; i < 1000 || MonoTime::Now() < until; i++) {
+      RRPC_CHECK_OK(EchoOnce(*side, "side"));
+    }
+  });
+  // Both answer twice first (a call that waited for its connection is no sample).
+  ASSERT_TRUE(WaitForCondition([&] {
+    return EchoOnce(proxy, "x").ok() && servers_[0].service->calls() >= 2 &&
+           servers_[1].service->calls() >= 2;
+  }));
+  bool proved = false;
+  for (int round = 0; round < 5 && !proved; round++) {
+    slow->store(true);
+    const int fast_calls = servers_[0].service->calls();
+    ASSERT_TRUE(WaitForCondition(
+        [&] { return EchoOnce(proxy, "x").ok() && servers_[0].service->calls() > fast_calls; }));
+    slow->store(false);
+    const auto after_slow = averages();
+    const int before = servers_[0].service->calls();
+    for (int i = 0; i < 20; i++) ASSERT_TRUE(EchoOnce(proxy, "x").ok());
+    const bool avoided = servers_[0].service->calls() == before;
+    // Calls go one at a time: server 1's average is the one the pick compared against; server
+    // 0's has taken one fast answer since (7/8 of what it was, unaged).
+    ASSERT_TRUE(WaitForCondition(
+        [&] { return EchoOnce(proxy, "x").ok() && servers_[0].service->calls() > before; }));
+    const auto at_return = averages();
+    proved = after_slow.second < after_slow.first && avoided && at_return.second < at_return.first;
+    LOG(INFO) << "round " << round << ": averages after the slow answer " << after_slow.first
+              << " and " << after_slow.second << " us, " << (avoided ? "" : "not ")
+              << "avoided for 20 calls, picked again at " << at_return.first << " and "
+              << at_return.second << " us";
   }
-  ASSERT_GT(servers_[0].service->calls(), 0);
-  slow.store(false);
-  const int before = servers_[0].service->calls();
-  // Its 50 ms counts half for each silent second: within seconds it is picked again.
-  ASSERT_TRUE(WaitForCondition(
-      [&] { return EchoOnce(proxy, "x").ok() && servers_[0].service->calls() > before; }));
+  EXPECT_TRUE(proved) << "no round showed server 0 avoided, then back by aging";
 }
 
 // A server that holds a call without answering (dropped packets, a hung process) is at least as

