@@ -10,11 +10,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <fstream>
 #include <functional>
-#include <string>
 #include <thread>
 #include <vector>
+
+#include "util/testing/syscall-test-util.h"
 
 namespace rrpc {
 namespace {
@@ -59,16 +59,6 @@ TEST(MutexTest, TryLockFailsWhileHeldAndSucceedsAfter) {
   EXPECT_TRUE(try_on_another_thread());
 }
 
-// Thread `tid` of this process is blocked in the futex call on `word` (its
-// /proc/self/task/<tid>/syscall names the call it is in, then that call's first argument).
-bool BlockedInFutexOn(pid_t tid, const void* word) {
-  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/syscall");
-  long nr = -1;
-  std::string arg0;
-  if (!(in >> nr >> arg0) || nr != SYS_futex) return false;
-  return std::stoull(arg0, nullptr, 16) == reinterpret_cast<uintptr_t>(word);
-}
-
 // Polls `done` for up to 30 s.
 bool WaitUntil(const std::function<bool()>& done) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -87,11 +77,11 @@ TEST(MutexTest, SleeperIsWokenByUnlock) {
   std::atomic<bool> got{false};
   std::atomic<pid_t> tid{0};
   std::thread waiter([&] {
-    tid = static_cast<pid_t>(syscall(SYS_gettid));
+    tid = CurrentTid();
     MutexLock l(mu);
     got = true;
   });
-  EXPECT_TRUE(WaitUntil([&] { return tid.load() != 0 && BlockedInFutexOn(tid.load(), &mu); }))
+  EXPECT_TRUE(WaitUntilInSyscall(tid, SYS_futex, reinterpret_cast<uintptr_t>(&mu)))
       << "the waiter never slept on the lock";
   EXPECT_FALSE(got.load());
   mu.Unlock();
