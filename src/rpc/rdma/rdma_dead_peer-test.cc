@@ -249,7 +249,10 @@ TEST_P(RdmaDeadPeerTest, AClientOutOfCreditsToALiveServerWithBlockedHandlersIsNo
   EXPECT_GT(m.credit_waits->value(), 0) << "never ran out of credits";
   rdma::SoftDevice* server_device = server_factory_->Device().value()->soft;
   server_device->StallCompletions(true);
+  const int64_t waits_before = m.credit_waits->value();
   for (size_t i = kCalls; i < calls.size(); i++) issue(calls[i], 200000);
+  // Starved (its watch armed) before the server grants anything: the first grant comes after.
+  ASSERT_TRUE(WaitForCondition([&] { return m.credit_waits->value() > waits_before; }));
   const int64_t slow_before = m.slow_grants->value();
   for (int round = 1; round <= 3; round++) {
     const int64_t waits = m.credit_waits->value();
