@@ -3,9 +3,18 @@
 #include "rrpc/util/mutex.h"
 
 #include <gtest/gtest.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
 #include <thread>
 #include <vector>
+
+#include "util/testing/syscall-test-util.h"
 
 namespace rrpc {
 namespace {
@@ -50,19 +59,37 @@ TEST(MutexTest, TryLockFailsWhileHeldAndSucceedsAfter) {
   EXPECT_TRUE(try_on_another_thread());
 }
 
+// Polls `done` for up to 30 s.
+bool WaitUntil(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 TEST(MutexTest, SleeperIsWokenByUnlock) {
-  // The main thread holds the lock while another blocks on it; the unlock must wake it.
+  // The main thread holds the lock while another blocks on it; once that one sleeps in the
+  // kernel on the lock's word (the Mutex is that word), the unlock must wake it.
   Mutex mu;
   mu.Lock();
   std::atomic<bool> got{false};
+  std::atomic<pid_t> tid{0};
   std::thread waiter([&] {
+    tid = CurrentTid();
     MutexLock l(mu);
     got = true;
   });
-  // Give the waiter a chance to sleep on the word (not needed for correctness either way).
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(WaitUntilInSyscall(tid, SYS_futex, reinterpret_cast<uintptr_t>(&mu)))
+      << "the waiter never slept on the lock";
   EXPECT_FALSE(got.load());
   mu.Unlock();
+  if (!WaitUntil([&] { return got.load(); })) {
+    ADD_FAILURE() << "Unlock did not wake the sleeper";
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&mu), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr,
+            0);  // by hand, so that the thread can be joined
+  }
   waiter.join();
   EXPECT_TRUE(got.load());
 }

@@ -394,6 +394,7 @@ class NegotiationTimeoutConnectionTest : public ConnectionTest {
   MessengerOptions ServerOptions() override {
     MessengerOptions o;
     o.negotiation_timeout = MonoDelta::FromMilliseconds(200);
+    o.num_reactors = 1;  // one loop: its timers fire in the order of their deadlines
     return o;
   }
 };
@@ -413,9 +414,12 @@ TEST_F(NegotiationTimeoutConnectionTest, ClosesAConnectionStuckAfterThePreamble)
 
 TEST_F(NegotiationTimeoutConnectionTest, SparesConnectionsThatNegotiated) {
   auto raw = NegotiatedRaw();
-  // Wait well past the negotiation timeout (a lower bound: a slow machine only weakens the
-  // test), then the negotiated raw connection still gets answers.
-  SleepFor(MonoDelta::FromMilliseconds(1000));
+  // A connection opened after it that never negotiates: once the server has closed that one at
+  // its negotiation timeout, the negotiated connection's own timer (armed earlier, on the same
+  // loop) has had its turn. Then the negotiated raw connection still gets answers.
+  RawConnection silent(server_addr_);
+  ASSERT_TRUE(silent.ok());
+  ASSERT_TRUE(silent.WaitForClose());
   rtest::EchoRequestPB req;
   req.set_data("late");
   ASSERT_TRUE(raw->Write(CallFrame(9, kEchoService, "Echo", req)).ok());
@@ -434,6 +438,7 @@ class IdleTimeoutConnectionTest : public ConnectionTest {
     MessengerOptions o;
     o.idle_timeout = MonoDelta::FromMilliseconds(1000);
     o.idle_scan_period = MonoDelta::FromMilliseconds(50);
+    o.num_reactors = 1;  // one scan sees every connection
     return o;
   }
   bool HealthyCallInSetUp() override { return false; }
@@ -481,22 +486,26 @@ TEST_F(IdleTimeoutConnectionTest, ClosesAConnectionWhosePeerStoppedReading) {
 
 TEST_F(IdleTimeoutConnectionTest, ConnectionWithACallInFlightIsNotIdle) {
   BlockEchoes();
+  auto busy = NegotiatedRaw();  // a raw peer: after its call it sends nothing, not even a ping
   rtest::EchoRequestPB req;
   req.set_data("slow");
-  rtest::EchoResponsePB resp;
-  RpcController ctl;
-  ctl.set_timeout(MonoDelta::FromSeconds(120));
-  CountDownLatch done(1);
-  Proxy().EchoAsync(req, &resp, &ctl, [&done] { done.CountDown(); });
+  ASSERT_TRUE(busy->Write(CallFrame(7, kEchoService, "Echo", req, 120000)).ok());
   ASSERT_TRUE(gate_.WaitForEntered(1));
-  // Several idle timeouts pass while the handler runs. (A lower bound on the wait: a slow
-  // machine only makes the test weaker, never wrong.)
-  SleepFor(MonoDelta::FromMilliseconds(3000));
+  // Idle connections opened after the call arrived, one after the other: once the server has
+  // closed one as idle, a scan has passed the busy connection's idle cutoff too (its last byte
+  // came earlier). Twice, so that several idle timeouts pass while the handler runs.
+  for (int i = 0; i < 2; i++) {
+    auto idle = NegotiatedRaw();
+    ASSERT_TRUE(idle->WaitForClose()) << "the idle connection was never closed";
+  }
+  ASSERT_TRUE(WaitForCondition([&] { return server_->DumpConnections().size() <= 1; }));
   EXPECT_EQ(1u, server_->DumpConnections().size());
   gate_.Open();
-  ASSERT_TRUE(done.WaitFor(MonoDelta::FromSeconds(60)));
-  ASSERT_TRUE(ctl.status().ok()) << ctl.status().ToString();
-  EXPECT_EQ("slow", resp.data());
+  ResponseHeader header;
+  std::string body;
+  ASSERT_TRUE(busy->ReadParsedFrame(&header, &body).ok()) << "the busy connection was closed";
+  EXPECT_EQ(7, header.call_id());
+  EXPECT_FALSE(header.is_error());
 }
 
 }  // namespace

@@ -64,6 +64,11 @@ constexpr MetricPrototype METRIC_rdma_upgrades_total = MetricPrototype::Counter(
 constexpr MetricPrototype METRIC_rdma_credit_waits_total = MetricPrototype::Counter(
     "rdma_credit_waits_total", "RDMA credit waits", MetricUnit::kUnits,
     "Times an RDMA connection had bytes to send and no credit to spend (it waits for a grant).");
+constexpr MetricPrototype METRIC_rdma_credit_slow_grants_total = MetricPrototype::Counter(
+    "rdma_credit_slow_grants_total", "RDMA slow credit grants", MetricUnit::kUnits,
+    "Times an RDMA connection still waited for credits when rdma_credit_starved_timeout ran out "
+    "but had been granted some meanwhile, so its peer was not declared dead: a peer slow to "
+    "grant, near that timeout.");
 constexpr MetricPrototype METRIC_rdma_sent_bytes_total =
     MetricPrototype::Counter("rdma_sent_bytes_total", "RDMA bytes sent", MetricUnit::kBytes,
                              "Bytes of RDMA messages posted, headers included.");
@@ -159,6 +164,7 @@ std::shared_ptr<RdmaTransportFactory::BoundMetrics> RdmaTransportFactory::BindMe
   auto conns = entity("rdma", "connections");
   b->upgrades = conns->FindOrCreateCounter(&METRIC_rdma_upgrades_total);
   b->metrics.credit_waits = conns->FindOrCreateCounter(&METRIC_rdma_credit_waits_total);
+  b->metrics.slow_grants = conns->FindOrCreateCounter(&METRIC_rdma_credit_slow_grants_total);
   auto sends = entity("rdma", "sends");
   b->metrics.inline_send_bytes = sends->FindOrCreateHistogram(&METRIC_rdma_inline_send_bytes);
   b->metrics.posted_send_bytes = sends->FindOrCreateHistogram(&METRIC_rdma_posted_send_bytes);

@@ -70,6 +70,7 @@ TEST_F(RdmaMetricsTest, ConnectionMetricsAreOnTheServersRegistry) {
   EXPECT_GE(Sample(server_, "rrpc_rdma_zero_copy_messages_total", "rdma", "receives"), 1);
   EXPECT_EQ(Sample(server_, "rrpc_rdma_copied_no_spare_total", "rdma", "receives"), 0);
   EXPECT_GE(Sample(server_, "rrpc_rdma_credit_waits_total", "rdma", "connections"), 0);
+  EXPECT_EQ(Sample(server_, "rrpc_rdma_credit_slow_grants_total", "rdma", "connections"), 0);
   // Small responses went inline, the large ones from registered memory.
   EXPECT_GE(Sample(server_, "rrpc_rdma_inline_send_bytes_count", "rdma", "sends"), 1);
   EXPECT_GE(Sample(server_, "rrpc_rdma_posted_send_bytes_count", "rdma", "sends"), 1);

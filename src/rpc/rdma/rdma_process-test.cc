@@ -2,6 +2,7 @@
 // through abstract UNIX sockets, as two NICs on one host would): calls go over RDMA, and when
 // the server process dies mid-call the client's call fails with a network error, promptly.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,14 +15,20 @@
 namespace rrpc::rpc {
 namespace {
 
-// The child: an RDMA echo server; reports its port on `out`, then serves until killed.
+// The child: an RDMA echo server; reports its port on `out`, then serves until killed, writing
+// one byte to `out` as the handler of a call whose data is "doomed" begins.
 [[noreturn]] void RunServerChild(int out) {
   MessengerOptions o;
   o.name = "child-server";
   o.transport_factory = std::make_shared<rdma::RdmaTransportFactory>(rdma::SoftRdmaOptions());
   auto server = MessengerBuilder(o).Build();
   if (!server.ok()) _exit(2);
-  if (!(*server)->RegisterService(std::make_unique<TestEchoService>()).ok()) _exit(3);
+  auto service = std::make_unique<TestEchoService>();
+  service->set_echo_hook([out](const rtest::EchoRequestPB& req, RpcContext*) {
+    const char entered = 'e';
+    if (req.data() == "doomed" && write(out, &entered, 1) != 1) _exit(6);
+  });
+  if (!(*server)->RegisterService(std::move(service)).ok()) _exit(3);
   Sockaddr addr;
   if (!(*server)->Listen(Sockaddr::Loopback(0), &addr).ok()) _exit(4);
   uint16_t port = addr.port();
@@ -41,7 +48,6 @@ TEST(RdmaProcessTest, CallsCrossProcessesAndFailWhenTheServerDies) {
   close(fds[1]);
   uint16_t port = 0;
   ASSERT_EQ(read(fds[0], &port, sizeof(port)), static_cast<ssize_t>(sizeof(port)));
-  close(fds[0]);
 
   MessengerOptions o;
   o.name = "client";
@@ -63,7 +69,7 @@ TEST(RdmaProcessTest, CallsCrossProcessesAndFailWhenTheServerDies) {
   ASSERT_EQ(conns.size(), 1u);
   EXPECT_EQ(conns[0].transport, "rdma");
 
-  // A call the server sits on; the server process dies under it.
+  // A call the server sits on; the server process dies under it once its handler has begun.
   rtest::EchoRequestPB req;
   req.set_data("doomed");
   req.set_sleep_ms(20000);
@@ -72,7 +78,11 @@ TEST(RdmaProcessTest, CallsCrossProcessesAndFailWhenTheServerDies) {
   ctl.set_timeout(MonoDelta::FromSeconds(60));
   CountDownLatch done(1);
   proxy.EchoAsync(req, &resp, &ctl, [&done] { done.CountDown(); });
-  SleepFor(MonoDelta::FromMilliseconds(100));  // (the call is usually in the handler by now)
+  pollfd entered{fds[0], POLLIN, 0};
+  ASSERT_EQ(poll(&entered, 1, 30000), 1) << "the call never reached the server's handler";
+  char byte = 0;
+  ASSERT_EQ(read(fds[0], &byte, 1), 1);
+  close(fds[0]);
   const MonoTime killed = MonoTime::Now();
   kill(child, SIGKILL);
   int status = 0;

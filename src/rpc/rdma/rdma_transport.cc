@@ -273,7 +273,10 @@ void RdmaTransport::CheckCreditStarvation() {
     granted_since = grant_receipts_ != starved_grant_receipts_;
   }
   if (!starved) return;
-  if (granted_since) return WatchCreditStarvation();  // the peer lives; a new wait from now
+  if (granted_since) {  // the peer lives; a new wait from now
+    if (metrics_.slow_grants) metrics_.slow_grants->Increment();
+    return WatchCreditStarvation();
+  }
   Fail(Status::NetworkError("RDMA peer declared dead",
                             "no credits granted for " + options_.credit_starved_timeout.ToString() +
                                 " while messages waited for one"));

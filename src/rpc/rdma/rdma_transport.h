@@ -85,7 +85,9 @@ struct RdmaMetrics {
   HistogramMetric* posted_send_bytes = nullptr;  // sizes of messages sent from registered memory
   Counter* sent_bytes = nullptr;                 // message bytes posted (headers included)
   Counter* received_bytes = nullptr;             // message bytes received (headers included)
-  Counter* credit_waits = nullptr;          // a Write stopped with bytes left: no credit to spend
+  Counter* credit_waits = nullptr;  // a Write stopped with bytes left: no credit to spend
+  Counter* slow_grants =
+      nullptr;  // a credit wait outlasted credit_starved_timeout, granted meanwhile
   Counter* lent_messages = nullptr;         // messages handed up by reference (zero copy)
   Counter* copied_no_spare = nullptr;       // large messages copied out: every spare block was lent
   Counter* zero_copy_sent_bytes = nullptr;  // payload bytes sent from where they were (no copy)

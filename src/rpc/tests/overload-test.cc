@@ -285,11 +285,19 @@ TEST_F(RetryTest, AsyncRetryWaitingAtShutdownCallsBack) {
   policy.max_backoff = MonoDelta::FromSeconds(60);
   ctl.set_retry_policy(policy);
   std::atomic<int> callbacks{0};
-  Proxy().EchoAsync(req, &resp, &ctl, [&] { callbacks++; });
+  rtest::EchoServiceProxy proxy = Proxy();
+  const Counter* errors =
+      MessengerInternals::metrics(*client_)->ClientMethod(proxy.service_name(), "Echo")->errors;
+  const int64_t errors_before = errors->value();
+  proxy.EchoAsync(req, &resp, &ctl, [&] { callbacks++; });
   ASSERT_TRUE(WaitForCondition([&] { return Refusals() >= refusals_before + 1; }));
-  // Usually the refusal has reached the client and the retry waits on its timer by now; if not,
-  // the first attempt fails at shutdown instead. Either way: exactly one callback, an error.
-  SleepFor(MonoDelta::FromMilliseconds(100));
+  // The refusal reached the client once its first attempt counts as an error; that attempt's
+  // callback (which hands the retry to a reactor timer) runs on the reactor before the next task
+  // there, so once DumpConnections() has run a task on every reactor the retry waits.
+  ASSERT_TRUE(WaitForCondition([&] { return errors->value() > errors_before; }));
+  client_->DumpConnections();
+  ASSERT_EQ(1, ctl.attempts());
+  ASSERT_EQ(0, callbacks.load());
   client_->Shutdown();
   EXPECT_EQ(1, callbacks.load());
   EXPECT_FALSE(ctl.status().ok());

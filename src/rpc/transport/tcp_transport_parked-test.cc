@@ -22,6 +22,7 @@
 #include "rrpc/util/monotime.h"
 #include "util/socket.h"
 #include "util/testing/socket-test-util.h"
+#include "util/testing/syscall-test-util.h"
 
 namespace rrpc::rpc {
 namespace {
@@ -90,8 +91,10 @@ class TcpTransportParkedTest : public ::testing::Test {
 
 TEST_F(TcpTransportParkedTest, TheCallerReadsItsFrameBlockingAndTheReactorNeverWaits) {
   EXPECT_FALSE(Blocking());
-  std::thread peer([this] {
-    SleepFor(MonoDelta::FromMilliseconds(20));  // most likely after the caller waits
+  const std::atomic<pid_t> caller_tid{CurrentTid()};
+  std::thread peer([&] {
+    // Once the caller waits in its blocking recv().
+    EXPECT_TRUE(WaitUntilInSyscall(caller_tid, SYS_recvfrom, fd_)) << "the caller never waited";
     PeerWrites(RawFrame("response"));
   });
   std::string frame;
@@ -134,38 +137,43 @@ TEST_F(TcpTransportParkedTest, TheCallerReadsItsFrameBlockingAndTheReactorNeverW
 
 TEST_F(TcpTransportParkedTest, CloseUnderCallerEndsABlockedRead) {
   Result<bool> got = false;
-  std::atomic<bool> reading{false};
+  std::atomic<pid_t> caller_tid{0};
   std::thread caller([&] {
     std::string frame;
-    reading = true;
+    caller_tid = CurrentTid();
     got = ReadAsCaller(MonoTime::Max(), &frame);  // no deadline: only the close ends it
   });
-  while (!reading) SleepFor(MonoDelta::FromMilliseconds(1));
-  SleepFor(MonoDelta::FromMilliseconds(20));  // most likely blocked in recv() by now
+  EXPECT_TRUE(WaitUntilInSyscall(caller_tid, SYS_recvfrom, fd_)) << "the caller never blocked";
   transport_->CloseUnderCaller();
   caller.join();
   EXPECT_TRUE(got.status().IsNetworkError()) << got.status().ToString();
 }
 
-void IgnoreSignal(int) {}
+std::atomic<int> signals_handled{0};
+void CountSignal(int) { signals_handled++; }
 
 TEST_F(TcpTransportParkedTest, ASignalDoesNotEndTheCallersRead) {
   // No SA_RESTART: a signal makes a blocked recv() fail with EINTR, which the read retries.
   struct sigaction action {};
-  action.sa_handler = IgnoreSignal;
+  action.sa_handler = CountSignal;
   struct sigaction old {};
   ASSERT_EQ(0, sigaction(SIGUSR1, &action, &old));
   Result<bool> got = false;
   std::string frame;
-  std::atomic<bool> reading{false};
+  std::atomic<pid_t> caller_tid{0};
   std::thread caller([&] {
-    reading = true;
+    caller_tid = CurrentTid();
     got = ReadAsCaller(MonoTime::Now() + kLong, &frame);
   });
-  while (!reading) SleepFor(MonoDelta::FromMilliseconds(1));
+  // Five signals, each to the caller blocked in recv() (again, after the one before).
+  signals_handled = 0;
   for (int i = 0; i < 5; i++) {
-    SleepFor(MonoDelta::FromMilliseconds(5));
+    if (!WaitUntilInSyscall(caller_tid, SYS_recvfrom, fd_)) {
+      ADD_FAILURE() << "signal " << i << ": the caller never blocked in recv()";
+      break;
+    }
     pthread_kill(caller.native_handle(), SIGUSR1);
+    while (signals_handled.load() <= i) SleepFor(MonoDelta::FromMilliseconds(1));  // on the caller
   }
   PeerWrites(RawFrame("after signals"));
   caller.join();

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "rrpc/util/monotime.h"
@@ -82,8 +83,20 @@ std::vector<WorkCompletion> WaitFor(CompletionQueue* cq, size_t n) {
   return out;
 }
 
-// Gives the devices time to do what they would (for checks that something does NOT happen).
-void Settle() { SleepFor(MonoDelta::FromMilliseconds(20)); }
+// Waits until `dev`'s port counters satisfy `pred` (false after 10 s).
+bool WaitForCounters(SoftDevice* dev,
+                     const std::function<bool(const SoftDevice::PortCounters&)>& pred) {
+  const MonoTime deadline = MonoTime::Now() + MonoDelta::FromSeconds(10);
+  while (!pred(dev->port_counters())) {
+    if (MonoTime::Now() > deadline) return false;
+    SleepFor(MonoDelta::FromMicroseconds(100));
+  }
+  return true;
+}
+// `dev` has been refused `n` times for want of a posted receive (RNR NAKs).
+bool WaitForRnrNaks(SoftDevice* dev, uint64_t n) {
+  return WaitForCounters(dev, [n](const auto& c) { return c.rnr_naks_received >= n; });
+}
 
 class SoftDeviceTest : public testing::Test {
  protected:
@@ -124,7 +137,9 @@ TEST_F(SoftDeviceTest, ASendToAPeerNotYetConnectedIsRetriedUntilItConnects) {
   ASSERT_TRUE(a_.qp->Connect(pa).ok());
   ASSERT_TRUE(b_.PostRecv(1, 0, 64).ok());
   ASSERT_TRUE(a_.Send(7, 0, 32).ok());
-  Settle();  // the first try meets b in INIT
+  // The first try meets b in INIT.
+  ASSERT_TRUE(
+      WaitForCounters(a_.dev.get(), [](const auto& c) { return c.not_ready_received > 0; }));
   ASSERT_TRUE(b_.qp->Connect(pb).ok());
   auto sends = WaitFor(a_.send_cq.get(), 1);
   ASSERT_EQ(sends.size(), 1u);
@@ -184,8 +199,10 @@ TEST_F(SoftDeviceTest, NoPostedReceiveIsRnrThenErrorAndEverythingFlushes) {
   ASSERT_TRUE(a_.PostRecv(4, 0, 10).ok());
   EXPECT_EQ(WaitFor(a_.send_cq.get(), 1).at(0).status, WcStatus::kFlushed);
   EXPECT_EQ(WaitFor(a_.recv_cq.get(), 1).at(0).status, WcStatus::kFlushed);
-  // The receiver never saw a message.
-  Settle();
+  // The receiver never saw a message, once it has taken every packet a sent.
+  const uint64_t sent = a_.dev->port_counters().data_sent;
+  ASSERT_TRUE(
+      WaitForCounters(b_.dev.get(), [sent](const auto& c) { return c.data_received >= sent; }));
   EXPECT_TRUE(WaitFor(b_.recv_cq.get(), 0).empty());
 }
 
@@ -193,7 +210,7 @@ TEST_F(SoftDeviceTest, RnrRetriesUntilAReceiveIsPosted) {
   Connect(Caps(), /*rnr_retry=*/7);  // 7: forever
   ASSERT_TRUE(a_.Send(1, 0, 10).ok());
   ASSERT_TRUE(a_.Send(2, 0, 10).ok());
-  Settle();
+  ASSERT_TRUE(WaitForRnrNaks(a_.dev.get(), 3));  // refused, retried and refused again
   EXPECT_TRUE(WaitFor(a_.send_cq.get(), 0).empty());
   ASSERT_TRUE(b_.PostRecv(7, 0, 64).ok());
   ASSERT_TRUE(b_.PostRecv(8, 64, 64).ok());
@@ -275,10 +292,9 @@ TEST_F(SoftDeviceTest, UnsignaledSendsCompleteSilentlyAndHoldTheirSlots) {
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(b_.PostRecv(i, 0, 64).ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(a_.Send(i, 0, 8, /*signaled=*/false).ok());
   ASSERT_EQ(WaitFor(b_.recv_cq.get(), 3).size(), 3u);  // delivered
-  Settle();
-  EXPECT_TRUE(WaitFor(a_.send_cq.get(), 0).empty());  // no completion for them
   // Their slots are still held: one more fits, then the queue is full.
   ASSERT_TRUE(a_.Send(3, 0, 8, /*signaled=*/true).ok());
+  // No completion for them: one would come before the signaled send's (one queue, in order).
   auto done = WaitFor(a_.send_cq.get(), 1);
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0].wr_id, 3u);
@@ -341,7 +357,7 @@ TEST_F(SoftDeviceTest, MemoryDeregisteredBeforeTheCompletionIsAProtectionError) 
   wr.sg_list = &s;
   wr.num_sge = 1;
   ASSERT_TRUE(a_.qp->PostSend(wr).ok());
-  Settle();
+  ASSERT_TRUE(WaitForRnrNaks(a_.dev.get(), 1));
   mr.reset();  // deregistered while the send is outstanding
   ASSERT_TRUE(b_.PostRecv(1, 0, 8192).ok());
   auto done = WaitFor(a_.send_cq.get(), 1);
@@ -355,7 +371,7 @@ TEST_F(SoftDeviceTest, MemoryChangedBeforeTheCompletionIsAProtectionErrorWhenVer
   Connect(Caps(), /*rnr_retry=*/7);
   memset(a_.buf.data(), 'a', 4096);
   ASSERT_TRUE(a_.Send(3, 0, 4096).ok());
-  Settle();
+  ASSERT_TRUE(WaitForRnrNaks(a_.dev.get(), 1));
   a_.buf[100] = 'b';  // reused before the completion
   ASSERT_TRUE(b_.PostRecv(1, 0, 8192).ok());
   auto done = WaitFor(a_.send_cq.get(), 1);
@@ -439,7 +455,7 @@ TEST_F(SoftDeviceTest, DestroyingAQueuePairRemovesItsCompletionsFromBothQueues) 
   ASSERT_EQ(WaitFor(a_.send_cq.get(), 2).size(), 2u);
   ASSERT_TRUE(b_.Send(7, 0, 8).ok());  // to a with no receive posted: fails at once (rnr 0)
   ASSERT_TRUE(b_.qp->ToError().ok());
-  Settle();
+  ASSERT_TRUE(WaitForRnrNaks(b_.dev.get(), 1));  // the refusal is in (its completion queued)
   b_.qp.reset();
   WorkCompletion wc[8];
   EXPECT_EQ(b_.recv_cq->Poll(wc, 8).value(), 0);
@@ -493,7 +509,7 @@ TEST_F(SoftDeviceTest, AnArmedQueueSignalsItsChannelOnce) {
 TEST_F(SoftDeviceTest, ADroppedPeerFailsOutstandingSends) {
   Connect(Caps(), /*rnr_retry=*/7);
   ASSERT_TRUE(a_.Send(1, 0, 8).ok());  // waits for a receive forever
-  Settle();
+  ASSERT_TRUE(WaitForRnrNaks(a_.dev.get(), 1));
   a_.dev->DropPeers();
   auto done = WaitFor(a_.send_cq.get(), 1);
   ASSERT_EQ(done.size(), 1u);

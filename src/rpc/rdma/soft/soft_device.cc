@@ -439,6 +439,7 @@ void SoftDeviceImpl::Watch(Link* link) {
 void SoftDeviceImpl::SendPacket(Link* link, const PacketHeader& header,
                                 const std::string* payload) {
   if (link->dead) return;
+  if (header.type == static_cast<uint8_t>(PacketType::kData)) ++counters_.data_sent;
   link->out.append(reinterpret_cast<const char*>(&header), sizeof(header));
   if (payload != nullptr) link->out.append(*payload);
   FlushLink(link);
@@ -516,6 +517,22 @@ void SoftDeviceImpl::HandleReadable(Link* link) {
 }
 
 void SoftDeviceImpl::Dispatch(Link* link, const PacketHeader& h, const uint8_t* payload) {
+  switch (static_cast<PacketType>(h.type)) {
+    case PacketType::kData:
+      ++counters_.data_received;
+      break;
+    case PacketType::kAck:
+      ++counters_.acks_received;
+      break;
+    case PacketType::kRnrNak:
+      ++counters_.rnr_naks_received;
+      break;
+    case PacketType::kNotReady:
+      ++counters_.not_ready_received;
+      break;
+    case PacketType::kErrNak:
+      break;
+  }
   auto it = qps_.find(h.dst_qpn);
   if (it == qps_.end()) {
     // No such queue pair (destroyed, or never existed): hardware drops the packet and the

@@ -62,6 +62,18 @@ class SoftDevice : public Context {
   // calls blocked now.
   virtual void HoldControlVerbs(bool held) = 0;
   virtual int control_verbs_held() = 0;
+
+  // Port counters, as a NIC keeps (mlx5's hw_counters): the packets this device put on its links
+  // and took off them, by kind. Tests wait on them where something must NOT happen, to know the
+  // packet that could have made it happen was answered. Any thread.
+  struct PortCounters {
+    uint64_t data_sent = 0;
+    uint64_t data_received = 0;
+    uint64_t acks_received = 0;
+    uint64_t rnr_naks_received = 0;   // the peer had no receive posted
+    uint64_t not_ready_received = 0;  // the peer's queue pair was not yet ready to receive
+  };
+  virtual PortCounters port_counters() = 0;
 };
 
 // `local`: the bootstrap address of the connection that opens it (unset: none); with

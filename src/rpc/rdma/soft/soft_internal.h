@@ -261,6 +261,10 @@ class SoftDeviceImpl final : public SoftDevice {
   void InjectAsyncEvent(AsyncEventType type, QueuePair* qp) override;
   void HoldControlVerbs(bool held) override;
   int control_verbs_held() override;
+  PortCounters port_counters() override {
+    std::lock_guard<std::mutex> lock(mu);
+    return counters_;
+  }
   // Called on entry by every control-path verb, without mu: the modelled delay, then the wait
   // while HoldControlVerbs holds them.
   void ControlVerb();
@@ -337,6 +341,7 @@ class SoftDeviceImpl final : public SoftDevice {
   bool dropping_packets_ = false;
   bool dead_ = false;  // InjectAsyncEvent(kDeviceFatal)
   int discarding_receives_ = 0;
+  PortCounters counters_;
   uint32_t next_qpn_ = 0x100;
   uint32_t next_key_ = 0x1000;
   uint32_t next_vector_ = 0;
