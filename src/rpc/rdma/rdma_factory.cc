@@ -124,7 +124,7 @@ RdmaTransportFactory::RdmaTransportFactory(RdmaOptions options, DeviceOpener ope
 void RdmaTransportFactory::UseMetricRegistry(MetricRegistry* registry) {
   if (options_.metric_registry != nullptr || registry == nullptr) return;
   std::shared_ptr<BoundMetrics> next = BindMetrics(registry);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   bound_ = std::move(next);
 }
 
@@ -135,12 +135,12 @@ void RdmaTransportFactory::UseDeadPeerSettings(const rpc::StreamTransportOptions
   mine.keepalive_count = stream.keepalive_count;
   mine.user_timeout = stream.user_timeout;
   auto next = std::make_shared<rpc::TcpTransportFactory>(mine);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   tcp_ = std::move(next);
 }
 
 std::shared_ptr<rpc::TcpTransportFactory> RdmaTransportFactory::tcp() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return tcp_;
 }
 
@@ -175,7 +175,7 @@ std::shared_ptr<RdmaTransportFactory::BoundMetrics> RdmaTransportFactory::BindMe
 }
 
 std::shared_ptr<RdmaTransportFactory::BoundMetrics> RdmaTransportFactory::bound() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return bound_;
 }
 
@@ -187,7 +187,7 @@ void RdmaTransportFactory::CountUpgrade() { bound()->upgrades->Increment(); }
 
 RdmaTransportFactory::~RdmaTransportFactory() {
   setup_.reset();  // stopped here unless a transport still holds it
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (device_ != nullptr) AsyncEventRouter::UnwatchDevice(device_->context.get());
 }
 
@@ -218,7 +218,7 @@ std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool ser
 
 void RdmaTransportFactory::RememberDeadPath(const Sockaddr& peer) {
   const MonoTime now = MonoTime::Now();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (dead_paths_.size() >= kMaxDeadPaths) {
     // Bounded: the expired go, then (still full) the one that expires first.
     for (auto it = dead_paths_.begin(); it != dead_paths_.end();) {
@@ -235,7 +235,7 @@ void RdmaTransportFactory::RememberDeadPath(const Sockaddr& peer) {
 }
 
 bool RdmaTransportFactory::PathKnownDead(const Sockaddr& peer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = dead_paths_.find(peer.ToString());
   if (it == dead_paths_.end()) return false;
   if (it->second > MonoTime::Now()) return true;
@@ -246,7 +246,7 @@ bool RdmaTransportFactory::PathKnownDead(const Sockaddr& peer) {
 Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
     const std::shared_ptr<RdmaDevice>& device) {
   std::shared_ptr<SrqContext> stale;  // released after the lock, on this (its reactor's) thread
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::shared_ptr<SrqContext>& slot = srqs_[std::this_thread::get_id()];
   if (slot != nullptr && slot->device() != device->context.get()) {
     // Bound to a device that failed and was dropped (Device()): this reactor's connections
@@ -293,7 +293,7 @@ Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
 }
 
 std::vector<RdmaTransportFactory::SrqSnapshot> RdmaTransportFactory::SrqStatsSnapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<SrqSnapshot> out;
   for (const auto& [thread, c] : srqs_) {
     const SrqStats& st = c->stats();
@@ -318,7 +318,7 @@ std::string MemlockWarningFor(const RdmaOptions& o, uint64_t limit) {
 }
 
 Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device(const Sockaddr& local) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (device_ != nullptr && device_failed_->load(std::memory_order_acquire)) {
     // Its connections failed already (each holds the device until it goes); new ones wait for
     // a reopen. In SRQ mode each reactor's context (bound to this device, which it holds) is

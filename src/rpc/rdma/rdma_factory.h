@@ -29,6 +29,7 @@
 #include "rpc/rdma/srq/srq_context.h"
 #include "rpc/transport/tcp_transport.h"
 #include "rrpc/rpc/rdma.h"
+#include "rrpc/util/mutex.h"
 #include "rrpc/util/ref_counted.h"
 
 namespace rrpc {
@@ -134,7 +135,7 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   const RdmaOptions options_;
   const DeviceOpener open_device_;
   std::shared_ptr<rpc::TcpTransportFactory> tcp() const;
-  std::shared_ptr<rpc::TcpTransportFactory> tcp_;  // guarded by mu_
+  std::shared_ptr<rpc::TcpTransportFactory> tcp_ RRPC_GUARDED_BY(mu_);
   // The metrics in one registry, and references to their entities: a registry (a messenger's)
   // may go before the factory or its connections, the metrics they count into may not. Each
   // connection's KeepAlive holds the one it was made with.
@@ -150,22 +151,22 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   std::shared_ptr<BoundMetrics> bound() const;
 
   std::shared_ptr<MetricRegistry> owned_registry_;
-  std::shared_ptr<BoundMetrics> bound_;  // guarded by mu_
-  mutable std::mutex mu_;
-  std::shared_ptr<RdmaDevice> device_;  // guarded by mu_
-  // By reactor thread; declared after device_ so that they go first. Guarded by mu_.
-  std::unordered_map<std::thread::id, std::shared_ptr<SrqContext>> srqs_;
-  int srq_count_ = 0;  // guarded by mu_: numbers the reactors' metric entities
-  std::unordered_map<std::thread::id, int> srq_ids_;  // guarded by mu_: each reactor's number
-  Status device_error_;                               // guarded by mu_
-  // Peers whose path probe failed, until when their connections stay on TCP. Guarded by mu_.
-  std::map<std::string, MonoTime> dead_paths_;
+  mutable Mutex mu_;
+  std::shared_ptr<BoundMetrics> bound_ RRPC_GUARDED_BY(mu_);
+  std::shared_ptr<RdmaDevice> device_ RRPC_GUARDED_BY(mu_);
+  // By reactor thread; declared after device_ so that they go first.
+  std::unordered_map<std::thread::id, std::shared_ptr<SrqContext>> srqs_ RRPC_GUARDED_BY(mu_);
+  int srq_count_ RRPC_GUARDED_BY(mu_) = 0;  // numbers the reactors' metric entities
+  std::unordered_map<std::thread::id, int> srq_ids_ RRPC_GUARDED_BY(mu_);  // each reactor's number
+  Status device_error_ RRPC_GUARDED_BY(mu_);
+  // Peers whose path probe failed, until when their connections stay on TCP.
+  std::map<std::string, MonoTime> dead_paths_ RRPC_GUARDED_BY(mu_);
   // Set (by AsyncEventRouter) when the device reports itself dead: the next Device() call drops
-  // it and reopens after a backoff. Guarded by mu_ (the pointer).
-  std::shared_ptr<std::atomic<bool>> device_failed_;
-  // A failed open: when to try again, and the wait after the next failure. Guarded by mu_.
-  MonoTime retry_at_;
-  MonoDelta retry_backoff_ = kFirstRetry;
+  // it and reopens after a backoff. The pointer is guarded; the flag is set from any thread.
+  std::shared_ptr<std::atomic<bool>> device_failed_ RRPC_GUARDED_BY(mu_);
+  // A failed open: when to try again, and the wait after the next failure.
+  MonoTime retry_at_ RRPC_GUARDED_BY(mu_);
+  MonoDelta retry_backoff_ RRPC_GUARDED_BY(mu_) = kFirstRetry;
   // Last: let go before anything above (its jobs hold what they use).
   std::shared_ptr<SetupThread> setup_;
 };
