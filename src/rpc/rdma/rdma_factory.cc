@@ -88,6 +88,18 @@ constexpr MetricPrototype METRIC_rdma_send_registrations_total = MetricPrototype
     "rdma_send_registrations_total", "RDMA send registrations", MetricUnit::kUnits,
     "Blocks registered with the device on their first zero-copy send (deregistered when freed).");
 
+// What the device's watcher does with each async event of `ctx` (on its thread): connections'
+// events to them (private-RQ and SRQ), a device fatal to the factory too (AsyncEventRouter).
+DeviceEventWatcher::Handler EventHandler(Context* ctx) {
+  return [ctx](const AsyncEvent& event) {
+    AsyncEventRouter::Deliver(ctx, event);
+    SrqContext::DeliverAsyncEvent(ctx, event);
+    if (event.type == AsyncEventType::kDeviceFatal) {
+      LOG(WARNING) << "RDMA device " << ctx->device_name() << " reported a fatal error";
+    }
+  };
+}
+
 // The TCP connection every RDMA connection starts on (and falls back to).
 rpc::StreamTransportOptions StreamOptionsFor(const RdmaOptions& options) {
   rpc::StreamTransportOptions stream;
@@ -344,9 +356,21 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device(const Sockaddr&
       Result<std::unique_ptr<ProtectionDomain>> pd = dev->context->AllocPd();
       if (pd.ok()) {
         dev->pd = std::move(pd).value();
-        device_ = std::move(dev);
       } else {
         device_error_ = pd.status();
+        dev.reset();
+      }
+    }
+    if (dev != nullptr) {
+      // Its events are read from now on, connections or none (an idle process learns of a
+      // device fatal, and of port changes, as a busy one does).
+      Result<std::unique_ptr<DeviceEventWatcher>> watcher =
+          DeviceEventWatcher::Start(dev->context.get(), EventHandler(dev->context.get()));
+      if (watcher.ok()) {
+        dev->watcher = std::move(watcher).value();
+        device_ = std::move(dev);
+      } else {
+        device_error_ = watcher.status();
       }
     }
     if (device_ == nullptr) {

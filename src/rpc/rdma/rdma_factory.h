@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "rpc/rdma/async_events.h"
 #include "rpc/rdma/bootstrap/bootstrap.h"
 #include "rpc/rdma/ibv/verbs_ibv.h"
 #include "rpc/rdma/rdma_endpoint.h"
@@ -50,7 +51,12 @@ struct RdmaDevice {
   std::unique_ptr<Context> context;
   SoftDevice* soft = nullptr;  // the same object when the backend is soft: its fault hooks
   std::unique_ptr<ProtectionDomain> pd;
-  ~RdmaDevice() { pd.reset(); }
+  // Reads the context's async events from open until the device goes (set by the factory).
+  std::unique_ptr<DeviceEventWatcher> watcher;
+  ~RdmaDevice() {
+    watcher.reset();  // joined first: no event is handed on while the rest goes
+    pd.reset();
+  }
 };
 
 class RdmaTransportFactory final : public rpc::TransportFactory {
