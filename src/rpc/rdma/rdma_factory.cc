@@ -89,13 +89,38 @@ constexpr MetricPrototype METRIC_rdma_send_registrations_total = MetricPrototype
     "Blocks registered with the device on their first zero-copy send (deregistered when freed).");
 
 // What the device's watcher does with each async event of `ctx` (on its thread): connections'
-// events to them (private-RQ and SRQ), a device fatal to the factory too (AsyncEventRouter).
-DeviceEventWatcher::Handler EventHandler(Context* ctx) {
-  return [ctx](const AsyncEvent& event) {
+// events to them (private-RQ and SRQ), a device fatal to the factory too (AsyncEventRouter), a
+// port coming up counted in `activations` (the factory then forgets its dead paths). The port
+// itself was read again by NextAsyncEvent.
+DeviceEventWatcher::Handler EventHandler(Context* ctx,
+                                         std::shared_ptr<std::atomic<uint64_t>> activations) {
+  return [ctx, activations = std::move(activations)](const AsyncEvent& event) {
     AsyncEventRouter::Deliver(ctx, event);
     SrqContext::DeliverAsyncEvent(ctx, event);
-    if (event.type == AsyncEventType::kDeviceFatal) {
-      LOG(WARNING) << "RDMA device " << ctx->device_name() << " reported a fatal error";
+    switch (event.type) {
+      case AsyncEventType::kDeviceFatal:
+        LOG(WARNING) << "RDMA device " << ctx->device_name() << " reported a fatal error";
+        break;
+      case AsyncEventType::kPortError:
+        LOG(WARNING) << "RDMA device " << ctx->device_name() << ": port " << ctx->port().port
+                     << " down; new connections stay on TCP until it is up";
+        break;
+      case AsyncEventType::kPortActive:
+        activations->fetch_add(1, std::memory_order_release);
+        LOG(INFO) << "RDMA device " << ctx->device_name() << ": port " << ctx->port().port
+                  << " active";
+        break;
+      case AsyncEventType::kGidChange:
+      case AsyncEventType::kLidChange: {
+        const PortInfo port = ctx->port();
+        LOG(INFO) << "RDMA device " << ctx->device_name() << ": port " << port.port
+                  << (event.type == AsyncEventType::kGidChange ? " GID table" : " LID")
+                  << " changed (LID " << port.lid << ", " << port.gid_table.size()
+                  << " GID entries); new connections use it";
+        break;
+      }
+      default:
+        break;
     }
   };
 }
@@ -228,9 +253,23 @@ std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool ser
   return std::make_unique<RdmaUpgrade>(this, server_side, remote, local);
 }
 
+void RdmaTransportFactory::ForgetDeadPathsIfPortCameUp() {
+  if (port_activations_ == nullptr) return;
+  const uint64_t now = port_activations_->load(std::memory_order_acquire);
+  if (now == activations_seen_) return;
+  activations_seen_ = now;
+  if (dead_paths_.empty()) return;
+  LOG(INFO) << "RDMA: the port came up; forgetting " << dead_paths_.size()
+            << " dead path(s): their next connections probe again";
+  dead_paths_.clear();
+}
+
 void RdmaTransportFactory::RememberDeadPath(const Sockaddr& peer) {
   const MonoTime now = MonoTime::Now();
   MutexLock lock(mu_);
+  ForgetDeadPathsIfPortCameUp();
+  // Our own port is down: the probe says nothing about the peer's path.
+  if (device_ != nullptr && !device_->context->port().active) return;
   if (dead_paths_.size() >= kMaxDeadPaths) {
     // Bounded: the expired go, then (still full) the one that expires first.
     for (auto it = dead_paths_.begin(); it != dead_paths_.end();) {
@@ -248,6 +287,7 @@ void RdmaTransportFactory::RememberDeadPath(const Sockaddr& peer) {
 
 bool RdmaTransportFactory::PathKnownDead(const Sockaddr& peer) {
   MutexLock lock(mu_);
+  ForgetDeadPathsIfPortCameUp();
   auto it = dead_paths_.find(peer.ToString());
   if (it == dead_paths_.end()) return false;
   if (it->second > MonoTime::Now()) return true;
@@ -361,11 +401,12 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device(const Sockaddr&
         dev.reset();
       }
     }
+    auto activations = std::make_shared<std::atomic<uint64_t>>(0);
     if (dev != nullptr) {
       // Its events are read from now on, connections or none (an idle process learns of a
       // device fatal, and of port changes, as a busy one does).
-      Result<std::unique_ptr<DeviceEventWatcher>> watcher =
-          DeviceEventWatcher::Start(dev->context.get(), EventHandler(dev->context.get()));
+      Result<std::unique_ptr<DeviceEventWatcher>> watcher = DeviceEventWatcher::Start(
+          dev->context.get(), EventHandler(dev->context.get(), activations));
       if (watcher.ok()) {
         dev->watcher = std::move(watcher).value();
         device_ = std::move(dev);
@@ -383,6 +424,8 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device(const Sockaddr&
       retry_backoff_ = kFirstRetry;
       device_failed_ = std::make_shared<std::atomic<bool>>(false);
       AsyncEventRouter::WatchDevice(device_->context.get(), device_failed_);
+      port_activations_ = std::move(activations);
+      activations_seen_ = 0;
       LOG(INFO) << "RDMA device " << device_->context->device_name() << " opened ("
                 << (options_.backend == RdmaBackend::kSoft ? "software backend" : "libibverbs")
                 << ")";

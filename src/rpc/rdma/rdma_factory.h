@@ -109,7 +109,8 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   // A connection upgraded to RDMA (counted in rrpc_rdma_upgrades_total).
   void CountUpgrade();
   // The path probe (path_probe.h). A probe to `peer` failed: connections to it stay on TCP for
-  // options().dead_path_memory. Any thread.
+  // options().dead_path_memory, or until our port comes up again (kPortActive: the paths
+  // remembered are forgotten); not remembered while our port is down. Any thread.
   void RememberDeadPath(const Sockaddr& peer);
   bool PathKnownDead(const Sockaddr& peer);
   static constexpr size_t kMaxDeadPaths = 4096;
@@ -170,6 +171,12 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   // Set (by AsyncEventRouter) when the device reports itself dead: the next Device() call drops
   // it and reopens after a backoff. The pointer is guarded; the flag is set from any thread.
   std::shared_ptr<std::atomic<bool>> device_failed_ RRPC_GUARDED_BY(mu_);
+  // Counted by the device's event watcher on each kPortActive (the pointer is guarded); the
+  // dead paths are forgotten when it moved past activations_seen_.
+  std::shared_ptr<std::atomic<uint64_t>> port_activations_ RRPC_GUARDED_BY(mu_);
+  uint64_t activations_seen_ RRPC_GUARDED_BY(mu_) = 0;
+  // Clears dead_paths_ if the port came up since last looked.
+  void ForgetDeadPathsIfPortCameUp() RRPC_REQUIRES(mu_);
   // A failed open: when to try again, and the wait after the next failure.
   MonoTime retry_at_ RRPC_GUARDED_BY(mu_);
   MonoDelta retry_backoff_ RRPC_GUARDED_BY(mu_) = kFirstRetry;
