@@ -1,6 +1,13 @@
 #include "rpc/rdma/async_events.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <unordered_map>
+
+#include "util/thread.h"
 
 namespace rrpc::rdma {
 namespace {
@@ -57,21 +64,56 @@ void AsyncEventRouter::DeviceFailed(const Context* ctx) {
   MarkFailed(ctx);
 }
 
+void AsyncEventRouter::Deliver(const Context* ctx, const AsyncEvent& event) {
+  std::lock_guard<std::mutex> lock(registry_mu);
+  if (event.type == AsyncEventType::kDeviceFatal) {
+    MarkFailed(ctx);
+    // Every QP of the device is gone, and no completion will say so.
+    for (auto& [key, target] : Registry()) {
+      if (target->ctx == ctx) Flag(target, /*device=*/true);
+    }
+    return;
+  }
+  if (event.type != AsyncEventType::kQpFatal || event.context == nullptr) return;
+  auto it = Registry().find(event.context);
+  if (it != Registry().end() && it->second->ctx == ctx) Flag(it->second, /*device=*/false);
+}
+
 void AsyncEventRouter::Drain(Context* ctx) {
   AsyncEvent event;
-  while (ctx->NextAsyncEvent(&event)) {
-    std::lock_guard<std::mutex> lock(registry_mu);
-    if (event.type == AsyncEventType::kDeviceFatal) {
-      MarkFailed(ctx);
-      // Every QP of the device is gone, and no completion will say so.
-      for (auto& [key, target] : Registry()) {
-        if (target->ctx == ctx) Flag(target, /*device=*/true);
-      }
-      continue;
-    }
-    if (event.type != AsyncEventType::kQpFatal || event.context == nullptr) continue;
-    auto it = Registry().find(event.context);
-    if (it != Registry().end() && it->second->ctx == ctx) Flag(it->second, /*device=*/false);
+  while (ctx->NextAsyncEvent(&event)) Deliver(ctx, event);
+}
+
+Result<std::unique_ptr<DeviceEventWatcher>> DeviceEventWatcher::Start(Context* ctx,
+                                                                      Handler handler) {
+  const int stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (stop_fd < 0) return Status::FromErrno("RDMA async event watcher: eventfd", errno);
+  std::unique_ptr<DeviceEventWatcher> w(new DeviceEventWatcher(ctx, std::move(handler), stop_fd));
+  Result<std::thread> t = StartThread("rdma", "rdma-events", [raw = w.get()] { raw->Run(); });
+  if (!t.ok()) {
+    close(stop_fd);
+    return t.status();
+  }
+  w->thread_ = std::move(t).value();
+  return w;
+}
+
+DeviceEventWatcher::~DeviceEventWatcher() {
+  uint64_t one = 1;
+  (void)!write(stop_fd_, &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
+  close(stop_fd_);
+}
+
+void DeviceEventWatcher::Run() {
+  pollfd fds[2] = {{ctx_->async_fd(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+  for (;;) {
+    // Before the wait too: events queued before the watcher started.
+    AsyncEvent event;
+    while (ctx_->NextAsyncEvent(&event)) handler_(event);
+    fds[0].revents = fds[1].revents = 0;
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    if (fds[1].revents != 0) return;
   }
 }
 

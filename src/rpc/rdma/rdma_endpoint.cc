@@ -75,8 +75,9 @@ Result<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::CreateShared(Context* ctx, P
 void RdmaEndpoint::SetAddress() {
   static thread_local std::mt19937 rng{std::random_device{}()};
   address_.qp_num = qp_->qp_num();
-  address_.lid = ctx_->port().lid;
-  gid_ = {ctx_->port().gid_index, ctx_->port().gid, ctx_->port().gid_type};
+  const PortInfo port = ctx_->port();  // as last read: a LID or GID change reaches new QPs
+  address_.lid = port.lid;
+  gid_ = {port.gid_index, port.gid, port.gid_type};
   address_.gid = gid_.gid;
   address_.psn = rng() & 0xFFFFFF;
 }
@@ -106,11 +107,12 @@ QpConnectParams RdmaEndpoint::ConnectParams(const QpAddress& remote, uint32_t pa
   QpConnectParams p;
   p.remote = remote;
   p.local_psn = address_.psn;
-  p.path_mtu = std::min(path_mtu, ctx_->port().active_mtu);
+  const PortInfo port = ctx_->port();
+  p.path_mtu = std::min(path_mtu, port.active_mtu);
   p.rnr_retry = options_.rnr_retry;
-  p.port = ctx_->port().port;
+  p.port = port.port;
   p.gid_index = gid_.index;
-  p.global = NeedsGlobalRoute(ctx_->port(), remote.gid);
+  p.global = NeedsGlobalRoute(port, remote.gid);
   p.traffic_class = options_.traffic_class;
   p.service_level = options_.service_level;
   return p;

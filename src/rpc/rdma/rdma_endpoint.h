@@ -47,7 +47,7 @@ class RdmaEndpoint {
   QpConnectParams ConnectParams(const QpAddress& remote, uint32_t path_mtu) const;
 
   const EndpointOptions& options() const { return options_; }
-  const PortInfo& port() const { return ctx_->port(); }
+  PortInfo port() const { return ctx_->port(); }
   Context* context() const { return ctx_; }
   uint32_t inline_cap() const { return qp_->caps().max_inline_data; }
   uint32_t send_queue_depth() const { return qp_->caps().max_send_wr; }

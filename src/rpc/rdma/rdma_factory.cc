@@ -93,6 +93,43 @@ constexpr MetricPrototype METRIC_rdma_send_registrations_total = MetricPrototype
     "rdma_send_registrations_total", "RDMA send registrations", MetricUnit::kUnits,
     "Blocks registered with the device on their first zero-copy send (deregistered when freed).");
 
+// What the device's watcher does with each async event of `ctx` (on its thread): connections'
+// events to them (private-RQ and SRQ), a device fatal to the factory too (AsyncEventRouter), a
+// port coming up counted in `activations` (the factory then forgets its dead paths). The port
+// itself was read again by NextAsyncEvent.
+DeviceEventWatcher::Handler EventHandler(Context* ctx,
+                                         std::shared_ptr<std::atomic<uint64_t>> activations) {
+  return [ctx, activations = std::move(activations)](const AsyncEvent& event) {
+    AsyncEventRouter::Deliver(ctx, event);
+    SrqContext::DeliverAsyncEvent(ctx, event);
+    switch (event.type) {
+      case AsyncEventType::kDeviceFatal:
+        LOG(WARNING) << "RDMA device " << ctx->device_name() << " reported a fatal error";
+        break;
+      case AsyncEventType::kPortError:
+        LOG(WARNING) << "RDMA device " << ctx->device_name() << ": port " << ctx->port().port
+                     << " down; new connections stay on TCP until it is up";
+        break;
+      case AsyncEventType::kPortActive:
+        activations->fetch_add(1, std::memory_order_release);
+        LOG(INFO) << "RDMA device " << ctx->device_name() << ": port " << ctx->port().port
+                  << " active";
+        break;
+      case AsyncEventType::kGidChange:
+      case AsyncEventType::kLidChange: {
+        const PortInfo port = ctx->port();
+        LOG(INFO) << "RDMA device " << ctx->device_name() << ": port " << port.port
+                  << (event.type == AsyncEventType::kGidChange ? " GID table" : " LID")
+                  << " changed (LID " << port.lid << ", " << port.gid_table.size()
+                  << " GID entries); new connections use it";
+        break;
+      }
+      default:
+        break;
+    }
+  };
+}
+
 // The TCP connection every RDMA connection starts on (and falls back to).
 rpc::StreamTransportOptions StreamOptionsFor(const RdmaOptions& options) {
   rpc::StreamTransportOptions stream;
@@ -129,7 +166,7 @@ RdmaTransportFactory::RdmaTransportFactory(RdmaOptions options, DeviceOpener ope
 void RdmaTransportFactory::UseMetricRegistry(MetricRegistry* registry) {
   if (options_.metric_registry != nullptr || registry == nullptr) return;
   std::shared_ptr<BoundMetrics> next = BindMetrics(registry);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   bound_ = std::move(next);
 }
 
@@ -140,12 +177,12 @@ void RdmaTransportFactory::UseDeadPeerSettings(const rpc::StreamTransportOptions
   mine.keepalive_count = stream.keepalive_count;
   mine.user_timeout = stream.user_timeout;
   auto next = std::make_shared<rpc::TcpTransportFactory>(mine);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   tcp_ = std::move(next);
 }
 
 std::shared_ptr<rpc::TcpTransportFactory> RdmaTransportFactory::tcp() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return tcp_;
 }
 
@@ -181,7 +218,7 @@ std::shared_ptr<RdmaTransportFactory::BoundMetrics> RdmaTransportFactory::BindMe
 }
 
 std::shared_ptr<RdmaTransportFactory::BoundMetrics> RdmaTransportFactory::bound() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return bound_;
 }
 
@@ -193,7 +230,7 @@ void RdmaTransportFactory::CountUpgrade() { bound()->upgrades->Increment(); }
 
 RdmaTransportFactory::~RdmaTransportFactory() {
   setup_.reset();  // stopped here unless a transport still holds it
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (device_ != nullptr) AsyncEventRouter::UnwatchDevice(device_->context.get());
 }
 
@@ -222,9 +259,23 @@ std::unique_ptr<rpc::TransportUpgrade> RdmaTransportFactory::NewUpgrade(bool ser
   return std::make_unique<RdmaUpgrade>(this, server_side, remote, local);
 }
 
+void RdmaTransportFactory::ForgetDeadPathsIfPortCameUp() {
+  if (port_activations_ == nullptr) return;
+  const uint64_t now = port_activations_->load(std::memory_order_acquire);
+  if (now == activations_seen_) return;
+  activations_seen_ = now;
+  if (dead_paths_.empty()) return;
+  LOG(INFO) << "RDMA: the port came up; forgetting " << dead_paths_.size()
+            << " dead path(s): their next connections probe again";
+  dead_paths_.clear();
+}
+
 void RdmaTransportFactory::RememberDeadPath(const Sockaddr& peer) {
   const MonoTime now = MonoTime::Now();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
+  ForgetDeadPathsIfPortCameUp();
+  // Our own port is down: the probe says nothing about the peer's path.
+  if (device_ != nullptr && !device_->context->port().active) return;
   if (dead_paths_.size() >= kMaxDeadPaths) {
     // Bounded: the expired go, then (still full) the one that expires first.
     for (auto it = dead_paths_.begin(); it != dead_paths_.end();) {
@@ -241,7 +292,8 @@ void RdmaTransportFactory::RememberDeadPath(const Sockaddr& peer) {
 }
 
 bool RdmaTransportFactory::PathKnownDead(const Sockaddr& peer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
+  ForgetDeadPathsIfPortCameUp();
   auto it = dead_paths_.find(peer.ToString());
   if (it == dead_paths_.end()) return false;
   if (it->second > MonoTime::Now()) return true;
@@ -252,7 +304,7 @@ bool RdmaTransportFactory::PathKnownDead(const Sockaddr& peer) {
 Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
     const std::shared_ptr<RdmaDevice>& device) {
   std::shared_ptr<SrqContext> stale;  // released after the lock, on this (its reactor's) thread
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::shared_ptr<SrqContext>& slot = srqs_[std::this_thread::get_id()];
   if (slot != nullptr && slot->device() != device->context.get()) {
     // Bound to a device that failed and was dropped (Device()): this reactor's connections
@@ -299,7 +351,7 @@ Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
 }
 
 std::vector<RdmaTransportFactory::SrqSnapshot> RdmaTransportFactory::SrqStatsSnapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<SrqSnapshot> out;
   for (const auto& [thread, c] : srqs_) {
     const SrqStats& st = c->stats();
@@ -324,7 +376,7 @@ std::string MemlockWarningFor(const RdmaOptions& o, uint64_t limit) {
 }
 
 Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device(const Sockaddr& local) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (device_ != nullptr && device_failed_->load(std::memory_order_acquire)) {
     // Its connections failed already (each holds the device until it goes); new ones wait for
     // a reopen. In SRQ mode each reactor's context (bound to this device, which it holds) is
@@ -350,9 +402,22 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device(const Sockaddr&
       Result<std::unique_ptr<ProtectionDomain>> pd = dev->context->AllocPd();
       if (pd.ok()) {
         dev->pd = std::move(pd).value();
-        device_ = std::move(dev);
       } else {
         device_error_ = pd.status();
+        dev.reset();
+      }
+    }
+    auto activations = std::make_shared<std::atomic<uint64_t>>(0);
+    if (dev != nullptr) {
+      // Its events are read from now on, connections or none (an idle process learns of a
+      // device fatal, and of port changes, as a busy one does).
+      Result<std::unique_ptr<DeviceEventWatcher>> watcher = DeviceEventWatcher::Start(
+          dev->context.get(), EventHandler(dev->context.get(), activations));
+      if (watcher.ok()) {
+        dev->watcher = std::move(watcher).value();
+        device_ = std::move(dev);
+      } else {
+        device_error_ = watcher.status();
       }
     }
     if (device_ == nullptr) {
@@ -365,6 +430,8 @@ Result<std::shared_ptr<RdmaDevice>> RdmaTransportFactory::Device(const Sockaddr&
       retry_backoff_ = kFirstRetry;
       device_failed_ = std::make_shared<std::atomic<bool>>(false);
       AsyncEventRouter::WatchDevice(device_->context.get(), device_failed_);
+      port_activations_ = std::move(activations);
+      activations_seen_ = 0;
       LOG(INFO) << "RDMA device " << device_->context->device_name() << " opened ("
                 << (options_.backend == RdmaBackend::kSoft ? "software backend" : "libibverbs")
                 << ")";

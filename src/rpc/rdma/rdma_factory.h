@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "rpc/rdma/async_events.h"
 #include "rpc/rdma/bootstrap/bootstrap.h"
 #include "rpc/rdma/ibv/verbs_ibv.h"
 #include "rpc/rdma/rdma_endpoint.h"
@@ -29,6 +30,7 @@
 #include "rpc/rdma/srq/srq_context.h"
 #include "rpc/transport/tcp_transport.h"
 #include "rrpc/rpc/rdma.h"
+#include "rrpc/util/mutex.h"
 #include "rrpc/util/ref_counted.h"
 
 namespace rrpc {
@@ -49,7 +51,12 @@ struct RdmaDevice {
   std::unique_ptr<Context> context;
   SoftDevice* soft = nullptr;  // the same object when the backend is soft: its fault hooks
   std::unique_ptr<ProtectionDomain> pd;
-  ~RdmaDevice() { pd.reset(); }
+  // Reads the context's async events from open until the device goes (set by the factory).
+  std::unique_ptr<DeviceEventWatcher> watcher;
+  ~RdmaDevice() {
+    watcher.reset();  // joined first: no event is handed on while the rest goes
+    pd.reset();
+  }
 };
 
 class RdmaTransportFactory final : public rpc::TransportFactory {
@@ -102,7 +109,8 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   // A connection upgraded to RDMA (counted in rrpc_rdma_upgrades_total).
   void CountUpgrade();
   // The path probe (path_probe.h). A probe to `peer` failed: connections to it stay on TCP for
-  // options().dead_path_memory. Any thread.
+  // options().dead_path_memory, or until our port comes up again (kPortActive: the paths
+  // remembered are forgotten); not remembered while our port is down. Any thread.
   void RememberDeadPath(const Sockaddr& peer);
   bool PathKnownDead(const Sockaddr& peer);
   static constexpr size_t kMaxDeadPaths = 4096;
@@ -134,7 +142,7 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   const RdmaOptions options_;
   const DeviceOpener open_device_;
   std::shared_ptr<rpc::TcpTransportFactory> tcp() const;
-  std::shared_ptr<rpc::TcpTransportFactory> tcp_;  // guarded by mu_
+  std::shared_ptr<rpc::TcpTransportFactory> tcp_ RRPC_GUARDED_BY(mu_);
   // The metrics in one registry, and references to their entities: a registry (a messenger's)
   // may go before the factory or its connections, the metrics they count into may not. Each
   // connection's KeepAlive holds the one it was made with.
@@ -150,22 +158,28 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   std::shared_ptr<BoundMetrics> bound() const;
 
   std::shared_ptr<MetricRegistry> owned_registry_;
-  std::shared_ptr<BoundMetrics> bound_;  // guarded by mu_
-  mutable std::mutex mu_;
-  std::shared_ptr<RdmaDevice> device_;  // guarded by mu_
-  // By reactor thread; declared after device_ so that they go first. Guarded by mu_.
-  std::unordered_map<std::thread::id, std::shared_ptr<SrqContext>> srqs_;
-  int srq_count_ = 0;  // guarded by mu_: numbers the reactors' metric entities
-  std::unordered_map<std::thread::id, int> srq_ids_;  // guarded by mu_: each reactor's number
-  Status device_error_;                               // guarded by mu_
-  // Peers whose path probe failed, until when their connections stay on TCP. Guarded by mu_.
-  std::map<std::string, MonoTime> dead_paths_;
+  mutable Mutex mu_;
+  std::shared_ptr<BoundMetrics> bound_ RRPC_GUARDED_BY(mu_);
+  std::shared_ptr<RdmaDevice> device_ RRPC_GUARDED_BY(mu_);
+  // By reactor thread; declared after device_ so that they go first.
+  std::unordered_map<std::thread::id, std::shared_ptr<SrqContext>> srqs_ RRPC_GUARDED_BY(mu_);
+  int srq_count_ RRPC_GUARDED_BY(mu_) = 0;  // numbers the reactors' metric entities
+  std::unordered_map<std::thread::id, int> srq_ids_ RRPC_GUARDED_BY(mu_);  // each reactor's number
+  Status device_error_ RRPC_GUARDED_BY(mu_);
+  // Peers whose path probe failed, until when their connections stay on TCP.
+  std::map<std::string, MonoTime> dead_paths_ RRPC_GUARDED_BY(mu_);
   // Set (by AsyncEventRouter) when the device reports itself dead: the next Device() call drops
-  // it and reopens after a backoff. Guarded by mu_ (the pointer).
-  std::shared_ptr<std::atomic<bool>> device_failed_;
-  // A failed open: when to try again, and the wait after the next failure. Guarded by mu_.
-  MonoTime retry_at_;
-  MonoDelta retry_backoff_ = kFirstRetry;
+  // it and reopens after a backoff. The pointer is guarded; the flag is set from any thread.
+  std::shared_ptr<std::atomic<bool>> device_failed_ RRPC_GUARDED_BY(mu_);
+  // Counted by the device's event watcher on each kPortActive (the pointer is guarded); the
+  // dead paths are forgotten when it moved past activations_seen_.
+  std::shared_ptr<std::atomic<uint64_t>> port_activations_ RRPC_GUARDED_BY(mu_);
+  uint64_t activations_seen_ RRPC_GUARDED_BY(mu_) = 0;
+  // Clears dead_paths_ if the port came up since last looked.
+  void ForgetDeadPathsIfPortCameUp() RRPC_REQUIRES(mu_);
+  // A failed open: when to try again, and the wait after the next failure.
+  MonoTime retry_at_ RRPC_GUARDED_BY(mu_);
+  MonoDelta retry_backoff_ RRPC_GUARDED_BY(mu_) = kFirstRetry;
   // Last: let go before anything above (its jobs hold what they use).
   std::shared_ptr<SetupThread> setup_;
 };

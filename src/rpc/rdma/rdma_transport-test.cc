@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "rpc/rdma/bootstrap/gid_choice.h"
 #include "rpc/rdma/rdma_factory.h"
 #include "rpc/testing/rpc-test-util.h"
 #include "util/metrics/histogram_metric.h"
@@ -399,24 +400,29 @@ TEST_F(RdmaTransportTest, ADeviceFatalEventClosesPrivateRqConnectionsAtOnce) {
   }));
 }
 
-// Finding 1 of issue 37: a device fatal event while no connection watches the async fd (an idle
-// process) was never read; every later connection then failed to create its QP (`resources`)
-// for the life of the process. Now a create failing with EIO marks the device failed, and the
-// factory reopens it after its backoff: a later connection upgrades again.
-TEST_F(RdmaTransportTest, ADeviceThatDiedWhileIdleIsReopened) {
+// Finding 1 of issue 37: a device fatal event while no connection watched the async fd (an idle
+// process) was never read; every later connection then failed to create its QP (`resources`;
+// since 656c019, whose EIO marks the device failed, the first one). Now one watcher per device
+// reads its events from open on, connections or none: the factory lets the dead device go
+// without a connection asking, reopens it after its backoff, and no connection meets it.
+TEST_F(RdmaTransportTest, ADeviceFatalWhileIdleIsReadAndTheDeviceReopened) {
   Start(SmallRdma(), SmallRdma());
   ASSERT_TRUE(Echo("before").ok());
   ASSERT_EQ(ClientTransport(), "rdma");
   client_->Shutdown();
   ASSERT_TRUE(WaitForCondition([&] { return server_->DumpConnections().empty(); }));
-  // Idle: nobody reads the event.
-  server_factory_->Device().value()->soft->InjectAsyncEvent(rdma::AsyncEventType::kDeviceFatal);
+  // Idle: no connection uses the server's device.
+  std::shared_ptr<rdma::RdmaDevice> dead = server_factory_->Device().value();
+  dead->soft->InjectAsyncEvent(rdma::AsyncEventType::kDeviceFatal);
+  ASSERT_TRUE(WaitForCondition(
+      [&] {
+        Result<std::shared_ptr<rdma::RdmaDevice>> now = server_factory_->Device();
+        return !now.ok() || now->get() != dead.get();
+      },
+      MonoDelta::FromSeconds(20)))
+      << "the factory still serves the device that reported a fatal error while idle";
   MessengerOptions co;
   co.transport_factory = client_factory_;
-  StartClient(co);
-  ASSERT_TRUE(Echo("on tcp").ok());
-  EXPECT_EQ(ClientTransport(), "tcp");
-  EXPECT_EQ(server_factory_->fallbacks(FallbackReason::kResources), 1u);
   EXPECT_TRUE(WaitForCondition([&] {  // a fresh connection now and then, until one upgrades
     client_->Shutdown();
     StartClient(co);
@@ -425,7 +431,75 @@ TEST_F(RdmaTransportTest, ADeviceThatDiedWhileIdleIsReopened) {
     SleepFor(MonoDelta::FromMilliseconds(100));  // pacing only
     return false;
   }));
-  EXPECT_EQ(server_factory_->fallbacks(FallbackReason::kResources), 1u);  // then no_device
+  EXPECT_EQ(server_factory_->fallbacks(FallbackReason::kResources), 0u);  // none met it
+}
+
+// Finding 4 of issue 37 (addresses): the port's LID and GID table were read once, at open; their
+// change events were dropped, so a connection made after a new LID or address carried the old
+// LID and could not use the new address's GID. Now the device's watcher reads the events, the
+// context reads its port again, and what is made after uses the port as it is.
+TEST_F(RdmaTransportTest, ANewLidAndAddressReachWhatIsMadeAfterTheirEvents) {
+  Start(SmallRdma(), SmallRdma());
+  std::shared_ptr<rdma::RdmaDevice> dev = client_factory_->Device().value();
+  const Sockaddr added = Sockaddr::Parse("10.11.12.13:0").value();
+  dev->soft->SetLid(7);
+  ASSERT_TRUE(dev->soft->SetPortAddresses({"10.11.12.13"}).ok());
+  ASSERT_TRUE(WaitForCondition(
+      [&] {
+        const rdma::PortInfo port = dev->context->port();
+        return port.lid == 7 && rdma::TableHoldsAddress(port.gid_table, added);
+      },
+      MonoDelta::FromSeconds(20)))
+      << "the port is still as at open: LID " << dev->context->port().lid << ", "
+      << dev->context->port().gid_table.size() << " GID entries";
+  // A connection bootstrapped from the new address uses its RoCE v2 GID; every QP the new LID.
+  const rdma::GidEntry gid = rdma::ConnectionGid(dev->context->port(), added, 0);
+  rdma::Gid want{};
+  ASSERT_TRUE(rdma::GidOfAddress(added, &want));
+  EXPECT_EQ(gid.gid, want);
+  EXPECT_EQ(gid.type, rdma::GidType::kRoceV2);
+  rdma::EndpointOptions eo = SmallRdma().endpoint;
+  auto ep = rdma::RdmaEndpoint::Create(dev->context.get(), dev->pd.get(), eo).value();
+  EXPECT_EQ(ep->address().lid, 7);
+  ep.reset();
+  ASSERT_TRUE(Echo("after").ok());
+  EXPECT_EQ(ClientTransport(), "rdma");
+}
+
+// Finding 4 of issue 37 (link flap): a peer contacted during a link flap stayed on TCP for
+// dead_path_memory (10 min): its path probe failed, and PORT_ACTIVE did not clear the dead path
+// it left. Now no dead path is remembered while our port is down (connections stay on TCP,
+// no_device), those remembered are forgotten when it comes up, and the next connection upgrades.
+TEST_F(RdmaTransportTest, APeerContactedDuringALinkFlapUpgradesOnceThePortIsUp) {
+  RdmaOptions o = SmallRdma();
+  o.probe_path = true;
+  Start(o, o);
+  std::shared_ptr<rdma::RdmaDevice> dev = client_factory_->Device().value();
+  // The link dies: packets are lost before the port reports itself down, and a probe fails.
+  dev->soft->DropAllPackets(true);
+  ASSERT_TRUE(Echo("link dying").ok());
+  EXPECT_EQ(ClientTransport(), "tcp");
+  EXPECT_EQ(client_factory_->fallbacks(FallbackReason::kPath), 1u);
+  dev->soft->SetPortActive(false);
+  dev->soft->DropAllPackets(false);  // the port's state says it from now on
+  MessengerOptions co;
+  co.transport_factory = client_factory_;
+  client_->Shutdown();
+  StartClient(co);
+  ASSERT_TRUE(Echo("port down").ok());
+  EXPECT_EQ(ClientTransport(), "tcp");
+  dev->soft->SetPortActive(true);
+  EXPECT_TRUE(WaitForCondition(
+      [&] {  // a fresh connection now and then, until one upgrades
+        client_->Shutdown();
+        StartClient(co);
+        if (!Echo("up again").ok()) return false;
+        if (ClientTransport() == "rdma") return true;
+        SleepFor(MonoDelta::FromMilliseconds(100));  // pacing only
+        return false;
+      },
+      MonoDelta::FromSeconds(20)))
+      << "the peer stays on TCP after the port came up (its dead path is remembered)";
 }
 
 // Finding 3 of issue 27: both ends of a RoCE connection must use GIDs of one type (a v2 QP

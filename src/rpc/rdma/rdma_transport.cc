@@ -78,9 +78,7 @@ void RdmaTransport::Start(struct ev_loop* loop, rpc::TransportHost* host) {
     registrations_->loop = loop_;
     registrations_->wake = &async_wake_;
   }
-  ev_io_init(&async_watcher_, &RdmaTransport::OnAsyncReadable, ep_->context()->async_fd(), EV_READ);
-  async_watcher_.data = this;
-  ev_io_start(loop_, &async_watcher_);
+  // The device's watcher reads its events (one per device, async_events.h) and wakes us.
   AsyncEventRouter::Register(ep_.get(), &async_target_);
   ev_io_init(&channel_watcher_, &RdmaTransport::OnChannelReadable, ep_->channel()->fd(), EV_READ);
   channel_watcher_.data = this;
@@ -112,10 +110,6 @@ void RdmaTransport::OnIdle(struct ev_loop* loop, ev_idle* w, int) {
     return;
   }
   t->HandleCompletions();
-}
-
-void RdmaTransport::OnAsyncReadable(struct ev_loop*, ev_io* w, int) {
-  AsyncEventRouter::Drain(static_cast<RdmaTransport*>(w->data)->ep_->context());
 }
 
 void RdmaTransport::OnAsyncWake(struct ev_loop*, ev_async* w, int) {
@@ -567,9 +561,7 @@ void RdmaTransport::Close() {
     }
     if (!srq_) {
       AsyncEventRouter::Unregister(ep_.get());  // no wake-up is sent after this
-      ev_io_stop(loop_, &async_watcher_);
       ev_async_stop(loop_, &async_wake_);
-      ev_clear_pending(loop_, &async_watcher_);
       ev_clear_pending(loop_, &async_wake_);
       ev_io_stop(loop_, &channel_watcher_);
       // A fed event still pending for the watcher must not fire after it is gone.

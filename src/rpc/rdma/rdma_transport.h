@@ -137,8 +137,7 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   static void OnChannelReadable(struct ev_loop* loop, ev_io* w, int revents);
   static void OnSocketReadable(struct ev_loop* loop, ev_io* w, int revents);
   static void OnIdle(struct ev_loop* loop, ev_idle* w, int revents);
-  // Private receive queue: the device's async events (async_events.h).
-  static void OnAsyncReadable(struct ev_loop* loop, ev_io* w, int revents);
+  // Private receive queue: the device's watcher found an async event for us (async_events.h).
   static void OnAsyncWake(struct ev_loop* loop, ev_async* w, int revents);
   static void OnStarvedTimer(struct ev_loop* loop, ev_timer* w, int revents);
   // Reactor thread, while the host waits to write: when what holds it back is the peer's
@@ -239,9 +238,8 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   ev_io channel_watcher_;
   ev_io socket_watcher_;
   ev_idle idle_watcher_;
-  // Private receive queue: the device's async event fd, and the wake-up of whichever reactor
-  // read an event for this connection (async_events.h); registered from Start to Close.
-  ev_io async_watcher_;
+  // Private receive queue: the wake-up the device's event watcher sends when it read an event
+  // for this connection (async_events.h); registered from Start to Close.
   ev_async async_wake_;
   AsyncEventRouter::Target async_target_;
   ev_timer starved_timer_;  // active while a credit starvation is watched

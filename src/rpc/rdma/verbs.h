@@ -120,6 +120,7 @@ struct PortInfo {
   uint32_t max_msg_size = 1 << 30;  // largest message a send may carry
   bool ethernet = false;            // RoCE (else InfiniBand): every packet carries a GRH
   int num_comp_vectors = 1;         // completion vectors (interrupts) CQs are spread over
+  bool active = true;               // the port's state is ACTIVE (it opened so)
 };
 
 // An opened device (one port; its GID is the default, each connection chooses its own from the
@@ -128,7 +129,10 @@ class Context {
  public:
   virtual ~Context() = default;
   virtual const std::string& device_name() const = 0;
-  virtual const PortInfo& port() const = 0;
+  // The port as last read: at open, then again whenever NextAsyncEvent returns a port event
+  // (kPortActive, kPortError, kGidChange, kLidChange), before it returns it. A copy: the reader
+  // of the async events may replace it at any time.
+  virtual PortInfo port() const = 0;
   virtual Result<std::unique_ptr<ProtectionDomain>> AllocPd() = 0;
   virtual Result<std::unique_ptr<CompletionChannel>> CreateChannel() = 0;
   // `channel` may be nullptr (polled only). Successive CQs go round-robin over the port's
@@ -136,9 +140,10 @@ class Context {
   virtual Result<std::unique_ptr<CompletionQueue>> CreateCq(int entries,
                                                             CompletionChannel* channel) = 0;
   // Async events (port changes, fatal QP errors, SRQ limit, last WQE): fd readable when one
-  // waits. Every user of the context may read it; an event goes to whoever reads it first.
+  // waits. An event goes to whoever reads it first: the transport reads it from one thread per
+  // device (DeviceEventWatcher, async_events.h).
   virtual int async_fd() const = 0;
-  // Non-blocking: false when none waits.
+  // Non-blocking: false when none waits. A port event re-reads port() first.
   virtual bool NextAsyncEvent(AsyncEvent* event) = 0;
 };
 

@@ -121,8 +121,10 @@ enum class AsyncEventType : uint8_t {
   kCqError,           // a completion queue overflowed
   kSrqLimitReached,   // posted receives fell below the armed limit (the limit is then disarmed)
   kSrqError,          // the SRQ is lost
-  kPortActive,
-  kPortError,
+  kPortActive,        // the port came up (again)
+  kPortError,         // the port went down: nothing leaves it until kPortActive
+  kGidChange,         // the port's GID table changed (an address came or went)
+  kLidChange,         // the port's LID changed (InfiniBand: the subnet manager gave a new one)
   kDeviceFatal,
   kOther,
 };

@@ -40,10 +40,18 @@ FallbackReason RdmaUpgrade::OpenDevice() {
     factory_->CountFallback(FallbackReason::kNoDevice, dev.status());
     return FallbackReason::kNoDevice;
   }
-  device_ = std::move(dev).value();
   // This connection's GID: the port's entry of the bootstrap socket's address (else of its
-  // netdev, looked up only where the table says which netdev each entry is on).
-  const PortInfo& port = device_->context->port();
+  // netdev, looked up only where the table says which netdev each entry is on). The port as
+  // last read: its GID table and LID follow their change events.
+  const PortInfo port = (*dev)->context->port();
+  if (!port.active) {
+    device_failed_ = true;
+    factory_->CountFallback(
+        FallbackReason::kNoDevice,
+        Status::NetworkError("the RDMA port is down: connections stay on TCP until it is up"));
+    return FallbackReason::kNoDevice;
+  }
+  device_ = std::move(dev).value();
   uint32_t ifindex = 0;
   if (local_.family() != 0 && !port.gid_pinned && !TableHoldsAddress(port.gid_table, local_) &&
       std::any_of(port.gid_table.begin(), port.gid_table.end(),

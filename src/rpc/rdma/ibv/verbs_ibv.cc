@@ -16,6 +16,7 @@
 #include "rpc/rdma/ibv/verbs_ibv_library.h"
 #include "rpc/rdma/ibv/verbs_ibv_ports.h"
 #include "rpc/rdma/memlock.h"
+#include "rrpc/util/mutex.h"
 
 namespace rrpc::rdma {
 namespace {
@@ -334,17 +335,28 @@ class IbvPd final : public ProtectionDomain {
 
 class IbvContext final : public Context {
  public:
-  IbvContext(const Library* lib, ibv_context* ctx, std::string name, PortInfo port)
-      : lib_(lib), ctx_(ctx), name_(std::move(name)), port_(port) {
+  IbvContext(const Library* lib, ibv_context* ctx, std::string name, PortInfo port,
+             const VerbsDeviceOptions& options)
+      : lib_(lib),
+        ctx_(ctx),
+        name_(std::move(name)),
+        options_(options),
+        port_num_(port.port),
+        ethernet_(port.ethernet),
+        num_comp_vectors_(port.num_comp_vectors),
+        port_(std::move(port)) {
     fcntl(ctx_->async_fd, F_SETFL, fcntl(ctx_->async_fd, F_GETFL) | O_NONBLOCK);
   }
   ~IbvContext() override { lib_->close_device(ctx_); }
   const std::string& device_name() const override { return name_; }
-  const PortInfo& port() const override { return port_; }
+  PortInfo port() const override {
+    MutexLock lock(port_mu_);
+    return port_;
+  }
   Result<std::unique_ptr<ProtectionDomain>> AllocPd() override {
     ibv_pd* pd = lib_->alloc_pd(ctx_);
     if (pd == nullptr) return Errno("ibv_alloc_pd", errno);
-    return std::unique_ptr<ProtectionDomain>(new IbvPd(lib_, pd, port_.ethernet));
+    return std::unique_ptr<ProtectionDomain>(new IbvPd(lib_, pd, ethernet_));
   }
   Result<std::unique_ptr<CompletionChannel>> CreateChannel() override {
     ibv_comp_channel* ch = lib_->create_comp_channel(ctx_);
@@ -356,7 +368,7 @@ class IbvContext final : public Context {
                                                     CompletionChannel* channel) override {
     ibv_comp_channel* ch = channel ? static_cast<IbvChannel*>(channel)->raw() : nullptr;
     const int vector = static_cast<int>(next_vector_.fetch_add(1, std::memory_order_relaxed) %
-                                        static_cast<unsigned>(std::max(1, port_.num_comp_vectors)));
+                                        static_cast<unsigned>(std::max(1, num_comp_vectors_)));
     ibv_cq* cq = lib_->create_cq(ctx_, entries, nullptr, ch, vector);
     if (cq == nullptr) return Errno("ibv_create_cq", errno);
     return std::unique_ptr<CompletionQueue>(new IbvCq(lib_, cq, vector));
@@ -401,6 +413,12 @@ class IbvContext final : public Context {
       case IBV_EVENT_PORT_ERR:
         out->type = AsyncEventType::kPortError;
         break;
+      case IBV_EVENT_GID_CHANGE:
+        out->type = AsyncEventType::kGidChange;
+        break;
+      case IBV_EVENT_LID_CHANGE:
+        out->type = AsyncEventType::kLidChange;
+        break;
       case IBV_EVENT_DEVICE_FATAL:
         out->type = AsyncEventType::kDeviceFatal;
         break;
@@ -408,15 +426,42 @@ class IbvContext final : public Context {
         out->type = AsyncEventType::kOther;
         break;
     }
+    const bool port_event =
+        (out->type == AsyncEventType::kPortActive || out->type == AsyncEventType::kPortError ||
+         out->type == AsyncEventType::kGidChange || out->type == AsyncEventType::kLidChange) &&
+        ev.element.port_num == port_num_;
     lib_->ack_async_event(&ev);
+    if (port_event) RefreshPort();
     return true;
   }
 
  private:
+  // Reads the port again (its state, LID, MTU and GID table; the GID re-chosen as at open), as
+  // its events say it changed. A port that is not ACTIVE keeps what it had, marked inactive.
+  void RefreshPort() {
+    ibv_port_attr pattr{};
+    const bool queried = lib_->query_port(ctx_, static_cast<uint8_t>(port_num_), &pattr) == 0;
+    Result<PortInfo> info = Status::NotFound("port not ACTIVE");
+    if (queried && pattr.state == IBV_PORT_ACTIVE) {
+      info = ibv::PortInfoOf(lib_, ctx_, name_, port_num_, pattr, options_);
+    }
+    MutexLock lock(port_mu_);
+    if (info.ok()) {
+      port_ = std::move(info).value();
+    } else {
+      port_.active = false;
+    }
+  }
+
   const Library* const lib_;
   ibv_context* const ctx_;
   const std::string name_;
-  const PortInfo port_;
+  const VerbsDeviceOptions options_;
+  const int port_num_;
+  const bool ethernet_;
+  const int num_comp_vectors_;
+  mutable Mutex port_mu_;
+  PortInfo port_ RRPC_GUARDED_BY(port_mu_);  // replaced by RefreshPort (the events' reader)
   std::atomic<unsigned> next_vector_{0};
 };
 
@@ -511,7 +556,7 @@ Result<std::unique_ptr<Context>> OpenVerbsDeviceWith(const ibv::Library& library
   }
   if (keep < opened.size()) {
     return std::unique_ptr<Context>(
-        new IbvContext(lib, opened[keep].ctx, opened[keep].name, *info));
+        new IbvContext(lib, opened[keep].ctx, opened[keep].name, *info, options));
   }
   if (opened.empty() && tried.empty()) {
     return Status::NotFound("no RDMA device named", options.device);

@@ -32,6 +32,10 @@ struct FakeState {
   bool ethernet = true;
   uint32_t max_inline = 1024;  // create_qp refuses a larger inline cap (EINVAL)
   int devices = 1;
+  // The port as query_port and query_gid_ex read it now (tests change it, then queue its event).
+  ibv_port_state port_state = IBV_PORT_ACTIVE;
+  uint16_t lid = 7;                         // InfiniBand (RoCE: 0)
+  const char* address = "::ffff:10.0.0.1";  // RoCE: the address entries 2 (v1) and 3 (v2)
   // Failures to inject: the errno the next call of each fails with (0: succeeds).
   int fail_create_cq = 0;
   int fail_reg_mr = 0;
@@ -81,6 +85,13 @@ void Remove(std::vector<T*>* v, T* p) {
 ibv_gid GidOf(const char* text) {
   ibv_gid gid{};
   inet_pton(AF_INET6, text, gid.raw);
+  return gid;
+}
+
+Gid AsGid(const char* text) {
+  const ibv_gid raw = GidOf(text);
+  Gid gid;
+  memcpy(gid.data(), raw.raw, gid.size());
   return gid;
 }
 
@@ -146,11 +157,11 @@ int QueryDevice(ibv_context*, ibv_device_attr* a) {
 }
 int QueryPort(ibv_context*, uint8_t, ibv_port_attr* a) {
   *a = ibv_port_attr{};
-  a->state = IBV_PORT_ACTIVE;
+  a->state = g->port_state;
   a->link_layer = g->ethernet ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
   a->active_mtu = IBV_MTU_1024;
   a->gid_tbl_len = 8;
-  a->lid = g->ethernet ? 0 : 7;
+  a->lid = g->ethernet ? 0 : g->lid;
   a->max_msg_sz = 1u << 30;
   return 0;
 }
@@ -166,7 +177,7 @@ int QueryGidEx(ibv_context*, uint32_t, uint32_t index, ibv_gid_entry* e, uint32_
     return 0;
   }
   if (index > 3) return ENODATA;
-  e->gid = GidOf(index < 2 ? "fe80::1" : "::ffff:10.0.0.1");
+  e->gid = GidOf(index < 2 ? "fe80::1" : g->address);
   e->gid_type = index % 2 == 0 ? IBV_GID_TYPE_ROCE_V1 : IBV_GID_TYPE_ROCE_V2;
   e->ndev_ifindex = 2;
   return 0;
@@ -681,6 +692,57 @@ TEST_F(FakeVerbsTest, CreateAndRegistrationFailuresCarryTheirErrno) {
   ASSERT_TRUE(mr.ok());
   mr.value().reset();
   EXPECT_EQ(1, state_.deregistered);
+}
+
+// Finding 4 of issue 37: port, GID and LID events were translated and dropped; port() stayed as
+// at open. Now a port event re-reads the port before it is returned: a new LID; a port that went
+// down marked inactive (what it had kept), ACTIVE again when it comes up.
+TEST_F(FakeVerbsTest, ALidChangeOrPortEventReadsThePortAgain) {
+  state_.ethernet = false;
+  Open();
+  ASSERT_EQ(7, ctx_->port().lid);
+  ibv_async_event e{};
+  e.element.port_num = 1;
+  state_.lid = 9;
+  e.event_type = IBV_EVENT_LID_CHANGE;
+  state_.async_events.push_back(e);
+  AsyncEvent ev;
+  ASSERT_TRUE(ctx_->NextAsyncEvent(&ev));
+  EXPECT_EQ(AsyncEventType::kLidChange, ev.type);
+  EXPECT_EQ(9, ctx_->port().lid);
+  state_.port_state = IBV_PORT_DOWN;
+  e.event_type = IBV_EVENT_PORT_ERR;
+  state_.async_events.push_back(e);
+  ASSERT_TRUE(ctx_->NextAsyncEvent(&ev));
+  EXPECT_EQ(AsyncEventType::kPortError, ev.type);
+  EXPECT_FALSE(ctx_->port().active);
+  EXPECT_EQ(9, ctx_->port().lid);
+  state_.port_state = IBV_PORT_ACTIVE;
+  e.event_type = IBV_EVENT_PORT_ACTIVE;
+  state_.async_events.push_back(e);
+  ASSERT_TRUE(ctx_->NextAsyncEvent(&ev));
+  EXPECT_EQ(AsyncEventType::kPortActive, ev.type);
+  EXPECT_TRUE(ctx_->port().active);
+  EXPECT_EQ(3, state_.async_acked);
+}
+
+// The same for a RoCE port's GID table: a new address gives new connections its GIDs.
+TEST_F(FakeVerbsTest, AGidChangeEventReadsTheGidTableAgain) {
+  Open();
+  ASSERT_EQ(AsGid("::ffff:10.0.0.1"), ctx_->port().gid);
+  state_.address = "::ffff:10.0.0.9";
+  ibv_async_event e{};
+  e.element.port_num = 1;
+  e.event_type = IBV_EVENT_GID_CHANGE;
+  state_.async_events.push_back(e);
+  AsyncEvent ev;
+  ASSERT_TRUE(ctx_->NextAsyncEvent(&ev));
+  EXPECT_EQ(AsyncEventType::kGidChange, ev.type);
+  const PortInfo port = ctx_->port();
+  EXPECT_EQ(AsGid("::ffff:10.0.0.9"), port.gid);
+  EXPECT_EQ(3, port.gid_index);
+  ASSERT_EQ(4u, port.gid_table.size());
+  EXPECT_EQ(AsGid("::ffff:10.0.0.9"), port.gid_table[2].gid);
 }
 
 }  // namespace

@@ -516,6 +516,45 @@ TEST_F(SoftDeviceTest, ADroppedPeerFailsOutstandingSends) {
   EXPECT_EQ(done[0].status, WcStatus::kRetryExceeded);
 }
 
+// The port as its hardware changes at run time (finding 4 of issue 37): each change queues its
+// event, and port() shows it once that event is read, as a context re-reads its port.
+TEST_F(SoftDeviceTest, PortChangesShowOnceTheirEventIsRead) {
+  a_.Open(Caps());
+  a_.dev->SetLid(5);
+  ASSERT_TRUE(a_.dev->SetPortAddresses({"10.1.1.1"}).ok());
+  a_.dev->SetPortActive(false);
+  EXPECT_EQ(0, a_.dev->port().lid);  // not read yet
+  EXPECT_EQ(4u, a_.dev->port().gid_table.size());
+  EXPECT_TRUE(a_.dev->port().active);
+  AsyncEvent e;
+  ASSERT_TRUE(a_.dev->NextAsyncEvent(&e));
+  EXPECT_EQ(AsyncEventType::kLidChange, e.type);
+  EXPECT_EQ(5, a_.dev->port().lid);
+  ASSERT_TRUE(a_.dev->NextAsyncEvent(&e));
+  EXPECT_EQ(AsyncEventType::kGidChange, e.type);
+  EXPECT_EQ(6u, a_.dev->port().gid_table.size());  // a v1/v2 pair for the address
+  ASSERT_TRUE(a_.dev->NextAsyncEvent(&e));
+  EXPECT_EQ(AsyncEventType::kPortError, e.type);
+  EXPECT_FALSE(a_.dev->port().active);
+  a_.dev->SetPortActive(true);
+  ASSERT_TRUE(a_.dev->NextAsyncEvent(&e));
+  EXPECT_EQ(AsyncEventType::kPortActive, e.type);
+  EXPECT_TRUE(a_.dev->port().active);
+  EXPECT_FALSE(a_.dev->NextAsyncEvent(&e));
+}
+
+// A port that is down sends nothing: a send is lost and fails once the QP's retries run out.
+TEST_F(SoftDeviceTest, APortDownLosesSendsUntilTheQpGivesUp) {
+  Connect(Caps());
+  ASSERT_TRUE(b_.PostRecv(1, 0, 64).ok());
+  a_.dev->SetPortActive(false);
+  ASSERT_TRUE(a_.Send(1, 0, 8).ok());
+  auto done = WaitFor(a_.send_cq.get(), 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, WcStatus::kRetryExceeded);
+  EXPECT_EQ(a_.qp->state(), QpState::kError);
+}
+
 TEST_F(SoftDeviceTest, ASendToADestroyedQueuePairFails) {
   Connect(Caps());
   b_.qp.reset();

@@ -171,25 +171,41 @@ class SoftPd final : public ProtectionDomain {
 
 SoftDeviceImpl::SoftDeviceImpl(const SoftDeviceOptions& options, int listen_fd, Gid gid,
                                const SoftPortChoice& port)
-    : options_(options), own_gid_(gid), listen_fd_(listen_fd) {
+    : options_(options),
+      own_gid_(gid),
+      port_num_(port.port),
+      addresses_(port.addresses),
+      listen_fd_(listen_fd) {
+  std::lock_guard<std::mutex> lock(mu);
+  RefreshPort();
+}
+
+PortInfo SoftDeviceImpl::ReadPort() const {
+  PortInfo p;
   // As an mlx5 RoCE port lists them: the IPv6 link-local entries first (v1, v2), then a v1/v2
   // pair for the device's address (here its magic GID, routable to it from any process).
-  const Gid link_local = LinkLocalOf(gid);
-  port_.gid_table = {{0, link_local, GidType::kRoceV1},
-                     {1, link_local, GidType::kRoceV2},
-                     {2, gid, GidType::kRoceV1},
-                     {3, gid, GidType::kRoceV2}};
-  (void)AppendAddressGids(port.addresses, &port_.gid_table);  // parsed by ChooseSoftPort
-  port_.port = port.port;
-  port_.ethernet = true;
-  const GidEntry chosen = ChooseGid(port_.gid_table, Sockaddr()).value();
-  port_.gid = chosen.gid;
-  port_.gid_index = chosen.index;
-  port_.gid_type = chosen.type;
-  port_.lid = 0;
-  port_.active_mtu = 4096;
-  port_.max_msg_size = 1u << 30;
-  port_.num_comp_vectors = std::max(1, options.num_comp_vectors);
+  const Gid link_local = LinkLocalOf(own_gid_);
+  p.gid_table = {{0, link_local, GidType::kRoceV1},
+                 {1, link_local, GidType::kRoceV2},
+                 {2, own_gid_, GidType::kRoceV1},
+                 {3, own_gid_, GidType::kRoceV2}};
+  (void)AppendAddressGids(addresses_, &p.gid_table);  // parsed by ChooseSoftPort
+  p.port = port_num_;
+  p.ethernet = true;
+  GidEntry chosen = ChooseGid(p.gid_table, Sockaddr()).value();
+  for (const GidEntry& e : p.gid_table) {
+    if (e.index == pinned_gid_index_) chosen = e;
+  }
+  p.gid = chosen.gid;
+  p.gid_index = chosen.index;
+  p.gid_type = chosen.type;
+  p.gid_pinned = pinned_gid_index_ >= 0;
+  p.lid = lid_;
+  p.active_mtu = 4096;
+  p.max_msg_size = kMaxMsgSize;
+  p.num_comp_vectors = std::max(1, options_.num_comp_vectors);
+  p.active = !port_down_;
+  return p;
 }
 
 SoftDeviceImpl::~SoftDeviceImpl() {
@@ -253,7 +269,7 @@ Result<std::unique_ptr<CompletionQueue>> SoftDeviceImpl::CreateCq(int entries,
   }
   std::lock_guard<std::mutex> lock(mu);
   RRPC_RETURN_NOT_OK(CheckAlive());
-  const int vector = static_cast<int>(next_vector_++ % std::max(1, port_.num_comp_vectors));
+  const int vector = static_cast<int>(next_vector_++ % std::max(1, options_.num_comp_vectors));
   auto cq = std::make_unique<SoftCq>(this, entries, channel, vector);
   AddCq(cq.get());
   return std::unique_ptr<CompletionQueue>(std::move(cq));
@@ -288,6 +304,16 @@ bool SoftDeviceImpl::NextAsyncEvent(AsyncEvent* event) {
   if (async_events_.empty()) return false;
   *event = async_events_.front();
   async_events_.pop_front();
+  switch (event->type) {
+    case AsyncEventType::kPortActive:
+    case AsyncEventType::kPortError:
+    case AsyncEventType::kGidChange:
+    case AsyncEventType::kLidChange:
+      RefreshPort();  // as a context on hardware queries its port again
+      break;
+    default:
+      break;
+  }
   if (async_events_.empty()) {
     uint64_t v;
     (void)!read(async_fd_, &v, sizeof(v));
@@ -356,15 +382,45 @@ bool SoftDeviceImpl::ConnectParamsOf(uint32_t qp_num, QpConnectParams* params) {
 }
 
 Status SoftDeviceImpl::UseGidIndex(int index) {
-  for (const GidEntry& e : port_.gid_table) {
+  std::lock_guard<std::mutex> lock(mu);
+  const PortInfo now = port();
+  for (const GidEntry& e : now.gid_table) {
     if (e.index != index) continue;
-    port_.gid = e.gid;
-    port_.gid_index = e.index;
-    port_.gid_type = e.type;
-    port_.gid_pinned = true;
+    pinned_gid_index_ = index;
+    RefreshPort();
     return Status::OK();
   }
   return Status::NotFound("no GID at index " + std::to_string(index));
+}
+
+void SoftDeviceImpl::SetPortActive(bool active) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (port_down_ == !active) return;
+  port_down_ = !active;
+  PostAsyncEvent({active ? AsyncEventType::kPortActive : AsyncEventType::kPortError, 0, nullptr});
+}
+
+Status SoftDeviceImpl::SetPortAddresses(const std::vector<std::string>& addresses) {
+  std::vector<GidEntry> table;
+  RRPC_RETURN_NOT_OK(AppendAddressGids(addresses, &table));
+  std::lock_guard<std::mutex> lock(mu);
+  ReleaseAddressGids(own_gid_);
+  Status claimed = ClaimAddressGids(table, own_gid_);
+  if (!claimed.ok()) {
+    std::vector<GidEntry> before;
+    (void)AppendAddressGids(addresses_, &before);
+    (void)ClaimAddressGids(before, own_gid_);
+    return claimed;
+  }
+  addresses_ = addresses;
+  PostAsyncEvent({AsyncEventType::kGidChange, 0, nullptr});
+  return Status::OK();
+}
+
+void SoftDeviceImpl::SetLid(uint16_t lid) {
+  std::lock_guard<std::mutex> lock(mu);
+  lid_ = lid;
+  PostAsyncEvent({AsyncEventType::kLidChange, 0, nullptr});
 }
 
 void SoftDeviceImpl::DropAllPackets(bool on) {

@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "rpc/rdma/verbs.h"
 #include "rrpc/rpc/rdma.h"
@@ -41,8 +42,7 @@ class SoftDevice : public Context {
   // and v2 (3) of the device's own address, then a v1/v2 pair per address of its port
   // (SoftDeviceOptions::devices); the device opens on gid_choice.h's choice and each connection
   // chooses its own entry (ConnectionGid). This pins entry `index` for every connection instead
-  // (as VerbsDeviceOptions::gid_index does on hardware). Before the device's first queue pair
-  // (port() is read unlocked).
+  // (as VerbsDeviceOptions::gid_index does on hardware).
   virtual Status UseGidIndex(int index) = 0;
   // While on, every send posted from registered memory names a wrong lkey in its last SGE (a
   // stale or mistyped key): it completes with kLocalProtectionError and its QP goes to ERR.
@@ -56,6 +56,17 @@ class SoftDevice : public Context {
   // kPortError...: only the event; after kDeviceFatal the device is dead: creating anything on
   // it fails, as on a NIC after a fatal error).
   virtual void InjectAsyncEvent(AsyncEventType type, QueuePair* qp = nullptr) = 0;
+  // The port as its hardware changes at run time. Each queues its event (kPortError or
+  // kPortActive, kGidChange, kLidChange); port() shows the change once that event is read
+  // (NextAsyncEvent), as a context re-reads its port on hardware. While the port is down every
+  // packet sent is lost, as with DropAllPackets: sends fail with kRetryExceeded once the QP's
+  // retry timeout has passed.
+  virtual void SetPortActive(bool active) = 0;
+  // The port's IP addresses from now on (the v1/v2 pair of each after the device's own entries,
+  // as at open); InvalidArgument for one that does not parse, AlreadyPresent when another
+  // device of this process holds one.
+  virtual Status SetPortAddresses(const std::vector<std::string>& addresses) = 0;
+  virtual void SetLid(uint16_t lid) = 0;
   // While held, every control-path verb (SoftDeviceOptions::control_verb_delay lists them)
   // blocks its calling thread on entry until released (a NIC whose firmware command queue is
   // stuck): tests pin a thread inside a verb without timing. control_verbs_held() counts the

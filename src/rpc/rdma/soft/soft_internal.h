@@ -23,6 +23,7 @@
 #include "rpc/rdma/soft/soft_device.h"
 #include "rpc/rdma/soft/soft_ports.h"
 #include "rrpc/util/monotime.h"
+#include "rrpc/util/mutex.h"
 
 namespace rrpc::rdma::soft {
 
@@ -230,7 +231,11 @@ class SoftDeviceImpl final : public SoftDevice {
   Status StartNic();
 
   const std::string& device_name() const override { return options_.name; }
-  const PortInfo& port() const override { return port_; }
+  PortInfo port() const override {
+    MutexLock lock(port_mu_);
+    return port_;
+  }
+  uint32_t max_msg_size() const { return kMaxMsgSize; }
   Result<std::unique_ptr<ProtectionDomain>> AllocPd() override;
   Result<std::unique_ptr<CompletionChannel>> CreateChannel() override;
   Result<std::unique_ptr<CompletionQueue>> CreateCq(int entries,
@@ -243,7 +248,11 @@ class SoftDeviceImpl final : public SoftDevice {
   void CorruptSendLkeys(bool on) override;
   void DropAllPackets(bool on) override;
   Status UseGidIndex(int index) override;
-  bool dropping_packets() const { return dropping_packets_; }  // REQUIRES mu held
+  void SetPortActive(bool active) override;
+  Status SetPortAddresses(const std::vector<std::string>& addresses) override;
+  void SetLid(uint16_t lid) override;
+  // DropAllPackets, or the port is down. REQUIRES mu held.
+  bool dropping_packets() const { return dropping_packets_ || port_down_; }
   // After an injected kDeviceFatal the device is dead, as a NIC after a fatal error: nothing
   // can be created on it (PD, channel, CQ, QP, SRQ, memory region); what exists may still be
   // destroyed. REQUIRES mu held.
@@ -325,10 +334,27 @@ class SoftDeviceImpl final : public SoftDevice {
   void Dispatch(Link* link, const PacketHeader& header, const uint8_t* payload);
   MonoTime RunTimers();  // returns the next timer deadline (MonoTime::Max() when none)
   void Watch(Link* link);
+  // The port as its hardware is now (the fields below, REQUIRES mu held), and port_ made so.
+  PortInfo ReadPort() const;
+  void RefreshPort() { SetPort(ReadPort()); }  // REQUIRES mu held
+  void SetPort(PortInfo port) {
+    MutexLock lock(port_mu_);
+    port_ = std::move(port);
+  }
 
+  static constexpr uint32_t kMaxMsgSize = 1u << 30;
   const SoftDeviceOptions options_;
   const Gid own_gid_;  // names its socket; its address GIDs route to it (soft_ports.h)
-  PortInfo port_;
+  const int port_num_;
+  // The port's hardware (guarded by mu): what ReadPort reads.
+  std::vector<std::string> addresses_;
+  uint16_t lid_ = 0;
+  bool port_down_ = false;
+  int pinned_gid_index_ = -1;  // UseGidIndex
+  // The port as the context last read it (at open, then on each port event read): port().
+  // Its own lock, taken alone or under mu (never mu under it).
+  mutable Mutex port_mu_;
+  PortInfo port_ RRPC_GUARDED_BY(port_mu_);
   const int listen_fd_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;

@@ -63,10 +63,11 @@ Status SoftQp::Connect(const QpConnectParams& params) {
     return Status::IllegalState(std::string("RTR from ") + QpStateName(state_));
   }
   // A 4-bit field (ibv_modify_qp refuses more); on its RoCE port only 0..7 are priorities.
-  RRPC_RETURN_NOT_OK(CheckServiceLevel(params.service_level, dev_->port().ethernet));
+  const PortInfo port = dev_->port();
+  RRPC_RETURN_NOT_OK(CheckServiceLevel(params.service_level, port.ethernet));
   RRPC_ASSIGN_OR_RETURN(link_, dev_->OutboundLink(params.remote.gid));
   params_ = params;
-  for (const GidEntry& e : dev_->port().gid_table) {
+  for (const GidEntry& e : port.gid_table) {
     if (e.index == params.gid_index) gid_type_ = e.type;
   }
   expected_psn_ = params.remote.psn;
@@ -115,7 +116,7 @@ Status SoftQp::PostSend(const SendWr& wr) {
     return Status::InvalidArgument("inline send of " + std::to_string(len) +
                                    " bytes above the cap " + std::to_string(caps_.max_inline_data));
   }
-  if (len > dev_->port().max_msg_size) return Status::InvalidArgument("message too long");
+  if (len > dev_->max_msg_size()) return Status::InvalidArgument("message too long");
   ++slots_used_;
   Outstanding s{wr.wr_id, next_psn_++, wr.signaled, false, wr.has_imm, wr.imm, {}, {}, 0};
   if (!wr.inline_data && wr.num_sge <= PostedRecv::kMaxSge) {

@@ -450,6 +450,13 @@ TEST_F(SrqTest, ADeviceFatalEventFailsCallsAndLaterConnectionsReopenTheDevice) {
     ctls[i].set_timeout(MonoDelta::FromSeconds(120));
     proxy.EchoAsync(reqs[i], &resps[i], &ctls[i], [&done] { done.CountDown(); });
   }
+  // Every call on the connection before the device dies: the device's watcher reads the event
+  // at once, and a call not yet on the connection would go on a fresh one (TCP) and succeed.
+  ASSERT_TRUE(WaitForCondition([&] {
+    size_t in_flight = 0;
+    for (const auto& c : client->DumpConnections()) in_flight += c.calls_in_flight;
+    return in_flight == kCalls;
+  }));
   dead->soft->InjectAsyncEvent(rdma::AsyncEventType::kDeviceFatal);
   ASSERT_TRUE(done.WaitFor(MonoDelta::FromSeconds(60)));
   for (int i = 0; i < kCalls; i++) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "rpc/rdma/async_events.h"
 #include "rpc/rdma/rdma_endpoint.h"
 #include "rpc/rdma/soft/soft_device.h"
 #include "rrpc/util/monotime.h"
@@ -52,6 +53,10 @@ class SrqContextTest : public testing::Test {
     pd_ = dev_->AllocPd().value();
     peer_dev_ = OpenSoftDevice().value();
     peer_pd_ = peer_dev_->AllocPd().value();
+    // The device's async events reach the contexts as in a process (the factory's watcher).
+    watcher_ = DeviceEventWatcher::Start(dev_.get(), [ctx = dev_.get()](const AsyncEvent& e) {
+                 SrqContext::DeliverAsyncEvent(ctx, e);
+               }).value();
     SrqOptions o;
     o.buffer_size = 256;
     o.chunk_blocks = kBlocks;
@@ -63,6 +68,7 @@ class SrqContextTest : public testing::Test {
     srq_ = SrqContext::Create(dev_.get(), pd_.get(), o).value();
   }
   void TearDown() override {
+    watcher_.reset();
     endpoints_.clear();
     srq_.reset();
     ev_loop_destroy(loop_);
@@ -116,6 +122,7 @@ class SrqContextTest : public testing::Test {
   struct ev_loop* loop_ = nullptr;
   std::unique_ptr<SoftDevice> dev_, peer_dev_;
   std::unique_ptr<ProtectionDomain> pd_, peer_pd_;
+  std::unique_ptr<DeviceEventWatcher> watcher_;
   std::unique_ptr<SrqContext> srq_;
   std::vector<std::unique_ptr<RdmaEndpoint>> endpoints_;  // destroyed before the context
 };

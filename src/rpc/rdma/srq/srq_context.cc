@@ -16,10 +16,10 @@ namespace {
 // A send's wr_id: its block with this bit set (the same convention as private-RQ mode).
 constexpr uint64_t kSendBit = 1ull << 32;
 
-// A device's async events come through one fd that every reactor's context watches; whichever
-// reads an event for an SRQ or QP of ours (its context pointer is the SrqContext) hands it to
-// that context, found here (registered for the context's lifetime, so nothing is handed to a
-// context being destroyed).
+// A device's async events come through one fd, which the device's watcher reads
+// (DeliverAsyncEvent); an event for an SRQ or QP of ours (its context pointer is the SrqContext)
+// goes to that context, found here (registered for the context's lifetime, so nothing is handed
+// to a context being destroyed).
 std::mutex registry_mu;
 std::unordered_map<const void*, std::shared_ptr<SrqContext::Handoff>>& Registry() {
   static auto* contexts =
@@ -469,9 +469,6 @@ void SrqContext::StartWatching(struct ev_loop* loop) {
     // A chunk made, or events handed over, while nobody watched: take them on the first turn.
     if (handoff_->pending()) ev_feed_event(loop_, &growth_ready_, EV_ASYNC);
   }
-  ev_io_init(&async_watcher_, &SrqContext::OnAsyncReadable, ctx_->async_fd(), EV_READ);
-  async_watcher_.data = this;
-  ev_io_start(loop_, &async_watcher_);
   if (options_.reclaim_after > MonoDelta()) {
     const double period = std::max(0.01, options_.reclaim_after.ToSeconds() / 2);
     ev_timer_init(&idle_timer_, &SrqContext::OnIdleTimer, period, period);
@@ -491,8 +488,6 @@ void SrqContext::StopWatching() {
   ev_clear_pending(loop_, &growth_ready_);
   ev_io_stop(loop_, &watcher_);
   ev_clear_pending(loop_, &watcher_);
-  ev_io_stop(loop_, &async_watcher_);
-  ev_clear_pending(loop_, &async_watcher_);
   if (options_.reclaim_after > MonoDelta()) {
     ev_timer_stop(loop_, &idle_timer_);
     ev_clear_pending(loop_, &idle_timer_);
@@ -500,46 +495,41 @@ void SrqContext::StopWatching() {
   watching_ = false;
 }
 
-void SrqContext::OnAsyncReadable(struct ev_loop*, ev_io* w, int) {
-  auto* self = static_cast<SrqContext*>(w->data);
-  // Every reactor's context watches the device's one async fd: whichever reads an event for an
-  // SRQ or QP of some context (the context pointer it was created with) hands it to that
-  // context's reactor, which takes it before its next poll of the CQs. Other events (port, QP
-  // fatal) are not used here: a broken QP shows in its completions.
-  AsyncEvent event;
-  while (self->ctx_->NextAsyncEvent(&event)) {
-    if (event.type == AsyncEventType::kDeviceFatal) AsyncEventRouter::DeviceFailed(self->ctx_);
-    std::lock_guard<std::mutex> lock(registry_mu);
-    if (event.type == AsyncEventType::kDeviceFatal) {
-      // Every QP of the device is gone: every context of that device fails its connections
-      // (contexts of another device, e.g. the one reopened after it, are not concerned).
-      for (auto& [context, handoff] : Registry()) {
-        if (handoff->device != self->ctx_) continue;
-        std::lock_guard<std::mutex> hlock(handoff->mu);
-        handoff->device_failed = true;
-        handoff->has_events.store(true, std::memory_order_release);
-        handoff->Wake();
-      }
-      continue;
+void SrqContext::DeliverAsyncEvent(const Context* ctx, const AsyncEvent& event) {
+  // The device's watcher (async_events.h) reads each event once: one for an SRQ or QP of some
+  // context (the context pointer it was created with) goes to that context's reactor, which
+  // takes it before its next poll of the CQs. Port events are not used here: a QP that loses
+  // its path fails on its own (retries run out).
+  std::lock_guard<std::mutex> lock(registry_mu);
+  if (event.type == AsyncEventType::kDeviceFatal) {
+    // Every QP of the device is gone: every context of that device fails its connections
+    // (contexts of another device, e.g. the one reopened after it, are not concerned).
+    for (auto& [context, handoff] : Registry()) {
+      if (handoff->device != ctx) continue;
+      std::lock_guard<std::mutex> hlock(handoff->mu);
+      handoff->device_failed = true;
+      handoff->has_events.store(true, std::memory_order_release);
+      handoff->Wake();
     }
-    if (event.type != AsyncEventType::kSrqLimitReached &&
-        event.type != AsyncEventType::kQpLastWqeReached && event.type != AsyncEventType::kQpFatal) {
-      continue;  // port events: a QP that loses its path fails on its own (retries run out)
-    }
-    auto it = Registry().find(event.context);
-    if (it == Registry().end()) continue;  // not an SrqContext's (or one gone)
-    Handoff* h = it->second.get();
-    std::lock_guard<std::mutex> hlock(h->mu);
-    if (event.type == AsyncEventType::kSrqLimitReached) {
-      h->limit_hit = true;
-    } else if (event.type == AsyncEventType::kQpLastWqeReached) {
-      h->last_wqe.push_back(event.qp_num);
-    } else {
-      h->qp_failed.push_back(event.qp_num);
-    }
-    h->has_events.store(true, std::memory_order_release);
-    h->Wake();
+    return;
   }
+  if (event.type != AsyncEventType::kSrqLimitReached &&
+      event.type != AsyncEventType::kQpLastWqeReached && event.type != AsyncEventType::kQpFatal) {
+    return;
+  }
+  auto it = Registry().find(event.context);
+  if (it == Registry().end() || it->second->device != ctx) return;  // not ours (or gone)
+  Handoff* h = it->second.get();
+  std::lock_guard<std::mutex> hlock(h->mu);
+  if (event.type == AsyncEventType::kSrqLimitReached) {
+    h->limit_hit = true;
+  } else if (event.type == AsyncEventType::kQpLastWqeReached) {
+    h->last_wqe.push_back(event.qp_num);
+  } else {
+    h->qp_failed.push_back(event.qp_num);
+  }
+  h->has_events.store(true, std::memory_order_release);
+  h->Wake();
 }
 
 void SrqContext::OnIdleTimer(struct ev_loop*, ev_timer* w, int) {

@@ -76,6 +76,9 @@ class SrqContext {
                                                     const SrqOptions& options,
                                                     std::shared_ptr<void> keep_alive = nullptr);
   ~SrqContext();
+  // An async event read from `ctx` (by its DeviceEventWatcher, async_events.h) for an SRQ or QP
+  // of a context of that device, or a device fatal: handed to the contexts' reactors. Any thread.
+  static void DeliverAsyncEvent(const Context* ctx, const AsyncEvent& event);
 
   const SrqOptions& options() const { return options_; }
   // The device it is bound to (its SRQ, CQs and memory are that device's).
@@ -125,8 +128,8 @@ class SrqContext {
   // `client` found no free shared send block: called back after the next batch that freed some.
   void WaitForSendBlock(SrqClient* client) { send_waiters_.insert(client); }
 
-  // What other threads hand the reactor: a growth thread its chunk, any reactor reading the
-  // device's async events the ones for our SRQ and QPs. A growth thread holds it (and the
+  // What other threads hand the reactor: a growth thread its chunk, the device's event
+  // watcher the async events for our SRQ and QPs. A growth thread holds it (and the
   // device) past our destruction; `open` false means we are gone and the chunk is dropped.
   struct Handoff {
     std::mutex mu;
@@ -156,15 +159,14 @@ class SrqContext {
  private:
   SrqContext(const SrqOptions& options) : options_(options) {}
   static void OnChannelReadable(struct ev_loop* loop, ev_io* w, int revents);
-  static void OnAsyncReadable(struct ev_loop* loop, ev_io* w, int revents);
   static void OnIdleTimer(struct ev_loop* loop, ev_timer* w, int revents);
   void HandleCompletions();
-  // Starts / stops the completion, async event and idle watchers (first attach, last retire).
+  // Starts / stops the completion, hand-off and idle watchers (first attach, last retire).
   void StartWatching(struct ev_loop* loop);
   void StopWatching();
   // Arms the SRQ limit at a quarter of the posted receives (at least the reserve).
   void ArmLimit();
-  // The limit event fired (flagged by whichever reactor read the device's async events): grows
+  // The limit event fired (flagged by the device's event watcher): grows
   // the pool by a chunk within the cap, and re-arms.
   void HandleLimitEvent();
   // Adds a chunk of receive blocks, all posted; false at the cap or on failure.
@@ -192,7 +194,6 @@ class SrqContext {
   const SrqOptions options_;
   Context* ctx_ = nullptr;
   ProtectionDomain* pd_ = nullptr;
-  ev_io async_watcher_;
   ev_timer idle_timer_;
   ev_async growth_ready_;
   std::shared_ptr<void> keep_alive_;
