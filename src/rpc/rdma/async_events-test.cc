@@ -4,9 +4,15 @@
 #include "rpc/rdma/async_events.h"
 
 #include <ev.h>
+#include <glog/logging.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "rpc/rdma/rdma_endpoint.h"
 #include "rpc/rdma/soft/soft_device.h"
@@ -98,6 +104,66 @@ TEST_F(AsyncEventRouterTest, ADeviceFatalEventReachesEveryConnectionOfThatDevice
   }
   std::lock_guard<std::mutex> lc(c_.target.mu);
   EXPECT_FALSE(c_.target.device_failed);
+}
+
+// A device whose async event fd only fails: a pipe whose writer is gone polls "hung up" for ever.
+class FailedFdContext final : public Context {
+ public:
+  FailedFdContext() {
+    int fds[2];
+    CHECK_EQ(0, pipe(fds));
+    read_fd_ = fds[0];
+    close(fds[1]);
+  }
+  ~FailedFdContext() override { close(read_fd_); }
+  const std::string& device_name() const override { return name_; }
+  PortInfo port() const override { return PortInfo(); }
+  Result<std::unique_ptr<ProtectionDomain>> AllocPd() override {
+    return Status::NotSupported("no device");
+  }
+  Result<std::unique_ptr<CompletionChannel>> CreateChannel() override {
+    return Status::NotSupported("no device");
+  }
+  Result<std::unique_ptr<CompletionQueue>> CreateCq(int, CompletionChannel*) override {
+    return Status::NotSupported("no device");
+  }
+  int async_fd() const override { return read_fd_; }
+  bool NextAsyncEvent(AsyncEvent*) override {
+    reads_.fetch_add(1);
+    return false;
+  }
+  int reads() const { return reads_.load(); }
+
+ private:
+  const std::string name_ = "failed-fd";
+  int read_fd_ = -1;
+  std::atomic<int> reads_{0};
+};
+
+TEST(DeviceEventWatcherTest, AFailedEventFdIsReportedOnceAsTheDevicesDeathAndNotPolledAgain) {
+  FailedFdContext ctx;
+  std::mutex mu;
+  std::vector<AsyncEventType> seen;
+  auto watcher = DeviceEventWatcher::Start(&ctx, [&](const AsyncEvent& e) {
+    std::lock_guard<std::mutex> l(mu);
+    seen.push_back(e.type);
+  });
+  ASSERT_TRUE(watcher.ok()) << watcher.status().ToString();
+  const MonoTime deadline = MonoTime::Now() + MonoDelta::FromSeconds(30);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      if (!seen.empty()) break;
+    }
+    ASSERT_LT(MonoTime::Now(), deadline)
+        << "the failed fd was never reported; reads: " << ctx.reads();
+    SleepFor(MonoDelta::FromMilliseconds(1));
+  }
+  watcher->reset();  // joins: the thread was waiting for its stop, not spinning on the fd
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], AsyncEventType::kDeviceFatal);
+  // Once before the first wait; none after the fd failed.
+  EXPECT_EQ(ctx.reads(), 1);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "rpc/rdma/async_events.h"
 
+#include <glog/logging.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <cerrno>
 #include <unordered_map>
 
+#include "rrpc/util/monotime.h"
 #include "util/thread.h"
 
 namespace rrpc::rdma {
@@ -107,13 +109,32 @@ DeviceEventWatcher::~DeviceEventWatcher() {
 
 void DeviceEventWatcher::Run() {
   pollfd fds[2] = {{ctx_->async_fd(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+  bool poll_failed = false;
   for (;;) {
-    // Before the wait too: events queued before the watcher started.
+    // Before the wait too: events queued before the watcher started. Not once the fd failed.
     AsyncEvent event;
-    while (ctx_->NextAsyncEvent(&event)) handler_(event);
+    while (fds[0].fd >= 0 && ctx_->NextAsyncEvent(&event)) handler_(event);
     fds[0].revents = fds[1].revents = 0;
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    if (poll(fds, 2, -1) < 0) {
+      // EINTR; otherwise (ENOMEM) try again shortly, saying so once.
+      if (errno != EINTR) {
+        if (!poll_failed) PLOG(WARNING) << "RDMA " << ctx_->device_name() << ": poll of events";
+        poll_failed = true;
+        SleepFor(MonoDelta::FromMilliseconds(100));
+      }
+      continue;
+    }
     if (fds[1].revents != 0) return;
+    if ((fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) {
+      // The device's event fd failed (the device went away): it would poll ready for ever.
+      // Watched no more; the device is treated as dead, so it is let go and opened again.
+      LOG(WARNING) << "RDMA " << ctx_->device_name() << ": its async event fd failed (revents "
+                   << fds[0].revents << "); the device is treated as failed";
+      fds[0].fd = -1;
+      event = AsyncEvent();
+      event.type = AsyncEventType::kDeviceFatal;
+      handler_(event);
+    }
   }
 }
 

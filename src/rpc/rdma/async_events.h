@@ -49,7 +49,9 @@ class AsyncEventRouter {
 
 // The one reader of a device's async event fd: a thread, from Start until destroyed, that
 // hands each event (Context::NextAsyncEvent, which re-reads the port on a port event) to
-// `handler`, on that thread. Events are read while the device is idle too.
+// `handler`, on that thread. Events are read while the device is idle too. When the fd itself
+// fails (error or hang-up: the device went away) the handler gets one kDeviceFatal, said once in
+// the log, and the fd is watched no more (it would poll ready for ever).
 class DeviceEventWatcher {
  public:
   using Handler = std::function<void(const AsyncEvent&)>;
