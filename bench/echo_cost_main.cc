@@ -26,6 +26,7 @@
 #include "bench/bench_service.h"
 #include "rrpc/rpc/cluster/channel.h"
 #include "rrpc/rpc/messenger.h"
+#include "rrpc/rpc/rdma.h"
 #include "rrpc/rpc/rpc_controller.h"
 #include "rrpc/util/command_line.h"
 #include "rrpc/util/monotime.h"
@@ -40,6 +41,10 @@ DEFINE_bool(random_payload, false,
             "Incompressible payload bytes (the default repeats one byte, which compresses well)");
 DEFINE_bool(inline_handlers, false, "Run the echo handler on the server reactor");
 DEFINE_int32(worker_idle_spin_us, 0, "Server workers' idle poll (0: none, for stable counts)");
+DEFINE_bool(rdma_soft, false,
+            "Client and server over the software RDMA NIC (an RDMA connection each way upgraded "
+            "from TCP before the warm-up ends), instead of TCP loopback");
+DEFINE_bool(rdma_srq, false, "--rdma_soft: both sides receive through an SRQ per reactor");
 DEFINE_bool(sync_calls, false,
             "Make the calls synchronous, one after another from the main thread, instead of "
             "each from the previous call's callback (the synchronous call path's cost)");
@@ -125,12 +130,20 @@ int Main() {
   server_options.inline_handlers = FLAGS_inline_handlers;
   server_options.messenger.worker_idle_spin =
       MonoDelta::FromMicroseconds(FLAGS_worker_idle_spin_us);
+  // One factory per side, as two processes would have.
+  rdma::RdmaOptions rdma_options = rdma::SoftRdmaOptions();
+  rdma_options.use_srq = FLAGS_rdma_srq;
+  if (FLAGS_rdma_soft) {
+    server_options.messenger.transport_factory = rdma::NewRdmaTransportFactory(rdma_options);
+  }
   Sockaddr bound;
   auto server = StartBenchServer(server_options, &bound);
   CHECK(server.ok()) << server.status().ToString();
   rpc::MessengerOptions client_options;
   client_options.name = "client";
   client_options.num_reactors = 1;
+  if (FLAGS_rdma_soft)
+    client_options.transport_factory = rdma::NewRdmaTransportFactory(rdma_options);
   CHECK(rpc::ParseCompressionName(FLAGS_compression, &client_options.compression.codec))
       << "--compression must be none, lz4 or zstd";
   auto client = rpc::MessengerBuilder(client_options).Build();
@@ -168,7 +181,7 @@ int Main() {
 int main(int argc, char** argv) {
   rrpc::ParseCommandLine(
       &argc, &argv,
-      {"echo-cost [--calls=N] [--inline_handlers] [--sync_calls] [--channel]",
+      {"echo-cost [--calls=N] [--inline_handlers] [--sync_calls] [--channel] [--rdma_soft]",
        "A fixed number of echo calls in one process, for counting instructions per call under "
        "callgrind (build-support/echo-cost runs it so).",
        {"bench/echo_cost_main.cc"}});
