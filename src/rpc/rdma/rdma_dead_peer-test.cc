@@ -223,11 +223,13 @@ TEST_P(RdmaDeadPeerTest, ACreditStarvedClientDeclaresItsPeerDeadAndFailsEveryCal
 // handlers (8 receive buffers, so 8 credits; 13 messages each); then, with the server's
 // completions stalled, 160 more such calls (32 MB, far more than a round lets through) leave the
 // client starved. Three times the server grants a little (its completions released until the
-// client has spent a grant and waits again) and the client's starvation watch (1 s) expires on a
-// wait that got a grant: each expiry is counted (rdma_credit_slow_grants_total), none declares
-// the peer dead, and every call succeeds once the handlers go.
+// client has spent a grant and waits again) and the client's starvation watch expires on a wait
+// that got a grant: each expiry is counted (rdma_credit_slow_grants_total), none declares the peer
+// dead, and every call succeeds once the handlers go. The watch is 3 s: each round the test must
+// release the server's completions, and the grant reach the client, within it (under ASAN on a
+// loaded machine 1 s was not always enough).
 TEST_P(RdmaDeadPeerTest, AClientOutOfCreditsToALiveServerWithBlockedHandlersIsNotDeclaredDead) {
-  const MonoDelta kBound = MonoDelta::FromSeconds(1);
+  const MonoDelta kBound = MonoDelta::FromSeconds(3);
   Start(/*client_pings=*/true, kBound, /*receive_buffers=*/8);
   BlockEchoes();
   std::vector<Call> calls(kCalls + 160);
