@@ -430,18 +430,6 @@ uint8_t* EncodeTo(const RequestHeaderFields& h, uint8_t* p) {
   return EncodeTo(PartsOf(h, &remote_method, &optional), p);
 }
 
-size_t EncodedSize(const ResponseHeaderFields& h) {
-  size_t n = 1 + VarintSize(Int32Wire(h.call_id));
-  if (h.is_error) n += 2;
-  for (uint32_t offset : h.sidecar_offsets) n += 1 + VarintSize(offset);
-  if (h.stream_flags != 0) n += 1 + VarintSize(h.stream_flags);
-  if (h.stream_credit != 0) n += 1 + VarintSize(h.stream_credit);
-  if (h.has_compression) {
-    n += 2 + VarintSize(h.compression.codec) + VarintSize(h.compression.uncompressed_size);
-  }
-  return n;
-}
-
 uint8_t* EncodeTo(const ResponseHeaderFields& h, uint8_t* p) {
   *p++ = kTagVarint1;
   p = WriteVarint(Int32Wire(h.call_id), p);

@@ -185,7 +185,19 @@ inline size_t EncodedSize(const RequestHeaderParts& h) {
 uint8_t* EncodeTo(const RequestHeaderParts& header, uint8_t* out);
 size_t EncodedSize(const RequestHeaderFields& header);
 uint8_t* EncodeTo(const RequestHeaderFields& header, uint8_t* out);
-size_t EncodedSize(const ResponseHeaderFields& header);
+inline size_t EncodedSize(const ResponseHeaderFields& h) {
+  using header_codec_internal::Int32Wire;
+  using header_codec_internal::VarintSize;
+  size_t n = 1 + VarintSize(Int32Wire(h.call_id));
+  if (h.is_error) n += 2;
+  for (uint32_t offset : h.sidecar_offsets) n += 1 + VarintSize(offset);
+  if (h.stream_flags != 0) n += 1 + VarintSize(h.stream_flags);
+  if (h.stream_credit != 0) n += 1 + VarintSize(h.stream_credit);
+  if (h.has_compression) {
+    n += 2 + VarintSize(h.compression.codec) + VarintSize(h.compression.uncompressed_size);
+  }
+  return n;
+}
 uint8_t* EncodeTo(const ResponseHeaderFields& header, uint8_t* out);
 
 // Decodes a header's bytes. False when protobuf would refuse them (malformed, or a required field
