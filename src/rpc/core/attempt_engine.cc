@@ -51,21 +51,16 @@ const char* AttemptOutcomeName(AttemptOutcome outcome) {
   return "?";
 }
 
-HandlerRan AttemptRan(const Status& status, const ErrorStatusPB* error, bool answered,
-                      bool request_left) {
-  if (error != nullptr) {
-    switch (error->code()) {
-      case ErrorStatusPB::ERROR_APPLICATION:
-        return HandlerRan::kYes;
-      case ErrorStatusPB::ERROR_REQUEST_STALE:  // the server no longer knows: it may have run
-      case ErrorStatusPB::FATAL_UNKNOWN:
-        return HandlerRan::kMaybe;
-      default:  // refused, or expired in the queue: the server did not run the handler
-        return HandlerRan::kNo;
-    }
+HandlerRan ErrorResponseRan(const ErrorStatusPB& error) {
+  switch (error.code()) {
+    case ErrorStatusPB::ERROR_APPLICATION:
+      return HandlerRan::kYes;
+    case ErrorStatusPB::ERROR_REQUEST_STALE:  // the server no longer knows: it may have run
+    case ErrorStatusPB::FATAL_UNKNOWN:
+      return HandlerRan::kMaybe;
+    default:  // refused, or expired in the queue: the server did not run the handler
+      return HandlerRan::kNo;
   }
-  if (status.ok() || answered) return HandlerRan::kYes;  // answered (maybe unparseable)
-  return request_left ? HandlerRan::kMaybe : HandlerRan::kNo;
 }
 
 Status FinalStatus(const Status& last, int attempts, HandlerRan ran) {

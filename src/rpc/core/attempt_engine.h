@@ -37,8 +37,14 @@ const char* AttemptOutcomeName(AttemptOutcome outcome);
 // Whether a finished attempt's handler ran: `error` is the server's error response (if any),
 // `answered` whether any response arrived, `request_left` whether any of its bytes were written.
 // OutboundCall tells the controller each attempt's (RpcController::handler_ran()).
-HandlerRan AttemptRan(const Status& status, const ErrorStatusPB* error, bool answered,
-                      bool request_left);
+// Inline: every call's end asks, and most are answered without an error response.
+HandlerRan ErrorResponseRan(const ErrorStatusPB& error);  // an error response's code decides
+inline HandlerRan AttemptRan(const Status& status, const ErrorStatusPB* error, bool answered,
+                             bool request_left) {
+  if (error != nullptr) return ErrorResponseRan(*error);
+  if (status.ok() || answered) return HandlerRan::kYes;  // answered (maybe unparseable)
+  return request_left ? HandlerRan::kMaybe : HandlerRan::kNo;
+}
 
 // A failed call's status once its last attempt is over: the last attempt's, and after more than
 // one attempt prefixed with their count and what the call's handler did ("after 3 attempts, may

@@ -330,6 +330,13 @@ void Connection::OnFrame(BlockSlice&& frame) {
 
 // ---- Calls and responses.
 
+inline void Connection::TakeInboundCall(InboundCall* call, size_t* charged) {
+  if (peer_cancels_) cancels_.Track(call);
+  call->HoldMemory(call->frame_bytes(), *charged);
+  *charged = 0;
+  inbound_in_flight_.fetch_add(1, std::memory_order_relaxed);
+}
+
 Status Connection::HandleCallFrame(BlockSlice&& frame, size_t* charged) {
   DCHECK(reactor_->IsCurrentThread());
   auto call = std::make_unique<InboundCall>(scoped_refptr<Connection>(this));
@@ -342,22 +349,25 @@ Status Connection::HandleCallFrame(BlockSlice&& frame, size_t* charged) {
     return Status::InvalidArgument("unexpected connection-level frame, call id " +
                                    std::to_string(call->call_id()));
   }
-  if (call->is_stream_frame()) return HandleStreamFrame(*call);
-  bool refuse_stream = false;
-  bool unknown_codec = false;
-  if (call->opens_stream()) {
-    unknown_codec =
-        call->stream_compression() != 0 && !IsKnownCompression(call->stream_compression());
-    if (!unknown_codec) {
-      Result<bool> added = streams_.AddServer(call.get(), call->stream_credit());
-      RRPC_RETURN_NOT_OK(added.status());
-      refuse_stream = !*added;
-    }
+  if (call->stream_flags() != 0) {  // a stream's frame, or a call that may open a stream
+    if (call->is_stream_frame()) return HandleStreamFrame(*call);
+    if (call->opens_stream()) return HandleStreamOpen(std::move(call), charged);
   }
-  if (peer_cancels_) cancels_.Track(call.get());
-  call->HoldMemory(call->frame_bytes(), *charged);
-  *charged = 0;
-  inbound_in_flight_.fetch_add(1, std::memory_order_relaxed);
+  TakeInboundCall(call.get(), charged);
+  reactor_->RouteInboundCall(std::move(call));
+  return Status::OK();
+}
+
+Status Connection::HandleStreamOpen(std::unique_ptr<InboundCall> call, size_t* charged) {
+  bool refuse_stream = false;
+  const bool unknown_codec =
+      call->stream_compression() != 0 && !IsKnownCompression(call->stream_compression());
+  if (!unknown_codec) {
+    Result<bool> added = streams_.AddServer(call.get(), call->stream_credit());
+    RRPC_RETURN_NOT_OK(added.status());
+    refuse_stream = !*added;
+  }
+  TakeInboundCall(call.get(), charged);
   if (refuse_stream) {
     call.release()->RespondFailure(
         ErrorStatusPB::ERROR_SERVER_TOO_BUSY,

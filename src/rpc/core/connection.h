@@ -236,6 +236,11 @@ class Connection final : public RefCounted<Connection>,
 
   // `*charged`: the frame's bytes already counted in memory_; set to 0 once a call holds them.
   Status HandleCallFrame(BlockSlice&& frame, size_t* charged);
+  // A call that opens a stream: its stream joins the table (or the call is refused), then it
+  // goes on as any call.
+  Status HandleStreamOpen(std::unique_ptr<InboundCall> call, size_t* charged);
+  // A call from here on: tracked for cancellation, holding its frame's memory, in flight.
+  void TakeInboundCall(InboundCall* call, size_t* charged);
   // Takes `frame` (by reference: no copy of the slice on the way to the call).
   Status HandleResponseFrame(BlockSlice&& frame);
   // Server side: a control frame's body (ControlPB). Unknown kinds and call ids are ignored.

@@ -320,6 +320,23 @@ uint8_t* EncodeTo(const RequestHeaderParts& h, uint8_t* p) {
     *p++ = kTagRequestFeature;
     p = WriteVarint(h.required_feature_flags[i], p);
   }
+  if (h.optional != nullptr) p = EncodeTo(*h.optional, p);
+  return p;
+}
+
+size_t EncodedSize(const RequestHeaderOptionalParts& h) {
+  size_t n = 0;
+  if (h.trace != nullptr) n += EncodedTraceSize(*h.trace);
+  if (h.request_id != nullptr) n += EncodedRequestIdSize(*h.request_id);
+  if (h.stream_flags != 0) n += 2 + VarintSize(h.stream_flags);  // two-byte tags
+  if (h.stream_credit != 0) n += 2 + VarintSize(h.stream_credit);
+  if (h.stream_compression != 0) n += 2 + VarintSize(h.stream_compression);
+  if (h.compression != nullptr) n += EncodedRequestCompressionSize(*h.compression);
+  if (h.priority != 0) n += 2 + VarintSize(h.priority);
+  return n;
+}
+
+uint8_t* EncodeTo(const RequestHeaderOptionalParts& h, uint8_t* p) {
   if (h.trace != nullptr) {
     *p++ = kTagTraceIdHigh;
     p = WriteFixed64(h.trace->trace_id_high, p);
@@ -377,7 +394,8 @@ uint8_t* EncodeTo(const RequestHeaderParts& h, uint8_t* p) {
   return p;
 }
 
-RequestHeaderParts PartsOf(const RequestHeaderFields& h, std::string* remote_method) {
+RequestHeaderParts PartsOf(const RequestHeaderFields& h, std::string* remote_method,
+                           RequestHeaderOptionalParts* optional) {
   if (h.has_remote_method) *remote_method = EncodeRemoteMethod(h.service_name, h.method_name);
   RequestHeaderParts parts;
   parts.call_id = h.call_id;
@@ -388,36 +406,28 @@ RequestHeaderParts PartsOf(const RequestHeaderFields& h, std::string* remote_met
   parts.num_sidecar_offsets = h.sidecar_offsets.size();
   parts.required_feature_flags = h.required_feature_flags.data();
   parts.num_required_feature_flags = h.required_feature_flags.size();
-  parts.request_id = h.has_request_id ? &h.request_id : nullptr;
-  parts.trace = h.has_trace ? &h.trace : nullptr;
-  parts.stream_flags = h.stream_flags;
-  parts.stream_credit = h.stream_credit;
-  parts.stream_compression = h.stream_compression;
-  parts.compression = h.has_compression ? &h.compression : nullptr;
-  parts.priority = h.priority;
+  *optional = RequestHeaderOptionalParts();
+  optional->request_id = h.has_request_id ? &h.request_id : nullptr;
+  optional->trace = h.has_trace ? &h.trace : nullptr;
+  optional->stream_flags = h.stream_flags;
+  optional->stream_credit = h.stream_credit;
+  optional->stream_compression = h.stream_compression;
+  optional->compression = h.has_compression ? &h.compression : nullptr;
+  optional->priority = h.priority;
+  parts.optional = optional;
   return parts;
 }
 
 size_t EncodedSize(const RequestHeaderFields& h) {
   std::string remote_method;
-  return EncodedSize(PartsOf(h, &remote_method));
+  RequestHeaderOptionalParts optional;
+  return EncodedSize(PartsOf(h, &remote_method, &optional));
 }
 
 uint8_t* EncodeTo(const RequestHeaderFields& h, uint8_t* p) {
   std::string remote_method;
-  return EncodeTo(PartsOf(h, &remote_method), p);
-}
-
-size_t EncodedSize(const ResponseHeaderFields& h) {
-  size_t n = 1 + VarintSize(Int32Wire(h.call_id));
-  if (h.is_error) n += 2;
-  for (uint32_t offset : h.sidecar_offsets) n += 1 + VarintSize(offset);
-  if (h.stream_flags != 0) n += 1 + VarintSize(h.stream_flags);
-  if (h.stream_credit != 0) n += 1 + VarintSize(h.stream_credit);
-  if (h.has_compression) {
-    n += 2 + VarintSize(h.compression.codec) + VarintSize(h.compression.uncompressed_size);
-  }
-  return n;
+  RequestHeaderOptionalParts optional;
+  return EncodeTo(PartsOf(h, &remote_method, &optional), p);
 }
 
 uint8_t* EncodeTo(const ResponseHeaderFields& h, uint8_t* p) {

@@ -103,6 +103,20 @@ struct ResponseHeaderFields {
   void Clear();
 };
 
+// The fields of a RequestHeader after required_feature_flags, none of which a plain unary call
+// carries (a trace context, a request id, a stream's fields, compression, a priority): they sit
+// behind one pointer of RequestHeaderParts, so such a call pays one test for all of them where its
+// header is sized and one where it is written. Points at the caller's fields, as the parts do.
+struct RequestHeaderOptionalParts {
+  const TraceFields* trace = nullptr;           // nullptr: no trace context
+  const RequestIdFields* request_id = nullptr;  // nullptr: untracked call
+  uint32_t stream_flags = 0;                    // 0: not a stream frame
+  uint32_t stream_credit = 0;
+  uint32_t stream_compression = 0;                 // 0: none (not a stream's opening frame)
+  const CompressionFields* compression = nullptr;  // nullptr: the body is not compressed
+  uint32_t priority = 0;                           // 0: the method's class
+};
+
 // A RequestHeader as the client's call path encodes it: the remote method comes encoded already
 // (EncodeRemoteMethod, once per method a proxy calls), so a call copies the names' bytes in one
 // piece instead of measuring and writing each. Points at the caller's bytes, which must outlive
@@ -116,22 +130,17 @@ struct RequestHeaderParts {
   size_t num_sidecar_offsets = 0;
   const uint32_t* required_feature_flags = nullptr;
   size_t num_required_feature_flags = 0;
-  const RequestIdFields* request_id = nullptr;  // nullptr: untracked call
-  const TraceFields* trace = nullptr;           // nullptr: no trace context
-  uint32_t stream_flags = 0;                    // 0: not a stream frame
-  uint32_t stream_credit = 0;
-  uint32_t stream_compression = 0;                 // 0: none (not a stream's opening frame)
-  const CompressionFields* compression = nullptr;  // nullptr: the body is not compressed
-  uint32_t priority = 0;                           // 0: the method's class
+  const RequestHeaderOptionalParts* optional = nullptr;  // nullptr: none of those fields
 };
 
 // The header's remote_method field (its tag, length and RemoteMethodPB), as it sits in every call
 // to that method.
 std::string EncodeRemoteMethod(Slice service_name, Slice method_name);
 
-// The parts of `header`, its remote method encoded into `*remote_method` (which the parts point
-// at): one encoder serves both forms.
-RequestHeaderParts PartsOf(const RequestHeaderFields& header, std::string* remote_method);
+// The parts of `header`, its remote method encoded into `*remote_method` and its optional fields
+// in `*optional` (the parts point at both): one encoder serves both forms.
+RequestHeaderParts PartsOf(const RequestHeaderFields& header, std::string* remote_method,
+                           RequestHeaderOptionalParts* optional);
 
 namespace header_codec_internal {
 // Bytes of `v` as a varint: 1 + (index of its highest set bit) / 7, without a loop.
@@ -158,6 +167,9 @@ inline size_t EncodedRequestCompressionSize(const CompressionFields& c) {
          header_codec_internal::VarintSize(c.uncompressed_size);
 }
 
+// The optional fields alone (out of line: a plain call does not get here).
+size_t EncodedSize(const RequestHeaderOptionalParts& optional);
+uint8_t* EncodeTo(const RequestHeaderOptionalParts& optional, uint8_t* out);
 inline size_t EncodedSize(const RequestHeaderParts& h) {
   using header_codec_internal::Int32Wire;
   using header_codec_internal::VarintSize;
@@ -167,19 +179,25 @@ inline size_t EncodedSize(const RequestHeaderParts& h) {
   for (size_t i = 0; i < h.num_required_feature_flags; i++) {
     n += 1 + VarintSize(h.required_feature_flags[i]);
   }
-  if (h.trace != nullptr) n += EncodedTraceSize(*h.trace);
-  if (h.request_id != nullptr) n += EncodedRequestIdSize(*h.request_id);
-  if (h.stream_flags != 0) n += 2 + VarintSize(h.stream_flags);  // two-byte tags
-  if (h.stream_credit != 0) n += 2 + VarintSize(h.stream_credit);
-  if (h.stream_compression != 0) n += 2 + VarintSize(h.stream_compression);
-  if (h.compression != nullptr) n += EncodedRequestCompressionSize(*h.compression);
-  if (h.priority != 0) n += 2 + VarintSize(h.priority);
+  if (h.optional != nullptr) n += EncodedSize(*h.optional);
   return n;
 }
 uint8_t* EncodeTo(const RequestHeaderParts& header, uint8_t* out);
 size_t EncodedSize(const RequestHeaderFields& header);
 uint8_t* EncodeTo(const RequestHeaderFields& header, uint8_t* out);
-size_t EncodedSize(const ResponseHeaderFields& header);
+inline size_t EncodedSize(const ResponseHeaderFields& h) {
+  using header_codec_internal::Int32Wire;
+  using header_codec_internal::VarintSize;
+  size_t n = 1 + VarintSize(Int32Wire(h.call_id));
+  if (h.is_error) n += 2;
+  for (uint32_t offset : h.sidecar_offsets) n += 1 + VarintSize(offset);
+  if (h.stream_flags != 0) n += 1 + VarintSize(h.stream_flags);
+  if (h.stream_credit != 0) n += 1 + VarintSize(h.stream_credit);
+  if (h.has_compression) {
+    n += 2 + VarintSize(h.compression.codec) + VarintSize(h.compression.uncompressed_size);
+  }
+  return n;
+}
 uint8_t* EncodeTo(const ResponseHeaderFields& header, uint8_t* out);
 
 // Decodes a header's bytes. False when protobuf would refuse them (malformed, or a required field

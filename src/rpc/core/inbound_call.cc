@@ -126,9 +126,11 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
     request_id_.attempt_no = id.attempt_no;
   }
   if (header.has_trace) SetTrace(header.trace);
-  stream_flags_ = header.stream_flags;
-  stream_credit_ = header.stream_credit;
-  stream_compression_ = header.stream_compression;
+  if (header.stream_flags != 0) {  // a call that opens a stream: its credit and codec matter
+    stream_flags_ = header.stream_flags;
+    stream_credit_ = header.stream_credit;
+    stream_compression_ = header.stream_compression;
+  }
   if (header.priority == 1 || header.priority == 2) {
     requested_priority_ = static_cast<uint8_t>(header.priority);
   }

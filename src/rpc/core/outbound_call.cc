@@ -125,13 +125,15 @@ Status OutboundCall::Serialize(const google::protobuf::Message& request, int32_t
 Result<BlockSlice> OutboundCall::SerializeWithOptionalParts(
     RequestHeaderParts* header, const google::protobuf::Message& request, uint32_t sidecar_bytes,
     size_t max_message_size, const RequestTracker* tracker) {
+  RequestHeaderOptionalParts optional;
+  header->optional = &optional;
   RequestIdFields request_id;
   if (tracker != nullptr) {
     request_id.client_id = tracker->client_id();
     request_id.seq_no = controller_->request_seq_no();
     request_id.first_incomplete_seq_no = tracker->FirstIncomplete();
     request_id.attempt_no = static_cast<uint32_t>(controller_->attempts());
-    header->request_id = &request_id;
+    optional.request_id = &request_id;
   }
   TraceFields trace;
   const TraceContext& tc = controller_->trace_context();
@@ -140,18 +142,18 @@ Result<BlockSlice> OutboundCall::SerializeWithOptionalParts(
     trace.trace_id_low = tc.trace_id_low;
     trace.parent_span_id = tc.span_id;
     trace.trace_flags = tc.flags;
-    header->trace = &trace;
+    optional.trace = &trace;
   }
-  header->priority = controller_->wire_priority();
+  optional.priority = controller_->wire_priority();
   static constexpr uint32_t kStreamFeature = STREAMS;
   if (stream_ != nullptr) {
     // A server without streams refuses the call (ERROR_UNSUPPORTED_FEATURE) rather than run it.
     header->required_feature_flags = &kStreamFeature;
     header->num_required_feature_flags = 1;
-    header->stream_flags = STREAM_OPEN;
-    header->stream_credit =
+    optional.stream_flags = STREAM_OPEN;
+    optional.stream_credit =
         static_cast<uint32_t>(stream_->receive_window() - StreamState::kInitialWindow);
-    header->stream_compression = static_cast<uint32_t>(stream_->compression());
+    optional.stream_compression = static_cast<uint32_t>(stream_->compression());
   }
   // The plain frame first (the receiver holds the uncompressed body to the same limit): a body
   // that does not shrink goes in it at the cost of the attempt alone.
@@ -166,16 +168,15 @@ Result<BlockSlice> OutboundCall::SerializeWithOptionalParts(
   if (body_size < compression_options_->min_bytes) return plain;
   const Slice body(plain.value().slice.data() + plain.value().slice.size() - body_size, body_size);
   Result<std::optional<BlockSlice>> compressed =
-      SerializeCompressed(header, body, sidecar_bytes, max_message_size);
+      SerializeCompressed(header, &optional, body, sidecar_bytes, max_message_size);
   RRPC_RETURN_NOT_OK(compressed.status());
   if (!compressed.value().has_value()) return plain;
   return std::move(*compressed.value());
 }
 
-Result<std::optional<BlockSlice>> OutboundCall::SerializeCompressed(RequestHeaderParts* header,
-                                                                    Slice body,
-                                                                    uint32_t sidecar_bytes,
-                                                                    size_t max_message_size) {
+Result<std::optional<BlockSlice>> OutboundCall::SerializeCompressed(
+    RequestHeaderParts* header, RequestHeaderOptionalParts* optional, Slice body,
+    uint32_t sidecar_bytes, size_t max_message_size) {
   const CompressionOptions& options = *compression_options_;
   const size_t body_size = body.size();
   const MonoTime start = MonoTime::Now();
@@ -193,14 +194,14 @@ Result<std::optional<BlockSlice>> OutboundCall::SerializeCompressed(RequestHeade
   CompressionFields fields;
   fields.codec = static_cast<uint32_t>(compression_);
   fields.uncompressed_size = static_cast<uint32_t>(body_size);
-  header->compression = &fields;
+  optional->compression = &fields;
   header->required_feature_flags = kRequiresCompression;
   header->num_required_feature_flags = 1;
   // Not into head_buffer_: the plain frame may be there (a compressed head is small only when
   // the body is, and those go plain).
   Result<BlockSlice> head =
       SerializeFrameHead(*header, compressed.value()->slice, sidecar_bytes, max_message_size);
-  header->compression = nullptr;
+  optional->compression = nullptr;
   RRPC_RETURN_NOT_OK(head.status());
   request_compressed_ = true;
   return std::optional<BlockSlice>(std::move(head).value());

@@ -170,9 +170,11 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
                                                 uint32_t sidecar_bytes, size_t max_message_size,
                                                 const RequestTracker* tracker);
   // The frame head of a call whose serialized body `body` is compressed (the header's other
-  // parts filled), or nullopt when it does not shrink (the plain frame is sent then).
-  Result<std::optional<BlockSlice>> SerializeCompressed(RequestHeaderParts* header, Slice body,
-                                                        uint32_t sidecar_bytes,
+  // parts filled, `optional` being its optional ones), or nullopt when it does not shrink (the
+  // plain frame is sent then).
+  Result<std::optional<BlockSlice>> SerializeCompressed(RequestHeaderParts* header,
+                                                        RequestHeaderOptionalParts* optional,
+                                                        Slice body, uint32_t sidecar_bytes,
                                                         size_t max_message_size);
   // FinishWithResponse() for a compressed response body: decompresses it (held to the
   // messenger's max_message_size) and parses it.

@@ -326,11 +326,12 @@ bool ServicePool::RunCall(InboundCall* call, WorkerPool* pool) {
     return false;
   }
   const RpcMethodInfo* method = call->method();
-  if (call->opens_stream() != (method->stream != StreamKind::kNone)) {
-    call->RespondFailure(ErrorStatusPB::ERROR_INVALID_REQUEST,
-                         Status::InvalidArgument(method->stream != StreamKind::kNone
-                                                     ? "a stream method called as a unary call"
-                                                     : "a unary method called as a stream"));
+  const bool stream_method = method->stream != StreamKind::kNone;
+  if (call->opens_stream() != stream_method) {
+    call->RespondFailure(
+        ErrorStatusPB::ERROR_INVALID_REQUEST,
+        Status::InvalidArgument(stream_method ? "a stream method called as a unary call"
+                                              : "a unary method called as a stream"));
     return false;
   }
   MessageCache::CallMessages messages =
@@ -345,8 +346,7 @@ bool ServicePool::RunCall(InboundCall* call, WorkerPool* pool) {
   const Slice body = call->serialized_request();
   CountCopy(CopySide::kServer, CopyKind::kBody, body.size());
   // Client and bidirectional streams' opening calls carry no request.
-  const bool has_request =
-      method->stream == StreamKind::kNone || method->stream == StreamKind::kServer;
+  const bool has_request = !stream_method || method->stream == StreamKind::kServer;
   if (has_request && !ParseMessageQuietly(body, messages.request.get())) {
     call->RespondFailure(
         ErrorStatusPB::ERROR_INVALID_REQUEST,
@@ -356,10 +356,13 @@ bool ServicePool::RunCall(InboundCall* call, WorkerPool* pool) {
   }
   RpcContext* context =
       call->MakeContext(std::move(messages.request), std::move(messages.response));
-  // A stream's call is answered only once its handler returned (StreamState): it stays.
-  std::shared_ptr<StreamState> stream = call->stream();
+  // A stream's call is answered only once its handler returned (StreamState): it stays, and its
+  // stream is held here until then.
+  std::shared_ptr<StreamState> stream;
   bool slot_kept = false;
-  if (stream != nullptr) {
+  if (stream_method) {
+    stream = call->stream();  // attached by the connection, as the call opens a stream
+    DCHECK(stream != nullptr);
     StartServerStream(call, context);
     // A stream counts against its pool while open: it keeps the call's admission slot.
     if (pool != nullptr && method->admission != nullptr) {
@@ -373,7 +376,7 @@ bool ServicePool::RunCall(InboundCall* call, WorkerPool* pool) {
   MonoTime& responded_at = InboundCall::LastRespondTimeOnThisThread();
   responded_at = MonoTime();
   method->handler(context->request(), context->response(), context);
-  if (stream != nullptr) stream->OnHandlerReturned();
+  if (stream_method) stream->OnHandlerReturned();
   if (metrics != nullptr) {
     // A handler that answered inline ends at its response (already timed); others at return.
     const MonoTime end = responded_at != MonoTime() ? responded_at : MonoTime::Now();

@@ -139,8 +139,9 @@ Result<std::unique_ptr<StreamState::Frame>> StreamState::MakeFrame(
     const size_t size = prepared->bytes.slice.size();
     if (side_ == Side::kClient) {
       std::string no_method;
-      RequestHeaderParts parts = PartsOf(request, &no_method);
-      if (prepared->compressed) parts.compression = &prepared->fields;
+      RequestHeaderOptionalParts optional;
+      const RequestHeaderParts parts = PartsOf(request, &no_method, &optional);
+      if (prepared->compressed) optional.compression = &prepared->fields;
       return SerializeFrameHeadBeforeBody(parts, size, sidecar_bytes, max_message_size_);
     }
     if (prepared->compressed) {

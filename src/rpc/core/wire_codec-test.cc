@@ -162,7 +162,8 @@ TEST(WireCodecTest, HeadBeforeTheBodyAndTheBodyMakeTheSameFrame) {
   request.stream_flags = STREAM_MESSAGE;
   request.sidecar_offsets.push_back(0);
   std::string no_method;
-  const RequestHeaderParts parts = PartsOf(request, &no_method);
+  RequestHeaderOptionalParts optional;
+  const RequestHeaderParts parts = PartsOf(request, &no_method, &optional);
   Result<BlockSlice> whole = SerializeFrameHead(parts, Slice(body), sidecar.size(), 1 << 20);
   Result<BlockSlice> head =
       SerializeFrameHeadBeforeBody(parts, body.size(), sidecar.size(), 1 << 20);

@@ -118,7 +118,8 @@ Result<BlockSlice> SerializeFrameHead(const RequestHeaderFields& header,
                                       const google::protobuf::MessageLite& body,
                                       size_t sidecar_bytes, size_t max_frame_size) {
   std::string remote_method;
-  const RequestHeaderParts parts = PartsOf(header, &remote_method);
+  RequestHeaderOptionalParts optional;
+  const RequestHeaderParts parts = PartsOf(header, &remote_method, &optional);
   return SerializeFrameHead(parts, body, sidecar_bytes, max_frame_size);
 }
 
