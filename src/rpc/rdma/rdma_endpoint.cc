@@ -114,6 +114,7 @@ QpConnectParams RdmaEndpoint::ConnectParams(const QpAddress& remote, uint32_t pa
   p.gid_index = gid_.index;
   p.global = NeedsGlobalRoute(port, remote.gid);
   p.traffic_class = options_.traffic_class;
+  p.flow_label = ConnectionFlowLabel(address_.qp_num, remote.qp_num);
   p.service_level = options_.service_level;
   return p;
 }

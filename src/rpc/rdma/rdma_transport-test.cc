@@ -355,6 +355,40 @@ TEST_F(RdmaTransportTest, ADeadPathKeepsTheConnectionOnTcpAndLaterOnesOfferFallb
       WaitForCondition([&] { return server_factory_->fallbacks(FallbackReason::kPath) == 2; }));
 }
 
+// Finding 3 of issue 37: on RoCE v2 the UDP source port, which ECMP and LAG hash, comes from the
+// GRH's flow label or, with none, from the two QP numbers (mlx5). The probes had their own QP
+// numbers and no label, so on a fabric with one broken path of two a connection's probe could
+// cross while its data was lost: the connection moved to RDMA and its calls failed. Now a
+// connection's data QPs and probes carry one flow label, so each connection either moves to
+// RDMA and its calls succeed, or stays on TCP.
+TEST_F(RdmaTransportTest, TheProbeTakesTheDataQueuePairsEcmpPath) {
+  RdmaOptions o = SmallRdma();
+  o.probe_path = true;
+  o.probe_timeout = MonoDelta::FromMilliseconds(300);
+  o.dead_path_memory = MonoDelta::FromNanoseconds(0);  // every connection probes
+  Start(o, o);
+  ASSERT_TRUE(client_factory_->Device().ok());
+  ASSERT_TRUE(server_factory_->Device().ok());
+  client_factory_->Device().value()->soft->BreakEcmpPath(2, 0);
+  server_factory_->Device().value()->soft->BreakEcmpPath(2, 0);
+  MessengerOptions co;
+  co.transport_factory = client_factory_;
+  co.bulk_connection_bytes = 0;
+  int rdma = 0, tcp = 0;
+  for (int i = 0; i < 16; i++) {
+    client_->Shutdown();
+    StartClient(co);
+    for (int j = 0; j < 3; j++) {
+      Status s = Echo(Pattern(3000, j));
+      ASSERT_TRUE(s.ok()) << "connection " << i << " call " << j << ": " << s.ToString();
+    }
+    (ClientTransport() == "rdma" ? rdma : tcp)++;
+  }
+  // Both paths were taken: some connections crossed, the others stayed on TCP.
+  EXPECT_GT(rdma, 0);
+  EXPECT_GT(tcp, 0);
+}
+
 // The probe on a working path: the client confirms, both sides move to RDMA together, and calls
 // follow at once (the server reads the confirmation before any RDMA message).
 TEST_F(RdmaTransportTest, AProbedPathUpgradesInPrivateAndSrqMode) {

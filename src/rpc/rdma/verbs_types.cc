@@ -48,6 +48,14 @@ Status CheckServiceLevel(uint8_t sl, bool ethernet) {
   return Status::OK();
 }
 
+Status CheckFlowLabel(uint32_t flow_label) {
+  if (flow_label > kFlowLabelMask) {
+    return Status::InvalidArgument("flow label " + std::to_string(flow_label) +
+                                   " does not fit the GRH's 20 bits");
+  }
+  return Status::OK();
+}
+
 const char* QpStateName(QpState state) {
   switch (state) {
     case QpState::kReset:

@@ -96,13 +96,38 @@ struct QpConnectParams {
   // (NeedsGlobalRoute, rdma_endpoint.h).
   bool global = true;
   uint8_t traffic_class = 0;  // in the GRH (global routes only)
+  // In the GRH (global routes only), 20 bits. On RoCE v2 it chooses the UDP source port, which
+  // ECMP and LAG hash (mlx5; 0: the port comes from the two QP numbers instead). A connection's
+  // data QPs and its path probes carry one label (ConnectionFlowLabel), so they take one path.
+  uint32_t flow_label = 0;
   uint8_t service_level = 0;  // 0..15
 };
+
+inline constexpr uint32_t kFlowLabelMask = 0xFFFFF;
+
+// The kernel's rdma_calc_flow_label: the label mlx5 derives for a RoCE v2 QP pair connected
+// without one (either order of the QP numbers gives the same; may be 0).
+inline uint32_t CalcFlowLabel(uint32_t qpn_a, uint32_t qpn_b) {
+  uint64_t v = uint64_t{qpn_a} * qpn_b;
+  v ^= v >> 20;
+  v ^= v >> 40;
+  return static_cast<uint32_t>(v) & kFlowLabelMask;
+}
+
+// The flow label of the connection between data queue pairs `a` and `b`, which its path probes
+// carry too: CalcFlowLabel, so a data QP takes the UDP source port it would take unlabelled;
+// never 0 (0 means "no label").
+inline uint32_t ConnectionFlowLabel(uint32_t a, uint32_t b) {
+  const uint32_t label = CalcFlowLabel(a, b);
+  return label != 0 ? label : 1;
+}
 
 // Whether a queue pair may use service level `sl` on its port: 0..15 on InfiniBand; 0..7 on RoCE
 // (Ethernet), where the SL is the frames' 802.1p priority and mlx5 keeps only its low three bits
 // (SL 8 would be sent as priority 0). InvalidArgument otherwise. Both backends' Connect check it.
 Status CheckServiceLevel(uint8_t sl, bool ethernet);
+// InvalidArgument for a flow label above 20 bits. Both backends' Connect check it.
+Status CheckFlowLabel(uint32_t flow_label);
 
 struct QpCaps {
   uint32_t max_send_wr = 0;

@@ -216,6 +216,7 @@ class IbvQp final : public QueuePair {
   }
   Status Connect(const QpConnectParams& p) override {
     RRPC_RETURN_NOT_OK(CheckServiceLevel(p.service_level, ethernet_));
+    RRPC_RETURN_NOT_OK(CheckFlowLabel(p.flow_label));
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_RTR;
     attr.path_mtu = MtuEnum(p.path_mtu);
@@ -232,6 +233,7 @@ class IbvQp final : public QueuePair {
       attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(p.gid_index);
       attr.ah_attr.grh.hop_limit = 64;
       attr.ah_attr.grh.traffic_class = p.traffic_class;
+      attr.ah_attr.grh.flow_label = p.flow_label;
     }
     int rc = lib_->modify_qp(qp_, &attr,
                              IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |

@@ -381,6 +381,7 @@ class FakeVerbsTest : public testing::Test {
     p.gid_index = ctx_->port().gid_index;
     p.port = 1;
     p.traffic_class = 104;
+    p.flow_label = 0xabcde;
     p.service_level = 3;
     return p;
   }
@@ -465,6 +466,7 @@ TEST_F(FakeVerbsTest, ConnectOnRoceSetsRtrAndRtsAttributesWithTheirMasks) {
   EXPECT_EQ(3, rtr.ah_attr.grh.sgid_index);
   EXPECT_EQ(64, rtr.ah_attr.grh.hop_limit);
   EXPECT_EQ(104, rtr.ah_attr.grh.traffic_class);
+  EXPECT_EQ(0xabcdeu, rtr.ah_attr.grh.flow_label);  // the connection's: its probe's path
   const ibv_qp_attr& rts = state_.modifies[2].attr;
   EXPECT_EQ(IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                 IBV_QP_MAX_QP_RD_ATOMIC,
@@ -492,6 +494,19 @@ TEST_F(FakeVerbsTest, ConnectWithinAnInfinibandSubnetRoutesByLid) {
   EXPECT_EQ(9, rtr.ah_attr.dlid);
   EXPECT_EQ(0, rtr.ah_attr.is_global);
   EXPECT_EQ(12, rtr.ah_attr.sl);
+}
+
+// Finding 3 of issue 37: the GRH's flow label has 20 bits; a larger one is refused before any
+// modify.
+TEST_F(FakeVerbsTest, AFlowLabelAboveTwentyBitsIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(Open());
+  QueuePair* qp = NewQp();
+  ASSERT_TRUE(qp->ToInit(1).ok());
+  QpConnectParams p = Params();
+  p.flow_label = 0x100000;
+  const size_t modifies = state_.modifies.size();
+  EXPECT_TRUE(qp->Connect(p).IsInvalidArgument());
+  EXPECT_EQ(modifies, state_.modifies.size());
 }
 
 // Finding 5 of issue 37: mlx5 sends SL & 7 on RoCE; 8..15 are refused before any modify.

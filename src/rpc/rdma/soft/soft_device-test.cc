@@ -506,6 +506,46 @@ TEST_F(SoftDeviceTest, AnArmedQueueSignalsItsChannelOnce) {
   EXPECT_EQ(b_.channel->GetEvent().value(), nullptr);
 }
 
+// The UDP source port of a RoCE v2 QP, as the kernel derives it for mlx5: from the flow label,
+// or, unlabelled, from the QP numbers as if labelled with CalcFlowLabel (either order).
+TEST_F(SoftDeviceTest, TheUdpSourcePortComesFromTheFlowLabelOrTheQpNumbers) {
+  EXPECT_EQ(0xE341, RoceUdpSourcePort(0x12345, 0x100, 0x101));  // 0x2345 ^ (0x10000 >> 14)
+  EXPECT_EQ(RoceUdpSourcePort(CalcFlowLabel(0x1234, 0x5678), 7, 8),
+            RoceUdpSourcePort(0, 0x1234, 0x5678));
+  EXPECT_EQ(RoceUdpSourcePort(0, 0x5678, 0x1234), RoceUdpSourcePort(0, 0x1234, 0x5678));
+  EXPECT_EQ(1u, ConnectionFlowLabel(0, 0x1234));  // never "no label"
+}
+
+// BreakEcmpPath: a packet takes the path its UDP source port hashes to; the broken one loses it
+// (the send fails once its retries run out) and the other carries it.
+TEST_F(SoftDeviceTest, ABrokenEcmpPathLosesOnlyTheFlowsHashedOntoIt) {
+  a_.Open(Caps());
+  b_.Open(Caps());
+  QpConnectParams pa, pb;
+  pa.remote = b_.address(200);
+  pa.local_psn = 100;
+  pa.timeout = 1;
+  pa.retry_cnt = 1;
+  pa.flow_label = 2;  // UDP source port 0xC002
+  pb.remote = a_.address(100);
+  pb.local_psn = 200;
+  ASSERT_TRUE(a_.qp->Connect(pa).ok());
+  ASSERT_TRUE(b_.qp->Connect(pb).ok());
+  ASSERT_TRUE(b_.PostRecv(1, 0, 64).ok());
+  // Its path: one of two; the other one breaks first, then its own.
+  const int path = EcmpPathOf(0xC002, 2);
+  a_.dev->BreakEcmpPath(2, 1 - path);
+  ASSERT_TRUE(a_.Send(7, 0, 32).ok());
+  auto done = WaitFor(a_.send_cq.get(), 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, WcStatus::kSuccess);
+  a_.dev->BreakEcmpPath(2, path);
+  ASSERT_TRUE(a_.Send(8, 0, 32).ok());
+  done = WaitFor(a_.send_cq.get(), 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, WcStatus::kRetryExceeded);
+}
+
 TEST_F(SoftDeviceTest, ADroppedPeerFailsOutstandingSends) {
   Connect(Caps(), /*rnr_retry=*/7);
   ASSERT_TRUE(a_.Send(1, 0, 8).ok());  // waits for a receive forever

@@ -428,6 +428,12 @@ void SoftDeviceImpl::DropAllPackets(bool on) {
   dropping_packets_ = on;
 }
 
+void SoftDeviceImpl::BreakEcmpPath(int paths, int broken) {
+  std::lock_guard<std::mutex> lock(mu);
+  ecmp_paths_ = paths > 0 ? paths : 0;
+  ecmp_broken_ = broken;
+}
+
 void SoftDeviceImpl::CorruptSendLkeys(bool on) {
   std::lock_guard<std::mutex> lock(mu);
   corrupt_send_lkeys_ = on;
@@ -688,6 +694,19 @@ void SoftDeviceImpl::NicLoop() {
 }
 
 }  // namespace soft
+
+uint16_t RoceUdpSourcePort(uint32_t flow_label, uint32_t local_qpn, uint32_t remote_qpn) {
+  // 0: no label; mlx5 then labels the flow by the QP numbers (rdma_calc_flow_label).
+  const uint32_t fl = flow_label != 0 ? flow_label : CalcFlowLabel(local_qpn, remote_qpn);
+  // rdma_flow_label_to_udp_sport: 14 bits folded from 20, in the range 0xC000..0xFFFF.
+  const uint32_t low = (fl & 0x3FFF) ^ ((fl & 0xFC000) >> 14);
+  return static_cast<uint16_t>(low | 0xC000);
+}
+
+int EcmpPathOf(uint16_t udp_source_port, int paths) {
+  const uint32_t hash = (uint32_t{udp_source_port} * 0x9E3779B1u) >> 16;
+  return static_cast<int>(hash % static_cast<uint32_t>(paths));
+}
 
 Result<std::unique_ptr<SoftDevice>> OpenSoftDevice(const SoftDeviceOptions& options,
                                                    const Sockaddr& local) {

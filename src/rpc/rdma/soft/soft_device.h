@@ -20,6 +20,13 @@
 
 namespace rrpc::rdma {
 
+// The UDP source port mlx5 gives a RoCE v2 queue pair `local_qpn` connected to `remote_qpn`
+// with `flow_label` (the kernel's rdma_get_udp_sport): ECMP and LAG hash it.
+uint16_t RoceUdpSourcePort(uint32_t flow_label, uint32_t local_qpn, uint32_t remote_qpn);
+// Which of `paths` equal-cost paths a RoCE v2 packet from UDP source port `udp_source_port`
+// takes (SoftDevice::BreakEcmpPath): a hash of the port, as a switch hashes the flow's fields.
+int EcmpPathOf(uint16_t udp_source_port, int paths);
+
 class SoftDevice : public Context {
  public:
   // Fault hooks, for tests. Any thread.
@@ -38,6 +45,12 @@ class SoftDevice : public Context {
   // acknowledged and fails with kRetryExceeded (the QP goes to ERR) once the QP's retry timeout
   // (4.096 us x 2^timeout, retry_cnt + 1 times) has passed, as on hardware.
   virtual void DropAllPackets(bool on) = 0;
+  // Models a fabric with `paths` equal-cost paths (ECMP or a LAG) towards the peers, of which
+  // path `broken` loses every packet: a data packet this device sends takes the path a hash of
+  // its UDP source port chooses, the port mlx5 gives a RoCE v2 QP (RoceUdpSourcePort: from the
+  // QP's flow label, or, unlabelled, from its and its peer's QP numbers). Lost packets fail
+  // their sends as with DropAllPackets. `paths` 0: one path, nothing lost.
+  virtual void BreakEcmpPath(int paths, int broken) = 0;
   // The port's GID table is an mlx5 RoCE port's: link-local v1 (index 0) and v2 (1), then v1 (2)
   // and v2 (3) of the device's own address, then a v1/v2 pair per address of its port
   // (SoftDeviceOptions::devices); the device opens on gid_choice.h's choice and each connection

@@ -247,6 +247,12 @@ class SoftDeviceImpl final : public SoftDevice {
   void FailRegistrations(int n) override;
   void CorruptSendLkeys(bool on) override;
   void DropAllPackets(bool on) override;
+  void BreakEcmpPath(int paths, int broken) override;
+  // BreakEcmpPath: whether a data packet leaving on UDP source port `sport` is lost. REQUIRES mu
+  // held.
+  bool ecmp_drops(uint16_t sport) const {
+    return ecmp_paths_ > 0 && EcmpPathOf(sport, ecmp_paths_) == ecmp_broken_;
+  }
   Status UseGidIndex(int index) override;
   void SetPortActive(bool active) override;
   Status SetPortAddresses(const std::vector<std::string>& addresses) override;
@@ -365,6 +371,8 @@ class SoftDeviceImpl final : public SoftDevice {
   int failing_registrations_ = 0;
   bool corrupt_send_lkeys_ = false;
   bool dropping_packets_ = false;
+  int ecmp_paths_ = 0;  // BreakEcmpPath
+  int ecmp_broken_ = 0;
   bool dead_ = false;  // InjectAsyncEvent(kDeviceFatal)
   int discarding_receives_ = 0;
   PortCounters counters_;

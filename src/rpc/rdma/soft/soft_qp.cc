@@ -65,6 +65,7 @@ Status SoftQp::Connect(const QpConnectParams& params) {
   // A 4-bit field (ibv_modify_qp refuses more); on its RoCE port only 0..7 are priorities.
   const PortInfo port = dev_->port();
   RRPC_RETURN_NOT_OK(CheckServiceLevel(params.service_level, port.ethernet));
+  RRPC_RETURN_NOT_OK(CheckFlowLabel(params.flow_label));
   RRPC_ASSIGN_OR_RETURN(link_, dev_->OutboundLink(params.remote.gid));
   params_ = params;
   for (const GidEntry& e : port.gid_table) {
@@ -178,7 +179,8 @@ Status SoftQp::PostRecv(const RecvWr& wr) {
 }
 
 void SoftQp::Transmit(Outstanding* s) {
-  if (dev_->dropping_packets()) {
+  if (dev_->dropping_packets() ||
+      dev_->ecmp_drops(RoceUdpSourcePort(params_.flow_label, qpn_, params_.remote.qp_num))) {
     // Lost on the path: no ACK, no NAK. The sender retries retry_cnt times, each after the
     // timeout, then gives up (the retransmissions are lost too, so none is modelled).
     s->sent = true;
