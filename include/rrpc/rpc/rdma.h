@@ -197,11 +197,15 @@ struct RdmaOptions {
   MonoDelta dead_path_memory = MonoDelta::FromSeconds(600);
   // Connection setup's control-path verbs (docs/rdma.md, "Control-path verbs": making the
   // endpoint's queue pair, CQ and registrations and the path probe's, and on the server
-  // connecting them; a heap Block's first registration for a send by reference) run on one
-  // thread of the factory's own instead of the connection's reactor or writer, and the reactor
-  // meanwhile serves its other connections. At most `setup_queue` jobs wait for that thread; one
-  // beyond it runs where it would with false (on the reactor; in the write).
+  // connecting them; a heap Block's first registration for a send by reference) run on
+  // threads of the factory's own instead of the connection's reactor or writer, and the reactor
+  // meanwhile serves its other connections. Up to `setup_threads` run at once (started as
+  // needed), so a connection whose verb blocks (a RoCE RTR toward a peer whose MAC does not
+  // resolve: up to ~1 s) holds up one of them, not every connection's setup; more threads cost
+  // idle threads, and run more verbs at once on the NIC. At most `setup_queue` jobs wait for
+  // them; one beyond it runs where it would with false (on the reactor; in the write).
   bool setup_off_reactor = true;
+  size_t setup_threads = 4;
   size_t setup_queue = 1024;
   // Where the RDMA metrics go; nullptr: the registry of the messenger using the factory (its
   // /metrics; the latest messenger made, when several share the factory), or, for a factory not

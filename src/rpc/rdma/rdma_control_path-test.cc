@@ -2,9 +2,11 @@
 // off the reactor threads (RdmaOptions::setup_off_reactor, setup_thread.h): while one
 // connection's upgrade is stuck inside a verb (SoftDevice::HoldControlVerbs), calls on another
 // connection of the same reactor complete, the stuck connection upgrades once the verb returns,
-// and a connection that closes meanwhile leaves nothing behind. Server side and client side; the
-// server's and the client's messengers each have one reactor. A hang is the failure: each wait
-// is bounded (generous for a loaded machine), and the verbs are released before any assertion.
+// and a connection that closes meanwhile leaves nothing behind; while the server's RTR toward one
+// client is stuck (SoftDevice::HoldRtrToward), another client's setup goes on. Server side and
+// client side; the server's and the client's messengers each have one reactor. A hang is the
+// failure: each wait is bounded (generous for a loaded machine), and the verbs are released before
+// any assertion.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -171,6 +173,49 @@ TEST_P(RdmaControlPathTest, ConnectionClosedWhileItsSetupIsInAVerbLeavesNothingB
   std::shared_ptr<Messenger> next = NewMessenger("next", &next_factory);
   EXPECT_TRUE(EchoOnce(rtest::EchoServiceProxy(next, server_addr_), "next").ok());
   EXPECT_EQ(TransportOf(next, server_addr_), "rdma");
+  next->Shutdown();
+}
+
+// Waits (bounded) until `n` RTRs of `dev` are held (SoftDevice::HoldRtrToward).
+bool WaitRtrsHeld(rdma::SoftDevice* dev, int n) {
+  const MonoTime until = MonoTime::Now() + kBound;
+  while (dev->rtrs_held() < n) {
+    if (MonoTime::Now() > until) return false;
+    SleepFor(MonoDelta::FromMilliseconds(1));
+  }
+  return true;
+}
+
+// Issue 37, finding 2: the server's RTR toward one client blocks (a RoCE RTR whose peer's MAC
+// does not resolve). A second client connecting after it upgrades and is served meanwhile: the
+// held RTR holds one setup thread, not every setup behind it.
+TEST_P(RdmaControlPathTest, ServerSetsUpAClientWhileItsRtrTowardAnotherIsHeld) {
+  rdma::SoftDevice* dev = SoftOf(server_factory_.get());
+  std::shared_ptr<RdmaTransportFactory> held_factory, next_factory;
+  std::shared_ptr<Messenger> held_client = NewMessenger("held", &held_factory);
+  std::shared_ptr<Messenger> next = NewMessenger("next", &next_factory);
+  // Every GID the held client's device may offer; the next client's device has others.
+  const std::vector<rdma::GidEntry> held_gids = SoftOf(held_factory.get())->port().gid_table;
+  for (const rdma::GidEntry& e : held_gids) dev->HoldRtrToward(e.gid, true);
+  PendingEcho stuck;
+  stuck.Start(rtest::EchoServiceProxy(held_client, server_addr_));
+  const bool held = WaitRtrsHeld(dev, 1);
+  PendingEcho second;
+  second.Start(rtest::EchoServiceProxy(next, server_addr_));
+  const bool served = second.done.WaitFor(kBound);
+  const std::string second_transport = TransportOf(next, server_addr_);
+  const int still_held = dev->rtrs_held();  // the first client's RTR, held all along
+  for (const rdma::GidEntry& e : held_gids) dev->HoldRtrToward(e.gid, false);
+  EXPECT_TRUE(held) << "the server's RTR toward the first client was never held";
+  EXPECT_TRUE(served) << "the second client's setup waited behind the held RTR";
+  EXPECT_EQ(second_transport, "rdma");
+  EXPECT_EQ(still_held, 1);
+  ASSERT_TRUE(second.done.WaitFor(kBound));
+  EXPECT_TRUE(second.ctl.status().ok()) << second.ctl.status().ToString();
+  ASSERT_TRUE(stuck.done.WaitFor(kBound));
+  EXPECT_TRUE(stuck.ctl.status().ok()) << stuck.ctl.status().ToString();
+  EXPECT_EQ(TransportOf(held_client, server_addr_), "rdma");
+  held_client->Shutdown();
   next->Shutdown();
 }
 

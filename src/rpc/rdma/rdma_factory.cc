@@ -159,7 +159,8 @@ RdmaTransportFactory::RdmaTransportFactory(RdmaOptions options, DeviceOpener ope
   }
   bound_ = BindMetrics(registry);
   if (options_.setup_off_reactor) {
-    setup_ = std::make_shared<SetupThread>(std::max<size_t>(1, options_.setup_queue));
+    setup_ = std::make_shared<SetupThread>(std::max<size_t>(1, options_.setup_threads),
+                                           std::max<size_t>(1, options_.setup_queue));
   }
 }
 

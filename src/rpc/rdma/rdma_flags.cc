@@ -93,6 +93,11 @@ DEFINE_bool(rdma_setup_off_reactor, true,
             "server's connect; a Block's first registration to send it by reference) run on a "
             "thread of the RDMA factory's own, not on the reactor or the writing thread "
             "(docs/rdma.md, \"Control-path verbs\")");
+DEFINE_int32(rdma_setup_threads, 4,
+             "With --rdma_setup_off_reactor: threads (per RDMA factory) that run connection "
+             "setup's control-path verbs at once (>= 1); a setup stuck in a verb (a RoCE RTR "
+             "whose peer's MAC does not resolve, up to ~1 s) holds one, the others go on; more "
+             "cost idle threads and run more verbs at once on the NIC");
 DEFINE_int32(rdma_soft_control_verb_delay_us, 0,
              "soft backend: a modelled cost of each control-path verb (QP/CQ/SRQ create, "
              "registration, each modify-QP), in microseconds; 0: free");
@@ -122,14 +127,16 @@ Result<RdmaOptions> RdmaOptionsFromFlags() {
   }
   if (FLAGS_rdma_receive_buffers < 4 || FLAGS_rdma_send_buffers < 2 ||
       FLAGS_rdma_buffer_bytes < 256 || FLAGS_rdma_spare_receive_buffers < 0 ||
-      FLAGS_rdma_max_inline < 0 || FLAGS_rdma_rnr_retry < 0 || FLAGS_rdma_rnr_retry > 7) {
+      FLAGS_rdma_max_inline < 0 || FLAGS_rdma_rnr_retry < 0 || FLAGS_rdma_rnr_retry > 7 ||
+      FLAGS_rdma_setup_threads < 1) {
     return Status::InvalidArgument(
         "RDMA flags: receive buffers >= 4, send buffers >= 2, buffer bytes >= 256, spare "
-        "receive buffers >= 0, rnr_retry 0..7");
+        "receive buffers >= 0, rnr_retry 0..7, setup threads >= 1");
   }
   o.soft.pin_registered_memory = FLAGS_rdma_soft_pin_memory;
   o.soft.control_verb_delay = MonoDelta::FromMicroseconds(FLAGS_rdma_soft_control_verb_delay_us);
   o.setup_off_reactor = FLAGS_rdma_setup_off_reactor;
+  o.setup_threads = static_cast<size_t>(FLAGS_rdma_setup_threads);
   o.verbs.device = FLAGS_rdma_device;
   o.verbs.port = FLAGS_rdma_port;
   o.verbs.gid_index = FLAGS_rdma_gid_index;

@@ -1,10 +1,14 @@
-// SetupThread: jobs run in order on one thread; the queue's bound refuses a job beyond it; the
-// destructor lets the running job finish and drops (destroys) the queued ones.
+// SetupThread: with one thread, jobs run in order on it; with more, a job held (a verb that
+// blocks) holds one thread while the others run the jobs queued after it, in order, and no more
+// than max_threads run at once; the queue's bound refuses a job beyond it; the destructor lets
+// the running jobs finish and drops (destroys) the queued ones.
 #include "rpc/rdma/setup_thread.h"
 
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -16,7 +20,7 @@ namespace {
 const MonoDelta kBound = MonoDelta::FromSeconds(30);
 
 TEST(SetupThreadTest, RunsJobsInOrderOnOneThreadOtherThanTheCaller) {
-  SetupThread setup(16);
+  SetupThread setup(/*max_threads=*/1, /*max_queued=*/16);
   std::vector<int> order;
   std::vector<std::thread::id> threads;
   CountDownLatch done(3);
@@ -34,6 +38,73 @@ TEST(SetupThreadTest, RunsJobsInOrderOnOneThreadOtherThanTheCaller) {
   EXPECT_EQ(threads[1], threads[2]);
 }
 
+TEST(SetupThreadTest, AHeldJobHoldsOneThreadWhileTheNextRunInOrder) {
+  CountDownLatch entered(1), release(1), done(3);
+  std::mutex mu;
+  std::vector<int> order;
+  // Two threads: one held, the other runs the rest one after another.
+  SetupThread setup(/*max_threads=*/2, /*max_queued=*/16);
+  ASSERT_TRUE(setup.Submit([&] {
+    entered.CountDown();
+    release.Wait();  // an RTR toward a peer that does not answer
+  }));
+  ASSERT_TRUE(entered.WaitFor(kBound));
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(setup.Submit([&, i] {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        order.push_back(i);
+      }
+      done.CountDown();
+    }));
+  }
+  const bool ran = done.WaitFor(kBound);
+  release.CountDown();
+  EXPECT_TRUE(ran) << "the jobs after a held one waited for it";
+  ASSERT_TRUE(done.WaitFor(kBound));
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+}
+
+TEST(SetupThreadTest, RunsNoMoreThanMaxThreadsAtOnce) {
+  CountDownLatch entered(2), release(1), third(1);
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  bool third_ran = false;
+  {
+    SetupThread setup(/*max_threads=*/2, /*max_queued=*/16);
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(setup.Submit([&] {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          threads.insert(std::this_thread::get_id());
+        }
+        entered.CountDown();
+        release.Wait();
+      }));
+    }
+    const bool both = entered.WaitFor(kBound);  // the two run at once, on two threads
+    ASSERT_TRUE(setup.Submit([&] {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        third_ran = true;
+        threads.insert(std::this_thread::get_id());
+      }
+      third.CountDown();
+    }));
+    bool ran_early;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ran_early = third_ran;  // both threads are busy: it waits in the queue
+    }
+    release.CountDown();
+    EXPECT_TRUE(both) << "two held jobs did not run at once";
+    EXPECT_FALSE(ran_early);
+    ASSERT_TRUE(third.WaitFor(kBound));
+  }
+  EXPECT_EQ(threads.size(), 2u);
+}
+
 // Counts `latch` down when destroyed (with the closure holding it).
 struct DropSignal {
   explicit DropSignal(CountDownLatch* l) : latch(l) {}
@@ -46,7 +117,7 @@ TEST(SetupThreadTest, RefusesAJobBeyondItsBoundAndDropsQueuedOnesWhenDestroyed) 
   bool ran_queued = false;
   std::thread releaser;
   {
-    SetupThread setup(2);
+    SetupThread setup(/*max_threads=*/1, /*max_queued=*/2);
     ASSERT_TRUE(setup.Submit([&] {
       running.CountDown();
       release.Wait();

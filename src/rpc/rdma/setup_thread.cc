@@ -6,14 +6,16 @@ namespace rrpc::rdma {
 
 SetupThread::~SetupThread() {
   std::deque<std::function<void()>> dropped;
+  std::vector<std::thread> threads;
   {
     MutexLock lock(mu_);
     stopping_ = true;
     dropped.swap(jobs_);
+    threads.swap(threads_);  // no thread starts once stopping
   }
   cv_.NotifyAll();
-  dropped.clear();  // before the join: the running job may wait for what these hold
-  if (thread_.joinable()) thread_.join();
+  dropped.clear();  // before the joins: a running job may wait for what these hold
+  for (std::thread& t : threads) t.join();
 }
 
 bool SetupThread::Submit(std::function<void()> job) {
@@ -21,9 +23,10 @@ bool SetupThread::Submit(std::function<void()> job) {
     MutexLock lock(mu_);
     if (stopping_ || jobs_.size() >= max_queued_) return false;
     jobs_.push_back(std::move(job));
-    if (!started_) {
-      started_ = true;
-      thread_ = std::thread([this] { Run(); });
+    // A thread idle but not yet woken takes one of the queued jobs: start one more only when
+    // the queued outnumber the idle.
+    if (jobs_.size() > idle_ && threads_.size() < max_threads_) {
+      threads_.emplace_back([this] { Run(); });
     }
   }
   cv_.NotifyOne();
@@ -35,7 +38,11 @@ void SetupThread::Run() {
     std::function<void()> job;
     {
       MutexLock lock(mu_);
-      while (!stopping_ && jobs_.empty()) cv_.Wait(mu_);
+      while (!stopping_ && jobs_.empty()) {
+        ++idle_;
+        cv_.Wait(mu_);
+        --idle_;
+      }
       if (stopping_) return;
       job = std::move(jobs_.front());
       jobs_.pop_front();

@@ -364,6 +364,31 @@ void SoftDeviceImpl::ControlVerb() {
   --control_waiting_;
 }
 
+void SoftDeviceImpl::HoldRtrToward(const Gid& gid, bool held) {
+  {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    if (held) {
+      rtr_held_toward_.insert(gid);
+    } else {
+      rtr_held_toward_.erase(gid);
+    }
+  }
+  control_cv_.notify_all();
+}
+
+int SoftDeviceImpl::rtrs_held() {
+  std::lock_guard<std::mutex> lock(control_mu_);
+  return rtr_waiting_;
+}
+
+void SoftDeviceImpl::RtrToward(const Gid& remote) {
+  std::unique_lock<std::mutex> lock(control_mu_);
+  if (rtr_held_toward_.count(remote) == 0) return;
+  ++rtr_waiting_;
+  control_cv_.wait(lock, [&] { return rtr_held_toward_.count(remote) == 0; });
+  --rtr_waiting_;
+}
+
 void SoftDeviceImpl::InjectAsyncEvent(AsyncEventType type, QueuePair* qp) {
   std::lock_guard<std::mutex> lock(mu);
   if (qp == nullptr) {

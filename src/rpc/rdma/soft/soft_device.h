@@ -86,6 +86,12 @@ class SoftDevice : public Context {
   // calls blocked now.
   virtual void HoldControlVerbs(bool held) = 0;
   virtual int control_verbs_held() = 0;
+  // While held, a modify-QP to RTR toward `gid` (the remote GID it names: the peer's device)
+  // blocks its calling thread until released, as a RoCE RTR does while the kernel resolves a peer
+  // MAC that does not answer (up to ~1 s on hardware); other verbs, and RTRs toward other GIDs,
+  // go on. rtrs_held() counts the calls blocked now.
+  virtual void HoldRtrToward(const Gid& gid, bool held) = 0;
+  virtual int rtrs_held() = 0;
 
   // Port counters, as a NIC keeps (mlx5's hw_counters): the packets this device put on its links
   // and took off them, by kind. Tests wait on them where something must NOT happen, to know the

@@ -276,6 +276,8 @@ class SoftDeviceImpl final : public SoftDevice {
   void InjectAsyncEvent(AsyncEventType type, QueuePair* qp) override;
   void HoldControlVerbs(bool held) override;
   int control_verbs_held() override;
+  void HoldRtrToward(const Gid& gid, bool held) override;
+  int rtrs_held() override;
   PortCounters port_counters() override {
     std::lock_guard<std::mutex> lock(mu);
     return counters_;
@@ -283,6 +285,8 @@ class SoftDeviceImpl final : public SoftDevice {
   // Called on entry by every control-path verb, without mu: the modelled delay, then the wait
   // while HoldControlVerbs holds them.
   void ControlVerb();
+  // Called by modify-QP to RTR toward `remote`, without mu: waits while HoldRtrToward holds it.
+  void RtrToward(const Gid& remote);
 
   const SoftDeviceOptions& options() const { return options_; }
 
@@ -390,6 +394,8 @@ class SoftDeviceImpl final : public SoftDevice {
   std::condition_variable control_cv_;
   bool control_held_ = false;
   int control_waiting_ = 0;
+  std::set<Gid> rtr_held_toward_;  // HoldRtrToward: under control_mu_ too
+  int rtr_waiting_ = 0;
 };
 
 }  // namespace rrpc::rdma::soft

@@ -57,6 +57,7 @@ Status SoftQp::ToInit(int port) {
 
 Status SoftQp::Connect(const QpConnectParams& params) {
   dev_->ControlVerb();  // RTR
+  dev_->RtrToward(params.remote.gid);
   dev_->ControlVerb();  // RTS
   std::lock_guard<std::mutex> lock(dev_->mu);
   if (state_ != QpState::kInit) {
