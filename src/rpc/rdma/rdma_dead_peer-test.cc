@@ -30,7 +30,6 @@
 namespace rrpc::rpc {
 namespace {
 
-using rdma::RdmaMetrics;
 using rdma::RdmaOptions;
 using rdma::RdmaTransportFactory;
 
@@ -218,54 +217,32 @@ TEST_P(RdmaDeadPeerTest, ACreditStarvedClientDeclaresItsPeerDeadAndFailsEveryCal
 }
 
 // A live server grants credits for the buffers it consumed whether or not its handlers run (the
-// reactor copies each message out and reposts its buffer), so a client that runs out of credits
-// sending to a server whose every handler is blocked is not declared dead. 64 calls wait in the
-// handlers (8 receive buffers, so 8 credits; 13 messages each); then, with the server's
-// completions stalled, 160 more such calls (32 MB, far more than a round lets through) leave the
-// client starved. Three times the server grants a little (its completions released until the
-// client has spent a grant and waits again) and the client's starvation watch expires on a wait
-// that got a grant: each expiry is counted (rdma_credit_slow_grants_total), none declares the peer
-// dead, and every call succeeds once the handlers go. The watch is 3 s: each round the test must
-// release the server's completions, and the grant reach the client, within it (under ASAN on a
-// loaded machine 1 s was not always enough).
+// reactor copies each message out and reposts its buffer), so a client that ran out of credits
+// sending to a server whose every handler is blocked is not declared dead: with a starvation
+// bound of 1 s, 64 calls of 13 messages each, every one more than the credits (8 receive
+// buffers; SRQ: the initial grant, 8), wait in blocked handlers for three times the bound and
+// then all succeed.
 TEST_P(RdmaDeadPeerTest, AClientOutOfCreditsToALiveServerWithBlockedHandlersIsNotDeclaredDead) {
-  const MonoDelta kBound = MonoDelta::FromSeconds(3);
+  const MonoDelta kBound = MonoDelta::FromSeconds(1);
   Start(/*client_pings=*/true, kBound, /*receive_buffers=*/8);
   BlockEchoes();
-  std::vector<Call> calls(kCalls + 160);
-  const int64_t kAll = static_cast<int64_t>(calls.size());
-  CountDownLatch done(kAll);
+  std::vector<Call> calls(kCalls);
+  CountDownLatch done(kCalls);
   auto proxy = Proxy();
-  auto issue = [&](Call& c, size_t bytes) {
-    c.req.set_data(Pattern(bytes, 2));
+  for (Call& c : calls) {
+    // One Write spends every credit: no grant comes meanwhile (it takes the send lock held).
+    c.req.set_data(Pattern(200000, 2));
     c.ctl.set_timeout(kCallDeadline);
     proxy.EchoAsync(c.req, &c.resp, &c.ctl, [&c, &done] {
       c.ended = MonoTime::Now();
       done.CountDown();
     });
-  };
-  // One Write spends every credit: no grant comes meanwhile (it takes the send lock held).
-  for (int i = 0; i < kCalls; i++) issue(calls[i], 200000);
-  ASSERT_TRUE(gate_.WaitForEntered(kCalls));
-  const RdmaMetrics m = client_factory_->metrics();
-  EXPECT_GT(m.credit_waits->value(), 0) << "never ran out of credits";
-  rdma::SoftDevice* server_device = server_factory_->Device().value()->soft;
-  server_device->StallCompletions(true);
-  const int64_t waits_before = m.credit_waits->value();
-  for (size_t i = kCalls; i < calls.size(); i++) issue(calls[i], 200000);
-  // Starved (its watch armed) before the server grants anything: the first grant comes after.
-  ASSERT_TRUE(WaitForCondition([&] { return m.credit_waits->value() > waits_before; }));
-  const int64_t slow_before = m.slow_grants->value();
-  for (int round = 1; round <= 3; round++) {
-    const int64_t waits = m.credit_waits->value();
-    server_device->StallCompletions(false);
-    ASSERT_TRUE(WaitForCondition([&] { return m.credit_waits->value() > waits; }));
-    server_device->StallCompletions(true);
-    ASSERT_TRUE(WaitForCondition(
-        [&] { return m.slow_grants->value() >= slow_before + round || done.count() < kAll; }));
-    ASSERT_EQ(done.count(), kAll) << "round " << round << ": " << calls[0].ctl.status().ToString();
   }
-  server_device->StallCompletions(false);
+  ASSERT_TRUE(gate_.WaitForEntered(kCalls));
+  EXPECT_GT(client_factory_->metrics().credit_waits->value(), 0) << "never ran out of credits";
+  // Nothing to wait for: what is proved is that nothing happens.
+  SleepFor(MonoDelta::FromSeconds(3 * kBound.ToSeconds()));
+  EXPECT_EQ(done.count(), kCalls) << calls[0].ctl.status().ToString();
   gate_.Open();
   ASSERT_TRUE(done.WaitFor(kCallDeadline));
   for (const Call& c : calls) {
