@@ -110,7 +110,6 @@ Status Prewrite(const std::shared_ptr<rpc::Messenger>& messenger, const Sockaddr
 struct ShareSampler {
   MonoTime start;              // slot k covers [start + k * 100 ms, start + (k + 1) * 100 ms)
   std::vector<double> shares;  // the flooded server's attempts / all attempts in each slot
-  std::vector<int64_t> totals;
 };
 
 // The attempts `loads`' channels sent to `only`; `*all`: to every server.
@@ -138,7 +137,6 @@ void SampleShares(const std::vector<std::unique_ptr<ReadLoad>>* loads, const Soc
     SleepFor(next - MonoTime::Now());
     int64_t all = 0;
     const int64_t to = AttemptsTo(*loads, flooded, &all);
-    out->totals.push_back(all - last_all);
     out->shares.push_back(all > last_all ? double(to - last_to) / double(all - last_all) : 0);
     last_all = all;
     last_to = to;
