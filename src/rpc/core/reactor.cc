@@ -63,6 +63,9 @@ Status Reactor::Start() {
   const double scan = options().idle_scan_period.ToSeconds();
   ev_timer_init(&idle_timer_, &Reactor::OnIdleScan, scan, scan);
   idle_timer_.data = this;
+  // After the iteration's I/O: a reactor that ran late reads what its peers sent before it
+  // judges a connection idle or stalled.
+  ev_set_priority(&idle_timer_, EV_MINPRI);
   ev_timer_start(loop_, &idle_timer_);
   ev_timer_init(&paused_recheck_timer_, &Reactor::OnPausedRecheck, kPausedRecheckSeconds,
                 kPausedRecheckSeconds);

@@ -7,7 +7,8 @@
 //    every call fails with a retriable NetworkError;
 //  - the server: its responses fail the same way, and it closes its side;
 //  - a side whose messages wait for credits (so it can send nothing, the ping included): no grant
-//    for credit_starved_timeout, and it declares the peer dead;
+//    for credit_starved_timeout, and it declares the peer dead; not a side whose grants wait
+//    unread in its own completion queue because its reactor ran late;
 //  - either side: the other's close of the TCP socket each RDMA connection keeps (it carries
 //    keepalive and TCP_USER_TIMEOUT from the messenger's options, for a host that vanished).
 // The tests wait on events; their bounds leave a loaded machine room and still prove that no call
@@ -22,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "rpc/core/messenger_internals.h"
+#include "rpc/core/reactor.h"
 #include "rpc/rdma/rdma_factory.h"
 #include "rpc/testing/rpc-test-util.h"
 #include "util/countdown_latch.h"
@@ -50,20 +53,22 @@ class RdmaDeadPeerTest : public RpcTestBase, public ::testing::WithParamInterfac
 
   // Default RDMA and messenger options (dead-peer settings included) but the SRQ reclaim; SRQ as
   // the parameter says; enough workers that all 64 handlers are inside the gate at once.
-  // `client_pings`: off, the client relies on the server's side alone. `credit_starved_timeout`:
-  // both sides' (RdmaTransportOptions), the default unless given. `receive_buffers`: the private
-  // receive queues' depth, and so the credits each side starts with (0: the default).
-  void Start(bool client_pings = true,
-             MonoDelta credit_starved_timeout = rdma::RdmaTransportOptions().credit_starved_timeout,
-             uint32_t receive_buffers = 0) {
+  // `client_pings`: off, the client relies on the server's side alone.
+  // `client_credit_starved_timeout`: the client's (RdmaTransportOptions; the server keeps the
+  // default). `receive_buffers`: the private receive queues' depth, and so the credits each side
+  // starts with (0: the default).
+  void Start(
+      bool client_pings = true,
+      MonoDelta client_credit_starved_timeout = rdma::RdmaTransportOptions().credit_starved_timeout,
+      uint32_t receive_buffers = 0) {
     RdmaOptions o = rdma::SoftRdmaOptions();
     o.use_srq = GetParam();
-    o.transport.credit_starved_timeout = credit_starved_timeout;
     if (receive_buffers > 0) o.endpoint.receive_buffers = receive_buffers;
     // The server's reclaim (a message to a peer silent for reclaim_after, 10 s) would also find
     // the dead path; out of the way, so that each test sees the side it is about.
     o.srq.reclaim_after = MonoDelta::FromSeconds(600);
     server_factory_ = std::make_shared<RdmaTransportFactory>(o);
+    o.transport.credit_starved_timeout = client_credit_starved_timeout;
     client_factory_ = std::make_shared<RdmaTransportFactory>(o);
     MessengerOptions so, co;
     so.num_workers = kCalls;
@@ -94,6 +99,18 @@ class RdmaDeadPeerTest : public RpcTestBase, public ::testing::WithParamInterfac
       });
     }
     ASSERT_TRUE(gate_.WaitForEntered(kCalls));
+  }
+  // Runs a task on every reactor of the client that waits for `release`; returns once all wait.
+  void HoldClientReactors(CountDownLatch* release) {
+    const int n = client_->options().num_reactors;
+    CountDownLatch held(n);
+    for (int i = 0; i < n; ++i) {
+      MessengerInternals::reactor(*client_, i)->RunOnReactor([&held, release] {
+        held.CountDown();
+        release->Wait();
+      });
+    }
+    held.Wait();
   }
   void DropAllPackets() {
     server_factory_->Device().value()->soft->DropAllPackets(true);
@@ -218,13 +235,14 @@ TEST_P(RdmaDeadPeerTest, ACreditStarvedClientDeclaresItsPeerDeadAndFailsEveryCal
 
 // A live server grants credits for the buffers it consumed whether or not its handlers run (the
 // reactor copies each message out and reposts its buffer), so a client that ran out of credits
-// sending to a server whose every handler is blocked is not declared dead: with a starvation
-// bound of 1 s, 64 calls of 13 messages each, every one more than the credits (8 receive
-// buffers; SRQ: the initial grant, 8), wait in blocked handlers for three times the bound and
-// then all succeed.
-TEST_P(RdmaDeadPeerTest, AClientOutOfCreditsToALiveServerWithBlockedHandlersIsNotDeclaredDead) {
-  const MonoDelta kBound = MonoDelta::FromSeconds(1);
-  Start(/*client_pings=*/true, kBound, /*receive_buffers=*/8);
+// sending to a server whose every handler is blocked is not declared dead: 64 calls of 13
+// messages each, every one more than the credits (8 receive buffers; SRQ: the initial grant, 8),
+// all reach blocked handlers, which takes 64 x 13 - 8 grants while no handler has returned; the
+// client's credit waits each end with a grant, and all 64 calls then succeed. (The verdict needs
+// a wait with no grant for credit_starved_timeout; the next test shows a grant that came is seen.)
+TEST_P(RdmaDeadPeerTest, AServerWhoseHandlersAllBlockStillGrantsCreditsToItsClient) {
+  Start(/*client_pings=*/true, rdma::RdmaTransportOptions().credit_starved_timeout,
+        /*receive_buffers=*/8);
   BlockEchoes();
   std::vector<Call> calls(kCalls);
   CountDownLatch done(kCalls);
@@ -240,15 +258,55 @@ TEST_P(RdmaDeadPeerTest, AClientOutOfCreditsToALiveServerWithBlockedHandlersIsNo
   }
   ASSERT_TRUE(gate_.WaitForEntered(kCalls));
   EXPECT_GT(client_factory_->metrics().credit_waits->value(), 0) << "never ran out of credits";
-  // Nothing to wait for: what is proved is that nothing happens.
-  SleepFor(MonoDelta::FromSeconds(3 * kBound.ToSeconds()));
   EXPECT_EQ(done.count(), kCalls) << calls[0].ctl.status().ToString();
+  EXPECT_EQ(Transport(client_), "rdma");
   gate_.Open();
   ASSERT_TRUE(done.WaitFor(kCallDeadline));
   for (const Call& c : calls) {
     EXPECT_TRUE(c.ctl.status().ok()) << c.ctl.status().ToString();
     EXPECT_EQ(c.resp.data(), c.req.data());
   }
+  EXPECT_EQ(Transport(client_), "rdma");
+}
+
+// A client reactor that runs late (descheduled on a loaded host, or held up by other work) past
+// its credit_starved_timeout while the grant it waited for sits in its completion queue reads
+// that grant before it judges its peer: the starvation verdict runs after the iteration's I/O.
+// The client sends a call of 9 messages on 8 credits to a server whose completions are stalled
+// (no grant yet) and waits for credits; its reactors are then held, the server's completions
+// released, and the grant arrives at the client's device; once the bound (1 s) has certainly
+// passed, the reactors go on: the call succeeds and the connection stays.
+TEST_P(RdmaDeadPeerTest, AGrantWaitingInALateReactorsQueueIsSeenBeforeTheVerdict) {
+  const MonoDelta kBound = MonoDelta::FromSeconds(1);
+  Start(/*client_pings=*/true, kBound, /*receive_buffers=*/8);
+  rdma::SoftDevice* server_dev = server_factory_->Device().value()->soft;
+  rdma::SoftDevice* client_dev = client_factory_->Device().value()->soft;
+  server_dev->StallCompletions(true);
+  Call call;
+  CountDownLatch done(1);
+  call.req.set_data(Pattern(140000, 3));  // 9 messages of at most 16 KiB
+  call.ctl.set_timeout(kCallDeadline);
+  Proxy().EchoAsync(call.req, &call.resp, &call.ctl, [&done] { done.CountDown(); });
+  ASSERT_TRUE(
+      WaitForCondition([&] { return client_factory_->metrics().credit_waits->value() > 0; }));
+  // The wait began (its timer armed) before the reactors take the hold.
+  CountDownLatch release(1);
+  HoldClientReactors(&release);
+  const MonoTime held_at = MonoTime::Now();
+  const uint64_t received = client_dev->port_counters().data_received;
+  server_dev->StallCompletions(false);
+  // The server's grant is in the client's completion queue (the device counts a packet once its
+  // completion is queued, under the same lock).
+  const bool granted =
+      WaitForCondition([&] { return client_dev->port_counters().data_received > received; });
+  // The timer armed before `held_at` expires by held_at + kBound: waiting past that is a lower
+  // bound on elapsed time, which no load can shorten.
+  SleepFor(held_at + kBound + MonoDelta::FromMilliseconds(200) - MonoTime::Now());
+  release.CountDown();
+  ASSERT_TRUE(granted) << "the server granted nothing";
+  ASSERT_TRUE(done.WaitFor(kCallDeadline));
+  EXPECT_TRUE(call.ctl.status().ok()) << call.ctl.status().ToString();
+  EXPECT_EQ(call.resp.data(), call.req.data());
   EXPECT_EQ(Transport(client_), "rdma");
 }
 

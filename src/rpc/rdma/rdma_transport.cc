@@ -58,6 +58,9 @@ void RdmaTransport::Start(struct ev_loop* loop, rpc::TransportHost* host) {
   idle_watcher_.data = this;
   ev_init(&starved_timer_, &RdmaTransport::OnStarvedTimer);
   starved_timer_.data = this;
+  // The verdict after the iteration's I/O: a reactor that ran late (descheduled, or held up by
+  // another connection) reads the grants waiting in its completion queue before it judges.
+  ev_set_priority(&starved_timer_, EV_MINPRI);
   if (srq_) {
     // Completions come from the reactor's context; the idle watcher only delivers held messages.
     srq_->Attach(loop_, ep_->qp()->qp_num(), this);
