@@ -42,6 +42,12 @@ struct VerbsDeviceOptions {
   std::string device;  // "" : the first device
   int port = 0;        // 0 : the first active port
   int gid_index = -1;  // -1: a RoCEv2 GID if the port has one, else index 0
+  // InfiniBand partition: the P_Key (16 bits, e.g. 0x8001) whose entry of the port's P_Key table
+  // every queue pair joins; -1: the table's first entry (index 0, the default partition on a
+  // standard subnet). Matched on its low 15 bits, an entry of the same membership (the top bit)
+  // preferred; a port without it is skipped, and none left fails the open (NotFound). RoCE
+  // ports have only 0xFFFF. Both sides of a connection must be in the partition.
+  int pkey = -1;
   // Call ibv_fork_init before opening: only for a process that fork()s while memory is
   // registered, on kernels before 5.13 (later ones need nothing). It makes every registration
   // madvise(DONTFORK) its pages: VMAs split toward vm.max_map_count, hugetlbfs ranges fail.
@@ -111,6 +117,12 @@ struct EndpointOptions {
   // copying points at its header and at up to max_send_sge - 1 pieces of sidecars.
   uint32_t max_send_sge = 4;
   uint8_t rnr_retry = 0;
+  // The local ACK timeout (IB encoding, 1..31): how long a send waits for its acknowledgement
+  // before each of its 7 resends, 4.096 us x 2^ack_timeout; with the resends, 8 times that
+  // before a dead path fails the connection (14: 67 ms, 0.54 s in all). On a large InfiniBand
+  // fabric size it from the path's packet lifetime (the subnet manager's path record,
+  // PacketLifeTime + 1, as `saquery -p` shows it); RoCE fabrics keep the default.
+  uint8_t ack_timeout = 14;
   // The QP's path (docs/rdma.md, "Running on real hardware"): the GRH traffic class (RoCE v2:
   // DSCP << 2, e.g. 104 for DSCP 26; leave the two ECN bits 0: mlx5 sets ECT itself when ECN is
   // enabled on the port) and the service level (InfiniBand 0..15; RoCE 0..7, the priority the

@@ -132,5 +132,39 @@ TEST(RdmaEndpointTest, AServiceLevelAboveSevenIsRefusedOnARocePort) {
   EXPECT_FALSE(dev->ConnectParamsOf(eight->qp()->qp_num(), &p));  // never connected
 }
 
+// Finding 8 of issue 37: the local ACK timeout is the endpoint's option (a fabric's packet
+// lifetime sets it), not a constant; the software device retries on it. 0 (a NIC's "forever")
+// is refused at connect, and a P_Key index beyond a RoCE port's one entry at INIT.
+TEST(RdmaEndpointTest, TheAckTimeoutOptionSetsTheRetryTime) {
+  auto dev = OpenSoftDevice().value();
+  auto pd = dev->AllocPd().value();
+  EndpointOptions o;
+  o.ack_timeout = 10;
+  auto ep = RdmaEndpoint::Create(dev.get(), pd.get(), o).value();
+  auto peer = RdmaEndpoint::Create(dev.get(), pd.get(), EndpointOptions()).value();
+  ASSERT_TRUE(ep->Connect(peer->address(), 4096).ok());
+  ASSERT_TRUE(peer->Connect(ep->address(), 4096).ok());
+  QpConnectParams p;
+  ASSERT_TRUE(dev->ConnectParamsOf(ep->qp()->qp_num(), &p));
+  EXPECT_EQ(p.timeout, 10);
+  ASSERT_TRUE(dev->ConnectParamsOf(peer->qp()->qp_num(), &p));
+  EXPECT_EQ(p.timeout, 14);  // the default
+
+  o.ack_timeout = 0;
+  auto never = RdmaEndpoint::Create(dev.get(), pd.get(), o).value();
+  Status s = never->Connect(peer->address(), 4096);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_FALSE(dev->ConnectParamsOf(never->qp()->qp_num(), &p));
+
+  QpInitAttr attr;
+  auto cq = dev->CreateCq(8, nullptr).value();
+  attr.send_cq = attr.recv_cq = cq.get();
+  attr.caps.max_send_wr = attr.caps.max_recv_wr = 1;
+  auto qp = pd->CreateQp(attr).value();
+  s = qp->ToInit(dev->port().port, 1);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_TRUE(qp->ToInit(dev->port().port, dev->port().pkey_index).ok());
+}
+
 }  // namespace
 }  // namespace rrpc::rdma

@@ -44,7 +44,7 @@ Result<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::Create(Context* ctx, Protect
       return Status::RuntimeError("RDMA: the device grants a deeper send queue on every try");
     }
   }
-  RRPC_RETURN_NOT_OK(ep->qp_->ToInit(ctx->port().port));
+  RRPC_RETURN_NOT_OK(ep->qp_->ToInit(ctx->port().port, ctx->port().pkey_index));
   for (uint32_t i = 0; i < o.receive_buffers; ++i) {
     uint32_t index;
     ep->receive_pool_->Take(&index);
@@ -67,7 +67,7 @@ Result<std::unique_ptr<RdmaEndpoint>> RdmaEndpoint::CreateShared(Context* ctx, P
   attr.caps.max_inline_data = o.max_inline;
   attr.context = shared;  // its async events (last WQE reached) go to the context
   RRPC_ASSIGN_OR_RETURN(ep->qp_, pd->CreateQp(attr));
-  RRPC_RETURN_NOT_OK(ep->qp_->ToInit(ctx->port().port));
+  RRPC_RETURN_NOT_OK(ep->qp_->ToInit(ctx->port().port, ctx->port().pkey_index));
   ep->SetAddress();
   return ep;
 }
@@ -110,6 +110,7 @@ QpConnectParams RdmaEndpoint::ConnectParams(const QpAddress& remote, uint32_t pa
   const PortInfo port = ctx_->port();
   p.path_mtu = std::min(path_mtu, port.active_mtu);
   p.rnr_retry = options_.rnr_retry;
+  p.timeout = options_.ack_timeout;
   p.port = port.port;
   p.gid_index = gid_.index;
   p.global = NeedsGlobalRoute(port, remote.gid);

@@ -19,6 +19,13 @@ DEFINE_string(rdma_device, "", "verbs backend: the RDMA device to use; empty: th
 DEFINE_int32(rdma_port, 0, "verbs backend: the device port; 0: the first active one");
 DEFINE_int32(rdma_gid_index, -1,
              "verbs backend: the GID index; -1: a RoCEv2 GID if the port has one, else 0");
+DEFINE_int32(rdma_pkey, -1,
+             "verbs backend, InfiniBand: the partition (P_Key, e.g. 0x8001) every queue pair "
+             "joins; -1: the port's first P_Key table entry");
+DEFINE_int32(rdma_ack_timeout, 14,
+             "Local ACK timeout of the RDMA queue pairs (IB encoding 1..31: 4.096 us x 2^N "
+             "before each of 7 resends; 14: 0.54 s to find a dead path); on a large InfiniBand "
+             "fabric, the path's packet lifetime + 1");
 DEFINE_bool(rdma_inline, true,
             "Post messages up to the device's inline cap inline (the NIC copies them from the "
             "work request instead of reading memory: about 1 us less per small message on "
@@ -147,6 +154,12 @@ Result<RdmaOptions> RdmaOptionsFromFlags() {
   o.endpoint.spare_receive_buffers = static_cast<uint32_t>(FLAGS_rdma_spare_receive_buffers);
   o.endpoint.max_inline = static_cast<uint32_t>(FLAGS_rdma_max_inline);
   o.endpoint.rnr_retry = static_cast<uint8_t>(FLAGS_rdma_rnr_retry);
+  if (FLAGS_rdma_pkey < -1 || FLAGS_rdma_pkey > 0xFFFF || FLAGS_rdma_ack_timeout < 1 ||
+      FLAGS_rdma_ack_timeout > 31) {
+    return Status::InvalidArgument("RDMA flags: P_Key -1 or 0..0xffff, ACK timeout 1..31");
+  }
+  o.verbs.pkey = FLAGS_rdma_pkey;
+  o.endpoint.ack_timeout = static_cast<uint8_t>(FLAGS_rdma_ack_timeout);
   if (FLAGS_rdma_traffic_class < 0 || FLAGS_rdma_traffic_class > 255 ||
       FLAGS_rdma_service_level < 0 || FLAGS_rdma_service_level > 15) {
     return Status::InvalidArgument("RDMA flags: traffic class 0..255, service level 0..15");

@@ -71,8 +71,9 @@ class QueuePair {
   virtual QpState state() const = 0;
   // What the device granted at creation (max_inline_data may be less than asked, even 0).
   virtual const QpCaps& caps() const = 0;
-  // RESET -> INIT: receives may be posted from now on.
-  virtual Status ToInit(int port) = 0;
+  // RESET -> INIT on `port`, in the partition of its P_Key table entry `pkey_index`
+  // (PortInfo::pkey_index): receives may be posted from now on.
+  virtual Status ToInit(int port, uint16_t pkey_index) = 0;
   // INIT -> RTR -> RTS: connected to `params.remote`, sends may be posted.
   virtual Status Connect(const QpConnectParams& params) = 0;
   // -> ERR: every outstanding request completes flushed.
@@ -121,6 +122,11 @@ struct PortInfo {
   bool ethernet = false;            // RoCE (else InfiniBand): every packet carries a GRH
   int num_comp_vectors = 1;         // completion vectors (interrupts) CQs are spread over
   bool active = true;               // the port's state is ACTIVE (it opened so)
+  // The P_Key table entry every queue pair joins at INIT (its partition): index 0, the port's
+  // first (the default partition on a standard subnet; RoCE ports have only 0xFFFF), unless
+  // VerbsDeviceOptions::pkey names another. `pkey` is its value (0 when not read).
+  uint16_t pkey_index = 0;
+  uint16_t pkey = 0xFFFF;
 };
 
 // An opened device (one port; its GID is the default, each connection chooses its own from the

@@ -56,6 +56,14 @@ Status CheckFlowLabel(uint32_t flow_label) {
   return Status::OK();
 }
 
+Status CheckAckTimeout(uint8_t timeout) {
+  if (timeout == 0 || timeout > 31) {
+    return Status::InvalidArgument("local ACK timeout " + std::to_string(timeout) +
+                                   " is not 1..31 (0 would wait forever on a dead path)");
+  }
+  return Status::OK();
+}
+
 const char* QpStateName(QpState state) {
   switch (state) {
     case QpState::kReset:

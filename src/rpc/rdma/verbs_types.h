@@ -128,6 +128,9 @@ inline uint32_t ConnectionFlowLabel(uint32_t a, uint32_t b) {
 Status CheckServiceLevel(uint8_t sl, bool ethernet);
 // InvalidArgument for a flow label above 20 bits. Both backends' Connect check it.
 Status CheckFlowLabel(uint32_t flow_label);
+// InvalidArgument for a local ACK timeout outside 1..31 (the QP attribute's 5 bits; 0 is
+// "infinite" to a NIC, which would never find a dead path). Both backends' Connect check it.
+Status CheckAckTimeout(uint8_t timeout);
 
 struct QpCaps {
   uint32_t max_send_wr = 0;

@@ -21,7 +21,7 @@ Result<std::unique_ptr<PathProbe>> PathProbe::Create(Context* ctx, ProtectionDom
   attr.caps.max_recv_sge = 1;
   attr.caps.max_inline_data = 0;
   RRPC_ASSIGN_OR_RETURN(p->qp_, pd->CreateQp(attr));
-  RRPC_RETURN_NOT_OK(p->qp_->ToInit(ctx->port().port));
+  RRPC_RETURN_NOT_OK(p->qp_->ToInit(ctx->port().port, ctx->port().pkey_index));
   if (receiver) {
     Sge sge{reinterpret_cast<uint64_t>(p->buffer_.data()), kMaxBytes, p->mr_->lkey()};
     RRPC_RETURN_NOT_OK(p->qp_->PostRecv(RecvWr{0, &sge, 1}));

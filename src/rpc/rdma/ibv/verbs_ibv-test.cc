@@ -27,8 +27,8 @@ TEST(VerbsIbvTest, LoopbackSendReceiveOnARealDevice) {
   auto a = pd->CreateQp(attr).value();
   auto b = pd->CreateQp(attr).value();
   EXPECT_LE(a->caps().max_inline_data, 236u * 4);  // read back from the device
-  ASSERT_TRUE(a->ToInit(ctx->port().port).ok());
-  ASSERT_TRUE(b->ToInit(ctx->port().port).ok());
+  ASSERT_TRUE(a->ToInit(ctx->port().port, ctx->port().pkey_index).ok());
+  ASSERT_TRUE(b->ToInit(ctx->port().port, ctx->port().pkey_index).ok());
   Sge rs{reinterpret_cast<uint64_t>(buf.data() + 4096), 4096, mr->lkey()};
   ASSERT_TRUE(b->PostRecv(RecvWr{2, &rs, 1}).ok());
   QpConnectParams pa, pb;

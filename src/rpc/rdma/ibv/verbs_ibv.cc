@@ -204,10 +204,10 @@ class IbvQp final : public QueuePair {
     }
   }
   const QpCaps& caps() const override { return caps_; }
-  Status ToInit(int port) override {
+  Status ToInit(int port, uint16_t pkey_index) override {
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_INIT;
-    attr.pkey_index = 0;
+    attr.pkey_index = pkey_index;
     attr.port_num = static_cast<uint8_t>(port);
     attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
     int rc = lib_->modify_qp(qp_, &attr,
@@ -217,6 +217,7 @@ class IbvQp final : public QueuePair {
   Status Connect(const QpConnectParams& p) override {
     RRPC_RETURN_NOT_OK(CheckServiceLevel(p.service_level, ethernet_));
     RRPC_RETURN_NOT_OK(CheckFlowLabel(p.flow_label));
+    RRPC_RETURN_NOT_OK(CheckAckTimeout(p.timeout));
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_RTR;
     attr.path_mtu = MtuEnum(p.path_mtu);
@@ -527,6 +528,15 @@ Result<std::unique_ptr<Context>> OpenVerbsDeviceWith(const ibv::Library& library
       if (lib->query_port(ctx, static_cast<uint8_t>(port), &pattr) == 0) {
         c.active = pattr.state == IBV_PORT_ACTIVE;
         if (c.active) c.table = ibv::GidTableOf(lib, ctx, name, port, pattr);
+      }
+      if (options.pkey >= 0 && c.active) {  // only ports in the partition asked for
+        uint16_t value;
+        const Result<uint16_t> index = ibv::PkeyIndexOf(
+            lib, ctx, name, port, pattr, static_cast<uint16_t>(options.pkey), &value);
+        if (!index.ok()) {
+          tried += index.status().message() + "; ";
+          c.table.clear();
+        }
       }
       if (options.gid_index >= 0) {  // only ports that have the entry asked for
         std::vector<GidEntry> pinned;

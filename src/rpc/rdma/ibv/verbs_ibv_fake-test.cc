@@ -35,6 +35,7 @@ struct FakeState {
   // The port as query_port and query_gid_ex read it now (tests change it, then queue its event).
   ibv_port_state port_state = IBV_PORT_ACTIVE;
   uint16_t lid = 7;                         // InfiniBand (RoCE: 0)
+  std::vector<uint16_t> pkeys = {0xFFFF};   // the P_Key table (host order; 0: an empty slot)
   const char* address = "::ffff:10.0.0.1";  // RoCE: the address entries 2 (v1) and 3 (v2)
   // Failures to inject: the errno the next call of each fails with (0: succeeds).
   int fail_create_cq = 0;
@@ -163,6 +164,12 @@ int QueryPort(ibv_context*, uint8_t, ibv_port_attr* a) {
   a->gid_tbl_len = 8;
   a->lid = g->ethernet ? 0 : g->lid;
   a->max_msg_sz = 1u << 30;
+  a->pkey_tbl_len = static_cast<uint16_t>(g->pkeys.size());
+  return 0;
+}
+int QueryPkey(ibv_context*, uint8_t, int index, __be16* pkey) {
+  if (index < 0 || static_cast<size_t>(index) >= g->pkeys.size()) return EINVAL;
+  *pkey = htons(g->pkeys[static_cast<size_t>(index)]);
   return 0;
 }
 // An mlx5 RoCE table: link-local v1, v2, then 10.0.0.1 as v1, v2. InfiniBand: one IB GID.
@@ -331,7 +338,7 @@ const ibv::Library kFake = {
     QueryPort,     QueryGid,          QueryGidEx,         AllocPd,       DeallocPd,   RegMr,
     DeregMr,       CreateCompChannel, DestroyCompChannel, CreateCq,      DestroyCq,   GetCqEvent,
     AckCqEvents,   CreateQp,          DestroyQp,          ModifyQp,      CreateSrq,   DestroySrq,
-    ModifySrq,     GetAsyncEvent,     ForkInit,           AckAsyncEvent,
+    ModifySrq,     GetAsyncEvent,     ForkInit,           AckAsyncEvent, QueryPkey,
 };
 
 class FakeVerbsTest : public testing::Test {
@@ -431,7 +438,7 @@ TEST_F(FakeVerbsTest, NoDeviceIsNotFound) {
 TEST_F(FakeVerbsTest, ToInitSetsPortPkeyAndAccessWithTheirMask) {
   ASSERT_NO_FATAL_FAILURE(Open());
   QueuePair* qp = NewQp();
-  ASSERT_TRUE(qp->ToInit(1).ok());
+  ASSERT_TRUE(qp->ToInit(1, 0).ok());
   ASSERT_EQ(1u, state_.modifies.size());
   const auto& m = state_.modifies[0];
   EXPECT_EQ(IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, m.mask);
@@ -442,10 +449,70 @@ TEST_F(FakeVerbsTest, ToInitSetsPortPkeyAndAccessWithTheirMask) {
   EXPECT_EQ(QpState::kInit, qp->state());
 }
 
+// Finding 8 of issue 37: an InfiniBand partition asked for by its P_Key is joined by its index
+// in the port's table (before: index 0 always); the membership bit asked for is preferred.
+TEST_F(FakeVerbsTest, APkeyIsJoinedByItsTableIndex) {
+  state_.ethernet = false;
+  state_.pkeys = {0xFFFF, 0x0001, 0x0000, 0x8001, 0x0002};
+  VerbsDeviceOptions o;
+  o.pkey = 0x8001;
+  ASSERT_NO_FATAL_FAILURE(Open(o));
+  EXPECT_EQ(3, ctx_->port().pkey_index);  // the full member, not the limited 0x0001 first
+  EXPECT_EQ(0x8001, ctx_->port().pkey);
+  QueuePair* qp = NewQp();
+  ASSERT_TRUE(qp->ToInit(1, ctx_->port().pkey_index).ok());
+  ASSERT_EQ(1u, state_.modifies.size());
+  EXPECT_EQ(3, state_.modifies[0].attr.pkey_index);
+  EXPECT_NE(0, state_.modifies[0].mask & IBV_QP_PKEY_INDEX);
+  qp_.reset();
+  ctx_.reset();
+  o.pkey = 0x8002;  // only a limited entry: taken, as the port has it
+  ASSERT_NO_FATAL_FAILURE(Open(o));
+  EXPECT_EQ(4, ctx_->port().pkey_index);
+  EXPECT_EQ(0x0002, ctx_->port().pkey);
+  ctx_.reset();
+  ASSERT_NO_FATAL_FAILURE(Open());  // none asked for: the first entry, as before
+  EXPECT_EQ(0, ctx_->port().pkey_index);
+}
+
+TEST_F(FakeVerbsTest, AnAbsentPkeyFailsTheOpenNamingIt) {
+  state_.ethernet = false;
+  state_.pkeys = {0xFFFF, 0x8001};
+  VerbsDeviceOptions o;
+  o.pkey = 0x8005;
+  Result<std::unique_ptr<Context>> opened = OpenVerbsDeviceWith(kFake, o);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(std::string::npos, opened.status().ToString().find("P_Key 0x8005"))
+      << opened.status().ToString();
+  EXPECT_EQ(1, state_.closes);  // the device opened to look is closed again
+}
+
+// Finding 8 of issue 37: the local ACK timeout is the connection's (EndpointOptions::
+// ack_timeout), not a constant; 0, a NIC's "forever", is refused before any modify.
+TEST_F(FakeVerbsTest, TheAckTimeoutReachesRts) {
+  ASSERT_NO_FATAL_FAILURE(Open());
+  QueuePair* qp = NewQp();
+  ASSERT_TRUE(qp->ToInit(1, 0).ok());
+  QpConnectParams p = Params();
+  p.timeout = 18;
+  ASSERT_TRUE(qp->Connect(p).ok());
+  ASSERT_EQ(3u, state_.modifies.size());
+  EXPECT_EQ(IBV_QPS_RTS, state_.modifies[2].attr.qp_state);
+  EXPECT_EQ(18, state_.modifies[2].attr.timeout);
+  EXPECT_NE(0, state_.modifies[2].mask & IBV_QP_TIMEOUT);
+  qp_.reset();
+  qp = NewQp();
+  ASSERT_TRUE(qp->ToInit(1, 0).ok());
+  p.timeout = 0;
+  Status s = qp->Connect(p);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_EQ(4u, state_.modifies.size());  // the INIT only
+}
+
 TEST_F(FakeVerbsTest, ConnectOnRoceSetsRtrAndRtsAttributesWithTheirMasks) {
   ASSERT_NO_FATAL_FAILURE(Open());
   QueuePair* qp = NewQp();
-  ASSERT_TRUE(qp->ToInit(1).ok());
+  ASSERT_TRUE(qp->ToInit(1, 0).ok());
   const QpConnectParams p = Params();
   ASSERT_TRUE(qp->Connect(p).ok());
   ASSERT_EQ(3u, state_.modifies.size());
@@ -485,7 +552,7 @@ TEST_F(FakeVerbsTest, ConnectWithinAnInfinibandSubnetRoutesByLid) {
   ASSERT_NO_FATAL_FAILURE(Open());
   EXPECT_EQ(7, ctx_->port().lid);
   QueuePair* qp = NewQp();
-  ASSERT_TRUE(qp->ToInit(1).ok());
+  ASSERT_TRUE(qp->ToInit(1, 0).ok());
   QpConnectParams p = Params();
   p.global = false;
   p.service_level = 12;  // InfiniBand has 16
@@ -501,7 +568,7 @@ TEST_F(FakeVerbsTest, ConnectWithinAnInfinibandSubnetRoutesByLid) {
 TEST_F(FakeVerbsTest, AFlowLabelAboveTwentyBitsIsRefused) {
   ASSERT_NO_FATAL_FAILURE(Open());
   QueuePair* qp = NewQp();
-  ASSERT_TRUE(qp->ToInit(1).ok());
+  ASSERT_TRUE(qp->ToInit(1, 0).ok());
   QpConnectParams p = Params();
   p.flow_label = 0x100000;
   const size_t modifies = state_.modifies.size();
@@ -513,7 +580,7 @@ TEST_F(FakeVerbsTest, AFlowLabelAboveTwentyBitsIsRefused) {
 TEST_F(FakeVerbsTest, AServiceLevelAboveSevenIsRefusedOnRoce) {
   ASSERT_NO_FATAL_FAILURE(Open());
   QueuePair* qp = NewQp();
-  ASSERT_TRUE(qp->ToInit(1).ok());
+  ASSERT_TRUE(qp->ToInit(1, 0).ok());
   QpConnectParams p = Params();
   p.service_level = 8;
   Status s = qp->Connect(p);
@@ -525,7 +592,7 @@ TEST_F(FakeVerbsTest, AFailedModifyIsAnErrorNamingTheTransition) {
   state_.fail_modify_to = IBV_QPS_RTS;
   ASSERT_NO_FATAL_FAILURE(Open());
   QueuePair* qp = NewQp();
-  ASSERT_TRUE(qp->ToInit(1).ok());
+  ASSERT_TRUE(qp->ToInit(1, 0).ok());
   Status s = qp->Connect(Params());
   EXPECT_FALSE(s.ok());
   EXPECT_NE(std::string::npos, s.ToString().find("RTS")) << s.ToString();

@@ -36,7 +36,8 @@ const Library* LoadOnce() {
       Find(h, "ibv_destroy_srq", &lib.destroy_srq) && Find(h, "ibv_modify_srq", &lib.modify_srq) &&
       Find(h, "ibv_get_async_event", &lib.get_async_event) &&
       Find(h, "ibv_ack_async_event", &lib.ack_async_event) &&
-      Find(h, "ibv_fork_init", &lib.fork_init, /*required=*/false);
+      Find(h, "ibv_fork_init", &lib.fork_init, /*required=*/false) &&
+      Find(h, "ibv_query_pkey", &lib.query_pkey, /*required=*/false);
   return ok ? &lib : nullptr;  // the handle stays open for the process
 }
 

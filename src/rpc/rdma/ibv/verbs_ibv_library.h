@@ -38,6 +38,8 @@ struct Library {
   // Optional: makes registered memory survive fork() in the parent (needed before kernel 5.13).
   int (*fork_init)(void);
   void (*ack_async_event)(ibv_async_event*);
+  // Optional: a port's P_Key table entry, in network byte order (VerbsDeviceOptions::pkey).
+  int (*query_pkey)(ibv_context*, uint8_t, int, __be16*);
 };
 
 // nullptr when libibverbs.so.1 (or one of the required symbols) is missing. Thread-safe.

@@ -63,6 +63,33 @@ std::vector<GidEntry> GidTableOf(const Library* lib, ibv_context* ctx, const std
   return table;
 }
 
+Result<uint16_t> PkeyIndexOf(const Library* lib, ibv_context* ctx, const std::string& device,
+                             int port, const ibv_port_attr& pattr, uint16_t pkey, uint16_t* value) {
+  char asked[8];
+  snprintf(asked, sizeof(asked), "0x%04x", pkey);
+  if (lib->query_pkey == nullptr) {
+    return Status::NotSupported(std::string("P_Key ") + asked +
+                                " asked for, but libibverbs has no ibv_query_pkey");
+  }
+  int found = -1;
+  for (int i = 0; i < pattr.pkey_tbl_len; ++i) {
+    __be16 raw = 0;
+    if (lib->query_pkey(ctx, static_cast<uint8_t>(port), i, &raw) != 0) continue;
+    const uint16_t entry = ntohs(raw);
+    if ((entry & 0x7FFF) == 0 || (entry & 0x7FFF) != (pkey & 0x7FFF)) continue;  // 0: empty
+    if (found < 0 || entry == pkey) {
+      found = i;
+      *value = entry;
+    }
+    if (entry == pkey) break;
+  }
+  if (found < 0) {
+    return Status::NotFound(std::string("P_Key ") + asked + " is not in the P_Key table of " +
+                            device + " port " + std::to_string(port));
+  }
+  return static_cast<uint16_t>(found);
+}
+
 Result<PortInfo> PortInfoOf(const Library* lib, ibv_context* ctx, const std::string& name, int port,
                             const ibv_port_attr& pattr, const VerbsDeviceOptions& options) {
   PortInfo info;
@@ -88,6 +115,11 @@ Result<PortInfo> PortInfoOf(const Library* lib, ibv_context* ctx, const std::str
   info.gid = chosen.gid;
   info.gid_index = chosen.index;
   info.gid_type = chosen.type;
+  if (options.pkey >= 0) {
+    RRPC_ASSIGN_OR_RETURN(
+        info.pkey_index,
+        PkeyIndexOf(lib, ctx, name, port, pattr, static_cast<uint16_t>(options.pkey), &info.pkey));
+  }
   return info;
 }
 

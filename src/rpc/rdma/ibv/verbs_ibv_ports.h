@@ -18,8 +18,16 @@ namespace rrpc::rdma::ibv {
 std::vector<GidEntry> GidTableOf(const Library* lib, ibv_context* ctx, const std::string& device,
                                  int port, const ibv_port_attr& attr);
 
+// The entry of `port`'s P_Key table (ibv_query_pkey, `pattr.pkey_tbl_len` entries) that
+// `pkey` names (VerbsDeviceOptions::pkey): its low 15 bits equal, the same membership bit
+// preferred; sets `value` to the entry. NotFound naming the P_Key when the port has none;
+// NotSupported without ibv_query_pkey.
+Result<uint16_t> PkeyIndexOf(const Library* lib, ibv_context* ctx, const std::string& device,
+                             int port, const ibv_port_attr& pattr, uint16_t pkey, uint16_t* value);
+
 // `port` (ACTIVE, described by `pattr`) with the GID chosen (gid_choice.h), or the one
-// options.gid_index names; NotFound when there is none.
+// options.gid_index names, and the P_Key entry options.pkey names (index 0 without it);
+// NotFound when there is none.
 Result<PortInfo> PortInfoOf(const Library* lib, ibv_context* ctx, const std::string& name, int port,
                             const ibv_port_attr& pattr, const VerbsDeviceOptions& options);
 

@@ -46,7 +46,7 @@ struct Side {
     attr.caps = caps;
     attr.context = &qp_context;
     qp = pd->CreateQp(attr).value();
-    ASSERT_TRUE(qp->ToInit(1).ok());
+    ASSERT_TRUE(qp->ToInit(1, 0).ok());
   }
   QpAddress address(uint32_t psn) const {
     return QpAddress{qp->qp_num(), dev->port().lid, dev->port().gid, psn};
@@ -411,7 +411,7 @@ TEST_F(SoftDeviceTest, AnSrqEventWithoutAContextNamesNothing) {
   attr.srq = srq.get();
   attr.caps = Caps();
   auto qp = b_.pd->CreateQp(attr).value();
-  ASSERT_TRUE(qp->ToInit(1).ok());
+  ASSERT_TRUE(qp->ToInit(1, 0).ok());
   ASSERT_TRUE(qp->ToError().ok());
   AsyncEvent ev;
   ASSERT_TRUE(b_.dev->NextAsyncEvent(&ev));

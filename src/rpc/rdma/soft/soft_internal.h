@@ -140,7 +140,7 @@ class SoftQp final : public QueuePair {
   uint32_t qp_num() const override { return qpn_; }
   QpState state() const override;
   const QpCaps& caps() const override { return caps_; }
-  Status ToInit(int port) override;
+  Status ToInit(int port, uint16_t pkey_index) override;
   Status Connect(const QpConnectParams& params) override;
   Status ToError() override;
   Status PostSend(const SendWr& wr) override;

@@ -107,8 +107,8 @@ TEST(SoftPortsTest, AQueuePairAddressedByAnAddressGidIsReached) {
   auto qa = pa->CreateQp(attr).value();
   attr.send_cq = attr.recv_cq = cb.get();
   auto qb = pb->CreateQp(attr).value();
-  ASSERT_TRUE(qa->ToInit(1).ok());
-  ASSERT_TRUE(qb->ToInit(b->port().port).ok());
+  ASSERT_TRUE(qa->ToInit(1, 0).ok());
+  ASSERT_TRUE(qb->ToInit(b->port().port, 0).ok());
   std::string buf(64, 'y'), out(64, '\0');
   auto ma = pa->RegisterMemory(buf.data(), buf.size()).value();
   auto mb = pb->RegisterMemory(out.data(), out.size()).value();
@@ -158,8 +158,8 @@ TEST(SoftPortsTest, FramesBetweenQueuePairsOfDifferentGidTypesAreDropped) {
   auto qa = pa->CreateQp(attr).value();
   attr.send_cq = attr.recv_cq = cb.get();
   auto qb = pb->CreateQp(attr).value();
-  ASSERT_TRUE(qa->ToInit(1).ok());
-  ASSERT_TRUE(qb->ToInit(1).ok());
+  ASSERT_TRUE(qa->ToInit(1, 0).ok());
+  ASSERT_TRUE(qb->ToInit(1, 0).ok());
   std::string out(64, '\0');
   auto mb = pb->RegisterMemory(out.data(), out.size()).value();
   Sge rs{reinterpret_cast<uint64_t>(out.data()), 64, mb->lkey()};

@@ -45,11 +45,16 @@ QpState SoftQp::state() const {
   return state_;
 }
 
-Status SoftQp::ToInit(int port) {
+Status SoftQp::ToInit(int port, uint16_t pkey_index) {
   dev_->ControlVerb();
   std::lock_guard<std::mutex> lock(dev_->mu);
   if (state_ != QpState::kReset) {
     return Status::IllegalState(std::string("INIT from ") + QpStateName(state_));
+  }
+  // A RoCE port's P_Key table holds one entry, 0xFFFF (mlx5 refuses another index: EINVAL).
+  if (pkey_index != 0) {
+    return Status::InvalidArgument("modify QP to INIT: P_Key index " + std::to_string(pkey_index) +
+                                   " beyond the port's table of 1");
   }
   state_ = QpState::kInit;
   return Status::OK();
@@ -67,6 +72,7 @@ Status SoftQp::Connect(const QpConnectParams& params) {
   const PortInfo port = dev_->port();
   RRPC_RETURN_NOT_OK(CheckServiceLevel(params.service_level, port.ethernet));
   RRPC_RETURN_NOT_OK(CheckFlowLabel(params.flow_label));
+  RRPC_RETURN_NOT_OK(CheckAckTimeout(params.timeout));
   RRPC_ASSIGN_OR_RETURN(link_, dev_->OutboundLink(params.remote.gid));
   params_ = params;
   for (const GidEntry& e : port.gid_table) {
