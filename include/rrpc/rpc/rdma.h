@@ -208,8 +208,9 @@ struct RdmaOptions {
   MonoDelta probe_timeout = MonoDelta::FromSeconds(1);
   MonoDelta dead_path_memory = MonoDelta::FromSeconds(600);
   // Connection setup's control-path verbs (docs/rdma.md, "Control-path verbs": making the
-  // endpoint's queue pair, CQ and registrations and the path probe's, and on the server
-  // connecting them; a heap Block's first registration for a send by reference) run on
+  // endpoint's queue pair, CQ and registrations and the path probe's, connecting them, and on
+  // the client the probe's round trip; a heap Block's first registration for a send by
+  // reference) run on
   // threads of the factory's own instead of the connection's reactor or writer, and the reactor
   // meanwhile serves its other connections. Up to `setup_threads` run at once (started as
   // needed), so a connection whose verb blocks (a RoCE RTR toward a peer whose MAC does not

@@ -176,7 +176,8 @@ void Connection::MarkOpen(std::unique_ptr<TransportUpgrade> upgrade) {
   if (direction_ == Direction::kClient && !streams_.empty()) streams_.OnPeerReady(peer_streams_);
 }
 
-// ---- A transport upgrade prepared off the reactor thread (TransportUpgrade::Prepare).
+// ---- A transport upgrade prepared off the reactor thread (TransportUpgrade::Prepare, and on the
+// client PrepareAccept).
 // Its `ready` comes on the upgrade's thread and brings the negotiation back to the connection's
 // reactor. Ownership: the negotiation keeps the upgrade while it prepares; the upgrade's own thread
 // shares only what it makes (RDMA: rdma_upgrade.h). The way back holds no reference to the

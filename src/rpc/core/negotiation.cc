@@ -355,27 +355,50 @@ bool ClientNegotiation::Start() {
 }
 
 Result<bool> ClientNegotiation::Resume() {
-  if (!preparing_ || upgrade_ == nullptr) return Status::IllegalState("no offer being prepared");
+  if (upgrade_ == nullptr) return Status::IllegalState("no upgrade being prepared");
+  if (answer_prepared_) {
+    answer_prepared_ = false;
+    const std::string answer = std::move(accepting_);
+    accepting_.clear();
+    return FinishAccept(answer);
+  }
+  if (!preparing_) return Status::IllegalState("no offer being prepared");
   preparing_ = false;
   host_->SendConnectionBytes(BuildBootstrapFrame(upgrade_->Offer(), /*from_server=*/false));
   return false;
 }
 
+Result<bool> ClientNegotiation::FinishAccept(Slice answer) {
+  RRPC_RETURN_NOT_OK(upgrade_->Accept(answer));
+  const std::string confirmation = upgrade_->Confirmation();
+  if (!confirmation.empty()) {
+    // Written before the connection opens: it leaves over TCP ahead of anything the upgraded
+    // transport sends.
+    host_->SendConnectionBytes(BuildBootstrapFrame(confirmation, /*from_server=*/false));
+  }
+  if (upgrade_->agreed()) peer_.upgrade = std::move(upgrade_);
+  upgrade_.reset();
+  return true;
+}
+
 Result<bool> ClientNegotiation::OnFrame(Slice frame) {
+  if (answer_prepared_) {
+    // The server sends nothing on TCP between its answer and the client's confirmation (or,
+    // asking for none, ever again).
+    return Status::Corruption("a frame from the server while its upgrade answer is accepted");
+  }
   if (awaiting_answer_) {
     Slice answer;
     RRPC_RETURN_NOT_OK(ParseBootstrapFrame(frame, /*from_server=*/true, &answer));
     awaiting_answer_ = false;
-    RRPC_RETURN_NOT_OK(upgrade_->Accept(answer));
-    const std::string confirmation = upgrade_->Confirmation();
-    if (!confirmation.empty()) {
-      // Written before the connection opens: it leaves over TCP ahead of anything the upgraded
-      // transport sends.
-      host_->SendConnectionBytes(BuildBootstrapFrame(confirmation, /*from_server=*/false));
+    // Calls keep waiting (the connection is not open) until the answer is accepted.
+    std::function<void()> resume = host_->NegotiationResumer();
+    if (resume != nullptr && upgrade_->PrepareAccept(answer, std::move(resume))) {
+      accepting_ = answer.ToString();
+      answer_prepared_ = true;
+      return false;
     }
-    if (upgrade_->agreed()) peer_.upgrade = std::move(upgrade_);
-    upgrade_.reset();
-    return true;
+    return FinishAccept(answer);
   }
   NegotiatePB reply;
   RRPC_RETURN_NOT_OK(ParseServerReply(frame, &reply));

@@ -130,11 +130,16 @@ class ClientNegotiation {
   // A frame before the connection is open: true when negotiation is done, false when more
   // frames are needed, an error (the server's refusal, or a bad reply) to close.
   Result<bool> OnFrame(Slice frame);
-  // The upgrade's Prepare is done: sends its offer. As OnFrame.
+  // The upgrade's Prepare is done: sends its offer; or its PrepareAccept is done: accepts the
+  // server's answer (and sends the confirmation). As OnFrame.
   Result<bool> Resume();
   NegotiatedPeer& peer() { return peer_; }
 
  private:
+  // Accepts the server's bootstrap answer (the upgrade prepared for it, or needing no
+  // preparation) and sends the confirmation it asks for. true: negotiation is done.
+  Result<bool> FinishAccept(Slice answer);
+
   NegotiationHost* const host_;
   const std::string client_name_;
   const std::string auth_token_;
@@ -142,6 +147,9 @@ class ClientNegotiation {
   std::unique_ptr<TransportUpgrade> upgrade_;  // offered, until answered
   bool awaiting_answer_ = false;               // the reply came; the bootstrap answer is next
   bool preparing_ = false;                     // the offer waits for the upgrade's Prepare
+  // The server's answer, kept while the upgrade's PrepareAccept runs (calls wait meanwhile).
+  std::string accepting_;
+  bool answer_prepared_ = false;  // accepting_ holds the answer, Resume accepts it
 };
 
 // The wire messages, for the state machines above and for tests that speak the protocol by hand.

@@ -3,8 +3,9 @@
 // connection's upgrade is stuck inside a verb (SoftDevice::HoldControlVerbs), calls on another
 // connection of the same reactor complete, the stuck connection upgrades once the verb returns,
 // and a connection that closes meanwhile leaves nothing behind; while the server's RTR toward one
-// client is stuck (SoftDevice::HoldRtrToward), another client's setup goes on. Server side and
-// client side; the server's and the client's messengers each have one reactor. A hang is the
+// client is stuck (SoftDevice::HoldRtrToward), another client's setup goes on, and while the
+// client's RTR toward one server is stuck, its reactor serves its other connections. Server side
+// and client side; the server's and the client's messengers each have one reactor. A hang is the
 // failure: each wait is bounded (generous for a loaded machine), and the verbs are released before
 // any assertion.
 #include <gtest/gtest.h>
@@ -216,6 +217,75 @@ TEST_P(RdmaControlPathTest, ServerSetsUpAClientWhileItsRtrTowardAnotherIsHeld) {
   EXPECT_TRUE(stuck.ctl.status().ok()) << stuck.ctl.status().ToString();
   EXPECT_EQ(TransportOf(held_client, server_addr_), "rdma");
   held_client->Shutdown();
+  next->Shutdown();
+}
+
+// Issue 37, finding 2, client half: the client's RTR toward one server blocks (a RoCE RTR whose
+// peer's MAC does not resolve). The client's one reactor serves a call to another server
+// meanwhile: the RTR, and the path probe's connect and round trip after it, run on a setup
+// thread while the held connection's call waits. Once released, that connection upgrades and its
+// call goes over RDMA. On the reactor (as before), the first call waits behind the RTR.
+TEST_P(RdmaControlPathTest, ClientServesOthersWhileItsRtrTowardAServerIsHeld) {
+  rdma::SoftDevice* dev = SoftOf(client_factory_.get());
+  std::shared_ptr<RdmaTransportFactory> server2_factory;
+  std::shared_ptr<Messenger> server2 = NewMessenger("server2", &server2_factory);
+  ASSERT_TRUE(server2->RegisterService(std::make_unique<TestEchoService>()).ok());
+  Sockaddr server2_addr;
+  ASSERT_TRUE(server2->Listen(Sockaddr::Loopback(0), &server2_addr).ok());
+  // Every GID server2's device may answer with; the first server's device has others.
+  const std::vector<rdma::GidEntry> held_gids = SoftOf(server2_factory.get())->port().gid_table;
+  for (const rdma::GidEntry& e : held_gids) dev->HoldRtrToward(e.gid, true);
+  PendingEcho stuck;
+  stuck.Start(rtest::EchoServiceProxy(client_, server2_addr));
+  const bool held = WaitRtrsHeld(dev, 1);
+  PendingEcho first;
+  first.Start(Proxy());
+  const bool served = first.done.WaitFor(kBound);
+  // The held connection's call went nowhere meanwhile (not over TCP, not over RDMA).
+  const bool stuck_waited = stuck.done.count() == 1;
+  const int still_held = dev->rtrs_held();
+  for (const rdma::GidEntry& e : held_gids) dev->HoldRtrToward(e.gid, false);
+  EXPECT_TRUE(held) << "the client's RTR toward server2 was never held";
+  EXPECT_TRUE(served) << "a call to the first server waited for the client's RTR toward server2";
+  EXPECT_TRUE(stuck_waited) << "the held connection's call completed before its RTR";
+  EXPECT_EQ(still_held, 1);
+  ASSERT_TRUE(first.done.WaitFor(kBound));
+  EXPECT_TRUE(first.ctl.status().ok()) << first.ctl.status().ToString();
+  ASSERT_TRUE(stuck.done.WaitFor(kBound));
+  EXPECT_TRUE(stuck.ctl.status().ok()) << stuck.ctl.status().ToString();
+  EXPECT_EQ(TransportOf(client_, server2_addr), "rdma");
+  EXPECT_EQ(client_factory_->fallbacks(rdma::FallbackReason::kPath), 0u);
+  client_->Shutdown();
+  server2->Shutdown();
+}
+
+// A client that goes while its RTR toward the server is held: its connection closes at once (its
+// reactor is free), the job ends on the setup thread when released and drops the endpoint and
+// probe it was lent, and the server goes on.
+TEST_P(RdmaControlPathTest, ClientClosedWhileItsRtrIsHeldLeavesNothingBehind) {
+  std::shared_ptr<RdmaTransportFactory> held_factory;
+  std::shared_ptr<Messenger> held_client = NewMessenger("held", &held_factory);
+  rdma::SoftDevice* dev = SoftOf(held_factory.get());
+  const std::vector<rdma::GidEntry> server_gids = SoftOf(server_factory_.get())->port().gid_table;
+  for (const rdma::GidEntry& e : server_gids) dev->HoldRtrToward(e.gid, true);
+  PendingEcho stuck;
+  stuck.Start(rtest::EchoServiceProxy(held_client, server_addr_));
+  const bool held = WaitRtrsHeld(dev, 1);
+  held_client->Shutdown();  // the connection closes with its RTR still held
+  const bool failed = stuck.done.WaitFor(kBound);
+  const int still_held = dev->rtrs_held();
+  for (const rdma::GidEntry& e : server_gids) dev->HoldRtrToward(e.gid, false);
+  held_client.reset();
+  held_factory.reset();  // the last holder of the setup thread: joins it once the job ends
+  EXPECT_TRUE(held);
+  EXPECT_TRUE(failed) << "the client's shutdown waited for its RTR";
+  EXPECT_FALSE(stuck.ctl.status().ok());
+  EXPECT_EQ(still_held, 1);
+  EXPECT_TRUE(EchoOnce(Proxy(), "after").ok());
+  std::shared_ptr<RdmaTransportFactory> next_factory;
+  std::shared_ptr<Messenger> next = NewMessenger("next", &next_factory);
+  EXPECT_TRUE(EchoOnce(rtest::EchoServiceProxy(next, server_addr_), "next").ok());
+  EXPECT_EQ(TransportOf(next, server_addr_), "rdma");
   next->Shutdown();
 }
 

@@ -4,7 +4,8 @@
 // during the bootstrap (the QP's address goes into the bootstrap message), connected to the
 // peer's QP once its message is in, then handed to the RdmaTransport. Member order is
 // destruction order: the QP goes before the memory and the CQ it uses.
-// One thread at a time (the connection's reactor).
+// One thread at a time: the connection's reactor, or a setup thread while the connection's
+// upgrade lends it there (RdmaUpgrade: made, connected).
 #pragma once
 
 #include <memory>

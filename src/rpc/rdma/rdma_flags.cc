@@ -96,10 +96,10 @@ DEFINE_bool(rdma_soft_pin_memory, false,
             "build-support/sparse-memory.sh sets it); off, untouched registered pages cost no RSS "
             "and registering is cheaper than on hardware");
 DEFINE_bool(rdma_setup_off_reactor, true,
-            "Connection setup's control-path verbs (QP, CQ and memory registration; the "
-            "server's connect; a Block's first registration to send it by reference) run on a "
-            "thread of the RDMA factory's own, not on the reactor or the writing thread "
-            "(docs/rdma.md, \"Control-path verbs\")");
+            "Connection setup's control-path verbs (QP, CQ and memory registration; both "
+            "sides' connect and the client's path probe; a Block's first registration to send "
+            "it by reference) run on a thread of the RDMA factory's own, not on the reactor or "
+            "the writing thread (docs/rdma.md, \"Control-path verbs\")");
 DEFINE_int32(rdma_setup_threads, 4,
              "With --rdma_setup_off_reactor: threads (per RDMA factory) that run connection "
              "setup's control-path verbs at once (>= 1); a setup stuck in a verb (a RoCE RTR "

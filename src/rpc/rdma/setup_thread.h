@@ -7,7 +7,8 @@
 // threads, each started when a job finds none idle. Jobs start in the order submitted; with more
 // than one thread they run side by side, so one job stuck in a verb (an RTR toward a peer that
 // does not answer) holds one thread, not every setup behind it. No job waits for another: a
-// connection submits its setup, and only once it has run its registrations, one at a time.
+// connection submits its setup (a client then, after the server's answer, its RTR/RTS and path
+// probe), and only once it has run its registrations, one at a time.
 // The queue is bounded: a job refused (queue full, or stopping) is the caller's to run or give
 // up. Any thread may submit; the destructor (whoever lets go last, possibly a reactor) stops the
 // threads after the jobs running, dropping those queued (their closures are destroyed on the

@@ -190,6 +190,13 @@ class TransportUpgrade {
   virtual std::string Offer() = 0;
   // Server: its answer to the client's offer (a fallback answer where it can't or won't).
   virtual std::string Answer(Slice offer) = 0;
+  // Client, right before Accept(answer): as Prepare, for the work Accept needs (RDMA: the queue
+  // pairs' RTR/RTS toward the server's, which on RoCE waits for the kernel to resolve the peer's
+  // MAC, and the path probe's round trip). true: `ready` comes once, on the upgrade's thread, and
+  // the caller then calls Accept with the same answer on its reactor thread; false: nothing
+  // started, Accept may run now. The caller may destroy the upgrade meanwhile, as with Prepare.
+  // Default: nothing to prepare.
+  virtual bool PrepareAccept(Slice answer, std::function<void()> ready) { return false; }
   // Client: the server's answer. A fallback answer is OK (both stay); an error means the server
   // moved on but this side can't follow (e.g. a wrong nonce): the connection must close.
   virtual Status Accept(Slice answer) = 0;

@@ -7,7 +7,8 @@
 // sends it one message of a path MTU and waits for the acknowledgement (its work completion)
 // before the client follows the server to RDMA. Each probe has its own CQ and memory, so the
 // connection's queues (private or the reactor's SRQ) see nothing of it.
-// One thread at a time (the connection's reactor; the factory keeps server probes).
+// One thread at a time: the connection's reactor, or a setup thread while the connection's
+// upgrade lends it there (RdmaUpgrade: made; client side, connected and its round trip).
 #pragma once
 
 #include <memory>

@@ -189,6 +189,14 @@ void RdmaUpgrade::RunSetup(Setup* s, const EndpointOptions& o, const GidEntry& g
 
 void RdmaUpgrade::DropEndpoint() {
   prepared_.reset();  // a job still running finishes without this upgrade
+  if (accepting_ != nullptr) {
+    // The endpoint is lent to PrepareAccept's job, which destroys it on the setup thread when it
+    // ends. Lent in SRQ mode only to a server awaiting our confirmation, which sends nothing to
+    // its QP: as for a QP never connected, the reactor's CQs hold nothing of it.
+    if (srq_ != nullptr) srq_->Forget(accepting_qp_);
+    accepting_.reset();
+    accepting_qp_ = 0;
+  }
   probe_.reset();
   if (srq_ != nullptr && endpoint_ != nullptr) {
     QueuePair* qp = endpoint_->qp();
@@ -330,7 +338,79 @@ Status RdmaUpgrade::Confirm(Slice confirmation) {
   return Status::OK();
 }
 
+FallbackReason RdmaUpgrade::CheckAnswer(const BootstrapMessage& peer, Status* detail) const {
+  if (peer.backend != BackendOf(factory_->options().backend) || peer.buffer_size < kMinPeerBuffer ||
+      peer.credits < 3) {
+    *detail = Status::NotSupported("RDMA bootstrap answer with parameters this side can't use");
+    return FallbackReason::kIncompatible;
+  }
+  if (peer.gid_type != endpoint_->gid().type) {
+    *detail = Status::NotSupported("RDMA bootstrap answer with a GID of another type");
+    return FallbackReason::kGidType;
+  }
+  return FallbackReason::kNone;
+}
+
+bool RdmaUpgrade::PrepareAccept(Slice answer, std::function<void()> ready) {
+  SetupThread* setup_thread = factory_->setup_thread();
+  if (setup_thread == nullptr || endpoint_ == nullptr) return false;
+  // Where Accept stops before connecting (a fallback, a bad or unusable answer), nothing is
+  // prepared: Accept decides on the reactor, with no verb to run.
+  BootstrapMessage peer;
+  Status detail;
+  if (!DecodeBootstrap(answer, &peer).ok() || peer.fallback || peer.nonce != nonce_ ||
+      CheckAnswer(peer, &detail) != FallbackReason::kNone) {
+    return false;
+  }
+  const bool confirm = probe_ != nullptr && peer.probe_qp != 0;
+  // SRQ mode: a server awaiting no confirmation has moved to RDMA and may send to our QP once it
+  // is connected, into the reactor's shared CQs; were the connection to close meanwhile, the
+  // endpoint would have to be retired by the reactor (DropEndpoint), not destroyed by the job.
+  // So it connects on the reactor, as a server without a probe or a client with probe_path off
+  // asks.
+  if (srq_ != nullptr && !confirm) return false;
+  auto setup = std::make_shared<Setup>();
+  setup->device = device_;
+  setup->srq = srq_;
+  const uint32_t qp_num = endpoint_->qp()->qp_num();
+  setup->endpoint = std::move(endpoint_);
+  if (confirm) setup->probe = std::move(probe_);
+  // As Prepare's job: holds what it uses, and destroys the endpoint and probe when the
+  // connection has gone.
+  const bool queued = setup_thread->Submit(
+      [setup, peer, timeout = factory_->options().probe_timeout, ready]() mutable {
+        RunConnect(setup.get(), peer, timeout);
+        setup.reset();
+        ready();
+      });
+  if (!queued) {  // the queue is full: Accept connects on the reactor
+    endpoint_ = std::move(setup->endpoint).value();
+    if (confirm) probe_ = std::move(setup->probe).value();
+    return false;
+  }
+  accepting_ = std::move(setup);
+  accepting_qp_ = qp_num;
+  return true;
+}
+
+void RdmaUpgrade::RunConnect(Setup* s, const BootstrapMessage& peer, MonoDelta probe_timeout) {
+  RdmaEndpoint* ep = s->endpoint->get();
+  s->connect = ep->Connect(peer.qp, peer.path_mtu);
+  if (!s->connect.ok()) return;
+  s->probe_connect = ProbePath(s->probe->get(), ep->ConnectParams(peer.qp, peer.path_mtu),
+                               peer.probe_qp, probe_timeout);
+}
+
 Status RdmaUpgrade::Accept(Slice answer) {
+  // Prepared (PrepareAccept, the same answer): the endpoint and the probe come back, connected
+  // and probed on the setup thread.
+  const std::shared_ptr<Setup> connected = std::move(accepting_);
+  accepting_qp_ = 0;
+  if (connected != nullptr) {
+    endpoint_ = std::move(connected->endpoint).value();
+    std::unique_ptr<PathProbe> probe = std::move(connected->probe).value();
+    if (probe != nullptr) probe_ = std::move(probe);
+  }
   Status s = DecodeBootstrap(answer, &peer_);
   if (s.ok() && peer_.fallback) {
     // Both stay on TCP. Counted here only when the reason is the server's own (the client
@@ -357,18 +437,17 @@ Status RdmaUpgrade::Accept(Slice answer) {
     fail = s;
   } else if (peer_.nonce != nonce_) {
     fail = Status::Corruption("RDMA bootstrap answer carries another connection's nonce");
-  } else if (peer_.backend != BackendOf(factory_->options().backend) ||
-             peer_.buffer_size < kMinPeerBuffer || peer_.credits < 3) {
-    fail = Status::NotSupported("RDMA bootstrap answer with parameters this side can't use");
-    if (confirm) return StayOnTcp(FallbackReason::kIncompatible, fail);
-  } else if (peer_.gid_type != endpoint_->gid().type) {
-    fail = Status::NotSupported("RDMA bootstrap answer with a GID of another type");
-    if (confirm) return StayOnTcp(FallbackReason::kGidType, fail);
+  } else if (const FallbackReason why = CheckAnswer(peer_, &fail); why != FallbackReason::kNone) {
+    if (confirm) return StayOnTcp(why, fail);
   } else {
-    fail = endpoint_->Connect(peer_.qp, peer_.path_mtu);
+    fail = connected != nullptr ? connected->connect : endpoint_->Connect(peer_.qp, peer_.path_mtu);
     if (!fail.ok() && confirm) return StayOnTcp(FallbackReason::kConnect, fail);
     if (fail.ok()) {
-      fail = ProbePath();
+      fail = connected != nullptr
+                 ? connected->probe_connect
+                 : ProbePath(probe_.get(), endpoint_->ConnectParams(peer_.qp, peer_.path_mtu),
+                             peer_.probe_qp, factory_->options().probe_timeout);
+      probe_.reset();
       if (!fail.ok()) {
         // This connection and the next ones to this server stay on TCP.
         if (remote_.family() != 0) factory_->RememberDeadPath(remote_);
@@ -400,12 +479,11 @@ Status RdmaUpgrade::StayOnTcp(FallbackReason reason, const Status& detail) {
   return Status::OK();
 }
 
-Status RdmaUpgrade::ProbePath() {
-  if (probe_ == nullptr || peer_.probe_qp == 0) return Status::OK();  // the server makes none
-  const QpConnectParams params = endpoint_->ConnectParams(peer_.qp, peer_.path_mtu);
-  Status s = probe_->Connect(params, peer_.probe_qp);
-  if (s.ok()) s = probe_->RoundTrip(params.path_mtu, factory_->options().probe_timeout);
-  probe_.reset();
+Status RdmaUpgrade::ProbePath(PathProbe* probe, const QpConnectParams& params,
+                              uint32_t peer_probe_qp, MonoDelta timeout) {
+  if (probe == nullptr || peer_probe_qp == 0) return Status::OK();  // the server makes none
+  Status s = probe->Connect(params, peer_probe_qp);
+  if (s.ok()) s = probe->RoundTrip(params.path_mtu, timeout);
   return s;
 }
 

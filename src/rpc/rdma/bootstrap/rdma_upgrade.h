@@ -7,7 +7,8 @@
 // case that can't fall back (the server moved on and the client can't follow, e.g. a wrong
 // nonce) closes the connection: never half-upgraded.
 // The connection's reactor thread; Prepare hands the control-path verbs of Offer (client) or
-// Answer (server) to the factory's setup thread (setup_thread.h) first, when it has one.
+// Answer (server), and PrepareAccept those of Accept (client: RTR/RTS, the path probe's connect
+// and round trip), to the factory's setup thread (setup_thread.h) first, when it has one.
 #pragma once
 
 #include <functional>
@@ -31,6 +32,7 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   ~RdmaUpgrade() override { DropEndpoint(); }
 
   bool Prepare(Slice offer, std::function<void()> ready) override;
+  bool PrepareAccept(Slice answer, std::function<void()> ready) override;
   std::string Offer() override;
   std::string Answer(Slice offer) override;
   Status Accept(Slice answer) override;
@@ -42,22 +44,32 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   Result<std::unique_ptr<rpc::Transport>> Upgrade(rpc::DetachedStream stream) override;
 
  private:
-  // What the setup thread makes for Prepare; the job and this upgrade share it, and whichever
-  // lets go last destroys it: on the setup thread when the connection closed first (its endpoint
-  // never connected, or, server side, connected to a client that has not learned its address:
-  // nothing of it is in any CQ). Declared first, the device and the SRQ context go last.
+  // What the setup thread makes for Prepare, or connects for PrepareAccept (the endpoint and
+  // probe lent by this upgrade); the job and this upgrade share it, and whichever lets go last
+  // destroys it: on the setup thread when the connection closed first (its endpoint never
+  // connected; or, server side, connected to a client that has not learned its address; or,
+  // client side, connected to a server that sends nothing to it: nothing of it is in any CQ but
+  // its own). Declared first, the device and the SRQ context go last.
   struct Setup {
     std::shared_ptr<RdmaDevice> device;
     std::shared_ptr<SrqContext> srq;
     Result<std::unique_ptr<RdmaEndpoint>> endpoint = Status::IllegalState("not made");
-    Status connect;  // server: the endpoint connected to the client's QP
+    // Server: the endpoint connected to the client's QP; client (PrepareAccept): to the server's.
+    Status connect;
     Result<std::unique_ptr<PathProbe>> probe = std::unique_ptr<PathProbe>();
+    // Server: the probe connected to the client's. Client: the probe's connect and round trip.
     Status probe_connect;
   };
   // The setup thread's job: fills `setup` with an endpoint on `gid` (the client's offer `peer`
   // for a server, else null).
   static void RunSetup(Setup* setup, const EndpointOptions& options, const GidEntry& gid,
                        const BootstrapMessage* peer, bool make_probe);
+  // PrepareAccept's job: connects the lent endpoint to the server's QP (`peer`, its answer) and,
+  // when the setup holds a probe, the probe to the server's and its round trip.
+  static void RunConnect(Setup* setup, const BootstrapMessage& peer, MonoDelta probe_timeout);
+  // Client: why the server's answer (decoded into `peer`, not a fallback) carries parameters this
+  // side can't use; kNone when it can.
+  FallbackReason CheckAnswer(const BootstrapMessage& peer, Status* detail) const;
   // Opens the device (once: a failure is counted and remembered), then makes the endpoint; on
   // failure counts the fallback and returns its reason. MakeEndpoint takes the prepared one when
   // there is one.
@@ -72,8 +84,10 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   // Gives up the endpoint (and the path probe) and, in SRQ mode, the initial grant reserved
   // for the peer.
   void DropEndpoint();
-  // Client, after connecting: the path probe's round trip (path_probe.h). OK without a probe.
-  Status ProbePath();
+  // Client, after connecting: the path probe's connect and round trip (path_probe.h). OK without
+  // a probe (null) or when the server made none. Any thread: touches only `probe`.
+  static Status ProbePath(PathProbe* probe, const QpConnectParams& params, uint32_t peer_probe_qp,
+                          MonoDelta timeout);
   // Client, when the server awaits a confirmation: the checks of its answer and the probe
   // failed with `reason`; both sides stay on TCP.
   Status StayOnTcp(FallbackReason reason, const Status& detail);
@@ -87,6 +101,10 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   bool device_failed_ = false;       // OpenDevice failed (counted)
   bool srq_failed_ = false;          // ReserveSrq failed (counted)
   std::shared_ptr<Setup> prepared_;  // Prepare's, until the step takes it
+  // PrepareAccept's, holding endpoint_ and probe_ until Accept takes them back; accepting_qp_
+  // is the endpoint's QP number meanwhile (SRQ mode: forgotten by the context if we go first).
+  std::shared_ptr<Setup> accepting_;
+  uint32_t accepting_qp_ = 0;
   std::unique_ptr<RdmaEndpoint> endpoint_;
   std::unique_ptr<PathProbe> probe_;  // declared after endpoint_: goes first
   std::shared_ptr<SrqContext> srq_;   // SRQ mode: this reactor's
