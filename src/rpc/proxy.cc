@@ -255,16 +255,16 @@ Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Mes
 
 Stream Proxy::OpenStream(const std::string& method, const google::protobuf::Message* request,
                          const google::protobuf::Message* response_prototype,
-                         const StreamOptions& options) const {
+                         const StreamOptions& options, MethodKind kind) const {
   if (channel_ != nullptr) {
-    return channel_->OpenStream(service_name_, method, request, response_prototype, options);
+    return channel_->OpenStream(service_name_, method, request, response_prototype, options, kind);
   }
   return OpenClientStream(messenger_.get(), Method(method), request, response_prototype, options);
 }
 
 Stream ChannelIf::OpenStream(const std::string& service, const std::string& method,
                              const google::protobuf::Message*, const google::protobuf::Message*,
-                             const StreamOptions&) {
+                             const StreamOptions&, MethodKind) {
   return FailedStream(Status::NotSupported("this channel does not carry streams",
                                            target() + " " + service + "." + method));
 }

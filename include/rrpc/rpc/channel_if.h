@@ -31,12 +31,14 @@ class ChannelIf {
                             google::protobuf::Message* response, RpcController* controller,
                             ResponseCallback&& callback, MethodKind kind) = 0;
 
-  // As Proxy::OpenStream: opens a stream on one of the channel's servers. The default (a
-  // channel that does not carry streams) returns a stream ended with NotSupported.
+  // As Proxy::OpenStream: opens a stream on one of the channel's servers. `kind` as for a
+  // call: a kIdempotent stream may be reopened on another server after a retriable failure
+  // before any message went either way. The default (a channel that does not carry streams)
+  // returns a stream ended with NotSupported.
   virtual Stream OpenStream(const std::string& service, const std::string& method,
                             const google::protobuf::Message* request,
                             const google::protobuf::Message* response_prototype,
-                            const StreamOptions& options);
+                            const StreamOptions& options, MethodKind kind);
 
   // The target the channel serves (e.g. "list://10.0.0.1:7000,10.0.0.2:7000").
   virtual const std::string& target() const = 0;

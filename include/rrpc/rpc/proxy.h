@@ -71,10 +71,11 @@ class Proxy {
   // in a typed ClientStream. `request`: a server stream's request (nullptr for client and
   // bidirectional streams); `response_prototype`: the type of a client stream's one response
   // (nullptr otherwise). Never blocks: a failure (connect, refusal, deadline) ends the stream,
-  // and its reads and Finish() say why. Through a channel the stream goes to one server.
+  // and its reads and Finish() say why. Through a channel the stream goes to one server; a
+  // kIdempotent one may move to another while nothing was exchanged yet (ChannelIf).
   Stream OpenStream(const std::string& method, const google::protobuf::Message* request,
                     const google::protobuf::Message* response_prototype,
-                    const StreamOptions& options) const;
+                    const StreamOptions& options, MethodKind kind = MethodKind::kPlain) const;
 
   // The address called; an unset Sockaddr for a proxy on a channel.
   const Sockaddr& remote() const { return remote_; }

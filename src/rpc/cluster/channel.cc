@@ -9,6 +9,7 @@
 #include "rpc/cluster/backend.h"
 #include "rpc/cluster/balancer.h"
 #include "rpc/cluster/channel_call.h"
+#include "rpc/cluster/channel_stream_mover.h"
 #include "rpc/core/attempt_call.h"
 #include "rpc/core/attempt_engine.h"
 #include "rpc/core/messenger_internals.h"
@@ -213,16 +214,22 @@ void Channel::SendAttempt(Backend* backend, CallObserver* observer, const std::s
 Stream Channel::OpenStream(const std::string& service, const std::string& method,
                            const google::protobuf::Message* request,
                            const google::protobuf::Message* response_prototype,
-                           const StreamOptions& options) {
+                           const StreamOptions& options, MethodKind kind) {
   const BackendSet* set = current_.load(std::memory_order_acquire);
   RpcController controller;
   TriedBackends tried;
   Backend* backend = set != nullptr ? balancer_->Pick(*set, controller, tried) : nullptr;
   if (backend == nullptr) return FailedStream(NoServerStatus());
+  std::unique_ptr<StreamReopener> mover;
+  if (kind == MethodKind::kIdempotent) {
+    retry_budget_.Deposit();  // as a call does: a stream that may move earns a retry's share
+    mover =
+        std::make_unique<ChannelStreamMover>(shared_from_this(), service, method, request, backend);
+  }
   return OpenClientStream(messenger_.get(),
                           backend->Methods(service)->Get(MessengerInternals::metrics(*messenger_),
                                                          backend->addr(), service, method),
-                          request, response_prototype, options);
+                          request, response_prototype, options, std::move(mover));
 }
 
 void Channel::AsyncRequest(const std::string& service, const std::string& method,

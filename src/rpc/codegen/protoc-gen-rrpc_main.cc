@@ -633,12 +633,14 @@ void PrintProxyDefs(const pb::ServiceDescriptor* service, pb::io::Printer* p) {
                   ";  // option (rrpc.compression)\n")
                      .c_str());
       }
+      std::vector<std::string> open_args = {
+          name, OpensWithRequest(m) ? "&req" : "nullptr",
+          m.descriptor->server_streaming() ? "nullptr" : "&" + m.response + "::default_instance()",
+          codec.empty() ? "options" : "with_codec"};
+      // A channel may move an idempotent stream (Validate() refused tracked streams).
+      if (Idempotent(m)) open_args.push_back("::rrpc::rpc::MethodKind::kIdempotent");
       const std::string open = Wrap(
-          2, "return " + ClientStreamType(m) + "(::rrpc::rpc::Proxy::OpenStream",
-          {name, OpensWithRequest(m) ? "&req" : "nullptr",
-           m.descriptor->server_streaming() ? "nullptr" : "&" + m.response + "::default_instance()",
-           codec.empty() ? "options" : "with_codec"},
-          ");");
+          2, "return " + ClientStreamType(m) + "(::rrpc::rpc::Proxy::OpenStream", open_args, ");");
       PrintLines(open, p);
       p->Outdent();
       p->Print("}\n");

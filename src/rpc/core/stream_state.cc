@@ -10,6 +10,7 @@
 #include "rpc/core/header_codec.h"
 #include "rpc/core/inbound_call.h"
 #include "rpc/core/reactor.h"
+#include "rpc/core/stream_open.h"
 #include "rpc/core/wire_codec.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/transport/outbound_transfer.h"
@@ -164,12 +165,13 @@ Result<std::unique_ptr<StreamState::Frame>> StreamState::MakeFrame(
 bool StreamState::WritableLocked() const {
   // Room for the message the last refused write wanted (the credit covers it, or nothing is
   // outstanding: a message larger than the window then goes alone), the same test TryWrite makes.
-  return ended_ || writes_closed_ || credit_ >= wanted_bytes_ || outstanding_ == 0;
+  if (ended_ || writes_closed_) return true;
+  return !moving_ && (credit_ >= wanted_bytes_ || outstanding_ == 0);
 }
 
 std::optional<StreamWrite> StreamState::RefuseWriteLocked(size_t bytes) {
   if (ended_ || writes_closed_) return StreamWrite::kClosed;
-  if (FitsCreditLocked(static_cast<int64_t>(bytes))) return std::nullopt;
+  if (!moving_ && FitsCreditLocked(static_cast<int64_t>(bytes))) return std::nullopt;
   if (blocked_since_ == MonoTime()) blocked_since_ = MonoTime::Now();
   wanted_bytes_ = static_cast<int64_t>(bytes);
   return StreamWrite::kFull;
@@ -239,7 +241,8 @@ Status StreamState::Write(const google::protobuf::MessageLite& message,
       }
       case StreamWrite::kFull: {  // wait for room, then try again (another writer may win it)
         MutexLock lock(mu_);
-        while (!ended_ && !writes_closed_ && !FitsCreditLocked(static_cast<int64_t>(bytes))) {
+        while (!ended_ && !writes_closed_ &&
+               (moving_ || !FitsCreditLocked(static_cast<int64_t>(bytes)))) {
           changed_.Wait(mu_);
         }
         break;
@@ -265,6 +268,7 @@ void StreamState::CloseWrites() {
   MutexLock lock(mu_);
   if (side_ != Side::kClient || ended_ || writes_closed_) return;
   writes_closed_ = true;
+  if (moving_) return;  // ReopenAs sends it, with the next opening call's id
   Result<std::unique_ptr<Frame>> frame =
       MakeFrame(STREAM_HALF_CLOSE, 0, StreamEmptyPB::default_instance(), {}, 0);
   if (frame.ok()) outbox_.push_back(std::move(frame).value());
@@ -290,6 +294,12 @@ void StreamState::Pump() {
     MutexLock lock(mu_);
     pump_scheduled_ = false;
     if (conn_ == nullptr || !peer_ready_) return;
+    if (reactor_ != Reactor::Current()) {
+      // Asked for on the connection the stream had before it moved (ReopenAs): the request
+      // goes on to the current one's reactor.
+      SchedulePumpLocked();
+      return;
+    }
     conn = conn_;
     if (grant_pending_ > 0 && !ended_) {
       // Credit goes ahead of the stream's own messages: it lets the peer's flow on.
@@ -642,13 +652,71 @@ void StreamState::OnPeerReady(bool streams) {
   if (!outbox_.empty() || grant_pending_ > 0) SchedulePumpLocked();
 }
 
+bool StreamState::MovableLocked() const {
+  return reopener_ != nullptr && !ended_ && !peer_done_ && messages_received_ == 0 &&
+         messages_sent_ == 0 && !controller_.cancel_requested() && controller_.IsRetriable();
+}
+
 void StreamState::OnCallFinished() {
+  bool move;
+  {
+    MutexLock lock(mu_);
+    move = MovableLocked();
+    moving_ = move;
+  }
+  if (move && reopener_->OnOpenFailed(shared_from_this())) return;
   std::vector<std::function<void()>> callbacks;
   {
     MutexLock lock(mu_);
+    moving_ = false;
     call_finished_ = true;
     EndLocked(controller_.status(), &callbacks);
     changed_.NotifyAll();
+  }
+  Run(&callbacks);
+}
+
+void StreamState::SetReopener(std::unique_ptr<StreamReopener> reopener) {
+  DCHECK(side_ == Side::kClient);
+  reopener_ = std::move(reopener);
+}
+
+void StreamState::ReopenAs(int32_t call_id) {
+  std::vector<std::function<void()>> callbacks;
+  scoped_refptr<Connection> last;  // released after the lock
+  {
+    MutexLock lock(mu_);
+    DCHECK(moving_);
+    moving_ = false;
+    call_id_ = call_id;
+    last = std::move(conn_);
+    reactor_ = nullptr;
+    peer_ready_ = false;
+    // The last server's grants are not the next one's.
+    credit_ = kInitialWindow;
+    outstanding_ = 0;
+    outbox_.clear();
+    if (writes_closed_) {
+      // Nothing was written, so the outbox held at most the half-close: it goes to the next
+      // server under the new call id.
+      Result<std::unique_ptr<Frame>> frame =
+          MakeFrame(STREAM_HALF_CLOSE, 0, StreamEmptyPB::default_instance(), {}, 0);
+      if (frame.ok()) outbox_.push_back(std::move(frame).value());
+    }
+    if (on_writable_) callbacks.push_back(std::move(on_writable_));
+    on_writable_ = nullptr;
+    changed_.NotifyAll();  // writers waiting for the move try again
+  }
+  Run(&callbacks);
+}
+
+void StreamState::EndMove(const Status& status) {
+  std::vector<std::function<void()>> callbacks;
+  {
+    MutexLock lock(mu_);
+    moving_ = false;
+    call_finished_ = true;
+    EndLocked(status, &callbacks);
   }
   Run(&callbacks);
 }

@@ -41,6 +41,7 @@ class MessengerMetrics;
 class OutboundTransfer;
 class Reactor;
 class RpcContext;
+class StreamReopener;
 
 class StreamState final : public std::enable_shared_from_this<StreamState>, public RpczStreamView {
  public:
@@ -113,8 +114,23 @@ class StreamState final : public std::enable_shared_from_this<StreamState>, publ
   // Ends a stream that never opened (no call made) with `status`.
   void FailBeforeOpen(const Status& status) RRPC_EXCLUDES(mu_);
   // The opening call finished (its callback, on a reactor or the opening thread): the stream
-  // ends with the call's status.
+  // ends with the call's status, unless it may move (below) and its reopener takes it.
   void OnCallFinished() RRPC_EXCLUDES(mu_);
+
+  // ---- Moving a client stream to another server (a cluster channel's idempotent streams).
+  // The stream may move while nothing but its opening call was exchanged: when that call fails
+  // retriably (RpcController::IsRetriable) before the server sent a message and before this
+  // side wrote one, OnCallFinished asks `reopener` instead of ending the stream; from then
+  // until ReopenAs or EndMove, writes wait (TryWrite says kFull) and a half-close is held for
+  // the next server. The stream owns the reopener; set before the stream is shared.
+  void SetReopener(std::unique_ptr<StreamReopener> reopener);
+  // The reopener's thread, once it has the stream: the next opening call, `call_id`, is about
+  // to be queued; the stream forgets its last connection and lets writes go (they wait for the
+  // new connection, as at the first open). The deadline stays the first open's (the
+  // controller's, which a retry keeps).
+  void ReopenAs(int32_t call_id) RRPC_EXCLUDES(mu_);
+  // The reopener's thread: no server is left to move to; the stream ends with `status`.
+  void EndMove(const Status& status) RRPC_EXCLUDES(mu_);
 
   // ---- The connection, reactor thread.
   // Client: the opening call was queued on `conn`; `peer_ready`: the server negotiated STREAMS
@@ -185,6 +201,9 @@ class StreamState final : public std::enable_shared_from_this<StreamState>, publ
   // Why a write of `bytes` cannot go now: kClosed, or kFull (the wait recorded for OnWritable
   // and /rpcz); nothing when it may go.
   std::optional<StreamWrite> RefuseWriteLocked(size_t bytes) RRPC_REQUIRES(mu_);
+  // OnCallFinished: whether the failed opening call may be followed by another (see
+  // SetReopener).
+  bool MovableLocked() const RRPC_REQUIRES(mu_);
   // Whether a message of `bytes` may go now (the credit covers it, or nothing is outstanding).
   bool FitsCreditLocked(int64_t bytes) const RRPC_REQUIRES(mu_) {
     return bytes <= credit_ || outstanding_ == 0;
@@ -218,7 +237,8 @@ class StreamState final : public std::enable_shared_from_this<StreamState>, publ
   CompressionOptions compression_options_;
   MessengerMetrics* compression_metrics_ = nullptr;
   std::atomic<bool> peer_reads_compression_{false};
-  int32_t call_id_ = 0;  // set before the stream is shared with a connection
+  // Set before the stream is shared with a connection (ReopenAs: before the next one).
+  int32_t call_id_ = 0;
   MonoTime deadline_ = MonoTime::Max();
 
   mutable Mutex mu_;
@@ -264,6 +284,12 @@ class StreamState final : public std::enable_shared_from_this<StreamState>, publ
   RpcController controller_;
   std::unique_ptr<google::protobuf::Message> final_response_;
   bool call_finished_ RRPC_GUARDED_BY(mu_) = false;
+  // The reopener has the stream (between OnCallFinished and ReopenAs or EndMove).
+  bool moving_ RRPC_GUARDED_BY(mu_) = false;
+  // Set before the stream is shared; then used only by OnCallFinished and the reopener's own
+  // tasks, one after another (each follows the opening call it reopened), so without mu_. Kept
+  // until the stream goes: a reopener may end the stream from inside its own method.
+  std::unique_ptr<StreamReopener> reopener_;
 
   std::weak_ptr<StreamHandleOwner> handle_owner_ RRPC_GUARDED_BY(mu_);
 

@@ -86,12 +86,15 @@ class Channel final : public ChannelIf, public std::enable_shared_from_this<Chan
   const std::string& name() const { return options_.name; }
   const ChannelOptions& options() const { return options_; }
   // A stream (docs/streams.md) goes to one server, picked by the balancer as a call's first
-  // attempt is, and stays there: a failure ends it (open it again to try another server). Not
-  // counted among the server's outstanding calls.
+  // attempt is. A kIdempotent stream whose opening call fails retriably before any message went
+  // either way moves to a server it has not tried, as a call's retry would (max_attempts,
+  // backoff, retry budget; the stream's deadline); once a message went, it is pinned there and
+  // a failure ends it (open it again to try another server). Not counted among the server's
+  // outstanding calls.
   Stream OpenStream(const std::string& service, const std::string& method,
                     const google::protobuf::Message* request,
                     const google::protobuf::Message* response_prototype,
-                    const StreamOptions& options) override;
+                    const StreamOptions& options, MethodKind kind) override;
   const std::shared_ptr<Messenger>& messenger() const { return messenger_; }
   // The current backends.
   std::vector<BackendInfo> Backends() const;
@@ -110,6 +113,7 @@ class Channel final : public ChannelIf, public std::enable_shared_from_this<Chan
 
  private:
   friend class ChannelCall;
+  friend class ChannelStreamMover;
 
   Channel(std::shared_ptr<Messenger> messenger, std::unique_ptr<Resolver> resolver,
           ChannelOptions options);

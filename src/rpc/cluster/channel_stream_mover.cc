@@ -1,0 +1,101 @@
+#include "rpc/cluster/channel_stream_mover.h"
+
+#include <utility>
+
+#include "rpc/core/messenger_internals.h"
+#include "rpc/core/rpc_controller_internal.h"
+#include "rpc/core/stream_state.h"
+#include "rrpc/rpc/cluster/channel.h"
+#include "rrpc/rpc/messenger.h"
+
+namespace rrpc::rpc {
+
+namespace {
+// The attempt engine's rules for moving a stream. No attempt timeout: the opening call's
+// deadline is the whole stream's.
+RetryRules StreamRules(const ChannelOptions& options) {
+  RetryRules rules;
+  rules.kind = MethodKind::kIdempotent;
+  rules.max_attempts = options.max_attempts;
+  rules.many_servers = true;
+  return rules;
+}
+
+// As a call's retries (ChannelCall): a backoff that doubles up to the channel's maximum.
+constexpr double kBackoffMultiplier = 2;
+}  // namespace
+
+ChannelStreamMover::ChannelStreamMover(const std::shared_ptr<Channel>& channel,
+                                       const std::string& service, const std::string& method,
+                                       const google::protobuf::Message* request, Backend* first)
+    : channel_(channel),
+      service_(service),
+      method_(method),
+      request_(request != nullptr ? request->New() : nullptr),
+      rules_(StreamRules(channel->options())) {
+  if (request != nullptr) request_->CopyFrom(*request);
+  tried_.Add(first);
+  tried_refs_.emplace_back(first);
+}
+
+ChannelStreamMover::~ChannelStreamMover() = default;
+
+bool ChannelStreamMover::OnOpenFailed(const std::shared_ptr<StreamState>& stream) {
+  RpcController* controller = stream->controller();
+  std::shared_ptr<Channel> channel = channel_.lock();
+  if (channel == nullptr) return false;
+  const ChannelOptions& options = channel->options();
+  if (series_ == nullptr) {
+    series_ = std::make_unique<AttemptSeries>(
+        rules_, Backoff(options.initial_backoff, options.max_backoff, kBackoffMultiplier),
+        controller, nullptr);
+    series_->CountAttempt();  // the first opening call
+  }
+  const MonoTime now = MonoTime::Now();
+  const RetryDecision next = series_->DecideRetry(AttemptEnd::Of(*controller), now);
+  if (!next.retry() || !UntriedServerLeft(*channel) || !channel->retry_budget_.TryWithdraw(now)) {
+    RpcControllerInternal::set_attempts(controller, series_->attempts());
+    SetFinalStatus(controller);
+    return false;
+  }
+  // The stream owns this mover and the task holds the stream.
+  channel->messenger()->RunAfter(next.wait, [this, stream] { Reopen(stream); });
+  return true;
+}
+
+void ChannelStreamMover::Reopen(const std::shared_ptr<StreamState>& stream) {
+  RpcController* controller = stream->controller();
+  std::shared_ptr<Channel> channel = channel_.lock();
+  Backend* backend = nullptr;
+  if (channel != nullptr) {
+    const BackendSet* set = channel->current_.load(std::memory_order_acquire);
+    if (set != nullptr) backend = channel->balancer_->Pick(*set, *controller, tried_);
+  }
+  if (backend == nullptr) {  // the set changed meanwhile, or the channel went
+    RpcControllerInternal::set_attempts(controller, series_->attempts());
+    SetFinalStatus(controller);
+    stream->EndMove(controller->status());
+    return;
+  }
+  tried_.Add(backend);
+  tried_refs_.emplace_back(backend);
+  backend->CountRetry();
+  RpcControllerInternal::PrepareRetry(controller);
+  RpcControllerInternal::set_attempts(controller, series_->CountAttempt());
+  Messenger* messenger = channel->messenger().get();
+  ReopenClientStream(messenger,
+                     backend->Methods(service_)->Get(MessengerInternals::metrics(*messenger),
+                                                     backend->addr(), service_, method_),
+                     stream, request_.get());
+}
+
+bool ChannelStreamMover::UntriedServerLeft(const Channel& channel) const {
+  const BackendSet* set = channel.current_.load(std::memory_order_acquire);
+  if (set == nullptr) return false;
+  for (const auto& b : set->backends) {
+    if (!tried_.Contains(b.get())) return true;
+  }
+  return false;
+}
+
+}  // namespace rrpc::rpc

@@ -1,0 +1,61 @@
+// ChannelStreamMover: moves a stream opened through a cluster channel to another server when its
+// opening call fails retriably (RpcController::IsRetriable: the connection failed, the server
+// was too busy or going away) before any message went either way, for a method marked
+// (rrpc.idempotent) (docs/streams.md "Through a cluster channel"). The next server is picked as
+// a call's retry picks one: never a server this stream tried, after the channel's backoff,
+// within its max_attempts, the stream's deadline and the channel's retry budget. Once a message
+// went either way the stream stays where it is (StreamState decides that, not this class).
+//
+// Owned by its stream (StreamState::SetReopener). Its methods run one after another, never at
+// once: the first pick on the opening thread, then each failed opening call's end (a reactor)
+// and the reopen that follows it (a messenger timer, on a reactor). Holds the channel weakly: a
+// stream that outlives its channel is not moved.
+#pragma once
+
+#include <google/protobuf/message.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rpc/cluster/backend.h"
+#include "rpc/cluster/balancer.h"
+#include "rpc/core/attempt_engine.h"
+#include "rpc/core/stream_open.h"
+#include "rrpc/util/ref_counted.h"
+
+namespace rrpc::rpc {
+
+class Channel;
+
+class ChannelStreamMover final : public StreamReopener {
+ public:
+  // A stream of `service`.`method` through `channel`, whose first opening call goes to `first`.
+  // `request`: a server stream's request (copied: every server gets it), else nullptr.
+  ChannelStreamMover(const std::shared_ptr<Channel>& channel, const std::string& service,
+                     const std::string& method, const google::protobuf::Message* request,
+                     Backend* first);
+  ~ChannelStreamMover() override;
+
+  // StreamReopener.
+  bool OnOpenFailed(const std::shared_ptr<StreamState>& stream) override;
+
+ private:
+  // After the backoff: the opening call again, on a server the stream has not tried; the
+  // stream ends with its last failure when none is left (or the channel is gone).
+  void Reopen(const std::shared_ptr<StreamState>& stream);
+  // Whether `channel`'s current set has a server this stream has not tried.
+  bool UntriedServerLeft(const Channel& channel) const;
+
+  const std::weak_ptr<Channel> channel_;
+  const std::string service_;
+  const std::string method_;
+  const std::unique_ptr<google::protobuf::Message> request_;  // nullptr: none
+  const RetryRules rules_;
+  // Made at the first failure, from the stream's controller (whose deadline is fixed by then).
+  std::unique_ptr<AttemptSeries> series_;
+  TriedBackends tried_;
+  std::vector<scoped_refptr<Backend>> tried_refs_;  // keeps tried_'s pointers unique
+};
+
+}  // namespace rrpc::rpc
