@@ -172,6 +172,18 @@ class ChannelStreamTest : public ::testing::Test {
     return options;
   }
   // Reads the stream to its end: the numbers read.
+  // The server `stream` opened on stops: the stream ends with a network error, not moved (the
+  // other server never saw it).
+  void StopItsServerAndExpectItEnds(ClientStream<rtest::RangeRequestPB, rtest::NumberPB>* stream) {
+    script_.first_opened.Wait();
+    const int first = FirstServer();
+    ASSERT_NE(first, -1);
+    servers_[first]->Shutdown();
+    EXPECT_TRUE(ReadAll(stream).empty());
+    Status end = stream->Finish();
+    EXPECT_TRUE(end.IsNetworkError()) << end.ToString();
+    EXPECT_EQ(services_[1 - first]->opened, 0);
+  }
   static std::vector<int64_t> ReadAll(ClientStream<rtest::RangeRequestPB, rtest::NumberPB>* s) {
     std::vector<int64_t> got;
     rtest::NumberPB n;
@@ -240,15 +252,7 @@ TEST_F(ChannelStreamTest, IdempotentStreamIsPinnedOnceItsFirstMessageArrived) {
   Result<bool> got = stream.Read(&n);
   ASSERT_TRUE(got.ok() && *got) << got.status().ToString();
   EXPECT_EQ(n.n(), 100);
-  script_.first_opened.Wait();
-  const int first = FirstServer();
-  ASSERT_NE(first, -1);
-  servers_[first]->Shutdown();
-  EXPECT_TRUE(ReadAll(&stream).empty());
-  Status end = stream.Finish();
-  EXPECT_TRUE(end.IsNetworkError()) << end.ToString();
-  // Ended without a move: the other server never saw it.
-  EXPECT_EQ(services_[1 - first]->opened, 0);
+  StopItsServerAndExpectItEnds(&stream);
 }
 
 TEST_F(ChannelStreamTest, StreamNotMarkedIdempotentIsNotMoved) {
@@ -256,14 +260,7 @@ TEST_F(ChannelStreamTest, StreamNotMarkedIdempotentIsNotMoved) {
   script_.first = Script::First::kHold;
   auto proxy = NewProxy();
   auto stream = proxy.RangeOnce(Request(5), Options());
-  script_.first_opened.Wait();
-  const int first = FirstServer();
-  ASSERT_NE(first, -1);
-  servers_[first]->Shutdown();
-  EXPECT_TRUE(ReadAll(&stream).empty());
-  Status end = stream.Finish();
-  EXPECT_TRUE(end.IsNetworkError()) << end.ToString();
-  EXPECT_EQ(services_[1 - first]->opened, 0);
+  StopItsServerAndExpectItEnds(&stream);
 }
 
 TEST_F(ChannelStreamTest, IdempotentStreamIsNotMovedBeyondMaxAttempts) {
@@ -273,14 +270,7 @@ TEST_F(ChannelStreamTest, IdempotentStreamIsNotMovedBeyondMaxAttempts) {
   options.max_attempts = 1;
   auto proxy = NewProxy(options);
   auto stream = proxy.Range(Request(5), Options());
-  script_.first_opened.Wait();
-  const int first = FirstServer();
-  ASSERT_NE(first, -1);
-  servers_[first]->Shutdown();
-  EXPECT_TRUE(ReadAll(&stream).empty());
-  Status end = stream.Finish();
-  EXPECT_TRUE(end.IsNetworkError()) << end.ToString();
-  EXPECT_EQ(services_[1 - first]->opened, 0);
+  StopItsServerAndExpectItEnds(&stream);
 }
 
 TEST_F(ChannelStreamTest, BidiStreamMovesWithItsHalfCloseWhenItWroteNothing) {
