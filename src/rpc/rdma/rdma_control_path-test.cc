@@ -93,6 +93,17 @@ class RdmaControlPathTest : public RpcTestBase, public ::testing::WithParamInter
     o.transport_factory = *factory;
     return MessengerBuilder(o).Build().value();
   }
+  // A second echo server on a factory (and software device) of its own, listening on `addr`;
+  // nullptr when it cannot listen.
+  std::shared_ptr<Messenger> StartSecondServer(std::shared_ptr<RdmaTransportFactory>* factory,
+                                               Sockaddr* addr) {
+    std::shared_ptr<Messenger> m = NewMessenger("server2", factory);
+    if (!m->RegisterService(std::make_unique<TestEchoService>()).ok() ||
+        !m->Listen(Sockaddr::Loopback(0), addr).ok()) {
+      return nullptr;
+    }
+    return m;
+  }
   rdma::SoftDevice* SoftOf(RdmaTransportFactory* f) { return f->Device().value()->soft; }
 
   std::shared_ptr<RdmaTransportFactory> server_factory_;
@@ -125,10 +136,9 @@ TEST_P(RdmaControlPathTest, ServerReactorServesOthersWhileAnUpgradeIsInAVerb) {
 TEST_P(RdmaControlPathTest, ClientReactorServesOthersWhileAnUpgradeIsInAVerb) {
   rdma::SoftDevice* dev = SoftOf(client_factory_.get());
   std::shared_ptr<RdmaTransportFactory> server2_factory;
-  std::shared_ptr<Messenger> server2 = NewMessenger("server2", &server2_factory);
-  ASSERT_TRUE(server2->RegisterService(std::make_unique<TestEchoService>()).ok());
   Sockaddr server2_addr;
-  ASSERT_TRUE(server2->Listen(Sockaddr::Loopback(0), &server2_addr).ok());
+  std::shared_ptr<Messenger> server2 = StartSecondServer(&server2_factory, &server2_addr);
+  ASSERT_NE(server2, nullptr);
   dev->HoldControlVerbs(true);
   PendingEcho stuck;
   stuck.Start(rtest::EchoServiceProxy(client_, server2_addr));
@@ -228,10 +238,9 @@ TEST_P(RdmaControlPathTest, ServerSetsUpAClientWhileItsRtrTowardAnotherIsHeld) {
 TEST_P(RdmaControlPathTest, ClientServesOthersWhileItsRtrTowardAServerIsHeld) {
   rdma::SoftDevice* dev = SoftOf(client_factory_.get());
   std::shared_ptr<RdmaTransportFactory> server2_factory;
-  std::shared_ptr<Messenger> server2 = NewMessenger("server2", &server2_factory);
-  ASSERT_TRUE(server2->RegisterService(std::make_unique<TestEchoService>()).ok());
   Sockaddr server2_addr;
-  ASSERT_TRUE(server2->Listen(Sockaddr::Loopback(0), &server2_addr).ok());
+  std::shared_ptr<Messenger> server2 = StartSecondServer(&server2_factory, &server2_addr);
+  ASSERT_NE(server2, nullptr);
   // Every GID server2's device may answer with; the first server's device has others.
   const std::vector<rdma::GidEntry> held_gids = SoftOf(server2_factory.get())->port().gid_table;
   for (const rdma::GidEntry& e : held_gids) dev->HoldRtrToward(e.gid, true);
@@ -300,10 +309,9 @@ class RdmaControlPathPrivateRqTest : public RdmaControlPathTest {};
 TEST_P(RdmaControlPathPrivateRqTest, CallerRegisteringASidecarStallsNoReactorPath) {
   rdma::SoftDevice* dev = SoftOf(client_factory_.get());
   std::shared_ptr<RdmaTransportFactory> server2_factory;
-  std::shared_ptr<Messenger> server2 = NewMessenger("server2", &server2_factory);
-  ASSERT_TRUE(server2->RegisterService(std::make_unique<TestEchoService>()).ok());
   Sockaddr server2_addr;
-  ASSERT_TRUE(server2->Listen(Sockaddr::Loopback(0), &server2_addr).ok());
+  std::shared_ptr<Messenger> server2 = StartSecondServer(&server2_factory, &server2_addr);
+  ASSERT_NE(server2, nullptr);
   ASSERT_TRUE(EchoOnce(rtest::EchoServiceProxy(client_, server2_addr), "warm").ok());
   constexpr size_t kSidecar = 1 << 20;
   BlockRef block = Block::Allocate(kSidecar);
