@@ -214,6 +214,7 @@ void ChannelCall::OnAttemptDone(Attempt* attempt) {
   std::vector<scoped_refptr<Attempt>> losers;
   MonoDelta wait;
   bool retry = false;
+  bool deferred = false;
   {
     MutexLock l(mu_);
     for (auto it = in_flight_.begin(); it != in_flight_.end(); ++it) {
@@ -243,6 +244,10 @@ void ChannelCall::OnAttemptDone(Attempt* attempt) {
       last_failed_ = nullptr;
       losers = std::move(in_flight_);
       in_flight_.clear();
+      if (hedges_sending_ > 0) {
+        deliver_after_send_ = attempt;  // MaybeHedge delivers once its Send returns
+        deferred = true;
+      }
     }
   }
   if (retry) {
@@ -253,7 +258,7 @@ void ChannelCall::OnAttemptDone(Attempt* attempt) {
     return;
   }
   for (auto& loser : losers) CancelAttempt(loser.get());
-  Deliver(attempt);
+  if (!deferred) Deliver(attempt);
 }
 
 void ChannelCall::Retry() {
@@ -267,6 +272,10 @@ void ChannelCall::Retry() {
     if (next == nullptr) {  // the set changed under us: nothing untried is left
       delivered_ = true;
       failed = std::move(last_failed_);
+      if (hedges_sending_ > 0) {
+        deliver_after_send_ = std::move(failed);  // MaybeHedge delivers once its Send returns
+        return;
+      }
     }
   }
   if (next == nullptr) {
@@ -289,8 +298,15 @@ void ChannelCall::MaybeHedge() {
     if (!channel_->hedge_budget_.TryWithdraw(MonoTime::Now())) return;
     hedge = NewAttemptLocked(true);
     if (hedge == nullptr) return;
+    ++hedges_sending_;
   }
   Send(hedge.get());
+  scoped_refptr<Attempt> winner;
+  {
+    MutexLock l(mu_);
+    if (--hedges_sending_ == 0) winner = std::move(deliver_after_send_);
+  }
+  if (winner != nullptr) Deliver(winner.get());
 }
 
 void ChannelCall::CancelAttempt(Attempt* attempt) {

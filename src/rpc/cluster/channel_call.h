@@ -112,6 +112,12 @@ class ChannelCall : public RefCounted<ChannelCall> {
   scoped_refptr<Attempt> last_failed_ RRPC_GUARDED_BY(mu_);
   bool delivered_ RRPC_GUARDED_BY(mu_) = false;
   bool retry_pending_ RRPC_GUARDED_BY(mu_) = false;
+  // A hedge made under mu_ and not yet sent (MaybeHedge): its Send still reads request_. An
+  // attempt that ends the call meanwhile leaves its delivery to that Send's thread
+  // (deliver_after_send_), so request_ is freed, and the callback runs, after the hedge has
+  // serialized it.
+  int hedges_sending_ RRPC_GUARDED_BY(mu_) = 0;
+  scoped_refptr<Attempt> deliver_after_send_ RRPC_GUARDED_BY(mu_);
 };
 
 }  // namespace rrpc::rpc
