@@ -28,10 +28,21 @@ RetryRules ChannelRules(const ChannelOptions& options, MethodKind kind) {
   }
   return rules;
 }
-
-// Retries wait a backoff that doubles up to the channel's maximum.
-constexpr double kBackoffMultiplier = 2;
 }  // namespace
+
+Backoff ChannelCall::RetryBackoff(const ChannelOptions& options) {
+  constexpr double kMultiplier = 2;
+  return Backoff(options.initial_backoff, options.max_backoff, kMultiplier);
+}
+
+bool ChannelCall::UntriedServerLeft(const Channel& channel, const TriedBackends& tried) {
+  const BackendSet* set = channel.current_.load(std::memory_order_acquire);
+  if (set == nullptr) return false;
+  for (const auto& b : set->backends) {
+    if (!tried.Contains(b.get())) return true;
+  }
+  return false;
+}
 
 // One attempt: the server it went to and how it ended (set by OnCallFinished, on the thread
 // that finishes it, before the attempt's callback reads it on the same thread).
@@ -84,10 +95,8 @@ ChannelCall::ChannelCall(std::shared_ptr<Channel> channel, const std::string& se
       controller_(controller),
       callback_(std::move(callback)),
       retries_timeouts_(rules.attempt_timeout != MonoDelta::Max()),
-      series_(rules,
-              Backoff(channel_->options().initial_backoff, channel_->options().max_backoff,
-                      kBackoffMultiplier),
-              controller, MessengerInternals::request_tracker(*channel_->messenger())) {
+      series_(rules, RetryBackoff(channel_->options()), controller,
+              MessengerInternals::request_tracker(*channel_->messenger())) {
   request_->CopyFrom(request);
 }
 
@@ -201,14 +210,7 @@ RetryDecision ChannelCall::DecideRetryLocked(const Attempt& attempt) {
   return next;
 }
 
-bool ChannelCall::UntriedServerLeftLocked() const {
-  const BackendSet* set = channel_->current_.load(std::memory_order_acquire);
-  if (set == nullptr) return false;
-  for (const auto& b : set->backends) {
-    if (!tried_.Contains(b.get())) return true;
-  }
-  return false;
-}
+bool ChannelCall::UntriedServerLeftLocked() const { return UntriedServerLeft(*channel_, tried_); }
 
 void ChannelCall::OnAttemptDone(Attempt* attempt) {
   std::vector<scoped_refptr<Attempt>> losers;

@@ -49,6 +49,11 @@ class ChannelCall : public RefCounted<ChannelCall> {
   // Finishes a call that could not be sent (no server): `status` in the controller, then
   // `callback`, on this thread.
   static void FailAtOnce(RpcController* controller, Status status, ResponseCallback&& callback);
+  // What a call's retries and a stream's moves (ChannelStreamMover) share. Any thread.
+  // The backoff they wait: doubling from options.initial_backoff up to options.max_backoff.
+  static Backoff RetryBackoff(const ChannelOptions& options);
+  // Whether `channel`'s current set has a server not in `tried`.
+  static bool UntriedServerLeft(const Channel& channel, const TriedBackends& tried);
 
  private:
   friend class RefCounted<ChannelCall>;

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "rpc/cluster/channel_call.h"
 #include "rpc/core/messenger_internals.h"
 #include "rpc/core/rpc_controller_internal.h"
 #include "rpc/core/stream_state.h"
@@ -20,9 +21,6 @@ RetryRules StreamRules(const ChannelOptions& options) {
   rules.many_servers = true;
   return rules;
 }
-
-// As a call's retries (ChannelCall): a backoff that doubles up to the channel's maximum.
-constexpr double kBackoffMultiplier = 2;
 }  // namespace
 
 ChannelStreamMover::ChannelStreamMover(const std::shared_ptr<Channel>& channel,
@@ -46,14 +44,14 @@ bool ChannelStreamMover::OnOpenFailed(const std::shared_ptr<StreamState>& stream
   if (channel == nullptr) return false;
   const ChannelOptions& options = channel->options();
   if (series_ == nullptr) {
-    series_ = std::make_unique<AttemptSeries>(
-        rules_, Backoff(options.initial_backoff, options.max_backoff, kBackoffMultiplier),
-        controller, nullptr);
+    series_ = std::make_unique<AttemptSeries>(rules_, ChannelCall::RetryBackoff(options),
+                                              controller, nullptr);
     series_->CountAttempt();  // the first opening call
   }
   const MonoTime now = MonoTime::Now();
   const RetryDecision next = series_->DecideRetry(AttemptEnd::Of(*controller), now);
-  if (!next.retry() || !UntriedServerLeft(*channel) || !channel->retry_budget_.TryWithdraw(now)) {
+  if (!next.retry() || !ChannelCall::UntriedServerLeft(*channel, tried_) ||
+      !channel->retry_budget_.TryWithdraw(now)) {
     RpcControllerInternal::set_attempts(controller, series_->attempts());
     SetFinalStatus(controller);
     return false;
@@ -87,15 +85,6 @@ void ChannelStreamMover::Reopen(const std::shared_ptr<StreamState>& stream) {
                      backend->Methods(service_)->Get(MessengerInternals::metrics(*messenger),
                                                      backend->addr(), service_, method_),
                      stream, request_.get());
-}
-
-bool ChannelStreamMover::UntriedServerLeft(const Channel& channel) const {
-  const BackendSet* set = channel.current_.load(std::memory_order_acquire);
-  if (set == nullptr) return false;
-  for (const auto& b : set->backends) {
-    if (!tried_.Contains(b.get())) return true;
-  }
-  return false;
 }
 
 }  // namespace rrpc::rpc

@@ -44,8 +44,6 @@ class ChannelStreamMover final : public StreamReopener {
   // After the backoff: the opening call again, on a server the stream has not tried; the
   // stream ends with its last failure when none is left (or the channel is gone).
   void Reopen(const std::shared_ptr<StreamState>& stream);
-  // Whether `channel`'s current set has a server this stream has not tried.
-  bool UntriedServerLeft(const Channel& channel) const;
 
   const std::weak_ptr<Channel> channel_;
   const std::string service_;
