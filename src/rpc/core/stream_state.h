@@ -50,8 +50,9 @@ class StreamState final : public std::enable_shared_from_this<StreamState>, publ
   // A larger receive window is granted at the open (client: in the opening call's
   // stream_credit; server: in a credit frame as the stream starts).
   static constexpr uint32_t kInitialWindow = 64 * 1024;
-  // Bytes of one stream's frames in its connection's write queue at a time.
-  static constexpr size_t kStageBytes = 64 * 1024;
+  // Bytes of one stream's frames in its connection's write queue at a time (the last frame
+  // staged may cross it): enough for one write system call to carry several large messages.
+  static constexpr size_t kStageBytes = 256 * 1024;
 
   // `receive_window`: at least kInitialWindow. `max_message_size`: the frame limit.
   StreamState(Side side, size_t receive_window, size_t max_message_size);
