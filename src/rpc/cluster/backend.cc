@@ -177,6 +177,15 @@ AttemptOutcome Backend::Record(const OutboundCall& call, const Status& status,
   return outcome;
 }
 
+void Backend::RecordStreamEnd(const Status& status, const ErrorStatusPB* error) {
+  const AttemptOutcome outcome = ClassifyAttempt(status, error);
+  if (outcome != AttemptOutcome::kUnavailable && outcome != AttemptOutcome::kConnectionFailed) {
+    return;
+  }
+  if (errors_ != nullptr) errors_->Increment();
+  Eject(MonoTime::Now());
+}
+
 const char* Backend::HealthName() const {
   switch (health(MonoTime::Now())) {
     case Health::kHealthy:

@@ -76,6 +76,11 @@ class Backend final : public CallObserver {
   // Reactor (or caller) thread, when a call to this backend ends: outstanding, latency, errors
   // and health. Returns what the end means.
   AttemptOutcome Record(const OutboundCall& call, const Status& status, const ErrorStatusPB* error);
+  // The thread that ended a stream's opening call through the channel, when it failed: a
+  // server that refused the stream as unavailable, or whose connection failed, is ejected as for
+  // a call (errors counted). A stream's other ends say nothing of its server: it is no latency
+  // sample and holds no outstanding count.
+  void RecordStreamEnd(const Status& status, const ErrorStatusPB* error);
   // CallObserver: calls sent by the channel's one-backend path report here directly.
   void OnCallFinished(const OutboundCall& call, const Status& status,
                       const ErrorStatusPB* error) override {

@@ -220,12 +220,11 @@ Stream Channel::OpenStream(const std::string& service, const std::string& method
   TriedBackends tried;
   Backend* backend = set != nullptr ? balancer_->Pick(*set, controller, tried) : nullptr;
   if (backend == nullptr) return FailedStream(NoServerStatus());
-  std::unique_ptr<StreamReopener> mover;
-  if (kind == MethodKind::kIdempotent) {
-    retry_budget_.Deposit();  // as a call does: a stream that may move earns a retry's share
-    mover =
-        std::make_unique<ChannelStreamMover>(shared_from_this(), service, method, request, backend);
-  }
+  const bool may_move = kind == MethodKind::kIdempotent;
+  // as a call does: a stream that may move earns a retry's share
+  if (may_move) retry_budget_.Deposit();
+  auto mover = std::make_unique<ChannelStreamMover>(shared_from_this(), service, method, may_move,
+                                                    request, backend);
   return OpenClientStream(messenger_.get(),
                           backend->Methods(service)->Get(MessengerInternals::metrics(*messenger_),
                                                          backend->addr(), service, method),

@@ -1,6 +1,7 @@
 // Streams through a cluster channel: an idempotent stream whose server fails before the first
 // message moves to another server, unseen by the stream's user; once a message arrived it is
-// pinned; a stream not marked idempotent never moves.
+// pinned; a stream not marked idempotent never moves; a server that refuses a stream's
+// connection is ejected as for a call.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -195,6 +196,13 @@ class ChannelStreamTest : public ::testing::Test {
     }
     return got;
   }
+  BackendInfo BackendOf(const Sockaddr& addr) const {
+    for (const BackendInfo& b : channel_->Backends()) {
+      if (b.addr == addr) return b;
+    }
+    ADD_FAILURE() << "no backend " << addr.ToString();
+    return {};
+  }
   void TearDown() override {
     script_.ReleaseHeld();
     if (client_ != nullptr) client_->Shutdown();
@@ -223,6 +231,31 @@ TEST_F(ChannelStreamTest, IdempotentStreamMovesPastAServerThatRefusesItsConnecti
   Status end = stream.Finish();
   EXPECT_TRUE(end.ok()) << end.ToString();
   EXPECT_EQ(services_[1]->served, 1);
+  EXPECT_STREQ(BackendOf(addrs_[0]).health, "ejected");
+}
+
+TEST_F(ChannelStreamTest, AStreamWhoseServerRefusesItsConnectionEjectsThatServer) {
+  StartServers(2);
+  servers_[0]->Shutdown();  // its port now refuses connections
+  ChannelOptions options;
+  options.balancer = BalancerPolicy::kRoundRobin;  // the first pick is the dead server
+  auto proxy = NewProxy(options);
+  script_.first_taken = true;  // every stream that arrives is served
+  auto refused = proxy.RangeOnce(Request(5), Options());
+  EXPECT_TRUE(ReadAll(&refused).empty());
+  Status end = refused.Finish();
+  EXPECT_TRUE(end.IsNetworkError()) << end.ToString();  // not idempotent: not moved
+  const BackendInfo dead = BackendOf(addrs_[0]);
+  EXPECT_STREQ(dead.health, "ejected");
+  EXPECT_EQ(dead.ejections, 1);
+  // Round robin would send every other stream to the dead server: its ejection keeps them away.
+  for (int i = 0; i < 4; i++) {
+    auto stream = proxy.RangeOnce(Request(5), Options());
+    EXPECT_EQ(ReadAll(&stream), kHundredToHundredFive);
+    Status s = stream.Finish();
+    EXPECT_TRUE(s.ok()) << "stream " << i << ": " << s.ToString();
+  }
+  EXPECT_EQ(services_[1]->served, 4);
 }
 
 TEST_F(ChannelStreamTest, IdempotentStreamMovesWhenItsServerFailsBeforeTheFirstMessage) {

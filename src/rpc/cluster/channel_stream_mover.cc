@@ -25,20 +25,30 @@ RetryRules StreamRules(const ChannelOptions& options) {
 
 ChannelStreamMover::ChannelStreamMover(const std::shared_ptr<Channel>& channel,
                                        const std::string& service, const std::string& method,
-                                       const google::protobuf::Message* request, Backend* first)
+                                       bool may_move, const google::protobuf::Message* request,
+                                       Backend* first)
     : channel_(channel),
       service_(service),
       method_(method),
-      request_(request != nullptr ? request->New() : nullptr),
-      rules_(StreamRules(channel->options())) {
-  if (request != nullptr) request_->CopyFrom(*request);
+      may_move_(may_move),
+      request_(may_move && request != nullptr ? request->New() : nullptr),
+      rules_(StreamRules(channel->options())),
+      current_(first) {
+  if (request_ != nullptr) request_->CopyFrom(*request);
   tried_.Add(first);
   tried_refs_.emplace_back(first);
 }
 
 ChannelStreamMover::~ChannelStreamMover() = default;
 
+void ChannelStreamMover::OnOpeningCallEnded(const RpcController& controller) {
+  if (!controller.status().ok()) {
+    current_->RecordStreamEnd(controller.status(), controller.error_response());
+  }
+}
+
 bool ChannelStreamMover::OnOpenFailed(const std::shared_ptr<StreamState>& stream) {
+  if (!may_move_) return false;
   RpcController* controller = stream->controller();
   std::shared_ptr<Channel> channel = channel_.lock();
   if (channel == nullptr) return false;
@@ -77,6 +87,7 @@ void ChannelStreamMover::Reopen(const std::shared_ptr<StreamState>& stream) {
   }
   tried_.Add(backend);
   tried_refs_.emplace_back(backend);
+  current_ = backend;
   backend->CountRetry();
   RpcControllerInternal::PrepareRetry(controller);
   RpcControllerInternal::set_attempts(controller, series_->CountAttempt());

@@ -17,11 +17,12 @@
 
 namespace rrpc::rpc {
 
+class RpcController;
 class StreamState;
 
-// What may move a client stream whose opening call failed retriably before any message went
-// either way (StreamState::SetReopener): a cluster channel's, for an idempotent method. Owned by
-// the stream.
+// A cluster channel's part in a client stream (StreamState::SetReopener): it learns how each
+// opening call ended (its server's health), and, for an idempotent method, may move a stream
+// whose opening call failed retriably before any message went either way. Owned by the stream.
 class StreamReopener {
  public:
   virtual ~StreamReopener() = default;
@@ -31,6 +32,9 @@ class StreamReopener {
   // thread of its own, ReopenClientStream or StreamState::EndMove. False: the stream ends with
   // the controller's status (which the reopener may have rewritten, e.g. FinalStatus).
   virtual bool OnOpenFailed(const std::shared_ptr<StreamState>& stream) = 0;
+  // The same thread, each time an opening call of the stream ends (before OnOpenFailed is
+  // asked, if it is), with that call's controller: how its server did (a channel's health).
+  virtual void OnOpeningCallEnded(const RpcController& controller) = 0;
 };
 
 // `request`: a server stream's request (nullptr for client and bidirectional streams);

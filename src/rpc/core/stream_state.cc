@@ -658,6 +658,7 @@ bool StreamState::MovableLocked() const {
 }
 
 void StreamState::OnCallFinished() {
+  if (reopener_ != nullptr) reopener_->OnOpeningCallEnded(controller_);
   bool move;
   {
     MutexLock lock(mu_);
