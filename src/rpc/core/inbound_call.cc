@@ -108,6 +108,21 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
     // including numbers RpcFeatureFlag does not list, is refused.
     if (f != SIDECARS && f != STREAMS && f != COMPRESSION) unsupported_features_.push_back(f);
   }
+  if (header.may_have_optional) [[unlikely]] {
+    TakeOptionalFields(header);
+  }
+  frame_block_ = std::move(frame.block);
+  call_id_ = header.call_id;
+  requested_service_ =
+      std::string_view(header.service_name.char_data(), header.service_name.size());
+  requested_method_ = std::string_view(header.method_name.char_data(), header.method_name.size());
+  if (header.timeout_millis > 0) {
+    deadline_ = arrival + MonoDelta::FromMilliseconds(header.timeout_millis);
+  }
+  return Status::OK();
+}
+
+void InboundCall::TakeOptionalFields(const RequestHeaderFields& header) {
   if (header.has_compression) {
     request_compressed_ = true;
     request_compression_ = header.compression;
@@ -134,15 +149,6 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
   if (header.priority == 1 || header.priority == 2) {
     requested_priority_ = static_cast<uint8_t>(header.priority);
   }
-  frame_block_ = std::move(frame.block);
-  call_id_ = header.call_id;
-  requested_service_ =
-      std::string_view(header.service_name.char_data(), header.service_name.size());
-  requested_method_ = std::string_view(header.method_name.char_data(), header.method_name.size());
-  if (header.timeout_millis > 0) {
-    deadline_ = arrival + MonoDelta::FromMilliseconds(header.timeout_millis);
-  }
-  return Status::OK();
 }
 
 Status InboundCall::DecompressRequest() {

@@ -268,6 +268,9 @@ class InboundCall final : public OutboundTransfer {
   // Serializes an error response.
   void SerializeFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status);
   void Untrack();
+  // ParseFrom, for a header that may have fields after required_feature_flags: takes those the
+  // call keeps (compression, request id, trace context, stream fields, priority).
+  void TakeOptionalFields(const RequestHeaderFields& header);
   // ParseFrom, for a header with trace fields: keeps a valid context, with a new span id.
   void SetTrace(const TraceFields& trace);
 
