@@ -289,7 +289,6 @@ void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, b
                                 ? SerializeCompressedResponse(&header, body, offset, max_size)
                                 : SerializeFrameHead(header, body, offset, max_size, response_head_,
                                                      sizeof(response_head_));
-  header.has_compression = false;
   if (!head.ok()) {
     CHECK(!is_error) << "error response too large: " << head.status().ToString();
     SerializeFailure(ErrorStatusPB::ERROR_APPLICATION,
@@ -343,7 +342,10 @@ Result<BlockSlice> InboundCall::SerializeCompressedResponse(
   header->compression.codec = request_compression_.codec;
   header->compression.uncompressed_size = static_cast<uint32_t>(body_size);
   // Not into response_head_: the plain frame may be there.
-  return SerializeFrameHead(*header, compressed.value()->slice, sidecar_bytes, max_size);
+  Result<BlockSlice> head =
+      SerializeFrameHead(*header, compressed.value()->slice, sidecar_bytes, max_size);
+  header->has_compression = false;  // the header may be this thread's, reused by its next answer
+  return head;
 }
 
 void InboundCall::RecordTrackedResult(const BlockSlice& head, size_t body_bytes, bool is_error) {
