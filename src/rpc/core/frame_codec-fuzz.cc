@@ -128,6 +128,13 @@ bool NeedsFallback(const RequestHeaderFields& f) {
   return f.has_request_id || f.call_id < 0 || f.stream_compression != 0;
 }
 bool NeedsFallback(const ResponseHeaderFields& f) { return f.call_id < 0; }
+// A request header decoded as having no optional fields has none (header_codec.h).
+bool OptionalFieldsAsSaid(const RequestHeaderFields& f) {
+  return f.may_have_optional ||
+         (!f.has_request_id && !f.has_trace && f.stream_flags == 0 && f.stream_credit == 0 &&
+          f.stream_compression == 0 && !f.has_compression && f.priority == 0);
+}
+bool OptionalFieldsAsSaid(const ResponseHeaderFields&) { return true; }
 
 template <typename Fields, typename Proto>
 void CheckHeaderCodec(const BlockSlice& frame) {
@@ -140,6 +147,7 @@ void CheckHeaderCodec(const BlockSlice& frame) {
   if (!pb_ok) return;
   RRPC_FUZZ_CHECK(body == body2 && tail == tail2);
   RRPC_FUZZ_CHECK(SameAsProto(fields, pb));
+  RRPC_FUZZ_CHECK(OptionalFieldsAsSaid(fields));
   std::string bytes(EncodedSize(fields), '\0');
   uint8_t* begin = reinterpret_cast<uint8_t*>(bytes.data());
   RRPC_FUZZ_CHECK(EncodeTo(fields, begin) == begin + bytes.size());
@@ -149,6 +157,7 @@ void CheckHeaderCodec(const BlockSlice& frame) {
   // What the encoder writes takes the fast path unless its fields need the generated parser.
   RRPC_FUZZ_CHECK(NeedsFallback(fields) || HeadersDecodedByProtobuf() == slow_before);
   RRPC_FUZZ_CHECK(SameFields(fields, again));
+  RRPC_FUZZ_CHECK(OptionalFieldsAsSaid(again));
 }
 
 }  // namespace

@@ -388,6 +388,31 @@ TEST(HeaderCodecTest, TheFastPathTakesTraceFields) {
   EXPECT_FALSE(decoded.has_trace);
 }
 
+bool HasOptionalFields(const RequestHeaderFields& h) {
+  return h.has_request_id || h.has_trace || h.stream_flags != 0 || h.stream_credit != 0 ||
+         h.stream_compression != 0 || h.has_compression || h.priority != 0;
+}
+
+TEST(HeaderCodecTest, ADecodedHeaderWithoutOptionalFieldsSaysSo) {
+  int plain = 0;
+  int with_optional = 0;
+  for (const RequestHeaderFields& h : SampleRequests()) {
+    RequestHeaderFields decoded;
+    ASSERT_TRUE(DecodeHeader(Slice(Encode(h)), &decoded));
+    if (HasOptionalFields(h)) {
+      with_optional++;
+      EXPECT_TRUE(decoded.may_have_optional) << "call " << h.call_id;
+    } else if (h.call_id >= 0) {  // a negative one takes the generated parser, which says "may"
+      plain++;
+      EXPECT_FALSE(decoded.may_have_optional) << "call " << h.call_id;
+    }
+    // Whatever it says, a header that says none has none.
+    EXPECT_TRUE(decoded.may_have_optional || !HasOptionalFields(decoded)) << "call " << h.call_id;
+  }
+  EXPECT_GT(plain, 0);
+  EXPECT_GT(with_optional, 0);
+}
+
 // The trace fields' bytes as docs/wire-format.md lists them.
 TEST(HeaderCodecTest, TraceBytesAreTheDocumentedOnes) {
   RequestHeaderFields h;

@@ -266,6 +266,7 @@ void RequestHeaderFields::Clear() {
   has_compression = false;
   compression = CompressionFields();
   priority = 0;
+  may_have_optional = true;
 }
 
 void ResponseHeaderFields::Clear() {
@@ -553,7 +554,12 @@ namespace {
     if (!ReadSmallVarint(&p, end, &v)) return false;
     h->required_feature_flags.push_back(v);
   }
-  if (p != end && *p == kTagTraceIdHigh && (p = DecodeTraceFast(p, end, h)) == nullptr) {
+  if (p == end) {  // a plain call's header ends here
+    h->may_have_optional = false;
+    return true;
+  }
+  h->may_have_optional = true;
+  if (*p == kTagTraceIdHigh && (p = DecodeTraceFast(p, end, h)) == nullptr) {
     return false;
   }
   // The stream fields (30, 31).

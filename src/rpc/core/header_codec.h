@@ -85,6 +85,11 @@ struct RequestHeaderFields {
   CompressionFields compression;
   // The caller's priority class as on the wire (1 foreground, 2 background; 0: absent).
   uint32_t priority = 0;
+  // Decoded: false when the header has none of the fields after required_feature_flags (request
+  // id, trace context, stream fields, compression, priority), which are then all absent; true
+  // when some may be there. A plain call's reader passes them all with one test. The encoder does
+  // not read it.
+  bool may_have_optional = true;
 
   // Keeps the vectors' capacity (a per-thread instance allocates nothing after its first use).
   void Clear();

@@ -108,6 +108,21 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
     // including numbers RpcFeatureFlag does not list, is refused.
     if (f != SIDECARS && f != STREAMS && f != COMPRESSION) unsupported_features_.push_back(f);
   }
+  if (header.may_have_optional) [[unlikely]] {
+    TakeOptionalFields(header);
+  }
+  frame_block_ = std::move(frame.block);
+  call_id_ = header.call_id;
+  requested_service_ =
+      std::string_view(header.service_name.char_data(), header.service_name.size());
+  requested_method_ = std::string_view(header.method_name.char_data(), header.method_name.size());
+  if (header.timeout_millis > 0) {
+    deadline_ = arrival + MonoDelta::FromMilliseconds(header.timeout_millis);
+  }
+  return Status::OK();
+}
+
+void InboundCall::TakeOptionalFields(const RequestHeaderFields& header) {
   if (header.has_compression) {
     request_compressed_ = true;
     request_compression_ = header.compression;
@@ -134,15 +149,6 @@ Status InboundCall::ParseFrom(BlockSlice&& frame, MonoTime arrival) {
   if (header.priority == 1 || header.priority == 2) {
     requested_priority_ = static_cast<uint8_t>(header.priority);
   }
-  frame_block_ = std::move(frame.block);
-  call_id_ = header.call_id;
-  requested_service_ =
-      std::string_view(header.service_name.char_data(), header.service_name.size());
-  requested_method_ = std::string_view(header.method_name.char_data(), header.method_name.size());
-  if (header.timeout_millis > 0) {
-    deadline_ = arrival + MonoDelta::FromMilliseconds(header.timeout_millis);
-  }
-  return Status::OK();
 }
 
 Status InboundCall::DecompressRequest() {
@@ -283,7 +289,6 @@ void InboundCall::SerializeResponse(const google::protobuf::MessageLite& body, b
                                 ? SerializeCompressedResponse(&header, body, offset, max_size)
                                 : SerializeFrameHead(header, body, offset, max_size, response_head_,
                                                      sizeof(response_head_));
-  header.has_compression = false;
   if (!head.ok()) {
     CHECK(!is_error) << "error response too large: " << head.status().ToString();
     SerializeFailure(ErrorStatusPB::ERROR_APPLICATION,
@@ -337,7 +342,10 @@ Result<BlockSlice> InboundCall::SerializeCompressedResponse(
   header->compression.codec = request_compression_.codec;
   header->compression.uncompressed_size = static_cast<uint32_t>(body_size);
   // Not into response_head_: the plain frame may be there.
-  return SerializeFrameHead(*header, compressed.value()->slice, sidecar_bytes, max_size);
+  Result<BlockSlice> head =
+      SerializeFrameHead(*header, compressed.value()->slice, sidecar_bytes, max_size);
+  header->has_compression = false;  // the header may be this thread's, reused by its next answer
+  return head;
 }
 
 void InboundCall::RecordTrackedResult(const BlockSlice& head, size_t body_bytes, bool is_error) {

@@ -258,7 +258,8 @@ class InboundCall final : public OutboundTransfer {
  private:
   void SerializeResponse(const google::protobuf::MessageLite& body, bool is_error);
   // SerializeResponse() for a success answering a compressed request: the frame head with the
-  // body compressed by the request's codec, or, when that does not pay, as it is.
+  // body compressed by the request's codec, or, when that does not pay, as it is. Leaves
+  // header->has_compression false, as it found it.
   Result<BlockSlice> SerializeCompressedResponse(ResponseHeaderFields* header,
                                                  const google::protobuf::MessageLite& body,
                                                  uint32_t sidecar_bytes, size_t max_size);
@@ -268,6 +269,9 @@ class InboundCall final : public OutboundTransfer {
   // Serializes an error response.
   void SerializeFailure(ErrorStatusPB::RpcErrorCodePB code, const Status& status);
   void Untrack();
+  // ParseFrom, for a header that may have fields after required_feature_flags: takes those the
+  // call keeps (compression, request id, trace context, stream fields, priority).
+  void TakeOptionalFields(const RequestHeaderFields& header);
   // ParseFrom, for a header with trace fields: keeps a valid context, with a new span id.
   void SetTrace(const TraceFields& trace);
 

@@ -68,6 +68,29 @@ inline bool SameName(std::string_view a, const std::string& b) {
 
 std::atomic<uint64_t> next_pool_serial{1};
 
+// Calls `method`'s handler on `context`; the call may be gone on return. Marks this thread's
+// last response time unset first, for RecordHandlerTime().
+inline void CallHandler(const RpcMethodInfo& method, RpcContext* context) {
+  InboundCall::LastRespondTimeOnThisThread() = MonoTime();
+  method.handler(context->request(), context->response(), context);
+}
+
+// After CallHandler(): the handler's time since `started` into `metrics` (nullptr: none). A
+// handler that answered inline ends at its response (already timed); others at return.
+inline void RecordHandlerTime(MethodMetrics* metrics, MonoTime started) {
+  if (metrics == nullptr) return;
+  const MonoTime responded_at = InboundCall::LastRespondTimeOnThisThread();
+  const MonoTime end = responded_at != MonoTime() ? responded_at : MonoTime::Now();
+  metrics->handler_time_us->Record(MethodMetrics::ElapsedMicros(started, end));
+}
+
+// Answers a call whose request does not parse as `request`'s type.
+[[gnu::cold]] void RespondUnparsable(InboundCall* call, const google::protobuf::Message& request) {
+  call->RespondFailure(ErrorStatusPB::ERROR_INVALID_REQUEST,
+                       Status::InvalidArgument("request does not parse as " + request.GetTypeName(),
+                                               request.InitializationErrorString()));
+}
+
 }  // namespace
 
 ServicePool::ServicePool(ServicePoolOptions options)
@@ -326,6 +349,30 @@ bool ServicePool::RunCall(InboundCall* call, WorkerPool* pool) {
     return false;
   }
   const RpcMethodInfo* method = call->method();
+  // A unary call with a plain request takes the short way below; a stream's call or a
+  // compressed request (or a mismatch of the two kinds) the long one.
+  if (method->stream != StreamKind::kNone || call->opens_stream() || call->request_compressed())
+      [[unlikely]] {
+    return RunStreamOrCompressedCall(call, pool, metrics, started);
+  }
+  MessageCache::CallMessages messages =
+      MessageCache::Take(*method->request_prototype, *method->response_prototype);
+  const Slice body = call->serialized_request();
+  CountCopy(CopySide::kServer, CopyKind::kBody, body.size());
+  if (!ParseMessageQuietly(body, messages.request.get())) {
+    RespondUnparsable(call, *messages.request);
+    return false;
+  }
+  RpcContext* context =
+      call->MakeContext(std::move(messages.request), std::move(messages.response));
+  CallHandler(*method, context);
+  RecordHandlerTime(metrics, started);
+  return false;
+}
+
+bool ServicePool::RunStreamOrCompressedCall(InboundCall* call, WorkerPool* pool,
+                                            MethodMetrics* metrics, MonoTime started) {
+  const RpcMethodInfo* method = call->method();
   const bool stream_method = method->stream != StreamKind::kNone;
   if (call->opens_stream() != stream_method) {
     call->RespondFailure(
@@ -348,10 +395,7 @@ bool ServicePool::RunCall(InboundCall* call, WorkerPool* pool) {
   // Client and bidirectional streams' opening calls carry no request.
   const bool has_request = !stream_method || method->stream == StreamKind::kServer;
   if (has_request && !ParseMessageQuietly(body, messages.request.get())) {
-    call->RespondFailure(
-        ErrorStatusPB::ERROR_INVALID_REQUEST,
-        Status::InvalidArgument("request does not parse as " + messages.request->GetTypeName(),
-                                messages.request->InitializationErrorString()));
+    RespondUnparsable(call, *messages.request);
     return false;
   }
   RpcContext* context =
@@ -373,15 +417,9 @@ bool ServicePool::RunCall(InboundCall* call, WorkerPool* pool) {
       slot_kept = true;
     }
   }
-  MonoTime& responded_at = InboundCall::LastRespondTimeOnThisThread();
-  responded_at = MonoTime();
-  method->handler(context->request(), context->response(), context);
+  CallHandler(*method, context);
   if (stream_method) stream->OnHandlerReturned();
-  if (metrics != nullptr) {
-    // A handler that answered inline ends at its response (already timed); others at return.
-    const MonoTime end = responded_at != MonoTime() ? responded_at : MonoTime::Now();
-    metrics->handler_time_us->Record(MethodMetrics::ElapsedMicros(started, end));
-  }
+  RecordHandlerTime(metrics, started);
   return slot_kept;
 }
 

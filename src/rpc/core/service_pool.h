@@ -118,6 +118,11 @@ class ServicePool {
   // ran in, told when it starts (nullptr: none). The call may be gone on return.
   // Returns true when the call opened a stream that took its admission slot (WorkerPool::RunFn).
   static bool RunCall(InboundCall* call, WorkerPool* pool);
+  // RunCall() for a stream's call or a compressed request, from where the two part: checks that
+  // the call and its method are of one kind, decompresses, and starts the stream around the
+  // handler. `metrics` and `started` as RunCall() read them.
+  static bool RunStreamOrCompressedCall(InboundCall* call, WorkerPool* pool, MethodMetrics* metrics,
+                                        MonoTime started);
   // Registration: the pool and admission of `method` of `service`.
   Status SetUpAdmission(const ServiceIf& service, RpcMethodInfo* method);
 
