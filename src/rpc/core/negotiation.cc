@@ -18,7 +18,8 @@ constexpr size_t kNoLimit = std::numeric_limits<uint32_t>::max();
 }
 
 BlockSlice BuildClientHello(const std::string& client_name, const std::string& auth_token,
-                            bool offer_upgrade, bool offer_cancellation) {
+                            bool offer_upgrade, bool offer_cancellation,
+                            const std::vector<int>& upgrade_features) {
   RequestHeader header;
   header.set_call_id(kNegotiateCallId);
   NegotiatePB negotiate;
@@ -28,7 +29,10 @@ BlockSlice BuildClientHello(const std::string& client_name, const std::string& a
   negotiate.add_supported_features(TRACE_CONTEXT);
   negotiate.add_supported_features(STREAMS);
   negotiate.add_supported_features(COMPRESSION);
-  if (offer_upgrade) negotiate.add_supported_features(TRANSPORT_UPGRADE);
+  if (offer_upgrade) {
+    negotiate.add_supported_features(TRANSPORT_UPGRADE);
+    for (int f : upgrade_features) negotiate.add_supported_features(static_cast<RpcFeatureFlag>(f));
+  }
   if (offer_cancellation) negotiate.add_supported_features(CANCELLATION);
   negotiate.set_client_name(client_name);
   if (!auth_token.empty()) negotiate.set_auth_token(auth_token);
@@ -106,7 +110,7 @@ Status CheckPreamble(Slice preamble) {
 
 BlockSlice BuildServerReply(const NegotiatePB& request, const Status& error,
                             ErrorStatusPB::RpcErrorCodePB code, const NegotiatedPeer* peer,
-                            bool upgrade) {
+                            bool upgrade, const std::vector<int>& upgrade_features) {
   ResponseHeader header;
   header.set_call_id(kNegotiateCallId);
   if (!error.ok()) {
@@ -133,7 +137,10 @@ BlockSlice BuildServerReply(const NegotiatePB& request, const Status& error,
   if (peer != nullptr && !peer->identity.user.empty()) {
     reply.set_authenticated_user(peer->identity.user);
   }
-  if (upgrade) reply.add_supported_features(TRANSPORT_UPGRADE);
+  if (upgrade) {
+    reply.add_supported_features(TRANSPORT_UPGRADE);
+    for (int f : upgrade_features) reply.add_supported_features(static_cast<RpcFeatureFlag>(f));
+  }
   return SerializeFrameHead(header, reply, 0, kNoLimit).value();
 }
 
@@ -296,6 +303,8 @@ bool ServerNegotiation::Reply(const NegotiatePB& request, const Slice* offer) {
   // feature out of its reply: the client then stays on TCP too.
   std::unique_ptr<TransportUpgrade> upgrade = offer ? host_->NewTransportUpgrade() : nullptr;
   if (upgrade != nullptr) {
+    upgrade->PeerFeatures(
+        std::vector<int>(request.supported_features().begin(), request.supported_features().end()));
     std::function<void()> resume = host_->NegotiationResumer();
     if (resume != nullptr && upgrade->Prepare(*offer, std::move(resume))) {
       preparing_ = std::make_unique<Preparing>();
@@ -317,8 +326,17 @@ Result<bool> ServerNegotiation::Resume() {
 
 bool ServerNegotiation::Finish(const NegotiatePB& request, const Slice* offer,
                                std::unique_ptr<TransportUpgrade> upgrade) {
+  std::vector<int> echoed;  // the upgrade's features the client listed
+  if (upgrade != nullptr) {
+    for (int f : upgrade->Features()) {
+      if (std::find(request.supported_features().begin(), request.supported_features().end(), f) !=
+          request.supported_features().end()) {
+        echoed.push_back(f);
+      }
+    }
+  }
   host_->SendConnectionBytes(
-      BuildServerReply(request, Status::OK(), {}, &peer_, upgrade != nullptr));
+      BuildServerReply(request, Status::OK(), {}, &peer_, upgrade != nullptr, echoed));
   if (upgrade == nullptr) return true;
   std::string answer = upgrade->Answer(*offer);
   host_->SendConnectionBytes(BuildBootstrapFrame(answer, /*from_server=*/true));
@@ -341,7 +359,9 @@ bool ClientNegotiation::Start() {
   const bool encrypted = host_->transport_security().encrypted;
   upgrade_ = host_->NewTransportUpgrade();
   host_->SendConnectionBytes(
-      BuildClientHello(client_name_, encrypted ? auth_token_ : "", upgrade_ != nullptr));
+      BuildClientHello(client_name_, encrypted ? auth_token_ : "", upgrade_ != nullptr,
+                       /*offer_cancellation=*/true,
+                       upgrade_ != nullptr ? upgrade_->Features() : std::vector<int>()));
   if (upgrade_ != nullptr) {
     std::function<void()> resume = host_->NegotiationResumer();
     if (resume != nullptr && upgrade_->Prepare(Slice(), std::move(resume))) {
@@ -418,6 +438,8 @@ Result<bool> ClientNegotiation::OnFrame(Slice frame) {
   }
   if (upgrade_ != nullptr) {
     if (server_upgrades) {
+      upgrade_->PeerFeatures(
+          std::vector<int>(reply.supported_features().begin(), reply.supported_features().end()));
       awaiting_answer_ = true;
       return false;
     }

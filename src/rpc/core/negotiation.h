@@ -156,8 +156,10 @@ class ClientNegotiation {
 // The client's first bytes: preamble then a framed NegotiatePB request (with a token when not
 // empty; offering a transport upgrade when asked; offering CANCELLATION unless told not to, as a
 // client older than it would).
+// `upgrade_features`: the upgrade's own (TransportUpgrade::Features), listed with it.
 BlockSlice BuildClientHello(const std::string& client_name, const std::string& auth_token = "",
-                            bool offer_upgrade = false, bool offer_cancellation = true);
+                            bool offer_upgrade = false, bool offer_cancellation = true,
+                            const std::vector<int>& upgrade_features = {});
 // A bootstrap frame (call id kBootstrapCallId) carrying `message` as its raw body; a request
 // header from the client, a response header from the server.
 BlockSlice BuildBootstrapFrame(Slice message, bool from_server);
@@ -166,10 +168,12 @@ Status ParseBootstrapFrame(Slice frame, bool from_server, Slice* message);
 // Checks the preamble bytes; InvalidArgument (bad magic) or NotSupported (bad version).
 Status CheckPreamble(Slice preamble);
 // The server's framed answer to the client's NegotiatePB; an ErrorStatusPB when `error` is set.
-// `upgrade`: the server accepts the client's transport upgrade (its bootstrap answer follows).
+// `upgrade`: the server accepts the client's transport upgrade (its bootstrap answer follows);
+// `upgrade_features`: the upgrade's features the client listed (echoed with it).
 BlockSlice BuildServerReply(const NegotiatePB& request, const Status& error,
                             ErrorStatusPB::RpcErrorCodePB code,
-                            const NegotiatedPeer* peer = nullptr, bool upgrade = false);
+                            const NegotiatedPeer* peer = nullptr, bool upgrade = false,
+                            const std::vector<int>& upgrade_features = {});
 // Server: parses the client's negotiation frame.
 Status ParseClientNegotiation(Slice frame, NegotiatePB* request);
 // Client: parses the server's reply; the server's error as a status.

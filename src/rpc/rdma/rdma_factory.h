@@ -22,6 +22,7 @@
 
 #include "rpc/rdma/async_events.h"
 #include "rpc/rdma/bootstrap/bootstrap.h"
+#include "rpc/rdma/bootstrap/probe_responder.h"
 #include "rpc/rdma/ibv/verbs_ibv.h"
 #include "rpc/rdma/rdma_endpoint.h"
 #include "rpc/rdma/rdma_transport.h"
@@ -55,8 +56,23 @@ struct RdmaDevice {
   std::unique_ptr<DeviceEventWatcher> watcher;
   ~RdmaDevice() {
     watcher.reset();  // joined first: no event is handed on while the rest goes
+    {
+      MutexLock lock(responder_mu);
+      responder.reset();  // its probes are gone: each held the device
+    }
     pd.reset();
   }
+  // The server's answers to path probes (probe_responder.h), started on the first call. Any
+  // thread.
+  Result<ProbeResponder*> probe_responder() {
+    MutexLock lock(responder_mu);
+    if (responder == nullptr) {
+      RRPC_ASSIGN_OR_RETURN(responder, ProbeResponder::Start(context.get()));
+    }
+    return responder.get();
+  }
+  Mutex responder_mu;
+  std::unique_ptr<ProbeResponder> responder RRPC_GUARDED_BY(responder_mu);
 };
 
 class RdmaTransportFactory final : public rpc::TransportFactory {

@@ -32,6 +32,62 @@ RdmaOptions SmallRdma() {
   return o;
 }
 
+// A peer of the release before RDMA_PROBE_REPLY: its upgrades list no negotiation feature of
+// their own and ignore the peer's, so a server's probe never answers and a client's never awaits
+// an answer. Everything else is the wrapped factory's.
+class OlderReleaseUpgrade final : public TransportUpgrade {
+ public:
+  explicit OlderReleaseUpgrade(std::unique_ptr<TransportUpgrade> u) : u_(std::move(u)) {}
+  bool Prepare(Slice offer, std::function<void()> ready) override {
+    return u_->Prepare(offer, std::move(ready));
+  }
+  bool PrepareAccept(Slice answer, std::function<void()> ready) override {
+    return u_->PrepareAccept(answer, std::move(ready));
+  }
+  std::string Offer() override { return u_->Offer(); }
+  std::string Answer(Slice offer) override { return u_->Answer(offer); }
+  Status Accept(Slice answer) override { return u_->Accept(answer); }
+  std::string Confirmation() override { return u_->Confirmation(); }
+  bool AwaitsConfirmation() const override { return u_->AwaitsConfirmation(); }
+  Status Confirm(Slice confirmation) override { return u_->Confirm(confirmation); }
+  void PeerDeclined() override { u_->PeerDeclined(); }
+  bool agreed() const override { return u_->agreed(); }
+  Result<std::unique_ptr<Transport>> Upgrade(DetachedStream stream) override {
+    return u_->Upgrade(std::move(stream));
+  }
+
+ private:
+  const std::unique_ptr<TransportUpgrade> u_;
+};
+
+class OlderReleaseFactory final : public TransportFactory {
+ public:
+  explicit OlderReleaseFactory(std::shared_ptr<RdmaTransportFactory> f) : f_(std::move(f)) {}
+  std::unique_ptr<Transport> NewServerTransport(Socket accepted) override {
+    return f_->NewServerTransport(std::move(accepted));
+  }
+  Result<std::unique_ptr<Transport>> NewClientTransport(const Sockaddr& remote) override {
+    return f_->NewClientTransport(remote);
+  }
+  std::unique_ptr<TransportUpgrade> NewUpgrade(bool server_side) override {
+    return std::make_unique<OlderReleaseUpgrade>(f_->NewUpgrade(server_side));
+  }
+  std::unique_ptr<TransportUpgrade> NewUpgrade(bool server_side, const Sockaddr& remote) override {
+    return std::make_unique<OlderReleaseUpgrade>(f_->NewUpgrade(server_side, remote));
+  }
+  std::unique_ptr<TransportUpgrade> NewUpgrade(bool server_side, const Sockaddr& remote,
+                                               const Sockaddr& local) override {
+    return std::make_unique<OlderReleaseUpgrade>(f_->NewUpgrade(server_side, remote, local));
+  }
+  void UseMetricRegistry(MetricRegistry* registry) override { f_->UseMetricRegistry(registry); }
+  void UseDeadPeerSettings(const StreamTransportOptions& stream) override {
+    f_->UseDeadPeerSettings(stream);
+  }
+
+ private:
+  const std::shared_ptr<RdmaTransportFactory> f_;
+};
+
 class RdmaTransportTest : public RpcTestBase {
  protected:
   void Start(RdmaOptions server, RdmaOptions client, bool server_rdma = true,
@@ -387,6 +443,87 @@ TEST_F(RdmaTransportTest, TheProbeTakesTheDataQueuePairsEcmpPath) {
   // Both paths were taken: some connections crossed, the others stayed on TCP.
   EXPECT_GT(rdma, 0);
   EXPECT_GT(tcp, 0);
+}
+
+// Finding 3 of issue 37, its second half: a path that loses large packets from the server to
+// the client (an MTU black hole in one direction) while small ones and everything the other way
+// cross. The probe's message of a path MTU went client to server only and the server's side sent
+// acknowledgements, so the probe passed, the connection moved to RDMA and its first response
+// larger than the hole failed it (`RDMA send failed (transport retry exceeded)` on the server).
+// Now the server's probe answers the client's message with one of the same size, which the
+// client awaits: the connection stays on TCP (`path`), its calls succeed, and the server's
+// address is remembered as a dead path. Both receive-queue modes.
+TEST_F(RdmaTransportTest, APathLosingLargePacketsTowardTheClientStaysOnTcp) {
+  for (bool srq : {false, true}) {
+    SCOPED_TRACE(srq ? "srq" : "private");
+    RdmaOptions o = SmallRdma();
+    o.probe_path = true;
+    o.use_srq = srq;
+    o.endpoint.ack_timeout = 10;  // a lost send fails after 8 x 4 ms
+    Start(o, o);
+    ASSERT_TRUE(client_factory_->Device().ok());
+    ASSERT_TRUE(server_factory_->Device().ok());
+    // Whichever entry the connection chooses: every one of the client's port.
+    for (const rdma::GidEntry& e : client_factory_->Device().value()->context->port().gid_table) {
+      server_factory_->Device().value()->soft->DropLargePacketsToward(e.gid, 1024);
+    }
+    for (int i = 0; i < 3; i++) {
+      Status s = Echo(Pattern(3000, i));
+      ASSERT_TRUE(s.ok()) << i << ": " << s.ToString();
+    }
+    EXPECT_EQ(ClientTransport(), "tcp");
+    EXPECT_EQ(client_factory_->fallbacks(FallbackReason::kPath), 1u);
+    EXPECT_TRUE(
+        WaitForCondition([&] { return server_factory_->fallbacks(FallbackReason::kPath) == 1; }));
+
+    // A new client messenger on the same factory: the dead path is remembered, no probe again.
+    client_->Shutdown();
+    MessengerOptions co;
+    co.transport_factory = client_factory_;
+    StartClient(co);
+    ASSERT_TRUE(Echo(Pattern(3000, 3)).ok());
+    EXPECT_EQ(ClientTransport(), "tcp");
+    EXPECT_EQ(client_factory_->fallbacks(FallbackReason::kPath), 1u);
+    client_->Shutdown();
+    server_->Shutdown();
+  }
+}
+
+// Compatibility of the probe's answer (RDMA_PROBE_REPLY, agreed in the negotiation): a client
+// with it and a server of the release before, and the other way round, still upgrade, the probe
+// checking the client-to-server direction only, as before. Both receive-queue modes.
+TEST_F(RdmaTransportTest, APeerOfTheReleaseBeforeProbeAnswersStillUpgrades) {
+  for (bool srq : {false, true}) {
+    for (bool older_server : {true, false}) {
+      SCOPED_TRACE(std::string(srq ? "srq" : "private") +
+                   (older_server ? ", older server" : ", older client"));
+      RdmaOptions o = SmallRdma();
+      o.probe_path = true;
+      o.use_srq = srq;
+      server_factory_ = std::make_shared<RdmaTransportFactory>(o);
+      client_factory_ = std::make_shared<RdmaTransportFactory>(o);
+      MessengerOptions so, co;
+      co.bulk_connection_bytes = 0;
+      so.transport_factory = server_factory_;
+      co.transport_factory = client_factory_;
+      if (older_server) {
+        so.transport_factory = std::make_shared<OlderReleaseFactory>(server_factory_);
+      } else {
+        co.transport_factory = std::make_shared<OlderReleaseFactory>(client_factory_);
+      }
+      StartServer(so);
+      StartClient(co);
+      for (int i = 0; i < 3; i++) {
+        Status s = Echo(Pattern(3000, i));
+        ASSERT_TRUE(s.ok()) << i << ": " << s.ToString();
+      }
+      EXPECT_EQ(ClientTransport(), "rdma");
+      EXPECT_EQ(client_factory_->fallbacks(FallbackReason::kPath), 0u);
+      EXPECT_EQ(server_factory_->fallbacks(FallbackReason::kPath), 0u);
+      client_->Shutdown();
+      server_->Shutdown();
+    }
+  }
 }
 
 // The probe on a working path: the client confirms, both sides move to RDMA together, and calls

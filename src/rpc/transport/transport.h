@@ -186,6 +186,13 @@ class TransportUpgrade {
   // reactor thread): the work then ends without it and `ready` still comes (or never, when the
   // upgrade's owner, e.g. its transport factory, is gone). Default: nothing to prepare.
   virtual bool Prepare(Slice offer, std::function<void()> ready) { return false; }
+  // Negotiation features (RpcFeatureFlag values) this upgrade understands beyond
+  // TRANSPORT_UPGRADE: a client lists them in its NegotiatePB; a server echoes in its reply those
+  // the client listed too. Default: none.
+  virtual std::vector<int> Features() const { return {}; }
+  // The peer's NegotiatePB features, before the steps they change: a server gets the client's
+  // before Prepare and Answer, a client the server's reply's before PrepareAccept and Accept.
+  virtual void PeerFeatures(const std::vector<int>& features) {}
   // Client: the bootstrap message it offers.
   virtual std::string Offer() = 0;
   // Server: its answer to the client's offer (a fallback answer where it can't or won't).

@@ -7,6 +7,7 @@
 
 #include "rpc/rdma/async_events.h"
 #include "rpc/rdma/bootstrap/gid_choice.h"
+#include "rrpc/rpc/rpc_header.pb.h"
 
 namespace rrpc::rdma {
 namespace {
@@ -129,6 +130,24 @@ FallbackReason RdmaUpgrade::CheckOffer(Status* detail) {
   return FallbackReason::kNone;
 }
 
+std::vector<int> RdmaUpgrade::Features() const {
+  if (!server_side_ && !factory_->options().probe_path) return {};
+  return {rpc::RDMA_PROBE_REPLY};
+}
+
+void RdmaUpgrade::PeerFeatures(const std::vector<int>& features) {
+  peer_probe_reply_ =
+      std::find(features.begin(), features.end(), rpc::RDMA_PROBE_REPLY) != features.end();
+}
+
+Result<std::unique_ptr<PathProbe>> RdmaUpgrade::MakeServerProbe(RdmaDevice* device, bool answer) {
+  ProbeResponder* responder = nullptr;
+  if (answer) {
+    RRPC_ASSIGN_OR_RETURN(responder, device->probe_responder());
+  }
+  return PathProbe::Create(device->context.get(), device->pd.get(), responder);
+}
+
 bool RdmaUpgrade::Prepare(Slice offer, std::function<void()> ready) {
   SetupThread* setup_thread = factory_->setup_thread();
   if (setup_thread == nullptr) return false;
@@ -158,19 +177,19 @@ bool RdmaUpgrade::Prepare(Slice offer, std::function<void()> ready) {
   setup->device = device_;
   setup->srq = srq_;
   // The job may outlive the factory (transports hold the setup thread): it holds what it uses.
-  const bool queued =
-      setup_thread->Submit([setup, eo = o.endpoint, gid = gid_, peer, make_probe, ready]() mutable {
-        RunSetup(setup.get(), eo, gid, peer.get(), make_probe);
-        setup.reset();  // the last reference when the connection has gone: its endpoint goes here
-        ready();
-      });
+  const bool queued = setup_thread->Submit([setup, eo = o.endpoint, gid = gid_, peer, make_probe,
+                                            answer = peer_probe_reply_, ready]() mutable {
+    RunSetup(setup.get(), eo, gid, peer.get(), make_probe, answer);
+    setup.reset();  // the last reference when the connection has gone: its endpoint goes here
+    ready();
+  });
   if (!queued) return false;  // the queue is full: this connection sets up on its reactor
   prepared_ = std::move(setup);
   return true;
 }
 
 void RdmaUpgrade::RunSetup(Setup* s, const EndpointOptions& o, const GidEntry& gid,
-                           const BootstrapMessage* peer, bool make_probe) {
+                           const BootstrapMessage* peer, bool make_probe, bool answer_probe) {
   Context* ctx = s->device->context.get();
   ProtectionDomain* pd = s->device->pd.get();
   s->endpoint = s->srq != nullptr ? RdmaEndpoint::CreateShared(ctx, pd, o, s->srq.get())
@@ -180,7 +199,8 @@ void RdmaUpgrade::RunSetup(Setup* s, const EndpointOptions& o, const GidEntry& g
   ep->UseGid(gid);
   if (peer != nullptr) s->connect = ep->Connect(peer->qp, peer->path_mtu);
   if (!make_probe || !s->connect.ok()) return;
-  s->probe = PathProbe::Create(ctx, pd, /*receiver=*/peer != nullptr);
+  s->probe =
+      peer != nullptr ? MakeServerProbe(s->device.get(), answer_probe) : PathProbe::Create(ctx, pd);
   if (s->probe.ok() && peer != nullptr) {
     s->probe_connect =
         (*s->probe)->Connect(ep->ConnectParams(peer->qp, peer->path_mtu), peer->probe_qp);
@@ -255,9 +275,8 @@ std::string RdmaUpgrade::Offer() {
   if (why == FallbackReason::kNone) why = MakeEndpoint();
   if (why == FallbackReason::kNone && o.probe_path) {
     Result<std::unique_ptr<PathProbe>> probe =
-        prepared_ != nullptr
-            ? std::move(prepared_->probe)
-            : PathProbe::Create(device_->context.get(), device_->pd.get(), /*receiver=*/false);
+        prepared_ != nullptr ? std::move(prepared_->probe)
+                             : PathProbe::Create(device_->context.get(), device_->pd.get());
     if (!probe.ok()) {
       factory_->CountFallback(FallbackReason::kResources,
                               NoteCreateFailure(*device_, probe.status()));
@@ -292,12 +311,12 @@ std::string RdmaUpgrade::Answer(Slice offer) {
   s = prepared != nullptr ? prepared->connect : endpoint_->Connect(peer_.qp, peer_.path_mtu);
   if (!s.ok()) return Fallback(FallbackReason::kConnect, s);
   if (peer_.probe_qp != 0) {
-    // The client's probe (its option, whatever ours) sends to ours, then the client confirms:
-    // this side moves only then, and keeps its probe (its receive posted) until it does.
+    // The client's probe (its option, whatever ours) sends to ours, which answers when the
+    // client asked (RDMA_PROBE_REPLY), then the client confirms: this side moves only then, and
+    // keeps its probe (its receive posted) until it does.
     Result<std::unique_ptr<PathProbe>> probe =
-        prepared != nullptr
-            ? std::move(prepared->probe)
-            : PathProbe::Create(device_->context.get(), device_->pd.get(), /*receiver=*/true);
+        prepared != nullptr ? std::move(prepared->probe)
+                            : MakeServerProbe(device_.get(), peer_probe_reply_);
     if (!probe.ok()) {
       return Fallback(FallbackReason::kResources, NoteCreateFailure(*device_, probe.status()));
     }
@@ -377,9 +396,10 @@ bool RdmaUpgrade::PrepareAccept(Slice answer, std::function<void()> ready) {
   if (confirm) setup->probe = std::move(probe_);
   // As Prepare's job: holds what it uses, and destroys the endpoint and probe when the
   // connection has gone.
-  const bool queued = setup_thread->Submit(
-      [setup, peer, timeout = factory_->options().probe_timeout, ready]() mutable {
-        RunConnect(setup.get(), peer, timeout);
+  const bool queued =
+      setup_thread->Submit([setup, peer, timeout = factory_->options().probe_timeout,
+                            await = peer_probe_reply_, ready]() mutable {
+        RunConnect(setup.get(), peer, timeout, await);
         setup.reset();
         ready();
       });
@@ -393,12 +413,13 @@ bool RdmaUpgrade::PrepareAccept(Slice answer, std::function<void()> ready) {
   return true;
 }
 
-void RdmaUpgrade::RunConnect(Setup* s, const BootstrapMessage& peer, MonoDelta probe_timeout) {
+void RdmaUpgrade::RunConnect(Setup* s, const BootstrapMessage& peer, MonoDelta probe_timeout,
+                             bool await_answer) {
   RdmaEndpoint* ep = s->endpoint->get();
   s->connect = ep->Connect(peer.qp, peer.path_mtu);
   if (!s->connect.ok()) return;
   s->probe_connect = ProbePath(s->probe->get(), ep->ConnectParams(peer.qp, peer.path_mtu),
-                               peer.probe_qp, probe_timeout);
+                               peer.probe_qp, probe_timeout, await_answer);
 }
 
 Status RdmaUpgrade::Accept(Slice answer) {
@@ -446,7 +467,7 @@ Status RdmaUpgrade::Accept(Slice answer) {
       fail = connected != nullptr
                  ? connected->probe_connect
                  : ProbePath(probe_.get(), endpoint_->ConnectParams(peer_.qp, peer_.path_mtu),
-                             peer_.probe_qp, factory_->options().probe_timeout);
+                             peer_.probe_qp, factory_->options().probe_timeout, peer_probe_reply_);
       probe_.reset();
       if (!fail.ok()) {
         // This connection and the next ones to this server stay on TCP.
@@ -480,10 +501,10 @@ Status RdmaUpgrade::StayOnTcp(FallbackReason reason, const Status& detail) {
 }
 
 Status RdmaUpgrade::ProbePath(PathProbe* probe, const QpConnectParams& params,
-                              uint32_t peer_probe_qp, MonoDelta timeout) {
+                              uint32_t peer_probe_qp, MonoDelta timeout, bool await_answer) {
   if (probe == nullptr || peer_probe_qp == 0) return Status::OK();  // the server makes none
   Status s = probe->Connect(params, peer_probe_qp);
-  if (s.ok()) s = probe->RoundTrip(params.path_mtu, timeout);
+  if (s.ok()) s = probe->RoundTrip(params.path_mtu, timeout, await_answer);
   return s;
 }
 

@@ -33,6 +33,10 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
 
   bool Prepare(Slice offer, std::function<void()> ready) override;
   bool PrepareAccept(Slice answer, std::function<void()> ready) override;
+  // RDMA_PROBE_REPLY: a client with probe_path asks for the server probe's answer; a server
+  // always gives it.
+  std::vector<int> Features() const override;
+  void PeerFeatures(const std::vector<int>& features) override;
   std::string Offer() override;
   std::string Answer(Slice offer) override;
   Status Accept(Slice answer) override;
@@ -61,12 +65,17 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
     Status probe_connect;
   };
   // The setup thread's job: fills `setup` with an endpoint on `gid` (the client's offer `peer`
-  // for a server, else null).
+  // for a server, else null) and, when `make_probe`, a path probe (server: answering the
+  // client's when `answer_probe`).
   static void RunSetup(Setup* setup, const EndpointOptions& options, const GidEntry& gid,
-                       const BootstrapMessage* peer, bool make_probe);
+                       const BootstrapMessage* peer, bool make_probe, bool answer_probe);
   // PrepareAccept's job: connects the lent endpoint to the server's QP (`peer`, its answer) and,
-  // when the setup holds a probe, the probe to the server's and its round trip.
-  static void RunConnect(Setup* setup, const BootstrapMessage& peer, MonoDelta probe_timeout);
+  // when the setup holds a probe, the probe to the server's and its round trip (awaiting the
+  // server's answer when `await_answer`).
+  static void RunConnect(Setup* setup, const BootstrapMessage& peer, MonoDelta probe_timeout,
+                         bool await_answer);
+  // Server: the probe answering the client's (`answer`), or only receiving its message.
+  static Result<std::unique_ptr<PathProbe>> MakeServerProbe(RdmaDevice* device, bool answer);
   // Client: why the server's answer (decoded into `peer`, not a fallback) carries parameters this
   // side can't use; kNone when it can.
   FallbackReason CheckAnswer(const BootstrapMessage& peer, Status* detail) const;
@@ -87,7 +96,7 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   // Client, after connecting: the path probe's connect and round trip (path_probe.h). OK without
   // a probe (null) or when the server made none. Any thread: touches only `probe`.
   static Status ProbePath(PathProbe* probe, const QpConnectParams& params, uint32_t peer_probe_qp,
-                          MonoDelta timeout);
+                          MonoDelta timeout, bool await_answer);
   // Client, when the server awaits a confirmation: the checks of its answer and the probe
   // failed with `reason`; both sides stay on TCP.
   Status StayOnTcp(FallbackReason reason, const Status& detail);
@@ -114,6 +123,9 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   bool agreed_ = false;
   // Server: the client offered a probe, so its confirmation decides (docs/wire-format.md).
   bool awaits_confirmation_ = false;
+  // The peer listed RDMA_PROBE_REPLY (PeerFeatures): a server's probe answers the client's
+  // message; a client awaits that answer (when this side listed it too).
+  bool peer_probe_reply_ = false;
   // Client: what Confirmation() returns (empty: the server awaits none).
   std::string confirmation_;
 };

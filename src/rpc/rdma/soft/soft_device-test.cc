@@ -546,6 +546,37 @@ TEST_F(SoftDeviceTest, ABrokenEcmpPathLosesOnlyTheFlowsHashedOntoIt) {
   EXPECT_EQ(done[0].status, WcStatus::kRetryExceeded);
 }
 
+// DropLargePacketsToward: toward that device a packet above the limit is lost (the send fails
+// once its retries run out); smaller ones cross, and so does everything the other way.
+TEST_F(SoftDeviceTest, LargePacketsTowardOneDeviceAreLostAndSmallOnesCross) {
+  a_.Open(Caps());
+  b_.Open(Caps());
+  QpConnectParams pa, pb;
+  pa.remote = b_.address(200);
+  pa.local_psn = 100;
+  pa.timeout = 1;
+  pa.retry_cnt = 1;
+  pb.remote = a_.address(100);
+  pb.local_psn = 200;
+  ASSERT_TRUE(a_.qp->Connect(pa).ok());
+  ASSERT_TRUE(b_.qp->Connect(pb).ok());
+  a_.dev->DropLargePacketsToward(pa.remote.gid, 512);
+  ASSERT_TRUE(a_.PostRecv(1, 0, 1024).ok());
+  ASSERT_TRUE(b_.PostRecv(1, 0, 1024).ok());
+  ASSERT_TRUE(b_.Send(5, 0, 1024).ok());  // the other way: crosses
+  auto done = WaitFor(b_.send_cq.get(), 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, WcStatus::kSuccess);
+  ASSERT_TRUE(a_.Send(6, 0, 512).ok());  // at the limit: crosses
+  done = WaitFor(a_.send_cq.get(), 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, WcStatus::kSuccess);
+  ASSERT_TRUE(a_.Send(7, 0, 513).ok());  // above it: lost
+  done = WaitFor(a_.send_cq.get(), 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, WcStatus::kRetryExceeded);
+}
+
 TEST_F(SoftDeviceTest, ADroppedPeerFailsOutstandingSends) {
   Connect(Caps(), /*rnr_retry=*/7);
   ASSERT_TRUE(a_.Send(1, 0, 8).ok());  // waits for a receive forever

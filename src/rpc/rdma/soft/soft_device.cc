@@ -459,6 +459,14 @@ void SoftDeviceImpl::BreakEcmpPath(int paths, int broken) {
   ecmp_broken_ = broken;
 }
 
+void SoftDeviceImpl::DropLargePacketsToward(const Gid& gid, uint32_t max_bytes) {
+  std::lock_guard<std::mutex> lock(mu);
+  large_drops_.erase(std::remove_if(large_drops_.begin(), large_drops_.end(),
+                                    [&](const auto& d) { return d.first == gid; }),
+                     large_drops_.end());
+  if (max_bytes != 0) large_drops_.emplace_back(gid, max_bytes);
+}
+
 void SoftDeviceImpl::CorruptSendLkeys(bool on) {
   std::lock_guard<std::mutex> lock(mu);
   corrupt_send_lkeys_ = on;

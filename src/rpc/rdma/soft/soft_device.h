@@ -51,6 +51,11 @@ class SoftDevice : public Context {
   // QP's flow label, or, unlabelled, from its and its peer's QP numbers). Lost packets fail
   // their sends as with DropAllPackets. `paths` 0: one path, nothing lost.
   virtual void BreakEcmpPath(int paths, int broken) = 0;
+  // Models an MTU black hole in one direction: a packet this device sends toward the device of
+  // `gid` is lost when it is larger than `max_bytes` (a message's packets are path-MTU-sized but
+  // for its last; smaller messages and acknowledgements cross). Lost packets fail their sends as
+  // with DropAllPackets. `max_bytes` 0: nothing lost toward `gid`.
+  virtual void DropLargePacketsToward(const Gid& gid, uint32_t max_bytes) = 0;
   // The port's GID table is an mlx5 RoCE port's: link-local v1 (index 0) and v2 (1), then v1 (2)
   // and v2 (3) of the device's own address, then a v1/v2 pair per address of its port
   // (SoftDeviceOptions::devices); the device opens on gid_choice.h's choice and each connection

@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "rpc/rdma/soft/soft_device.h"
@@ -253,6 +254,15 @@ class SoftDeviceImpl final : public SoftDevice {
   bool ecmp_drops(uint16_t sport) const {
     return ecmp_paths_ > 0 && EcmpPathOf(sport, ecmp_paths_) == ecmp_broken_;
   }
+  void DropLargePacketsToward(const Gid& gid, uint32_t max_bytes) override;
+  // DropLargePacketsToward: whether a data packet of `bytes` toward `gid` is lost. REQUIRES mu
+  // held.
+  bool drops_large(const Gid& gid, uint32_t bytes) const {
+    for (const auto& [to, max_bytes] : large_drops_) {
+      if (to == gid) return bytes > max_bytes;
+    }
+    return false;
+  }
   Status UseGidIndex(int index) override;
   void SetPortActive(bool active) override;
   Status SetPortAddresses(const std::vector<std::string>& addresses) override;
@@ -377,7 +387,8 @@ class SoftDeviceImpl final : public SoftDevice {
   bool dropping_packets_ = false;
   int ecmp_paths_ = 0;  // BreakEcmpPath
   int ecmp_broken_ = 0;
-  bool dead_ = false;  // InjectAsyncEvent(kDeviceFatal)
+  std::vector<std::pair<Gid, uint32_t>> large_drops_;  // DropLargePacketsToward: gid, max bytes
+  bool dead_ = false;                                  // InjectAsyncEvent(kDeviceFatal)
   int discarding_receives_ = 0;
   PortCounters counters_;
   uint32_t next_qpn_ = 0x100;

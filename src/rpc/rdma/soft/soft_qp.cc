@@ -186,8 +186,12 @@ Status SoftQp::PostRecv(const RecvWr& wr) {
 }
 
 void SoftQp::Transmit(Outstanding* s) {
+  // The message's largest packet: path-MTU-sized unless the whole message is smaller.
+  const uint32_t largest_packet =
+      static_cast<uint32_t>(std::min<size_t>(s->payload.size(), params_.path_mtu));
   if (dev_->dropping_packets() ||
-      dev_->ecmp_drops(RoceUdpSourcePort(params_.flow_label, qpn_, params_.remote.qp_num))) {
+      dev_->ecmp_drops(RoceUdpSourcePort(params_.flow_label, qpn_, params_.remote.qp_num)) ||
+      dev_->drops_large(params_.remote.gid, largest_packet)) {
     // Lost on the path: no ACK, no NAK. The sender retries retry_cnt times, each after the
     // timeout, then gives up (the retransmissions are lost too, so none is modelled).
     s->sent = true;
