@@ -154,6 +154,16 @@ class ChannelStreamTest : public ::testing::Test {
     channel_ = *channel;
     return rtest::MovableStreamServiceProxy(channel_);
   }
+  // Two servers, the first stopped (its port refuses connections), every stream that arrives
+  // served, and a round-robin channel whose first pick is the stopped server.
+  rtest::MovableStreamServiceProxy ProxyWhoseFirstPickRefuses() {
+    StartServers(2);
+    servers_[0]->Shutdown();
+    script_.first_taken = true;
+    ChannelOptions options;
+    options.balancer = BalancerPolicy::kRoundRobin;
+    return NewProxy(options);
+  }
   // The server that holds the script's first stream.
   int FirstServer() const {
     for (size_t i = 0; i < services_.size(); i++) {
@@ -220,12 +230,7 @@ class ChannelStreamTest : public ::testing::Test {
 const std::vector<int64_t> kHundredToHundredFive = {100, 101, 102, 103, 104};
 
 TEST_F(ChannelStreamTest, IdempotentStreamMovesPastAServerThatRefusesItsConnection) {
-  StartServers(2);
-  servers_[0]->Shutdown();  // its port now refuses connections
-  ChannelOptions options;
-  options.balancer = BalancerPolicy::kRoundRobin;  // the first pick is the dead server
-  auto proxy = NewProxy(options);
-  script_.first_taken = true;  // every stream that arrives is served
+  auto proxy = ProxyWhoseFirstPickRefuses();
   auto stream = proxy.Range(Request(5), Options());
   EXPECT_EQ(ReadAll(&stream), kHundredToHundredFive);
   Status end = stream.Finish();
@@ -235,12 +240,7 @@ TEST_F(ChannelStreamTest, IdempotentStreamMovesPastAServerThatRefusesItsConnecti
 }
 
 TEST_F(ChannelStreamTest, AStreamWhoseServerRefusesItsConnectionEjectsThatServer) {
-  StartServers(2);
-  servers_[0]->Shutdown();  // its port now refuses connections
-  ChannelOptions options;
-  options.balancer = BalancerPolicy::kRoundRobin;  // the first pick is the dead server
-  auto proxy = NewProxy(options);
-  script_.first_taken = true;  // every stream that arrives is served
+  auto proxy = ProxyWhoseFirstPickRefuses();
   auto refused = proxy.RangeOnce(Request(5), Options());
   EXPECT_TRUE(ReadAll(&refused).empty());
   Status end = refused.Finish();

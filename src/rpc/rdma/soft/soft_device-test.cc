@@ -113,6 +113,22 @@ class SoftDeviceTest : public testing::Test {
     ASSERT_TRUE(a_.qp->Connect(pa).ok());
     ASSERT_TRUE(b_.qp->Connect(pb).ok());
   }
+  // a_ and b_ connected, a_ giving up on a lost packet after one quick retry (the lossy-path
+  // tests); `flow_label` picks a_'s UDP source port.
+  void ConnectWithOneQuickRetry(uint32_t flow_label = 0) {
+    a_.Open(Caps());
+    b_.Open(Caps());
+    QpConnectParams pa, pb;
+    pa.remote = b_.address(200);
+    pa.local_psn = 100;
+    pa.timeout = 1;
+    pa.retry_cnt = 1;
+    pa.flow_label = flow_label;
+    pb.remote = a_.address(100);
+    pb.local_psn = 200;
+    ASSERT_TRUE(a_.qp->Connect(pa).ok());
+    ASSERT_TRUE(b_.qp->Connect(pb).ok());
+  }
   static QpCaps Caps(uint32_t send = 16, uint32_t recv = 16, uint32_t inl = 236) {
     QpCaps c;
     c.max_send_wr = send;
@@ -519,18 +535,7 @@ TEST_F(SoftDeviceTest, TheUdpSourcePortComesFromTheFlowLabelOrTheQpNumbers) {
 // BreakEcmpPath: a packet takes the path its UDP source port hashes to; the broken one loses it
 // (the send fails once its retries run out) and the other carries it.
 TEST_F(SoftDeviceTest, ABrokenEcmpPathLosesOnlyTheFlowsHashedOntoIt) {
-  a_.Open(Caps());
-  b_.Open(Caps());
-  QpConnectParams pa, pb;
-  pa.remote = b_.address(200);
-  pa.local_psn = 100;
-  pa.timeout = 1;
-  pa.retry_cnt = 1;
-  pa.flow_label = 2;  // UDP source port 0xC002
-  pb.remote = a_.address(100);
-  pb.local_psn = 200;
-  ASSERT_TRUE(a_.qp->Connect(pa).ok());
-  ASSERT_TRUE(b_.qp->Connect(pb).ok());
+  ConnectWithOneQuickRetry(/*flow_label=*/2);  // UDP source port 0xC002
   ASSERT_TRUE(b_.PostRecv(1, 0, 64).ok());
   // Its path: one of two; the other one breaks first, then its own.
   const int path = EcmpPathOf(0xC002, 2);
@@ -549,18 +554,8 @@ TEST_F(SoftDeviceTest, ABrokenEcmpPathLosesOnlyTheFlowsHashedOntoIt) {
 // DropLargePacketsToward: toward that device a packet above the limit is lost (the send fails
 // once its retries run out); smaller ones cross, and so does everything the other way.
 TEST_F(SoftDeviceTest, LargePacketsTowardOneDeviceAreLostAndSmallOnesCross) {
-  a_.Open(Caps());
-  b_.Open(Caps());
-  QpConnectParams pa, pb;
-  pa.remote = b_.address(200);
-  pa.local_psn = 100;
-  pa.timeout = 1;
-  pa.retry_cnt = 1;
-  pb.remote = a_.address(100);
-  pb.local_psn = 200;
-  ASSERT_TRUE(a_.qp->Connect(pa).ok());
-  ASSERT_TRUE(b_.qp->Connect(pb).ok());
-  a_.dev->DropLargePacketsToward(pa.remote.gid, 512);
+  ConnectWithOneQuickRetry();
+  a_.dev->DropLargePacketsToward(b_.address(200).gid, 512);
   ASSERT_TRUE(a_.PostRecv(1, 0, 1024).ok());
   ASSERT_TRUE(b_.PostRecv(1, 0, 1024).ok());
   ASSERT_TRUE(b_.Send(5, 0, 1024).ok());  // the other way: crosses
