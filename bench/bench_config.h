@@ -87,11 +87,12 @@ struct BenchConfig {
   // calls start (a script reads the server's RSS then).
   double sparse_hold_seconds = 0;
 
-  // stream mode: `streams` streams open at once on the client messenger's one connection, each
-  // message of payload_bytes plus (when sidecar_bytes > 0) one sidecar of sidecar_bytes.
+  // stream mode: `streams` streams open at once on the client messenger's one (bulk) connection,
+  // each message of payload_bytes plus (when sidecar_bytes > 0) one sidecar of sidecar_bytes.
   // with_unary_probe: beside them, one chain of payload_bytes-sized Echo calls (one at a time,
-  // each issued by the last one's callback) on the same connection, whose latency is reported
-  // apart (probe_* fields).
+  // each issued by the last one's callback) through the same proxy, on the small calls'
+  // connection (the streams' with bulk_connection_bytes 0), whose latency is reported apart
+  // (probe_* fields).
   StreamDirection stream_direction = StreamDirection::kDown;
   int streams = 1;
   bool with_unary_probe = false;

@@ -17,7 +17,7 @@
 //    config.stream_direction; both sides write as credit allows (TryWrite, OnWritable) and read
 //    from OnReadable callbacks, so no thread waits per stream; every message is checked (order,
 //    size, bytes). Reports messages and one-way payload bytes per second and, with
-//    config.with_unary_probe, a chain of small calls on the same connection.
+//    config.with_unary_probe, a chain of small calls through the same proxy.
 //  - sparse: opens config.connections connections (RawRpcConnection, or with
 //    sparse_messenger_client one client Messenger over any transport), then config.senders
 //    threads go round them making one call each and sleeping sleep_us in between; measures RSS

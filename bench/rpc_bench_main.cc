@@ -108,7 +108,9 @@ DEFINE_string(stream_direction, "down",
               "each message back (reported: the echoes)");
 DEFINE_bool(with_unary_probe, false,
             "stream: beside the streams, one chain of --payload_bytes unary Echo calls (one at a "
-            "time) on the same connection; their rate and latency are reported as probe_*");
+            "time) to the same server through the same proxy (another connection than the "
+            "streams' unless --rpc_bulk_connection_bytes=0); their rate and latency are "
+            "reported as probe_*");
 DEFINE_int32(connections, 10000, "sparse: connections held open");
 DEFINE_int32(senders, 2, "sparse: threads that go round the connections making calls");
 DEFINE_int64(sleep_us, 1000, "sparse: each sender's pause between calls, in microseconds");

@@ -218,7 +218,7 @@ void Messenger::QueueOutboundCall(scoped_refptr<OutboundCall>&& call) {
   // Its callbacks then stay on that reactor.
   const size_t n = reactors_.size();
   size_t index = (call->remote().Hash() + ThreadSalt()) % n;
-  if (n > 1 && options_.IsBulk(call->total_bytes())) index = (index + 1) % n;
+  if (n > 1 && call->IsBulk(options_)) index = (index + 1) % n;
   reactors_[index]->QueueOutboundCall(std::move(call));
 }
 

@@ -35,9 +35,9 @@ DEFINE_int64(rpc_max_message_size, 64 * 1024 * 1024,
              "Largest frame (bytes) accepted or sent. Checked from the length prefix before "
              "anything is buffered, so a peer cannot make the server allocate more.");
 DEFINE_int64(rpc_bulk_connection_bytes, 256 * 1024,
-             "Calls whose request has at least this many bytes (sidecars included) go over a "
-             "connection of their own, so small calls to the same server do not wait behind "
-             "them. 0: all calls to a server share one connection.");
+             "Calls whose request has at least this many bytes (sidecars included), and every "
+             "stream, go over a connection of their own, so small calls to the same server do "
+             "not wait behind them. 0: all calls and streams to a server share one connection.");
 DEFINE_int32(rpc_negotiation_timeout_ms, 3000,
              "Milliseconds allowed for connect plus negotiation of a connection.");
 DEFINE_int32(rpc_idle_timeout_ms, 65000,

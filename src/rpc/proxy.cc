@@ -213,8 +213,7 @@ Status Proxy::SyncAttempt(const std::string& method, const google::protobuf::Mes
   // a busy or closed connection) the reactor sends it and reports the connection for next time.
   // One per size class: bulk calls have connections of their own (bulk_connection_bytes).
   thread_local SyncCallConnection last_by_class[2];
-  SyncCallConnection& last =
-      last_by_class[messenger_->options().IsBulk(call->total_bytes()) ? 1 : 0];
+  SyncCallConnection& last = last_by_class[call->IsBulk(messenger_->options()) ? 1 : 0];
   // The caller may also read the response itself: when its call is the connection's only one,
   // the reactor leaves it the socket (Connection::ReadResponseAsCaller), and the kernel wakes
   // this thread, not the reactor.

@@ -65,12 +65,13 @@ struct MessengerOptions {
   CompressionOptions compression;
   // Bytes read per recv() when no large frame is pending.
   size_t read_block_size = 64 * 1024;
-  // Calls whose request frame has at least this many bytes go to a remote over a connection of
-  // their own (one per reactor and remote), so a small call never waits behind a bulk transfer
-  // in a write queue or a TCP stream; with more than one reactor, a bulk call from a thread goes
-  // to another reactor than that thread's small calls to the remote, so they do not wait for a
-  // reactor busy copying a bulk frame (docs/architecture.md, "Bulk and small calls"). 0: every
-  // call to a remote shares one connection.
+  // Calls whose request frame has at least this many bytes, and every stream (docs/streams.md),
+  // go to a remote over a connection of their own (one per reactor and remote), so a small call
+  // never waits behind a bulk transfer in a write queue or a TCP stream; with more than one
+  // reactor, a bulk call or stream from a thread goes to another reactor than that thread's small
+  // calls to the remote, so they do not wait for a reactor busy copying a bulk frame
+  // (docs/architecture.md, "Bulk and small calls"). 0: every call and stream to a remote shares
+  // one connection.
   size_t bulk_connection_bytes = 256 * 1024;
   bool IsBulk(size_t request_bytes) const {
     return bulk_connection_bytes > 0 && request_bytes >= bulk_connection_bytes;

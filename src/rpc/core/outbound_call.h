@@ -20,6 +20,7 @@
 #include "rpc/core/remote_method.h"
 #include "rpc/transport/outbound_transfer.h"
 #include "rrpc/rpc/compression.h"
+#include "rrpc/rpc/messenger_options.h"
 #include "rrpc/rpc/response_callback.h"
 #include "rrpc/rpc/rpc_header.pb.h"
 #include "rrpc/util/monotime.h"
@@ -96,6 +97,14 @@ class OutboundCall final : public RefCounted<OutboundCall>, public OutboundTrans
   // says so and requires STREAMS, and the connection that carries it carries the stream's frames.
   void set_stream(std::shared_ptr<StreamState> stream) { stream_ = std::move(stream); }
   const std::shared_ptr<StreamState>& stream() const { return stream_; }
+  // Whether the call goes to its remote over the bulk connection (MessengerOptions::
+  // bulk_connection_bytes): a large request, or a stream's opening call, since the stream's
+  // frames follow it and a small call's answer must not wait behind its window in the TCP
+  // stream. After Serialize().
+  bool IsBulk(const MessengerOptions& options) const {
+    return options.bulk_connection_bytes > 0 &&
+           (stream_ != nullptr || options.IsBulk(total_bytes()));
+  }
 
   // Caller thread, before the call is queued: who hears of its end (see CallObserver).
   void set_observer(scoped_refptr<CallObserver>&& observer) { observer_ = std::move(observer); }

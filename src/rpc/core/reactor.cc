@@ -350,7 +350,7 @@ void Reactor::AssignOutboundCall(scoped_refptr<OutboundCall>&& call) {
     return;
   }
   // Bulk calls travel apart from small ones (MessengerOptions::bulk_connection_bytes).
-  const bool bulk = options().IsBulk(call->total_bytes());
+  const bool bulk = call->IsBulk(options());
   if (!bulk && last_client_connection_ != nullptr &&
       (call->remote_method() == last_client_method_.get() ||
        last_client_connection_->remote() == call->remote())) {

@@ -154,6 +154,34 @@ TEST_F(StreamTest, UnaryCallsGoOnBesideAStalledStream) {
   stream.Cancel();
 }
 
+// A client's streams go to the server over its bulk connection (MessengerOptions::
+// bulk_connection_bytes), on the other reactor, not over the connection its small calls use: TCP
+// delivers a connection's bytes in order, so a call's answer sent behind a stream's window would
+// wait for the reader to get through all of it. With the threshold at 0 one connection carries
+// both. The stream and the calls come from one thread, so the count is exact.
+TEST_F(StreamTest, StreamsTravelOnTheBulkConnection) {
+  for (size_t threshold : {size_t{256 * 1024}, size_t{0}}) {
+    client_->Shutdown();
+    client_.reset();
+    MessengerOptions o;
+    o.bulk_connection_bytes = threshold;
+    StartClient(o);
+    StreamOptions options;
+    options.receive_window = StreamState::kInitialWindow;
+    auto stream = StreamProxy().Range(Range(0, 1000000, 1000), options);
+    ASSERT_TRUE(WaitForCondition([&] { return streams_->producers_waiting.load() == 1; }));
+    ASSERT_TRUE(EchoOnce(Proxy(), "beside a stream").ok());
+    const std::vector<ConnectionInfo> conns = client_->DumpConnections();
+    ASSERT_EQ(threshold > 0 ? 2u : 1u, conns.size()) << threshold;
+    if (conns.size() == 2) {
+      EXPECT_NE(conns[0].reactor, conns[1].reactor);
+    }
+    stream.Cancel();
+    EXPECT_TRUE(stream.Finish().IsAborted());
+    ASSERT_TRUE(WaitForCondition([&] { return streams_->producers_waiting.load() == 0; }));
+  }
+}
+
 TEST_F(StreamTest, ClientCancelEndsTheServersStream) {
   StreamOptions options;
   options.receive_window = StreamState::kInitialWindow;
