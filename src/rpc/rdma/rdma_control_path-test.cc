@@ -19,6 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "rpc/core/connection.h"
+#include "rpc/core/messenger_internals.h"
+#include "rpc/core/reactor.h"
 #include "rpc/rdma/rdma_factory.h"
 #include "rpc/testing/rpc-test-util.h"
 #include "util/countdown_latch.h"
@@ -63,7 +66,7 @@ struct PendingEcho {
 
 class RdmaControlPathTest : public RpcTestBase, public ::testing::WithParamInterface<bool> {
  protected:
-  RdmaOptions Options() const {
+  virtual RdmaOptions Options() const {
     RdmaOptions o = rdma::SoftRdmaOptions();
     o.use_srq = GetParam();
     return o;
@@ -105,6 +108,9 @@ class RdmaControlPathTest : public RpcTestBase, public ::testing::WithParamInter
     return m;
   }
   rdma::SoftDevice* SoftOf(RdmaTransportFactory* f) { return f->Device().value()->soft; }
+  // The client (one reactor) connects to a second server whose GIDs its RTRs are held toward,
+  // serves a call to the first server meanwhile, and upgrades once they are released.
+  void ExpectClientServesOthersWhileItsRtrTowardAServerIsHeld();
 
   std::shared_ptr<RdmaTransportFactory> server_factory_;
   std::shared_ptr<RdmaTransportFactory> client_factory_;
@@ -236,6 +242,10 @@ TEST_P(RdmaControlPathTest, ServerSetsUpAClientWhileItsRtrTowardAnotherIsHeld) {
 // thread while the held connection's call waits. Once released, that connection upgrades and its
 // call goes over RDMA. On the reactor (as before), the first call waits behind the RTR.
 TEST_P(RdmaControlPathTest, ClientServesOthersWhileItsRtrTowardAServerIsHeld) {
+  ExpectClientServesOthersWhileItsRtrTowardAServerIsHeld();
+}
+
+void RdmaControlPathTest::ExpectClientServesOthersWhileItsRtrTowardAServerIsHeld() {
   rdma::SoftDevice* dev = SoftOf(client_factory_.get());
   std::shared_ptr<RdmaTransportFactory> server2_factory;
   Sockaddr server2_addr;
@@ -296,6 +306,140 @@ TEST_P(RdmaControlPathTest, ClientClosedWhileItsRtrIsHeldLeavesNothingBehind) {
   EXPECT_TRUE(EchoOnce(rtest::EchoServiceProxy(next, server_addr_), "next").ok());
   EXPECT_EQ(TransportOf(next, server_addr_), "rdma");
   next->Shutdown();
+}
+
+// Without a path probe (probe_path off: the server awaits no confirmation and moves to RDMA as it
+// answers), in both receive-queue modes.
+class RdmaControlPathNoProbeTest : public RdmaControlPathTest {
+ protected:
+  RdmaOptions Options() const override {
+    RdmaOptions o = RdmaControlPathTest::Options();
+    o.probe_path = false;
+    return o;
+  }
+  // Runs `task` on `m`'s only reactor once that reactor is in it; it waits for `release`.
+  // False when the reactor never took it (bounded).
+  static bool HoldReactor(const std::shared_ptr<Messenger>& m, CountDownLatch* release) {
+    auto held = std::make_shared<CountDownLatch>(1);
+    MessengerInternals::reactor(*m, 0)->RunOnReactor([held, release] {
+      held->CountDown();
+      release->Wait();
+    });
+    return held->WaitFor(kBound);
+  }
+  // The client's SRQ context (one reactor).
+  RdmaTransportFactory::SrqSnapshot ClientSrq() const {
+    const auto v = client_factory_->SrqStatsSnapshot();
+    return v.empty() ? RdmaTransportFactory::SrqSnapshot{} : v[0];
+  }
+};
+
+// The client's RTR/RTS toward a server that awaits no confirmation run on a setup thread too (in
+// SRQ mode they ran on the reactor): while its RTR toward one server is held, its one reactor
+// serves a call to another.
+TEST_P(RdmaControlPathNoProbeTest, ClientServesOthersWhileItsRtrTowardAServerIsHeld) {
+  ExpectClientServesOthersWhileItsRtrTowardAServerIsHeld();
+}
+
+class RdmaControlPathSrqNoProbeTest : public RdmaControlPathNoProbeTest {};
+
+// SRQ mode: the client's connection closes while its endpoint, lent to the setup job, has its RTR
+// held, and the server (on RDMA since it answered) sends to that QP meanwhile: the job does not
+// destroy the connected QP; it hands it back to the client's reactor, which moves it to ERR and
+// retires it. The server's message lands in the reactor's SRQ after the RTR, before the reactor
+// takes the QP back (both reactors are held meanwhile); once retired and drained, the SRQ's
+// grants and posted receives are as before and no QP is left retiring.
+TEST_P(RdmaControlPathSrqNoProbeTest, ClientClosedWhileItsRtrIsHeldHandsItsQpBackToItsReactor) {
+  rdma::SoftDevice* dev = SoftOf(client_factory_.get());
+  // server2 asks a peer silent for 20 ms for its credits back: a message it sends on its own, to
+  // the client's QP while that is in INIT. Its resends (one per ack timeout, 1 s) go on until the
+  // QP connects.
+  RdmaOptions o2 = Options();
+  o2.srq.reclaim_after = MonoDelta::FromMilliseconds(20);
+  o2.endpoint.ack_timeout = 18;
+  auto server2_factory = std::make_shared<RdmaTransportFactory>(o2);
+  MessengerOptions mo;
+  mo.name = "server2";
+  mo.num_reactors = 1;
+  mo.transport_factory = server2_factory;
+  std::shared_ptr<Messenger> server2 = MessengerBuilder(mo).Build().value();
+  Sockaddr server2_addr;
+  ASSERT_TRUE(server2->RegisterService(std::make_unique<TestEchoService>()).ok());
+  ASSERT_TRUE(server2->Listen(Sockaddr::Loopback(0), &server2_addr).ok());
+  rdma::SoftDevice* dev2 = SoftOf(server2_factory.get());
+  const RdmaTransportFactory::SrqSnapshot before = ClientSrq();
+  const uint64_t not_ready_before = dev2->port_counters().not_ready_received;
+
+  const std::vector<rdma::GidEntry> held_gids = dev2->port().gid_table;
+  for (const rdma::GidEntry& e : held_gids) dev->HoldRtrToward(e.gid, true);
+  PendingEcho stuck;
+  stuck.Start(rtest::EchoServiceProxy(client_, server2_addr));
+  const bool held = WaitRtrsHeld(dev, 1);
+  // server2 sent to the client's QP, still in INIT.
+  MonoTime until = MonoTime::Now() + kBound;
+  while (dev2->port_counters().not_ready_received == not_ready_before && MonoTime::Now() < until) {
+    SleepFor(MonoDelta::FromMilliseconds(1));
+  }
+  const bool server_sent = dev2->port_counters().not_ready_received > not_ready_before;
+  // server2 does not see the client go (its QP stays connected, its NIC resending).
+  CountDownLatch release_server2(1);
+  const bool server2_held = HoldReactor(server2, &release_server2);
+  // The client closes the connection on its reactor, free while the RTR is held.
+  Reactor* reactor = MessengerInternals::reactor(*client_, 0);
+  auto closed = std::make_shared<CountDownLatch>(1);
+  reactor->RunOnReactor([reactor, server2_addr, closed] {
+    std::vector<scoped_refptr<Connection>> to_server2;
+    reactor->ForEachConnection([&](Connection* c) {
+      if (c->remote() == server2_addr) to_server2.emplace_back(c);
+    });
+    for (auto& c : to_server2) c->Shutdown(Status::NetworkError("closed by the test"));
+    closed->CountDown();
+  });
+  const bool reactor_free = closed->WaitFor(kBound);
+  const bool failed = stuck.done.WaitFor(kBound);
+  // The grant reserved for server2 stays while the QP is lent (server2 may send into it).
+  const uint64_t grants_while_lent = ClientSrq().grants_outstanding;
+  // The client's reactor takes the QP back only once server2's message has landed in its SRQ.
+  CountDownLatch release_client(1);
+  const bool client_held = HoldReactor(client_, &release_client);
+  // Acknowledged: taken by the client's QP, connected (in INIT it answers "not ready").
+  const uint64_t acks_before = dev2->port_counters().acks_received;
+  for (const rdma::GidEntry& e : held_gids) dev->HoldRtrToward(e.gid, false);
+  until = MonoTime::Now() + kBound;
+  while (dev2->port_counters().acks_received == acks_before && MonoTime::Now() < until) {
+    SleepFor(MonoDelta::FromMilliseconds(1));
+  }
+  const bool landed = dev2->port_counters().acks_received > acks_before;
+  release_client.CountDown();
+  release_server2.CountDown();
+  EXPECT_TRUE(held) << "the client's RTR toward server2 was never held";
+  EXPECT_TRUE(server_sent) << "server2 sent nothing to the client's QP";
+  EXPECT_TRUE(server2_held);
+  EXPECT_TRUE(reactor_free) << "the client's reactor waited for its RTR toward server2";
+  EXPECT_TRUE(failed);
+  EXPECT_FALSE(stuck.ctl.status().ok());
+  EXPECT_EQ(grants_while_lent, before.grants_outstanding + Options().srq.initial_credits);
+  EXPECT_TRUE(client_held);
+  EXPECT_TRUE(landed) << "server2's message never reached the client's QP";
+  // Retired by the client's reactor and drained: the pool is as before.
+  until = MonoTime::Now() + kBound;
+  RdmaTransportFactory::SrqSnapshot after = ClientSrq();
+  while ((after.grants_outstanding != before.grants_outstanding || after.retiring != 0 ||
+          after.posted_receives != before.posted_receives) &&
+         MonoTime::Now() < until) {
+    SleepFor(MonoDelta::FromMilliseconds(1));
+    after = ClientSrq();
+  }
+  EXPECT_EQ(after.grants_outstanding, before.grants_outstanding);
+  EXPECT_EQ(after.posted_receives, before.posted_receives);
+  EXPECT_EQ(after.retiring, 0u);
+  EXPECT_EQ(after.connections, 1u);
+  // The client goes on: its first connection works, and a new one to server2 upgrades.
+  EXPECT_TRUE(EchoOnce(Proxy(), "after").ok());
+  EXPECT_TRUE(EchoOnce(rtest::EchoServiceProxy(client_, server2_addr), "next").ok());
+  EXPECT_EQ(TransportOf(client_, server2_addr), "rdma");
+  client_->Shutdown();
+  server2->Shutdown();
 }
 
 // Zero copy on send is for private receive queues: tests of it run with use_srq false only.
@@ -451,6 +595,10 @@ INSTANTIATE_TEST_SUITE_P(Rq, RdmaControlPathTest, ::testing::Values(false, true)
                          [](const auto& info) { return info.param ? "Srq" : "Private"; });
 INSTANTIATE_TEST_SUITE_P(Rq, RdmaControlPathPrivateRqTest, ::testing::Values(false),
                          [](const auto&) { return "Private"; });
+INSTANTIATE_TEST_SUITE_P(Rq, RdmaControlPathNoProbeTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Srq" : "Private"; });
+INSTANTIATE_TEST_SUITE_P(Rq, RdmaControlPathSrqNoProbeTest, ::testing::Values(true),
+                         [](const auto&) { return "Srq"; });
 
 }  // namespace
 }  // namespace rrpc::rpc

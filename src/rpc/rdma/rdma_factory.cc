@@ -359,7 +359,7 @@ std::vector<RdmaTransportFactory::SrqSnapshot> RdmaTransportFactory::SrqStatsSna
     out.push_back({st.posted_receives.load(), st.pool_bytes.load(), st.grants_outstanding.load(),
                    st.credit_waits.load(), st.pool_growths.load(), st.connections.load(),
                    st.limit_events.load(), st.reclaims.load(), st.credits_reclaimed.load(),
-                   st.background_growths.load()});
+                   st.background_growths.load(), st.retiring.load()});
   }
   return out;
 }

@@ -141,7 +141,7 @@ class RdmaTransportFactory final : public rpc::TransportFactory {
   // One per reactor that has used SRQ mode (any thread).
   struct SrqSnapshot {
     uint64_t posted_receives, pool_bytes, grants_outstanding, credit_waits, pool_growths,
-        connections, limit_events, reclaims, credits_reclaimed, background_growths;
+        connections, limit_events, reclaims, credits_reclaimed, background_growths, retiring;
   };
   std::vector<SrqSnapshot> SrqStatsSnapshot() const;
   // What a connection holds so that it may outlive the factory: the device and, when the factory

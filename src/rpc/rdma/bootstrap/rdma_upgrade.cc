@@ -207,28 +207,31 @@ void RdmaUpgrade::RunSetup(Setup* s, const EndpointOptions& o, const GidEntry& g
   }
 }
 
+RdmaUpgrade::Setup::~Setup() {
+  if (hand_back && endpoint.ok() && *endpoint != nullptr) {
+    srq->DiscardSoon(std::move(*endpoint), share);
+  }
+}
+
 void RdmaUpgrade::DropEndpoint() {
   prepared_.reset();  // a job still running finishes without this upgrade
   if (accepting_ != nullptr) {
-    // The endpoint is lent to PrepareAccept's job, which destroys it on the setup thread when it
-    // ends. Lent in SRQ mode only to a server awaiting our confirmation, which sends nothing to
-    // its QP: as for a QP never connected, the reactor's CQs hold nothing of it.
-    if (srq_ != nullptr) srq_->Forget(accepting_qp_);
+    // The endpoint is lent to PrepareAccept's job. Toward a server awaiting our confirmation,
+    // which sends nothing to its QP, the job destroys it on the setup thread when it ends: as for
+    // a QP never connected, the reactor's CQs hold nothing of it. Otherwise its QP stays known
+    // to the context, and the Setup hands it back to this reactor with the peer's grant.
+    if (accepting_->hand_back) {
+      accepting_->share = std::exchange(srq_grant_, 0);
+    } else if (srq_ != nullptr) {
+      srq_->Forget(accepting_qp_);
+    }
     accepting_.reset();
     accepting_qp_ = 0;
   }
   probe_.reset();
-  if (srq_ != nullptr && endpoint_ != nullptr) {
-    QueuePair* qp = endpoint_->qp();
-    const QpState state = qp->state();
-    if (state == QpState::kReset || state == QpState::kInit) {
-      srq_->Forget(qp->qp_num());  // never connected: nothing of it in the CQs
-    } else {
-      // Connected (the peer may have sent already): drained before it is destroyed.
-      (void)qp->ToError();
-      srq_->Retire(qp->qp_num(), std::move(endpoint_), 0, 0);
-    }
-  }
+  // Never connected: destroyed now; connected (the peer may have sent already): retired, and
+  // destroyed once drained.
+  if (srq_ != nullptr && endpoint_ != nullptr) srq_->Discard(std::move(endpoint_), 0);
   endpoint_.reset();
   if (srq_ != nullptr) srq_->Release(srq_grant_);
   srq_.reset();
@@ -382,20 +385,18 @@ bool RdmaUpgrade::PrepareAccept(Slice answer, std::function<void()> ready) {
     return false;
   }
   const bool confirm = probe_ != nullptr && peer.probe_qp != 0;
-  // SRQ mode: a server awaiting no confirmation has moved to RDMA and may send to our QP once it
-  // is connected, into the reactor's shared CQs; were the connection to close meanwhile, the
-  // endpoint would have to be retired by the reactor (DropEndpoint), not destroyed by the job.
-  // So it connects on the reactor, as a server without a probe or a client with probe_path off
-  // asks.
-  if (srq_ != nullptr && !confirm) return false;
   auto setup = std::make_shared<Setup>();
+  // SRQ mode: a server awaiting no confirmation has moved to RDMA and may send to our QP once it
+  // is connected, into the reactor's shared CQs: were the connection to close meanwhile, the
+  // reactor retires the endpoint (hand_back), the job does not destroy it.
+  setup->hand_back = srq_ != nullptr && !confirm;
   setup->device = device_;
   setup->srq = srq_;
   const uint32_t qp_num = endpoint_->qp()->qp_num();
   setup->endpoint = std::move(endpoint_);
   if (confirm) setup->probe = std::move(probe_);
-  // As Prepare's job: holds what it uses, and destroys the endpoint and probe when the
-  // connection has gone.
+  // As Prepare's job: holds what it uses, and destroys the endpoint and probe (or hands the
+  // endpoint back) when the connection has gone.
   const bool queued =
       setup_thread->Submit([setup, peer, timeout = factory_->options().probe_timeout,
                             await = peer_probe_reply_, ready]() mutable {

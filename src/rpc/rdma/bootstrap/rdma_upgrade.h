@@ -53,8 +53,16 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   // destroys it: on the setup thread when the connection closed first (its endpoint never
   // connected; or, server side, connected to a client that has not learned its address; or,
   // client side, connected to a server that sends nothing to it: nothing of it is in any CQ but
-  // its own). Declared first, the device and the SRQ context go last.
+  // its own). The exception is `hand_back`. Declared first, the device and the SRQ context go
+  // last.
   struct Setup {
+    // Client, SRQ mode, lent toward a server that awaits no confirmation: that server may send to
+    // the QP once connected, into the reactor's CQs, so an endpoint not taken back by Accept goes
+    // back to the SRQ context's reactor (SrqContext::DiscardSoon) with the peer's grant (`share`,
+    // set by DropEndpoint), whichever thread lets go last.
+    ~Setup();
+    bool hand_back = false;
+    uint32_t share = 0;
     std::shared_ptr<RdmaDevice> device;
     std::shared_ptr<SrqContext> srq;
     Result<std::unique_ptr<RdmaEndpoint>> endpoint = Status::IllegalState("not made");
@@ -111,7 +119,8 @@ class RdmaUpgrade final : public rpc::TransportUpgrade {
   bool srq_failed_ = false;          // ReserveSrq failed (counted)
   std::shared_ptr<Setup> prepared_;  // Prepare's, until the step takes it
   // PrepareAccept's, holding endpoint_ and probe_ until Accept takes them back; accepting_qp_
-  // is the endpoint's QP number meanwhile (SRQ mode: forgotten by the context if we go first).
+  // is the endpoint's QP number meanwhile (SRQ mode: forgotten by the context if we go first,
+  // unless the Setup hands it back).
   std::shared_ptr<Setup> accepting_;
   uint32_t accepting_qp_ = 0;
   std::unique_ptr<RdmaEndpoint> endpoint_;

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rpc/rdma/async_events.h"
@@ -181,6 +182,45 @@ TEST_F(SrqContextTest, AQpIsKeptUntilItsLastWqeIsReached) {
     SleepFor(MonoDelta::FromMicroseconds(200));
   }
   EXPECT_EQ(srq_->retiring(), 0u);
+}
+
+// An endpoint whose connection went while a setup thread held it (RdmaUpgrade's hand-back) comes
+// back from that thread; the reactor, not the thread, moves a connected QP to ERR and retires it
+// with its peer's grant (a message it received returns to the SRQ), and forgets one never
+// connected. While the reactor watches nothing (no connection attached) they wait in the
+// hand-off for the next attach.
+TEST_F(SrqContextTest, AnEndpointHandedBackFromAnotherThreadIsRetiredByTheReactor) {
+  const EndpointOptions o = PeerOptions();
+  auto ours = RdmaEndpoint::CreateShared(dev_.get(), pd_.get(), o, srq_.get()).value();
+  auto never_connected = RdmaEndpoint::CreateShared(dev_.get(), pd_.get(), o, srq_.get()).value();
+  auto peer = RdmaEndpoint::Create(peer_dev_.get(), peer_pd_.get(), o).value();
+  srq_->Expect(ours->qp()->qp_num());
+  srq_->Expect(never_connected->qp()->qp_num());
+  ASSERT_EQ(srq_->Reserve(3), 3u);  // each peer's initial grant
+  ASSERT_EQ(srq_->Reserve(3), 3u);
+  ASSERT_TRUE(ours->Connect(peer->address(), 4096).ok());
+  ASSERT_TRUE(peer->Connect(ours->address(), 4096).ok());
+  ASSERT_EQ(SendFrom(peer.get(), 1).size(), 1u);  // in the receive CQ, not polled
+  std::thread([&] {
+    srq_->DiscardSoon(std::move(ours), 3);
+    srq_->DiscardSoon(std::move(never_connected), 3);
+  }).join();
+  RunLoop();
+  EXPECT_EQ(srq_->stats().grants_outstanding.load(), 6u);  // not taken: nothing watches
+  CountingClient keeper;
+  Connected(&keeper);  // the reactor watches again and takes them
+  const MonoTime deadline = MonoTime::Now() + MonoDelta::FromSeconds(30);
+  while ((srq_->retiring() > 0 || srq_->stats().grants_outstanding.load() > 0 ||
+          srq_->stats().posted_receives.load() < kBlocks) &&
+         MonoTime::Now() < deadline) {
+    RunLoop();
+    SleepFor(MonoDelta::FromMicroseconds(200));
+  }
+  EXPECT_EQ(srq_->retiring(), 0u);
+  EXPECT_EQ(srq_->stats().retiring.load(), 0u);
+  EXPECT_EQ(srq_->stats().grants_outstanding.load(), 0u);
+  EXPECT_EQ(srq_->stats().posted_receives.load(), kBlocks);
+  EXPECT_EQ(keeper.receives, 0);
 }
 
 // Finding 5 of issue 27: a QP the device reports broken fails its connection at once (its calls

@@ -78,11 +78,16 @@ Result<std::unique_ptr<SrqContext>> SrqContext::Create(Context* ctx, ProtectionD
   return c;
 }
 
+SrqContext::Handoff::~Handoff() = default;
+
 SrqContext::~SrqContext() {
+  std::vector<std::pair<std::unique_ptr<RdmaEndpoint>, uint32_t>> discard;
   {
     std::lock_guard<std::mutex> lock(handoff_->mu);
     handoff_->open = false;  // a growth thread still running drops its chunk
+    discard.swap(handoff_->discard);
   }
+  discard.clear();  // QPs handed back and never taken go before the SRQ and CQs, as qps_ do
   {
     std::lock_guard<std::mutex> lock(registry_mu);
     Registry().erase(this);
@@ -145,7 +150,8 @@ void SrqContext::OnHandoff(struct ev_loop*, ev_async* w, int) {
     chunk = std::move(self->handoff_->chunk);
     self->handoff_->failed = false;
     events = self->handoff_->limit_hit || !self->handoff_->last_wqe.empty() ||
-             !self->handoff_->qp_failed.empty() || self->handoff_->device_failed;
+             !self->handoff_->qp_failed.empty() || self->handoff_->device_failed ||
+             !self->handoff_->discard.empty();
   }
   if (grown) {
     self->growing_ = false;
@@ -260,6 +266,25 @@ void SrqContext::Forget(uint32_t qp_num) {
   qps_.erase(it);
 }
 
+void SrqContext::Discard(std::unique_ptr<RdmaEndpoint> endpoint, uint32_t share) {
+  QueuePair* qp = endpoint->qp();
+  const QpState state = qp->state();
+  if (state == QpState::kReset || state == QpState::kInit) {
+    Forget(qp->qp_num());  // never connected: nothing of it in the CQs
+    Release(share);
+    return;
+  }
+  (void)qp->ToError();
+  Retire(qp->qp_num(), std::move(endpoint), 0, share);
+}
+
+void SrqContext::DiscardSoon(std::unique_ptr<RdmaEndpoint> endpoint, uint32_t share) {
+  std::lock_guard<std::mutex> lock(handoff_->mu);
+  handoff_->discard.emplace_back(std::move(endpoint), share);
+  handoff_->has_events.store(true, std::memory_order_release);
+  handoff_->Wake();
+}
+
 void SrqContext::Retire(uint32_t qp_num, std::unique_ptr<RdmaEndpoint> endpoint, uint32_t in_flight,
                         uint32_t share) {
   auto it = qps_.find(qp_num);
@@ -298,6 +323,7 @@ void SrqContext::Retire(uint32_t qp_num, std::unique_ptr<RdmaEndpoint> endpoint,
   e.in_flight = in_flight;
   e.retired = std::move(endpoint);
   ++retiring_;
+  stats_->retiring.store(retiring_, std::memory_order_relaxed);
   Publish();
   if (watching_) {
     if (attached_ == 0) {
@@ -315,6 +341,7 @@ void SrqContext::TakeEvents(std::vector<SrqClient*>* failed, bool* device_failed
   if (!handoff_->has_events.load(std::memory_order_acquire)) return;
   bool limit_hit;
   std::vector<uint32_t> last_wqe, qp_failed;
+  std::vector<std::pair<std::unique_ptr<RdmaEndpoint>, uint32_t>> discard;
   {
     std::lock_guard<std::mutex> lock(handoff_->mu);
     handoff_->has_events.store(false, std::memory_order_relaxed);
@@ -324,7 +351,9 @@ void SrqContext::TakeEvents(std::vector<SrqClient*>* failed, bool* device_failed
     qp_failed.swap(handoff_->qp_failed);
     *device_failed = handoff_->device_failed;
     handoff_->device_failed = false;
+    discard.swap(handoff_->discard);
   }
+  for (auto& [endpoint, share] : discard) Discard(std::move(endpoint), share);
   for (uint32_t qp : last_wqe) {
     auto it = qps_.find(qp);
     if (it != qps_.end()) it->second.last_wqe = true;  // may come before the QP is retired
@@ -347,6 +376,7 @@ void SrqContext::DestroyDrained() {
     if (e.retired != nullptr && e.last_wqe && e.in_flight == 0) {
       quarantined_ -= std::min<uint64_t>(e.share, quarantined_);
       --retiring_;
+      stats_->retiring.store(retiring_, std::memory_order_relaxed);
       it = qps_.erase(it);  // destroys the QP: nothing of it is left in the CQs
     } else {
       ++it;

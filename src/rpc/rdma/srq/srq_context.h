@@ -14,7 +14,7 @@
 // the free part of the ledger, and wait in FIFO order when there is none, while the pool grows.
 //
 // Owned by the factory (one per reactor thread) and held by every connection using it. Used on
-// its reactor thread only, except stats(), which any thread may read.
+// its reactor thread only, except stats(), which any thread may read, and DiscardSoon().
 #pragma once
 
 #include <ev.h>
@@ -25,6 +25,7 @@
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "rpc/rdma/block_pool.h"
@@ -49,6 +50,7 @@ struct SrqStats {
   std::atomic<uint64_t> credits_reclaimed{0};   // credits given back by them
   std::atomic<uint64_t> background_growths{0};  // chunks made off the reactor thread
   std::atomic<uint64_t> failed_growths{0};      // chunks a growth thread could not make
+  std::atomic<uint64_t> retiring{0};            // QPs in ERR kept until drained (Retire)
 };
 
 // What the context calls on a connection (RdmaTransport in SRQ mode).
@@ -108,6 +110,15 @@ class SrqContext {
               uint32_t share);
   // QPs retired and not yet destroyed (waiting for their last WQE or sends).
   size_t retiring() const { return retiring_; }
+  // An endpoint whose QP was expected and never attached (its connection went during the
+  // bootstrap) goes, with the `share` of grants reserved for its peer: destroyed now when its QP
+  // never left INIT (Forget; the share returns to the pool), else moved to ERR and retired (the
+  // peer may have sent to it already).
+  void Discard(std::unique_ptr<RdmaEndpoint> endpoint, uint32_t share);
+  // Any thread (a setup thread, whose job was lent the endpoint): Discard, done by the reactor
+  // through the hand-off. While the reactor watches nothing (no connection attached) it waits
+  // there for the next Attach, or goes with the context.
+  void DiscardSoon(std::unique_ptr<RdmaEndpoint> endpoint, uint32_t share);
 
   // Ledger. Reserves up to `n` grants from the free part; returns how many.
   uint32_t Reserve(uint32_t n);
@@ -132,6 +143,7 @@ class SrqContext {
   // watcher the async events for our SRQ and QPs. A growth thread holds it (and the
   // device) past our destruction; `open` false means we are gone and the chunk is dropped.
   struct Handoff {
+    ~Handoff();  // out of line: RdmaEndpoint is incomplete here
     std::mutex mu;
     // The context's device (set before it registers, read-only after): a device fatal event
     // concerns the contexts of that device only.
@@ -145,12 +157,14 @@ class SrqContext {
     std::vector<uint32_t> last_wqe;              // guarded by mu; QPs whose last WQE is reached
     std::vector<uint32_t> qp_failed;             // guarded by mu; QPs the device reported broken
     bool device_failed = false;                  // guarded by mu; the device is lost
-    // Set with any of the four above (under mu), cleared as they are taken: the reactor's
+    // Guarded by mu: endpoints to Discard, with their shares (DiscardSoon).
+    std::vector<std::pair<std::unique_ptr<RdmaEndpoint>, uint32_t>> discard;
+    // Set with any of the five above (under mu), cleared as they are taken: the reactor's
     // completion batches look at it without the lock.
     std::atomic<bool> has_events{false};
     bool pending() const {
       return chunk != nullptr || failed || limit_hit || !last_wqe.empty() || !qp_failed.empty() ||
-             device_failed;
+             device_failed || !discard.empty();
     }
     // Wakes the reactor, if it watches. REQUIRES: mu held.
     void Wake();
