@@ -15,6 +15,7 @@
 #include "rpc/core/service_pool.h"
 #include "rpc/observe/rpc_metrics.h"
 #include "rpc/transport/frame_reader.h"
+#include "rpc/transport/reactor_thread.h"
 #include "rrpc/rpc/messenger.h"
 #include "util/countdown_latch.h"
 #include "util/thread.h"
@@ -84,6 +85,7 @@ Status Reactor::Start() {
       thread_, StartThread("reactor", messenger_->name() + "-reactor-" + std::to_string(index_),
                            [this, &started] {
                              tls_current_ = this;
+                             EnterReactorThread(loop_);
                              started.CountDown();
                              RunLoop();
                            }));
@@ -110,6 +112,8 @@ void Reactor::RunLoop() {
   }
   delayed.clear();
   closed_connections_.clear();
+  // What transports keep per reactor thread lets go of the loop now, on this thread.
+  LeaveReactorThread();
   FrameReader::StopRecyclingReadBlocksOnThisThread();
   VLOG(1) << "reactor " << index_ << " stopped";
 }

@@ -442,6 +442,46 @@ TEST_P(RdmaControlPathSrqNoProbeTest, ClientClosedWhileItsRtrIsHeldHandsItsQpBac
   server2->Shutdown();
 }
 
+// The same on a reactor with no SRQ connection attached (the closed one was its first): the QP
+// handed back is taken, retired and drained at once, with no connection attaching meanwhile; its
+// peer's grant returns and every receive is posted again.
+TEST_P(RdmaControlPathSrqNoProbeTest, AQpHandedBackToAReactorWithoutConnectionsIsRetiredAtOnce) {
+  std::shared_ptr<RdmaTransportFactory> lone_factory;
+  std::shared_ptr<Messenger> lone = NewMessenger("lone", &lone_factory);
+  rdma::SoftDevice* dev = SoftOf(lone_factory.get());
+  const std::vector<rdma::GidEntry> held_gids = SoftOf(server_factory_.get())->port().gid_table;
+  for (const rdma::GidEntry& e : held_gids) dev->HoldRtrToward(e.gid, true);
+  PendingEcho stuck;
+  stuck.Start(rtest::EchoServiceProxy(lone, server_addr_));
+  const bool held = WaitRtrsHeld(dev, 1);
+  Reactor* reactor = MessengerInternals::reactor(*lone, 0);
+  reactor->RunOnReactor([reactor] {
+    std::vector<scoped_refptr<Connection>> all;
+    reactor->ForEachConnection([&](Connection* c) { all.emplace_back(c); });
+    for (auto& c : all) c->Shutdown(Status::NetworkError("closed by the test"));
+  });
+  const bool failed = stuck.done.WaitFor(kBound);
+  // The job connects the QP, then hands it back to the reactor.
+  for (const rdma::GidEntry& e : held_gids) dev->HoldRtrToward(e.gid, false);
+  auto drained = [&] {
+    std::vector<RdmaTransportFactory::SrqSnapshot> srq = lone_factory->SrqStatsSnapshot();
+    return srq.size() == 1 && srq[0].grants_outstanding == 0 && srq[0].retiring == 0 &&
+           srq[0].posted_receives * Options().endpoint.buffer_size == srq[0].pool_bytes;
+  };
+  const MonoTime until = MonoTime::Now() + kBound;
+  while (!drained() && MonoTime::Now() < until) SleepFor(MonoDelta::FromMilliseconds(1));
+  EXPECT_TRUE(held) << "the client's RTR was never held";
+  EXPECT_TRUE(failed);
+  EXPECT_FALSE(stuck.ctl.status().ok());
+  const std::vector<RdmaTransportFactory::SrqSnapshot> srq = lone_factory->SrqStatsSnapshot();
+  ASSERT_EQ(srq.size(), 1u);
+  EXPECT_EQ(srq[0].grants_outstanding, 0u);
+  EXPECT_EQ(srq[0].retiring, 0u);
+  EXPECT_EQ(srq[0].connections, 0u);
+  EXPECT_EQ(srq[0].posted_receives * Options().endpoint.buffer_size, srq[0].pool_bytes);
+  lone->Shutdown();
+}
+
 // Zero copy on send is for private receive queues: tests of it run with use_srq false only.
 class RdmaControlPathPrivateRqTest : public RdmaControlPathTest {};
 

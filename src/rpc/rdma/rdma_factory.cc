@@ -7,6 +7,7 @@
 #include "rpc/rdma/async_events.h"
 #include "rpc/rdma/bootstrap/rdma_upgrade.h"
 #include "rpc/rdma/memlock.h"
+#include "rpc/transport/reactor_thread.h"
 #include "util/metrics/counter.h"
 #include "util/metrics/histogram_metric.h"
 #include "util/metrics/metric_entity.h"
@@ -305,24 +306,41 @@ bool RdmaTransportFactory::PathKnownDead(const Sockaddr& peer) {
 Result<std::shared_ptr<SrqContext>> RdmaTransportFactory::SrqForThisThread(
     const std::shared_ptr<RdmaDevice>& device) {
   std::shared_ptr<SrqContext> stale;  // released after the lock, on this (its reactor's) thread
+  // The context watches this reactor's loop from its creation until the reactor stops (nullptr
+  // off a reactor: nothing watched).
+  struct ev_loop* loop = rpc::ReactorLoopOfThisThread();
   MutexLock lock(mu_);
   std::shared_ptr<SrqContext>& slot = srqs_[std::this_thread::get_id()];
-  if (slot != nullptr && slot->device() != device->context.get()) {
+  if (slot != nullptr &&
+      (slot->device() != device->context.get() || (loop != nullptr && !slot->watching()))) {
     // Bound to a device that failed and was dropped (Device()): this reactor's connections
-    // from now on use a context on the device reopened. Connections of the old one still hold
-    // it; the last to go destroys it (on this thread, where they run).
+    // from now on use a context on the device reopened. The old one stops watching here, on its
+    // thread (its connections failed with the device), so any thread may destroy it: the last
+    // of its connections or jobs to go. (Or left by a reactor that stopped, whose thread's id
+    // this one reuses.)
+    slot->LeaveLoop();
     stale = std::move(slot);
   }
   if (slot == nullptr) {
     SrqOptions o = options_.srq;
     o.buffer_size = options_.endpoint.buffer_size;
     Result<std::unique_ptr<SrqContext>> made =
-        SrqContext::Create(device->context.get(), device->pd.get(), o, device);
+        SrqContext::Create(device->context.get(), device->pd.get(), o, loop, device);
     if (!made.ok()) {
       srqs_.erase(std::this_thread::get_id());
       return made.status();
     }
     slot = std::move(made).value();
+    if (loop != nullptr) {
+      // The reactor's loop goes after it stops: the context lets go of it first, on this thread
+      // (kept for its stats; any thread may destroy it from then on). The messenger keeps its
+      // factory until its reactors have stopped.
+      rpc::AtReactorStop([this, thread = std::this_thread::get_id()] {
+        MutexLock lock(mu_);
+        auto it = srqs_.find(thread);
+        if (it != srqs_.end()) it->second->LeaveLoop();
+      });
+    }
     // Gauges per reactor; they read the stats, which outlive the context if need be.
     // A reactor keeps its entity id when its context is made again (after a device failure):
     // the gauges then read the new context's stats.

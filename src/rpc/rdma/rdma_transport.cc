@@ -63,7 +63,7 @@ void RdmaTransport::Start(struct ev_loop* loop, rpc::TransportHost* host) {
   ev_set_priority(&starved_timer_, EV_MINPRI);
   if (srq_) {
     // Completions come from the reactor's context; the idle watcher only delivers held messages.
-    srq_->Attach(loop_, ep_->qp()->qp_num(), this);
+    srq_->Attach(ep_->qp()->qp_num(), this);
     attached_ = true;
     ev_idle_start(loop_, &idle_watcher_);  // one look at grants and writability, from the loop
     return;

@@ -30,7 +30,7 @@ std::unordered_map<const void*, std::shared_ptr<SrqContext::Handoff>>& Registry(
 }  // namespace
 
 Result<std::unique_ptr<SrqContext>> SrqContext::Create(Context* ctx, ProtectionDomain* pd,
-                                                       const SrqOptions& o,
+                                                       const SrqOptions& o, struct ev_loop* loop,
                                                        std::shared_ptr<void> keep_alive) {
   if (o.buffer_size < 256 || o.chunk_blocks == 0 || o.send_buffers < 2 || o.floor_credits < 3 ||
       o.initial_credits < o.floor_credits || o.max_credits < o.initial_credits) {
@@ -75,6 +75,7 @@ Result<std::unique_ptr<SrqContext>> SrqContext::Create(Context* ctx, ProtectionD
   }
   RRPC_RETURN_NOT_OK(c->recv_cq_->RequestNotify());
   RRPC_RETURN_NOT_OK(c->send_cq_->RequestNotify());
+  if (loop != nullptr) c->StartWatching(loop);
   return c;
 }
 
@@ -92,7 +93,7 @@ SrqContext::~SrqContext() {
     std::lock_guard<std::mutex> lock(registry_mu);
     Registry().erase(this);
   }
-  StopWatching();
+  LeaveLoop();
   qps_.clear();  // the QPs first
 }
 
@@ -114,7 +115,7 @@ bool SrqContext::Grow() {
 bool SrqContext::GrowSoon() {
   // Off the reactor only while it watches (the chunk comes back through its loop) and with the
   // device kept alive for the thread.
-  if (!options_.grow_off_reactor || !watching_ || keep_alive_ == nullptr) return Grow();
+  if (!options_.grow_off_reactor || loop_ == nullptr || keep_alive_ == nullptr) return Grow();
   if (growing_) return false;  // one at a time; its arrival serves the waiters
   if (!RoomForAnotherChunk()) return false;
   growing_ = true;
@@ -240,16 +241,16 @@ void SrqContext::ServeWaiters() {
   }
 }
 
-void SrqContext::Attach(struct ev_loop* loop, uint32_t qp_num, SrqClient* client) {
+void SrqContext::Attach(uint32_t qp_num, SrqClient* client) {
+  DCHECK(loop_ != nullptr) << "a connection attached to an SRQ context that watches no loop";
   Entry& e = qps_[qp_num];
   e.client = client;
   if (!e.early.empty()) early_ready_.push_back(qp_num);
   live_.insert(client);
   ++attached_;
   stats_->connections.store(attached_, std::memory_order_relaxed);
-  if (!watching_) StartWatching(loop);
   // Completions may have arrived before the connection attached.
-  ev_feed_event(loop_, &watcher_, EV_READ);
+  if (loop_ != nullptr) ev_feed_event(loop_, &watcher_, EV_READ);
 }
 
 void SrqContext::Forget(uint32_t qp_num) {
@@ -325,15 +326,7 @@ void SrqContext::Retire(uint32_t qp_num, std::unique_ptr<RdmaEndpoint> endpoint,
   ++retiring_;
   stats_->retiring.store(retiring_, std::memory_order_relaxed);
   Publish();
-  if (watching_) {
-    if (attached_ == 0) {
-      // The last connection of the reactor: stop watching now (the loop may stop running after
-      // this). The retired QPs are drained, and destroyed, after the next Attach's first batch.
-      StopWatching();
-    } else {
-      ev_feed_event(loop_, &watcher_, EV_READ);
-    }
-  }
+  if (loop_ != nullptr) ev_feed_event(loop_, &watcher_, EV_READ);
 }
 
 void SrqContext::TakeEvents(std::vector<SrqClient*>* failed, bool* device_failed) {
@@ -481,7 +474,6 @@ void SrqContext::HandleCompletions() {
     if (live_.count(c) != 0) c->OnSrqBatchDone();  // not closed during this batch
   }
   ServeWaiters();
-  if (attached_ == 0 && watching_) StopWatching();
 }
 
 void SrqContext::StartWatching(struct ev_loop* loop) {
@@ -496,8 +488,6 @@ void SrqContext::StartWatching(struct ev_loop* loop) {
     std::lock_guard<std::mutex> lock(handoff_->mu);
     handoff_->loop = loop_;
     handoff_->ready_watcher = &growth_ready_;
-    // A chunk made, or events handed over, while nobody watched: take them on the first turn.
-    if (handoff_->pending()) ev_feed_event(loop_, &growth_ready_, EV_ASYNC);
   }
   if (options_.reclaim_after > MonoDelta()) {
     const double period = std::max(0.01, options_.reclaim_after.ToSeconds() / 2);
@@ -505,14 +495,13 @@ void SrqContext::StartWatching(struct ev_loop* loop) {
     idle_timer_.data = this;
     ev_timer_start(loop_, &idle_timer_);
   }
-  watching_ = true;
 }
 
-void SrqContext::StopWatching() {
-  if (!watching_) return;
+void SrqContext::LeaveLoop() {
+  if (loop_ == nullptr) return;
   {
     std::lock_guard<std::mutex> lock(handoff_->mu);
-    handoff_->loop = nullptr;  // the thread leaves its chunk for the next StartWatching
+    handoff_->loop = nullptr;  // what other threads hand over from now on waits for ~SrqContext
   }
   ev_async_stop(loop_, &growth_ready_);
   ev_clear_pending(loop_, &growth_ready_);
@@ -522,7 +511,7 @@ void SrqContext::StopWatching() {
     ev_timer_stop(loop_, &idle_timer_);
     ev_clear_pending(loop_, &idle_timer_);
   }
-  watching_ = false;
+  loop_ = nullptr;
 }
 
 void SrqContext::DeliverAsyncEvent(const Context* ctx, const AsyncEvent& event) {

@@ -14,7 +14,10 @@
 // the free part of the ledger, and wait in FIFO order when there is none, while the pool grows.
 //
 // Owned by the factory (one per reactor thread) and held by every connection using it. Used on
-// its reactor thread only, except stats(), which any thread may read, and DiscardSoon().
+// its reactor thread only, except stats(), which any thread may read, and DiscardSoon(). It
+// watches its reactor's loop from its creation until LeaveLoop (the reactor stops, or the
+// factory replaces it after a device failure); the factory holds it until then, so while it
+// watches its last reference goes on that thread.
 #pragma once
 
 #include <ev.h>
@@ -73,11 +76,21 @@ class SrqClient {
 
 class SrqContext {
  public:
-  // `keep_alive` keeps the device (and `pd`) alive for a growth thread that outlives us.
+  // Its reactor thread. `loop`: that reactor's, watched from now on (nullptr: none, for a use
+  // without a reactor; then no connection may attach). `keep_alive` keeps the device (and `pd`)
+  // alive for a growth thread that outlives us.
   static Result<std::unique_ptr<SrqContext>> Create(Context* ctx, ProtectionDomain* pd,
-                                                    const SrqOptions& options,
+                                                    const SrqOptions& options, struct ev_loop* loop,
                                                     std::shared_ptr<void> keep_alive = nullptr);
+  // Its reactor thread while it watches; after LeaveLoop, any thread. QPs retired and not yet
+  // drained, and endpoints handed back and not yet taken, go before the SRQ and CQs.
   ~SrqContext();
+  // Reactor thread: stops watching the loop for good (the reactor stops, or the context is
+  // replaced). Retired QPs not drained yet, and endpoints handed back from now on, wait for the
+  // destructor. Idempotent.
+  void LeaveLoop();
+  // Whether it watches its reactor's loop (from its creation until LeaveLoop).
+  bool watching() const { return loop_ != nullptr; }
   // An async event read from `ctx` (by its DeviceEventWatcher, async_events.h) for an SRQ or QP
   // of a context of that device, or a device fatal: handed to the contexts' reactors. Any thread.
   static void DeliverAsyncEvent(const Context* ctx, const AsyncEvent& event);
@@ -100,8 +113,8 @@ class SrqContext {
   // it attaches (its peer may send before the connection has started), or dropped by Forget.
   void Expect(uint32_t qp_num) { qps_[qp_num]; }
   void Forget(uint32_t qp_num);
-  // The connection with QP `qp_num` starts / stops receiving completions.
-  void Attach(struct ev_loop* loop, uint32_t qp_num, SrqClient* client);
+  // The connection with QP `qp_num` starts receiving completions (until Retire).
+  void Attach(uint32_t qp_num, SrqClient* client);
   // The connection is gone: its QP (moved to ERR by the caller) is kept until its `in_flight`
   // sends have completed (flushed) and, after its last-WQE-reached event, both CQs have been
   // polled empty: destroying it earlier would drop its completions from the CQs (mlx5 does) and
@@ -116,8 +129,7 @@ class SrqContext {
   // peer may have sent to it already).
   void Discard(std::unique_ptr<RdmaEndpoint> endpoint, uint32_t share);
   // Any thread (a setup thread, whose job was lent the endpoint): Discard, done by the reactor
-  // through the hand-off. While the reactor watches nothing (no connection attached) it waits
-  // there for the next Attach, or goes with the context.
+  // through the hand-off on its next turn; after LeaveLoop it goes with the context.
   void DiscardSoon(std::unique_ptr<RdmaEndpoint> endpoint, uint32_t share);
 
   // Ledger. Reserves up to `n` grants from the free part; returns how many.
@@ -149,7 +161,7 @@ class SrqContext {
     // concerns the contexts of that device only.
     const Context* device = nullptr;
     bool open = true;                            // guarded by mu
-    struct ev_loop* loop = nullptr;              // guarded by mu; null while not watching
+    struct ev_loop* loop = nullptr;              // guarded by mu; null when not watching
     ev_async* ready_watcher = nullptr;           // guarded by mu
     std::unique_ptr<RegisteredBlockPool> chunk;  // guarded by mu; made, not yet taken
     bool failed = false;                         // guarded by mu
@@ -162,10 +174,6 @@ class SrqContext {
     // Set with any of the five above (under mu), cleared as they are taken: the reactor's
     // completion batches look at it without the lock.
     std::atomic<bool> has_events{false};
-    bool pending() const {
-      return chunk != nullptr || failed || limit_hit || !last_wqe.empty() || !qp_failed.empty() ||
-             device_failed || !discard.empty();
-    }
     // Wakes the reactor, if it watches. REQUIRES: mu held.
     void Wake();
   };
@@ -175,9 +183,8 @@ class SrqContext {
   static void OnChannelReadable(struct ev_loop* loop, ev_io* w, int revents);
   static void OnIdleTimer(struct ev_loop* loop, ev_timer* w, int revents);
   void HandleCompletions();
-  // Starts / stops the completion, hand-off and idle watchers (first attach, last retire).
+  // Starts the completion, hand-off and idle watchers (at creation; LeaveLoop stops them).
   void StartWatching(struct ev_loop* loop);
-  void StopWatching();
   // Arms the SRQ limit at a quarter of the posted receives (at least the reserve).
   void ArmLimit();
   // The limit event fired (flagged by the device's event watcher): grows
@@ -215,9 +222,8 @@ class SrqContext {
   bool growing_ = false;  // a growth thread is on its way (reactor thread)
   uint32_t max_blocks_ = 0;
   const std::shared_ptr<SrqStats> stats_ = std::make_shared<SrqStats>();
-  struct ev_loop* loop_ = nullptr;
+  struct ev_loop* loop_ = nullptr;  // its reactor's while it watches, else null
   ev_io watcher_;
-  bool watching_ = false;
 
   uint64_t posted_ = 0;
   uint64_t granted_ = 0;
