@@ -261,6 +261,7 @@ void Connection::OnBytesReceived(size_t bytes, MonoTime now) {
   DCHECK(reactor_->IsCurrentThread());
   bytes_received_ += bytes;
   last_activity_ = now;
+  reactor_->write_turns().NoteReceived(this, now);
   if (MessengerMetrics* m = reactor_->metrics()) m->received_bytes->IncrementBy(bytes);
   if (direction_ == Direction::kServer) {
     SyncPartialCharge();

@@ -1,5 +1,7 @@
 #include "rpc/core/connection_writer.h"
 
+#include <algorithm>
+
 #include "rpc/core/connection.h"
 #include "rpc/core/connection_writer_inl.h"
 #include "rpc/core/inbound_call.h"
@@ -82,6 +84,9 @@ void ConnectionWriter::Flush() {
   TransferQueue written, dropped;
   Status error;
   bool transport_full = false;
+  // While other connections of the reactor are busy, this turn's share (WriteTurns); the rest
+  // goes in the next turn, as after a short write.
+  size_t budget = conn_->reactor_->write_turns().BudgetBytes();
   {
     MutexLock lock(mu_);
     Transport* const transport = conn_->transport_.get();
@@ -98,7 +103,11 @@ void ConnectionWriter::Flush() {
         dropped.push_back(front);
         continue;
       }
-      Result<size_t> w = transport->Write(queue_);
+      if (budget == 0) {
+        transport_full = true;
+        break;
+      }
+      Result<size_t> w = transport->Write(queue_, budget);
       if (!w.ok()) {
         error = w.status().CloneAndPrepend("write to " + conn_->remote_.ToString());
         break;
@@ -107,6 +116,7 @@ void ConnectionWriter::Flush() {
         transport_full = true;
         break;
       }
+      if (budget != TransferQueue::kNoByteLimit) budget -= std::min(budget, *w);
       bytes_sent_.fetch_add(*w, std::memory_order_relaxed);
       unsent_bytes_.fetch_sub(*w, std::memory_order_relaxed);
       if (MessengerMetrics* m = conn_->reactor_->metrics()) m->sent_bytes->IncrementBy(*w);

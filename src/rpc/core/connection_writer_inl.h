@@ -19,7 +19,7 @@ inline bool ConnectionWriter::MayWriteAloneLocked() const {
                                                                       bool* transport_holds) {
   queue_.push_back(transfer);
   Transport* const transport = conn_->transport_.get();
-  Result<size_t> written = transport->Write(queue_);
+  Result<size_t> written = transport->Write(queue_, TransferQueue::kNoByteLimit);
   const size_t w = written.ok() ? *written : 0;
   if (w > 0) {
     transfer->Advance(w);

@@ -76,7 +76,7 @@ class PrefixTransfer final : public OutboundTransfer {
   PrefixTransfer(const TransferQueue& queue, size_t n) {
     BlockRef block = Block::Allocate(n);
     iovec iov[64];
-    const int count = queue.GatherIovecs(iov, 64);
+    const int count = queue.GatherIovecs(iov, 64, n);
     size_t copied = 0;
     for (int i = 0; i < count && copied < n; i++) {
       const size_t take = std::min(n - copied, iov[i].iov_len);
@@ -89,9 +89,10 @@ class PrefixTransfer final : public OutboundTransfer {
   void TransferAborted(const Status&) override {}
 };
 
-size_t QueuedBytes(const TransferQueue& queue) {
+// At most `max_bytes`.
+size_t QueuedBytes(const TransferQueue& queue, size_t max_bytes) {
   iovec iov[64];
-  const int count = queue.GatherIovecs(iov, 64);
+  const int count = queue.GatherIovecs(iov, 64, max_bytes);
   size_t total = 0;
   for (int i = 0; i < count; i++) total += iov[i].iov_len;
   return total;
@@ -138,7 +139,7 @@ class FaultyTransport final : public Transport, private TransportHost {
   }
   Status ExpectPreamble(size_t bytes) override { return inner_->ExpectPreamble(bytes); }
 
-  Result<size_t> Write(const TransferQueue& queue) override {
+  Result<size_t> Write(const TransferQueue& queue, size_t max_bytes) override {
     if (cut_) return Status::NetworkError("connection cut by fault injection");
     if (ev_is_active(&write_timer_)) return size_t{0};
     const FaultSpec spec = faults_->spec();
@@ -149,7 +150,7 @@ class FaultyTransport final : public Transport, private TransportHost {
       inner_->NotifyWhenWritable(false);
       return size_t{0};
     }
-    const size_t queued = QueuedBytes(queue);
+    const size_t queued = QueuedBytes(queue, max_bytes);
     size_t cut_at = 0;  // write this many bytes, then cut; 0: no cut
     if (spec.cut_after_bytes_written > 0 &&
         bytes_written_ + queued > spec.cut_after_bytes_written) {
@@ -163,14 +164,14 @@ class FaultyTransport final : public Transport, private TransportHost {
       TransferQueue prefix_queue;
       PrefixTransfer prefix(queue, cut_at);
       prefix_queue.push_back(&prefix);
-      Result<size_t> w = inner_->Write(prefix_queue);
+      Result<size_t> w = inner_->Write(prefix_queue, max_bytes);
       prefix_queue.pop_front();
       Cut();  // the connection's next Write() fails, and it shuts down
       if (!w.ok() || *w == 0) return Status::NetworkError("connection cut by fault injection");
       bytes_written_ += *w;
       return *w;
     }
-    Result<size_t> w = inner_->Write(queue);
+    Result<size_t> w = inner_->Write(queue, max_bytes);
     if (w.ok()) bytes_written_ += *w;
     return w;
   }

@@ -16,6 +16,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "rpc/core/write_turns.h"
 #include "rrpc/rpc/connection_info.h"
 #include "rrpc/rpc/messenger_options.h"
 #include "rrpc/util/mutex.h"
@@ -107,6 +108,8 @@ class Reactor {
   void ConnectionClosed(Connection* conn);
   // Reactor thread: the connection wants Flush() at the end of this loop iteration.
   void ScheduleFlush(Connection* conn);
+  // Reactor thread: how much a connection's flush may write per loop turn, fed by its reads.
+  WriteTurns& write_turns() { return write_turns_; }
 
  private:
   static void OnAsync(struct ev_loop* loop, ev_async* w, int revents);
@@ -222,6 +225,7 @@ class Reactor {
   // pointer compare instead of comparing addresses. Held so that its address is never reused.
   scoped_refptr<const RemoteMethod> last_client_method_;
   std::vector<Connection*> flush_list_;
+  WriteTurns write_turns_;
   // FlushScheduled's batch: a member, so its capacity is kept (no allocation per loop turn).
   std::vector<Connection*> flush_batch_;
   // Connections closed during this loop iteration, kept alive until it ends (ConnectionClosed).

@@ -38,8 +38,8 @@ class CountingTransport final : public Transport, private TransportHost {
     inner_->Start(loop, this);
   }
   Status ExpectPreamble(size_t bytes) override { return inner_->ExpectPreamble(bytes); }
-  Result<size_t> Write(const TransferQueue& queue) override {
-    Result<size_t> w = inner_->Write(queue);
+  Result<size_t> Write(const TransferQueue& queue, size_t max_bytes) override {
+    Result<size_t> w = inner_->Write(queue, max_bytes);
     if (w.ok()) traffic_->bytes_out += *w;
     return w;
   }

@@ -235,12 +235,12 @@ void RdmaTransport::SendGrantIfDue() {
   if (!s.ok()) Fail(s);
 }
 
-Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue) {
+Result<size_t> RdmaTransport::Write(const rpc::TransferQueue& queue, size_t max_bytes) {
   if (closed_) return Status::NetworkError("RDMA connection closed");
   // The queue is the caller's (under the connection's write lock), not send_mu_'s.
   iovec iov[64];
   Block* blocks[64];
-  const int gathered = queue.GatherIovecs(iov, 64, blocks);
+  const int gathered = queue.GatherIovecs(iov, 64, max_bytes, blocks);
   const bool zero_copy = !srq_ && options_.send_zero_copy_min_bytes > 0 && max_send_sge_ > 1;
   // Pieces behind one whose Block is being registered wait for it (the stream is in order).
   const int niov =

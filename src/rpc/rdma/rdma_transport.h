@@ -126,7 +126,7 @@ class RdmaTransport final : public rpc::Transport, private SrqClient {
   }
   void Start(struct ev_loop* loop, rpc::TransportHost* host) override;
   Status ExpectPreamble(size_t bytes) override;
-  Result<size_t> Write(const rpc::TransferQueue& queue) override;
+  Result<size_t> Write(const rpc::TransferQueue& queue, size_t max_bytes) override;
   void NotifyWhenWritable(bool on) override;
   void PauseReading(bool paused) override;
   Result<rpc::DetachedStream> Detach() override;

@@ -38,12 +38,12 @@ class LoggingTransport final : public Transport {
   TransportCapabilities capabilities() const override { return inner_->capabilities(); }
   void Start(struct ev_loop* loop, TransportHost* host) override { inner_->Start(loop, host); }
   Status ExpectPreamble(size_t bytes) override { return inner_->ExpectPreamble(bytes); }
-  Result<size_t> Write(const TransferQueue& queue) override {
+  Result<size_t> Write(const TransferQueue& queue, size_t max_bytes) override {
     {
       MutexLock lock(log_->mu);
       log_->writers.push_back(std::this_thread::get_id());
     }
-    return inner_->Write(queue);
+    return inner_->Write(queue, max_bytes);
   }
   void NotifyWhenWritable(bool on) override { inner_->NotifyWhenWritable(on); }
   void PauseReading(bool paused) override { inner_->PauseReading(paused); }

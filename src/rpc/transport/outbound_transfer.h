@@ -6,6 +6,7 @@
 
 #include <sys/uio.h>
 
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -103,13 +104,24 @@ class TransferQueue {
   }
   static OutboundTransfer* next(const OutboundTransfer* t) { return t->next_in_queue_; }
   // Fills `iov` with the unwritten bytes of the transfers from the front, stopping before a
-  // cancelled one or when `max` iovecs are used; returns how many it filled. `blocks`, when
-  // given, gets the Block of each iovec (OutboundTransfer::FillIovecs).
-  int GatherIovecs(iovec* iov, int max, Block** blocks = nullptr) const {
+  // cancelled one, when `max` iovecs are used or at `max_bytes` (the last iovec shortened;
+  // kNoByteLimit: no limit); returns how many it filled. `blocks`, when given, gets the Block of
+  // each iovec (OutboundTransfer::FillIovecs).
+  static constexpr size_t kNoByteLimit = std::numeric_limits<size_t>::max();
+  int GatherIovecs(iovec* iov, int max, size_t max_bytes, Block** blocks = nullptr) const {
     int n = 0;
     for (OutboundTransfer* t = head_; t != nullptr && n < max; t = t->next_in_queue_) {
       if (t->cancelled()) break;
       n += t->FillIovecs(iov + n, max - n, blocks == nullptr ? nullptr : blocks + n);
+    }
+    if (max_bytes == kNoByteLimit) return n;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+      if (iov[i].iov_len >= max_bytes - total) {
+        iov[i].iov_len = max_bytes - total;
+        return i + 1;
+      }
+      total += iov[i].iov_len;
     }
     return n;
   }

@@ -253,7 +253,7 @@ TEST_F(TcpTransportTest, WritesTheQueueAndPausesReading) {
   TransferQueue queue;
   queue.push_back(a);
   queue.push_back(b);
-  Result<size_t> w = transport->Write(queue);
+  Result<size_t> w = transport->Write(queue, TransferQueue::kNoByteLimit);
   ASSERT_TRUE(w.ok());
   EXPECT_EQ(11u, *w);
   a->Advance(6);
@@ -261,6 +261,25 @@ TEST_F(TcpTransportTest, WritesTheQueueAndPausesReading) {
   uint8_t got[11];
   ASSERT_TRUE(client.BlockingRecv(got, sizeof(got)).ok());
   EXPECT_EQ("hello world", std::string(reinterpret_cast<char*>(got), sizeof(got)));
+  while (!queue.empty()) queue.pop_front()->TransferDone();
+
+  // At most max_bytes per write, cut inside a transfer; the rest goes with the next.
+  BytesTransfer* c = new BytesTransfer(Bytes("abc"));
+  BytesTransfer* d = new BytesTransfer(Bytes("defgh"));
+  queue.push_back(c);
+  queue.push_back(d);
+  w = transport->Write(queue, 4);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(4u, *w);
+  c->Advance(3);
+  d->Advance(1);
+  w = transport->Write(queue, TransferQueue::kNoByteLimit);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(4u, *w);
+  d->Advance(4);
+  uint8_t cut[8];
+  ASSERT_TRUE(client.BlockingRecv(cut, sizeof(cut)).ok());
+  EXPECT_EQ("abcdefgh", std::string(reinterpret_cast<char*>(cut), sizeof(cut)));
   while (!queue.empty()) queue.pop_front()->TransferDone();
 
   // Paused, the transport reads nothing; resumed, it delivers what waited.

@@ -67,10 +67,10 @@ Status TcpTransport::ExpectPreamble(size_t bytes) {
   return Status::OK();
 }
 
-Result<size_t> TcpTransport::Write(const TransferQueue& queue) {
+Result<size_t> TcpTransport::Write(const TransferQueue& queue, size_t max_bytes) {
   if (closed_ || connecting_) return size_t{0};
   iovec iov[kMaxIovecs];
-  const int n = queue.GatherIovecs(iov, kMaxIovecs);
+  const int n = queue.GatherIovecs(iov, kMaxIovecs, max_bytes);
   if (n == 0) return size_t{0};
   return socket_.WritevNoWait(iov, n);
 }

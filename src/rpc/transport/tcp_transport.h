@@ -50,7 +50,7 @@ class TcpTransport final : public Transport {
   TransportCapabilities capabilities() const override;
   void Start(struct ev_loop* loop, TransportHost* host) override;
   Status ExpectPreamble(size_t bytes) override;
-  Result<size_t> Write(const TransferQueue& queue) override;
+  Result<size_t> Write(const TransferQueue& queue, size_t max_bytes) override;
   void NotifyWhenWritable(bool on) override;
   void PauseReading(bool paused) override;
   Result<DetachedStream> Detach() override;

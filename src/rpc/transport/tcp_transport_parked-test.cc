@@ -114,7 +114,7 @@ TEST_F(TcpTransportParkedTest, TheCallerReadsItsFrameBlockingAndTheReactorNeverW
   queue.push_back(new BytesTransfer(BlockSlice{block, Slice(block->data(), kBig)}));
   size_t written = 0;
   while (true) {
-    Result<size_t> w = transport_->Write(queue);
+    Result<size_t> w = transport_->Write(queue, TransferQueue::kNoByteLimit);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     if (*w == 0) break;
     queue.front()->Advance(*w);

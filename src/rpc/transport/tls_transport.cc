@@ -400,7 +400,7 @@ Result<bool> TlsTransport::FlushPending() {
   return SslError(ret, "TLS write");
 }
 
-Result<size_t> TlsTransport::Write(const TransferQueue& queue) {
+Result<size_t> TlsTransport::Write(const TransferQueue& queue, size_t max_bytes) {
   if (phase_ != Phase::kEstablished) return size_t{0};
   // Never touches the watchers: this may run on a worker. The connection asks
   // HoldsUnsentBytes() and has the reactor watch for writability.
@@ -410,7 +410,7 @@ Result<size_t> TlsTransport::Write(const TransferQueue& queue) {
     if (!done) return size_t{0};
   }
   iovec iov[kMaxIovecs];
-  const int n = queue.GatherIovecs(iov, kMaxIovecs);
+  const int n = queue.GatherIovecs(iov, kMaxIovecs, std::min(max_bytes, kMaxWriteBytes));
   if (n == 0) return size_t{0};
   // One SSL_write per batch: a lone iovec goes as it is, several are gathered into one buffer.
   const char* data;

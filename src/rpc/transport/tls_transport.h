@@ -54,7 +54,7 @@ class TlsTransport final : public Transport {
   TransportSecurity security() const override;
   void Start(struct ev_loop* loop, TransportHost* host) override;
   Status ExpectPreamble(size_t bytes) override;
-  Result<size_t> Write(const TransferQueue& queue) override;
+  Result<size_t> Write(const TransferQueue& queue, size_t max_bytes) override;
   bool HoldsUnsentBytes() const override;
   void NotifyWhenWritable(bool on) override;
   void PauseReading(bool paused) override;

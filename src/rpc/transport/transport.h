@@ -102,13 +102,13 @@ class Transport {
   // frame (the server's connection preamble). NotSupported where there is no byte stream.
   virtual Status ExpectPreamble(size_t bytes) = 0;
 
-  // Writes from the front of `queue` as much as the transport takes now, stopping before a
-  // cancelled transfer. Returns the bytes taken (the caller advances the transfers by them): 0
-  // when it takes nothing now (then NotifyWhenWritable()), an error when the connection is
-  // broken. A transport that must keep bytes beyond the call (RDMA until the send completes)
-  // copies them or holds their blocks. Reactor thread, or any thread holding the connection's
-  // write lock when capabilities().concurrent_write.
-  virtual Result<size_t> Write(const TransferQueue& queue) = 0;
+  // Writes from the front of `queue` as much as the transport takes now, at most `max_bytes`,
+  // stopping before a cancelled transfer. Returns the bytes taken (the caller advances the
+  // transfers by them): 0 when it takes nothing now (then NotifyWhenWritable()), an error when the
+  // connection is broken. A transport that must keep bytes beyond the call (RDMA until the send
+  // completes) copies them or holds their blocks. Reactor thread, or any thread holding the
+  // connection's write lock when capabilities().concurrent_write.
+  virtual Result<size_t> Write(const TransferQueue& queue, size_t max_bytes) = 0;
   // Under the connection's write lock: whether the transport keeps bytes Write() took that the
   // socket has not taken yet (TLS holds a record it must finish). The connection then has the
   // reactor watch for writability (NotifyWhenWritable) even with an empty queue.
