@@ -1,6 +1,7 @@
 // The transport seam end to end: every connection of a messenger goes through the transport its
 // TransportFactory makes, and a live connection can be handed to a new transport mid-stream
-// (Connection::UpgradeTransport, what TLS and RDMA negotiation use) without losing a call.
+// (Connection::UpgradeTransport, what TLS and RDMA negotiation use) without losing a call; the
+// connections of a reactor take turns writing (core/write_turns.h).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -13,6 +14,7 @@
 #include "rpc/core/messenger_internals.h"
 #include "rpc/core/reactor.h"
 #include "rpc/testing/rpc-test-util.h"
+#include "rpc/testing/test-stream-service.h"
 #include "rpc/transport/tcp_transport.h"
 
 namespace rrpc::rpc {
@@ -23,6 +25,9 @@ struct Traffic {
   std::atomic<int> transports{0};
   std::atomic<int> frames_in{0};
   std::atomic<uint64_t> bytes_out{0};
+  // Writes given a limit below "no limit" (WriteTurns), and writes that took more than theirs.
+  std::atomic<int> limited_writes{0};
+  std::atomic<int> writes_over_limit{0};
 };
 
 class CountingTransport final : public Transport, private TransportHost {
@@ -40,6 +45,8 @@ class CountingTransport final : public Transport, private TransportHost {
   Status ExpectPreamble(size_t bytes) override { return inner_->ExpectPreamble(bytes); }
   Result<size_t> Write(const TransferQueue& queue, size_t max_bytes) override {
     Result<size_t> w = inner_->Write(queue, max_bytes);
+    if (max_bytes != TransferQueue::kNoByteLimit) traffic_->limited_writes++;
+    if (w.ok() && *w > max_bytes) traffic_->writes_over_limit++;
     if (w.ok()) traffic_->bytes_out += *w;
     return w;
   }
@@ -187,6 +194,52 @@ TEST_F(TransportSeamTest, FailedUpgradeClosesOnlyThatConnection) {
   // The client notices, reconnects and carries on.
   EXPECT_TRUE(WaitForCondition([&] { return client_->DumpConnections().empty(); }));
   ASSERT_NO_FATAL_FAILURE(Call("after"));
+}
+
+// A reactor's busy connections take turns (core/write_turns.h). A stream alone on the server's
+// reactor is written without a limit; once calls on another connection come in between its
+// reads, its writes are limited to a turn's share. Every message still arrives once, in order.
+TEST_F(TransportSeamTest, AStreamSharingItsReactorWithCallsWritesInTurns) {
+  Traffic traffic;
+  MessengerOptions server_options;
+  server_options.num_reactors = 1;
+  server_options.transport_factory = std::make_shared<CountingFactory>(&traffic);
+  extra_services_.push_back(std::make_unique<TestStreamService>());
+  StartServer(server_options);
+  StartClient();
+  constexpr int64_t kMessages = 400;
+  constexpr uint32_t kPayload = 16000;
+  rtest::RangeRequestPB range;
+  range.set_first(0);
+  range.set_count(kMessages);
+  range.set_payload_bytes(kPayload);
+  // The stream travels on the client's bulk connection, the calls on its small one.
+  auto stream = rtest::StreamServiceProxy(client_, server_addr_).Range(range);
+  rtest::NumberPB n;
+  int64_t next = 0;
+  auto read_one = [&] {
+    Result<bool> got = stream.Read(&n);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE(*got);
+    ASSERT_EQ(next, n.n());
+    ASSERT_EQ(kPayload, n.payload().size());
+    next++;
+  };
+  // Alone: more than a window read (1 MiB, 65 messages), so the server wrote after credit came.
+  for (int i = 0; i < 100; i++) ASSERT_NO_FATAL_FAILURE(read_one());
+  EXPECT_EQ(0, traffic.limited_writes.load());
+  // A call between reads: the server's reactor receives from both connections in turn.
+  for (int i = 0; i < 100; i++) {
+    ASSERT_NO_FATAL_FAILURE(Call("beside the stream"));
+    ASSERT_NO_FATAL_FAILURE(read_one());
+  }
+  EXPECT_GT(traffic.limited_writes.load(), 0);
+  while (next < kMessages) ASSERT_NO_FATAL_FAILURE(read_one());
+  Result<bool> end = stream.Read(&n);
+  ASSERT_TRUE(end.ok());
+  EXPECT_FALSE(*end);
+  EXPECT_TRUE(stream.Finish().ok());
+  EXPECT_EQ(0, traffic.writes_over_limit.load());
 }
 
 }  // namespace
