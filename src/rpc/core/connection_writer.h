@@ -1,6 +1,8 @@
 // ConnectionWriter: a connection's write side. Transfers (calls, responses, connection bytes) are
 // queued in order and written to the transport in batches (one Transport::Write, a writev, per
-// batch); the transport is asked to report writability only after a short write.
+// batch), at most the reactor's turn share per loop turn while other connections of the reactor
+// are busy (WriteTurns); the transport is asked to report writability after a short write or when
+// the turn's share is used, and the rest goes in the next turn.
 //
 // Threads: the reactor stages, queues and flushes; a worker (a lone response) or a synchronous
 // caller (its own call; CallerReads) may write one frame itself, under mu_, when nothing else
