@@ -83,7 +83,7 @@ void ConnectionWriter::Flush() {
   // Transfers that left the queue, finished after unlocking: their callbacks may queue more.
   TransferQueue written, dropped;
   Status error;
-  bool transport_full = false;
+  bool wait_writable = false;
   // While other connections of the reactor are busy, this turn's share (WriteTurns); the rest
   // goes in the next turn, as after a short write.
   size_t budget = conn_->reactor_->write_turns().BudgetBytes();
@@ -104,7 +104,7 @@ void ConnectionWriter::Flush() {
         continue;
       }
       if (budget == 0) {
-        transport_full = true;
+        wait_writable = true;
         break;
       }
       Result<size_t> w = transport->Write(queue_, budget);
@@ -113,7 +113,7 @@ void ConnectionWriter::Flush() {
         break;
       }
       if (*w == 0) {
-        transport_full = true;
+        wait_writable = true;
         break;
       }
       if (budget != TransferQueue::kNoByteLimit) budget -= std::min(budget, *w);
@@ -130,7 +130,7 @@ void ConnectionWriter::Flush() {
     }
     // Bytes the transport took but could not send yet: wait for writability as after a short
     // write, even with nothing queued.
-    if (error.ok() && !transport_full && transport->HoldsUnsentBytes()) transport_full = true;
+    if (error.ok() && !wait_writable && transport->HoldsUnsentBytes()) wait_writable = true;
   }
   while (!dropped.empty()) {
     dropped.pop_front()->TransferAborted(Status::Aborted("call finished before it was sent"));
@@ -140,7 +140,7 @@ void ConnectionWriter::Flush() {
     conn_->Shutdown(error);
     return;
   }
-  NotifyWhenWritable(transport_full);
+  NotifyWhenWritable(wait_writable);
   conn_->ApplyBackpressure();
 }
 

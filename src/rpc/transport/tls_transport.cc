@@ -412,19 +412,18 @@ Result<size_t> TlsTransport::Write(const TransferQueue& queue, size_t max_bytes)
   iovec iov[kMaxIovecs];
   const int n = queue.GatherIovecs(iov, kMaxIovecs, std::min(max_bytes, kMaxWriteBytes));
   if (n == 0) return size_t{0};
-  // One SSL_write per batch: a lone iovec goes as it is, several are gathered into one buffer.
+  // One SSL_write per batch (the gather stopped at its limit): a lone iovec goes as it is,
+  // several are gathered into one buffer.
   const char* data;
   size_t len;
   if (n == 1) {
     data = static_cast<const char*>(iov[0].iov_base);
-    len = std::min(iov[0].iov_len, kMaxWriteBytes);
+    len = iov[0].iov_len;
   } else {
     std::string& buf = GatherBuffer();
     buf.clear();
-    for (int i = 0; i < n && buf.size() < kMaxWriteBytes; i++) {
-      const size_t take = std::min(iov[i].iov_len, kMaxWriteBytes - buf.size());
-      buf.append(static_cast<const char*>(iov[i].iov_base), take);
-    }
+    for (int i = 0; i < n; i++)
+      buf.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
     data = buf.data();
     len = buf.size();
   }
