@@ -548,8 +548,10 @@ void Reactor::CloseStalledFrames(MonoTime now) {
 void Reactor::ConnectionClosed(Connection* conn) {
   DCHECK(IsCurrentThread());
   WatchPausedConnection(conn, false);
-  if (conn->direction() == Connection::Direction::kServer)
+  if (conn->direction() == Connection::Direction::kServer) {
     MessengerInternals::RemoveServerConnection(messenger_);
+    server_connections_.fetch_sub(1, std::memory_order_relaxed);
+  }
   if (conn == last_client_connection_) last_client_connection_ = nullptr;
   for (auto* by_remote : {&client_connections_, &bulk_connections_}) {
     auto it = by_remote->find(conn->remote());

@@ -104,6 +104,10 @@ class Reactor {
   // (workers answering, other connections' calls) happens on other threads.
   void WatchPausedConnection(Connection* conn, bool paused);
 
+  // Any thread: the server connections this reactor owns, counting those handed to it and not
+  // yet started. A new connection goes to the reactor with the fewest (AcceptConnections).
+  int server_connections() const { return server_connections_.load(std::memory_order_relaxed); }
+
   // Reactor thread: a connection closed itself; forget it.
   void ConnectionClosed(Connection* conn);
   // Reactor thread: the connection wants Flush() at the end of this loop iteration.
@@ -142,6 +146,13 @@ class Reactor {
   void RunLoop();
   void DrainIncomingWork() RRPC_EXCLUDES(mu_);
   void AcceptConnections();
+  // The reactor of this messenger that owns the fewest server connections: this one on a tie,
+  // so connections move only to even out a real imbalance. Reactor thread.
+  Reactor* FewestConnections();
+  // Counts `sock` on `owner` (this reactor or another) and starts serving it there.
+  void PlaceAccepted(Reactor* owner, Socket sock, const Sockaddr& peer);
+  // Reactor thread: serves an accepted socket as one of this reactor's connections.
+  void ServeAccepted(Socket sock, const Sockaddr& peer);
   // accept() failed for lack of descriptors: frees the reserved one to accept and refuse what
   // waits in the backlog (the clients hear "too busy" instead of timing out), then backs off.
   void ShedBacklogWithoutDescriptors();
@@ -190,6 +201,9 @@ class Reactor {
   // Incremented by this reactor, decremented by whichever thread finishes a call: a counter per
   // reactor, on a cache line of its own, so reactors never share one.
   alignas(64) std::atomic<int64_t> inbound_calls_in_flight_{0};
+  // server_connections(): incremented by the reactor placing a connection here, decremented by
+  // this one when it closes (or by whoever drops a hand-over this reactor never ran).
+  std::atomic<int> server_connections_{0};
   // Reactor thread only, with metrics: when the loop last woke up (libev's clock; 0: not since it
   // last blocked), and the busy time not yet counted in whole microseconds (a fraction of one).
   ev_tstamp woke_at_ = 0;

@@ -86,13 +86,75 @@ void Reactor::AcceptConnections() {
       RefuseConnection(std::move(sock));
       continue;
     }
-    scoped_refptr<Connection> conn(
-        new Connection(this, Connection::Direction::kServer,
-                       transport_factory_->NewServerTransport(std::move(sock)), peer));
-    Connection* raw = conn.get();
-    connections_.emplace(raw, std::move(conn));
-    raw->Start();
+    PlaceAccepted(FewestConnections(), std::move(sock), peer);
   }
+}
+
+Reactor* Reactor::FewestConnections() {
+  Reactor* fewest = this;
+  int least = server_connections();
+  for (int i = 0; i < options_.num_reactors; i++) {
+    Reactor* r = MessengerInternals::reactor(*messenger_, i);
+    const int owned = r->server_connections();
+    if (owned < least && !r->stopped_.load(std::memory_order_relaxed)) {
+      fewest = r;
+      least = owned;
+    }
+  }
+  return fewest;
+}
+
+namespace {
+// An accepted socket on its way to another reactor. Dropped unserved (that reactor stopped before
+// its task ran), it closes the socket and takes back what the placement counted.
+struct HandedOver {
+  HandedOver(Reactor* owner, Messenger* messenger, std::atomic<int>* owner_count, Socket sock,
+             const Sockaddr& peer)
+      : owner(owner),
+        messenger(messenger),
+        owner_count(owner_count),
+        sock(std::move(sock)),
+        peer(peer) {}
+  HandedOver(const HandedOver&) = delete;
+  HandedOver& operator=(const HandedOver&) = delete;
+  Reactor* const owner;
+  Messenger* const messenger;
+  std::atomic<int>* const owner_count;
+  Socket sock;
+  const Sockaddr peer;
+  ~HandedOver() {
+    if (!sock.valid()) return;
+    owner_count->fetch_sub(1, std::memory_order_relaxed);
+    MessengerInternals::RemoveServerConnection(messenger);
+  }
+};
+}  // namespace
+
+void Reactor::PlaceAccepted(Reactor* owner, Socket sock, const Sockaddr& peer) {
+  owner->server_connections_.fetch_add(1, std::memory_order_relaxed);
+  if (owner == this) {
+    ServeAccepted(std::move(sock), peer);
+    return;
+  }
+  if (metrics_ != nullptr) metrics_->connections_handed_over->Increment();
+  auto handed = std::make_shared<HandedOver>(owner, messenger_, &owner->server_connections_,
+                                             std::move(sock), peer);
+  owner->RunOnReactor([handed] {
+    // A reactor shutting down runs its queued tasks after closing its connections: this one
+    // would be served by nobody, so it is closed (and uncounted) with `handed`.
+    if (handed->owner->stopped_.load(std::memory_order_relaxed)) return;
+    handed->owner->ServeAccepted(std::move(handed->sock), handed->peer);
+  });
+}
+
+void Reactor::ServeAccepted(Socket sock, const Sockaddr& peer) {
+  DCHECK(IsCurrentThread());
+  scoped_refptr<Connection> conn(
+      new Connection(this, Connection::Direction::kServer,
+                     transport_factory_->NewServerTransport(std::move(sock)), peer));
+  Connection* raw = conn.get();
+  connections_.emplace(raw, std::move(conn));
+  raw->Start();
 }
 
 void Reactor::ShedBacklogWithoutDescriptors() {

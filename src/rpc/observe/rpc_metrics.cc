@@ -49,6 +49,7 @@ MessengerMetrics::MessengerMetrics(MetricRegistry* registry, scoped_refptr<Metri
       reactor_busy_time_us(entity->FindOrCreateCounter(&METRIC_reactor_busy_time_us)),
       peer_errors(entity->FindOrCreateCounter(&METRIC_peer_errors_total)),
       connections_refused(entity->FindOrCreateCounter(&METRIC_connections_refused_total)),
+      connections_handed_over(entity->FindOrCreateCounter(&METRIC_connections_handed_over_total)),
       accept_fd_exhausted(entity->FindOrCreateCounter(&METRIC_accept_fd_exhausted_total)),
       inbound_memory_bytes(entity->FindOrCreateGauge(&METRIC_inbound_memory_bytes)),
       inbound_memory_peak_bytes(entity->FindOrCreateGauge(&METRIC_inbound_memory_peak_bytes)),

@@ -54,6 +54,10 @@ inline constexpr MetricPrototype METRIC_connections_refused_total = MetricProtot
     "connections_refused_total", "Connections refused", MetricUnit::kConnections,
     "Connections accepted only to be refused (a retriable error frame, then closed): the "
     "messenger was at --rpc_max_connections, or the process had no file descriptor left.");
+inline constexpr MetricPrototype METRIC_connections_handed_over_total = MetricPrototype::Counter(
+    "connections_handed_over_total", "Connections handed over", MetricUnit::kConnections,
+    "Connections a reactor accepted and handed to another reactor of the messenger that owned "
+    "fewer server connections (the kernel's SO_REUSEPORT choice evened out).");
 inline constexpr MetricPrototype METRIC_accept_fd_exhausted_total = MetricPrototype::Counter(
     "accept_fd_exhausted_total", "Accepts out of descriptors", MetricUnit::kUnits,
     "Times accept() failed for lack of file descriptors (EMFILE/ENFILE); the reactor then "
@@ -351,6 +355,7 @@ class MessengerMetrics {
   Counter* const reactor_busy_time_us;
   Counter* const peer_errors;
   Counter* const connections_refused;
+  Counter* const connections_handed_over;
   Counter* const accept_fd_exhausted;
   Gauge* const inbound_memory_bytes;
   Gauge* const inbound_memory_peak_bytes;
