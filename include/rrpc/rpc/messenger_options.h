@@ -25,7 +25,8 @@ class TransportFactory;
 struct MessengerOptions {
   // Shows up in thread names, logs and the server's connection page.
   std::string name = "rrpc";
-  // Reactor threads; each accepts on its own SO_REUSEPORT listener.
+  // Reactor threads; each accepts on its own SO_REUSEPORT listener and serves a new connection
+  // itself unless another reactor owns fewer server connections (then that one serves it).
   int num_reactors = 2;
   // Worker threads running handlers (only used once a service is registered).
   int num_workers = 2;

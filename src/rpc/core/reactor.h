@@ -1,5 +1,6 @@
 // Reactor: one thread running a libev loop that owns a set of connections and does all their
-// socket I/O. It accepts on its own SO_REUSEPORT listener (so accepting scales with reactors),
+// socket I/O. It accepts on its own SO_REUSEPORT listener (so accepting scales with reactors) and
+// serves what it accepts unless another reactor owns fewer server connections (that one does),
 // keeps the client connections it opened, and takes work from other threads through a queue and
 // one ev_async wakeup: outbound calls from callers, responses from workers, and tasks.
 // Everything not marked "any thread" runs on the reactor thread only.
