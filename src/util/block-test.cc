@@ -92,8 +92,8 @@ TEST(BlockTest, BlocksFreedOnOtherThreadsAndCachedAtThreadExitAreFine) {
 }
 
 // A thread that keeps large blocks (a reactor's) reuses one freed on it at exactly its capacity,
-// keeps at most kMaxKeptLargeBlocks (the oldest goes), none above the size limit, none once it
-// stops; a thread that does not keep them keeps none.
+// keeps at most kMaxKeptLargeBlocks and kMaxKeptLargeBytes (the oldest go), none above the size
+// limit, none once it stops; a thread that does not keep them keeps none.
 TEST(BlockTest, LargeBlocksAreKeptForReuseAtTheirCapacityOnlyWhereAsked) {
   std::thread reactor([] {
     constexpr size_t kLarge = (1 << 20) + 4096;
@@ -118,19 +118,30 @@ TEST(BlockTest, LargeBlocksAreKeptForReuseAtTheirCapacityOnlyWhereAsked) {
     memset(again->data(), 0xab, again->capacity());  // all of it is ours (ASAN would object)
     EXPECT_EQ(0, Block::LargeBlocksKeptOnThisThread());
 
+    // At most kMaxKeptLargeBlocks: blocks a little over 64 KiB (a stream's serialized messages).
+    constexpr size_t kMid = (64 << 10) + 4096;
     std::vector<BlockRef> many;
     for (int i = 0; i < Block::kMaxKeptLargeBlocks + 3; i++) {
-      many.push_back(Block::Allocate(kLarge + static_cast<size_t>(i) * 4096));
+      many.push_back(Block::Allocate(kMid + static_cast<size_t>(i) * 4096));
     }
     many.push_back(Block::Allocate(Block::kMaxKeptLargeBlockCapacity + 1));
     many.clear();
     EXPECT_EQ(Block::kMaxKeptLargeBlocks, Block::LargeBlocksKeptOnThisThread());
     // The newest are kept: the last of the loop's sizes comes back, the first does not.
-    const size_t last = kLarge + (Block::kMaxKeptLargeBlocks + 2) * 4096;
+    const size_t last = kMid + (Block::kMaxKeptLargeBlocks + 2) * 4096;
     BlockRef newest = Block::Allocate(last);
     EXPECT_EQ(Block::kMaxKeptLargeBlocks - 1, Block::LargeBlocksKeptOnThisThread());
-    BlockRef oldest = Block::Allocate(kLarge);
+    BlockRef oldest = Block::Allocate(kMid);
     EXPECT_EQ(Block::kMaxKeptLargeBlocks - 1, Block::LargeBlocksKeptOnThisThread());
+
+    // At most kMaxKeptLargeBytes in all: the largest blocks kept, fewer of them fit.
+    Block::StopKeepingLargeBlocksOnThisThread();
+    Block::KeepLargeBlocksOnThisThread();
+    const size_t largest = Block::kMaxKeptLargeBlockCapacity;
+    const int fit = static_cast<int>(Block::kMaxKeptLargeBytes / largest);
+    for (int i = 0; i < fit + 2; i++) many.push_back(Block::Allocate(largest));
+    many.clear();
+    EXPECT_EQ(fit, Block::LargeBlocksKeptOnThisThread());
 
     Block::StopKeepingLargeBlocksOnThisThread();  // frees what it kept (ASAN: no leak)
     EXPECT_EQ(0, Block::LargeBlocksKeptOnThisThread());

@@ -39,11 +39,13 @@ struct KeptLargeBlock {
 struct KeptLargeBlocks {
   bool enabled = false;
   int count = 0;
+  size_t bytes = 0;  // the capacities of the blocks kept
   KeptLargeBlock kept[Block::kMaxKeptLargeBlocks];
 
   // Takes entry `i` out, the others keeping their order.
   void* Take(int i) {
     void* mem = kept[i].mem;
+    bytes -= kept[i].capacity;
     std::copy(kept + i + 1, kept + count, kept + i);
     count--;
     return mem;
@@ -64,8 +66,11 @@ void* TakeKeptLargeBlock(size_t capacity) {
 bool KeepLargeBlock(void* mem, size_t capacity) {
   KeptLargeBlocks& k = tls_kept_large;
   if (!k.enabled || capacity > Block::kMaxKeptLargeBlockCapacity) return false;
-  if (k.count == Block::kMaxKeptLargeBlocks) free(k.Take(0));
+  while (k.count == Block::kMaxKeptLargeBlocks || k.bytes + capacity > Block::kMaxKeptLargeBytes) {
+    free(k.Take(0));
+  }
   k.kept[k.count++] = {mem, capacity};
+  k.bytes += capacity;
   return true;
 }
 

@@ -41,13 +41,15 @@ class Block {
   // From now until StopKeepingLargeBlocksOnThisThread(), large heap blocks (above 64 KiB, up to
   // kMaxKeptLargeBlockCapacity) whose last reference drops on this thread are kept for reuse by
   // Allocate() on this thread at exactly their capacity, at most kMaxKeptLargeBlocks of them
-  // (the oldest goes back to the heap). A reactor reading a stream of equal large frames (1 MiB
-  // blocks of a transfer) then reads each into memory it already touched: a fresh malloc'd
-  // megabyte is new pages to the kernel, faulted in one by one by the recv() copying into it
-  // because small allocations between the frames keep the allocator from
-  // handing the freed megabyte back.
+  // and kMaxKeptLargeBytes in all (the oldest go back to the heap). A reactor reading a stream
+  // of equal large frames (1 MiB blocks of a transfer) then reads each into memory it already
+  // touched, and one serializing a stream's 64 KiB messages (an on-ready writer: a window's worth
+  // of frames alive at once) writes each into memory it already touched: a fresh malloc'd block
+  // is new pages to the kernel, faulted in one by one by the copy into it, because the allocator
+  // hands freed memory at the top of its heap back (a TLB flush on every core).
   static constexpr size_t kMaxKeptLargeBlockCapacity = (4 << 20) + (64 << 10);
-  static constexpr int kMaxKeptLargeBlocks = 4;
+  static constexpr int kMaxKeptLargeBlocks = 32;
+  static constexpr size_t kMaxKeptLargeBytes = 4 * kMaxKeptLargeBlockCapacity;
   static void KeepLargeBlocksOnThisThread();
   // Frees the blocks kept (before the thread ends).
   static void StopKeepingLargeBlocksOnThisThread();
