@@ -51,7 +51,8 @@ TEST_F(AcceptPlacementTest, ConnectionsOpenedOneByOneSpreadEvenlyOverReactors) {
   EXPECT_LE(0, handed);
   EXPECT_GE(16, handed);
 
-  // Closing gives the count back: the next four fill the reactor they left.
+  // Closing gives the counts back: the first four placed (one on each reactor) close, and the
+  // next four make the reactors even again.
   held.erase(held.begin(), held.begin() + 4);
   ASSERT_TRUE(WaitForCondition([&] {
     int open = 0;
