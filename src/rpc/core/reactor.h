@@ -154,6 +154,7 @@ class Reactor {
   void PlaceAccepted(Reactor* owner, Socket sock, const Sockaddr& peer);
   // Reactor thread: serves an accepted socket as one of this reactor's connections.
   void ServeAccepted(Socket sock, const Sockaddr& peer);
+  struct HandedOver;  // an accepted socket on its way to another reactor (reactor_accept.cc)
   // accept() failed for lack of descriptors: frees the reserved one to accept and refuse what
   // waits in the backlog (the clients hear "too busy" instead of timing out), then backs off.
   void ShedBacklogWithoutDescriptors();
@@ -203,7 +204,7 @@ class Reactor {
   // reactor, on a cache line of its own, so reactors never share one.
   alignas(64) std::atomic<int64_t> inbound_calls_in_flight_{0};
   // server_connections(): incremented by the reactor placing a connection here, decremented by
-  // this one when it closes (or by whoever drops a hand-over this reactor never ran).
+  // this one when it closes (or by whoever drops a HandedOver this reactor never ran).
   std::atomic<int> server_connections_{0};
   // Reactor thread only, with metrics: when the loop last woke up (libev's clock; 0: not since it
   // last blocked), and the busy time not yet counted in whole microseconds (a fraction of one).

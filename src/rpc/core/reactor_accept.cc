@@ -104,31 +104,23 @@ Reactor* Reactor::FewestConnections() {
   return fewest;
 }
 
-namespace {
-// An accepted socket on its way to another reactor. Dropped unserved (that reactor stopped before
-// its task ran), it closes the socket and takes back what the placement counted.
-struct HandedOver {
-  HandedOver(Reactor* owner, Messenger* messenger, std::atomic<int>* owner_count, Socket sock,
-             const Sockaddr& peer)
-      : owner(owner),
-        messenger(messenger),
-        owner_count(owner_count),
-        sock(std::move(sock)),
-        peer(peer) {}
+// An accepted socket on its way to another reactor (its owner). Dropped unserved (the owner
+// stopped before its task ran), it closes the socket and takes back what the placement counted.
+struct Reactor::HandedOver {
+  HandedOver(Reactor* owner, Socket sock, const Sockaddr& peer)
+      : owner(owner), sock(std::move(sock)), peer(peer) {}
   HandedOver(const HandedOver&) = delete;
   HandedOver& operator=(const HandedOver&) = delete;
-  Reactor* const owner;
-  Messenger* const messenger;
-  std::atomic<int>* const owner_count;
-  Socket sock;
-  const Sockaddr peer;
   ~HandedOver() {
     if (!sock.valid()) return;
-    owner_count->fetch_sub(1, std::memory_order_relaxed);
-    MessengerInternals::RemoveServerConnection(messenger);
+    owner->server_connections_.fetch_sub(1, std::memory_order_relaxed);
+    MessengerInternals::RemoveServerConnection(owner->messenger_);
   }
+
+  Reactor* const owner;
+  Socket sock;
+  const Sockaddr peer;
 };
-}  // namespace
 
 void Reactor::PlaceAccepted(Reactor* owner, Socket sock, const Sockaddr& peer) {
   owner->server_connections_.fetch_add(1, std::memory_order_relaxed);
@@ -137,8 +129,7 @@ void Reactor::PlaceAccepted(Reactor* owner, Socket sock, const Sockaddr& peer) {
     return;
   }
   if (metrics_ != nullptr) metrics_->connections_handed_over->Increment();
-  auto handed = std::make_shared<HandedOver>(owner, messenger_, &owner->server_connections_,
-                                             std::move(sock), peer);
+  auto handed = std::make_shared<HandedOver>(owner, std::move(sock), peer);
   owner->RunOnReactor([handed] {
     // A reactor shutting down runs its queued tasks after closing its connections: this one
     // would be served by nobody, so it is closed (and uncounted) with `handed`.

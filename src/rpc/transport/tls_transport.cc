@@ -422,8 +422,9 @@ Result<size_t> TlsTransport::Write(const TransferQueue& queue, size_t max_bytes)
   } else {
     std::string& buf = GatherBuffer();
     buf.clear();
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
       buf.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+    }
     data = buf.data();
     len = buf.size();
   }
